@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Server ingest benchmark: for N = 1, 16, 64 connections, starts a fresh
+# heapstore-server on a loopback ephemeral port with a new database, replays
+# synthetic collector streams with hs-loadgen (events stored = committed and
+# acknowledged), then prints events/s, database bytes per event (the whole
+# file after a clean stop: events plus rollups, runs, stacks) and the
+# server's peak RSS. Each N runs REPEAT times (default 3); the table shows
+# medians.
+#
+#   bash bench/server/run.sh [BUILD_DIR]      (default: build)
+# Environment: EVENTS (total events per N, default 16000000), REPEAT, CONNS
+# ("1 16 64"), PER_FRAME (4096), STACKS (256), SAMPLE_BYTES (524288).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${1:-$root/build}
+server=$build/bin/heapstore-server
+loadgen=$build/bin/hs-loadgen
+[ -x "$server" ] && [ -x "$loadgen" ] || { echo "build first: $server, $loadgen" >&2; exit 1; }
+EVENTS=${EVENTS:-16000000}
+REPEAT=${REPEAT:-3}
+CONNS=${CONNS:-"1 16 64"}
+PER_FRAME=${PER_FRAME:-4096}
+STACKS=${STACKS:-256}
+SAMPLE_BYTES=${SAMPLE_BYTES:-524288}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+printf '%-6s %14s %14s %14s %10s\n' conns events events/s db_bytes/event peak_rss_MB
+for n in $CONNS; do
+    : > "$tmp/rate" ; : > "$tmp/bpe" ; : > "$tmp/rss"
+    for r in $(seq "$REPEAT"); do
+        db=$tmp/bench-$n-$r.db
+        log=$tmp/server-$n-$r.log
+        "$server" --db "$db" --listen 127.0.0.1:0 2> "$log" &
+        pid=$!
+        port=
+        for _ in $(seq 200); do
+            port=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\) .*/\1/p' "$log" | head -1)
+            [ -n "$port" ] && break
+            sleep 0.05
+        done
+        [ -n "$port" ] || { echo "server did not start:" >&2; cat "$log" >&2; exit 1; }
+        per_conn=$(( EVENTS / n ))
+        out=$("$loadgen" --port "$port" --conns "$n" --events "$per_conn" \
+              --per-frame "$PER_FRAME" --stacks "$STACKS" --sample-bytes "$SAMPLE_BYTES")
+        rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+        kill -TERM "$pid"
+        wait "$pid"
+        case $out in *FAILED*) echo "load generator failed: $out" >&2; exit 1 ;; esac
+        total=$(sed -n 's/.*events=\([0-9]*\).*/\1/p' <<<"$out")
+        rate=$(sed -n 's/.*events_per_s=\([0-9]*\).*/\1/p' <<<"$out")
+        stored=$(sqlite3 "$db" 'SELECT sum(n_events) FROM events')
+        [ "$stored" = "$total" ] || { echo "stored $stored events of $total" >&2; exit 1; }
+        bytes=$(stat -c %s "$db")
+        for f in "$db-wal" "$db-shm"; do [ -f "$f" ] && bytes=$((bytes + $(stat -c %s "$f"))); done
+        echo "$rate" >> "$tmp/rate"
+        awk -v b="$bytes" -v e="$total" 'BEGIN {printf "%.2f\n", b / e}' >> "$tmp/bpe"
+        awk -v k="$rss_kb" 'BEGIN {printf "%.1f\n", k / 1024}' >> "$tmp/rss"
+        rm -f "$db" "$db-wal" "$db-shm"
+    done
+    printf '%-6s %14s %14s %14s %10s\n' "$n" "$total" "$(median < "$tmp/rate")" \
+        "$(median < "$tmp/bpe")" "$(median < "$tmp/rss")"
+done

@@ -1,0 +1,73 @@
+/* cli_query: what the query commands of the CLI share.
+ *
+ * Option parsing (--json, --db PATH and each command's value options), the
+ * request itself (hs_cli_call: to the server named by HEAPSTORE_URL over
+ * HTTP, or else through queries/ on the database file directly; the same
+ * request and the same JSON either way), and the human rendering helpers
+ * (tables, byte sizes, the sampling footer every answer carries).
+ */
+#ifndef HS_CLI_QUERY_H
+#define HS_CLI_QUERY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "hs_queries.h"
+
+typedef struct hs_cli_args {
+    const char *cmd; /* the command's name, for messages */
+    const char *db;  /* --db PATH */
+    int json;        /* --json */
+    const char *pos[8];
+    int npos;
+    const char *at, *by, *limit, *top, *format, *out_file, *min_share, *trace, *timeout_ms;
+    const char *program, *host, *sample;
+    const char *labels[32];
+    int nlabels;
+    char **rest; /* after "--" (heapstore run) */
+    int nrest;
+} hs_cli_args;
+
+/* Parses argv (argv[0] is the command). opts lists the value options the
+ * command takes, e.g. "at,by,limit". Prints usage on --help (returns -1:
+ * exit 0) or on a mistake (returns 2); returns 0 when the caller goes on. */
+int hs_cli_parse(hs_cli_args *a, int argc, char **argv, const char *opts, const char *usage);
+
+/* One request. On success returns 0 and fills out (JSON in out->json, or,
+ * when file is set, the raw answer in out->body). On failure prints
+ * "heapstore CMD: message" to stderr and returns 1 (the exit code). */
+int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, const char *body,
+                size_t body_len, int file, hs_api_reply *out);
+
+/* Appends s percent-encoded (for a path segment or a query value) to dst. */
+void hs_cli_pct(char *dst, size_t len, const char *s);
+
+/* "1.50 MiB"-style sizes into buf (at least 32 bytes). */
+const char *hs_cli_bytes(int64_t b, char *buf);
+const char *hs_cli_secs(int64_t ns, char *buf);
+
+/* The line every human answer ends with: sampling and dropped counts. */
+void hs_cli_sampling(const json_t *sampling);
+/* Prints JSON (the --json output). */
+void hs_cli_print_json(const json_t *j);
+
+/* A text table: columns sized to their content, numbers right-aligned. */
+typedef struct hs_table {
+    int ncol;
+    const char *hdr[12];
+    int right[12];
+    char **cells;
+    int nrows, cap;
+} hs_table;
+void hs_table_init(hs_table *t, int ncol, const char *const *hdr, const int *right);
+void hs_table_row(hs_table *t, ...); /* ncol strings */
+void hs_table_print(hs_table *t);
+void hs_table_free(hs_table *t);
+
+/* Integer member of an object (0 when absent). */
+int64_t hs_json_int(const json_t *o, const char *key);
+const char *hs_json_str(const json_t *o, const char *key);
+
+#endif

@@ -1,0 +1,434 @@
+/* heapstore run: profile a program and say what its heap did.
+ *
+ * Preloads the collector (<bindir>/../lib/libheapstore.so) into PROGRAM and
+ * points it at a server: HEAPSTORE_URL when set, else a server already
+ * listening on the default address, else one started for the purpose on the
+ * default database (or --db PATH, which always gets its own server) and
+ * stopped afterwards. Once the program has exited and its run is stored, it
+ * prints a summary on stderr (the program keeps stdout) and exits with the
+ * program's exit code (128 + N for a program killed by signal N).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli_query.h"
+#include "hs_cli.h"
+#include "hs_paths.h"
+#include "http_client.h"
+
+static const char usage[] =
+    "run [--sample BYTES] [--label k=v]… [--db PATH] -- PROGRAM ARGS…\n"
+    "  --sample BYTES  mean bytes between samples (1: every allocation; default: the\n"
+    "                  collector's, 512 KiB, or HEAPSTORE_SAMPLE_BYTES)\n"
+    "  --db PATH       store the run in PATH (a server is started for it)\n"
+    "  HEAPSTORE_URL   send to that server instead of the default 127.0.0.1:7459";
+
+#define DEFAULT_HOST "127.0.0.1"
+#define DEFAULT_PORT 7459
+
+typedef struct server_proc {
+    pid_t pid;
+    char log[64];
+    int port;
+} server_proc;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int exe_dir(char *out, size_t len)
+{
+    ssize_t n = readlink("/proc/self/exe", out, len - 1);
+    if (n <= 0) return -1;
+    out[n] = '\0';
+    char *slash = strrchr(out, '/');
+    if (!slash) return -1;
+    *slash = '\0';
+    return 0;
+}
+
+static void print_log_tail(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof line, f)) fprintf(stderr, "  | %s", line);
+    fclose(f);
+}
+
+/* Starts bindir/heapstore-server on db, on a free loopback port. */
+static int server_start(server_proc *sp, const char *bindir, const char *db)
+{
+    char exe[PATH_MAX + 32];
+    snprintf(exe, sizeof exe, "%s/heapstore-server", bindir);
+    if (access(exe, X_OK)) {
+        fprintf(stderr, "heapstore run: cannot find %s to store the run\n", exe);
+        return -1;
+    }
+    if (hs_paths_mkdir_parent(db)) {
+        fprintf(stderr, "heapstore run: cannot create the folder of %s\n", db);
+        return -1;
+    }
+    snprintf(sp->log, sizeof sp->log, "/tmp/heapstore-server-XXXXXX");
+    int fd = mkstemp(sp->log);
+    if (fd < 0) {
+        fprintf(stderr, "heapstore run: cannot create a log file: %s\n", strerror(errno));
+        return -1;
+    }
+    sp->pid = fork();
+    if (sp->pid < 0) {
+        close(fd);
+        unlink(sp->log);
+        return -1;
+    }
+    if (sp->pid == 0) {
+        dup2(fd, 2);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) {
+            dup2(devnull, 0);
+            dup2(devnull, 1);
+        }
+        /* its own process group: a Ctrl-C meant for the program spares it */
+        setpgid(0, 0);
+        unsetenv("LD_PRELOAD");
+        execl(exe, exe, "--db", db, "--listen", DEFAULT_HOST ":0", "--granularity", "100ms",
+              "--grace", "2s", (char *)NULL);
+        fprintf(stderr, "cannot run %s: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    close(fd);
+    /* the server logs "listening on HOST:PORT" once it accepts connections */
+    for (int i = 0; i < 200; i++) {
+        FILE *f = fopen(sp->log, "r");
+        char line[1024];
+        while (f && fgets(line, sizeof line, f)) {
+            char *p = strstr(line, "listening on ");
+            if (!p) continue;
+            char *colon = strchr(p + 13, ' ');
+            (void)colon;
+            char *c = strrchr(p, ':');
+            if (c && sscanf(c + 1, "%d", &sp->port) == 1 && sp->port > 0) {
+                fclose(f);
+                return 0;
+            }
+        }
+        if (f) fclose(f);
+        int st;
+        if (waitpid(sp->pid, &st, WNOHANG) == sp->pid) {
+            fprintf(stderr, "heapstore run: the server for %s did not start:\n", db);
+            print_log_tail(sp->log);
+            unlink(sp->log);
+            sp->pid = 0;
+            return -1;
+        }
+        sleep_ms(50);
+    }
+    fprintf(stderr, "heapstore run: the server for %s did not start within 10 s:\n", db);
+    print_log_tail(sp->log);
+    kill(sp->pid, SIGKILL);
+    waitpid(sp->pid, NULL, 0);
+    unlink(sp->log);
+    sp->pid = 0;
+    return -1;
+}
+
+static void server_stop(server_proc *sp, int show_log)
+{
+    if (sp->pid <= 0) return;
+    kill(sp->pid, SIGTERM);
+    int st;
+    for (int i = 0; i < 200; i++) {
+        if (waitpid(sp->pid, &st, WNOHANG) == sp->pid) goto done;
+        sleep_ms(50);
+    }
+    kill(sp->pid, SIGKILL);
+    waitpid(sp->pid, &st, 0);
+done:
+    if (show_log) print_log_tail(sp->log);
+    unlink(sp->log);
+    sp->pid = 0;
+}
+
+static pid_t start_program(char **argv, const char *lib, const char *url, const char *sample,
+                           const char *labels)
+{
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    const char *old = getenv("LD_PRELOAD");
+    char preload[PATH_MAX * 2];
+    snprintf(preload, sizeof preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
+    setenv("LD_PRELOAD", preload, 1);
+    setenv("HEAPSTORE_URL", url, 1);
+    if (sample) setenv("HEAPSTORE_SAMPLE_BYTES", sample, 1);
+    if (labels && *labels) setenv("HEAPSTORE_LABELS", labels, 1);
+    execvp(argv[0], argv);
+    fprintf(stderr, "heapstore run: cannot run %s: %s\n", argv[0], strerror(errno));
+    _exit(127);
+}
+
+/* GET target from the server at url as JSON; NULL (and a message) on failure. */
+static json_t *get_json(const char *url, const char *target, int quiet)
+{
+    hs_http_answer ans;
+    char err[512];
+    const char *token = getenv("HEAPSTORE_TOKEN");
+    if (hs_http_request(&ans, url, token && *token ? token : NULL, "GET", target, NULL, 0, 60, err,
+                        sizeof err)) {
+        if (!quiet) fprintf(stderr, "heapstore run: %s\n", err);
+        return NULL;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(ans.body, ans.len, 0, &je);
+    free(ans.body);
+    if (ans.status != 200 || !j) {
+        if (!quiet) {
+            const char *m =
+                json_string_value(json_object_get(json_object_get(j, "error"), "message"));
+            fprintf(stderr, "heapstore run: the server answered %d: %s\n", ans.status,
+                    m ? m : "no JSON");
+        }
+        json_decref(j);
+        return NULL;
+    }
+    return j;
+}
+
+static void site_label(char *buf, size_t len, const json_t *row)
+{
+    const char *file = hs_json_str(row, "file");
+    const char *base = strrchr(file, '/');
+    if (*file)
+        snprintf(buf, len, "%s (%s:%" PRId64 ")", hs_json_str(row, "name"), base ? base + 1 : file,
+                 hs_json_int(row, "line"));
+    else
+        snprintf(buf, len, "%s", hs_json_str(row, "name"));
+}
+
+static void summary(const char *url, const json_t *run, int code, const char *how)
+{
+    int64_t id = hs_json_int(run, "id");
+    char t[256], b1[32], b2[32], b3[32];
+    json_t *samp = json_object_get(run, "sampling");
+    int64_t sb = hs_json_int(samp, "sample_bytes");
+    char sampling[64];
+    if (sb == 1)
+        snprintf(sampling, sizeof sampling, "every allocation");
+    else
+        snprintf(sampling, sizeof sampling, "one sample per %s", hs_cli_bytes(sb, b1));
+    fprintf(stderr, "\nheapstore: run %" PRId64 " of %s: exit code %d, %s, sampling %s\n", id,
+            hs_json_str(run, "program"), code, hs_cli_secs(hs_json_int(run, "duration_ns"), b1),
+            sampling);
+    fprintf(stderr, "  peak heap    %s at %s\n", hs_cli_bytes(hs_json_int(run, "peak_bytes"), b2),
+            hs_cli_secs(hs_json_int(run, "peak_t_ns"), b3));
+    fprintf(stderr, "  at the end   %s in %" PRId64 " blocks%s\n",
+            hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"),
+            !strcmp(hs_json_str(run, "state"), "ended") ? "" : " (the run did not end cleanly)");
+    json_t *d = json_object_get(samp, "dropped");
+    int64_t dropped = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events");
+    if (dropped)
+        fprintf(stderr, "  dropped      %" PRId64 " events (the numbers are lower bounds)\n",
+                dropped);
+
+    snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
+    json_t *top = get_json(url, t, 0);
+    size_t i;
+    json_t *row;
+    if (top && json_array_size(json_object_get(top, "rows"))) {
+        fprintf(stderr, "\n  top allocation sites at the peak:\n");
+        json_array_foreach(json_object_get(top, "rows"), i, row)
+        {
+            char name[600];
+            site_label(name, sizeof name, row);
+            fprintf(stderr, "    %10s  %5.1f%%  %s\n",
+                    hs_cli_bytes(hs_json_int(row, "total_bytes"), b1),
+                    100.0 * json_real_value(json_object_get(row, "share")), name);
+        }
+    }
+    json_decref(top);
+    snprintf(t, sizeof t, "/api/runs/%" PRId64 "/leaks?limit=5", id);
+    json_t *leaks = get_json(url, t, 0);
+    json_t *growing = json_object_get(leaks, "growing");
+    if (leaks) {
+        if (json_array_size(growing)) {
+            fprintf(stderr, "\n  likely leaks (live bytes grew steadily through the run):\n");
+            json_array_foreach(growing, i, row)
+            {
+                char name[600], rate[48];
+                site_label(name, sizeof name, row);
+                snprintf(
+                    rate, sizeof rate, "+%s/s",
+                    hs_cli_bytes(
+                        (int64_t)json_real_value(json_object_get(row, "slope_bytes_per_s")), b2));
+                fprintf(stderr, "    %10s  %12s  r²=%.2f  %s\n",
+                        hs_cli_bytes(hs_json_int(row, "end_bytes"), b1), rate,
+                        json_real_value(json_object_get(row, "r2")), name);
+            }
+        } else {
+            fprintf(stderr, "\n  no allocation site grew steadily (no likely leak)\n");
+            json_t *live = json_object_get(leaks, "live_at_end");
+            if (json_array_size(live)) {
+                fprintf(stderr, "  largest still live at the end:\n");
+                json_array_foreach(live, i, row)
+                {
+                    if (i == 3) break;
+                    char name[600];
+                    site_label(name, sizeof name, row);
+                    fprintf(stderr, "    %10s  %s\n", hs_cli_bytes(hs_json_int(row, "bytes"), b1),
+                            name);
+                }
+            }
+        }
+    }
+    json_decref(leaks);
+    fprintf(stderr,
+            "\n  dig further (%s):\n"
+            "    heapstore top %" PRId64 " --at peak          heapstore history %" PRId64
+            " --top 5\n"
+            "    heapstore leaks %" PRId64 "                  heapstore flame %" PRId64
+            " > heap.folded\n"
+            "    heapstore export %" PRId64 " --format pprof -o heap.pb.gz && go tool pprof -top "
+            "heap.pb.gz\n",
+            how, id, id, id, id, id);
+}
+
+int hs_cmd_run(int argc, char **argv)
+{
+    hs_cli_args a;
+    int rc = hs_cli_parse(&a, argc, argv, "sample,label", usage);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (!a.nrest) {
+        fprintf(stderr, "heapstore run: give the program after --\nusage: heapstore %s\n", usage);
+        return 2;
+    }
+    if (a.npos) {
+        fprintf(stderr, "heapstore run: put the program after -- (got '%s')\nusage: heapstore %s\n",
+                a.pos[0], usage);
+        return 2;
+    }
+    if (a.sample) {
+        char *end;
+        unsigned long long v = strtoull(a.sample, &end, 10);
+        if (*end || !v) {
+            fprintf(stderr, "heapstore run: --sample takes a positive number of bytes\n");
+            return 2;
+        }
+    }
+    char labels[4096] = "";
+    const char *envl = getenv("HEAPSTORE_LABELS");
+    if (envl) snprintf(labels, sizeof labels, "%s", envl);
+    for (int i = 0; i < a.nlabels; i++) {
+        size_t n = strlen(labels);
+        snprintf(labels + n, sizeof labels - n, "%s%s", n ? "," : "", a.labels[i]);
+    }
+    char bindir[PATH_MAX], lib[PATH_MAX + 64];
+    if (exe_dir(bindir, sizeof bindir)) {
+        fprintf(stderr, "heapstore run: cannot find where heapstore is installed\n");
+        return 1;
+    }
+    snprintf(lib, sizeof lib, "%s/../lib/libheapstore.so", bindir);
+    if (access(lib, R_OK)) {
+        fprintf(stderr, "heapstore run: the collector %s is missing\n", lib);
+        return 1;
+    }
+    char url[512], dbpath[PATH_MAX], how[PATH_MAX + 64];
+    server_proc sp = {0};
+    const char *envurl = getenv("HEAPSTORE_URL");
+    if (a.db || !(envurl && *envurl)) {
+        if (!a.db && hs_http_port_open(DEFAULT_HOST, DEFAULT_PORT, 300)) {
+            snprintf(url, sizeof url, "tcp://%s:%d", DEFAULT_HOST, DEFAULT_PORT);
+            snprintf(how, sizeof how, "HEAPSTORE_URL=%s", url);
+        } else {
+            if (a.db)
+                snprintf(dbpath, sizeof dbpath, "%s", a.db);
+            else if (hs_default_db_path(dbpath, sizeof dbpath)) {
+                fprintf(stderr, "heapstore run: no home folder for the default database; use "
+                                "--db PATH\n");
+                return 1;
+            }
+            if (server_start(&sp, bindir, dbpath)) return 1;
+            snprintf(url, sizeof url, "tcp://%s:%d", DEFAULT_HOST, sp.port);
+            if (a.db)
+                snprintf(how, sizeof how, "add --db %s", dbpath);
+            else
+                snprintf(how, sizeof how, "database %s", dbpath);
+        }
+    } else {
+        snprintf(url, sizeof url, "%s", envurl);
+        snprintf(how, sizeof how, "HEAPSTORE_URL=%s", url);
+    }
+
+    /* Like system(): the terminal's Ctrl-C goes to the program; we wait. */
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    pid_t pid = start_program(a.rest, lib, url, a.sample, labels);
+    int status = 0, code;
+    if (pid < 0) {
+        fprintf(stderr, "heapstore run: cannot start a process: %s\n", strerror(errno));
+        server_stop(&sp, 0);
+        return 1;
+    }
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (WIFEXITED(status) && code == 127) {
+        /* exec failed (the child said why) or the program returned 127 */
+    }
+
+    if (!strncmp(url, "file://", 7)) { /* the collector wrote a stream file; no server */
+        fprintf(stderr,
+                "\nheapstore run: the profile is in %s (exit code %d); load it with: "
+                "heapstore import %s\n",
+                url + 7, code, url + 7);
+        return code;
+    }
+    /* Wait until the server has stored the run: state ended or lost. */
+    char target[256];
+    snprintf(target, sizeof target, "/api/runs?pid=%d&limit=1", (int)pid);
+    json_t *run = NULL;
+    int waited_ms = 0, stored = 0;
+    while (waited_ms < 20000) {
+        json_t *j = get_json(url, target, 1);
+        json_t *r = json_array_get(json_object_get(j, "runs"), 0);
+        if (r) {
+            json_decref(run);
+            run = json_incref(r);
+            if (strcmp(hs_json_str(r, "state"), "open")) stored = 1;
+        }
+        json_decref(j);
+        if (stored) break;
+        if (!run && waited_ms >= 5000) break; /* nothing arrived: the collector did not run */
+        sleep_ms(100);
+        waited_ms += 100;
+    }
+    if (!run) {
+        fprintf(stderr,
+                "\nheapstore run: no run of process %d reached %s (exit code %d); was the "
+                "program started, and is it dynamically linked?\n",
+                (int)pid, url, code);
+    } else {
+        if (!stored)
+            fprintf(stderr,
+                    "\nheapstore run: run %" PRId64 " is still open after 20 s; the "
+                    "summary shows what is stored so far\n",
+                    hs_json_int(run, "id"));
+        summary(url, run, code, how);
+    }
+    json_decref(run);
+    server_stop(&sp, 0);
+    return code;
+}

@@ -1,0 +1,84 @@
+// A sortable table: click a column's header to sort by it, again to reverse.
+//
+// columns: [{key, label, num?, value?(row), cell?(row) → Node|string, title?}]
+// `value` gives what is sorted (default row[key]); `cell` what is shown.
+// Only the first `limit` rows are put in the DOM (a 20,000-stack run would
+// otherwise cost seconds); a button below shows the rest.
+
+import { h } from './api.js';
+
+export function sortableTable({ columns, rows, sort, onSort, limit = 300, className = '', rowAttrs }) {
+  let key = sort ? sort.key : null;
+  let dir = sort ? sort.dir : -1;
+  let shown = limit;
+  const thead = h('thead');
+  const tbody = h('tbody');
+  const more = h('div.more');
+  const table = h('table.grid' + (className ? '.' + className : ''), thead, tbody);
+
+  const valueOf = (col, row) => (col.value ? col.value(row) : row[col.key]);
+
+  function sorted() {
+    const col = columns.find((c) => c.key === key);
+    if (!col) return rows;
+    const out = rows.slice();
+    out.sort((a, b) => {
+      const x = valueOf(col, a);
+      const y = valueOf(col, b);
+      if (x === y) return 0;
+      if (x === undefined || x === null) return 1;
+      if (y === undefined || y === null) return -1;
+      if (typeof x === 'number' && typeof y === 'number') return (x - y) * dir;
+      return String(x).localeCompare(String(y)) * dir;
+    });
+    return out;
+  }
+
+  function renderHead() {
+    thead.replaceChildren(h('tr', columns.map((c) => h('th', {
+      class: (c.num ? 'num ' : '') + (c.key === key ? (dir > 0 ? 'asc' : 'desc') : ''),
+      title: c.title || 'sort by ' + c.label,
+      dataset: { key: c.key },
+      tabIndex: 0,
+      'aria-sort': c.key === key ? (dir > 0 ? 'ascending' : 'descending') : 'none',
+      on: {
+        click: () => setSort(c),
+        keydown: (e) => { if (e.key === 'Enter') setSort(c); },
+      },
+    }, c.label))));
+  }
+
+  function setSort(c) {
+    if (key === c.key) dir = -dir;
+    else { key = c.key; dir = c.num ? -1 : 1; }
+    if (onSort) onSort({ key, dir });
+    renderHead();
+    renderBody();
+  }
+
+  function renderBody() {
+    const all = sorted();
+    const list = all.slice(0, shown);
+    tbody.replaceChildren(...list.map((row) => h('tr', rowAttrs ? rowAttrs(row) : null,
+      columns.map((c) => h('td', { class: c.num ? 'num' : c.className || null },
+        c.cell ? c.cell(row) : formatPlain(valueOf(c, row)))))));
+    if (all.length > shown) {
+      more.replaceChildren(h('button', {
+        on: { click: () => { shown = all.length; renderBody(); } },
+      }, `Show all ${all.length} rows`));
+    } else {
+      more.replaceChildren();
+    }
+    if (!all.length) tbody.append(h('tr', h('td.empty', { colSpan: columns.length }, 'nothing here')));
+  }
+
+  renderHead();
+  renderBody();
+  return h('div.table-wrap', table, more);
+}
+
+function formatPlain(v) {
+  if (v === undefined || v === null) return '';
+  if (typeof v === 'number') return v.toLocaleString('en-US');
+  return String(v);
+}

@@ -1,0 +1,70 @@
+// #/leaks/RUN : what was still live at the end, and what grew steadily, each
+// ranked, each linked to its flame graph (at the end, searched for the site)
+// and to its history (the run's plot with that stack as a series).
+
+import { get, qs, h, runPath, fmtBytes, fmtInt, fmtExactBytes, basename, frameLabel, where } from '../api.js';
+import { setCrumbs } from '../app.js';
+import { sortableTable } from '../table.js';
+import { runHeader, shareCell } from './run.js';
+
+export async function mount(root, { args, stale }) {
+  const res = await get(runPath(args[0]) + '/leaks' + qs({ limit: 50 }));
+  if (stale()) return null;
+  const run = res.run;
+  const id = run.id;
+  setCrumbs([
+    { text: 'runs', href: '#/runs' },
+    { text: `${basename(run.program)} #${id}`, href: `#/run/${id}` },
+    { text: 'leaks' },
+  ]);
+  const section = h('section.view-leaks', { dataset: { view: 'leaks', run: id } });
+  root.append(section);
+  section.append(runHeader(run, res.sampling));
+
+  const siteName = (r) => r.name || frameLabel(r.stack && r.stack[0]);
+  const fnOf = (r) => (r.stack && r.stack[0] && r.stack[0].function) || r.name || '';
+  const links = (r) => h('span.links',
+    h('a', { href: `#/run/${id}?${new URLSearchParams({ at: 'end', q: fnOf(r) })}`, dataset: { link: 'flame' } }, 'flame'),
+    ' · ',
+    h('a', { href: `#/run/${id}?${new URLSearchParams({ at: 'end', trace: r.trace ?? '', top: 5 })}`, dataset: { link: 'history' } }, 'history'));
+  const rank = { key: 'rank', label: '#', num: true };
+  const site = {
+    key: 'name', label: 'site', value: siteName,
+    cell: (r) => h('span', { title: (r.stack || []).map(frameLabel).join('\n') }, siteName(r)),
+  };
+  const loc = { key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where' };
+
+  const live = (res.live_at_end || []).map((r, i) => ({ ...r, rank: i + 1 }));
+  const growing = (res.growing || []).map((r, i) => ({ ...r, rank: i + 1 }));
+
+  section.append(h('div.panel.leaks-live',
+    h('div.toolbar', h('strong', 'Live at the end'),
+      h('span.muted', `${fmtBytes(run.end_bytes)} in ${fmtInt(run.end_count)} blocks never freed`), h('span.spacer'),
+      h('a', { href: `#/run/${id}?at=end` }, 'flame graph at the end')),
+    sortableTable({
+      rows: live, sort: { key: 'rank', dir: 1 }, className: 'leaks',
+      rowAttrs: (r) => ({ dataset: { name: siteName(r), rank: r.rank } }),
+      columns: [rank, site, loc,
+        { key: 'bytes', label: 'bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.bytes) }, fmtBytes(r.bytes)) },
+        { key: 'count', label: 'blocks', num: true },
+        { key: 'share', label: 'share', num: true, cell: (r) => shareCell(r.share) },
+        { key: 'links', label: '', value: () => 0, cell: links }],
+    })));
+
+  section.append(h('div.panel.leaks-growing',
+    h('div.toolbar', h('strong', 'Grew steadily'),
+      h('span.muted', 'least-squares slope of live bytes over the run, ranked by end bytes weighted by fit')),
+    sortableTable({
+      rows: growing, sort: { key: 'rank', dir: 1 }, className: 'leaks',
+      rowAttrs: (r) => ({ dataset: { name: siteName(r), rank: r.rank } }),
+      columns: [rank, site, loc,
+        { key: 'slope_bytes_per_s', label: 'growth', num: true, cell: (r) => `${fmtBytes(Math.round(r.slope_bytes_per_s))}/s` },
+        { key: 'r2', label: 'fit (r²)', num: true, cell: (r) => (r.r2 ?? 0).toFixed(3) },
+        { key: 'end_bytes', label: 'at end', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.end_bytes) }, fmtBytes(r.end_bytes)) },
+        { key: 'score', label: 'score', num: true, cell: (r) => Math.round(r.score).toLocaleString('en-US') },
+        { key: 'links', label: '', value: () => 0, cell: links }],
+    })));
+
+  window.heapstore = { view: 'leaks', leaks: res };
+  return { destroy() { window.heapstore = null; } };
+}

@@ -1,0 +1,333 @@
+// #/run/RUN?at=peak|end|SECONDS&tab=flame|table&by=site|function|stack&q=&z=&top=N
+//
+// One run: the live heap over time with RSS (and the top N stacks as lines),
+// then what was live at the picked moment as a flame graph or a table.
+// Click the plot to pick a moment, drag to compare two.
+
+import {
+  get, qs, h, runPath, nsToAt, download, forget, fmtBytes, fmtDuration, fmtDate, fmtInt, fmtTime,
+  fmtShare, fmtExactBytes, basename, droppedTotal, where, frameLabel,
+} from '../api.js';
+import { go, setCrumbs, replaceParams, route } from '../app.js';
+import { TimePlot } from '../plot.js';
+import { FlameGraph } from '../flame.js';
+import { sortableTable } from '../table.js';
+import { stateText, droppedTitle } from './runs.js';
+
+const SERIES_COLORS = ['#7b2cbf', '#2b9348', '#d00000', '#f48c06', '#0077b6', '#6a4c93', '#8d6e63', '#c9184a', '#386641', '#5e548e'];
+
+export async function mount(root, { args, params, stale }) {
+  const runArg = args[0];
+  const at = params.get('at') || 'peak';
+  const tab = params.get('tab') === 'table' ? 'table' : 'flame';
+  const by = ['site', 'function', 'stack'].includes(params.get('by')) ? params.get('by') : 'site';
+  const topN = params.has('top') ? Math.max(0, Math.min(20, parseInt(params.get('top'), 10) || 0)) : 5;
+  const trace = params.get('trace') || '';
+  const search = params.get('q') || '';
+  const zoom = params.get('z') ? params.get('z').split(';') : [];
+
+  const base = runPath(runArg);
+  const [hist, flame] = await Promise.all([
+    get(base + '/history' + qs({ top: topN || undefined, trace: trace || undefined })),
+    get(base + '/flame' + qs({ at })),
+  ]);
+  if (stale()) return null;
+  const run = hist.run;
+  const id = run.id;
+  const here = (changes) => {
+    const p = { at, tab, by, top: topN === 5 ? '' : topN, q: search, trace, ...changes };
+    go(`/run/${id}`, p);
+  };
+
+  setCrumbs([
+    { text: 'runs', href: '#/runs' },
+    { text: `${basename(run.program)} #${id}`, href: `#/run/${id}` },
+    { text: atLabel(at, flame.at_ns) },
+  ]);
+
+  const section = h('section.view-run', { dataset: { view: 'run', run: id, at } });
+  root.append(section);
+  section.append(runHeader(run, hist.sampling || run.sampling));
+
+  // ---- the time plot ----
+  const series = [];
+  const g = hist.granularity_ns || run.granularity_ns || 0;
+  const heap = (hist.points || []).map((p) => [p.t_ns, p.heap_bytes]);
+  const heapMax = maxBand(hist.points || [], g, run.duration_ns);
+  if (heapMax.length) series.push({ id: 'heap_max', name: 'live heap, max in bucket', color: '#9bb5ea', kind: 'area', alpha: 0.35, points: heapMax });
+  const exact = (hist.sampling || run.sampling || {}).sample_bytes === 1;
+  series.push({ id: 'heap', name: exact ? 'live heap' : 'live heap (estimated)', color: '#3b6fd6', kind: 'area', alpha: 0.3, step: true, points: heap });
+  const rss = (hist.rss || []).map((p) => [p.t_ns, p.rss_bytes]);
+  if (rss.length) series.push({ id: 'rss', name: 'RSS', color: '#333', kind: 'line', dash: [5, 3], points: rss });
+  (hist.series || []).forEach((s, i) => series.push({
+    id: 'trace-' + s.trace,
+    name: s.name || `stack ${s.trace}`,
+    title: (s.stack || []).map(frameLabel).join('\n'),
+    color: SERIES_COLORS[i % SERIES_COLORS.length],
+    kind: 'line',
+    step: true,
+    width: String(s.trace) === trace ? 3 : 1.5,
+    points: (s.points || []).map((p) => [p.t_ns, p.bytes]),
+  }));
+
+  const topSel = h('select', { 'aria-label': 'top stacks', on: { change: () => here({ top: topSel.value }) } },
+    [0, 5, 10, 20].map((n) => h('option', { value: n, selected: n === topN }, n ? `top ${n} stacks` : 'no stack series')));
+  const rangeBar = h('div.rangebar', { hidden: true });
+  const plotBox = h('div.plot-box');
+  section.append(h('div.panel',
+    h('div.toolbar',
+      h('strong', 'Live heap over time'),
+      h('span.muted', 'click to pick a moment · drag to compare two'),
+      h('span.spacer'),
+      run.state === 'open' ? h('button', {
+        title: 'the run is still being recorded: fetch the newest numbers',
+        on: { click: () => { forget(); route(); } },
+      }, 'Refresh') : null,
+      h('button', { dataset: { act: 'peak' }, on: { click: () => here({ at: 'peak', z: '' }) } }, `Peak (${fmtTime(run.peak_t_ns || 0)})`),
+      h('button', { dataset: { act: 'end' }, on: { click: () => here({ at: 'end', z: '' }) } }, 'End'),
+      topSel,
+      dl(`${base}/history?format=csv`, `heapstore-${id}-history.csv`, 'CSV')),
+    plotBox, rangeBar));
+
+  const markers = [{ t_ns: flame.at_ns, color: '#111', label: atLabel(at, flame.at_ns) }];
+  if (run.peak_t_ns !== undefined) markers.push({ t_ns: run.peak_t_ns, color: '#b02a2a', dash: [3, 3], label: 'peak' });
+  const plot = new TimePlot(plotBox, {
+    series,
+    durationNs: run.duration_ns,
+    markers,
+    onPick: (t) => here({ at: nsToAt(t), z: '' }),
+    onRange: (t0, t1) => {
+      rangeBar.hidden = false;
+      rangeBar.replaceChildren(
+        h('span', `From ${fmtTime(t0)} to ${fmtTime(t1)}: `),
+        h('button.primary', {
+          dataset: { act: 'compare-range' },
+          on: { click: () => go('/diff', { a: `${id}@${nsToAt(t0)}`, b: `${id}@${nsToAt(t1)}` }) },
+        }, 'Compare these two moments'),
+        h('button', { on: { click: () => { rangeBar.hidden = true; plot.range = null; plot.draw(); } } }, 'Cancel'));
+    },
+  });
+
+  // ---- the moment ----
+  const total = flame.total_bytes !== undefined ? flame.total_bytes : flame.root.bytes;
+  const count = flame.total_count !== undefined ? flame.total_count : flame.root.count;
+  const tabs = h('div.tabs', ['flame', 'table'].map((t) => h('button', {
+    class: t === tab ? 'on' : '', dataset: { tab: t },
+    on: { click: () => here({ tab: t }) },
+  }, t === 'flame' ? 'Flame graph' : 'Table')));
+  const atArg = at;
+  const others = h('select', { 'aria-label': 'compare with run', on: { change: () => {
+    if (!others.value) return;
+    const side = /^(peak|end)$/.test(atArg) ? atArg : 'end';
+    go('/diff', { a: `${id}@${side}`, b: `${others.value}@${side}` });
+  } } }, h('option', { value: '' }, 'compare with run…'));
+  const moment = h('div.panel.moment',
+    h('div.toolbar',
+      h('strong', `Live at ${atLabel(at, flame.at_ns)}`),
+      h('span', { class: 'total', title: `${fmtExactBytes(total)} in ${fmtInt(count)} blocks` },
+        `${fmtBytes(total)} in ${fmtInt(count)} blocks`),
+      h('span.spacer'), tabs),
+    h('div.toolbar.downloads',
+      h('span.muted', 'download:'),
+      dl(`${base}/export${qs({ at, format: 'collapsed' })}`, `heapstore-${id}-${at}.collapsed.txt`, 'collapsed'),
+      dl(`${base}/export${qs({ at, format: 'pprof' })}`, `heapstore-${id}-${at}.pb.gz`, 'pprof'),
+      dl(`${base}/export${qs({ at, format: 'speedscope' })}`, `heapstore-${id}-${at}.speedscope.json`, 'speedscope'),
+      dl(`${base}/export${qs({ at, format: 'dot' })}`, `heapstore-${id}-${at}.dot`, 'dot'),
+      h('span.spacer'),
+      h('a', { href: `#/leaks/${id}` }, 'leaks of this run'),
+      others));
+  section.append(moment);
+  fillOthers(run, others);
+
+  let graph = null;
+  if (tab === 'flame') {
+    const info = h('span.muted.match');
+    const input = h('input', { type: 'search', placeholder: 'search functions', value: search, 'aria-label': 'search functions' });
+    const reset = h('button', { on: { click: () => graph.zoom(null) } }, 'Reset zoom');
+    moment.append(h('div.toolbar', input, info, h('span.spacer'), reset,
+      h('span.muted', 'click a frame to zoom · Esc zooms out')));
+    const box = h('div.flame-box');
+    moment.append(box);
+    graph = new FlameGraph(box, {
+      root: flame.root,
+      totalBytes: total,
+      zoomPath: zoom,
+      search,
+      onZoom: (path) => replaceParams({ z: path.join(';') }),
+      onSearch: (m) => {
+        info.textContent = m ? `matched ${fmtBytes(m.bytes)} (${fmtShare(m.share)})` : '';
+      },
+    });
+    input.addEventListener('input', () => {
+      graph.setSearch(input.value);
+      replaceParams({ q: input.value.trim() });
+    });
+  } else {
+    const byBar = h('div.tabs.small', ['site', 'function', 'stack'].map((b) => h('button', {
+      class: b === by ? 'on' : '', dataset: { by: b },
+      on: { click: () => here({ by: b }) },
+    }, 'by ' + b)));
+    moment.append(h('div.toolbar', byBar));
+    const top = await get(base + '/top' + qs({ at, by, limit: 1000 }));
+    if (stale()) { plot.destroy(); return null; }
+    moment.append(topTable(top, by, id));
+  }
+
+  section.append(sizesPanel(base));
+
+  window.heapstore = { view: 'run', run, history: hist, plot, flame: graph };
+  return {
+    destroy() {
+      plot.destroy();
+      if (graph) graph.destroy();
+      window.heapstore = null;
+    },
+  };
+}
+
+// The history lists a point per bucket that changed: t_ns is the bucket's
+// end, heap_max_bytes the highest the heap went inside it. As a polyline:
+// each bucket's maximum over (t - g, t], the settled heap over the gaps.
+function maxBand(points, g, durationNs) {
+  const out = [];
+  let prevT = 0;
+  let prevHeap = 0;
+  for (const p of points) {
+    if (p.heap_max_bytes === undefined) return [];
+    const start = Math.max(prevT, p.t_ns - g);
+    if (start > prevT) out.push([prevT, prevHeap], [start, prevHeap]);
+    out.push([start, p.heap_max_bytes], [p.t_ns, p.heap_max_bytes]);
+    prevT = p.t_ns;
+    prevHeap = p.heap_bytes;
+  }
+  if (out.length) out.push([prevT, prevHeap], [Math.max(prevT, durationNs || 0), prevHeap]);
+  return out;
+}
+
+export function atLabel(at, atNs) {
+  if (at === 'peak') return `the peak (${fmtTime(atNs)})`;
+  if (at === 'end') return `the end (${fmtTime(atNs)})`;
+  return fmtTime(atNs !== undefined ? atNs : Number(at) * 1e9);
+}
+
+export function runHeader(run, sampling) {
+  const s = sampling || run.sampling || {};
+  const dropped = droppedTotal(s);
+  const labels = Object.entries(run.labels || {}).map(([k, v]) => h('span.chip', `${k}=${v}`));
+  const exact = s.sample_bytes === 1;
+  return h('div.run-head',
+    h('h1', basename(run.program), h('span.argv', ' ' + (run.argv || []).slice(1).join(' ')),
+      h('span.runid', ` #${run.id}`)),
+    h('div.meta',
+      h('span', { title: run.program }, `host ${run.host || '?'} · pid ${run.pid ?? '?'}`),
+      h('span', `started ${fmtDate(run.start_unix_ms)}`),
+      h('span', `lasted ${fmtDuration(run.duration_ns)}`),
+      h('span', { class: 'state' }, stateText(run)),
+      h('span', `peak ${fmtBytes(run.peak_bytes)}`),
+      h('span', `end ${fmtBytes(run.end_bytes)}`),
+      run.parent_id ? h('a', { href: `#/run/${run.parent_id}` }, `parent #${run.parent_id}`) : null,
+      labels),
+    h('div.meta.sampling',
+      h('span', exact ? 'every allocation recorded (exact)'
+        : `sampled every ${fmtBytes(s.sample_bytes)} on average: bytes are unbiased estimates`),
+      h('span', { class: dropped ? 'warn' : 'muted', title: droppedTitle(s) },
+        dropped ? `${fmtInt(dropped)} events dropped: numbers are low by that much` : 'nothing dropped')));
+}
+
+function dl(href, filename, text) {
+  return h('a.dl', {
+    href, download: filename,
+    on: {
+      click: (e) => {
+        // With a token the plain link would be refused; fetch with the header.
+        if (!localStorage.getItem('heapstore-token')) return;
+        e.preventDefault();
+        download(href, filename).catch((err) => alert(err.message));
+      },
+    },
+  }, text);
+}
+
+async function fillOthers(run, select) {
+  try {
+    const res = await get('/api/runs' + qs({ program: basename(run.program), limit: 50 }), { fresh: true });
+    for (const r of res.runs || []) {
+      if (r.id === run.id) continue;
+      const lab = Object.entries(r.labels || {}).map(([k, v]) => `${k}=${v}`).join(' ');
+      select.append(h('option', { value: r.id }, `#${r.id} ${basename(r.program)} ${lab} (${fmtDate(r.start_unix_ms)})`));
+    }
+  } catch { /* the picker stays empty */ }
+}
+
+function topTable(top, by, id) {
+  const rows = top.rows || [];
+  const nameCell = (r) => {
+    const stack = (r.stack || []).map(frameLabel).join('\n');
+    const q = r.name || (r.stack && r.stack[0] && r.stack[0].function) || '';
+    return h('a', { href: `#/run/${id}?${new URLSearchParams({ at: top.at || 'peak', q })}`, title: stack || where(r) },
+      r.name || frameLabel(r.stack && r.stack[0]));
+  };
+  const columns = [
+    { key: 'name', label: by === 'function' ? 'function' : by === 'stack' ? 'stack (leaf)' : 'site', cell: nameCell },
+    { key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where' },
+  ];
+  if (by === 'function') {
+    columns.push(
+      { key: 'self_bytes', label: 'self bytes', num: true, cell: (r) => bytesCell(r.self_bytes) },
+      { key: 'self_count', label: 'self blocks', num: true },
+      { key: 'total_bytes', label: 'total bytes', num: true, cell: (r) => bytesCell(r.total_bytes) },
+      { key: 'total_count', label: 'total blocks', num: true });
+  } else {
+    columns.push(
+      { key: 'total_bytes', label: 'bytes', num: true, cell: (r) => bytesCell(r.total_bytes) },
+      { key: 'total_count', label: 'blocks', num: true });
+  }
+  columns.push({ key: 'share', label: 'share', num: true, cell: (r) => shareCell(r.share) });
+  const sort = by === 'function' ? { key: 'self_bytes', dir: -1 } : { key: 'total_bytes', dir: -1 };
+  const more = top.rows_total > rows.length
+    ? h('p.muted', `the ${fmtInt(rows.length)} largest of ${fmtInt(top.rows_total)} rows`) : null;
+  return h('div.top-table', { dataset: { by } }, more,
+    sortableTable({ columns, rows, sort, className: 'top', rowAttrs: (r) => ({ dataset: { name: r.name || '' } }) }));
+}
+
+// Allocation sizes, fetched when first opened: a histogram of every
+// allocation by power-of-two size class, and the sampling interval the server
+// suggests for this program.
+function sizesPanel(base) {
+  const body = h('div', h('p.muted', 'loading…'));
+  const panel = h('details.panel.sizes', h('summary', h('strong', 'Allocation sizes')), body);
+  panel.addEventListener('toggle', async () => {
+    if (!panel.open || panel.dataset.loaded) return;
+    panel.dataset.loaded = '1';
+    try {
+      const sz = await get(base + '/sizes');
+      const buckets = sz.buckets || [];
+      const maxN = Math.max(1, ...buckets.map((b) => b.allocs));
+      const maxB = Math.max(1, ...buckets.map((b) => b.bytes));
+      const bar = (cls, share) => h('span.bar' + cls, { style: { width: (100 * share).toFixed(1) + '%' } });
+      const rows = buckets.map((b) => h('tr',
+        h('td', `${fmtBytes(b.lo)} – ${fmtBytes(b.hi)}`),
+        h('td.num', fmtInt(b.allocs)),
+        h('td', bar('.count', b.allocs / maxN)),
+        h('td.num', { title: fmtExactBytes(b.bytes) }, fmtBytes(b.bytes)),
+        h('td', bar('', b.bytes / maxB))));
+      const head = h('tr', h('th', 'size'), h('th.num', 'allocations'), h('th', ''), h('th.num', 'bytes'), h('th', ''));
+      body.replaceChildren(
+        h('p', `${fmtInt(sz.total_allocs)} allocations, ${fmtBytes(sz.total_bytes)} in all. ` +
+          `Suggested HEAPSTORE_SAMPLE_BYTES=${sz.suggested_sample_bytes}: ${sz.reason || ''}`),
+        h('table.grid.sizes', h('thead', head), h('tbody', rows)));
+    } catch (err) {
+      body.replaceChildren(h('p.warn', err.message));
+    }
+  });
+  return panel;
+}
+
+export function bytesCell(n) {
+  return h('span', { title: fmtExactBytes(n) }, fmtBytes(n));
+}
+
+export function shareCell(x) {
+  const pct = Math.max(0, Math.min(1, x || 0)) * 100;
+  return h('span.share', h('span.bar', { style: { width: pct + '%' } }), h('span.pct', fmtShare(x)));
+}

@@ -1,0 +1,127 @@
+// #/runs?program=&host=&label=k=v : every run, newest first, with the numbers
+// that tell whether it is worth opening; tick two to compare them.
+
+import { get, qs, h, fmtBytes, fmtDuration, fmtDate, fmtInt, basename, droppedTotal } from '../api.js';
+import { go, setCrumbs } from '../app.js';
+import { sortableTable } from '../table.js';
+
+export async function mount(root, { params }) {
+  const filter = {
+    program: params.get('program') || '',
+    host: params.get('host') || '',
+    label: params.get('label') || '',
+  };
+  setCrumbs([{ text: 'runs' }]);
+
+  const inputs = {
+    program: h('input', { name: 'program', placeholder: 'program', value: filter.program }),
+    host: h('input', { name: 'host', placeholder: 'host', value: filter.host }),
+    label: h('input', { name: 'label', placeholder: 'label key=value', value: filter.label }),
+  };
+  const form = h('form.filters', {
+    on: {
+      submit: (e) => {
+        e.preventDefault();
+        go('/runs', {
+          program: inputs.program.value.trim(),
+          host: inputs.host.value.trim(),
+          label: inputs.label.value.trim(),
+        });
+      },
+    },
+  }, inputs.program, inputs.host, inputs.label, h('button', { type: 'submit' }, 'Filter'),
+  (filter.program || filter.host || filter.label) ? h('a.clear', { href: '#/runs' }, 'clear') : null);
+
+  const picked = [];
+  const compareBtn = h('button', { disabled: true, on: { click: compare } }, 'Compare two runs');
+  const hint = h('span.muted', 'tick two runs to compare them at their ends');
+  const bar = h('div.toolbar', form, h('span.spacer'), hint, compareBtn);
+  root.append(h('section.view-runs', { dataset: { view: 'runs' } }, bar));
+
+  const res = await get('/api/runs' + qs({ ...filter, limit: 500 }), { fresh: true });
+  const runs = res.runs || [];
+
+  function compare() {
+    if (picked.length !== 2) return;
+    const [x, y] = picked.slice().sort((p, q) => (p.start_unix_ms - q.start_unix_ms) || (p.id - q.id));
+    go('/diff', { a: `${x.id}@end`, b: `${y.id}@end` });
+  }
+
+  function toggle(run, box) {
+    const i = picked.indexOf(run);
+    if (box.checked && i < 0) picked.push(run);
+    if (!box.checked && i >= 0) picked.splice(i, 1);
+    while (picked.length > 2) {
+      const old = picked.shift();
+      const el = root.querySelector(`input[data-run="${old.id}"]`);
+      if (el) el.checked = false;
+    }
+    compareBtn.disabled = picked.length !== 2;
+    hint.textContent = picked.length === 2 ? `runs ${picked.map((p) => p.id).join(' and ')}` : 'tick two runs to compare them at their ends';
+  }
+
+  const columns = [
+    {
+      key: 'pick', label: '', value: () => 0,
+      cell: (r) => {
+        const box = h('input', { type: 'checkbox', checked: picked.includes(r), dataset: { run: r.id }, 'aria-label': `pick run ${r.id}` });
+        box.addEventListener('change', () => toggle(r, box));
+        return box;
+      },
+    },
+    { key: 'id', label: 'run', num: true, cell: (r) => h('a', { href: `#/run/${r.id}` }, `#${r.id}`) },
+    {
+      key: 'program', label: 'program', value: (r) => basename(r.program),
+      cell: (r) => h('a.prog', { href: `#/run/${r.id}`, title: [r.program, ...(r.argv || []).slice(1)].join(' ') },
+        basename(r.program), h('span.argv', ' ' + (r.argv || []).slice(1).join(' '))),
+    },
+    { key: 'host', label: 'host' },
+    {
+      key: 'labels', label: 'labels', value: (r) => Object.entries(r.labels || {}).map(([k, v]) => `${k}=${v}`).join(' '),
+      cell: (r) => Object.entries(r.labels || {}).map(([k, v]) =>
+        h('a.chip', { href: '#/runs?label=' + encodeURIComponent(`${k}=${v}`) }, `${k}=${v}`)),
+    },
+    { key: 'start_unix_ms', label: 'started', num: true, cell: (r) => fmtDate(r.start_unix_ms) },
+    { key: 'duration_ns', label: 'duration', num: true, cell: (r) => fmtDuration(r.duration_ns) },
+    { key: 'peak_bytes', label: 'peak', num: true, cell: (r) => h('span', { title: `${fmtInt(r.peak_bytes)} B in ${fmtInt(r.peak_count)} blocks` }, fmtBytes(r.peak_bytes)) },
+    { key: 'end_bytes', label: 'end heap', num: true, cell: (r) => h('span', { title: `${fmtInt(r.end_bytes)} B in ${fmtInt(r.end_count)} blocks` }, fmtBytes(r.end_bytes)) },
+    {
+      key: 'dropped', label: 'dropped', num: true, value: (r) => droppedTotal(r.sampling),
+      cell: (r) => {
+        const n = droppedTotal(r.sampling);
+        return h('span', { class: n ? 'warn' : 'muted', title: droppedTitle(r.sampling) }, fmtInt(n));
+      },
+    },
+    {
+      key: 'state', label: 'end', value: (r) => stateText(r),
+      cell: (r) => h('span', { class: 'state ' + stateClass(r) }, stateText(r)),
+    },
+    {
+      key: 'links', label: '', value: () => 0,
+      cell: (r) => h('a', { href: `#/leaks/${r.id}` }, 'leaks'),
+    },
+  ];
+  root.firstChild.append(h('p.count.muted', `${runs.length} run${runs.length === 1 ? '' : 's'}` +
+    (runs.length >= 500 ? ' (the newest 500)' : '')));
+  root.firstChild.append(sortableTable({
+    columns, rows: runs, sort: { key: 'start_unix_ms', dir: -1 }, className: 'runs',
+    rowAttrs: (r) => ({ dataset: { run: r.id, program: basename(r.program) } }),
+  }));
+}
+
+export function stateText(r) {
+  if (r.state === 'open') return 'running';
+  if (r.state === 'lost') return 'lost';
+  return r.clean_exit ? 'clean' : 'not clean';
+}
+
+function stateClass(r) {
+  if (r.state === 'open') return 'open';
+  if (r.state === 'lost' || !r.clean_exit) return 'bad';
+  return 'good';
+}
+
+export function droppedTitle(s) {
+  const d = (s && s.dropped) || {};
+  return Object.entries(d).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${fmtInt(v)}`).join('\n') || 'nothing dropped';
+}

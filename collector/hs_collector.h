@@ -1,0 +1,41 @@
+/* hs_collector: the collector's life, and the state every module shares.
+ *
+ * libheapstore.so is preloaded into a program; hs_hooks.c interposes the
+ * allocator entry points and owns the process-wide state declared here: the
+ * settings (read once, at the first hook call or at load), the identity of
+ * the run (a random 128-bit id, its parent's id after fork or exec, its start
+ * time), the counters of dropped data, and the switch that turns recording
+ * off once the run has ended (after the exit flush, every hook forwards).
+ * A fork child becomes a new run in the atfork child handler: fresh stack
+ * ids, live set, rings and sender, so nothing the parent's other threads held
+ * can be waited on.
+ */
+#ifndef HS_COLLECTOR_H
+#define HS_COLLECTOR_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "hs_config.h"
+#include "hs_proto.h"
+
+typedef struct hs_run {
+    uint8_t run_id[16];
+    uint8_t parent_run_id[16];
+    uint64_t start_ns;      /* CLOCK_MONOTONIC at the run's start */
+    uint64_t start_unix_ns; /* the same moment, wall clock */
+    int has_parent;         /* forked or exec'd from a profiled process */
+    int forked;             /* a fork child: write PATH.<pid> */
+} hs_run;
+
+extern hs_config hs__cfg;
+extern hs_run hs__run;
+extern atomic_int hs__recording; /* 0 before init, when disabled and after the run ended */
+extern _Atomic uint64_t hs__drops[HS_DROP_KIND_MAX + 1];
+
+static inline void hs__drop_add(int kind, uint64_t n)
+{
+    atomic_fetch_add_explicit(&hs__drops[kind], n, memory_order_relaxed);
+}
+
+#endif

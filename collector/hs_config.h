@@ -1,0 +1,53 @@
+/* hs_config: the collector's settings, read once from the environment.
+ *
+ * HEAPSTORE_URL          tcp://HOST:PORT | http://HOST:PORT | HOST:PORT | file:///PATH
+ *                        (default tcp://127.0.0.1:7459)
+ * HEAPSTORE_SAMPLE_BYTES mean sampling interval in bytes (default 524288; 1 = all)
+ * HEAPSTORE_DEPTH        frames kept per stack (default 64, at most 1024)
+ * HEAPSTORE_RSS_MS       period of RSS / virtual size samples (default 100; 0 = off)
+ * HEAPSTORE_BUFFER_MB    bound of unsent + unacknowledged frames (default 64)
+ * HEAPSTORE_EXIT_FLUSH_MS how long exit waits for the flush (default 2000)
+ * HEAPSTORE_LABELS       key=value,key=value (sent in HELLO)
+ * HEAPSTORE_TOKEN        sent in HELLO when the server demands one
+ * HEAPSTORE_LIVE_MAX     most sampled blocks tracked at once (default 16M at
+ *                        sample rate 1, 1M otherwise)
+ * HEAPSTORE_SEED         seed of the sampler (0 or unset: random); for tests
+ * HEAPSTORE_DISABLE=1    forward every call, record nothing
+ *
+ * Parsing uses getenv and plain loops only: it runs inside the first hook call
+ * and must not allocate. The strings are copied into the struct.
+ */
+#ifndef HS_CONFIG_H
+#define HS_CONFIG_H
+
+#include <stdint.h>
+
+#define HS_CONFIG_STR 4096
+
+enum hs_target_kind { HS_TARGET_TCP = 1, HS_TARGET_FILE = 2 };
+
+typedef struct hs_config {
+    int disabled;
+    int target;               /* enum hs_target_kind */
+    char host[256];           /* TCP */
+    char port[16];            /* TCP */
+    char path[HS_CONFIG_STR]; /* FILE */
+    char url[HS_CONFIG_STR];
+    char labels[HS_CONFIG_STR];
+    char token[256];
+    uint64_t sample_bytes;
+    uint32_t depth;
+    uint64_t rss_ms;
+    uint64_t buffer_bytes;
+    uint64_t exit_flush_ms;
+    uint64_t live_max;
+    uint64_t seed;
+} hs_config;
+
+/* Fills cfg from the environment; unparsable values keep their default. */
+void hs_config_load(hs_config *cfg);
+
+/* Splits a URL as described above into cfg's target fields. 0 or HS_EINVAL. */
+int hs_config_parse_url(hs_config *cfg, const char *url);
+
+#endif

@@ -1,0 +1,681 @@
+/* hs_hooks: the interposed allocator entry points and the collector's life.
+ *
+ * Every exported function here replaces the C library's. The unsampled path
+ * of an allocation is a subtraction and a branch on the thread's countdown
+ * (hs_thread.h) before a tail call to the real function; the unsampled path of
+ * free is one load from the live set's filter (hs_liveset.h). Everything else
+ * is in the *_slow functions, which run under the thread's re-entry guard,
+ * save and restore errno, and never call stdio.
+ *
+ * The real functions come from dlsym(RTLD_NEXT). dlsym may itself allocate;
+ * until it returns, allocations are served from a bootstrap arena of mapped
+ * chunks (each twice the previous, so it cannot run out before the address
+ * space does). Bootstrap blocks are marked in the live set's filter, so free
+ * takes the slow path for them, recognises them by address range and leaves
+ * them alone.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <link.h>
+#include <malloc.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hs_collector.h"
+#include "hs_error.h"
+#include "hs_liveset.h"
+#include "hs_mem.h"
+#include "hs_sender.h"
+#include "hs_stacks.h"
+#include "hs_thread.h"
+
+#define HS_EXPORT __attribute__((visibility("default")))
+
+hs_config hs__cfg;
+hs_run hs__run;
+atomic_int hs__recording;
+_Atomic uint64_t hs__drops[HS_DROP_KIND_MAX + 1];
+
+/* ---- the bootstrap arena ---- */
+
+#define BOOT_CHUNKS 40
+
+typedef struct boot_hdr {
+    uint64_t size;
+    uint64_t pad;
+} boot_hdr;
+
+static struct {
+    atomic_int lock;
+    int n;
+    uintptr_t lo[BOOT_CHUNKS], hi[BOOT_CHUNKS];
+    uint8_t *cur, *end;
+} boot;
+
+/* Runs before anything else exists (even before a sanitizer runtime has set
+ * up its shadow memory), so it uses only raw mmap and a plain spin flag. */
+static void *boot_alloc(size_t n, size_t align)
+{
+    if (align < 16) align = 16;
+    if (n > ((size_t)1 << 40) || align > ((size_t)1 << 20)) return NULL;
+    while (atomic_exchange_explicit(&boot.lock, 1, memory_order_acquire)) sched_yield();
+    size_t need = n + sizeof(boot_hdr) + align;
+    if (!boot.cur || (size_t)(boot.end - boot.cur) < need) {
+        size_t sz = (size_t)65536 << (boot.n < 20 ? boot.n : 20);
+        while (sz < need) sz *= 2;
+        void *c = boot.n < BOOT_CHUNKS
+                      ? mmap(NULL, sz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+                      : MAP_FAILED;
+        if (c == MAP_FAILED) {
+            atomic_store_explicit(&boot.lock, 0, memory_order_release);
+            return NULL;
+        }
+        boot.lo[boot.n] = (uintptr_t)c;
+        boot.hi[boot.n] = (uintptr_t)c + sz;
+        __atomic_store_n(&boot.n, boot.n + 1, __ATOMIC_RELEASE);
+        boot.cur = c;
+        boot.end = (uint8_t *)c + sz;
+    }
+    uintptr_t p = ((uintptr_t)boot.cur + sizeof(boot_hdr) + align - 1) & ~(uintptr_t)(align - 1);
+    ((boot_hdr *)p - 1)->size = n;
+    boot.cur = (uint8_t *)p + n;
+    /* Make free take the slow path for it. Bootstrap happens before any
+     * thread samples, so the shard lock that normally guards the counter is
+     * not needed. */
+    atomic_fetch_add_explicit(&hs__filter[hs__filter_index(p)], 1, memory_order_relaxed);
+    atomic_store_explicit(&boot.lock, 0, memory_order_release);
+    return (void *)p;
+}
+
+static int is_boot(const void *p)
+{
+    int n = __atomic_load_n(&boot.n, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < n; i++)
+        if ((uintptr_t)p >= boot.lo[i] && (uintptr_t)p < boot.hi[i]) return 1;
+    return 0;
+}
+
+static size_t boot_size(const void *p)
+{
+    return ((const boot_hdr *)p - 1)->size;
+}
+
+/* A fork child has a fresh filter: mark the blocks that are still ours. */
+static void boot_remark(void)
+{
+    /* Walking the chunks needs the blocks' alignment; marking every 16-byte
+     * step of the used part is simpler and the arena is tiny. */
+    for (int i = 0; i < boot.n; i++) {
+        uintptr_t end = (i == boot.n - 1) ? (uintptr_t)boot.cur : boot.hi[i];
+        for (uintptr_t q = boot.lo[i]; q < end; q += 16) hs__filter_mark(q);
+    }
+}
+
+/* ---- the real allocator ---- */
+
+static void *boot_malloc(size_t n);
+static void *boot_calloc(size_t n, size_t m);
+static void *boot_realloc(void *p, size_t n);
+static void boot_free(void *p);
+static int boot_posix_memalign(void **out, size_t align, size_t n);
+static void *boot_aligned_alloc(size_t align, size_t n);
+static void *boot_memalign(size_t align, size_t n);
+static void *boot_valloc(size_t n);
+static void *boot_pvalloc(size_t n);
+static size_t boot_usable_size(void *p);
+
+static struct {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void (*free)(void *);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+    size_t (*usable_size)(void *);
+} real = {boot_malloc,        boot_calloc,   boot_realloc, boot_free,    boot_posix_memalign,
+          boot_aligned_alloc, boot_memalign, boot_valloc,  boot_pvalloc, boot_usable_size};
+
+static atomic_int resolve_state; /* 0 not yet, 1 in progress, 2 done */
+
+static void *sym(const char *name, const char *fallback)
+{
+    void *p = dlsym(RTLD_NEXT, name);
+    if (!p && fallback) p = dlsym(RTLD_DEFAULT, fallback);
+    return p;
+}
+
+/* 0 once the real functions are known; -1 while they are being looked up
+ * (the caller then uses the bootstrap arena). */
+static int resolve(void)
+{
+    if (HS_LIKELY(atomic_load_explicit(&resolve_state, memory_order_acquire) == 2)) return 0;
+    hs_tls *t = &hs__tls;
+    if (t->boot) return -1;
+    int z = 0;
+    if (!atomic_compare_exchange_strong(&resolve_state, &z, 1)) return -1;
+    t->boot = 1;
+    void *m = sym("malloc", "__libc_malloc"), *c = sym("calloc", "__libc_calloc"),
+         *r = sym("realloc", "__libc_realloc"), *f = sym("free", "__libc_free"),
+         *pm = sym("posix_memalign", NULL), *aa = sym("aligned_alloc", NULL),
+         *ma = sym("memalign", "__libc_memalign"), *va = sym("valloc", "__libc_valloc"),
+         *pv = sym("pvalloc", "__libc_pvalloc"), *us = sym("malloc_usable_size", NULL);
+    t->boot = 0;
+    if (!m || !c || !r || !f || !ma) {
+        static const char msg[] = "heapstore: cannot find the real malloc\n";
+        if (write(2, msg, sizeof msg - 1)) {
+        }
+        abort();
+    }
+    real.malloc = (void *(*)(size_t))m;
+    real.calloc = (void *(*)(size_t, size_t))c;
+    real.realloc = (void *(*)(void *, size_t))r;
+    real.free = (void (*)(void *))f;
+    real.memalign = (void *(*)(size_t, size_t))ma;
+    if (pm) real.posix_memalign = (int (*)(void **, size_t, size_t))pm;
+    if (aa) real.aligned_alloc = (void *(*)(size_t, size_t))aa;
+    if (va) real.valloc = (void *(*)(size_t))va;
+    if (pv) real.pvalloc = (void *(*)(size_t))pv;
+    if (us) real.usable_size = (size_t(*)(void *))us;
+    atomic_store_explicit(&resolve_state, 2, memory_order_release);
+    return 0;
+}
+
+static void *boot_malloc(size_t n)
+{
+    return resolve() == 0 ? real.malloc(n) : boot_alloc(n, 16);
+}
+
+static void *boot_calloc(size_t n, size_t m)
+{
+    if (resolve() == 0) return real.calloc(n, m);
+    size_t s;
+    if (__builtin_mul_overflow(n, m, &s)) return NULL;
+    return boot_alloc(s, 16); /* fresh mapped memory is zero */
+}
+
+static void *boot_realloc(void *p, size_t n)
+{
+    if (resolve() == 0) return real.realloc(p, n);
+    void *q = boot_alloc(n, 16);
+    if (q && p) memcpy(q, p, boot_size(p) < n ? boot_size(p) : n);
+    return q;
+}
+
+static void boot_free(void *p)
+{
+    if (!is_boot(p) && resolve() == 0) real.free(p);
+}
+
+static void *boot_memalign(size_t align, size_t n)
+{
+    if (resolve() == 0) return real.memalign(align, n);
+    return boot_alloc(n, align);
+}
+
+static int boot_posix_memalign(void **out, size_t align, size_t n)
+{
+    if (resolve() == 0 && real.posix_memalign != boot_posix_memalign)
+        return real.posix_memalign(out, align, n);
+    if (align < sizeof(void *) || (align & (align - 1))) return EINVAL;
+    void *p = resolve() == 0 ? real.memalign(align, n) : boot_alloc(n, align);
+    if (!p) return ENOMEM;
+    *out = p;
+    return 0;
+}
+
+static void *boot_aligned_alloc(size_t align, size_t n)
+{
+    if (resolve() == 0 && real.aligned_alloc != boot_aligned_alloc)
+        return real.aligned_alloc(align, n);
+    return boot_memalign(align, n);
+}
+
+static void *boot_valloc(size_t n)
+{
+    if (resolve() == 0 && real.valloc != boot_valloc) return real.valloc(n);
+    return boot_memalign(4096, n);
+}
+
+static void *boot_pvalloc(size_t n)
+{
+    if (resolve() == 0 && real.pvalloc != boot_pvalloc) return real.pvalloc(n);
+    return boot_memalign(4096, (n + 4095) & ~(size_t)4095);
+}
+
+static size_t boot_usable_size(void *p)
+{
+    if (!p) return 0;
+    if (is_boot(p)) return boot_size(p);
+    return resolve() == 0 && real.usable_size != boot_usable_size ? real.usable_size(p) : 0;
+}
+
+/* ---- life of the collector ---- */
+
+static atomic_int init_state; /* 0 not yet, 1 in progress, 2 done */
+
+static int self_range_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t *r = data; /* r[0]: an address of ours; r[1], r[2]: the range */
+    uintptr_t lo = UINTPTR_MAX, hi = 0;
+    int mine = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_LOAD) continue;
+        uintptr_t s = info->dlpi_addr + ph->p_vaddr, e = s + ph->p_memsz;
+        if (r[0] >= s && r[0] < e) mine = 1;
+        if (ph->p_flags & PF_X) {
+            if (s < lo) lo = s;
+            if (e > hi) hi = e;
+        }
+    }
+    if (!mine) return 0;
+    r[1] = lo;
+    r[2] = hi;
+    return 1;
+}
+
+static void hex16(char out[33], const uint8_t id[16])
+{
+    static const char d[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        out[2 * i] = d[id[i] >> 4];
+        out[2 * i + 1] = d[id[i] & 15];
+    }
+    out[32] = 0;
+}
+
+static int unhex16(uint8_t id[16], const char *s)
+{
+    for (int i = 0; i < 32; i++) {
+        char c = s[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0) return -1;
+        if (i & 1)
+            id[i / 2] |= (uint8_t)v;
+        else
+            id[i / 2] = (uint8_t)(v << 4);
+    }
+    return s[32] == 0 ? 0 : -1;
+}
+
+static void new_run_id(void)
+{
+    if (getrandom(hs__run.run_id, 16, GRND_NONBLOCK) != 16) {
+        uint64_t a = hs_now_ns() ^ ((uint64_t)getpid() << 32), b = (uint64_t)(uintptr_t)&a;
+        for (int i = 0; i < 8; i++) hs__run.run_id[i] = (uint8_t)(a >> (8 * i));
+        for (int i = 0; i < 8; i++)
+            hs__run.run_id[8 + i] = (uint8_t)((b * 0x9E3779B97F4A7C15ull) >> (8 * i));
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    hs__run.start_unix_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    hs__run.start_ns = hs_now_ns();
+}
+
+/* HEAPSTORE_PARENT_RUN carries our run id to exec'd programs. It is set once
+ * with setenv and afterwards rewritten in place (same length), so that a fork
+ * child can update it without taking the environment lock. */
+static void publish_run_id(void)
+{
+    char hex[33];
+    hex16(hex, hs__run.run_id);
+    char *v = getenv("HEAPSTORE_PARENT_RUN");
+    if (v && strlen(v) == 32)
+        memcpy(v, hex, 32);
+    else
+        setenv("HEAPSTORE_PARENT_RUN", hex, 1);
+}
+
+static void at_exit(void)
+{
+    hs_tls *t = &hs__tls;
+    if (!atomic_load(&hs__recording)) return;
+    hs__guard_enter(t);
+    hs__sender_finish(1);
+    atomic_store(&hs__recording, 0);
+    hs__guard_leave(t);
+}
+
+static void fork_prepare(void)
+{
+    hs__guard_enter(&hs__tls);
+    if (atomic_load(&hs__recording)) hs__fork_quiesce();
+}
+
+static void fork_parent(void)
+{
+    hs__fork_release();
+    hs__guard_leave(&hs__tls);
+}
+
+static void fork_child(void)
+{
+    hs_tls *t = &hs__tls;
+    if (atomic_load(&hs__recording)) {
+        memcpy(hs__run.parent_run_id, hs__run.run_id, 16);
+        hs__run.has_parent = 1;
+        hs__run.forked = 1;
+        new_run_id();
+        char hex[33];
+        hex16(hex, hs__run.run_id);
+        char *v = getenv("HEAPSTORE_PARENT_RUN");
+        if (v && strlen(v) == 32) memcpy(v, hex, 32);
+        for (int k = 0; k <= HS_DROP_KIND_MAX; k++) atomic_store(&hs__drops[k], 0);
+        hs__liveset_reset();
+        boot_remark();
+        hs__stacks_reset();
+        hs__threads_reset_child(t);
+        hs__sender_reset_child();
+        hs__sender_start();
+    }
+    hs__guard_leave(t);
+}
+
+static void init(void)
+{
+    int z = 0;
+    if (!atomic_compare_exchange_strong(&init_state, &z, 1)) return;
+    hs_tls *t = &hs__tls;
+    hs__guard_enter(t);
+    resolve();
+    hs_config_load(&hs__cfg);
+    if (hs__cfg.disabled) goto done;
+    uintptr_t r[3] = {(uintptr_t)&init, 0, 0};
+    dl_iterate_phdr(self_range_cb, r);
+    hs__stacks_init(r[1], r[2]);
+    hs__liveset_init(hs__cfg.live_max);
+    hs__sampler_init(hs__cfg.sample_bytes, hs__cfg.seed);
+    if (hs__threads_init() != 0) goto done;
+    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
+    new_run_id();
+    const char *parent = getenv("HEAPSTORE_PARENT_RUN");
+    if (parent && unhex16(hs__run.parent_run_id, parent) == 0)
+        hs__run.has_parent = 1;
+    else
+        memset(hs__run.parent_run_id, 0, 16);
+    publish_run_id();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+    atomic_store(&hs__recording, 1);
+done:
+    atomic_store(&init_state, 2);
+    hs__guard_leave(t);
+}
+
+__attribute__((constructor(101))) static void hs_constructor(void)
+{
+    hs_tls *t = &hs__tls;
+    init();
+    if (atomic_load(&hs__recording)) {
+        hs__guard_enter(t);
+        hs__sender_start();
+        hs__guard_leave(t);
+    }
+}
+
+/* ---- slow paths ---- */
+
+static void push_event(hs_tls *t, uint64_t stack_id, int is_free, uint64_t size, uint64_t weight)
+{
+    hs_rec rec = {hs_now_ns(), stack_id << 1 | (is_free ? 1u : 0u), size, weight};
+    if (hs__ring_push(t, &rec) != 0) {
+        hs__drop_add(is_free ? HS_DROP_FREE_EVENTS : HS_DROP_ALLOC_EVENTS, 1);
+        hs__drop_add(is_free ? HS_DROP_FREE_BYTES : HS_DROP_ALLOC_BYTES, weight);
+    }
+}
+
+/* Under guard, with a ring. */
+static void record_alloc(hs_tls *t, void *p, size_t n)
+{
+    hs_ring *r = t->ring;
+    int truncated;
+    uint32_t depth =
+        hs__stack_capture(r->scratch, hs__cfg.depth + 9, r->pcs, hs__cfg.depth, &truncated);
+    if (!depth) {
+        hs__drop_add(HS_DROP_UNWIND_FAILED, 1);
+        return;
+    }
+    if (truncated) hs__drop_add(HS_DROP_STACKS_TRUNCATED, 1);
+    uint64_t w = hs__sampler_weight(n);
+    uint64_t id = hs__stack_intern(r->pcs, depth);
+    if (!id) {
+        hs__drop_add(HS_DROP_ALLOC_EVENTS, 1);
+        hs__drop_add(HS_DROP_ALLOC_BYTES, w);
+        return;
+    }
+    if (hs__liveset_insert((uintptr_t)p, n, id) != 0) {
+        hs__drop_add(HS_DROP_LIVE_SET_FULL, 1);
+        return;
+    }
+    hs_rec rec = {hs_now_ns(), id << 1, n, w};
+    if (hs__ring_push(t, &rec) != 0) {
+        hs_live l;
+        hs__liveset_remove((uintptr_t)p, &l, 0);
+        hs__drop_add(HS_DROP_ALLOC_EVENTS, 1);
+        hs__drop_add(HS_DROP_ALLOC_BYTES, w);
+    }
+    hs__sender_activate();
+}
+
+/* The thread's countdown ran out (or it is new, or inside the collector).
+ * p is the block the real allocator returned for n bytes (maybe NULL). */
+static void alloc_slow(void *p, size_t n)
+{
+    hs_tls *t = &hs__tls;
+    if (t->guard) return; /* collector code, or a signal handler inside it */
+    hs__guard_enter(t);
+    /* Before our constructor has run, forward: a sanitizer runtime may still
+     * be initialising, and everything but this file may be instrumented. */
+    if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) goto out;
+    if (!atomic_load_explicit(&hs__recording, memory_order_relaxed) || t->state == HS_T_DEAD ||
+        t->state == HS_T_INTERNAL) {
+        t->saved_countdown = UINT64_MAX; /* forward from now on */
+        goto out;
+    }
+    hs__hist_add(t, n);
+    if (t->state == HS_T_NEW) {
+        if (hs__thread_attach(t) != 0) {
+            t->saved_countdown = UINT64_MAX;
+            goto out;
+        }
+        t->saved_countdown = hs__sampler_next(t);
+    }
+    if (n < t->saved_countdown) {
+        t->saved_countdown -= n;
+        goto out;
+    }
+    t->saved_countdown = hs__sampler_next(t);
+    if (p) record_alloc(t, p, n);
+out:
+    hs__guard_leave(t);
+}
+
+/* A block that is, or might be, sampled is being freed (or moved by
+ * realloc). Records its free; returns 1 with *l if it was live. */
+static int free_record(hs_tls *t, void *p, hs_live *l)
+{
+    int reentrant = t->guard != 0;
+    int r = hs__liveset_remove((uintptr_t)p, l, reentrant);
+    if (r == HS_EBUSY) {
+        hs__drop_add(HS_DROP_FREE_EVENTS, 1);
+        return 0;
+    }
+    if (r != 1 || !atomic_load_explicit(&hs__recording, memory_order_relaxed)) return r == 1;
+    uint64_t w = hs__sampler_weight(l->size);
+    if (reentrant || t->state == HS_T_DEAD || t->state == HS_T_INTERNAL) {
+        hs__drop_add(HS_DROP_FREE_EVENTS, 1);
+        hs__drop_add(HS_DROP_FREE_BYTES, w);
+        return 1;
+    }
+    hs__guard_enter(t);
+    if (t->state == HS_T_NEW && hs__thread_attach(t) != 0) {
+        hs__drop_add(HS_DROP_FREE_EVENTS, 1);
+        hs__drop_add(HS_DROP_FREE_BYTES, w);
+    } else {
+        push_event(t, l->stack_id, 1, l->size, w);
+    }
+    hs__guard_leave(t);
+    return 1;
+}
+
+static void free_slow(void *p)
+{
+    if (!p || is_boot(p)) return;
+    hs_tls *t = &hs__tls;
+    if (t->state != HS_T_INTERNAL) {
+        int e = errno;
+        hs_live l;
+        free_record(t, p, &l);
+        errno = e;
+    }
+    real.free(p);
+}
+
+static void *realloc_slow(void *p, size_t n)
+{
+    hs_tls *t = &hs__tls;
+    if (is_boot(p)) {
+        void *q = malloc(n);
+        if (q) memcpy(q, p, boot_size(p) < n ? boot_size(p) : n);
+        return q;
+    }
+    if (t->state == HS_T_INTERNAL) return real.realloc(p, n);
+    int e = errno;
+    hs_live l;
+    int was = free_record(t, p, &l);
+    errno = e;
+    void *q = real.realloc(p, n);
+    e = errno;
+    if (!q && n != 0) {
+        /* The move failed and p is still the program's: put it back. */
+        if (was && hs__liveset_insert((uintptr_t)p, l.size, l.stack_id) == 0 && !t->guard &&
+            t->ring) {
+            hs__guard_enter(t);
+            push_event(t, l.stack_id, 0, l.size, hs__sampler_weight(l.size));
+            hs__guard_leave(t);
+        }
+        errno = e;
+        return NULL;
+    }
+    uint64_t c = t->countdown;
+    if (n < c) {
+        t->countdown = c - n;
+        hs__hist_add(t, n);
+    } else {
+        alloc_slow(q, n);
+    }
+    errno = e;
+    return q;
+}
+
+/* ---- the interposed functions ---- */
+
+/* The common shape: the unsampled path, else the real call and alloc_slow. */
+#define HS_ALLOC_BODY(n, call)                                                                     \
+    hs_tls *t = &hs__tls;                                                                          \
+    uint64_t c = t->countdown;                                                                     \
+    if (HS_LIKELY((n) < c)) {                                                                      \
+        t->countdown = c - (n);                                                                    \
+        hs__hist_add(t, (n));                                                                      \
+        return call;                                                                               \
+    }                                                                                              \
+    void *res_ = call;                                                                             \
+    int e = errno;                                                                                 \
+    alloc_slow(res_, (n));                                                                         \
+    errno = e;                                                                                     \
+    return res_;
+
+HS_EXPORT void *malloc(size_t n){HS_ALLOC_BODY(n, real.malloc(n))}
+
+HS_EXPORT void *calloc(size_t n, size_t m)
+{
+    size_t s;
+    if (__builtin_mul_overflow(n, m, &s)) return real.calloc(n, m);
+    HS_ALLOC_BODY(s, real.calloc(n, m))
+}
+
+HS_EXPORT void free(void *p)
+{
+    if (HS_LIKELY(!hs__liveset_maybe(p))) {
+        real.free(p);
+        return;
+    }
+    free_slow(p);
+}
+
+HS_EXPORT void *realloc(void *p, size_t n)
+{
+    if (!p) return malloc(n);
+    if (HS_UNLIKELY(hs__liveset_maybe(p))) return realloc_slow(p, n);
+    HS_ALLOC_BODY(n, real.realloc(p, n))
+}
+
+HS_EXPORT void *reallocarray(void *p, size_t n, size_t m)
+{
+    size_t s;
+    if (__builtin_mul_overflow(n, m, &s)) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return realloc(p, s);
+}
+
+HS_EXPORT void *memalign(size_t align, size_t n){HS_ALLOC_BODY(n, real.memalign(align, n))}
+
+HS_EXPORT
+    void *aligned_alloc(size_t align, size_t n){HS_ALLOC_BODY(n, real.aligned_alloc(align, n))}
+
+HS_EXPORT void *valloc(size_t n){HS_ALLOC_BODY(n, real.valloc(n))}
+
+HS_EXPORT void *pvalloc(size_t n){HS_ALLOC_BODY(n, real.pvalloc(n))}
+
+HS_EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    hs_tls *t = &hs__tls;
+    uint64_t c = t->countdown;
+    if (HS_LIKELY(n < c)) {
+        t->countdown = c - n;
+        hs__hist_add(t, n);
+        return real.posix_memalign(out, align, n);
+    }
+    int rc = real.posix_memalign(out, align, n);
+    int e = errno;
+    alloc_slow(rc == 0 ? *out : NULL, n);
+    errno = e;
+    return rc;
+}
+
+HS_EXPORT size_t malloc_usable_size(void *p)
+{
+    if (p && HS_UNLIKELY(hs__liveset_maybe(p)) && is_boot(p)) return boot_size(p);
+    return real.usable_size(p);
+}
+
+/* C23; glibc 2.39 has them. Sizes are hints, so they are plain frees. */
+HS_EXPORT void free_sized(void *p, size_t n);
+HS_EXPORT void free_aligned_sized(void *p, size_t align, size_t n);
+
+HS_EXPORT void free_sized(void *p, size_t n)
+{
+    (void)n;
+    free(p);
+}
+
+HS_EXPORT void free_aligned_sized(void *p, size_t align, size_t n)
+{
+    (void)align;
+    (void)n;
+    free(p);
+}

@@ -1,0 +1,35 @@
+/* hs_proc: what the collector reads about its own process.
+ *
+ * The loaded objects (through dl_iterate_phdr, whose adds/subs counters tell
+ * cheaply whether anything was loaded or unloaded, so dlopen needs no hook),
+ * the resident and virtual size from /proc/self/statm, and the facts of the
+ * HELLO frame: program path, argv (/proc/self/cmdline), host name, labels.
+ * Used by the sender thread only; the HELLO buffers are owned by the caller.
+ */
+#ifndef HS_PROC_H
+#define HS_PROC_H
+
+#include <stdint.h>
+
+#include "hs_proto.h"
+
+/* The current (adds, subs) of the dynamic loader. */
+void hs_proc_objects_gen(uint64_t *adds, uint64_t *subs);
+/* Appends one MAPPINGS entry per executable segment of every loaded object. */
+void hs_proc_mappings_put(hs_wr *wr);
+
+/* RSS and virtual size in bytes; 0 when /proc is unreadable. fd is kept
+ * open between calls (-1 to start; close and reset it after fork). */
+int hs_proc_statm(int *fd, uint64_t *rss, uint64_t *vsize);
+
+/* The facts of HELLO that do not change during a run, read into buf (which
+ * the strings of h borrow). labels is HEAPSTORE_LABELS' value. */
+typedef struct hs_proc_info {
+    char program[HS_STR_MAX];
+    char host[256];
+    char cmdline[65536];
+    char labels[HS_STR_MAX];
+} hs_proc_info;
+void hs_proc_info_fill(hs_proc_info *buf, hs_hello *h, const char *labels);
+
+#endif

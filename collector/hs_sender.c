@@ -1,0 +1,850 @@
+/* hs_sender: the sender thread, its frame queue and the transports (see hs_sender.h). */
+#include "hs_sender.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hs_collector.h"
+#include "hs_error.h"
+#include "hs_liveset.h"
+#include "hs_mem.h"
+#include "hs_proc.h"
+#include "hs_stacks.h"
+#include "hs_symbolize.h"
+#include "hs_thread.h"
+
+#define CHUNK_CAP      (1u << 20)
+#define FRAME_SOFT     (128u << 10) /* a batch frame ends once past this */
+#define ENTRY_MAX      (HS_FUNC_MAX + 3 * HS_STR_MAX + 128)
+#define CYCLE_MS       20
+#define STATS_MS       1000
+#define ACTIVATE_NS    (100ull * 1000000)
+#define BACKOFF_MIN_MS 100
+#define BACKOFF_MAX_MS 5000
+#define MAX_PROCESS    64
+
+typedef struct chunk {
+    struct chunk *next;
+    uint64_t first_seq, last_seq; /* of the frames it holds (0: none yet) */
+    size_t len;
+    uint8_t data[];
+} chunk;
+
+typedef struct pcset {
+    uint64_t *slot;
+    uint64_t mask, count;
+} pcset;
+
+enum { NET_CLOSED, NET_CONNECTING, NET_OPEN };
+
+_Atomic uint64_t hs__sender_heartbeat;
+
+static struct {
+    pthread_t thread;
+    atomic_int running;  /* the thread exists and drains */
+    atomic_int stopping; /* finish() asked for the end */
+    atomic_int done;     /* the thread finished the flush */
+    atomic_int sleeping;
+    atomic_int activate; /* a sample was taken: open the output */
+    int wake_fd;
+    int clean;
+
+    /* frame queue: head is the oldest unacknowledged frame's chunk */
+    chunk *head, *tail, *spare;
+    uint64_t bytes, next_seq;
+    chunk *cur; /* send cursor */
+    size_t cur_off;
+    hs_wr wr; /* the frame being written, inside tail */
+    size_t frame_pos;
+
+    /* transport */
+    int fd, net, opened_once, refused, gave_up;
+    uint8_t hello[HS_STR_MAX * 4];
+    size_t hello_len, hello_off;
+    uint64_t next_try_ns, backoff_ms;
+    uint8_t rbuf[HS_STR_MAX + 64];
+    size_t rlen;
+    int last_errno;
+    uint64_t acked_seq; /* every frame below it is delivered */
+
+    /* run state */
+    int active;
+    hs_symbolizer *sym;
+    pcset pcs;
+    uint64_t adds, subs;
+    int maps_sent;
+    int statm_fd;
+    uint64_t next_rss_ns, next_stats_ns;
+    hs_process_sample ps[MAX_PROCESS];
+    int nps;
+    uint64_t alloc_events, free_events, undelivered_frames;
+    uint64_t drops_sent[HS_DROP_KIND_MAX + 1];
+    int bye_queued;
+    hs_proc_info *info;
+} S = {.fd = -1, .wake_fd = -1, .statm_fd = -1, .next_seq = 1};
+
+/* ---- the frame queue ---- */
+
+static void chunk_free(chunk *c)
+{
+    if (!S.spare) {
+        c->next = NULL;
+        c->len = 0;
+        c->first_seq = c->last_seq = 0;
+        S.spare = c;
+    } else {
+        hs_mem_unmap(c, sizeof(chunk) + CHUNK_CAP);
+    }
+}
+
+static chunk *chunk_new(void)
+{
+    chunk *c = S.spare;
+    if (c)
+        S.spare = NULL;
+    else
+        c = hs_mem_map(sizeof(chunk) + CHUNK_CAP);
+    return c;
+}
+
+/* Starts a frame of the given type in the tail chunk. 0 or HS_ENOMEM. */
+static int fr_begin(uint8_t type)
+{
+    if (!S.tail || CHUNK_CAP - S.tail->len < FRAME_SOFT + ENTRY_MAX + 64) {
+        chunk *c = chunk_new();
+        if (!c) return HS_ENOMEM;
+        if (S.tail)
+            S.tail->next = c;
+        else
+            S.head = c;
+        S.tail = c;
+        if (!S.cur) {
+            S.cur = c;
+            S.cur_off = 0;
+        }
+    }
+    hs_wr_init(&S.wr, S.tail->data + S.tail->len, CHUNK_CAP - S.tail->len);
+    S.frame_pos = hs_frame_begin(&S.wr, type);
+    return 0;
+}
+
+static void fr_end(void)
+{
+    hs_frame_end(&S.wr, S.frame_pos);
+    if (S.wr.err) return; /* cannot happen with ENTRY_MAX room; drop the frame */
+    size_t n = hs_wr_len(&S.wr);
+    S.tail->len += n;
+    S.bytes += n;
+    if (!S.tail->first_seq) S.tail->first_seq = S.next_seq;
+    S.tail->last_seq = S.next_seq++;
+}
+
+static int fr_full(void)
+{
+    return hs_wr_len(&S.wr) > FRAME_SOFT;
+}
+
+/* Releases every chunk whose frames are all below next_seq and fully sent. */
+static void queue_ack(uint64_t next_seq)
+{
+    while (S.head && S.head->last_seq < next_seq && S.head->last_seq) {
+        chunk *c = S.head;
+        if (c == S.tail) break; /* still being appended to (and maybe sent) */
+        if (c == S.cur) {
+            if (S.cur_off < c->len) break;
+            S.cur = c->next;
+            S.cur_off = 0;
+        }
+        S.head = c->next;
+        S.bytes -= c->len;
+        chunk_free(c);
+    }
+}
+
+/* File targets: everything written is done with. */
+static void queue_release_written(void)
+{
+    while (S.head && S.head != S.cur) {
+        chunk *c = S.head;
+        S.head = c->next;
+        S.bytes -= c->len;
+        chunk_free(c);
+    }
+    if (!S.cur || (S.cur_off == S.cur->len && !S.cur->next)) S.acked_seq = S.next_seq;
+    if (S.cur && S.cur == S.tail && S.cur_off == S.cur->len) {
+        S.bytes -= S.cur->len;
+        S.cur->len = 0;
+        S.cur->first_seq = S.cur->last_seq = 0;
+        S.cur_off = 0;
+    }
+}
+
+/* ---- pcs already defined by SYMBOLS ---- */
+
+static int pcset_add(pcset *s, uint64_t pc) /* 1 if new */
+{
+    if ((s->count + 1) * 2 > s->mask + 1 || !s->slot) {
+        uint64_t ncap = s->slot ? (s->mask + 1) * 2 : 8192;
+        uint64_t *n = hs_mem_map(ncap * sizeof *n);
+        if (!n) return 1; /* define it again rather than lose it */
+        for (uint64_t i = 0; s->slot && i <= s->mask; i++) {
+            if (!s->slot[i]) continue;
+            uint64_t j = (s->slot[i] * 0x9E3779B97F4A7C15ull) >> 20 & (ncap - 1);
+            while (n[j]) j = (j + 1) & (ncap - 1);
+            n[j] = s->slot[i];
+        }
+        if (s->slot) hs_mem_unmap(s->slot, (s->mask + 1) * sizeof *n);
+        s->slot = n;
+        s->mask = ncap - 1;
+    }
+    uint64_t key = pc ? pc : ~0ull;
+    for (uint64_t j = (key * 0x9E3779B97F4A7C15ull) >> 20 & s->mask;; j = (j + 1) & s->mask) {
+        if (s->slot[j] == key) return 0;
+        if (!s->slot[j]) {
+            s->slot[j] = key;
+            s->count++;
+            return 1;
+        }
+    }
+}
+
+/* ---- building frames ---- */
+
+static uint64_t rel_now(void)
+{
+    uint64_t n = hs_now_ns();
+    return n > hs__run.start_ns ? n - hs__run.start_ns : 0;
+}
+
+static void send_mappings(void)
+{
+    if (fr_begin(HS_FRAME_MAPPINGS)) return;
+    hs_wr_varint(&S.wr, rel_now());
+    hs_proc_mappings_put(&S.wr);
+    if (S.wr.err) { /* too many objects for one chunk: keep what fits is not
+                       possible mid-entry, so send the empty set rather than none */
+        hs_wr_init(&S.wr, S.tail->data + S.tail->len, CHUNK_CAP - S.tail->len);
+        S.frame_pos = hs_frame_begin(&S.wr, HS_FRAME_MAPPINGS);
+        hs_wr_varint(&S.wr, rel_now());
+    }
+    fr_end();
+    S.maps_sent = 1;
+}
+
+static void send_stacks(void)
+{
+    hs_stack_rec *list = hs__stacks_take_new();
+    if (!list) return;
+    if (!S.sym && hs_symbolizer_new(&S.sym) != 0) S.sym = NULL;
+    int open = 0;
+    for (hs_stack_rec *r = list; r; r = r->next_new) {
+        for (uint32_t i = 0; i < r->depth; i++) {
+            if (!pcset_add(&S.pcs, r->pcs[i])) continue;
+            if (!open) {
+                if (fr_begin(HS_FRAME_SYMBOLS)) return;
+                open = 1;
+            }
+            hs_symbol sy;
+            atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
+            if (S.sym) {
+                hs_symbolizer_lookup(S.sym, r->pcs[i], &sy);
+            } else {
+                memset(&sy, 0, sizeof sy);
+                sy.pc = r->pcs[i];
+            }
+            hs_symbol_put(&S.wr, &sy);
+            if (fr_full()) {
+                fr_end();
+                open = 0;
+            }
+        }
+    }
+    if (open) fr_end();
+    open = 0;
+    for (hs_stack_rec *r = list; r; r = r->next_new) {
+        if (!open) {
+            if (fr_begin(HS_FRAME_STACKS)) return;
+            open = 1;
+        }
+        hs_stack_put(&S.wr, r->id, r->pcs, r->depth);
+        if (fr_full()) {
+            fr_end();
+            open = 0;
+        }
+    }
+    if (open) fr_end();
+}
+
+static void count_dropped(const hs_rec *rec)
+{
+    if (rec->head & 1) {
+        hs__drop_add(HS_DROP_FREE_EVENTS, 1);
+        hs__drop_add(HS_DROP_FREE_BYTES, rec->weight);
+    } else {
+        hs__drop_add(HS_DROP_ALLOC_EVENTS, 1);
+        hs__drop_add(HS_DROP_ALLOC_BYTES, rec->weight);
+    }
+}
+
+static void ring_cb(hs_ring *r, uint64_t tail, uint64_t head, void *data)
+{
+    (void)data;
+    int drop = S.refused || S.gave_up || S.bytes > hs__cfg.buffer_bytes;
+    int open = 0;
+    uint64_t prev = 0;
+    for (uint64_t i = tail; i != head; i++) {
+        const hs_rec *rec = &r->recs[i & (HS_RING_CAP - 1)];
+        if (drop || (!open && fr_begin(HS_FRAME_EVENTS))) {
+            count_dropped(rec);
+            continue;
+        }
+        uint64_t t = rec->t_ns > hs__run.start_ns ? rec->t_ns - hs__run.start_ns : 0;
+        if (!open) {
+            open = 1;
+            prev = t;
+            hs_wr_varint(&S.wr, t);
+        }
+        uint64_t dt = t > prev ? t - prev : 0;
+        prev += dt;
+        hs_event_put(&S.wr, dt, rec->head >> 1, (int)(rec->head & 1), rec->size, rec->weight);
+        if (rec->head & 1)
+            S.free_events++;
+        else
+            S.alloc_events++;
+        if (fr_full()) {
+            fr_end();
+            open = 0;
+        }
+    }
+    if (open) fr_end();
+}
+
+static void sample_process(uint64_t now)
+{
+    if (!hs__cfg.rss_ms || now < S.next_rss_ns || S.nps >= MAX_PROCESS) return;
+    uint64_t rss, vsize;
+    if (hs_proc_statm(&S.statm_fd, &rss, &vsize) == 0)
+        S.ps[S.nps++] = (hs_process_sample){rel_now(), rss, vsize};
+    S.next_rss_ns = now + hs__cfg.rss_ms * 1000000u;
+}
+
+static void send_process(void)
+{
+    if (!S.nps || fr_begin(HS_FRAME_PROCESS)) return;
+    for (int i = 0; i < S.nps; i++) {
+        hs_wr_varint(&S.wr, S.ps[i].t_ns);
+        hs_wr_varint(&S.wr, S.ps[i].rss_bytes);
+        hs_wr_varint(&S.wr, S.ps[i].vsize_bytes);
+    }
+    fr_end();
+    S.nps = 0;
+}
+
+static void send_stats(int force)
+{
+    uint64_t n[HS_HIST_BUCKETS], b[HS_HIST_BUCKETS];
+    hs__hist_read(n, b);
+    if (!fr_begin(HS_FRAME_SIZES)) {
+        for (int i = 0; i < HS_HIST_BUCKETS; i++) {
+            if (!n[i]) continue;
+            hs_wr_varint(&S.wr, (uint64_t)i);
+            hs_wr_varint(&S.wr, n[i]);
+            hs_wr_varint(&S.wr, b[i]);
+        }
+        fr_end();
+    }
+    int changed = force;
+    uint64_t d[HS_DROP_KIND_MAX + 1];
+    for (int k = 1; k <= HS_DROP_KIND_MAX; k++) {
+        d[k] = atomic_load_explicit(&hs__drops[k], memory_order_relaxed);
+        if (d[k] != S.drops_sent[k]) changed = 1;
+    }
+    if (!changed || fr_begin(HS_FRAME_DROPS)) return;
+    for (int k = 1; k <= HS_DROP_KIND_MAX; k++) {
+        if (!d[k] && !force) continue;
+        hs_wr_varint(&S.wr, (uint64_t)k);
+        hs_wr_varint(&S.wr, d[k]);
+        S.drops_sent[k] = d[k];
+    }
+    fr_end();
+}
+
+static void send_bye(void)
+{
+    if (fr_begin(HS_FRAME_BYE)) return;
+    hs_bye b = {
+        .t_end_ns = rel_now(),
+        .flags = S.clean ? HS_BYE_CLEAN : 0,
+        .alloc_events = S.alloc_events,
+        .free_events = S.free_events,
+        .collector_peak_bytes = hs_mem_peak(),
+    };
+    hs_bye_encode(&S.wr, &b);
+    fr_end();
+    S.bye_queued = 1;
+}
+
+/* One round: everything the program left since the previous one. */
+static void cycle(uint64_t now, int final)
+{
+    uint64_t adds, subs;
+    hs_proc_objects_gen(&adds, &subs);
+    if (!S.maps_sent || adds != S.adds || subs != S.subs) {
+        S.adds = adds;
+        S.subs = subs;
+        send_mappings();
+        if (S.sym) hs_symbolizer_invalidate(S.sym);
+    }
+    hs__rings_snapshot();
+    send_stacks();
+    hs__rings_drain(ring_cb, NULL);
+    sample_process(now);
+    if (final || S.nps >= MAX_PROCESS / 2 || (S.nps && now >= S.next_stats_ns)) send_process();
+    if (final || now >= S.next_stats_ns) {
+        send_stats(final);
+        S.next_stats_ns = now + STATS_MS * 1000000ull;
+    }
+    if (final) send_bye();
+}
+
+/* ---- transport ---- */
+
+static void build_hello(int resumed)
+{
+    hs_hello *h = hs_mem_map(sizeof *h);
+    if (!h) return;
+    if (!S.info) {
+        S.info = hs_mem_map(sizeof *S.info);
+        if (!S.info) {
+            hs_mem_unmap(h, sizeof *h);
+            return;
+        }
+    }
+    hs_proc_info_fill(S.info, h, hs__cfg.labels);
+    memcpy(h->run_id, hs__run.run_id, 16);
+    memcpy(h->parent_run_id, hs__run.parent_run_id, 16);
+    h->first_seq = S.head && S.head->last_seq ? S.head->first_seq : S.next_seq;
+    h->flags = resumed ? HS_HELLO_RESUMED : 0;
+    h->pid = (uint64_t)getpid();
+    h->ppid = (uint64_t)getppid();
+    h->start_unix_ns = hs__run.start_unix_ns;
+    h->sample_bytes = hs__cfg.sample_bytes;
+    h->max_depth = hs__cfg.depth;
+    h->rss_interval_ms = hs__cfg.rss_ms;
+    h->token = (hs_str){hs__cfg.token, strlen(hs__cfg.token)};
+    h->collector_version = (hs_str){HEAPSTORE_VERSION, strlen(HEAPSTORE_VERSION)};
+    hs_wr wr;
+    hs_wr_init(&wr, S.hello, sizeof S.hello);
+    hs_header_encode(&wr);
+    size_t pos = hs_frame_begin(&wr, HS_FRAME_HELLO);
+    hs_hello_encode(&wr, h);
+    hs_frame_end(&wr, pos);
+    if (wr.err) { /* an enormous argv: send it without arguments */
+        h->argc = 0;
+        hs_wr_init(&wr, S.hello, sizeof S.hello);
+        hs_header_encode(&wr);
+        pos = hs_frame_begin(&wr, HS_FRAME_HELLO);
+        hs_hello_encode(&wr, h);
+        hs_frame_end(&wr, pos);
+    }
+    S.hello_len = wr.err ? 0 : hs_wr_len(&wr);
+    S.hello_off = 0;
+    hs_mem_unmap(h, sizeof *h);
+}
+
+static void net_close(void)
+{
+    if (S.fd >= 0) close(S.fd);
+    S.fd = -1;
+    S.net = NET_CLOSED;
+    S.cur = S.head;
+    S.cur_off = 0;
+    S.rlen = 0;
+    uint64_t b = S.backoff_ms ? S.backoff_ms * 2 : BACKOFF_MIN_MS;
+    S.backoff_ms = b > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b;
+    S.next_try_ns = hs_now_ns() + S.backoff_ms * 1000000ull;
+}
+
+static void net_opened(void)
+{
+    S.net = NET_OPEN;
+    build_hello(S.opened_once);
+    S.opened_once = 1;
+    S.cur = S.head;
+    S.cur_off = 0;
+}
+
+static void open_file(void)
+{
+    char path[HS_CONFIG_STR + 32];
+    if (hs__run.has_parent)
+        snprintf(path, sizeof path, "%s.%ld", hs__cfg.path, (long)getpid());
+    else
+        snprintf(path, sizeof path, "%s", hs__cfg.path);
+    S.fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (S.fd < 0) {
+        S.last_errno = errno;
+        S.gave_up = 1; /* a file that cannot be created will not appear later */
+        return;
+    }
+    net_opened();
+}
+
+static void open_tcp(void)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    struct addrinfo *ai = NULL;
+    int rc = getaddrinfo(hs__cfg.host, hs__cfg.port, &hints, &ai);
+    if (rc != 0 || !ai) {
+        S.last_errno = EHOSTUNREACH;
+        net_close();
+        return;
+    }
+    for (struct addrinfo *a = ai; a; a = a->ai_next) {
+        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
+            S.fd = fd;
+            S.net = NET_CONNECTING;
+            break;
+        }
+        S.last_errno = errno;
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    if (S.fd < 0) net_close();
+}
+
+static void handle_server_frames(void)
+{
+    size_t off = 0;
+    for (;;) {
+        hs_frame f;
+        long n = hs_frame_split(S.rbuf + off, S.rlen - off, &f);
+        if (n == 0) break;
+        if (n < 0) {
+            S.last_errno = EPROTO;
+            net_close();
+            return;
+        }
+        off += (size_t)n;
+        if (f.type == HS_FRAME_ACK) {
+            uint64_t next;
+            if (hs_ack_decode(&next, f.payload, f.len) == 0) {
+                if (next > S.acked_seq) S.acked_seq = next;
+                queue_ack(next);
+            }
+            S.backoff_ms = 0;
+        } else if (f.type == HS_FRAME_REFUSE) {
+            hs_str why;
+            if (hs_refuse_decode(&why, f.payload, f.len) == 0) {
+                char msg[300];
+                int k = snprintf(msg, sizeof msg, "heapstore: the server refused the run: %.*s\n",
+                                 (int)(why.len > 200 ? 200 : why.len), why.ptr);
+                if (k > 0 && write(2, msg, (size_t)k)) {
+                }
+            }
+            S.refused = 1;
+            if (S.fd >= 0) close(S.fd);
+            S.fd = -1;
+            S.net = NET_CLOSED;
+            return;
+        }
+    }
+    memmove(S.rbuf, S.rbuf + off, S.rlen - off);
+    S.rlen -= off;
+}
+
+/* Moves bytes without blocking; returns once the socket would block. */
+static void pump(void)
+{
+    if (S.refused || S.gave_up) return;
+    if (S.fd < 0) {
+        if (hs_now_ns() < S.next_try_ns) return;
+        if (hs__cfg.target == HS_TARGET_FILE)
+            open_file();
+        else
+            open_tcp();
+        if (S.fd < 0) return;
+    }
+    if (S.net == NET_CONNECTING) {
+        struct pollfd p = {S.fd, POLLOUT, 0};
+        if (poll(&p, 1, 0) <= 0) return;
+        int err = 0;
+        socklen_t l = sizeof err;
+        getsockopt(S.fd, SOL_SOCKET, SO_ERROR, &err, &l);
+        if (err) {
+            S.last_errno = err;
+            net_close();
+            return;
+        }
+        int one = 1;
+        setsockopt(S.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        net_opened();
+    }
+    int file = hs__cfg.target == HS_TARGET_FILE;
+    for (;;) {
+        const uint8_t *p;
+        size_t n;
+        if (S.hello_off < S.hello_len) {
+            p = S.hello + S.hello_off;
+            n = S.hello_len - S.hello_off;
+        } else if (S.cur && S.cur_off < S.cur->len) {
+            p = S.cur->data + S.cur_off;
+            n = S.cur->len - S.cur_off;
+        } else if (S.cur && S.cur->next) {
+            S.cur = S.cur->next;
+            S.cur_off = 0;
+            continue;
+        } else {
+            break;
+        }
+        ssize_t w = file ? write(S.fd, p, n) : send(S.fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            S.last_errno = errno;
+            if (file) {
+                S.gave_up = 1;
+                return;
+            }
+            net_close();
+            return;
+        }
+        if (S.hello_off < S.hello_len)
+            S.hello_off += (size_t)w;
+        else
+            S.cur_off += (size_t)w;
+    }
+    if (file) {
+        queue_release_written();
+        return;
+    }
+    for (;;) {
+        ssize_t r = recv(S.fd, S.rbuf + S.rlen, sizeof S.rbuf - S.rlen, MSG_DONTWAIT);
+        if (r > 0) {
+            S.rlen += (size_t)r;
+            handle_server_frames();
+            if (S.fd < 0) return;
+            if (S.rlen == sizeof S.rbuf) { /* a frame we cannot hold: not ours to parse */
+                S.last_errno = EPROTO;
+                net_close();
+                return;
+            }
+            continue;
+        }
+        if (r == 0) {
+            S.last_errno = ECONNRESET;
+            net_close();
+            return;
+        }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            S.last_errno = errno;
+            net_close();
+        }
+        return;
+    }
+}
+
+/* Everything is delivered: written (file) or acknowledged (tcp). */
+static int delivered(void)
+{
+    if (S.fd < 0 || S.net != NET_OPEN || S.hello_off < S.hello_len) return 0;
+    return S.acked_seq >= S.next_seq;
+}
+
+static void wait_events(int timeout_ms)
+{
+    struct pollfd p[2] = {{S.wake_fd, POLLIN, 0}, {S.fd, 0, 0}};
+    int n = 1;
+    if (S.fd >= 0 && hs__cfg.target == HS_TARGET_TCP) {
+        p[1].events = POLLIN;
+        if (S.net == NET_CONNECTING || (S.cur && S.cur_off < S.cur->len) ||
+            S.hello_off < S.hello_len)
+            p[1].events |= POLLOUT;
+        n = 2;
+    }
+    atomic_store(&S.sleeping, 1);
+    poll(p, (nfds_t)n, timeout_ms);
+    atomic_store(&S.sleeping, 0);
+    if (p[0].revents & POLLIN) {
+        uint64_t v;
+        if (read(S.wake_fd, &v, sizeof v) < 0) {
+        }
+    }
+}
+
+static void *sender_main(void *arg)
+{
+    (void)arg;
+    hs_tls *t = &hs__tls;
+    t->state = HS_T_INTERNAL;
+    t->guard = 1;
+    t->countdown = 0;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    uint64_t started = hs_now_ns();
+    for (;;) {
+        uint64_t now = hs_now_ns();
+        int stopping = atomic_load(&S.stopping);
+        atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
+        if (!S.active && (stopping || atomic_load(&S.activate) || now - started > ACTIVATE_NS))
+            S.active = 1;
+        if (S.active) {
+            hs__busy_enter(&hs__sender_busy);
+            cycle(now, stopping);
+            hs__busy_leave(&hs__sender_busy);
+            pump();
+        }
+        if (stopping) break;
+        uint64_t wait = CYCLE_MS;
+        if (hs__cfg.rss_ms && hs__cfg.rss_ms < wait) wait = hs__cfg.rss_ms;
+        wait_events((int)wait);
+    }
+
+    /* The end: deliver within the flush bound, then stop draining. */
+    uint64_t deadline = hs_now_ns() + hs__cfg.exit_flush_ms * 1000000ull;
+    int attempts = 0;
+    while (!delivered() && !S.refused && !S.gave_up && hs_now_ns() < deadline) {
+        if (S.fd < 0) {
+            /* Never reached: one more try, but do not hold the exit for a
+             * server that refuses connections. */
+            if (attempts++ > 0 && !S.opened_once) break;
+            S.next_try_ns = 0;
+        }
+        pump();
+        if (delivered() || S.fd < 0) continue;
+        uint64_t left = (deadline - hs_now_ns()) / 1000000u;
+        wait_events(left > 50 ? 50 : (int)left + 1);
+    }
+    if (!delivered()) S.undelivered_frames = S.next_seq - (S.acked_seq ? S.acked_seq : 1);
+    atomic_store(&S.running, 0);
+    atomic_store(&S.done, 1);
+    return NULL;
+}
+
+int hs__sender_start(void)
+{
+    if (atomic_load(&S.running)) return 0;
+    if (S.wake_fd < 0) S.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (S.wake_fd < 0) return HS_EIO;
+    atomic_store(&S.done, 0);
+    atomic_store(&S.running, 1);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_attr_setstacksize(&attr, 1u << 20);
+    int rc = pthread_create(&S.thread, &attr, sender_main, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        atomic_store(&S.running, 0);
+        return HS_ENOMEM;
+    }
+    return 0;
+}
+
+void hs__sender_activate(void)
+{
+    if (!atomic_load_explicit(&S.activate, memory_order_relaxed))
+        atomic_store_explicit(&S.activate, 1, memory_order_relaxed);
+}
+
+void hs__sender_wake(void)
+{
+    hs__sender_activate();
+    if (atomic_load_explicit(&S.sleeping, memory_order_relaxed) && S.wake_fd >= 0) {
+        uint64_t one = 1;
+        if (write(S.wake_fd, &one, sizeof one) < 0) {
+        }
+    }
+}
+
+int hs__sender_alive(void)
+{
+    return atomic_load_explicit(&S.running, memory_order_relaxed) &&
+           !atomic_load_explicit(&S.done, memory_order_relaxed);
+}
+
+void hs__sender_finish(int clean)
+{
+    if (atomic_load(&S.stopping)) return;
+    S.clean = clean;
+    if (!atomic_load(&S.running) && hs__sender_start() != 0) return;
+    atomic_store(&S.stopping, 1);
+    uint64_t one = 1;
+    if (write(S.wake_fd, &one, sizeof one) < 0) {
+    }
+    /* The sender bounds its own flush; this bound only guards against a
+     * sender that cannot run at all. */
+    uint64_t deadline = hs_now_ns() + (hs__cfg.exit_flush_ms + 1000) * 1000000ull;
+    while (!atomic_load(&S.done) && hs_now_ns() < deadline)
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    if (!atomic_load(&S.done)) return;
+
+    uint64_t dropped = 0;
+    for (int k = HS_DROP_ALLOC_EVENTS; k <= HS_DROP_FREE_EVENTS; k++)
+        dropped += atomic_load(&hs__drops[k]);
+    if (dropped || S.undelivered_frames || S.gave_up || S.refused || !delivered()) {
+        char msg[HS_CONFIG_STR + 400];
+        int n = snprintf(msg, sizeof msg,
+                         "heapstore: %s: %s%s; dropped %llu alloc and %llu free events "
+                         "(%llu and %llu estimated bytes); %llu frames not delivered\n",
+                         hs__cfg.url, delivered() ? "delivered" : "not delivered",
+                         S.last_errno
+                             ? (S.last_errno == ECONNREFUSED ? " (connection refused)" : " (error)")
+                             : "",
+                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_ALLOC_EVENTS]),
+                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_FREE_EVENTS]),
+                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_ALLOC_BYTES]),
+                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_FREE_BYTES]),
+                         (unsigned long long)S.undelivered_frames);
+        if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1))) {
+        }
+    }
+}
+
+void hs__sender_reset_child(void)
+{
+    /* The parent's thread does not exist here; its queue and socket are the
+     * parent's business. Chunks are unmapped (copy-on-write copies). */
+    chunk *c = S.head;
+    while (c) {
+        chunk *n = c->next;
+        hs_mem_unmap(c, sizeof(chunk) + CHUNK_CAP);
+        c = n;
+    }
+    if (S.fd >= 0) close(S.fd);
+    if (S.wake_fd >= 0) close(S.wake_fd);
+    if (S.statm_fd >= 0) close(S.statm_fd);
+    if (S.pcs.slot) hs_mem_unmap(S.pcs.slot, (S.pcs.mask + 1) * sizeof(uint64_t));
+    hs_proc_info *info = S.info;
+    chunk *spare = S.spare;
+    /* The parent's sender was outside its cycle at the fork (the prepare
+     * handler waits for that), so its symbolizer is in a consistent state
+     * and the child keeps it: loading the debug information again would
+     * stall the child's first samples. Which pcs were sent is per run. */
+    hs_symbolizer *sym = S.sym;
+    memset(&S, 0, sizeof S);
+    S.fd = S.wake_fd = S.statm_fd = -1;
+    S.next_seq = 1;
+    S.info = info;
+    S.spare = spare;
+    S.sym = sym;
+    atomic_store(&hs__sender_heartbeat, 0);
+}

@@ -1,0 +1,39 @@
+/* hs_sender: the background thread that owns the output.
+ *
+ * One thread per run drains the program threads' rings, symbolizes new pcs,
+ * and turns everything into protocol frames (docs/protocol.md) kept in a
+ * queue of mapped chunks. For tcp:// it writes them on a non-blocking socket,
+ * keeps each frame until the server's ACK covers it and, after a lost
+ * connection, reconnects with backoff (100 ms doubling to 5 s) and resends
+ * from the oldest unacknowledged frame under a HELLO with HS_HELLO_RESUMED.
+ * The queue is bounded by HEAPSTORE_BUFFER_MB: past it, EVENTS are dropped
+ * and counted (DROPS), never MAPPINGS, SYMBOLS or STACKS. For file:// frames
+ * are written and forgotten. The program's threads only append to their rings
+ * and, rarely, wake the thread through an eventfd; they never wait for the
+ * network. The output is opened lazily, at the first sample, at exit, or
+ * 100 ms into the run, so a fork child that execs at once leaves no trace.
+ */
+#ifndef HS_SENDER_H
+#define HS_SENDER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Moves whenever the thread makes progress (a round, a symbol). */
+extern _Atomic uint64_t hs__sender_heartbeat;
+
+/* Starts the thread if it is not running. 0 or a negative HS_E code. */
+int hs__sender_start(void);
+/* Asks the thread to drain soon (a rings is half full). Cheap when awake. */
+void hs__sender_wake(void);
+/* A sample was taken: open the output at the next round (no system call). */
+void hs__sender_activate(void);
+/* 1 while the thread will still drain rings. */
+int hs__sender_alive(void);
+/* The end of the run: drain, send BYE, wait at most HEAPSTORE_EXIT_FLUSH_MS
+ * for delivery. Reports undelivered data on stderr. */
+void hs__sender_finish(int clean);
+/* Fork child: forget the parent's queue, socket and thread. */
+void hs__sender_reset_child(void);
+
+#endif

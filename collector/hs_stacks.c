@@ -1,0 +1,169 @@
+/* hs_stacks: unwinding and the stack intern table (see hs_stacks.h). */
+#include "hs_stacks.h"
+
+#define UNW_LOCAL_ONLY
+#include <libunwind.h>
+#include <stdatomic.h>
+#include <string.h>
+
+#include "hs_mem.h"
+
+typedef struct table {
+    uint64_t mask;
+    _Atomic(hs_stack_rec *) slot[];
+} table;
+
+static uintptr_t lo, hi;
+static _Atomic(table *) cur_table;
+static hs_lock lock;
+static uint64_t count, next_id = 1, mem_used;
+static hs_arena arena;
+static _Atomic(hs_stack_rec *) new_list;
+
+void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi)
+{
+    lo = self_lo;
+    hi = self_hi;
+}
+
+uint32_t hs__stack_capture(void **scratch, uint32_t scratch_len, uint64_t *pcs, uint32_t max,
+                           int *truncated)
+{
+    *truncated = 0;
+    int n = unw_backtrace(scratch, (int)scratch_len);
+    if (n <= 0) return 0;
+    int i = 0;
+    while (i < n && (uintptr_t)scratch[i] >= lo && (uintptr_t)scratch[i] < hi) i++;
+    uint32_t d = 0;
+    for (; i < n && d < max; i++) {
+        if (!scratch[i]) break;
+        pcs[d++] = (uint64_t)(uintptr_t)scratch[i];
+    }
+    if (i < n && scratch[i]) *truncated = 1;
+    /* A full scratch buffer may hide more frames. */
+    if ((uint32_t)n == scratch_len && d == max) *truncated = 1;
+    return d;
+}
+
+static uint64_t hash_pcs(const uint64_t *pcs, uint32_t depth)
+{
+    uint64_t h = 0xcbf29ce484222325ull ^ depth;
+    for (uint32_t i = 0; i < depth; i++) {
+        h ^= pcs[i];
+        h *= 0x100000001b3ull;
+        h ^= h >> 29;
+    }
+    return h ? h : 1;
+}
+
+static hs_stack_rec *find(table *tb, uint64_t h, const uint64_t *pcs, uint32_t depth,
+                          uint64_t *slot_out)
+{
+    for (uint64_t i = h & tb->mask;; i = (i + 1) & tb->mask) {
+        hs_stack_rec *r = atomic_load_explicit(&tb->slot[i], memory_order_acquire);
+        if (!r) {
+            if (slot_out) *slot_out = i;
+            return NULL;
+        }
+        if (r->hash == h && r->depth == depth && !memcmp(r->pcs, pcs, depth * sizeof *pcs))
+            return r;
+    }
+}
+
+static table *table_new(uint64_t cap)
+{
+    table *t = hs_mem_map(sizeof(table) + cap * sizeof(void *));
+    if (t) t->mask = cap - 1;
+    return t;
+}
+
+/* Under the lock: double the table. The old one stays mapped, since readers
+ * may still be probing it (it is at most as big as all later ones together). */
+static table *grow(table *old)
+{
+    uint64_t cap = old ? (old->mask + 1) * 2 : 4096;
+    table *t = table_new(cap);
+    if (!t) return NULL;
+    if (old) {
+        for (uint64_t i = 0; i <= old->mask; i++) {
+            hs_stack_rec *r = atomic_load_explicit(&old->slot[i], memory_order_relaxed);
+            if (!r) continue;
+            uint64_t j = r->hash & t->mask;
+            while (atomic_load_explicit(&t->slot[j], memory_order_relaxed)) j = (j + 1) & t->mask;
+            atomic_store_explicit(&t->slot[j], r, memory_order_relaxed);
+        }
+    }
+    atomic_store_explicit(&cur_table, t, memory_order_release);
+    return t;
+}
+
+uint64_t hs__stack_intern(const uint64_t *pcs, uint32_t depth)
+{
+    uint64_t h = hash_pcs(pcs, depth);
+    table *tb = atomic_load_explicit(&cur_table, memory_order_acquire);
+    if (tb) {
+        hs_stack_rec *r = find(tb, h, pcs, depth, NULL);
+        if (r) return r->id;
+    }
+    uint64_t id = 0;
+    hs_lock_acquire(&lock);
+    tb = atomic_load_explicit(&cur_table, memory_order_relaxed);
+    if (!tb || (count + 1) * 4 > (tb->mask + 1) * 3) {
+        table *g = grow(tb);
+        if (!g) goto out;
+        tb = g;
+    }
+    uint64_t slot;
+    hs_stack_rec *r = find(tb, h, pcs, depth, &slot);
+    if (r) {
+        id = r->id;
+        goto out;
+    }
+    size_t sz = sizeof(hs_stack_rec) + depth * sizeof(uint64_t);
+    if (mem_used + sz > HS_STACKS_MEM_MAX) goto out;
+    r = hs_arena_alloc(&arena, sz);
+    if (!r) goto out;
+    mem_used += sz;
+    r->hash = h;
+    r->depth = depth;
+    r->id = next_id++;
+    memcpy(r->pcs, pcs, depth * sizeof *pcs);
+    /* A push the sender's exchange can race with, hence the CAS. */
+    hs_stack_rec *old = atomic_load_explicit(&new_list, memory_order_relaxed);
+    do {
+        r->next_new = old;
+    } while (!atomic_compare_exchange_weak_explicit(&new_list, &old, r, memory_order_release,
+                                                    memory_order_relaxed));
+    atomic_store_explicit(&tb->slot[slot], r, memory_order_release);
+    count++;
+    id = r->id;
+out:
+    hs_lock_release(&lock);
+    return id;
+}
+
+hs_stack_rec *hs__stacks_take_new(void)
+{
+    hs_stack_rec *r = atomic_exchange_explicit(&new_list, NULL, memory_order_acquire);
+    hs_stack_rec *rev = NULL;
+    while (r) {
+        hs_stack_rec *n = r->next_new;
+        r->next_new = rev;
+        rev = r;
+        r = n;
+    }
+    return rev;
+}
+
+void hs__stacks_reset(void)
+{
+    /* The parent's records and tables stay mapped (copy-on-write, untouched);
+     * the child starts a new id space. */
+    atomic_store(&cur_table, NULL);
+    atomic_store(&new_list, NULL);
+    atomic_store(&lock.v, 0);
+    memset(&arena, 0, sizeof arena);
+    count = 0;
+    next_id = 1;
+    mem_used = 0;
+}

@@ -1,0 +1,47 @@
+/* hs_stacks: capturing call stacks at a sample and interning them.
+ *
+ * hs__stack_capture unwinds with libunwind's unw_backtrace and cuts off every
+ * leading frame inside libheapstore.so, so pcs[0] is the return address in
+ * the function that called the allocator. For C++ `new` that function is
+ * libstdc++'s operator new: those frames are kept, consistently, and the
+ * caller of `new` is pcs[1]. Every pc is a return address (the symbolizer
+ * looks up pc - 1).
+ *
+ * hs__stack_intern gives each distinct stack a small id (1, 2, …) for the
+ * run. Lookups are lock-free: an open-addressing table of pointers to
+ * immutable records, published with release stores; inserts take one lock
+ * and grow the table by doubling (the old table stays readable, a reader that
+ * misses retries under the lock). New records are also pushed on a list the
+ * sender takes with hs__stacks_take_new, to send them (and their symbols)
+ * before the first event that uses them. Records are never freed during a
+ * run; their memory counts against HS_STACKS_MEM_MAX.
+ */
+#ifndef HS_STACKS_H
+#define HS_STACKS_H
+
+#include <stdint.h>
+
+#define HS_STACKS_MEM_MAX (256u << 20)
+
+typedef struct hs_stack_rec {
+    struct hs_stack_rec *next_new; /* the sender's list, newest first */
+    uint64_t hash;
+    uint64_t id;
+    uint32_t depth;
+    uint64_t pcs[];
+} hs_stack_rec;
+
+/* Range of our own code, found once at start. */
+void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi);
+/* Unwinds into pcs (room for max frames). Returns the depth (0 when the
+ * stack could not be unwound); *truncated is set when frames were cut. */
+uint32_t hs__stack_capture(void **scratch, uint32_t scratch_len, uint64_t *pcs, uint32_t max,
+                           int *truncated);
+/* The id of the stack, or 0 when the table is out of memory. */
+uint64_t hs__stack_intern(const uint64_t *pcs, uint32_t depth);
+/* All stacks interned since the previous call, in id order (oldest first). */
+hs_stack_rec *hs__stacks_take_new(void);
+/* Fork child: empty tables, ids from 1 again. */
+void hs__stacks_reset(void);
+
+#endif

@@ -1,0 +1,162 @@
+/* hs_thread: per-thread state of the program's threads and the sampler.
+ *
+ * Each thread has an hs_tls in initial-exec TLS (no allocation, no lock to
+ * reach it, safe in signal handlers). Its countdown is the number of bytes
+ * left before the next sample: the unsampled path of every hook is one
+ * subtraction and one branch on it. A countdown of 0 sends every call to the
+ * slow path, which is how a new thread gets initialised and how re-entry is
+ * kept out: while a thread runs collector code its guard is non-zero and its
+ * countdown is parked at 0, so anything libunwind, libdw or a signal handler
+ * allocates meanwhile is forwarded untouched.
+ *
+ * A thread that has taken a sample owns an hs_ring: a single-producer,
+ * single-consumer ring of event records that the sender thread drains. Rings
+ * live in a registry (a list under one lock taken only at thread start and
+ * exit and by the sender); a ring whose thread has exited is drained and then
+ * reused by the next new thread. Memory comes from hs_mem.
+ */
+#ifndef HS_THREAD_H
+#define HS_THREAD_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "hs_mem.h"
+#include "hs_proto.h"
+
+#define HS_RING_CAP     2048 /* records; a power of two */
+#define HS_HIST_BUCKETS 64
+
+enum hs_thread_state {
+    HS_T_NEW = 0,      /* not yet seen by a slow path */
+    HS_T_READY = 1,    /* sampling */
+    HS_T_INTERNAL = 2, /* the sender thread: never sampled */
+    HS_T_DEAD = 3,     /* after our thread-exit destructor: forward only */
+};
+
+/* One event as the program's thread leaves it for the sender. */
+typedef struct hs_rec {
+    uint64_t t_ns;
+    uint64_t head; /* stack_id << 1 | is_free */
+    uint64_t size;
+    uint64_t weight;
+} hs_rec;
+
+struct hs_tls;
+
+typedef struct hs_ring {
+    _Atomic uint64_t head; /* written by the owner */
+    char pad1[56];
+    _Atomic uint64_t tail; /* written by the sender */
+    char pad2[56];
+    struct hs_ring *next; /* registry link (registry lock) */
+    _Atomic int live;     /* 1 while its thread runs */
+    struct hs_tls *owner; /* for the size histogram; NULL once the thread exited */
+    uint64_t snap;        /* the sender's snapshot of head (sender only) */
+    _Atomic int busy;     /* the owner is inside the loader's lock (unwinding) */
+    void *scratch[HS_STACK_MAX_DEPTH + 16]; /* the owner's unwinding buffers */
+    uint64_t pcs[HS_STACK_MAX_DEPTH];
+    hs_rec recs[HS_RING_CAP];
+} hs_ring;
+
+typedef struct hs_tls {
+    uint64_t countdown;
+    uint32_t guard;
+    uint32_t state; /* enum hs_thread_state */
+    uint64_t saved_countdown;
+    uint64_t rng;
+    hs_ring *ring;
+    int boot; /* this thread is resolving the real allocator */
+    /* Allocation sizes by power of two; written by the owner with relaxed
+     * stores (plain moves), read by the sender. */
+    _Atomic uint64_t hist_n[HS_HIST_BUCKETS];
+    _Atomic uint64_t hist_b[HS_HIST_BUCKETS];
+} hs_tls;
+
+extern __thread hs_tls hs__tls __attribute__((tls_model("initial-exec")));
+
+static inline void hs__guard_enter(hs_tls *t)
+{
+    if (t->guard++ == 0) {
+        t->saved_countdown = t->countdown;
+        t->countdown = 0;
+    }
+}
+
+static inline void hs__guard_leave(hs_tls *t)
+{
+    if (--t->guard == 0) t->countdown = t->saved_countdown;
+}
+
+static inline void hs__hist_add(hs_tls *t, uint64_t n)
+{
+    unsigned b = n > 1 ? 63u - (unsigned)__builtin_clzll(n) : 0;
+    atomic_store_explicit(&t->hist_n[b],
+                          atomic_load_explicit(&t->hist_n[b], memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+    atomic_store_explicit(&t->hist_b[b],
+                          atomic_load_explicit(&t->hist_b[b], memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* fork() and the dynamic loader's lock. glibc does not reset the lock that
+ * dl_iterate_phdr takes in a fork child, and unwinding takes it on every
+ * sample (as does the sender when it looks for new objects): a fork while a
+ * thread holds it would leave the child deadlocked. So collector code that
+ * may take it marks itself busy, and the fork prepare handler raises
+ * hs__fork_pending and waits until nobody is busy (a Dekker handshake: flag,
+ * full fence, check). Code that finds a fork pending waits for it first. */
+extern _Atomic int hs__fork_pending;
+extern _Atomic int hs__sender_busy;
+
+static inline void hs__busy_enter(_Atomic int *flag)
+{
+    for (;;) {
+        atomic_store_explicit(flag, 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_seq_cst);
+        if (HS_LIKELY(!atomic_load_explicit(&hs__fork_pending, memory_order_relaxed))) return;
+        atomic_store_explicit(flag, 0, memory_order_release);
+        while (atomic_load_explicit(&hs__fork_pending, memory_order_acquire)) hs__yield();
+    }
+}
+
+static inline void hs__busy_leave(_Atomic int *flag)
+{
+    atomic_store_explicit(flag, 0, memory_order_release);
+}
+
+/* Prepare handler side: raise the flag, wait for every busy thread. */
+void hs__fork_quiesce(void);
+/* Parent after fork: let everyone go on. (The child resets its state.) */
+void hs__fork_release(void);
+
+/* Sampler settings; call once before any sampling. */
+void hs__sampler_init(uint64_t mean, uint64_t seed);
+/* Bytes until the next sample (0 at sample rate 1: every call samples). */
+uint64_t hs__sampler_next(hs_tls *t);
+/* Estimated bytes a sample of size bytes stands for. */
+uint64_t hs__sampler_weight(uint64_t size);
+
+/* Thread life. init creates the pthread key (call from the constructor). */
+int hs__threads_init(void);
+/* Gives the calling thread a ring; state becomes READY. Under guard. */
+int hs__thread_attach(hs_tls *t);
+/* Appends one record; waits a bounded time for room, else drops it and
+ * returns HS_ENOSPC (counted by the caller). */
+int hs__ring_push(hs_tls *t, const hs_rec *r);
+
+/* Sender side. snapshot records every ring's head; drain then calls fn on the
+ * records up to that snapshot, under the registry lock (hold it briefly), and
+ * frees their room. Taking the snapshot before reading the new stacks
+ * guarantees every stack an event refers to has been seen. Rings of exited
+ * threads become reusable once empty. */
+typedef void (*hs_ring_fn)(hs_ring *r, uint64_t tail, uint64_t head, void *data);
+void hs__rings_snapshot(void);
+void hs__rings_drain(hs_ring_fn fn, void *data);
+/* Sum of the size histograms of every thread, live or gone. */
+void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS]);
+/* Fork child: forget the other threads' rings; the caller's thread starts
+ * afresh. */
+void hs__threads_reset_child(hs_tls *self);
+
+#endif

@@ -1,0 +1,254 @@
+/* api: the routes of docs/api.md over the views, shared by the server's HTTP
+ * layer and the CLI's direct mode. A request is (method, target, body); the
+ * answer is JSON or a file with a status, and every failure is an error body
+ * with a 4xx/5xx status, never a partial answer. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "hs_schema.h"
+#include "q_internal.h"
+
+#define MAX_PARAMS 32
+#define MAX_QUERY  8192
+
+struct hs__params {
+    int n;
+    const char *k[MAX_PARAMS], *v[MAX_PARAMS];
+    char buf[2 * MAX_QUERY + 2 * MAX_PARAMS];
+};
+
+const char *hs__param(const hs__params *p, const char *key)
+{
+    for (int i = 0; i < p->n; i++)
+        if (!strcmp(p->k[i], key)) return p->v[i];
+    return NULL;
+}
+
+int hs__param_count(const hs__params *p)
+{
+    return p->n;
+}
+
+void hs__param_at(const hs__params *p, int i, const char **k, const char **v)
+{
+    *k = p->k[i];
+    *v = p->v[i];
+}
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+long hs_url_decode(char *out, size_t outlen, const char *s, size_t n)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            int hi, lo;
+            if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0) return -1;
+            c = hi * 16 + lo;
+            if (c == 0) return -1;
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (w + 1 >= outlen) return -1;
+        out[w++] = (char)c;
+    }
+    if (w >= outlen) return -1;
+    out[w] = '\0';
+    return (long)w;
+}
+
+static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
+{
+    p->n = 0;
+    if (!qs || !*qs) return 0;
+    size_t len = strlen(qs);
+    if (len > MAX_QUERY) return hs__err(err, 413, "query string longer than %d bytes", MAX_QUERY);
+    char *w = p->buf;
+    char *end = p->buf + sizeof p->buf;
+    const char *s = qs;
+    while (*s) {
+        const char *amp = strchr(s, '&');
+        size_t n = amp ? (size_t)(amp - s) : strlen(s);
+        if (n) {
+            if (p->n == MAX_PARAMS) return hs__err(err, 400, "more than %d parameters", MAX_PARAMS);
+            const char *eq = memchr(s, '=', n);
+            size_t kl = eq ? (size_t)(eq - s) : n;
+            long a = hs_url_decode(w, (size_t)(end - w), s, kl);
+            if (a < 0) return hs__err(err, 400, "malformed query string");
+            p->k[p->n] = w;
+            w += a + 1;
+            long b = eq ? hs_url_decode(w, (size_t)(end - w), eq + 1, n - kl - 1)
+                        : hs_url_decode(w, (size_t)(end - w), "", 0);
+            if (b < 0) return hs__err(err, 400, "malformed query string");
+            p->v[p->n++] = w;
+            w += b + 1;
+        }
+        if (!amp) break;
+        s = amp + 1;
+    }
+    return 0;
+}
+
+void hs_api_reply_clear(hs_api_reply *r)
+{
+    json_decref(r->json);
+    free(r->body);
+    memset(r, 0, sizeof *r);
+}
+
+void hs_api_error(hs_api_reply *out, const hs_qerr *err)
+{
+    hs_api_reply_clear(out);
+    out->status = err->status ? err->status : 500;
+    out->content_type = "application/json";
+    out->json = json_pack("{s:{s:s,s:s}}", "error", "code", err->code ? err->code : "internal",
+                          "message", err->msg);
+}
+
+static void reply_json(hs_api_reply *out, json_t *j)
+{
+    out->status = 200;
+    out->content_type = "application/json";
+    out->json = j;
+}
+
+/* Resolves a run selector given in a path segment (percent-encoded). */
+static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs_qerr *err)
+{
+    char dec[2100];
+    if (hs_url_decode(dec, sizeof dec, seg, n) < 0)
+        return hs__err(err, 400, "malformed run selector in the path");
+    hs_run_sel sel;
+    char msg[300];
+    if (hs_sel_parse_run(&sel, dec, msg, sizeof msg)) return hs__err(err, 400, "%s", msg);
+    return hs__run_resolve(q, &sel, run, err);
+}
+
+static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
+
+void hs_api_handle(hs_q *q, const char *method, const char *target, const char *body,
+                   size_t body_len, hs_api_reply *out)
+{
+    hs_qerr err = {0};
+    hs__params *params = NULL;
+    hs__run run = {0};
+    json_t *j = NULL;
+    int rc = 0;
+    char path[2048];
+    memset(out, 0, sizeof *out);
+
+    const char *qm = strchr(target, '?');
+    size_t plen = qm ? (size_t)(qm - target) : strlen(target);
+    if (plen >= sizeof path) {
+        hs__err(&err, 413, "request path longer than %zu bytes", sizeof path);
+        goto fail;
+    }
+    memcpy(path, target, plen);
+    path[plen] = '\0';
+    while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
+    if (!(params = malloc(sizeof *params))) {
+        hs__err(&err, 500, "out of memory");
+        goto fail;
+    }
+    if ((rc = params_parse(params, qm ? qm + 1 : NULL, &err))) goto fail;
+    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+
+    if (!strcmp(path, "/api/health")) {
+        if (!is_get) goto bad_method;
+        reply_json(out, json_pack("{s:b,s:s,s:i,s:b}", "ok", 1, "version", HEAPSTORE_VERSION,
+                                  "schema", hs_schema_version(), "database", q != NULL));
+        goto done;
+    }
+    if (!q) {
+        hs__err(&err, 500, "the database cannot be opened");
+        goto fail;
+    }
+    hs__cache_trim(q);
+    if (!strcmp(path, "/api/sql")) {
+        if (strcmp(method, "POST")) goto bad_method;
+        if ((rc = hs__view_sql(q, body, body_len, &j, &err))) goto fail;
+        reply_json(out, j);
+        goto done;
+    }
+    if (!is_get) goto bad_method;
+    if (!strcmp(path, "/api/runs")) {
+        if ((rc = hs__view_runs(q, params, &j, &err))) goto fail;
+        reply_json(out, j);
+        goto done;
+    }
+    if (!strcmp(path, "/api/diff")) {
+        if ((rc = hs__view_diff(q, params, out, &err))) goto fail;
+        goto done;
+    }
+    if (!strncmp(path, "/api/runs/", 10)) {
+        const char *seg = path + 10;
+        const char *slash = strchr(seg, '/');
+        size_t seglen = slash ? (size_t)(slash - seg) : strlen(seg);
+        const char *view = slash ? slash + 1 : NULL;
+        if (view) {
+            size_t i;
+            for (i = 0; i < HS_COUNTOF(run_views); i++)
+                if (!strcmp(view, run_views[i])) break;
+            if (i == HS_COUNTOF(run_views)) goto no_route;
+        }
+        if ((rc = run_from_segment(q, seg, seglen, &run, &err))) goto fail;
+        const char *format = hs__param(params, "format");
+        if (format && !strcmp(format, "json")) format = NULL;
+        if (!view) {
+            reply_json(out, json_pack("{s:O}", "run", run.info));
+        } else if (!strcmp(view, "export")) {
+            rc = hs__export(q, &run, params, format ? format : "pprof", out, &err);
+        } else if (format && (!strcmp(view, "top") || !strcmp(view, "flame"))) {
+            rc = hs__export(q, &run, params, format, out, &err);
+        } else if (format && !strcmp(view, "history")) {
+            if (strcmp(format, "csv")) {
+                hs__err(&err, 400, "history formats: json, csv (not '%s')", format);
+                goto fail;
+            }
+            rc = hs__history_csv(q, &run, out, &err);
+        } else if (format) {
+            hs__err(&err, 400, "%s has no format '%s'", view, format);
+            goto fail;
+        } else {
+            int (*fn)(hs_q *, hs__run *, const hs__params *, json_t **, hs_qerr *) =
+                !strcmp(view, "history") ? hs__view_history
+                : !strcmp(view, "top")   ? hs__view_top
+                : !strcmp(view, "flame") ? hs__view_flame
+                : !strcmp(view, "leaks") ? hs__view_leaks
+                                         : hs__view_sizes;
+            if (!(rc = fn(q, &run, params, &j, &err))) reply_json(out, j);
+        }
+        if (rc) goto fail;
+        goto done;
+    }
+no_route:
+    hs__err(&err, 404, "no such endpoint: %s %s (see docs/api.md)", method, path);
+    goto fail;
+bad_method:
+    hs__err(&err, 405, "method %s is not allowed on %s", method, path);
+    err.code = "bad_request";
+fail:
+    hs_api_error(out, &err);
+done:
+    if (out->status == 200 && out->json == NULL && out->body == NULL) {
+        hs__err(&err, 500, "out of memory");
+        hs_api_error(out, &err);
+    }
+    hs__run_clear(&run);
+    free(params);
+    /* An idle pooled connection must not hold a read transaction open (it
+     * would pin an old snapshot and keep the WAL from being checkpointed). */
+    for (int i = 0; q && i < ST__COUNT; i++)
+        if (q->st[i]) sqlite3_reset(q->st[i]);
+}

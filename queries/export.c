@@ -1,0 +1,690 @@
+/* export: files other tools open, for the state of a run at a moment.
+ *
+ * collapsed: "outer;…;leaf BYTES" lines (flamegraph.pl, inferno, speedscope).
+ * pprof: gzipped profile.proto, encoded here by hand (the format is a handful
+ *   of messages), with sample types alloc_objects, alloc_space,
+ *   inuse_objects, inuse_space (inuse_space last: pprof's default view). The
+ *   alloc_* values count allocations made up to the moment, from the raw
+ *   events; the inuse_* values are the live state.
+ * speedscope: its JSON file format, one sampled profile weighted in bytes.
+ * dot: a Graphviz call graph of functions weighted by inclusive live bytes.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "hs_error.h"
+#include "hs_proto.h"
+#include "q_internal.h"
+
+/* ---- protobuf encoding ---------------------------------------------------- */
+
+static void pb_varint(hs__buf *b, uint64_t v)
+{
+    uint8_t tmp[10];
+    int n = 0;
+    do {
+        tmp[n] = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v) tmp[n] |= 0x80;
+        n++;
+    } while (v);
+    hs__buf_put(b, tmp, (size_t)n);
+}
+
+static void pb_int(hs__buf *b, int field, int64_t v) /* wire type 0; zero is omitted */
+{
+    if (!v) return;
+    pb_varint(b, (uint64_t)field << 3);
+    pb_varint(b, (uint64_t)v);
+}
+
+static void pb_bytes(hs__buf *b, int field, const void *p, size_t n) /* wire type 2 */
+{
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    pb_varint(b, n);
+    hs__buf_put(b, p, n);
+}
+
+/* ---- common: the live traces with their frames ------------------------------ */
+
+typedef struct xtrace {
+    int64_t trace, bytes, count;
+    double alloc_objects, alloc_space;
+    int depth;
+    int64_t *frames; /* leaf first */
+} xtrace;
+
+typedef struct xset {
+    xtrace *t;
+    size_t n, cap;
+    hs__map idx; /* trace -> index */
+    int64_t total_bytes, total_count;
+} xset;
+
+static void xset_free(xset *x)
+{
+    for (size_t i = 0; i < x->n; i++) free(x->t[i].frames);
+    free(x->t);
+    hs__map_free(&x->idx);
+}
+
+static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
+{
+    uint64_t v;
+    if (hs__map_get(&x->idx, (uint64_t)trace, &v)) {
+        *ix = v;
+        return 0;
+    }
+    int64_t frames[HS_MAX_DEPTH];
+    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return d;
+    if (x->n == x->cap) {
+        x->cap = x->cap ? x->cap * 2 : 256;
+        xtrace *np = realloc(x->t, x->cap * sizeof *np);
+        if (!np) return hs__err(err, 500, "out of memory");
+        x->t = np;
+    }
+    xtrace *t = &x->t[x->n];
+    memset(t, 0, sizeof *t);
+    t->trace = trace;
+    t->depth = d;
+    t->frames = malloc((size_t)(d ? d : 1) * sizeof *t->frames);
+    if (!t->frames || hs__map_put(&x->idx, (uint64_t)trace, x->n)) {
+        free(t->frames);
+        return hs__err(err, 500, "out of memory");
+    }
+    memcpy(t->frames, frames, (size_t)d * sizeof *frames);
+    *ix = x->n++;
+    return 0;
+}
+
+static int xset_live(hs_q *q, const hs__state *s, xset *x, hs_qerr *err)
+{
+    x->total_bytes = s->total_bytes;
+    x->total_count = s->total_count;
+    for (size_t i = 0; i < s->n; i++) {
+        size_t ix;
+        int rc = xset_add(q, x, s->rows[i].trace, &ix, err);
+        if (rc) return rc;
+        x->t[ix].bytes += s->rows[i].bytes;
+        x->t[ix].count += s->rows[i].count;
+    }
+    return 0;
+}
+
+/* alloc_* per trace: every sampled allocation made up to at_ns. */
+static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_qerr *err)
+{
+    hs__map stacks = {0};
+    int rc = HS_EDB, s;
+    sqlite3_stmt *st = hs__stmt(q, ST_RUN_STACKS, err);
+    if (!st) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        if (hs__map_put(&stacks, (uint64_t)sqlite3_column_int64(st, 0),
+                        (uint64_t)sqlite3_column_int64(st, 1))) {
+            rc = hs__err(err, 500, "out of memory");
+            goto out;
+        }
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE) {
+        hs__dberr(q, err);
+        goto out;
+    }
+    if (!(st = hs__stmt(q, ST_EVENTS, err))) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int64(st, 2, at_ns);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        hs_batch_it it;
+        hs_event ev;
+        const uint8_t *data = sqlite3_column_blob(st, 0);
+        size_t len = (size_t)sqlite3_column_bytes(st, 0);
+        if (hs_events_begin(&it, data, len)) continue;
+        while (hs_events_next(&it, &ev) == 1) {
+            if (ev.is_free || (int64_t)ev.t_ns > at_ns) continue;
+            uint64_t trace;
+            if (!hs__map_get(&stacks, ev.stack_id, &trace)) continue;
+            size_t ix;
+            if ((rc = xset_add(q, x, (int64_t)trace, &ix, err))) goto out;
+            x->t[ix].alloc_space += (double)ev.weight;
+            x->t[ix].alloc_objects += ev.size ? (double)ev.weight / (double)ev.size : 1.0;
+        }
+    }
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE) {
+        hs__dberr(q, err);
+        rc = HS_EDB;
+        goto out;
+    }
+    rc = 0;
+out:
+    hs__map_free(&stacks);
+    return rc;
+}
+
+static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const char *name,
+                      hs_qerr *err)
+{
+    if (b->oom) {
+        free(b->p);
+        return hs__err(err, 500, "out of memory");
+    }
+    if (!b->p) hs__buf_put(b, "", 0);
+    out->status = 200;
+    out->content_type = ctype;
+    out->body = b->p;
+    out->len = b->n;
+    out->filename = name;
+    return 0;
+}
+
+/* ---- collapsed ------------------------------------------------------------ */
+
+static int export_collapsed(hs_q *q, xset *x, hs_api_reply *out, hs_qerr *err)
+{
+    hs__smap lines = {0};
+    int64_t *sums = NULL;
+    size_t n = 0, cap = 0;
+    hs__buf key = {0}, b = {0};
+    int rc = HS_EDB;
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (t->bytes <= 0 || !t->depth) continue;
+        key.n = 0;
+        for (int j = t->depth - 1; j >= 0; j--) {
+            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
+            if (!f) goto out;
+            /* ';' separates frames and the last ' ' the count: keep them out of names */
+            for (const char *c = f->name; *c; c++) {
+                char ch = *c == ';' ? ':' : *c == ' ' ? '_' : *c;
+                hs__buf_put(&key, &ch, 1);
+            }
+            if (j) hs__buf_put(&key, ";", 1);
+        }
+        if (key.oom) goto oom;
+        int added;
+        size_t ix = hs__smap_intern(&lines, key.p, key.n, n, &added);
+        if (ix == (size_t)-1) goto oom;
+        if (added) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                int64_t *np = realloc(sums, cap * sizeof *np);
+                if (!np) goto oom;
+                sums = np;
+            }
+            sums[n++] = 0;
+        }
+        sums[ix] += t->bytes;
+    }
+    for (size_t i = 0; i < lines.cap; i++)
+        if (lines.keys[i])
+            hs__buf_printf(&b, "%s %" PRId64 "\n", lines.keys[i], sums[lines.vals[i]]);
+    rc = file_reply(out, &b, "text/plain; charset=utf-8", "heap.folded", err);
+    b.p = NULL;
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    free(b.p);
+    free(key.p);
+    free(sums);
+    hs__smap_free(&lines);
+    return rc;
+}
+
+/* ---- pprof ---------------------------------------------------------------- */
+
+typedef struct pstr {
+    hs__smap idx;
+    hs__buf table; /* encoded string_table entries (field 6) */
+    size_t n;
+} pstr;
+
+static int64_t pstr_id(pstr *s, const char *str)
+{
+    int added;
+    size_t i = hs__smap_intern(&s->idx, str, strlen(str), s->n, &added);
+    if (i == (size_t)-1) {
+        s->table.oom = 1;
+        return 0;
+    }
+    if (added) {
+        pb_bytes(&s->table, 6, str, strlen(str));
+        s->n++;
+    }
+    return (int64_t)i;
+}
+
+static void value_type(hs__buf *b, int field, pstr *s, const char *type, const char *unit)
+{
+    hs__buf m = {0};
+    pb_int(&m, 1, pstr_id(s, type));
+    pb_int(&m, 2, pstr_id(s, unit));
+    pb_bytes(b, field, m.p ? m.p : "", m.n);
+    if (m.oom) b->oom = 1;
+    free(m.p);
+}
+
+typedef struct pmap {
+    uint64_t start, end, offset;
+    char *path, *build_id;
+} pmap;
+
+static int gzip_buf(const hs__buf *in, hs__buf *out)
+{
+    z_stream z;
+    memset(&z, 0, sizeof z);
+    if (deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK) return -1;
+    size_t cap = deflateBound(&z, in->n) + 64;
+    out->p = malloc(cap);
+    if (!out->p) {
+        deflateEnd(&z);
+        return -1;
+    }
+    z.next_in = (Bytef *)in->p;
+    z.avail_in = (uInt)in->n;
+    z.next_out = (Bytef *)out->p;
+    z.avail_out = (uInt)cap;
+    int rc = deflate(&z, Z_FINISH);
+    out->n = cap - z.avail_out;
+    out->cap = cap;
+    deflateEnd(&z);
+    return rc == Z_STREAM_END ? 0 : -1;
+}
+
+static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
+                        hs_qerr *err)
+{
+    pstr s = {0};
+    hs__buf body = {0}, m = {0}, gz = {0};
+    hs__map loc_ids = {0}, fn_ids = {0}, pcs = {0};
+    hs__smap fn_keys = {0};
+    pmap *maps = NULL;
+    size_t nmaps = 0, capmaps = 0;
+    int rc = HS_EDB, st_rc;
+    uint64_t next_loc = 1, next_fn = 1;
+    pstr_id(&s, "");
+
+    sqlite3_stmt *st = hs__stmt(q, ST_MAPPINGS, err);
+    if (!st) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    while ((st_rc = sqlite3_step(st)) == SQLITE_ROW) {
+        if (nmaps == capmaps) {
+            capmaps = capmaps ? capmaps * 2 : 16;
+            pmap *np = realloc(maps, capmaps * sizeof *np);
+            if (!np) goto oom;
+            maps = np;
+        }
+        pmap *pm = &maps[nmaps++];
+        pm->start = (uint64_t)sqlite3_column_int64(st, 0);
+        pm->end = (uint64_t)sqlite3_column_int64(st, 1);
+        pm->offset = (uint64_t)sqlite3_column_int64(st, 2);
+        const uint8_t *bid = sqlite3_column_blob(st, 3);
+        int bl = sqlite3_column_bytes(st, 3);
+        pm->build_id = calloc((size_t)bl * 2 + 1, 1);
+        for (int i = 0; pm->build_id && i < bl; i++)
+            snprintf(pm->build_id + 2 * i, 3, "%02x", bid[i]);
+        const unsigned char *path = sqlite3_column_text(st, 4);
+        pm->path = strdup(path ? (const char *)path : "");
+        if (!pm->build_id || !pm->path) goto oom;
+    }
+    sqlite3_reset(st);
+    if (st_rc != SQLITE_DONE) {
+        hs__dberr(q, err);
+        goto out;
+    }
+    if (!(st = hs__stmt(q, ST_PCS, err))) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    while ((st_rc = sqlite3_step(st)) == SQLITE_ROW) {
+        uint64_t frame = (uint64_t)sqlite3_column_int64(st, 1), pc;
+        if (!hs__map_get(&pcs, frame, &pc) &&
+            hs__map_put(&pcs, frame, (uint64_t)sqlite3_column_int64(st, 0)))
+            goto oom;
+    }
+    sqlite3_reset(st);
+
+    /* header */
+    value_type(&body, 1, &s, "alloc_objects", "count");
+    value_type(&body, 1, &s, "alloc_space", "bytes");
+    value_type(&body, 1, &s, "inuse_objects", "count");
+    value_type(&body, 1, &s, "inuse_space", "bytes");
+
+    /* samples, locations and functions */
+    hs__buf locs = {0}, fns = {0};
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (!t->depth || (t->bytes <= 0 && t->alloc_space <= 0)) continue;
+        hs__buf ids = {0}, vals = {0};
+        for (int k = 0; k < t->depth; k++) {
+            uint64_t lid;
+            if (!hs__map_get(&loc_ids, (uint64_t)t->frames[k], &lid)) {
+                const hs__frame *f = hs__frame_get(q, t->frames[k], err);
+                if (!f) {
+                    free(ids.p);
+                    free(vals.p);
+                    free(locs.p);
+                    free(fns.p);
+                    goto out;
+                }
+                lid = next_loc++;
+                hs__map_put(&loc_ids, (uint64_t)t->frames[k], lid);
+                /* function: by name and file */
+                char fk[1024];
+                snprintf(fk, sizeof fk, "%s\x1f%s", f->name, f->file);
+                int added;
+                size_t fi = hs__smap_intern(&fn_keys, fk, strlen(fk), next_fn, &added);
+                if (added) {
+                    next_fn++;
+                    m.n = 0;
+                    pb_int(&m, 1, (int64_t)fi);
+                    pb_int(&m, 2, pstr_id(&s, f->name));
+                    pb_int(&m, 3, pstr_id(&s, f->name));
+                    pb_int(&m, 4, pstr_id(&s, f->file));
+                    pb_bytes(&fns, 5, m.p ? m.p : "", m.n);
+                }
+                uint64_t addr = 0, mid = 0;
+                if (!hs__map_get(&pcs, (uint64_t)t->frames[k], &addr)) addr = 0;
+                for (size_t mi = 0; mi < nmaps; mi++) {
+                    if ((addr && addr >= maps[mi].start && addr < maps[mi].end) ||
+                        (!addr && f->module[0] && !strcmp(f->module, maps[mi].path))) {
+                        mid = mi + 1;
+                        if (!addr) addr = maps[mi].start + (uint64_t)f->module_offset;
+                        break;
+                    }
+                }
+                hs__buf line = {0};
+                pb_int(&line, 1, (int64_t)fi);
+                pb_int(&line, 2, f->line);
+                m.n = 0;
+                pb_int(&m, 1, (int64_t)lid);
+                pb_int(&m, 2, (int64_t)mid);
+                pb_int(&m, 3, (int64_t)addr);
+                pb_bytes(&m, 4, line.p ? line.p : "", line.n);
+                free(line.p);
+                pb_bytes(&locs, 4, m.p ? m.p : "", m.n);
+            }
+            pb_varint(&ids, lid);
+        }
+        pb_varint(&vals, (uint64_t)llround(t->alloc_objects));
+        pb_varint(&vals, (uint64_t)llround(t->alloc_space));
+        pb_varint(&vals, (uint64_t)(t->count > 0 ? t->count : 0));
+        pb_varint(&vals, (uint64_t)(t->bytes > 0 ? t->bytes : 0));
+        m.n = 0;
+        pb_bytes(&m, 1, ids.p ? ids.p : "", ids.n);
+        pb_bytes(&m, 2, vals.p, vals.n);
+        if (ids.oom || vals.oom) m.oom = 1;
+        free(ids.p);
+        free(vals.p);
+        pb_bytes(&body, 2, m.p ? m.p : "", m.n);
+    }
+    /* mappings */
+    for (size_t mi = 0; mi < nmaps; mi++) {
+        m.n = 0;
+        pb_int(&m, 1, (int64_t)(mi + 1));
+        pb_int(&m, 2, (int64_t)maps[mi].start);
+        pb_int(&m, 3, (int64_t)maps[mi].end);
+        pb_int(&m, 4, (int64_t)maps[mi].offset);
+        pb_int(&m, 5, pstr_id(&s, maps[mi].path));
+        pb_int(&m, 6, pstr_id(&s, maps[mi].build_id));
+        pb_int(&m, 7, 1);
+        pb_int(&m, 8, 1);
+        pb_int(&m, 9, 1);
+        pb_bytes(&body, 3, m.p ? m.p : "", m.n);
+    }
+    hs__buf_put(&body, locs.p ? locs.p : "", locs.n);
+    hs__buf_put(&body, fns.p ? fns.p : "", fns.n);
+    if (locs.oom || fns.oom) body.oom = 1;
+    free(locs.p);
+    free(fns.p);
+    int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
+    int64_t c1 = pstr_id(&s, "heapstore: estimated live heap, sum of sampling weights");
+    char comment[256];
+    snprintf(comment, sizeof comment, "run %" PRId64 " at %.3f s, sample_bytes %" PRId64, run->id,
+             at->at_ns / 1e9, run->sample_bytes);
+    int64_t c2 = pstr_id(&s, comment);
+    int64_t dflt = pstr_id(&s, "inuse_space");
+    pb_int(&body, 9, start_ns + at->at_ns);
+    pb_int(&body, 10, at->at_ns);
+    value_type(&body, 11, &s, "space", "bytes");
+    pb_int(&body, 12, run->sample_bytes);
+    pb_int(&body, 13, c1);
+    pb_int(&body, 13, c2);
+    pb_int(&body, 14, dflt);
+    hs__buf_put(&body, s.table.p, s.table.n);
+    if (body.oom || s.table.oom || m.oom) goto oom;
+    if (gzip_buf(&body, &gz)) goto oom;
+    rc = file_reply(out, &gz, "application/octet-stream", "heap.pb.gz", err);
+    gz.p = NULL;
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    for (size_t i = 0; i < nmaps; i++) {
+        free(maps[i].path);
+        free(maps[i].build_id);
+    }
+    free(maps);
+    free(gz.p);
+    free(body.p);
+    free(m.p);
+    free(s.table.p);
+    hs__smap_free(&s.idx);
+    hs__smap_free(&fn_keys);
+    hs__map_free(&loc_ids);
+    hs__map_free(&fn_ids);
+    hs__map_free(&pcs);
+    return rc;
+}
+
+/* ---- speedscope ------------------------------------------------------------- */
+
+static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset *x,
+                             hs_api_reply *out, hs_qerr *err)
+{
+    json_t *frames = json_array(), *samples = json_array(), *weights = json_array();
+    hs__map fidx = {0};
+    size_t nf = 0;
+    int64_t total = 0;
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (t->bytes <= 0 || !t->depth) continue;
+        json_t *stack = json_array();
+        for (int j = t->depth - 1; j >= 0; j--) { /* root first */
+            uint64_t fi;
+            if (!hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) {
+                const hs__frame *f = hs__frame_get(q, t->frames[j], err);
+                if (!f) {
+                    json_decref(stack);
+                    goto fail;
+                }
+                json_t *fj = json_pack("{s:s}", "name", f->name);
+                if (f->file[0]) {
+                    json_object_set_new(fj, "file", json_string(f->file));
+                    json_object_set_new(fj, "line", json_integer(f->line));
+                }
+                json_array_append_new(frames, fj);
+                fi = nf++;
+                hs__map_put(&fidx, (uint64_t)t->frames[j], fi);
+            }
+            json_array_append_new(stack, json_integer((json_int_t)fi));
+        }
+        json_array_append_new(samples, stack);
+        json_array_append_new(weights, json_integer(t->bytes));
+        total += t->bytes;
+    }
+    hs__map_free(&fidx);
+    const char *prog = json_string_value(json_object_get(run->info, "program"));
+    char name[512];
+    snprintf(name, sizeof name, "%s (run %" PRId64 ") live heap at %.3f s", prog ? prog : "?",
+             run->id, at->at_ns / 1e9);
+    json_t *doc =
+        json_pack("{s:s,s:{s:o},s:[{s:s,s:s,s:s,s:i,s:I,s:o,s:o}],s:s,s:i,s:s}", "$schema",
+                  "https://www.speedscope.app/file-format-schema.json", "shared", "frames", frames,
+                  "profiles", "type", "sampled", "name", name, "unit", "bytes", "startValue", 0,
+                  "endValue", (json_int_t)total, "samples", samples, "weights", weights, "name",
+                  name, "activeProfileIndex", 0, "exporter", "heapstore " HEAPSTORE_VERSION);
+    if (!doc) return hs__err(err, 500, "out of memory");
+    char *text = json_dumps(doc, JSON_COMPACT);
+    json_decref(doc);
+    if (!text) return hs__err(err, 500, "out of memory");
+    out->status = 200;
+    out->content_type = "application/json";
+    out->body = text;
+    out->len = strlen(text);
+    out->filename = "heap.speedscope.json";
+    return 0;
+fail:
+    hs__map_free(&fidx);
+    json_decref(frames);
+    json_decref(samples);
+    json_decref(weights);
+    return HS_EDB;
+}
+
+/* ---- dot ------------------------------------------------------------------ */
+
+static void dot_escape(hs__buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') hs__buf_put(b, "\\", 1);
+        hs__buf_put(b, s, 1);
+    }
+}
+
+static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
+                      hs_qerr *err)
+{
+    /* nodes: functions (inclusive and self bytes); edges: caller -> callee */
+    hs__smap fn = {0}, edges = {0};
+    struct dn {
+        const char *name;
+        int64_t incl, self;
+        size_t seen;
+    } *nodes = NULL;
+    int64_t *ew = NULL;
+    size_t nn = 0, cn = 0, ne = 0, ce = 0;
+    hs__buf b = {0};
+    int rc = HS_EDB;
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (t->bytes <= 0) continue;
+        size_t prev = (size_t)-1;
+        for (int j = t->depth - 1; j >= 0; j--) {
+            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
+            if (!f) goto out;
+            int added;
+            size_t k = hs__smap_intern(&fn, f->name, strlen(f->name), nn, &added);
+            if (k == (size_t)-1) goto oom;
+            if (added) {
+                if (nn == cn) {
+                    cn = cn ? cn * 2 : 256;
+                    void *np = realloc(nodes, cn * sizeof *nodes);
+                    if (!np) goto oom;
+                    nodes = np;
+                }
+                nodes[nn++] = (struct dn){f->name, 0, 0, (size_t)-1};
+            }
+            if (nodes[k].seen != i) {
+                nodes[k].seen = i;
+                nodes[k].incl += t->bytes;
+            }
+            if (j == 0) nodes[k].self += t->bytes;
+            if (prev != (size_t)-1 && prev != k) {
+                char ek[64];
+                int en = snprintf(ek, sizeof ek, "%zu>%zu", prev, k);
+                size_t e = hs__smap_intern(&edges, ek, (size_t)en, ne, &added);
+                if (e == (size_t)-1) goto oom;
+                if (added) {
+                    if (ne == ce) {
+                        ce = ce ? ce * 2 : 256;
+                        int64_t *np = realloc(ew, ce * sizeof *np);
+                        if (!np) goto oom;
+                        ew = np;
+                    }
+                    ew[ne++] = 0;
+                }
+                ew[e] += t->bytes;
+            }
+            prev = k;
+        }
+    }
+    hs__buf_printf(&b,
+                   "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
+                   " bytes (sample_bytes %" PRId64 ")\";\n  node [shape=box];\n",
+                   run->id, at->at_ns / 1e9, x->total_bytes, run->sample_bytes);
+    double tot = x->total_bytes > 0 ? (double)x->total_bytes : 1;
+    for (size_t i = 0; i < nn; i++) {
+        hs__buf_printf(&b, "  n%zu [label=\"", i);
+        dot_escape(&b, nodes[i].name);
+        hs__buf_printf(
+            &b, "\\nself %" PRId64 " B (%.1f%%)\\ntotal %" PRId64 " B (%.1f%%)\", fontsize=%d];\n",
+            nodes[i].self, 100.0 * (double)nodes[i].self / tot, nodes[i].incl,
+            100.0 * (double)nodes[i].incl / tot, 8 + (int)(16.0 * (double)nodes[i].self / tot));
+    }
+    for (size_t i = 0; i < edges.cap; i++) {
+        if (!edges.keys[i]) continue;
+        size_t a, c;
+        if (sscanf(edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
+        int64_t w = ew[edges.vals[i]];
+        hs__buf_printf(&b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
+                       1.0 + 4.0 * (double)w / tot);
+    }
+    hs__buf_printf(&b, "}\n");
+    rc = file_reply(out, &b, "text/vnd.graphviz", "heap.dot", err);
+    b.p = NULL;
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    free(b.p);
+    free(nodes);
+    free(ew);
+    hs__smap_free(&fn);
+    hs__smap_free(&edges);
+    return rc;
+}
+
+int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, hs_api_reply *out,
+               hs_qerr *err)
+{
+    int kind = !strcmp(format, "collapsed")    ? 0
+               : !strcmp(format, "pprof")      ? 1
+               : !strcmp(format, "speedscope") ? 2
+               : !strcmp(format, "dot")        ? 3
+                                               : -1;
+    if (kind < 0)
+        return hs__err(err, 400, "format must be pprof, speedscope, collapsed or dot (not '%s')",
+                       format);
+    hs__at at;
+    int rc = hs__at_param(q, run, p, "peak", &at, err);
+    if (rc) return rc;
+    hs__state s;
+    if ((rc = hs__state_at(q, run, &at, &s, err))) return rc;
+    xset x = {0};
+    if (!(rc = xset_live(q, &s, &x, err))) {
+        if (kind == 1) rc = xset_allocs(q, run, at.at_ns, &x, err);
+        if (!rc) {
+            switch (kind) {
+            case 0:
+                rc = export_collapsed(q, &x, out, err);
+                break;
+            case 1:
+                rc = export_pprof(q, run, &at, &x, out, err);
+                break;
+            case 2:
+                rc = export_speedscope(q, run, &at, &x, out, err);
+                break;
+            default:
+                rc = export_dot(q, run, &at, &x, out, err);
+                break;
+            }
+        }
+    }
+    xset_free(&x);
+    hs__state_clear(&s);
+    return rc;
+}

@@ -1,0 +1,903 @@
+/* q: the connection of queries/, its statements and caches, and the pieces
+ * every view stands on: resolving a run and a moment, the live state at that
+ * moment (keyframe + deltas, or the peak snapshot), and stacks as frames. */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "hs_schema.h"
+#include "q_internal.h"
+
+/* ---- map ------------------------------------------------------------------ */
+
+static size_t map_slot(const hs__map *m, uint64_t key)
+{
+    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (m->cap - 1);
+}
+
+static int map_grow(hs__map *m)
+{
+    size_t ncap = m->cap ? m->cap * 2 : 256;
+    uint64_t *nk = calloc(ncap, sizeof *nk), *nv = malloc(ncap * sizeof *nv);
+    if (!nk || !nv) {
+        free(nk);
+        free(nv);
+        return HS_ENOMEM;
+    }
+    hs__map old = *m;
+    m->keys = nk;
+    m->vals = nv;
+    m->cap = ncap;
+    m->n = 0;
+    for (size_t i = 0; i < old.cap; i++)
+        if (old.keys[i]) hs__map_put(m, old.keys[i], old.vals[i]);
+    free(old.keys);
+    free(old.vals);
+    return 0;
+}
+
+int hs__map_put(hs__map *m, uint64_t key, uint64_t val)
+{
+    if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m)) return HS_ENOMEM;
+    size_t i = map_slot(m, key);
+    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
+    if (!m->keys[i]) {
+        m->keys[i] = key;
+        m->n++;
+    }
+    m->vals[i] = val;
+    return 0;
+}
+
+int hs__map_get(const hs__map *m, uint64_t key, uint64_t *val)
+{
+    if (!m->cap) return 0;
+    size_t i = map_slot(m, key);
+    while (m->keys[i]) {
+        if (m->keys[i] == key) {
+            *val = m->vals[i];
+            return 1;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    return 0;
+}
+
+void hs__map_free(hs__map *m)
+{
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- string map ----------------------------------------------------------- */
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, int *added)
+{
+    *added = 0;
+    if ((m->n + 1) * 4 > m->cap * 3) {
+        size_t ncap = m->cap ? m->cap * 2 : 256;
+        char **nk = calloc(ncap, sizeof *nk);
+        uint64_t *nh = malloc(ncap * sizeof *nh);
+        size_t *nv = malloc(ncap * sizeof *nv);
+        if (!nk || !nh || !nv) {
+            free(nk);
+            free(nh);
+            free(nv);
+            return (size_t)-1;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = m->hashes[i] & (ncap - 1);
+            while (nk[j]) j = (j + 1) & (ncap - 1);
+            nk[j] = m->keys[i];
+            nh[j] = m->hashes[i];
+            nv[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->hashes);
+        free(m->vals);
+        m->keys = nk;
+        m->hashes = nh;
+        m->vals = nv;
+        m->cap = ncap;
+    }
+    uint64_t h = fnv1a(key, len);
+    size_t i = h & (m->cap - 1);
+    while (m->keys[i]) {
+        if (m->hashes[i] == h && !strncmp(m->keys[i], key, len) && m->keys[i][len] == '\0')
+            return m->vals[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    char *k = malloc(len + 1);
+    if (!k) return (size_t)-1;
+    memcpy(k, key, len);
+    k[len] = '\0';
+    m->keys[i] = k;
+    m->hashes[i] = h;
+    m->vals[i] = next;
+    m->n++;
+    *added = 1;
+    return next;
+}
+
+void hs__smap_free(hs__smap *m)
+{
+    for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
+    free(m->keys);
+    free(m->hashes);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+void hs__buf_put(hs__buf *b, const void *data, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 4096;
+        while (ncap < b->n + n + 1) ncap *= 2;
+        char *np = realloc(b->p, ncap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+void hs__buf_printf(hs__buf *b, const char *fmt, ...)
+{
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) {
+        hs__buf_put(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    hs__buf_put(b, big, (size_t)n);
+    free(big);
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+int hs__err(hs_qerr *err, int status, const char *fmt, ...)
+{
+    int rc;
+    switch (status) {
+    case 400:
+        err->code = "bad_request", rc = HS_EINVAL;
+        break;
+    case 401:
+        err->code = "unauthorized", rc = HS_EAUTH;
+        break;
+    case 404:
+        err->code = "not_found", rc = HS_ENOENT;
+        break;
+    case 408:
+        err->code = "timeout", rc = HS_ETIMEOUT;
+        break;
+    case 413:
+        err->code = "too_large", rc = HS_ETOOBIG;
+        break;
+    default:
+        err->code = "internal", rc = HS_EDB;
+        break;
+    }
+    err->status = status;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+int hs__dberr(hs_q *q, hs_qerr *err)
+{
+    return hs__err(err, 500, "database error: %s", q ? sqlite3_errmsg(q->db) : "no connection");
+}
+
+/* ---- statements ----------------------------------------------------------- */
+
+#define RUN_COLS                                                                                   \
+    "id, hex(uuid), program, argv, host, pid, ppid, parent_id, start_unix_ns, end_ns, state, "     \
+    "clean_exit, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, total_alloc_bytes, "   \
+    "alloc_events, free_events, granularity_ns, sample_bytes, dropped_alloc_events, "              \
+    "dropped_free_events, dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, "             \
+    "unwind_failed, live_set_full, keyframe_every, total_alloc_count, max_depth, "                 \
+    "(SELECT MAX(bucket) FROM heap_series WHERE run = runs.id), collector_version, "               \
+    "bye_alloc_events, bye_free_events"
+
+const char *const hs__stmt_sql[ST__COUNT] = {
+    [ST_RUN] = "SELECT " RUN_COLS " FROM runs WHERE id = ?1",
+    [ST_LABELS] = "SELECT key, value FROM run_labels WHERE run = ?1 ORDER BY key",
+    [ST_KEYFRAME] =
+        "SELECT MAX(bucket) FROM snapshots WHERE run = ?1 AND kind = 1 AND bucket <= ?2",
+    [ST_KF_ROWS] = "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = 1 AND "
+                   "bucket = ?2",
+    [ST_DELTA_ROWS] = "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = 0 AND "
+                      "bucket > ?2 AND bucket <= ?3",
+    [ST_PEAK_BUCKET] = "SELECT MAX(bucket) FROM snapshots WHERE run = ?1 AND kind = 2",
+    [ST_PEAK_ROWS] = "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = 2 AND "
+                     "bucket = ?2",
+    [ST_NODE] = "SELECT parent, frame, depth FROM traces WHERE id = ?1",
+    [ST_FRAME] = "SELECT function, file, line, module, module_offset FROM frames WHERE id = ?1",
+    [ST_SERIES] = "SELECT bucket, live_bytes, max_bytes, live_count FROM heap_series WHERE run = "
+                  "?1 ORDER BY bucket",
+    [ST_RSS] = "SELECT t_ns, rss_bytes, vsize_bytes FROM process_samples WHERE run = ?1 ORDER BY "
+               "t_ns",
+    [ST_DELTAS_ALL] = "SELECT bucket, trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = "
+                      "0 ORDER BY bucket",
+    [ST_SIZES] = "SELECT bucket, allocs, bytes FROM size_hist WHERE run = ?1 ORDER BY bucket",
+    [ST_LAST_BUCKET] = "SELECT MAX(bucket) FROM heap_series WHERE run = ?1",
+    [ST_EVENTS] = "SELECT data FROM events WHERE run = ?1 AND t_first_ns <= ?2 ORDER BY seq",
+    [ST_RUN_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
+    [ST_MAPPINGS] = "SELECT start, end, file_offset, build_id, path FROM mappings WHERE run = ?1 "
+                    "AND t_ns = (SELECT MAX(t_ns) FROM mappings WHERE run = ?1) ORDER BY start",
+    [ST_PCS] = "SELECT pc, frame FROM run_pcs WHERE run = ?1",
+};
+
+sqlite3_stmt *hs__stmt(hs_q *q, int id, hs_qerr *err)
+{
+    if (!q->st[id] && sqlite3_prepare_v3(q->db, hs__stmt_sql[id], -1, SQLITE_PREPARE_PERSISTENT,
+                                         &q->st[id], NULL) != SQLITE_OK) {
+        hs__dberr(q, err);
+        return NULL;
+    }
+    sqlite3_reset(q->st[id]);
+    sqlite3_clear_bindings(q->st[id]);
+    return q->st[id];
+}
+
+/* ---- open/close ----------------------------------------------------------- */
+
+int hs__sql_register(hs_q *q);
+
+int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
+{
+    *out = NULL;
+    hs_q *q = calloc(1, sizeof *q);
+    if (!q || !(q->path = strdup(db_path))) {
+        free(q);
+        return hs__err(err, 500, "out of memory");
+    }
+    char msg[400];
+    int rc = hs_schema_open(&q->db, db_path, HS_SCHEMA_READONLY, msg, sizeof msg);
+    if (rc) {
+        free(q->path);
+        free(q);
+        hs__err(err, 500, "%s", msg);
+        return rc;
+    }
+    hs__sql_register(q);
+    *out = q;
+    return 0;
+}
+
+static void frames_clear(hs_q *q)
+{
+    for (size_t i = 0; i < q->nframes; i++) {
+        hs__frame *f = q->frames[i];
+        free(f->function);
+        free(f->file);
+        free(f->module);
+        free(f->name);
+        free(f->label);
+        free(f);
+    }
+    free(q->frames);
+    q->frames = NULL;
+    q->nframes = q->capframes = 0;
+    hs__map_free(&q->frame_idx);
+}
+
+void hs_q_free(hs_q *q)
+{
+    if (!q) return;
+    for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
+    sqlite3_close_v2(q->db);
+    frames_clear(q);
+    free(q->nodes);
+    hs__map_free(&q->node_idx);
+    free(q->path);
+    free(q);
+}
+
+/* ---- runs ----------------------------------------------------------------- */
+
+static json_t *col_json_int_or_null(sqlite3_stmt *st, int i)
+{
+    return sqlite3_column_type(st, i) == SQLITE_NULL ? json_null()
+                                                     : json_integer(sqlite3_column_int64(st, i));
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *s = sqlite3_column_text(st, i);
+    return s ? (const char *)s : "";
+}
+
+int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    sqlite3_stmt *st = hs__stmt(q, ST_RUN, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) return hs__err(err, 404, "no run with id %" PRId64, id);
+    if (rc != SQLITE_ROW) return hs__dberr(q, err);
+
+    out->id = id;
+    out->g = sqlite3_column_int64(st, 20);
+    if (out->g <= 0) out->g = 1000000000;
+    out->keyframe_every = sqlite3_column_int64(st, 29);
+    out->last_bucket =
+        sqlite3_column_type(st, 32) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 32);
+    int64_t end_ns = sqlite3_column_int64(st, 9);
+    if (sqlite3_column_type(st, 9) == SQLITE_NULL) end_ns = 0;
+    /* An open run's end_ns may lag its data; the data's extent is a floor. */
+    int64_t data_end = (out->last_bucket + 1) * out->g;
+    int64_t peak_t = sqlite3_column_int64(st, 14);
+    if (end_ns <= 0) end_ns = data_end;
+    if (end_ns < peak_t) end_ns = peak_t;
+    out->end_ns = end_ns;
+    out->peak_t_ns = peak_t;
+    out->peak_bytes = sqlite3_column_int64(st, 12);
+    out->end_bytes = sqlite3_column_int64(st, 15);
+    out->sample_bytes = sqlite3_column_int64(st, 21);
+
+    json_t *argv = json_loads(col_text(st, 3), JSON_DECODE_ANY, NULL);
+    if (!json_is_array(argv)) {
+        json_decref(argv);
+        argv = json_array();
+    }
+    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
+                                (json_int_t)sqlite3_column_int64(st, 22), "free_events",
+                                (json_int_t)sqlite3_column_int64(st, 23), "alloc_bytes",
+                                (json_int_t)sqlite3_column_int64(st, 24), "free_bytes",
+                                (json_int_t)sqlite3_column_int64(st, 25), "stacks_truncated",
+                                (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
+                                (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
+                                (json_int_t)sqlite3_column_int64(st, 28));
+    json_t *sampling =
+        json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)out->sample_bytes, "max_depth",
+                  (json_int_t)sqlite3_column_int64(st, 31), "dropped", dropped);
+    json_t *clean = sqlite3_column_type(st, 11) == SQLITE_NULL
+                        ? json_null()
+                        : json_boolean(sqlite3_column_int(st, 11) != 0);
+    const char *uuid = col_text(st, 1);
+    char uuid_lc[40];
+    snprintf(uuid_lc, sizeof uuid_lc, "%s", uuid);
+    for (char *c = uuid_lc; *c; c++)
+        if (*c >= 'A' && *c <= 'F') *c = (char)(*c - 'A' + 'a');
+    json_t *info = json_pack(
+        "{s:I,s:s,s:s,s:o,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+        "s:I,s:I,s:s}",
+        "id", (json_int_t)id, "uuid", uuid_lc, "program", col_text(st, 2), "argv", argv, "host",
+        col_text(st, 4), "pid", (json_int_t)sqlite3_column_int64(st, 5), "ppid",
+        (json_int_t)sqlite3_column_int64(st, 6), "parent_id", col_json_int_or_null(st, 7), "labels",
+        json_object(), "start_unix_ms", (json_int_t)(sqlite3_column_int64(st, 8) / 1000000),
+        "duration_ns", (json_int_t)end_ns, "state", col_text(st, 10), "clean_exit", clean,
+        "peak_bytes", (json_int_t)out->peak_bytes, "peak_count",
+        (json_int_t)sqlite3_column_int64(st, 13), "peak_t_ns", (json_int_t)peak_t, "end_bytes",
+        (json_int_t)out->end_bytes, "end_count", (json_int_t)sqlite3_column_int64(st, 16),
+        "total_alloc_bytes", (json_int_t)sqlite3_column_int64(st, 17), "total_alloc_count",
+        (json_int_t)sqlite3_column_int64(st, 30), "alloc_events",
+        (json_int_t)sqlite3_column_int64(st, 18), "free_events",
+        (json_int_t)sqlite3_column_int64(st, 19), "granularity_ns", (json_int_t)out->g,
+        "keyframe_every", (json_int_t)out->keyframe_every, "collector_version", col_text(st, 33));
+    if (!info || !sampling) {
+        json_decref(info);
+        json_decref(sampling);
+        return hs__err(err, 500, "out of memory");
+    }
+    if (sqlite3_column_type(st, 34) != SQLITE_NULL)
+        json_object_set_new(info, "bye_alloc_events", json_integer(sqlite3_column_int64(st, 34)));
+    if (sqlite3_column_type(st, 35) != SQLITE_NULL)
+        json_object_set_new(info, "bye_free_events", json_integer(sqlite3_column_int64(st, 35)));
+    json_object_set_new(info, "sampling", sampling);
+    out->info = info;
+    out->sampling = sampling;
+
+    st = hs__stmt(q, ST_LABELS, err);
+    if (!st) goto fail;
+    sqlite3_bind_int64(st, 1, id);
+    json_t *labels = json_object_get(info, "labels");
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        json_object_set_new(labels, col_text(st, 0), json_string(col_text(st, 1)));
+    if (rc != SQLITE_DONE) {
+        hs__dberr(q, err);
+        goto fail;
+    }
+    sqlite3_reset(st);
+    return 0;
+fail:
+    hs__run_clear(out);
+    return HS_EDB;
+}
+
+void hs__run_clear(hs__run *r)
+{
+    json_decref(r->info);
+    r->info = NULL;
+    r->sampling = NULL;
+}
+
+/* Appends the WHERE conditions of a key=value list (runs aliased r) and
+ * binds nothing: the values are bound in order by bind_kv(). */
+static void where_kv(hs__buf *b, const char *key)
+{
+    if (!strcmp(key, "program"))
+        hs__buf_printf(b, " AND (r.program = ? OR substr(r.program, -length(?) - 1) = '/' || ?)");
+    else if (!strcmp(key, "host"))
+        hs__buf_printf(b, " AND r.host = ?");
+    else if (!strcmp(key, "id"))
+        hs__buf_printf(b, " AND r.id = ?");
+    else if (!strcmp(key, "pid"))
+        hs__buf_printf(b, " AND r.pid = ?");
+    else if (!strcmp(key, "state"))
+        hs__buf_printf(b, " AND r.state = ?");
+    else
+        hs__buf_printf(b, " AND EXISTS (SELECT 1 FROM run_labels l WHERE l.run = r.id AND "
+                          "l.key = ? AND l.value = ?)");
+}
+
+static int bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
+{
+    if (!strcmp(key, "program")) {
+        for (int k = 0; k < 3; k++) sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
+    } else if (!strcmp(key, "host") || !strcmp(key, "state")) {
+        sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
+    } else if (!strcmp(key, "id") || !strcmp(key, "pid")) {
+        sqlite3_bind_int64(st, i++, strtoll(value, NULL, 10));
+    } else {
+        sqlite3_bind_text(st, i++, key, -1, SQLITE_TRANSIENT);
+        sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
+    }
+    return i;
+}
+
+int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
+                    int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err);
+
+/* The ids of runs matching every key=value, newest first. */
+int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
+                    int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err)
+{
+    hs__buf b = {0};
+    hs__buf_printf(&b, "SELECT r.id FROM runs r WHERE 1");
+    for (int i = 0; i < n; i++) where_kv(&b, keys[i]);
+    hs__buf_printf(&b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?");
+    *ids = NULL;
+    *nids = 0;
+    if (b.oom) return hs__err(err, 500, "out of memory");
+    sqlite3_stmt *st = NULL;
+    int rc = HS_EDB;
+    if (sqlite3_prepare_v2(q->db, b.p, -1, &st, NULL) != SQLITE_OK) {
+        hs__dberr(q, err);
+        goto out;
+    }
+    int bi = 1;
+    for (int i = 0; i < n; i++) bi = bind_kv(st, bi, keys[i], values[i]);
+    sqlite3_bind_int64(st, bi, limit);
+    size_t cap = 0;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        if (*nids == cap) {
+            cap = cap ? cap * 2 : 16;
+            int64_t *np = realloc(*ids, cap * sizeof *np);
+            if (!np) {
+                rc = hs__err(err, 500, "out of memory");
+                goto out;
+            }
+            *ids = np;
+        }
+        (*ids)[(*nids)++] = sqlite3_column_int64(st, 0);
+    }
+    if (s != SQLITE_DONE) {
+        hs__dberr(q, err);
+        goto out;
+    }
+    rc = 0;
+out:
+    if (rc) {
+        free(*ids);
+        *ids = NULL;
+        *nids = 0;
+    }
+    sqlite3_finalize(st);
+    free(b.p);
+    return rc;
+}
+
+static int resolve_uuid(hs_q *q, const char *hex, int64_t *id, hs_qerr *err)
+{
+    sqlite3_stmt *st = NULL;
+    char up[40];
+    size_t n = strlen(hex);
+    for (size_t i = 0; i <= n; i++)
+        up[i] = (char)(hex[i] >= 'a' && hex[i] <= 'f' ? hex[i] - 32 : hex[i]);
+    if (sqlite3_prepare_v2(q->db,
+                           "SELECT id FROM runs WHERE substr(hex(uuid), 1, length(?1)) = ?1 "
+                           "LIMIT 2",
+                           -1, &st, NULL) != SQLITE_OK)
+        return hs__dberr(q, err);
+    sqlite3_bind_text(st, 1, up, -1, SQLITE_TRANSIENT);
+    int found = 0, rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        *id = sqlite3_column_int64(st, 0);
+        found++;
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) return hs__dberr(q, err);
+    if (found == 0) return hs__err(err, 404, "no run with id or uuid prefix '%s'", hex);
+    if (found > 1)
+        return hs__err(err, 400, "run uuid prefix '%s' is ambiguous; give more digits", hex);
+    return 0;
+}
+
+int hs__run_resolve(hs_q *q, const hs_run_sel *sel, hs__run *out, hs_qerr *err)
+{
+    int64_t id = 0;
+    int rc;
+    memset(out, 0, sizeof *out);
+    switch (sel->kind) {
+    case HS_RUNSEL_ID:
+        rc = hs__run_load(q, sel->id, out, err);
+        if (rc != HS_ENOENT) return rc;
+        if (strlen(sel->hex) < 4) return rc; /* too short to be a meaningful uuid prefix */
+        /* digits may also be the start of a uuid */
+        __attribute__((fallthrough));
+    case HS_RUNSEL_UUID:
+        if ((rc = resolve_uuid(q, sel->hex, &id, err))) return rc;
+        return hs__run_load(q, id, out, err);
+    default: {
+        const char *keys[HS_SEL_MAX_KV], *values[HS_SEL_MAX_KV];
+        for (int i = 0; i < sel->nkv; i++) {
+            keys[i] = sel->kv[i].key;
+            values[i] = sel->kv[i].value;
+        }
+        int64_t *ids;
+        size_t n;
+        if ((rc = hs__runs_select(q, keys, values, sel->kind == HS_RUNSEL_MATCH ? sel->nkv : 0, 1,
+                                  &ids, &n, err)))
+            return rc;
+        id = n ? ids[0] : 0;
+        free(ids);
+        if (!n)
+            return hs__err(err, 404,
+                           sel->kind == HS_RUNSEL_LATEST ? "no runs stored yet"
+                                                         : "no run matches the selector");
+        return hs__run_load(q, id, out, err);
+    }
+    }
+}
+
+/* ---- moments and state ------------------------------------------------------ */
+
+static int step_int64(hs_q *q, sqlite3_stmt *st, int64_t *out, int *null, hs_qerr *err)
+{
+    int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW) return hs__dberr(q, err);
+    *null = sqlite3_column_type(st, 0) == SQLITE_NULL;
+    *out = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    return 0;
+}
+
+int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, hs_qerr *err)
+{
+    (void)q;
+    out->kind = t->kind;
+    int64_t last = run->last_bucket;
+    if (last < (run->end_ns - 1) / run->g) last = run->end_ns > 0 ? (run->end_ns - 1) / run->g : 0;
+    switch (t->kind) {
+    case HS_TSEL_PEAK:
+        out->bucket = run->peak_t_ns / run->g;
+        out->at_ns = run->peak_t_ns;
+        return 0;
+    case HS_TSEL_END:
+        out->bucket = last;
+        out->at_ns = run->end_ns;
+        return 0;
+    default:
+        if (t->ns < 0 || t->ns > run->end_ns)
+            return hs__err(err, 400,
+                           "time %.3fs is outside run %" PRId64 " (it lasted %.3fs; use 0 to "
+                           "%.3f, 'peak' or 'end')",
+                           t->ns / 1e9, run->id, run->end_ns / 1e9, run->end_ns / 1e9);
+        /* the bucket (b*g, (b+1)*g] holding T, so that T = a bucket's end is
+         * that bucket, as history's points show it */
+        out->bucket = t->ns > 0 ? (t->ns - 1) / run->g : 0;
+        if (out->bucket > last) out->bucket = last;
+        out->at_ns = (out->bucket + 1) * run->g;
+        if (out->at_ns > run->end_ns) out->at_ns = run->end_ns;
+        return 0;
+    }
+}
+
+typedef struct state_acc {
+    hs__map idx;
+    hs__state *s;
+    size_t cap;
+} state_acc;
+
+static int acc_add(state_acc *a, int64_t trace, int64_t bytes, int64_t count)
+{
+    uint64_t i;
+    if (hs__map_get(&a->idx, (uint64_t)trace, &i)) {
+        a->s->rows[i].bytes += bytes;
+        a->s->rows[i].count += count;
+        return 0;
+    }
+    if (a->s->n == a->cap) {
+        size_t ncap = a->cap ? a->cap * 2 : 256;
+        hs__live *np = realloc(a->s->rows, ncap * sizeof *np);
+        if (!np) return HS_ENOMEM;
+        a->s->rows = np;
+        a->cap = ncap;
+    }
+    a->s->rows[a->s->n] = (hs__live){trace, bytes, count};
+    if (hs__map_put(&a->idx, (uint64_t)trace, a->s->n)) return HS_ENOMEM;
+    a->s->n++;
+    return 0;
+}
+
+static int acc_rows(hs_q *q, sqlite3_stmt *st, state_acc *a, hs_qerr *err)
+{
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+        if (acc_add(a, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                    sqlite3_column_int64(st, 2)))
+            return hs__err(err, 500, "out of memory");
+    if (rc != SQLITE_DONE) return hs__dberr(q, err);
+    sqlite3_reset(st);
+    return 0;
+}
+
+int hs__state_at(hs_q *q, const hs__run *run, const hs__at *at, hs__state *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    state_acc a = {.s = out};
+    sqlite3_stmt *st;
+    int rc = HS_EDB, null = 1;
+    int64_t v = 0;
+    if (at->kind == HS_TSEL_PEAK) {
+        if (!(st = hs__stmt(q, ST_PEAK_BUCKET, err))) goto out;
+        sqlite3_bind_int64(st, 1, run->id);
+        if ((rc = step_int64(q, st, &v, &null, err))) goto out;
+        if (!null) {
+            if (!(st = hs__stmt(q, ST_PEAK_ROWS, err))) goto out;
+            sqlite3_bind_int64(st, 1, run->id);
+            sqlite3_bind_int64(st, 2, v);
+            if ((rc = acc_rows(q, st, &a, err))) goto out;
+            goto done;
+        }
+        /* no peak snapshot (an empty run): the state at the peak's bucket */
+    }
+    if (!(st = hs__stmt(q, ST_KEYFRAME, err))) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int64(st, 2, at->bucket);
+    if ((rc = step_int64(q, st, &v, &null, err))) goto out;
+    int64_t kb = null ? -1 : v;
+    if (kb >= 0) {
+        if (!(st = hs__stmt(q, ST_KF_ROWS, err))) goto out;
+        sqlite3_bind_int64(st, 1, run->id);
+        sqlite3_bind_int64(st, 2, kb);
+        if ((rc = acc_rows(q, st, &a, err))) goto out;
+    }
+    if (!(st = hs__stmt(q, ST_DELTA_ROWS, err))) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int64(st, 2, kb);
+    sqlite3_bind_int64(st, 3, at->bucket);
+    if ((rc = acc_rows(q, st, &a, err))) goto out;
+done : {
+    size_t w = 0;
+    for (size_t i = 0; i < out->n; i++) {
+        hs__live r = out->rows[i];
+        if (r.bytes <= 0 && r.count <= 0) continue;
+        out->rows[w++] = r;
+        out->total_bytes += r.bytes;
+        out->total_count += r.count;
+    }
+    out->n = w;
+    rc = 0;
+}
+out:
+    hs__map_free(&a.idx);
+    if (rc) hs__state_clear(out);
+    return rc;
+}
+
+void hs__state_clear(hs__state *s)
+{
+    free(s->rows);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- stacks and frames ---------------------------------------------------- */
+
+/* The caches only grow; past these sizes they are dropped and refilled. */
+#define NODE_CACHE_MAX  (4u << 20)
+#define FRAME_CACHE_MAX (1u << 20)
+
+static int node_get(hs_q *q, int64_t id, struct hs__node *out, hs_qerr *err)
+{
+    uint64_t i;
+    if (hs__map_get(&q->node_idx, (uint64_t)id, &i)) {
+        *out = q->nodes[i];
+        return 0;
+    }
+    sqlite3_stmt *st = hs__stmt(q, ST_NODE, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, id);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_DONE) return hs__err(err, 500, "trace node %" PRId64 " is missing", id);
+    if (rc != SQLITE_ROW) return hs__dberr(q, err);
+    *out = (struct hs__node){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                             sqlite3_column_int(st, 2)};
+    sqlite3_reset(st);
+    if (q->nnodes == q->capnodes) {
+        size_t ncap = q->capnodes ? q->capnodes * 2 : 1024;
+        struct hs__node *np = realloc(q->nodes, ncap * sizeof *np);
+        if (!np) return 0; /* not cached; still answered */
+        q->nodes = np;
+        q->capnodes = ncap;
+    }
+    if (hs__map_put(&q->node_idx, (uint64_t)id, q->nnodes) == 0) q->nodes[q->nnodes++] = *out;
+    return 0;
+}
+
+int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, hs_qerr *err)
+{
+    struct hs__node nd;
+    int rc = node_get(q, id, &nd, err);
+    if (rc) return rc;
+    *parent = nd.parent;
+    *frame = nd.frame;
+    return 0;
+}
+
+int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err)
+{
+    int n = 0;
+    int64_t node = trace;
+    while (node != 0 && n < max) {
+        struct hs__node nd;
+        int rc = node_get(q, node, &nd, err);
+        if (rc) return rc;
+        out[n++] = nd.frame;
+        if (nd.parent == node) break; /* defensive: a self-loop would never end */
+        node = nd.parent;
+    }
+    return n;
+}
+
+static char *xstrdup(const char *s)
+{
+    return strdup(s ? s : "");
+}
+
+const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
+{
+    uint64_t i;
+    if (hs__map_get(&q->frame_idx, (uint64_t)frame, &i)) return q->frames[i];
+    if (q->nframes == q->capframes) {
+        size_t ncap = q->capframes ? q->capframes * 2 : 1024;
+        hs__frame **np = realloc(q->frames, ncap * sizeof *np);
+        if (!np) {
+            hs__err(err, 500, "out of memory");
+            return NULL;
+        }
+        q->frames = np;
+        q->capframes = ncap;
+    }
+    sqlite3_stmt *st = hs__stmt(q, ST_FRAME, err);
+    if (!st) return NULL;
+    sqlite3_bind_int64(st, 1, frame);
+    int rc = sqlite3_step(st);
+    hs__frame f = {0};
+    if (rc == SQLITE_ROW) {
+        f.function = xstrdup(col_text(st, 0));
+        f.file = xstrdup(col_text(st, 1));
+        f.line = sqlite3_column_int64(st, 2);
+        f.module = xstrdup(col_text(st, 3));
+        f.module_offset = sqlite3_column_int64(st, 4);
+    } else if (rc == SQLITE_DONE) {
+        f.function = xstrdup("");
+        f.file = xstrdup("");
+        f.module = xstrdup("");
+    } else {
+        hs__dberr(q, err);
+        return NULL;
+    }
+    sqlite3_reset(st);
+    char tmp[512];
+    if (f.function && f.function[0]) {
+        f.name = xstrdup(f.function);
+    } else {
+        const char *base = f.module ? strrchr(f.module, '/') : NULL;
+        base = base ? base + 1 : (f.module && f.module[0] ? f.module : "?");
+        snprintf(tmp, sizeof tmp, "%s+0x%" PRIx64, base, (uint64_t)f.module_offset);
+        f.name = xstrdup(tmp);
+    }
+    if (f.file && f.file[0] && f.name) {
+        const char *fb = strrchr(f.file, '/');
+        fb = fb ? fb + 1 : f.file;
+        size_t need = strlen(f.name) + strlen(fb) + 32;
+        f.label = malloc(need);
+        if (f.label) snprintf(f.label, need, "%s (%s:%" PRId64 ")", f.name, fb, f.line);
+    } else {
+        f.label = xstrdup(f.name);
+    }
+    hs__frame *fp = malloc(sizeof *fp);
+    if (!fp || !f.function || !f.file || !f.module || !f.name || !f.label ||
+        hs__map_put(&q->frame_idx, (uint64_t)frame, q->nframes)) {
+        free(fp);
+        free(f.function);
+        free(f.file);
+        free(f.module);
+        free(f.name);
+        free(f.label);
+        hs__err(err, 500, "out of memory");
+        return NULL;
+    }
+    *fp = f;
+    q->frames[q->nframes++] = fp;
+    return fp;
+}
+
+void hs__cache_trim(hs_q *q)
+{
+    if (q->nframes >= FRAME_CACHE_MAX) frames_clear(q);
+    if (q->nnodes >= NODE_CACHE_MAX) {
+        q->nnodes = 0;
+        hs__map_free(&q->node_idx);
+    }
+}
+
+json_t *hs__frame_json(const hs__frame *f)
+{
+    return json_pack("{s:s,s:s,s:I,s:s}", "function", f->name, "file", f->file, "line",
+                     (json_int_t)f->line, "module", f->module);
+}
+
+json_t *hs__stack_json(hs_q *q, const int64_t *frames, int depth, hs_qerr *err)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < depth; i++) {
+        const hs__frame *f = hs__frame_get(q, frames[i], err);
+        if (!f) {
+            json_decref(a);
+            return NULL;
+        }
+        json_array_append_new(a, hs__frame_json(f));
+    }
+    return a;
+}

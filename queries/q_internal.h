@@ -1,0 +1,196 @@
+/* q_internal: what the files of queries/ share and nobody else sees.
+ *
+ * The connection (hs_q) with its prepared statements, which are prepared on
+ * first use and finalized in hs_q_free(); caches of trace nodes and frames,
+ * which never change once written (the prefix tree and the frame table are
+ * append-only), so they stay valid across queries; a resolved run (hs__run)
+ * and the state of a run at a moment (hs__state: live bytes per trace).
+ */
+#ifndef HS_Q_INTERNAL_H
+#define HS_Q_INTERNAL_H
+
+#include <sqlite3.h>
+#include <stdint.h>
+
+#include "hs_queries.h"
+
+typedef struct hs__params hs__params; /* a request's decoded query parameters */
+
+/* ---- a u64 -> u64 open-addressing map (key 0 is reserved as empty) ---- */
+typedef struct hs__map {
+    uint64_t *keys;
+    uint64_t *vals;
+    size_t cap, n;
+} hs__map;
+
+int hs__map_put(hs__map *m, uint64_t key, uint64_t val);
+/* Returns 1 and sets *val when key is present, else 0. */
+int hs__map_get(const hs__map *m, uint64_t key, uint64_t *val);
+void hs__map_free(hs__map *m);
+
+/* A string -> index map; keys are copied. */
+typedef struct hs__smap {
+    char **keys;
+    uint64_t *hashes;
+    size_t *vals;
+    size_t cap, n;
+} hs__smap;
+/* Returns the index stored for key, or stores next and returns it (*added=1).
+ * Returns (size_t)-1 when out of memory. */
+size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, int *added);
+void hs__smap_free(hs__smap *m);
+
+enum hs__stmt_id {
+    ST_RUN,
+    ST_LABELS,
+    ST_KEYFRAME,
+    ST_KF_ROWS,
+    ST_DELTA_ROWS,
+    ST_PEAK_BUCKET,
+    ST_PEAK_ROWS,
+    ST_NODE,
+    ST_FRAME,
+    ST_SERIES,
+    ST_RSS,
+    ST_DELTAS_ALL,
+    ST_SIZES,
+    ST_LAST_BUCKET,
+    ST_EVENTS,
+    ST_RUN_STACKS,
+    ST_MAPPINGS,
+    ST_PCS,
+    ST__COUNT
+};
+
+typedef struct hs__frame {
+    char *function, *file, *module;
+    int64_t line, module_offset;
+    char *name;  /* function, or "module+0xoff" when unknown */
+    char *label; /* "name (file:line)" when a file is known, else name */
+} hs__frame;
+
+struct hs_q {
+    sqlite3 *db;
+    char *path;
+    sqlite3_stmt *st[ST__COUNT];
+    hs__map node_idx; /* trace node id -> index into nodes */
+    struct hs__node {
+        int64_t parent, frame;
+        int32_t depth;
+    } * nodes;
+    size_t nnodes, capnodes;
+    hs__map frame_idx;  /* frame id -> index into frames */
+    hs__frame **frames; /* each allocated alone: pointers stay valid until hs__cache_trim */
+    size_t nframes, capframes;
+};
+
+/* Returns the statement, reset and with bindings cleared, or NULL (err set). */
+sqlite3_stmt *hs__stmt(hs_q *q, int id, hs_qerr *err);
+extern const char *const hs__stmt_sql[ST__COUNT];
+
+int hs__err(hs_qerr *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+int hs__dberr(hs_q *q, hs_qerr *err);
+
+/* A run resolved from a selector. */
+typedef struct hs__run {
+    int64_t id;
+    int64_t g;              /* granularity_ns */
+    int64_t keyframe_every; /* buckets */
+    int64_t end_ns;         /* duration so far */
+    int64_t last_bucket;    /* last bucket with data, -1 when none */
+    int64_t peak_t_ns, peak_bytes, end_bytes;
+    int64_t sample_bytes;
+    json_t *info;     /* RUNINFO (owned) */
+    json_t *sampling; /* borrowed from info */
+} hs__run;
+
+int hs__run_resolve(hs_q *q, const hs_run_sel *sel, hs__run *out, hs_qerr *err);
+int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err);
+void hs__run_clear(hs__run *r);
+
+/* A moment of a run. */
+typedef struct hs__at {
+    int kind;       /* HS_TSEL_* */
+    int64_t bucket; /* state at the end of this bucket (unless peak) */
+    int64_t at_ns;
+} hs__at;
+
+int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, hs_qerr *err);
+
+typedef struct hs__live {
+    int64_t trace, bytes, count;
+} hs__live;
+
+typedef struct hs__state {
+    hs__live *rows; /* live traces (bytes > 0 or count > 0), unordered */
+    size_t n;
+    int64_t total_bytes, total_count;
+} hs__state;
+
+int hs__state_at(hs_q *q, const hs__run *run, const hs__at *at, hs__state *out, hs_qerr *err);
+void hs__state_clear(hs__state *s);
+
+/* Frames of a trace, leaf first, into out (at most max). Returns the depth
+ * (>= 0) or a negative HS_E code. */
+int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err);
+const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err);
+/* Drops the caches if they grew past their bounds; only between requests. */
+void hs__cache_trim(hs_q *q);
+/* [FRAME…] leaf first. */
+json_t *hs__stack_json(hs_q *q, const int64_t *frames, int depth, hs_qerr *err);
+json_t *hs__frame_json(const hs__frame *f);
+
+#define HS_MAX_DEPTH 1024
+
+/* One trace node (parent node id, frame id), cached. */
+int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, hs_qerr *err);
+
+/* The flame tree of a state: nodes are trace nodes; n[0] is the root "all". */
+typedef struct hs__fnode {
+    int64_t frame, parent_node;
+    int64_t bytes, count, self_bytes, self_count;
+    size_t first_child, next_sibling; /* indexes, (size_t)-1 for none */
+} hs__fnode;
+typedef struct hs__flame {
+    hs__fnode *n;
+    size_t len, cap;
+    hs__map idx; /* trace node id -> index */
+} hs__flame;
+int hs__flame_build(hs_q *q, const hs__state *s, hs__flame *f, hs_qerr *err);
+void hs__flame_free(hs__flame *f);
+
+/* ?at= (default def) resolved against run. */
+int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *def, hs__at *at,
+                 hs_qerr *err);
+int hs__param_count(const hs__params *p);
+void hs__param_at(const hs__params *p, int i, const char **k, const char **v);
+#define MAX_RUN_FILTERS 24
+const char *hs__at_name(const hs__at *at, char *buf, size_t len);
+
+/* The views; each returns 0 or an HS_E code with err filled. */
+const char *hs__param(const hs__params *p, const char *key);
+
+int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err);
+int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
+int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
+int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
+int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
+int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
+int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
+int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);
+
+/* Files: collapsed, pprof, speedscope, dot (export) and csv (history). */
+int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, hs_api_reply *out,
+               hs_qerr *err);
+int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err);
+
+/* A growable byte buffer for text and protobuf output. */
+typedef struct hs__buf {
+    char *p;
+    size_t n, cap;
+    int oom;
+} hs__buf;
+void hs__buf_put(hs__buf *b, const void *data, size_t n);
+void hs__buf_printf(hs__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

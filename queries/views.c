@@ -1,0 +1,858 @@
+/* views: runs, history, top, flame, leaks and sizes, as the JSON of
+ * docs/api.md. Each view reads the state of a run at a moment (q.c) and
+ * aggregates it in memory: the cost grows with the number of live stacks,
+ * not with the number of events. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "q_internal.h"
+
+int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
+                    int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err);
+
+static int param_int(const hs__params *p, const char *key, int64_t def, int64_t lo, int64_t hi,
+                     int64_t *out, hs_qerr *err)
+{
+    const char *v = hs__param(p, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi)
+        return hs__err(err, 400, "%s must be an integer from %" PRId64 " to %" PRId64 " (not '%s')",
+                       key, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
+int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *def, hs__at *at,
+                 hs_qerr *err)
+{
+    const char *v = hs__param(p, "at");
+    hs_t_sel t;
+    char msg[300];
+    if (hs_sel_parse_t(&t, v ? v : def, msg, sizeof msg)) return hs__err(err, 400, "%s", msg);
+    return hs__at_resolve(q, run, &t, at, err);
+}
+
+const char *hs__at_name(const hs__at *at, char *buf, size_t len)
+{
+    if (at->kind == HS_TSEL_PEAK) return "peak";
+    if (at->kind == HS_TSEL_END) return "end";
+    snprintf(buf, len, "%.9g", at->at_ns / 1e9);
+    return buf;
+}
+
+/* ---- runs ----------------------------------------------------------------- */
+
+int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
+{
+    const char *keys[MAX_RUN_FILTERS], *values[MAX_RUN_FILTERS];
+    char lkeys[MAX_RUN_FILTERS][128];
+    int n = 0, rc;
+    int64_t limit;
+    if ((rc = param_int(p, "limit", 100, 1, 100000, &limit, err))) return rc;
+    static const char *const direct[] = {"program", "host", "pid", "state"};
+    for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
+        const char *v = hs__param(p, direct[i]);
+        if (v && *v) {
+            if (!strcmp(direct[i], "pid") && strspn(v, "0123456789") != strlen(v))
+                return hs__err(err, 400, "pid must be an integer");
+            keys[n] = direct[i];
+            values[n++] = v;
+        }
+    }
+    /* label=k=v, possibly repeated (the parser keeps every occurrence) */
+    for (int i = 0; i < hs__param_count(p); i++) {
+        const char *k, *v;
+        hs__param_at(p, i, &k, &v);
+        if (strcmp(k, "label")) continue;
+        const char *eq = strchr(v, '=');
+        if (!eq || eq == v || (size_t)(eq - v) >= sizeof lkeys[0] || n == MAX_RUN_FILTERS)
+            return hs__err(err, 400, "label filter must be key=value (not '%s')", v);
+        memcpy(lkeys[n], v, (size_t)(eq - v));
+        lkeys[n][eq - v] = '\0';
+        keys[n] = lkeys[n];
+        values[n++] = eq + 1;
+    }
+    int64_t *ids;
+    size_t nids;
+    if ((rc = hs__runs_select(q, keys, values, n, limit, &ids, &nids, err))) return rc;
+    json_t *runs = json_array();
+    for (size_t i = 0; i < nids; i++) {
+        hs__run r;
+        if ((rc = hs__run_load(q, ids[i], &r, err))) {
+            json_decref(runs);
+            free(ids);
+            return rc;
+        }
+        json_array_append(runs, r.info);
+        hs__run_clear(&r);
+    }
+    free(ids);
+    *out = json_pack("{s:o}", "runs", runs);
+    return 0;
+}
+
+/* ---- history -------------------------------------------------------------- */
+
+typedef struct trace_series {
+    int64_t trace, cur, max;
+} trace_series;
+
+static int cmp_series_max(const void *a, const void *b)
+{
+    const trace_series *x = a, *y = b;
+    return x->max < y->max   ? 1
+           : x->max > y->max ? -1
+                             : (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+static int64_t bucket_end_ns(const hs__run *run, int64_t bucket)
+{
+    int64_t t = (bucket + 1) * run->g;
+    return t > run->end_ns && run->end_ns > bucket * run->g ? run->end_ns : t;
+}
+
+/* The N traces with the highest live bytes at any bucket end, as series. */
+static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *extra, size_t nextra,
+                          json_t *series, hs_qerr *err)
+{
+    hs__map idx = {0};
+    trace_series *ts = NULL;
+    size_t n = 0, cap = 0;
+    int rc = HS_EDB, s;
+    sqlite3_stmt *st = hs__stmt(q, ST_DELTAS_ALL, err);
+    if (!st) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t trace = sqlite3_column_int64(st, 1), bytes = sqlite3_column_int64(st, 2);
+        uint64_t i;
+        if (!hs__map_get(&idx, (uint64_t)trace, &i)) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                trace_series *np = realloc(ts, cap * sizeof *np);
+                if (!np) goto oom;
+                ts = np;
+            }
+            ts[n] = (trace_series){trace, 0, 0};
+            if (hs__map_put(&idx, (uint64_t)trace, n)) goto oom;
+            i = n++;
+        }
+        ts[i].cur += bytes;
+        if (ts[i].cur > ts[i].max) ts[i].max = ts[i].cur;
+    }
+    if (s != SQLITE_DONE) {
+        hs__dberr(q, err);
+        goto out;
+    }
+    qsort(ts, n, sizeof *ts, cmp_series_max);
+    /* the top N, then the traces asked for by id (each once) */
+    size_t all = n;
+    if ((int64_t)n > topn) n = (size_t)topn;
+    for (size_t e = 0; e < nextra; e++) {
+        size_t k;
+        for (k = 0; k < all && ts[k].trace != extra[e]; k++) {
+        }
+        if (k < n) continue; /* already among the top N */
+        trace_series pick = k < all ? ts[k] : (trace_series){extra[e], 0, 0};
+        if (k == all) {
+            if (all == cap) {
+                cap = cap ? cap * 2 : 16;
+                trace_series *np = realloc(ts, cap * sizeof *np);
+                if (!np) goto oom;
+                ts = np;
+            }
+            all++;
+        }
+        memmove(&ts[n + 1], &ts[n], (k - n) * sizeof *ts);
+        ts[n++] = pick;
+    }
+    hs__map_free(&idx);
+    json_t **pts = calloc(n ? n : 1, sizeof *pts);
+    int64_t *cur = calloc(n ? n : 1, sizeof *cur);
+    if (!pts || !cur) {
+        free(pts);
+        free(cur);
+        goto oom;
+    }
+    for (size_t i = 0; i < n; i++) {
+        hs__map_put(&idx, (uint64_t)ts[i].trace, i);
+        pts[i] = json_array();
+    }
+    sqlite3_reset(st);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        uint64_t i;
+        if (!hs__map_get(&idx, (uint64_t)sqlite3_column_int64(st, 1), &i)) continue;
+        cur[i] += sqlite3_column_int64(st, 2);
+        json_array_append_new(pts[i],
+                              json_pack("{s:I,s:I}", "t_ns",
+                                        (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
+                                        "bytes", (json_int_t)cur[i]));
+    }
+    sqlite3_reset(st);
+    rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t frames[HS_MAX_DEPTH];
+        int d = rc ? 0 : hs__stack(q, ts[i].trace, frames, HS_MAX_DEPTH, err);
+        json_t *stack = d >= 0 && !rc ? hs__stack_json(q, frames, d, err) : NULL;
+        if (d < 0 || !stack) rc = HS_EDB;
+        const hs__frame *leaf = !rc && d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
+        if (!rc)
+            json_array_append_new(
+                series, json_pack("{s:I,s:s,s:o,s:o,s:I}", "trace", (json_int_t)ts[i].trace, "name",
+                                  leaf ? leaf->label : "?", "stack", stack, "points", pts[i],
+                                  "max_bytes", (json_int_t)ts[i].max));
+        else {
+            json_decref(stack);
+            json_decref(pts[i]);
+        }
+    }
+    free(pts);
+    free(cur);
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    if (st) sqlite3_reset(st);
+    hs__map_free(&idx);
+    free(ts);
+    return rc;
+}
+
+int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
+{
+    int64_t topn, extra[64];
+    size_t nextra = 0;
+    int rc = param_int(p, "top", 0, 0, 1000, &topn, err);
+    if (rc) return rc;
+    const char *tl = hs__param(p, "trace");
+    for (const char *c = tl; c && *c;) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (end == c || v <= 0 || (*end && *end != ',') || nextra == HS_COUNTOF(extra))
+            return hs__err(err, 400, "trace must be up to 64 trace ids separated by commas");
+        extra[nextra++] = v;
+        c = *end ? end + 1 : end;
+    }
+    json_t *points = json_array(), *rss = json_array(), *series = json_array();
+    sqlite3_stmt *st = hs__stmt(q, ST_SERIES, err);
+    if (!st) goto fail;
+    sqlite3_bind_int64(st, 1, run->id);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        json_array_append_new(points,
+                              json_pack("{s:I,s:I,s:I,s:I}", "t_ns",
+                                        (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
+                                        "heap_bytes", (json_int_t)sqlite3_column_int64(st, 1),
+                                        "heap_max_bytes", (json_int_t)sqlite3_column_int64(st, 2),
+                                        "heap_count", (json_int_t)sqlite3_column_int64(st, 3)));
+    if (s != SQLITE_DONE) goto dbfail;
+    sqlite3_reset(st);
+    if (!(st = hs__stmt(q, ST_RSS, err))) goto fail;
+    sqlite3_bind_int64(st, 1, run->id);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        json_array_append_new(rss, json_pack("{s:I,s:I,s:I}", "t_ns",
+                                             (json_int_t)sqlite3_column_int64(st, 0), "rss_bytes",
+                                             (json_int_t)sqlite3_column_int64(st, 1), "vsize_bytes",
+                                             (json_int_t)sqlite3_column_int64(st, 2)));
+    if (s != SQLITE_DONE) goto dbfail;
+    sqlite3_reset(st);
+    if ((topn > 0 || nextra) && (rc = history_series(q, run, topn, extra, nextra, series, err)))
+        goto fail;
+    *out = json_pack("{s:O,s:I,s:o,s:o,s:o,s:O}", "run", run->info, "granularity_ns",
+                     (json_int_t)run->g, "points", points, "rss", rss, "series", series, "sampling",
+                     run->sampling);
+    return *out ? 0 : hs__err(err, 500, "out of memory");
+dbfail:
+    hs__dberr(q, err);
+fail:
+    json_decref(points);
+    json_decref(rss);
+    json_decref(series);
+    return rc ? rc : HS_EDB;
+}
+
+int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
+{
+    hs__buf b = {0};
+    hs__buf_printf(&b, "t_ns,heap_bytes,heap_max_bytes,rss_bytes\n");
+    sqlite3_stmt *st = hs__stmt(q, ST_SERIES, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, run->id);
+    /* rss: the latest sample at or before each point */
+    sqlite3_stmt *rs = NULL;
+    if (sqlite3_prepare_v2(q->db,
+                           "SELECT rss_bytes FROM process_samples WHERE run = ?1 AND t_ns <= ?2 "
+                           "ORDER BY t_ns DESC LIMIT 1",
+                           -1, &rs, NULL) != SQLITE_OK)
+        return hs__dberr(q, err);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = bucket_end_ns(run, sqlite3_column_int64(st, 0));
+        sqlite3_bind_int64(rs, 1, run->id);
+        sqlite3_bind_int64(rs, 2, t);
+        int64_t rss = sqlite3_step(rs) == SQLITE_ROW ? sqlite3_column_int64(rs, 0) : 0;
+        sqlite3_reset(rs);
+        hs__buf_printf(&b, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", t,
+                       (int64_t)sqlite3_column_int64(st, 1), (int64_t)sqlite3_column_int64(st, 2),
+                       rss);
+    }
+    sqlite3_finalize(rs);
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE) {
+        free(b.p);
+        return hs__dberr(q, err);
+    }
+    if (b.oom) {
+        free(b.p);
+        return hs__err(err, 500, "out of memory");
+    }
+    out->status = 200;
+    out->content_type = "text/csv";
+    out->body = b.p;
+    out->len = b.n;
+    out->filename = "history.csv";
+    return 0;
+}
+
+/* ---- top ------------------------------------------------------------------ */
+
+typedef struct top_row {
+    int64_t key; /* site: leaf frame id; stack: trace; function: interned index */
+    const hs__frame *frame;
+    int64_t trace, trace_bytes; /* the largest trace of the row, for its stack */
+    int64_t self_bytes, self_count, total_bytes, total_count;
+    size_t seen; /* function: the last stack counted (inclusive once per stack) */
+} top_row;
+
+static int cmp_total(const top_row *x, const top_row *y)
+{
+    if (x->total_bytes != y->total_bytes) return x->total_bytes < y->total_bytes ? 1 : -1;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+static int cmp_top_total(const void *a, const void *b)
+{
+    return cmp_total(a, b);
+}
+
+static int cmp_top_self(const void *a, const void *b) /* by=function */
+{
+    const top_row *x = a, *y = b;
+    if (x->self_bytes != y->self_bytes) return x->self_bytes < y->self_bytes ? 1 : -1;
+    return cmp_total(x, y);
+}
+
+int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
+{
+    hs__at at;
+    int64_t limit;
+    int rc;
+    const char *by = hs__param(p, "by");
+    if (!by) by = "site";
+    int mode = !strcmp(by, "site")       ? 0
+               : !strcmp(by, "function") ? 1
+               : !strcmp(by, "stack")    ? 2
+                                         : -1;
+    if (mode < 0) return hs__err(err, 400, "by must be site, function or stack (not '%s')", by);
+    if ((rc = param_int(p, "limit", 50, 1, 1000000, &limit, err))) return rc;
+    if ((rc = hs__at_param(q, run, p, "peak", &at, err))) return rc;
+    hs__state state;
+    if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
+
+    hs__map idx = {0};
+    hs__smap fidx = {0};
+    top_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    json_t *jrows = NULL;
+    rc = HS_EDB;
+    for (size_t i = 0; i < state.n; i++) {
+        int64_t frames[HS_MAX_DEPTH];
+        const hs__live *lv = &state.rows[i];
+        int d = hs__stack(q, lv->trace, frames, HS_MAX_DEPTH, err);
+        if (d < 0) goto out;
+        if (d == 0) continue;
+        int lim = mode == 1 ? d : 1;
+        for (int k = 0; k < lim; k++) {
+            const hs__frame *f = hs__frame_get(q, frames[k], err);
+            if (!f) goto out;
+            uint64_t key = mode == 0 ? (uint64_t)frames[0] : mode == 2 ? (uint64_t)lv->trace : 0;
+            uint64_t ri;
+            int found, added = 0;
+            if (mode == 1) {
+                size_t v = hs__smap_intern(&fidx, f->name, strlen(f->name), n, &added);
+                if (v == (size_t)-1) goto oom;
+                ri = v;
+                found = !added;
+                key = v + 1;
+            } else {
+                found = hs__map_get(&idx, key, &ri);
+            }
+            if (!found) {
+                if (n == cap) {
+                    cap = cap ? cap * 2 : 256;
+                    top_row *np = realloc(rows, cap * sizeof *np);
+                    if (!np) goto oom;
+                    rows = np;
+                }
+                rows[n] = (top_row){.key = (int64_t)key, .frame = f, .seen = (size_t)-1};
+                if (mode != 1 && hs__map_put(&idx, key, n)) goto oom;
+                ri = n++;
+            }
+            top_row *r = &rows[ri];
+            if (k == 0) {
+                r->self_bytes += lv->bytes;
+                r->self_count += lv->count;
+            }
+            if (r->seen != i) {
+                r->seen = i;
+                r->total_bytes += lv->bytes;
+                r->total_count += lv->count;
+            }
+            if (lv->bytes > r->trace_bytes || !r->trace) {
+                r->trace = lv->trace;
+                r->trace_bytes = lv->bytes;
+            }
+        }
+    }
+    qsort(rows, n, sizeof *rows, mode == 1 ? cmp_top_self : cmp_top_total);
+    jrows = json_array();
+    for (size_t i = 0; i < n && (int64_t)i < limit; i++) {
+        top_row *r = &rows[i];
+        json_t *row = json_pack(
+            "{s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:f}", "name", r->frame->name, "file",
+            mode == 1 ? "" : r->frame->file, "line", (json_int_t)(mode == 1 ? 0 : r->frame->line),
+            "module", r->frame->module, "trace", (json_int_t)r->trace, "self_bytes",
+            (json_int_t)r->self_bytes, "self_count", (json_int_t)r->self_count, "total_bytes",
+            (json_int_t)r->total_bytes, "total_count", (json_int_t)r->total_count, "share",
+            state.total_bytes
+                ? (double)(mode == 1 ? r->self_bytes : r->total_bytes) / (double)state.total_bytes
+                : 0.0);
+        if (!row) goto oom;
+        if (mode != 1) {
+            int64_t frames[HS_MAX_DEPTH];
+            int d = hs__stack(q, r->trace, frames, HS_MAX_DEPTH, err);
+            json_t *stack = d < 0 ? NULL : hs__stack_json(q, frames, d, err);
+            if (!stack) {
+                json_decref(row);
+                goto out;
+            }
+            json_object_set_new(row, "stack", stack);
+        }
+        json_array_append_new(jrows, row);
+    }
+    char tb[32];
+    *out = json_pack("{s:O,s:s,s:I,s:s,s:I,s:I,s:I,s:O,s:O}", "run", run->info, "at",
+                     hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "by", by,
+                     "total_bytes", (json_int_t)state.total_bytes, "total_count",
+                     (json_int_t)state.total_count, "rows_total", (json_int_t)n, "rows", jrows,
+                     "sampling", run->sampling);
+    rc = *out ? 0 : hs__err(err, 500, "out of memory");
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    json_decref(jrows);
+    free(rows);
+    hs__map_free(&idx);
+    hs__smap_free(&fidx);
+    hs__state_clear(&state);
+    return rc;
+}
+
+/* ---- flame ---------------------------------------------------------------- */
+
+/* The flame tree of one run is a subtree of the traces prefix tree: its nodes
+ * are trace nodes, so nothing needs merging by name. Index 0 is the root. */
+#define NONE ((size_t)-1)
+
+int hs__flame_build(hs_q *q, const hs__state *s, hs__flame *f, hs_qerr *err)
+{
+    memset(f, 0, sizeof *f);
+    f->cap = 1024;
+    if (!(f->n = malloc(f->cap * sizeof *f->n))) return hs__err(err, 500, "out of memory");
+    f->n[0] = (hs__fnode){.first_child = NONE, .next_sibling = NONE};
+    f->n[0].bytes = s->total_bytes;
+    f->n[0].count = s->total_count;
+    f->len = 1;
+    for (size_t i = 0; i < s->n; i++) {
+        const hs__live *lv = &s->rows[i];
+        int64_t node = lv->trace;
+        size_t prev = NONE;
+        int prev_new = 0, first = 1;
+        while (node) {
+            uint64_t ix;
+            int known = hs__map_get(&f->idx, (uint64_t)node, &ix);
+            if (!known) {
+                int64_t parent, frame;
+                if (hs__node(q, node, &parent, &frame, err)) return HS_EDB;
+                if (f->len == f->cap) {
+                    f->cap *= 2;
+                    hs__fnode *np = realloc(f->n, f->cap * sizeof *np);
+                    if (!np) return hs__err(err, 500, "out of memory");
+                    f->n = np;
+                }
+                ix = f->len++;
+                f->n[ix] = (hs__fnode){.frame = frame,
+                                       .parent_node = parent,
+                                       .first_child = NONE,
+                                       .next_sibling = NONE};
+                if (hs__map_put(&f->idx, (uint64_t)node, ix))
+                    return hs__err(err, 500, "out of memory");
+            }
+            hs__fnode *fn = &f->n[ix];
+            fn->bytes += lv->bytes;
+            fn->count += lv->count;
+            if (first) {
+                fn->self_bytes += lv->bytes;
+                fn->self_count += lv->count;
+                first = 0;
+            }
+            if (prev_new) {
+                f->n[prev].next_sibling = fn->first_child;
+                fn->first_child = prev;
+            }
+            prev = ix;
+            prev_new = !known;
+            if (fn->parent_node == node) break; /* defensive */
+            node = fn->parent_node;
+        }
+        if (prev_new) {
+            f->n[prev].next_sibling = f->n[0].first_child;
+            f->n[0].first_child = prev;
+        }
+    }
+    return 0;
+}
+
+void hs__flame_free(hs__flame *f)
+{
+    free(f->n);
+    hs__map_free(&f->idx);
+    memset(f, 0, sizeof *f);
+}
+
+static json_t *flame_json(hs_q *q, const hs__flame *f, size_t ix, int64_t min_bytes, int depth,
+                          hs_qerr *err)
+{
+    const hs__fnode *n = &f->n[ix];
+    json_t *o;
+    if (ix == 0) {
+        o = json_pack("{s:s,s:I,s:I,s:I}", "name", "all", "bytes", (json_int_t)n->bytes, "count",
+                      (json_int_t)n->count, "self_bytes", (json_int_t)0);
+    } else {
+        const hs__frame *fr = hs__frame_get(q, n->frame, err);
+        if (!fr) return NULL;
+        o = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", fr->label, "function", fr->name,
+                      "file", fr->file, "line", (json_int_t)fr->line, "module", fr->module, "bytes",
+                      (json_int_t)n->bytes, "count", (json_int_t)n->count, "self_bytes",
+                      (json_int_t)n->self_bytes);
+    }
+    json_t *kids = json_array();
+    if (!o || !kids) goto oom;
+    /* children by bytes, descending */
+    size_t nk = 0;
+    for (size_t c = n->first_child; c != NONE; c = f->n[c].next_sibling) nk++;
+    size_t *order = malloc((nk ? nk : 1) * sizeof *order);
+    if (!order) goto oom;
+    nk = 0;
+    for (size_t c = n->first_child; c != NONE; c = f->n[c].next_sibling)
+        if (f->n[c].bytes >= min_bytes && f->n[c].bytes > 0) order[nk++] = c;
+    for (size_t a = 1; a < nk; a++) { /* insertion sort: most nodes have few children */
+        size_t v = order[a], b = a;
+        while (b > 0 && f->n[order[b - 1]].bytes < f->n[v].bytes) {
+            order[b] = order[b - 1];
+            b--;
+        }
+        order[b] = v;
+    }
+    for (size_t k = 0; k < nk; k++) {
+        json_t *c =
+            depth < HS_MAX_DEPTH ? flame_json(q, f, order[k], min_bytes, depth + 1, err) : NULL;
+        if (!c && depth < HS_MAX_DEPTH) {
+            free(order);
+            json_decref(o);
+            json_decref(kids);
+            return NULL;
+        }
+        if (c) json_array_append_new(kids, c);
+    }
+    free(order);
+    json_object_set_new(o, "children", kids);
+    return o;
+oom:
+    json_decref(o);
+    json_decref(kids);
+    hs__err(err, 500, "out of memory");
+    return NULL;
+}
+
+int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
+{
+    hs__at at;
+    int rc = hs__at_param(q, run, p, "peak", &at, err);
+    if (rc) return rc;
+    double min_share = 0;
+    const char *ms = hs__param(p, "min_share");
+    if (ms) {
+        char *end;
+        min_share = strtod(ms, &end);
+        if (!*ms || *end || !(min_share >= 0 && min_share <= 1))
+            return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
+    }
+    hs__state state;
+    if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
+    hs__flame f;
+    if ((rc = hs__flame_build(q, &state, &f, err))) goto out;
+    int64_t min_bytes = (int64_t)(min_share * (double)state.total_bytes);
+    json_t *root = flame_json(q, &f, 0, min_bytes, 0, err);
+    if (!root) {
+        rc = HS_EDB;
+        goto out;
+    }
+    char tb[32];
+    *out = json_pack("{s:O,s:s,s:I,s:I,s:I,s:o,s:O}", "run", run->info, "at",
+                     hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "total_bytes",
+                     (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
+                     "root", root, "sampling", run->sampling);
+    rc = *out ? 0 : hs__err(err, 500, "out of memory");
+out:
+    hs__flame_free(&f);
+    hs__state_clear(&state);
+    return rc;
+}
+
+/* ---- leaks ---------------------------------------------------------------- */
+
+/* Least squares of a trace's live bytes against the bucket index over the
+ * whole run (buckets 0..L). Live bytes are constant between the buckets
+ * where a trace changes, so each trace only costs its delta rows: a constant
+ * segment [a, c] at value y adds y*(c-a+1), y*sum(a..c) and y*y*(c-a+1). */
+typedef struct trend {
+    int64_t trace, cur, last_bucket, ups;
+    double sy, sxy, syy;
+} trend;
+
+static void trend_close(trend *t, int64_t upto) /* the segment [last_bucket, upto) at cur */
+{
+    if (upto <= t->last_bucket || t->cur == 0) {
+        t->last_bucket = upto;
+        return;
+    }
+    double a = (double)t->last_bucket, c = (double)(upto - 1), n = c - a + 1, y = (double)t->cur;
+    t->sy += y * n;
+    t->sxy += y * (a + c) * n / 2;
+    t->syy += y * y * n;
+    t->last_bucket = upto;
+}
+
+static int cmp_score(const void *a, const void *b)
+{
+    double x = json_real_value(json_object_get(*(json_t *const *)a, "score"));
+    double y = json_real_value(json_object_get(*(json_t *const *)b, "score"));
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static int cmp_live_bytes(const void *a, const void *b)
+{
+    const hs__live *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+static json_t *trace_row(hs_q *q, int64_t trace, hs_qerr *err)
+{
+    int64_t frames[HS_MAX_DEPTH];
+    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return NULL;
+    json_t *stack = hs__stack_json(q, frames, d, err);
+    if (!stack) return NULL;
+    const hs__frame *leaf = d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
+    return json_pack("{s:s,s:s,s:I,s:I,s:o}", "name", leaf ? leaf->name : "?", "file",
+                     leaf ? leaf->file : "", "line", (json_int_t)(leaf ? leaf->line : 0), "trace",
+                     (json_int_t)trace, "stack", stack);
+}
+
+int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
+{
+    int64_t limit;
+    int rc = param_int(p, "limit", 20, 1, 100000, &limit, err);
+    if (rc) return rc;
+    hs__at at;
+    hs_t_sel tend = {.kind = HS_TSEL_END};
+    if ((rc = hs__at_resolve(q, run, &tend, &at, err))) return rc;
+    hs__state state;
+    if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
+    json_t *live = json_array(), *growing = json_array();
+    json_t **cand = NULL;
+    size_t ncand = 0;
+    hs__map idx = {0};
+    trend *tr = NULL;
+    size_t n = 0, cap = 0;
+    rc = HS_EDB;
+
+    qsort(state.rows, state.n, sizeof *state.rows, cmp_live_bytes);
+    for (size_t i = 0; i < state.n && (int64_t)i < limit; i++) {
+        json_t *row = trace_row(q, state.rows[i].trace, err);
+        if (!row) goto out;
+        json_object_set_new(row, "bytes", json_integer(state.rows[i].bytes));
+        json_object_set_new(row, "count", json_integer(state.rows[i].count));
+        json_object_set_new(row, "share",
+                            json_real(state.total_bytes
+                                          ? (double)state.rows[i].bytes / (double)state.total_bytes
+                                          : 0.0));
+        json_array_append_new(live, row);
+    }
+
+    sqlite3_stmt *st = hs__stmt(q, ST_DELTAS_ALL, err);
+    if (!st) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(st, 0), trace = sqlite3_column_int64(st, 1),
+                d = sqlite3_column_int64(st, 2);
+        if (b > at.bucket) break;
+        uint64_t i;
+        if (!hs__map_get(&idx, (uint64_t)trace, &i)) {
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                trend *np = realloc(tr, cap * sizeof *np);
+                if (!np) goto oom;
+                tr = np;
+            }
+            tr[n] = (trend){.trace = trace};
+            if (hs__map_put(&idx, (uint64_t)trace, n)) goto oom;
+            i = n++;
+        }
+        trend_close(&tr[i], b);
+        tr[i].cur += d;
+        if (d > 0) tr[i].ups++;
+    }
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE && s != SQLITE_ROW) {
+        hs__dberr(q, err);
+        goto out;
+    }
+    double L = (double)at.bucket, nb = L + 1;
+    double sx = L * (L + 1) / 2, sxx = L * (L + 1) * (2 * L + 1) / 6;
+    double vx = nb * sxx - sx * sx;
+    cand = calloc(n ? n : 1, sizeof *cand);
+    if (!cand) goto oom;
+    for (size_t i = 0; i < n && nb >= 3 && vx > 0; i++) {
+        trend *t = &tr[i];
+        trend_close(t, at.bucket + 1);
+        if (t->cur <= 0 || t->ups < 2) continue;
+        double cov = nb * t->sxy - sx * t->sy, vy = nb * t->syy - t->sy * t->sy;
+        if (cov <= 0 || vy <= 0) continue;
+        double slope = cov / vx, r2 = cov * cov / (vx * vy);
+        if (r2 < 0.5) continue;
+        json_t *row = trace_row(q, t->trace, err);
+        if (!row) goto out;
+        json_object_set_new(row, "slope_bytes_per_s", json_real(slope * 1e9 / (double)run->g));
+        json_object_set_new(row, "r2", json_real(r2));
+        json_object_set_new(row, "end_bytes", json_integer(t->cur));
+        json_object_set_new(row, "score", json_real((double)t->cur * r2));
+        cand[ncand++] = row;
+    }
+    qsort(cand, ncand, sizeof *cand, cmp_score);
+    for (size_t i = 0; i < ncand; i++) {
+        if ((int64_t)i < limit)
+            json_array_append_new(growing, cand[i]);
+        else
+            json_decref(cand[i]);
+    }
+    ncand = 0;
+    *out = json_pack("{s:O,s:I,s:I,s:I,s:o,s:o,s:O}", "run", run->info, "at_ns",
+                     (json_int_t)at.at_ns, "total_bytes", (json_int_t)state.total_bytes,
+                     "total_count", (json_int_t)state.total_count, "live_at_end", live, "growing",
+                     growing, "sampling", run->sampling);
+    live = growing = NULL;
+    rc = *out ? 0 : hs__err(err, 500, "out of memory");
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    for (size_t i = 0; i < ncand; i++) json_decref(cand[i]);
+    free(cand);
+    json_decref(live);
+    json_decref(growing);
+    free(tr);
+    hs__map_free(&idx);
+    hs__state_clear(&state);
+    return rc;
+}
+
+/* ---- sizes ---------------------------------------------------------------- */
+
+int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
+{
+    (void)p;
+    sqlite3_stmt *st = hs__stmt(q, ST_SIZES, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, run->id);
+    json_t *buckets = json_array();
+    int64_t ta = 0, tb = 0;
+    int64_t hist[65] = {0};
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(st, 0), a = sqlite3_column_int64(st, 1),
+                by = sqlite3_column_int64(st, 2);
+        if (b < 0 || b > 63) continue;
+        uint64_t lo = b == 0 ? 0 : 1ull << b, hi = b >= 63 ? UINT64_MAX >> 1 : (2ull << b) - 1;
+        json_array_append_new(buckets, json_pack("{s:I,s:I,s:I,s:I,s:I}", "bucket", (json_int_t)b,
+                                                 "lo", (json_int_t)lo, "hi", (json_int_t)hi,
+                                                 "allocs", (json_int_t)a, "bytes", (json_int_t)by));
+        ta += a;
+        tb += by;
+        hist[b] += a;
+    }
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE) {
+        json_decref(buckets);
+        return hs__dberr(q, err);
+    }
+    /* Suggest the interval that gives about 20,000 samples a second over the
+     * run (a few percent of overhead with stacks), rounded to a power of two,
+     * and 1 (exact) when that many samples cover every allocation anyway. */
+    double secs = run->end_ns > 0 ? (double)run->end_ns / 1e9 : 1.0;
+    if (secs < 1) secs = 1;
+    double want = 20000.0 * secs;
+    int64_t median = 0, seen = 0;
+    for (int b = 0; b < 64 && ta; b++) {
+        seen += hist[b];
+        if (seen * 2 >= ta) {
+            median = b == 0 ? 1 : (int64_t)1 << b;
+            break;
+        }
+    }
+    int64_t suggest;
+    char reason[300];
+    if ((double)ta <= want) {
+        suggest = 1;
+        snprintf(reason, sizeof reason,
+                 "%" PRId64 " allocations in %.1f s: sampling every allocation costs little and "
+                 "makes every number exact",
+                 ta, secs);
+    } else {
+        double iv = (double)tb / want;
+        suggest = 1;
+        while ((double)suggest < iv && suggest < ((int64_t)1 << 40)) suggest <<= 1;
+        snprintf(reason, sizeof reason,
+                 "%" PRId64 " bytes in %" PRId64 " allocations over %.1f s (median size about "
+                 "%" PRId64 " B): one sample per %" PRId64 " bytes gives about %.0f samples a "
+                 "second",
+                 tb, ta, secs, median, suggest, (double)tb / (double)suggest / secs);
+    }
+    *out = json_pack("{s:O,s:o,s:I,s:I,s:I,s:s,s:O}", "run", run->info, "buckets", buckets,
+                     "total_allocs", (json_int_t)ta, "total_bytes", (json_int_t)tb,
+                     "suggested_sample_bytes", (json_int_t)suggest, "reason", reason, "sampling",
+                     run->sampling);
+    return *out ? 0 : hs__err(err, 500, "out of memory");
+}

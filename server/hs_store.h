@@ -1,0 +1,112 @@
+/* hs_store: turns the frames of collector streams into rows of a heapstore
+ * database (schema/001_init.sql), with the rollups built on the way.
+ *
+ * It is the storage half of heapstore-server's writer thread and the whole of
+ * `heapstore import`: one hs_store owns one read-write SQLite connection with
+ * every statement prepared once, and an in-memory state per open run (the
+ * run's pc and stack tables, live bytes and count per trace, the current
+ * bucket, the peak). Not thread-safe: exactly one thread uses an hs_store.
+ *
+ * Rows written per run: the runs row (counters and next_seq updated in each
+ * transaction that touched the run), one events row per EVENTS frame (the
+ * payload verbatim), and, whenever a run's events leave a time bucket, that
+ * bucket's snapshot deltas and heap_series row, a keyframe every
+ * keyframe_every buckets and at the run's end, and the state at the peak.
+ * The bucket in progress lives only in memory: after a restart a resumed or
+ * lost run is rebuilt by replaying its stored events (hs_store_run_open), so
+ * everything acknowledged is in the rollups in the end.
+ *
+ * Frames carry sequence numbers (docs/protocol.md): a frame below the run's
+ * next_seq is already stored and is skipped, so a resend is harmless.
+ *
+ * Transactions belong to the caller: hs_store_begin(), any number of frames
+ * from any runs, hs_store_commit(). A failed commit (or any database error)
+ * makes the runs touched in the transaction stale: they are marked broken
+ * and rebuilt from the database by their next hs_store_run_open().
+ */
+#ifndef HS_STORE_H
+#define HS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "hs_proto.h"
+
+typedef struct hs_store hs_store;
+typedef struct hs_run hs_run;
+
+typedef struct hs_store_config {
+    uint64_t granularity_ns; /* width of a rollup bucket for new runs; 0: 1 s */
+    uint32_t keyframe_every; /* a keyframe every K buckets; 0: 32 */
+} hs_store_config;
+
+/* Opens (creating and migrating) the database at path. On failure writes a
+ * message for a person into err. */
+int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, char *err,
+                  size_t errlen);
+
+/* Releases every in-memory run (their rows stay as they are: open runs
+ * remain open in the database) and closes the connection. Accepts NULL. */
+void hs_store_free(hs_store *s);
+
+int hs_store_begin(hs_store *s);
+/* Writes the runs rows of the runs touched since begin and commits. */
+int hs_store_commit(hs_store *s);
+/* Rolls back and marks the runs touched since begin broken. */
+void hs_store_rollback(hs_store *s);
+
+/* The message of the last database error, for logs. */
+const char *hs_store_errmsg(hs_store *s);
+
+/* Finds or creates the run named by hello->run_id, inside a transaction.
+ * A run known only to the database (a restart happened) is loaded and its
+ * rollups rebuilt from its stored events; a run in memory is returned as it
+ * is. A run that exists but whose HELLO does not say HS_HELLO_RESUMED is
+ * refused with HS_EEXIST (two collectors must not share a run id). A run
+ * marked lost is reopened. */
+int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *hello, char *err, size_t errlen);
+
+/* Applies frame number seq of run r (a frame after HELLO). Frames below the
+ * run's next_seq are skipped. Returns 0, or a negative code with the reason
+ * in err when the frame is malformed or breaks a rule of the protocol (an
+ * undefined stack id or pc, a frame after BYE, an unknown type): the frame
+ * then left no trace in the run's rollups. HS_EDB means the transaction must
+ * be rolled back. */
+int hs_store_run_frame(hs_store *s, hs_run *r, uint64_t seq, int type, const uint8_t *payload,
+                       size_t len, char *err, size_t errlen);
+
+/* Closes an open run as not ended cleanly (state 'lost'): final keyframe,
+ * end time = the last event's. Inside a transaction. */
+int hs_store_run_lose(hs_store *s, hs_run *r);
+
+/* Forgets a run's in-memory state (rows are untouched). Outside the
+ * transaction that last touched it, or after its commit. */
+void hs_store_run_release(hs_store *s, hs_run *r);
+
+/* Forgets the in-memory state of run uuid, if it has one and it is not
+ * touched by the open transaction. */
+void hs_store_release_uuid(hs_store *s, const uint8_t uuid[16]);
+
+uint64_t hs_run_next_seq(const hs_run *r);
+const uint8_t *hs_run_uuid(const hs_run *r);
+int hs_run_ended(const hs_run *r); /* BYE stored, or closed as lost */
+int64_t hs_run_id(const hs_run *r);
+int hs_run_broken(const hs_run *r);
+
+/* Calls fn for every run the database holds as 'open' (for the server to
+ * give them their grace period after a start). */
+int hs_store_open_runs(hs_store *s, void (*fn)(const uint8_t uuid[16], void *data), void *data);
+
+/* Loads the run uuid if needed and closes it as lost, unless it has ended.
+ * Inside a transaction. */
+int hs_store_lose_uuid(hs_store *s, const uint8_t uuid[16]);
+
+/* Retention: deletes at most max_rows events rows, of runs no longer open,
+ * whose last event is older than cutoff_unix_ns (wall clock). Runs,
+ * traces and rollups stay. *deleted gets the number of rows removed. Inside
+ * a transaction; call repeatedly until it deletes fewer than max_rows. */
+int hs_store_retain(hs_store *s, uint64_t cutoff_unix_ns, int max_rows, int *deleted);
+
+#endif

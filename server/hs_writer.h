@@ -1,0 +1,83 @@
+/* hs_writer: the one thread of heapstore-server that writes the database.
+ *
+ * The loop thread hands it jobs (a HELLO, a batch of frames of one
+ * connection, the end of a connection); the writer applies every job waiting
+ * at once in one transaction through hs_store, commits, fills in each job's
+ * result (the run's committed next_seq, or the error that must close the
+ * connection) and hands the jobs back: it pushes them on a done list and
+ * wakes the loop with uv_async_send. Jobs are taken and returned in order,
+ * so the result of a connection's DETACH is the last thing the loop hears
+ * about that connection.
+ *
+ * The writer also owns the runs' lifetimes: a run whose connection ended
+ * without BYE is kept for the grace period, waiting for a resumed HELLO,
+ * then closed as lost; and it runs retention in small transactions between
+ * batches so that deleting never holds ingest up for long.
+ */
+#ifndef HS_WRITER_H
+#define HS_WRITER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "hs_store.h"
+
+enum hs_wjob_kind {
+    HS_WJOB_HELLO,  /* data holds the HELLO payload */
+    HS_WJOB_FRAMES, /* frames of the connection's run */
+    HS_WJOB_DETACH, /* the connection is gone */
+    HS_WJOB_SYNC,   /* nothing: its return means every earlier job is committed */
+    HS_WJOB_STOP,   /* the writer finishes after this one */
+};
+
+typedef struct hs_wframe {
+    uint64_t seq;
+    uint32_t off, len; /* payload at data + off */
+    uint8_t type;
+} hs_wframe;
+
+typedef struct hs_wjob {
+    struct hs_wjob *next;
+    int kind;
+    uint64_t conn_id;
+    void *conn; /* the loop's; untouched by the writer */
+    hs_wframe *frames;
+    uint32_t nframes, frames_cap;
+    uint8_t *data;
+    size_t len, cap;
+    /* results */
+    int err;           /* 0 or HS_E*: close the connection */
+    char msg[256];     /* why, for the log (and REFUSE) */
+    uint64_t next_seq; /* the run's committed next_seq */
+    int ended;         /* the run has ended (BYE stored) */
+} hs_wjob;
+
+typedef struct hs_writer_config {
+    uint64_t grace_ns;         /* a run without connection is closed as lost after this */
+    uint64_t retain_events_ns; /* 0: keep events forever */
+} hs_writer_config;
+
+typedef struct hs_writer hs_writer;
+
+/* Starts the thread; it owns store from now on and frees it when it ends.
+ * Results are announced on async (whose data the caller owns). */
+int hs_writer_start(hs_writer **out, hs_store *store, const hs_writer_config *cfg,
+                    uv_async_t *async);
+
+hs_wjob *hs_wjob_new(int kind, uint64_t conn_id, void *conn);
+void hs_wjob_free(hs_wjob *j);
+/* Appends a frame to a FRAMES job (copies the payload). */
+int hs_wjob_add_frame(hs_wjob *j, uint64_t seq, uint8_t type, const uint8_t *p, size_t len);
+/* Sets a HELLO job's payload. */
+int hs_wjob_set_data(hs_wjob *j, const uint8_t *p, size_t len);
+
+void hs_writer_submit(hs_writer *w, hs_wjob *j);
+/* Takes the list of finished jobs, oldest first (NULL when none). */
+hs_wjob *hs_writer_take_done(hs_writer *w);
+
+/* Waits for the thread to end (after a STOP job) and frees w. */
+void hs_writer_join(hs_writer *w);
+
+#endif

@@ -1,0 +1,187 @@
+/* heapstore-server: command line, defaults, then hs_server_run(). */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hs_error.h"
+#include "hs_paths.h"
+#include "hs_server.h"
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f,
+        "usage: heapstore-server [OPTIONS]\n"
+        "\n"
+        "Receives heap profiles from collectors (libheapstore.so) and stores them in a\n"
+        "SQLite database; serves the HTTP API and the dashboard on the same port.\n"
+        "\n"
+        "  --db PATH            database file (default $XDG_DATA_HOME/heapstore/heapstore.db,\n"
+        "                       XDG_DATA_HOME defaulting to ~/.local/share)\n"
+        "  --listen HOST:PORT   address to listen on (default 127.0.0.1:%d; port 0 picks a\n"
+        "                       free port, logged as \"listening on HOST:PORT\")\n"
+        "  --granularity DUR    width of a rollup bucket, e.g. 100ms, 1s, 1m (default 1s)\n"
+        "  --grace DUR          how long a run whose connection was lost waits for the\n"
+        "                       collector to reconnect before it is closed as lost (default 10s)\n"
+        "  --retain-events DAYS delete raw events older than DAYS (a decimal number) of runs\n"
+        "                       that have ended; runs, stacks and rollups are kept\n"
+        "  --token TOKEN        require TOKEN from collectors (HELLO) and HTTP clients\n"
+        "  --web-root DIR       dashboard files (default <bindir>/../share/heapstore/web)\n"
+        "  --help               this text\n",
+        HS_DEFAULT_PORT);
+}
+
+/* "100ms", "1s", "2m", "1h", "500us", "10ns"; a bare number is seconds. */
+static int parse_duration(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || errno || !(v >= 0) || !isfinite(v)) return HS_EINVAL;
+    double mult;
+    if (!*end || !strcmp(end, "s"))
+        mult = 1e9;
+    else if (!strcmp(end, "ms"))
+        mult = 1e6;
+    else if (!strcmp(end, "us"))
+        mult = 1e3;
+    else if (!strcmp(end, "ns"))
+        mult = 1;
+    else if (!strcmp(end, "m"))
+        mult = 60e9;
+    else if (!strcmp(end, "h"))
+        mult = 3600e9;
+    else
+        return HS_EINVAL;
+    double ns = v * mult;
+    if (ns > 1e18) return HS_ERANGE;
+    *out = (uint64_t)llround(ns);
+    return 0;
+}
+
+static int parse_listen(char *arg, const char **host, int *port)
+{
+    char *colon = strrchr(arg, ':');
+    if (!colon) return HS_EINVAL;
+    *colon = 0;
+    char *h = arg;
+    if (h[0] == '[') { /* [::1]:7459 */
+        size_t n = strlen(h);
+        if (n < 2 || h[n - 1] != ']') return HS_EINVAL;
+        h[n - 1] = 0;
+        h++;
+    }
+    char *end;
+    long p = strtol(colon + 1, &end, 10);
+    if (!colon[1] || *end || p < 0 || p > 65535) return HS_EINVAL;
+    *host = !*h || !strcmp(h, "localhost") ? "127.0.0.1" : h;
+    *port = (int)p;
+    return 0;
+}
+
+/* <dir of this executable>/../share/heapstore/web */
+static char *default_web_root(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = 0;
+    char *out = malloc(strlen(exe) + 32);
+    if (out) sprintf(out, "%s/../share/heapstore/web", exe);
+    return out;
+}
+
+int main(int argc, char **argv)
+{
+    static char listen_buf[512];
+    char db_buf[PATH_MAX];
+    hs_server_config cfg = {
+        .host = "127.0.0.1",
+        .port = HS_DEFAULT_PORT,
+        .granularity_ns = 1000000000ull,
+        .grace_ns = 10ull * 1000000000ull,
+    };
+    char *web_root = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (strncmp(a, "--", 2) != 0) {
+            fprintf(stderr, "heapstore-server: unexpected argument '%s' (see --help)\n", a);
+            return 2;
+        }
+        /* Every option takes a value, as --opt VALUE or --opt=VALUE. */
+        const char *eq = strchr(a, '=');
+        size_t nlen = eq ? (size_t)(eq - a) : strlen(a);
+        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+        char name[32];
+        snprintf(name, sizeof name, "%.*s", (int)(nlen < 31 ? nlen : 31), a);
+        static const char *const known[] = {"--db",      "--listen",        "--granularity",
+                                            "--grace",   "--retain-events", "--token",
+                                            "--web-root"};
+        int ok = 0;
+        for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
+        if (!ok) {
+            fprintf(stderr, "heapstore-server: unknown option '%s' (see --help)\n", name);
+            return 2;
+        }
+        if (!val) {
+            fprintf(stderr, "heapstore-server: %s needs a value (see --help)\n", name);
+            return 2;
+        }
+        int bad = 0;
+        if (!strcmp(name, "--db")) {
+            cfg.db_path = val;
+        } else if (!strcmp(name, "--listen")) {
+            snprintf(listen_buf, sizeof listen_buf, "%s", val);
+            bad = parse_listen(listen_buf, &cfg.host, &cfg.port);
+        } else if (!strcmp(name, "--granularity")) {
+            bad = parse_duration(val, &cfg.granularity_ns) || cfg.granularity_ns < 1000000;
+            if (bad) {
+                fprintf(stderr,
+                        "heapstore-server: bad --granularity '%s': a duration of at least 1ms, "
+                        "such as 100ms or 1s\n",
+                        val);
+                return 2;
+            }
+        } else if (!strcmp(name, "--grace")) {
+            bad = parse_duration(val, &cfg.grace_ns);
+        } else if (!strcmp(name, "--retain-events")) {
+            char *end;
+            double d = strtod(val, &end);
+            bad = end == val || *end || !(d > 0) || d > 1e6;
+            if (!bad) cfg.retain_events_ns = (uint64_t)llround(d * 86400e9);
+        } else if (!strcmp(name, "--token")) {
+            cfg.token = val[0] ? val : NULL;
+        } else if (!strcmp(name, "--web-root")) {
+            cfg.web_root = val;
+        }
+        if (bad) {
+            fprintf(stderr, "heapstore-server: bad value '%s' for %s (see --help)\n", val, name);
+            return 2;
+        }
+    }
+    if (!cfg.db_path) {
+        int rc = hs_default_db_path(db_buf, sizeof db_buf);
+        if (!rc) rc = hs_paths_mkdir_parent(db_buf);
+        if (rc) {
+            fprintf(stderr, "heapstore-server: no default database path (%s); use --db PATH\n",
+                    hs_strerror(rc));
+            return 1;
+        }
+        cfg.db_path = db_buf;
+    }
+    if (!cfg.web_root) cfg.web_root = web_root = default_web_root();
+    int rc = hs_server_run(&cfg);
+    free(web_root);
+    return rc ? 1 : 0;
+}

@@ -1,0 +1,639 @@
+/* hs_server: the libuv loop: listener, collector connections, ACKs, signals. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <uv.h>
+
+#include "hs_error.h"
+#include "hs_http.h"
+#include "hs_log.h"
+#include "hs_proto.h"
+#include "hs_server.h"
+#include "hs_store.h"
+#include "hs_writer.h"
+
+enum phase {
+    P_FIRST,      /* nothing read yet */
+    P_HEADER,     /* reading magic and version */
+    P_HELLO,      /* the first frame must be HELLO */
+    P_WAIT_HELLO, /* HELLO is with the writer; input waits in the buffer */
+    P_STREAM,     /* frames */
+};
+
+typedef struct hs_conn hs_conn;
+typedef struct server server;
+
+struct hs_conn {
+    server *srv;
+    hs_conn *prev, *next;
+    uv_tcp_t *tcp; /* malloc'ed apart (hs_http may adopt it); NULL once closed */
+    uint64_t id;
+    int phase;
+    uint8_t *in;
+    size_t in_len, in_cap;
+    uint64_t seq;     /* sequence number of the next frame read */
+    uint64_t acked;   /* next_seq of the last ACK sent */
+    uint64_t bye_seq; /* seq of BYE + 1, 0 before BYE */
+    size_t inflight;  /* bytes in jobs the writer has not returned */
+    int reading;
+    int closing;
+    int writes; /* writes in flight */
+    int close_after_writes;
+    int detached; /* the DETACH job is submitted; freed when it returns */
+    int eof;      /* the peer is done sending; close once all is acknowledged */
+    int tcp_closing;
+    char peer[64];
+};
+
+struct server {
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    uv_signal_t sigint, sigterm;
+    uv_async_t async;
+    hs_writer *writer;
+    hs_http *http;
+    const hs_server_config *cfg;
+    hs_conn *conns;
+    uint64_t next_id;
+    int stopping;
+    int writer_gone; /* after STOP: nothing more goes to the writer */
+    hs_hello hello;  /* scratch for decoding; loop thread only */
+};
+
+typedef struct out_msg {
+    uv_write_t req;
+    hs_conn *conn;
+    int close_after;
+    uint8_t buf[HS_STR_MAX + 32];
+} out_msg;
+
+static void conn_close(hs_conn *c, const char *why, ...) __attribute__((format(printf, 2, 3)));
+static void conn_parse(hs_conn *c);
+
+/* ---- connections ------------------------------------------------------- */
+
+static void conn_unlink_free(hs_conn *c)
+{
+    server *s = c->srv;
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (s->conns == c)
+        s->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    free(c->in);
+    free(c);
+}
+
+static void conn_detach(hs_conn *c)
+{
+    if (c->detached || c->srv->writer_gone) return;
+    c->detached = 1;
+    hs_wjob *j = hs_wjob_new(HS_WJOB_DETACH, c->id, c);
+    if (!j) {
+        /* Without the writer's answer the struct would leak; the writer keeps
+         * the run until its next start gives it a grace period. */
+        return;
+    }
+    hs_writer_submit(c->srv->writer, j);
+}
+
+/* The handle is gone: free it, and the connection once the writer is done
+ * with it (a connection that never sent HELLO has nothing there). */
+static void on_tcp_closed(uv_handle_t *h)
+{
+    hs_conn *c = h->data;
+    free(h);
+    if (!c) return;
+    c->tcp = NULL;
+    if (c->phase <= P_HELLO && !c->inflight)
+        conn_unlink_free(c);
+    else
+        conn_detach(c);
+}
+
+static void conn_close_now(hs_conn *c)
+{
+    if (!c->tcp || c->tcp_closing) return;
+    c->tcp_closing = 1;
+    uv_close((uv_handle_t *)c->tcp, on_tcp_closed);
+}
+
+static void conn_close(hs_conn *c, const char *why, ...)
+{
+    if (c->closing) return;
+    c->closing = 1;
+    if (why) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, why);
+        vsnprintf(msg, sizeof msg, why, ap);
+        va_end(ap);
+        hs_log("collector %s (conn %" PRIu64 "): closed: %s", c->peer, c->id, msg);
+    }
+    if (c->tcp) uv_read_stop((uv_stream_t *)c->tcp);
+    if (c->writes)
+        c->close_after_writes = 1;
+    else
+        conn_close_now(c);
+}
+
+static void on_written(uv_write_t *req, int status)
+{
+    out_msg *m = req->data;
+    hs_conn *c = m->conn;
+    (void)status;
+    c->writes--;
+    int close_after = m->close_after;
+    free(m);
+    if (close_after && !c->closing) {
+        conn_close(c, NULL); /* may free c */
+        return;
+    }
+    if (c->close_after_writes && !c->writes) {
+        c->close_after_writes = 0;
+        conn_close_now(c);
+    }
+}
+
+/* Sends one server frame; close_after closes the connection once written. */
+static void conn_send(hs_conn *c, uint8_t type, uint64_t seq, const char *reason, int close_after)
+{
+    if (!c->tcp || (c->closing && !close_after)) return;
+    out_msg *m = malloc(sizeof *m);
+    if (!m) {
+        conn_close(c, "out of memory");
+        return;
+    }
+    m->conn = c;
+    m->close_after = close_after;
+    hs_wr wr;
+    hs_wr_init(&wr, m->buf, sizeof m->buf);
+    size_t pos = hs_frame_begin(&wr, type);
+    if (type == HS_FRAME_ACK)
+        hs_wr_varint(&wr, seq);
+    else
+        hs_wr_str(&wr, reason, strnlen(reason, HS_STR_MAX));
+    hs_frame_end(&wr, pos);
+    uv_buf_t b = uv_buf_init((char *)m->buf, (unsigned)hs_wr_len(&wr));
+    m->req.data = m;
+    if (uv_write(&m->req, (uv_stream_t *)c->tcp, &b, 1, on_written)) {
+        free(m);
+        conn_close(c, "write failed");
+        return;
+    }
+    c->writes++;
+}
+
+static void conn_refuse(hs_conn *c, const char *reason)
+{
+    hs_log("collector %s (conn %" PRIu64 "): refused: %s", c->peer, c->id, reason);
+    conn_send(c, HS_FRAME_REFUSE, 0, reason, 1);
+    if (c->tcp) uv_read_stop((uv_stream_t *)c->tcp);
+    c->reading = 0;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    hs_conn *c = h->data;
+    (void)suggested;
+    size_t want = 64 * 1024;
+    if (c->in_cap - c->in_len < want) {
+        size_t cap = c->in_cap ? c->in_cap : want;
+        while (cap - c->in_len < want) cap *= 2;
+        uint8_t *ni = realloc(c->in, cap);
+        if (!ni) {
+            *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
+            return;
+        }
+        c->in = ni;
+        c->in_cap = cap;
+    }
+    *buf = uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
+}
+
+static void conn_read_start(hs_conn *c);
+static void conn_read_stop(hs_conn *c);
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    hs_conn *c = stream->data;
+    (void)buf;
+    if (nread == 0) return;
+    if (nread < 0) {
+        if (nread == UV_EOF) {
+            if (c->in_len && c->phase != P_FIRST)
+                conn_close(c, "the stream ended inside a frame (%zu bytes pending)", c->in_len);
+            else if (c->phase == P_STREAM && !c->bye_seq)
+                conn_close(c, "connection ended without BYE; the run waits for a reconnection");
+            else if (c->inflight) {
+                /* A half-close after BYE: answer what is in flight first. */
+                c->eof = 1;
+                conn_read_stop(c);
+            } else
+                conn_close(c, NULL);
+        } else if (c->bye_seq && c->acked >= c->bye_seq) {
+            conn_close(c, NULL); /* a reset after the last ACK: the run is complete */
+        } else {
+            conn_close(c, "read error: %s", uv_strerror((int)nread));
+        }
+        return;
+    }
+    c->in_len += (size_t)nread;
+    if (c->phase == P_FIRST) {
+        if (c->in[0] != hs_magic[0]) {
+            /* Not a collector: the HTTP side takes the handle over. */
+            uv_read_stop(stream);
+            uv_tcp_t *tcp = c->tcp;
+            c->tcp = NULL;
+            tcp->data = NULL;
+            hs_http_adopt(c->srv->http, tcp, (const char *)c->in, c->in_len);
+            conn_unlink_free(c);
+            return;
+        }
+        c->phase = P_HEADER;
+    }
+    conn_parse(c);
+}
+
+static void conn_read_start(hs_conn *c)
+{
+    if (c->reading || c->closing || !c->tcp || c->srv->stopping) return;
+    if (c->phase == P_WAIT_HELLO || c->inflight > HS_CONN_INFLIGHT_MAX) return;
+    if (uv_read_start((uv_stream_t *)c->tcp, on_alloc, on_read)) {
+        conn_close(c, "cannot read");
+        return;
+    }
+    c->reading = 1;
+}
+
+static void conn_read_stop(hs_conn *c)
+{
+    if (!c->reading) return;
+    if (c->tcp) uv_read_stop((uv_stream_t *)c->tcp);
+    c->reading = 0;
+}
+
+static int hello_frame(hs_conn *c, const hs_frame *f)
+{
+    server *s = c->srv;
+    if (f->type != HS_FRAME_HELLO) {
+        conn_close(c, "the first frame is %s (0x%02x), not HELLO",
+                   hs_frame_name(f->type) ? hs_frame_name(f->type) : "unknown", f->type);
+        return -1;
+    }
+    int rc = hs_hello_decode(&s->hello, f->payload, f->len);
+    if (rc) {
+        conn_close(c, "malformed HELLO: %s", hs_strerror(rc));
+        return -1;
+    }
+    const char *tok = s->cfg->token;
+    if (tok && (s->hello.token.len != strlen(tok) ||
+                memcmp(s->hello.token.ptr, tok, s->hello.token.len) != 0)) {
+        conn_refuse(c, "bad token");
+        return -1;
+    }
+    hs_wjob *j = hs_wjob_new(HS_WJOB_HELLO, c->id, c);
+    if (!j || hs_wjob_set_data(j, f->payload, f->len)) {
+        hs_wjob_free(j);
+        conn_close(c, "out of memory");
+        return -1;
+    }
+    c->seq = s->hello.first_seq;
+    c->phase = P_WAIT_HELLO;
+    c->inflight += f->len;
+    conn_read_stop(c);
+    hs_writer_submit(s->writer, j);
+    return 0;
+}
+
+/* Splits what the buffer holds into frames and hands them to the writer. */
+static void conn_parse(hs_conn *c)
+{
+    size_t off = 0;
+    hs_wjob *j = NULL;
+    while (!c->closing && c->phase != P_WAIT_HELLO) {
+        const uint8_t *p = c->in + off;
+        size_t left = c->in_len - off;
+        if (c->phase == P_HEADER) {
+            uint32_t version;
+            int n = hs_header_parse(p, left, &version);
+            if (n == 0) break;
+            if (n == HS_EVERSION) {
+                conn_refuse(c, "unsupported protocol version");
+                break;
+            }
+            if (n < 0) {
+                conn_close(c, "bad magic: not a heapstore stream");
+                break;
+            }
+            off += (size_t)n;
+            c->phase = P_HELLO;
+            continue;
+        }
+        hs_frame f;
+        long n = hs_frame_split(p, left, &f);
+        if (n == 0) break;
+        if (n < 0) {
+            if (n == HS_ETOOBIG)
+                conn_close(c, "absurd frame length (over %u bytes)", HS_FRAME_MAX);
+            else
+                conn_close(c, "bad frame length varint");
+            break;
+        }
+        off += (size_t)n;
+        if (c->phase == P_HELLO) {
+            if (hello_frame(c, &f)) break;
+            continue;
+        }
+        if (f.type == HS_FRAME_HELLO || f.type < HS_FRAME_MAPPINGS || f.type > HS_FRAME_BYE) {
+            conn_close(c, "%s frame type 0x%02x",
+                       f.type == HS_FRAME_HELLO ? "second HELLO:" : "unknown", f.type);
+            break;
+        }
+        if (c->bye_seq) {
+            conn_close(c, "%s frame after BYE", hs_frame_name(f.type));
+            break;
+        }
+        if (!j && !(j = hs_wjob_new(HS_WJOB_FRAMES, c->id, c))) {
+            conn_close(c, "out of memory");
+            break;
+        }
+        if (hs_wjob_add_frame(j, c->seq, f.type, f.payload, f.len)) {
+            conn_close(c, "out of memory");
+            break;
+        }
+        if (f.type == HS_FRAME_BYE) c->bye_seq = c->seq + 1;
+        c->seq++;
+    }
+    if (j && !c->closing) {
+        c->inflight += j->len + 64;
+        hs_writer_submit(c->srv->writer, j);
+    } else {
+        hs_wjob_free(j);
+    }
+    if (off) {
+        memmove(c->in, c->in + off, c->in_len - off);
+        c->in_len -= off;
+    }
+    /* Keep the buffer small between frames once a big one has passed. */
+    if (c->in_cap > (1u << 20) && c->in_len < (64u << 10)) {
+        uint8_t *ni = realloc(c->in, 128u << 10);
+        if (ni) {
+            c->in = ni;
+            c->in_cap = 128u << 10;
+        }
+    }
+    if (c->inflight > HS_CONN_INFLIGHT_MAX) conn_read_stop(c);
+}
+
+/* ---- writer results ---------------------------------------------------- */
+
+static void stop_finish(server *s);
+
+static void job_done(server *s, hs_wjob *j)
+{
+    hs_conn *c = j->conn;
+    switch (j->kind) {
+    case HS_WJOB_HELLO:
+        c->inflight -= j->len;
+        if (c->closing) break;
+        if (j->err) {
+            conn_refuse(c, j->msg[0] ? j->msg : hs_strerror(j->err));
+            break;
+        }
+        c->phase = P_STREAM;
+        c->acked = j->next_seq;
+        conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, 0);
+        conn_parse(c);
+        conn_read_start(c);
+        break;
+    case HS_WJOB_FRAMES:
+        c->inflight -= j->len + 64;
+        if (c->closing) break;
+        if (j->err) {
+            conn_close(c, "%s", j->msg[0] ? j->msg : hs_strerror(j->err));
+            break;
+        }
+        if (j->next_seq > c->acked) {
+            c->acked = j->next_seq;
+            /* The ACK covering BYE is the last word: close after it. */
+            int last = c->bye_seq && j->next_seq >= c->bye_seq;
+            conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, last);
+        }
+        if (c->eof && !c->inflight)
+            conn_close(c, NULL);
+        else if (!c->eof)
+            conn_read_start(c);
+        break;
+    case HS_WJOB_DETACH:
+        conn_unlink_free(c);
+        break;
+    case HS_WJOB_SYNC: {
+        /* Everything read is committed and acknowledged: close the rest. */
+        for (hs_conn *k = s->conns, *n; k; k = n) {
+            n = k->next;
+            conn_close(k, NULL);
+        }
+        hs_wjob *stop = hs_wjob_new(HS_WJOB_STOP, 0, NULL);
+        if (stop)
+            hs_writer_submit(s->writer, stop);
+        else
+            stop_finish(s);
+        break;
+    }
+    case HS_WJOB_STOP:
+        s->writer_gone = 1;
+        stop_finish(s);
+        break;
+    }
+    hs_wjob_free(j);
+}
+
+static void on_async(uv_async_t *a)
+{
+    server *s = a->data;
+    hs_wjob *j = hs_writer_take_done(s->writer);
+    while (j) {
+        hs_wjob *n = j->next;
+        job_done(s, j);
+        j = n;
+    }
+}
+
+/* ---- listener and signals ---------------------------------------------- */
+
+static void on_connection(uv_stream_t *listener, int status)
+{
+    server *s = listener->data;
+    if (status < 0) {
+        hs_log("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    hs_conn *c = calloc(1, sizeof *c);
+    uv_tcp_t *tcp = malloc(sizeof *tcp);
+    if (!c || !tcp) {
+        free(c);
+        free(tcp);
+        hs_log("out of memory accepting a connection");
+        return;
+    }
+    uv_tcp_init(&s->loop, tcp);
+    tcp->data = NULL;
+    if (uv_accept(listener, (uv_stream_t *)tcp)) {
+        uv_close((uv_handle_t *)tcp, on_tcp_closed);
+        free(c);
+        return;
+    }
+    uv_tcp_nodelay(tcp, 1);
+    c->srv = s;
+    c->tcp = tcp;
+    c->id = ++s->next_id;
+    tcp->data = c;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    char host[48] = "?";
+    int port = 0;
+    if (!uv_tcp_getpeername(tcp, (struct sockaddr *)&ss, &len)) {
+        if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&ss, host, sizeof host);
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&ss, host, sizeof host);
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        }
+    }
+    snprintf(c->peer, sizeof c->peer, "%s:%d", host, port);
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    conn_read_start(c);
+}
+
+static void on_closed_noop(uv_handle_t *h)
+{
+    (void)h;
+}
+
+static void stop_begin(server *s)
+{
+    if (s->stopping) return;
+    s->stopping = 1;
+    hs_log("stopping: no new connections, committing what was received");
+    uv_close((uv_handle_t *)&s->listener, on_closed_noop);
+    for (hs_conn *c = s->conns; c; c = c->next) conn_read_stop(c);
+    hs_wjob *j = hs_wjob_new(HS_WJOB_SYNC, 0, NULL);
+    if (j)
+        hs_writer_submit(s->writer, j);
+    else
+        stop_finish(s);
+}
+
+static void stop_finish(server *s)
+{
+    s->writer_gone = 1;
+    for (hs_conn *c = s->conns; c; c = c->next) {
+        c->closing = 1;
+        conn_close_now(c);
+    }
+    hs_http_free(s->http);
+    s->http = NULL;
+    uv_close((uv_handle_t *)&s->async, on_closed_noop);
+    uv_close((uv_handle_t *)&s->sigint, on_closed_noop);
+    uv_close((uv_handle_t *)&s->sigterm, on_closed_noop);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    server *s = h->data;
+    hs_log("%s received", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    stop_begin(s);
+}
+
+static int bind_listener(server *s)
+{
+    const hs_server_config *cfg = s->cfg;
+    struct sockaddr_storage addr;
+    int rc = strchr(cfg->host, ':')
+                 ? uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)&addr)
+                 : uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)&addr);
+    if (rc) {
+        hs_log("bad listen address %s: %s", cfg->host, uv_strerror(rc));
+        return HS_EINVAL;
+    }
+    uv_tcp_init(&s->loop, &s->listener);
+    s->listener.data = s;
+    rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+    if (!rc) rc = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
+    if (rc) {
+        hs_log("cannot listen on %s:%d: %s%s", cfg->host, cfg->port, uv_strerror(rc),
+               rc == UV_EADDRINUSE ? " (is another server running on that port?)" : "");
+        uv_close((uv_handle_t *)&s->listener, on_closed_noop);
+        return rc == UV_EADDRINUSE ? HS_EBUSY : HS_EIO;
+    }
+    struct sockaddr_storage bound;
+    int len = sizeof bound;
+    uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
+    int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                 : ((struct sockaddr_in *)&bound)->sin_port);
+    hs_log("listening on %s:%d (database %s)", cfg->host, port, cfg->db_path);
+    return 0;
+}
+
+int hs_server_run(const hs_server_config *cfg)
+{
+    server *s = calloc(1, sizeof *s);
+    if (!s) return HS_ENOMEM;
+    s->cfg = cfg;
+    int rc = uv_loop_init(&s->loop);
+    if (rc) {
+        free(s);
+        return HS_EIO;
+    }
+    char err[512] = "";
+    hs_store *store = NULL;
+    hs_store_config scfg = {.granularity_ns = cfg->granularity_ns};
+    if ((rc = hs_store_open(&store, cfg->db_path, &scfg, err, sizeof err))) {
+        hs_log("%s", err[0] ? err : hs_strerror(rc));
+        goto fail_loop;
+    }
+    hs_http_config hcfg = {.db_path = cfg->db_path, .token = cfg->token, .web_root = cfg->web_root};
+    if ((rc = hs_http_new(&s->http, &s->loop, &hcfg))) {
+        hs_log("cannot start the HTTP side: %s", hs_strerror(rc));
+        goto fail_store;
+    }
+    if ((rc = bind_listener(s))) goto fail_http;
+    uv_async_init(&s->loop, &s->async, on_async);
+    s->async.data = s;
+    hs_writer_config wcfg = {.grace_ns = cfg->grace_ns, .retain_events_ns = cfg->retain_events_ns};
+    if ((rc = hs_writer_start(&s->writer, store, &wcfg, &s->async))) {
+        hs_log("cannot start the writer thread");
+        uv_close((uv_handle_t *)&s->async, on_closed_noop);
+        uv_close((uv_handle_t *)&s->listener, on_closed_noop);
+        goto fail_http;
+    }
+    store = NULL; /* the writer's now */
+    uv_signal_init(&s->loop, &s->sigint);
+    uv_signal_init(&s->loop, &s->sigterm);
+    s->sigint.data = s->sigterm.data = s;
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    hs_writer_join(s->writer);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    while (s->conns) conn_unlink_free(s->conns);
+    uv_loop_close(&s->loop);
+    hs_log("stopped cleanly");
+    free(s);
+    return 0;
+fail_http:
+    hs_http_free(s->http);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+fail_store:
+    hs_store_free(store);
+fail_loop:
+    uv_loop_close(&s->loop);
+    free(s);
+    return rc;
+}

@@ -1,0 +1,534 @@
+/* hs_store: the database connection, its statements, runs and transactions.
+ * Frames are applied in store_frames.c, rollups live in store_rollup.c; the
+ * three share store_int.h. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "hs_schema.h"
+#include "store_int.h"
+
+static const char *const stmt_sql[ST_COUNT] = {
+    [ST_RUN_BY_UUID] = "SELECT id, state, next_seq, granularity_ns, keyframe_every, sample_bytes "
+                       "FROM runs WHERE uuid = ?1",
+    [ST_RUN_INSERT] = "INSERT INTO runs (uuid, parent_uuid, parent_id, program, argv, host, pid, "
+                      "ppid, start_unix_ns, sample_bytes, max_depth, rss_interval_ms, "
+                      "granularity_ns, keyframe_every, collector_version, next_seq) VALUES "
+                      "(?1, ?2, (SELECT id FROM runs WHERE uuid = ?2), ?3, ?4, ?5, ?6, ?7, ?8, "
+                      "?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    [ST_RUN_CHILDREN] = "UPDATE runs SET parent_id = ?1 WHERE parent_uuid = ?2 AND parent_id IS "
+                        "NULL",
+    [ST_LABEL] = "INSERT OR REPLACE INTO run_labels (run, key, value) VALUES (?1, ?2, ?3)",
+    [ST_RUN_UPDATE] = "UPDATE runs SET next_seq = ?2, alloc_events = ?3, free_events = ?4, "
+                      "end_ns = ?5, live_bytes = ?6, live_count = ?7, peak_bytes = ?8, "
+                      "peak_count = ?9, peak_t_ns = ?10, total_alloc_bytes = ?11, "
+                      "total_alloc_count = ?12 WHERE id = ?1",
+    [ST_RUN_STATE] = "UPDATE runs SET state = ?2, clean_exit = ?3 WHERE id = ?1",
+    [ST_RUN_BYE] = "UPDATE runs SET bye_alloc_events = ?2, bye_free_events = ?3, "
+                   "collector_peak_bytes = ?4 WHERE id = ?1",
+    [ST_RUN_DROP] = "UPDATE runs SET "
+                    "dropped_alloc_events = CASE ?2 WHEN 1 THEN ?3 ELSE dropped_alloc_events END, "
+                    "dropped_free_events = CASE ?2 WHEN 2 THEN ?3 ELSE dropped_free_events END, "
+                    "dropped_alloc_bytes = CASE ?2 WHEN 3 THEN ?3 ELSE dropped_alloc_bytes END, "
+                    "dropped_free_bytes = CASE ?2 WHEN 4 THEN ?3 ELSE dropped_free_bytes END, "
+                    "stacks_truncated = CASE ?2 WHEN 5 THEN ?3 ELSE stacks_truncated END, "
+                    "unwind_failed = CASE ?2 WHEN 6 THEN ?3 ELSE unwind_failed END, "
+                    "live_set_full = CASE ?2 WHEN 7 THEN ?3 ELSE live_set_full END WHERE id = ?1",
+    [ST_MAPPING] = "INSERT OR REPLACE INTO mappings (run, t_ns, start, end, file_offset, "
+                   "build_id, path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_FRAME_GET] = "SELECT id FROM frames WHERE key = ?1",
+    [ST_FRAME_INSERT] = "INSERT INTO frames (key, function, file, line, module, module_offset) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_RUN_PC] = "INSERT OR REPLACE INTO run_pcs (run, pc, frame) VALUES (?1, ?2, ?3)",
+    [ST_NODE_GET] = "SELECT id FROM traces WHERE parent = ?1 AND frame = ?2",
+    [ST_NODE_INSERT] = "INSERT INTO traces (parent, frame, depth) VALUES (?1, ?2, ?3)",
+    [ST_RUN_STACK] = "INSERT OR REPLACE INTO run_stacks (run, stack_id, trace) VALUES (?1, ?2, ?3)",
+    [ST_EVENTS] = "INSERT OR REPLACE INTO events (run, seq, t_first_ns, t_last_ns, n_events, "
+                  "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_SNAP] = "INSERT OR REPLACE INTO snapshots (run, kind, bucket, trace, bytes, count) "
+                "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshots WHERE run = ?1 AND kind = 2",
+    [ST_SERIES] = "INSERT OR REPLACE INTO heap_series (run, bucket, live_bytes, live_count, "
+                  "max_bytes, alloc_bytes, free_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    [ST_PROCESS] = "INSERT OR REPLACE INTO process_samples (run, t_ns, rss_bytes, vsize_bytes) "
+                   "VALUES (?1, ?2, ?3, ?4)",
+    [ST_SIZES] = "INSERT OR REPLACE INTO size_hist (run, bucket, allocs, bytes) VALUES "
+                 "(?1, ?2, ?3, ?4)",
+    [ST_LOAD_PCS] = "SELECT pc, frame FROM run_pcs WHERE run = ?1",
+    [ST_LOAD_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
+    [ST_LOAD_EVENTS] = "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq",
+    [ST_CLEAR_SNAP] = "DELETE FROM snapshots WHERE run = ?1",
+    [ST_CLEAR_SERIES] = "DELETE FROM heap_series WHERE run = ?1",
+    [ST_OPEN_RUNS] = "SELECT uuid FROM runs WHERE state = 'open'",
+    [ST_RETAIN] = "DELETE FROM events WHERE rowid IN (SELECT e.rowid FROM runs r JOIN events e "
+                  "ON e.run = r.id WHERE r.state != 'open' AND e.t_last_ns < ?1 - "
+                  "r.start_unix_ns LIMIT ?2)",
+};
+
+void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (!err || !errlen) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+int hs__store_step_done(hs_store *s, sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return 0;
+    s->db_failed = 1;
+    return HS_EDB;
+}
+
+int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, char *err,
+                  size_t errlen)
+{
+    *out = NULL;
+    hs_store *s = calloc(1, sizeof *s);
+    if (!s) return HS_ENOMEM;
+    s->granularity_ns = cfg && cfg->granularity_ns ? cfg->granularity_ns : 1000000000ull;
+    s->keyframe_every = cfg && cfg->keyframe_every ? cfg->keyframe_every : 32;
+    int rc = hs_schema_open(&s->db, path, 0, err, errlen);
+    if (rc) goto fail;
+    sqlite3_exec(s->db, "PRAGMA journal_size_limit = 67108864", NULL, NULL, NULL);
+    for (int i = 0; i < ST_COUNT; i++) {
+        if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
+                               NULL) != SQLITE_OK) {
+            hs__store_seterr(err, errlen, "cannot prepare statement %d: %s", i,
+                             sqlite3_errmsg(s->db));
+            rc = HS_EDB;
+            goto fail;
+        }
+    }
+    *out = s;
+    return 0;
+fail:
+    hs_store_free(s);
+    return rc;
+}
+
+static void run_free(hs_run *r)
+{
+    hs_map_free(&r->pcs);
+    hs_map_free(&r->stacks);
+    hs_map_free(&r->traces);
+    free(r->slots);
+    free(r->dirty);
+    free(r);
+}
+
+void hs_store_free(hs_store *s)
+{
+    if (!s) return;
+    while (s->runs) {
+        hs_run *r = s->runs;
+        s->runs = r->next;
+        run_free(r);
+    }
+    for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
+    sqlite3_close_v2(s->db);
+    free(s->scratch);
+    free(s);
+}
+
+const char *hs_store_errmsg(hs_store *s)
+{
+    return s->db ? sqlite3_errmsg(s->db) : "no database";
+}
+
+int hs_store_begin(hs_store *s)
+{
+    s->db_failed = 0;
+    if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return HS_EDB;
+    s->in_tx = 1;
+    return 0;
+}
+
+/* Marks r as changed in this transaction so that commit writes its row. */
+void hs__store_touch(hs_store *s, hs_run *r)
+{
+    if (r->touched) return;
+    r->touched = 1;
+    r->touch_next = s->touched;
+    s->touched = r;
+}
+
+static int write_run_row(hs_store *s, hs_run *r)
+{
+    sqlite3_stmt *st = s->st[ST_RUN_UPDATE];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, (int64_t)r->next_seq);
+    sqlite3_bind_int64(st, 3, (int64_t)r->alloc_events);
+    sqlite3_bind_int64(st, 4, (int64_t)r->free_events);
+    sqlite3_bind_int64(st, 5, (int64_t)r->end_ns);
+    sqlite3_bind_int64(st, 6, r->live_bytes);
+    sqlite3_bind_int64(st, 7, llround(r->live_count));
+    sqlite3_bind_int64(st, 8, r->peak_bytes);
+    sqlite3_bind_int64(st, 9, r->peak_count);
+    sqlite3_bind_int64(st, 10, (int64_t)r->peak_t);
+    sqlite3_bind_int64(st, 11, r->total_alloc_bytes);
+    sqlite3_bind_int64(st, 12, llround(r->total_alloc_count));
+    return hs__store_step_done(s, st);
+}
+
+int hs_store_commit(hs_store *s)
+{
+    int rc = 0;
+    for (hs_run *r = s->touched; r && !rc; r = r->touch_next)
+        if (!r->broken && !r->stub) rc = write_run_row(s, r);
+    if (!rc && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = HS_EDB;
+    if (rc) {
+        hs_store_rollback(s);
+        return rc;
+    }
+    while (s->touched) {
+        hs_run *r = s->touched;
+        s->touched = r->touch_next;
+        r->touched = 0;
+        r->touch_next = NULL;
+    }
+    s->in_tx = 0;
+    return 0;
+}
+
+void hs_store_rollback(hs_store *s)
+{
+    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    while (s->touched) {
+        hs_run *r = s->touched;
+        s->touched = r->touch_next;
+        r->touched = 0;
+        r->touch_next = NULL;
+        r->broken = 1;
+    }
+    s->in_tx = 0;
+}
+
+uint64_t hs_run_next_seq(const hs_run *r)
+{
+    return r->next_seq;
+}
+
+int hs_run_ended(const hs_run *r)
+{
+    return r->state != HS_RUN_OPEN;
+}
+
+int64_t hs_run_id(const hs_run *r)
+{
+    return r->id;
+}
+
+const uint8_t *hs_run_uuid(const hs_run *r)
+{
+    return r->uuid;
+}
+
+int hs_run_broken(const hs_run *r)
+{
+    return r->broken;
+}
+
+static hs_run *find_run(hs_store *s, const uint8_t uuid[16])
+{
+    for (hs_run *r = s->runs; r; r = r->next)
+        if (!memcmp(r->uuid, uuid, 16)) return r;
+    return NULL;
+}
+
+static void unlink_run(hs_store *s, hs_run *r)
+{
+    for (hs_run **pp = &s->runs; *pp; pp = &(*pp)->next)
+        if (*pp == r) {
+            *pp = r->next;
+            break;
+        }
+    if (r->touched)
+        for (hs_run **pp = &s->touched; *pp; pp = &(*pp)->touch_next)
+            if (*pp == r) {
+                *pp = r->touch_next;
+                break;
+            }
+}
+
+void hs_store_run_release(hs_store *s, hs_run *r)
+{
+    if (!r) return;
+    unlink_run(s, r);
+    run_free(r);
+}
+
+void hs_store_release_uuid(hs_store *s, const uint8_t uuid[16])
+{
+    hs_run *r = find_run(s, uuid);
+    if (r && !r->touched) hs_store_run_release(s, r);
+}
+
+/* argv as a JSON array of strings. */
+static char *argv_json(const hs_hello *h)
+{
+    sqlite3_str *js = sqlite3_str_new(NULL);
+    sqlite3_str_appendchar(js, 1, '[');
+    for (uint32_t i = 0; i < h->argc; i++) {
+        if (i) sqlite3_str_appendchar(js, 1, ',');
+        sqlite3_str_appendchar(js, 1, '"');
+        const unsigned char *p = (const unsigned char *)h->argv[i].ptr;
+        for (size_t k = 0; k < h->argv[i].len; k++) {
+            unsigned char c = p[k];
+            if (c == '"' || c == '\\')
+                sqlite3_str_appendf(js, "\\%c", c);
+            else if (c < 0x20)
+                sqlite3_str_appendf(js, "\\u%04x", c);
+            else
+                sqlite3_str_appendchar(js, 1, (char)c);
+        }
+        sqlite3_str_appendchar(js, 1, '"');
+    }
+    sqlite3_str_appendchar(js, 1, ']');
+    return sqlite3_str_finish(js);
+}
+
+static int is_zero16(const uint8_t *p)
+{
+    for (int i = 0; i < 16; i++)
+        if (p[i]) return 0;
+    return 1;
+}
+
+static int insert_run(hs_store *s, const hs_hello *h, int64_t *id)
+{
+    sqlite3_stmt *st = s->st[ST_RUN_INSERT];
+    char *argv = argv_json(h);
+    if (!argv) return HS_ENOMEM;
+    sqlite3_bind_blob(st, 1, h->run_id, 16, SQLITE_STATIC);
+    if (!is_zero16(h->parent_run_id)) sqlite3_bind_blob(st, 2, h->parent_run_id, 16, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, h->program.ptr ? h->program.ptr : "", (int)h->program.len,
+                      SQLITE_STATIC);
+    sqlite3_bind_text(st, 4, argv, -1, sqlite3_free);
+    sqlite3_bind_text(st, 5, h->hostname.ptr ? h->hostname.ptr : "", (int)h->hostname.len,
+                      SQLITE_STATIC);
+    sqlite3_bind_int64(st, 6, (int64_t)h->pid);
+    sqlite3_bind_int64(st, 7, (int64_t)h->ppid);
+    sqlite3_bind_int64(st, 8, (int64_t)h->start_unix_ns);
+    sqlite3_bind_int64(st, 9, (int64_t)h->sample_bytes);
+    sqlite3_bind_int64(st, 10, (int64_t)h->max_depth);
+    sqlite3_bind_int64(st, 11, (int64_t)h->rss_interval_ms);
+    sqlite3_bind_int64(st, 12, (int64_t)s->granularity_ns);
+    sqlite3_bind_int64(st, 13, s->keyframe_every);
+    sqlite3_bind_text(st, 14, h->collector_version.ptr ? h->collector_version.ptr : "",
+                      (int)h->collector_version.len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 15, (int64_t)h->first_seq);
+    int rc = hs__store_step_done(s, st);
+    if (rc) return rc;
+    *id = sqlite3_last_insert_rowid(s->db);
+    st = s->st[ST_RUN_CHILDREN];
+    sqlite3_bind_int64(st, 1, *id);
+    sqlite3_bind_blob(st, 2, h->run_id, 16, SQLITE_STATIC);
+    if ((rc = hs__store_step_done(s, st))) return rc;
+    for (uint32_t i = 0; i < h->nlabels; i++) {
+        st = s->st[ST_LABEL];
+        sqlite3_bind_int64(st, 1, *id);
+        sqlite3_bind_text(st, 2, h->labels[i].key.ptr ? h->labels[i].key.ptr : "",
+                          (int)h->labels[i].key.len, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, h->labels[i].value.ptr ? h->labels[i].value.ptr : "",
+                          (int)h->labels[i].value.len, SQLITE_STATIC);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+    }
+    return 0;
+}
+
+static hs_run *run_new(hs_store *s, const uint8_t uuid[16])
+{
+    hs_run *r = calloc(1, sizeof *r);
+    if (!r) return NULL;
+    memcpy(r->uuid, uuid, 16);
+    r->bucket = -1;
+    r->peak_ver = 1;
+    r->next = s->runs;
+    s->runs = r;
+    return r;
+}
+
+/* Loads the run tables of r from the database and, for an open run, rebuilds
+ * its rollups by replaying its stored events. */
+static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
+{
+    sqlite3_stmt *st = s->st[ST_LOAD_PCS];
+    int rc = 0, step;
+    sqlite3_bind_int64(st, 1, r->id);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW && !rc)
+        rc = hs_map_put(&r->pcs, (uint64_t)sqlite3_column_int64(st, 0),
+                        (uint64_t)sqlite3_column_int64(st, 1));
+    sqlite3_reset(st);
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    if (rc) goto out;
+    st = s->st[ST_LOAD_STACKS];
+    sqlite3_bind_int64(st, 1, r->id);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW && !rc)
+        rc = hs__store_bind_stack(r, (uint64_t)sqlite3_column_int64(st, 0),
+                                  sqlite3_column_int64(st, 1));
+    sqlite3_reset(st);
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    if (!rc && r->state == HS_RUN_ENDED) r->stub = 1;
+    if (rc || r->state == HS_RUN_ENDED) goto out;
+    /* The rollups of the bucket in progress were only in memory: rebuild all
+     * of them from the events, which are the truth. */
+    st = s->st[ST_CLEAR_SNAP];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) goto out;
+    st = s->st[ST_CLEAR_SERIES];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) goto out;
+    /* A statement of its own: replay writes with the shared ones. */
+    sqlite3_stmt *ev;
+    if (sqlite3_prepare_v2(s->db, "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq", -1,
+                           &ev, NULL) != SQLITE_OK) {
+        rc = HS_EDB;
+        goto out;
+    }
+    sqlite3_bind_int64(ev, 1, r->id);
+    while (!rc && (step = sqlite3_step(ev)) == SQLITE_ROW) {
+        const uint8_t *p = sqlite3_column_blob(ev, 1);
+        size_t n = (size_t)sqlite3_column_bytes(ev, 1);
+        rc = hs__store_events(s, r, p ? p : (const uint8_t *)"", n, -1, err, errlen);
+    }
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_finalize(ev);
+out:
+    if (rc == HS_EDB)
+        hs__store_seterr(err, errlen, "cannot load run %" PRId64 ": %s", r->id,
+                         sqlite3_errmsg(s->db));
+    return rc;
+}
+
+/* Looks uuid up in the database; 0 and *found = 0 when it is not there. */
+static int lookup_run(hs_store *s, hs_run *r, int *found)
+{
+    sqlite3_stmt *st = s->st[ST_RUN_BY_UUID];
+    sqlite3_bind_blob(st, 1, r->uuid, 16, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    *found = step == SQLITE_ROW;
+    if (*found) {
+        r->id = sqlite3_column_int64(st, 0);
+        const char *state = (const char *)sqlite3_column_text(st, 1);
+        r->state = !state || !strcmp(state, "open") ? HS_RUN_OPEN
+                   : !strcmp(state, "ended")        ? HS_RUN_ENDED
+                                                    : HS_RUN_LOST;
+        r->next_seq = (uint64_t)sqlite3_column_int64(st, 2);
+        r->g = (uint64_t)sqlite3_column_int64(st, 3);
+        r->k = (uint32_t)sqlite3_column_int64(st, 4);
+        r->sample_bytes = (uint64_t)sqlite3_column_int64(st, 5);
+        if (!r->g) r->g = s->granularity_ns;
+        if (!r->k) r->k = s->keyframe_every;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return step == SQLITE_ROW || step == SQLITE_DONE ? 0 : HS_EDB;
+}
+
+int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *h, char *err, size_t errlen)
+{
+    *out = NULL;
+    hs_run *r = find_run(s, h->run_id);
+    if (r && !(h->flags & HS_HELLO_RESUMED)) {
+        hs__store_seterr(err, errlen, "run id already in use (HELLO without the resumed flag)");
+        return HS_EEXIST;
+    }
+    if (r && r->broken) {
+        hs_store_run_release(s, r);
+        r = NULL;
+    }
+    int rc = 0;
+    if (!r) {
+        if (!(r = run_new(s, h->run_id))) return HS_ENOMEM;
+        int found;
+        if ((rc = lookup_run(s, r, &found))) goto fail;
+        if (found && !(h->flags & HS_HELLO_RESUMED)) {
+            hs__store_seterr(err, errlen, "run id already in use (HELLO without the resumed flag)");
+            rc = HS_EEXIST;
+            goto fail;
+        }
+        if (found) {
+            if ((rc = load_run(s, r, err, errlen))) goto fail;
+        } else {
+            r->g = s->granularity_ns;
+            r->k = s->keyframe_every;
+            r->sample_bytes = h->sample_bytes;
+            r->next_seq = h->first_seq;
+            if ((rc = insert_run(s, h, &r->id))) goto fail;
+        }
+    }
+    if (r->state == HS_RUN_LOST) {
+        /* A late resumption: the run goes on. */
+        sqlite3_stmt *st = s->st[ST_RUN_STATE];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_text(st, 2, "open", -1, SQLITE_STATIC);
+        sqlite3_bind_null(st, 3);
+        if ((rc = hs__store_step_done(s, st))) goto fail;
+        r->state = HS_RUN_OPEN;
+    }
+    /* A resumed collector starts at its oldest unacknowledged frame; a gap
+     * (frames the server never had) cannot be filled, so the run goes on
+     * from there. */
+    if (h->first_seq > r->next_seq && r->state == HS_RUN_OPEN) r->next_seq = h->first_seq;
+    if (r->state == HS_RUN_OPEN) hs__store_touch(s, r);
+    *out = r;
+    return 0;
+fail:
+    if (rc == HS_EDB && err && !err[0])
+        hs__store_seterr(err, errlen, "database: %s", sqlite3_errmsg(s->db));
+    if (rc == HS_EDB) s->db_failed = 1;
+    hs_store_run_release(s, r);
+    return rc;
+}
+
+int hs_store_open_runs(hs_store *s, void (*fn)(const uint8_t uuid[16], void *data), void *data)
+{
+    sqlite3_stmt *st = s->st[ST_OPEN_RUNS];
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        const void *u = sqlite3_column_blob(st, 0);
+        if (u && sqlite3_column_bytes(st, 0) == 16) fn(u, data);
+    }
+    sqlite3_reset(st);
+    return step == SQLITE_DONE ? 0 : HS_EDB;
+}
+
+int hs_store_lose_uuid(hs_store *s, const uint8_t uuid[16])
+{
+    hs_run *r = find_run(s, uuid);
+    int rc = 0;
+    if (r && !r->broken) {
+        if (r->state == HS_RUN_OPEN) rc = hs_store_run_lose(s, r);
+        return rc;
+    }
+    if (r) hs_store_run_release(s, r);
+    if (!(r = run_new(s, uuid))) return HS_ENOMEM;
+    int found;
+    if ((rc = lookup_run(s, r, &found)) == 0 && found && r->state == HS_RUN_OPEN) {
+        hs__store_touch(s, r);
+        if ((rc = load_run(s, r, NULL, 0)) == 0) rc = hs_store_run_lose(s, r);
+    }
+    if (rc) s->db_failed = 1;
+    /* Its rows are written now; commit writes the runs row first, so the
+     * memory can only go after it: the caller releases it by uuid later. */
+    return rc;
+}
+
+int hs_store_retain(hs_store *s, uint64_t cutoff_unix_ns, int max_rows, int *deleted)
+{
+    sqlite3_stmt *st = s->st[ST_RETAIN];
+    sqlite3_bind_int64(st, 1, (int64_t)cutoff_unix_ns);
+    sqlite3_bind_int(st, 2, max_rows);
+    int rc = hs__store_step_done(s, st);
+    *deleted = rc ? 0 : sqlite3_changes(s->db);
+    return rc;
+}

@@ -1,0 +1,487 @@
+/* store_frames: one function per frame type, turning a decoded frame into
+ * rows and rollup changes. Every entry is checked against the protocol's
+ * rules before it is used; see hs_store_run_frame() for what an error
+ * leaves behind. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "store_int.h"
+
+static int grow_slots(hs_run *r)
+{
+    uint32_t cap = r->cap ? r->cap * 2 : 64;
+    hs_slot *ns = realloc(r->slots, cap * sizeof *ns);
+    if (!ns) return HS_ENOMEM;
+    r->slots = ns;
+    r->cap = cap;
+    return 0;
+}
+
+int hs__store_bind_stack(hs_run *r, uint64_t stack_id, int64_t trace)
+{
+    uint64_t idx;
+    if (!hs_map_get(&r->traces, (uint64_t)trace, &idx)) {
+        if (r->nslots >= HS_RUN_MAX_STACKS) return HS_ETOOBIG;
+        if (r->nslots == r->cap && grow_slots(r)) return HS_ENOMEM;
+        idx = r->nslots;
+        hs_slot *sl = &r->slots[idx];
+        memset(sl, 0, sizeof *sl);
+        sl->trace = trace;
+        if (hs_map_put(&r->traces, (uint64_t)trace, idx)) return HS_ENOMEM;
+        r->nslots++;
+    }
+    return hs_map_put(&r->stacks, stack_id, idx);
+}
+
+static void bind_str(sqlite3_stmt *st, int i, hs_str s)
+{
+    sqlite3_bind_text(st, i, s.ptr ? s.ptr : "", (int)s.len, SQLITE_STATIC);
+}
+
+/* ---- MAPPINGS ---------------------------------------------------------- */
+
+static int frame_mappings(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
+                          size_t errlen)
+{
+    hs_batch_it it;
+    hs_mapping m;
+    int rc = hs_mappings_begin(&it, p, len), more;
+    if (rc) goto bad;
+    while ((more = hs_mappings_next(&it, &m)) == 1) {
+        sqlite3_stmt *st = s->st[ST_MAPPING];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, (int64_t)it.t);
+        sqlite3_bind_int64(st, 3, (int64_t)m.start);
+        sqlite3_bind_int64(st, 4, (int64_t)m.end);
+        sqlite3_bind_int64(st, 5, (int64_t)m.file_offset);
+        if (m.build_id_len)
+            sqlite3_bind_blob(st, 6, m.build_id, (int)m.build_id_len, SQLITE_STATIC);
+        bind_str(st, 7, m.path);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+    }
+    if (more == 0) return 0;
+    rc = more;
+bad:
+    hs__store_seterr(err, errlen, "malformed MAPPINGS frame: %s", hs_strerror(rc));
+    return rc;
+}
+
+/* ---- SYMBOLS ----------------------------------------------------------- */
+
+/* The frame id of a symbolized location, interned by its content. */
+static int intern_frame(hs_store *s, const hs_symbol *sym, int64_t *out)
+{
+    int n;
+    if (sym->function.len)
+        n = snprintf(s->key, sizeof s->key, "%.*s\x1f%.*s\x1f%" PRIu64, (int)sym->function.len,
+                     sym->function.ptr, (int)sym->file.len, sym->file.ptr ? sym->file.ptr : "",
+                     sym->line);
+    else
+        n = snprintf(s->key, sizeof s->key, "\x1f%.*s\x1f%" PRIu64, (int)sym->module.len,
+                     sym->module.ptr ? sym->module.ptr : "", sym->module_offset);
+    if (n < 0 || (size_t)n >= sizeof s->key) return HS_ETOOBIG;
+    sqlite3_stmt *st = s->st[ST_FRAME_GET];
+    sqlite3_bind_text(st, 1, s->key, n, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) *out = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (step == SQLITE_ROW) return 0;
+    if (step != SQLITE_DONE) {
+        s->db_failed = 1;
+        return HS_EDB;
+    }
+    st = s->st[ST_FRAME_INSERT];
+    sqlite3_bind_text(st, 1, s->key, n, SQLITE_STATIC);
+    bind_str(st, 2, sym->function);
+    bind_str(st, 3, sym->file);
+    sqlite3_bind_int64(st, 4, (int64_t)sym->line);
+    bind_str(st, 5, sym->module);
+    sqlite3_bind_int64(st, 6, (int64_t)sym->module_offset);
+    int rc = hs__store_step_done(s, st);
+    if (!rc) *out = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+static int frame_symbols(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
+                         size_t errlen)
+{
+    hs_batch_it it;
+    hs_symbol sym;
+    int rc = hs_symbols_begin(&it, p, len), more;
+    if (rc) goto bad;
+    while ((more = hs_symbols_next(&it, &sym)) == 1) {
+        int64_t frame;
+        if (r->pcs.count >= HS_RUN_MAX_PCS) {
+            hs__store_seterr(err, errlen, "more than %u pcs defined", HS_RUN_MAX_PCS);
+            return HS_ETOOBIG;
+        }
+        if ((rc = intern_frame(s, &sym, &frame))) return rc;
+        if ((rc = hs_map_put(&r->pcs, sym.pc, (uint64_t)frame))) return rc;
+        sqlite3_stmt *st = s->st[ST_RUN_PC];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, (int64_t)sym.pc);
+        sqlite3_bind_int64(st, 3, frame);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+    }
+    if (more == 0) return 0;
+    rc = more;
+bad:
+    hs__store_seterr(err, errlen, "malformed SYMBOLS frame: %s", hs_strerror(rc));
+    return rc;
+}
+
+/* ---- STACKS ------------------------------------------------------------ */
+
+static int intern_node(hs_store *s, int64_t parent, int64_t frame, uint32_t depth, int64_t *out)
+{
+    sqlite3_stmt *st = s->st[ST_NODE_GET];
+    sqlite3_bind_int64(st, 1, parent);
+    sqlite3_bind_int64(st, 2, frame);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) *out = sqlite3_column_int64(st, 0);
+    sqlite3_reset(st);
+    if (step == SQLITE_ROW) return 0;
+    if (step != SQLITE_DONE) {
+        s->db_failed = 1;
+        return HS_EDB;
+    }
+    st = s->st[ST_NODE_INSERT];
+    sqlite3_bind_int64(st, 1, parent);
+    sqlite3_bind_int64(st, 2, frame);
+    sqlite3_bind_int64(st, 3, depth);
+    int rc = hs__store_step_done(s, st);
+    if (!rc) *out = sqlite3_last_insert_rowid(s->db);
+    return rc;
+}
+
+static int frame_stacks(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
+                        size_t errlen)
+{
+    hs_batch_it it;
+    /* hs_stack holds 1024 pcs: keep it off the stack of the writer thread. */
+    hs_stack *stk = malloc(sizeof *stk);
+    if (!stk) return HS_ENOMEM;
+    int rc = hs_stacks_begin(&it, p, len), more = 0;
+    if (rc) goto bad;
+    while ((more = hs_stacks_next(&it, stk)) == 1) {
+        int64_t frames[HS_STACK_MAX_DEPTH];
+        for (uint32_t i = 0; i < stk->depth; i++) {
+            uint64_t f;
+            if (!hs_map_get(&r->pcs, stk->pcs[i], &f)) {
+                hs__store_seterr(err, errlen,
+                                 "stack %" PRIu64 " uses pc 0x%" PRIx64 " never defined by SYMBOLS",
+                                 stk->id, stk->pcs[i]);
+                rc = HS_EPROTO;
+                goto out;
+            }
+            frames[i] = (int64_t)f;
+        }
+        /* Root first: the outermost frame is the last pc. */
+        int64_t node = 0;
+        for (uint32_t d = 0; d < stk->depth; d++)
+            if ((rc = intern_node(s, node, frames[stk->depth - 1 - d], d + 1, &node))) goto out;
+        if ((rc = hs__store_bind_stack(r, stk->id, node))) {
+            if (rc == HS_ETOOBIG)
+                hs__store_seterr(err, errlen, "more than %u distinct stacks", HS_RUN_MAX_STACKS);
+            goto out;
+        }
+        sqlite3_stmt *st = s->st[ST_RUN_STACK];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, (int64_t)stk->id);
+        sqlite3_bind_int64(st, 3, node);
+        if ((rc = hs__store_step_done(s, st))) goto out;
+    }
+    if (more == 0) goto out;
+    rc = more;
+bad:
+    hs__store_seterr(err, errlen, "malformed STACKS frame: %s", hs_strerror(rc));
+out:
+    free(stk);
+    return rc;
+}
+
+/* ---- EVENTS ------------------------------------------------------------ */
+
+static void apply_event(hs_run *r, uint32_t idx, const hs_event *e)
+{
+    hs_slot *sl = &r->slots[idx];
+    if (sl->pk_ver != r->peak_ver) {
+        sl->pk_bytes = sl->bytes;
+        sl->pk_count = sl->count;
+        sl->pk_ver = r->peak_ver;
+    }
+    if (!sl->dirty) {
+        sl->dirty = 1;
+        r->dirty[r->ndirty++] = idx;
+    }
+    int64_t w = (int64_t)e->weight;
+    double c = e->size ? (double)e->weight / (double)e->size : 1.0;
+    if (e->is_free) {
+        sl->bytes -= w;
+        sl->count -= c;
+        r->live_bytes -= w;
+        r->live_count -= c;
+        r->bucket_free += w;
+        r->free_events++;
+    } else {
+        sl->bytes += w;
+        sl->count += c;
+        r->live_bytes += w;
+        r->live_count += c;
+        r->bucket_alloc += w;
+        r->total_alloc_bytes += w;
+        r->total_alloc_count += c;
+        r->alloc_events++;
+        if (r->live_bytes > r->bucket_max) r->bucket_max = r->live_bytes;
+        if (r->live_bytes > r->peak_bytes) {
+            r->peak_bytes = r->live_bytes;
+            r->peak_count = llround(r->live_count);
+            r->peak_t = e->t_ns;
+            r->peak_bucket = r->bucket;
+            r->peak_ver++;
+            r->peak_dirty = 1;
+        }
+    }
+    if (e->t_ns > r->end_ns) r->end_ns = e->t_ns;
+}
+
+int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64_t seq, char *err,
+                     size_t errlen)
+{
+    hs_batch_it it;
+    hs_event e;
+    int rc = hs_events_begin(&it, p, len), more;
+    if (rc) goto bad;
+    /* Pass 1: validate every entry and resolve its slot. An entry takes at
+     * least 4 bytes, so len / 4 bounds the scratch space. */
+    size_t need = len / 4 + 1;
+    if (need > s->scratch_cap) {
+        uint32_t *ns = realloc(s->scratch, need * sizeof *ns);
+        if (!ns) return HS_ENOMEM;
+        s->scratch = ns;
+        s->scratch_cap = need;
+    }
+    uint32_t n = 0;
+    uint64_t t_first = it.t, t_last = it.t;
+    while ((more = hs_events_next(&it, &e)) == 1) {
+        uint64_t idx;
+        if (!hs_map_get(&r->stacks, e.stack_id, &idx)) {
+            hs__store_seterr(err, errlen,
+                             "EVENTS entry %u uses stack id %" PRIu64 " never defined by STACKS", n,
+                             e.stack_id);
+            return HS_EPROTO;
+        }
+        if (e.weight > INT64_MAX / 4) {
+            hs__store_seterr(err, errlen, "EVENTS entry %u has an absurd weight", n);
+            return HS_ERANGE;
+        }
+        if (n == 0) t_first = e.t_ns;
+        t_last = e.t_ns;
+        s->scratch[n++] = (uint32_t)idx;
+    }
+    if (more < 0) {
+        rc = more;
+        goto bad;
+    }
+    if (r->dirty_cap < r->nslots) { /* a slot is listed once per bucket */
+        uint32_t cap = r->nslots + 64;
+        uint32_t *nd = realloc(r->dirty, cap * sizeof *nd);
+        if (!nd) return HS_ENOMEM;
+        r->dirty = nd;
+        r->dirty_cap = cap;
+    }
+    /* Pass 2: apply. */
+    hs_events_begin(&it, p, len);
+    for (uint32_t i = 0; i < n; i++) {
+        hs_events_next(&it, &e);
+        int64_t b = (int64_t)(e.t_ns / r->g);
+        /* Batches from different threads may overlap in time: an event older
+         * than the current bucket counts in the current bucket. */
+        if (b > r->bucket && (rc = hs__rollup_advance(s, r, b))) return rc;
+        apply_event(r, s->scratch[i], &e);
+    }
+    if (seq >= 0 && n > 0) {
+        sqlite3_stmt *st = s->st[ST_EVENTS];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, seq);
+        sqlite3_bind_int64(st, 3, (int64_t)t_first);
+        sqlite3_bind_int64(st, 4, (int64_t)t_last);
+        sqlite3_bind_int64(st, 5, n);
+        sqlite3_bind_blob(st, 6, p, (int)len, SQLITE_STATIC);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+    }
+    return 0;
+bad:
+    hs__store_seterr(err, errlen, "malformed EVENTS frame: %s", hs_strerror(rc));
+    return rc;
+}
+
+/* ---- PROCESS, SIZES, DROPS --------------------------------------------- */
+
+static int frame_process(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
+                         size_t errlen)
+{
+    hs_batch_it it;
+    hs_process_sample ps;
+    int rc = hs_process_begin(&it, p, len), more;
+    if (rc) goto bad;
+    while ((more = hs_process_next(&it, &ps)) == 1) {
+        sqlite3_stmt *st = s->st[ST_PROCESS];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, (int64_t)ps.t_ns);
+        sqlite3_bind_int64(st, 3, (int64_t)ps.rss_bytes);
+        sqlite3_bind_int64(st, 4, (int64_t)ps.vsize_bytes);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+    }
+    if (more == 0) return 0;
+    rc = more;
+bad:
+    hs__store_seterr(err, errlen, "malformed PROCESS frame: %s", hs_strerror(rc));
+    return rc;
+}
+
+static int frame_sizes(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
+                       size_t errlen)
+{
+    hs_batch_it it;
+    hs_size_bucket b;
+    int rc = hs_sizes_begin(&it, p, len), more;
+    if (rc) goto bad;
+    while ((more = hs_sizes_next(&it, &b)) == 1) {
+        sqlite3_stmt *st = s->st[ST_SIZES];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, b.bucket);
+        sqlite3_bind_int64(st, 3, (int64_t)b.allocs);
+        sqlite3_bind_int64(st, 4, (int64_t)b.bytes);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+    }
+    if (more == 0) return 0;
+    rc = more;
+bad:
+    hs__store_seterr(err, errlen, "malformed SIZES frame: %s", hs_strerror(rc));
+    return rc;
+}
+
+static int frame_drops(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
+                       size_t errlen)
+{
+    hs_batch_it it;
+    hs_drop d;
+    int rc = hs_drops_begin(&it, p, len), more;
+    if (rc) goto bad;
+    while ((more = hs_drops_next(&it, &d)) == 1) {
+        if (d.kind < 1 || d.kind > HS_DROP_KIND_MAX) continue; /* no column for it yet */
+        sqlite3_stmt *st = s->st[ST_RUN_DROP];
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, d.kind);
+        sqlite3_bind_int64(st, 3, (int64_t)d.value);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+    }
+    if (more == 0) return 0;
+    rc = more;
+bad:
+    hs__store_seterr(err, errlen, "malformed DROPS frame: %s", hs_strerror(rc));
+    return rc;
+}
+
+/* ---- BYE and the end of a run ------------------------------------------ */
+
+static int end_run(hs_store *s, hs_run *r, int state, int clean)
+{
+    int rc = hs__rollup_finish(s, r);
+    if (rc) return rc;
+    sqlite3_stmt *st = s->st[ST_RUN_STATE];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_text(st, 2, state == HS_RUN_ENDED ? "ended" : "lost", -1, SQLITE_STATIC);
+    sqlite3_bind_int(st, 3, clean);
+    if ((rc = hs__store_step_done(s, st))) return rc;
+    r->state = state;
+    hs__store_touch(s, r);
+    return 0;
+}
+
+static int frame_bye(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err, size_t errlen)
+{
+    hs_bye b;
+    int rc = hs_bye_decode(&b, p, len);
+    if (rc) {
+        hs__store_seterr(err, errlen, "malformed BYE frame: %s", hs_strerror(rc));
+        return rc;
+    }
+    sqlite3_stmt *st = s->st[ST_RUN_BYE];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, (int64_t)b.alloc_events);
+    sqlite3_bind_int64(st, 3, (int64_t)b.free_events);
+    sqlite3_bind_int64(st, 4, (int64_t)b.collector_peak_bytes);
+    if ((rc = hs__store_step_done(s, st))) return rc;
+    if (b.t_end_ns > r->end_ns) r->end_ns = b.t_end_ns;
+    return end_run(s, r, HS_RUN_ENDED, (b.flags & HS_BYE_CLEAN) ? 1 : 0);
+}
+
+int hs_store_run_lose(hs_store *s, hs_run *r)
+{
+    if (r->state != HS_RUN_OPEN) return 0;
+    int rc = end_run(s, r, HS_RUN_LOST, 0);
+    if (rc) s->db_failed = 1;
+    return rc;
+}
+
+int hs_store_run_frame(hs_store *s, hs_run *r, uint64_t seq, int type, const uint8_t *p, size_t len,
+                       char *err, size_t errlen)
+{
+    if (r->broken) {
+        hs__store_seterr(err, errlen, "the run's state was lost with a failed transaction");
+        return HS_EDB;
+    }
+    if (seq < r->next_seq) return 0; /* stored before: a resend */
+    if (r->state != HS_RUN_OPEN) {
+        hs__store_seterr(err, errlen, "%s frame after the run ended",
+                         hs_frame_name(type) ? hs_frame_name(type) : "unknown");
+        return HS_EPROTO;
+    }
+    int rc;
+    switch (type) {
+    case HS_FRAME_MAPPINGS:
+        rc = frame_mappings(s, r, p, len, err, errlen);
+        break;
+    case HS_FRAME_SYMBOLS:
+        rc = frame_symbols(s, r, p, len, err, errlen);
+        break;
+    case HS_FRAME_STACKS:
+        rc = frame_stacks(s, r, p, len, err, errlen);
+        break;
+    case HS_FRAME_EVENTS:
+        rc = hs__store_events(s, r, p, len, (int64_t)seq, err, errlen);
+        break;
+    case HS_FRAME_PROCESS:
+        rc = frame_process(s, r, p, len, err, errlen);
+        break;
+    case HS_FRAME_SIZES:
+        rc = frame_sizes(s, r, p, len, err, errlen);
+        break;
+    case HS_FRAME_DROPS:
+        rc = frame_drops(s, r, p, len, err, errlen);
+        break;
+    case HS_FRAME_BYE:
+        rc = frame_bye(s, r, p, len, err, errlen);
+        break;
+    case HS_FRAME_HELLO:
+        hs__store_seterr(err, errlen, "HELLO in the middle of a stream");
+        return HS_EPROTO;
+    default:
+        hs__store_seterr(err, errlen, "unknown frame type 0x%02x", type);
+        return HS_EPROTO;
+    }
+    if (s->db_failed) {
+        if (err && !err[0]) hs__store_seterr(err, errlen, "database: %s", sqlite3_errmsg(s->db));
+        return HS_EDB;
+    }
+    if (rc) return rc;
+    r->next_seq = seq + 1;
+    hs__store_touch(s, r);
+    return 0;
+}

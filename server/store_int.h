@@ -1,0 +1,136 @@
+/* store_int: what store.c, store_frames.c and store_rollup.c share: the
+ * prepared statements, the in-memory run and its rollup slots.
+ *
+ * A slot is one trace of one run: its live estimated bytes and count, the
+ * same at the start of the current bucket (so the bucket's delta is the
+ * difference) and at the run's peak. The peak copy is kept lazily: the run
+ * has a peak version that grows each time a new peak is reached; a slot
+ * whose pk_ver is not the run's current one has not changed since that peak,
+ * so its live values are its values at the peak. Before a slot changes, it
+ * saves its values as the peak copy when its pk_ver is stale. That makes the
+ * live state at the exact instant of the peak cost O(1) per event.
+ */
+#ifndef HS_STORE_INT_H
+#define HS_STORE_INT_H
+
+#include "hs_map.h"
+#include "hs_store.h"
+
+enum {
+    ST_RUN_BY_UUID,
+    ST_RUN_INSERT,
+    ST_RUN_CHILDREN,
+    ST_LABEL,
+    ST_RUN_UPDATE,
+    ST_RUN_STATE,
+    ST_RUN_BYE,
+    ST_RUN_DROP,
+    ST_MAPPING,
+    ST_FRAME_GET,
+    ST_FRAME_INSERT,
+    ST_RUN_PC,
+    ST_NODE_GET,
+    ST_NODE_INSERT,
+    ST_RUN_STACK,
+    ST_EVENTS,
+    ST_SNAP,
+    ST_SNAP_DEL_PEAK,
+    ST_SERIES,
+    ST_PROCESS,
+    ST_SIZES,
+    ST_LOAD_PCS,
+    ST_LOAD_STACKS,
+    ST_LOAD_EVENTS,
+    ST_CLEAR_SNAP,
+    ST_CLEAR_SERIES,
+    ST_OPEN_RUNS,
+    ST_RETAIN,
+    ST_COUNT
+};
+
+enum { HS_RUN_OPEN, HS_RUN_ENDED, HS_RUN_LOST };
+
+/* Hard caps on what one run may define (memory per run is bounded). */
+#define HS_RUN_MAX_PCS    (4u << 20)
+#define HS_RUN_MAX_STACKS (1u << 20)
+
+typedef struct hs_slot {
+    int64_t trace;
+    int64_t bytes;    /* live estimated bytes */
+    double count;     /* live estimated blocks */
+    int64_t b0_bytes; /* bytes at the start of the current bucket */
+    int64_t b0_count; /* rounded count written as of the start of the bucket */
+    int64_t pk_bytes; /* values at the peak, when pk_ver is the run's peak_ver */
+    double pk_count;
+    uint64_t pk_ver;
+    int dirty; /* changed during the current bucket */
+} hs_slot;
+
+struct hs_run {
+    hs_run *next;       /* hs_store.runs */
+    hs_run *touch_next; /* hs_store.touched */
+    int touched, broken;
+    int state; /* HS_RUN_* */
+    int stub;  /* loaded as ended: no counters in memory, its row is never rewritten */
+    int64_t id;
+    uint8_t uuid[16];
+    uint64_t next_seq;
+    uint64_t g; /* bucket width, ns */
+    uint32_t k; /* keyframe every k buckets */
+    uint64_t sample_bytes;
+
+    hs_map pcs;    /* collector pc -> frames.id */
+    hs_map stacks; /* collector stack id -> slot index */
+    hs_map traces; /* traces.id -> slot index */
+    hs_slot *slots;
+    uint32_t nslots, cap;
+    uint32_t *dirty; /* slots changed in the current bucket */
+    uint32_t ndirty, dirty_cap;
+
+    int64_t bucket; /* current bucket, -1 before the first event */
+    int64_t live_bytes;
+    double live_count;
+    int64_t bucket_max, bucket_alloc, bucket_free;
+    int64_t peak_bytes, peak_count;
+    uint64_t peak_t;
+    int64_t peak_bucket;
+    uint64_t peak_ver;
+    int peak_dirty; /* the peak moved since its rows were written */
+    uint64_t alloc_events, free_events;
+    int64_t total_alloc_bytes;
+    double total_alloc_count;
+    uint64_t end_ns; /* time of the last event seen */
+};
+
+struct hs_store {
+    sqlite3 *db;
+    sqlite3_stmt *st[ST_COUNT];
+    uint64_t granularity_ns;
+    uint32_t keyframe_every;
+    hs_run *runs;
+    hs_run *touched;
+    int in_tx;
+    int db_failed;
+    uint32_t *scratch; /* slot of each entry of the EVENTS frame being applied */
+    size_t scratch_cap;
+    char key[HS_FUNC_MAX + HS_STR_MAX + 64];
+};
+
+void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Steps a statement that returns no rows we need, resets it. */
+int hs__store_step_done(hs_store *s, sqlite3_stmt *st);
+void hs__store_touch(hs_store *s, hs_run *r);
+/* Maps a collector stack id to a trace, making the trace's slot if new. */
+int hs__store_bind_stack(hs_run *r, uint64_t stack_id, int64_t trace);
+/* Applies an EVENTS payload to the rollups; with seq >= 0 it is also stored
+ * as events row seq. Two passes: nothing changes unless all entries are
+ * valid. */
+int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64_t seq, char *err,
+                     size_t errlen);
+/* Writes the rows of the current bucket and moves to bucket nb. */
+int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb);
+/* Writes the final rows of a run: its last bucket, a keyframe, the peak. */
+int hs__rollup_finish(hs_store *s, hs_run *r);
+
+#endif

@@ -1,0 +1,103 @@
+/* store_rollup: the snapshot and heap_series rows of a run, written as its
+ * events leave each time bucket (schema/001_init.sql, snapshots).
+ *
+ * Counts are estimated (sums of weight/size, doubles); a row holds the
+ * rounded running total's change, so that summing deltas from a keyframe
+ * gives exactly the rounded total the next keyframe holds. */
+#include <math.h>
+
+#include "store_int.h"
+
+static int snap_row(hs_store *s, hs_run *r, int kind, int64_t bucket, int64_t trace, int64_t bytes,
+                    int64_t count)
+{
+    sqlite3_stmt *st = s->st[ST_SNAP];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int(st, 2, kind);
+    sqlite3_bind_int64(st, 3, bucket);
+    sqlite3_bind_int64(st, 4, trace);
+    sqlite3_bind_int64(st, 5, bytes);
+    sqlite3_bind_int64(st, 6, count);
+    return hs__store_step_done(s, st);
+}
+
+static int write_keyframe(hs_store *s, hs_run *r, int64_t bucket)
+{
+    for (uint32_t i = 0; i < r->nslots; i++) {
+        const hs_slot *sl = &r->slots[i];
+        int64_t c = llround(sl->count);
+        if (!sl->bytes && !c) continue;
+        int rc = snap_row(s, r, 1, bucket, sl->trace, sl->bytes, c);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+static int write_peak(hs_store *s, hs_run *r)
+{
+    sqlite3_stmt *st = s->st[ST_SNAP_DEL_PEAK];
+    sqlite3_bind_int64(st, 1, r->id);
+    int rc = hs__store_step_done(s, st);
+    for (uint32_t i = 0; i < r->nslots && !rc; i++) {
+        const hs_slot *sl = &r->slots[i];
+        int saved = sl->pk_ver == r->peak_ver;
+        int64_t b = saved ? sl->pk_bytes : sl->bytes;
+        int64_t c = llround(saved ? sl->pk_count : sl->count);
+        if (b || c) rc = snap_row(s, r, 2, r->peak_bucket, sl->trace, b, c);
+    }
+    if (!rc) r->peak_dirty = 0;
+    return rc;
+}
+
+/* The deltas and totals of the current bucket. */
+static int flush_bucket(hs_store *s, hs_run *r)
+{
+    int rc = 0;
+    for (uint32_t i = 0; i < r->ndirty && !rc; i++) {
+        hs_slot *sl = &r->slots[r->dirty[i]];
+        int64_t c = llround(sl->count);
+        int64_t db = sl->bytes - sl->b0_bytes, dc = c - sl->b0_count;
+        if (db || dc) rc = snap_row(s, r, 0, r->bucket, sl->trace, db, dc);
+        sl->b0_bytes = sl->bytes;
+        sl->b0_count = c;
+        sl->dirty = 0;
+    }
+    if (rc) return rc;
+    r->ndirty = 0;
+    sqlite3_stmt *st = s->st[ST_SERIES];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, r->bucket);
+    sqlite3_bind_int64(st, 3, r->live_bytes);
+    sqlite3_bind_int64(st, 4, llround(r->live_count));
+    sqlite3_bind_int64(st, 5, r->bucket_max);
+    sqlite3_bind_int64(st, 6, r->bucket_alloc);
+    sqlite3_bind_int64(st, 7, r->bucket_free);
+    if ((rc = hs__store_step_done(s, st))) return rc;
+    if (r->peak_dirty) rc = write_peak(s, r);
+    return rc;
+}
+
+int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb)
+{
+    if (r->bucket >= 0) {
+        int rc = flush_bucket(s, r);
+        if (rc) return rc;
+        /* A keyframe closes every k-th bucket; with buckets skipped (no
+         * events), the last boundary crossed gets it: the state has not
+         * changed since the current bucket ended. */
+        int64_t kb = (nb / r->k) * r->k - 1;
+        if (kb >= r->bucket && (rc = write_keyframe(s, r, kb))) return rc;
+    }
+    r->bucket = nb;
+    r->bucket_max = r->live_bytes;
+    r->bucket_alloc = r->bucket_free = 0;
+    return 0;
+}
+
+int hs__rollup_finish(hs_store *s, hs_run *r)
+{
+    if (r->bucket < 0) return 0;
+    int rc = flush_bucket(s, r);
+    if (!rc) rc = write_keyframe(s, r, r->bucket);
+    return rc;
+}

@@ -1,0 +1,444 @@
+/* hs_writer: the writer thread, its job queue and the runs' grace periods. */
+#include "hs_writer.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "hs_error.h"
+#include "hs_log.h"
+#include "hs_map.h"
+
+/* A connection as the writer knows it. */
+typedef struct wconn {
+    uint64_t id;
+    hs_run *run;
+    int failed; /* a frame was refused: later jobs are refused too */
+} wconn;
+
+/* A run waiting for a resumed HELLO. */
+typedef struct grace {
+    struct grace *next;
+    uint8_t uuid[16];
+    uint64_t deadline;
+} grace;
+
+struct hs_writer {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    hs_wjob *q_head, *q_tail;
+    hs_wjob *done_head, *done_tail;
+    uv_async_t *async;
+    hs_store *store;
+    hs_writer_config cfg;
+    hs_map conns;  /* conn id -> wconn* */
+    hs_map owners; /* hs_run* -> conn id of the connection feeding it */
+    grace *graces;
+    uint64_t next_retention;
+    int retention_more;
+};
+
+static uint64_t now_ns(clockid_t clk)
+{
+    struct timespec ts;
+    clock_gettime(clk, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+hs_wjob *hs_wjob_new(int kind, uint64_t conn_id, void *conn)
+{
+    hs_wjob *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->kind = kind;
+    j->conn_id = conn_id;
+    j->conn = conn;
+    return j;
+}
+
+void hs_wjob_free(hs_wjob *j)
+{
+    if (!j) return;
+    free(j->frames);
+    free(j->data);
+    free(j);
+}
+
+static int reserve(hs_wjob *j, size_t len)
+{
+    if (j->len + len <= j->cap) return 0;
+    size_t cap = j->cap ? j->cap : 4096;
+    while (cap < j->len + len) cap *= 2;
+    uint8_t *nd = realloc(j->data, cap);
+    if (!nd) return HS_ENOMEM;
+    j->data = nd;
+    j->cap = cap;
+    return 0;
+}
+
+int hs_wjob_add_frame(hs_wjob *j, uint64_t seq, uint8_t type, const uint8_t *p, size_t len)
+{
+    if (j->nframes == j->frames_cap) {
+        uint32_t cap = j->frames_cap ? j->frames_cap * 2 : 16;
+        hs_wframe *nf = realloc(j->frames, cap * sizeof *nf);
+        if (!nf) return HS_ENOMEM;
+        j->frames = nf;
+        j->frames_cap = cap;
+    }
+    if (reserve(j, len)) return HS_ENOMEM;
+    if (len) memcpy(j->data + j->len, p, len);
+    j->frames[j->nframes++] =
+        (hs_wframe){.seq = seq, .off = (uint32_t)j->len, .len = (uint32_t)len, .type = type};
+    j->len += len;
+    return 0;
+}
+
+int hs_wjob_set_data(hs_wjob *j, const uint8_t *p, size_t len)
+{
+    j->len = 0;
+    if (reserve(j, len)) return HS_ENOMEM;
+    memcpy(j->data, p, len);
+    j->len = len;
+    return 0;
+}
+
+void hs_writer_submit(hs_writer *w, hs_wjob *j)
+{
+    j->next = NULL;
+    pthread_mutex_lock(&w->mu);
+    if (w->q_tail)
+        w->q_tail->next = j;
+    else
+        w->q_head = j;
+    w->q_tail = j;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+hs_wjob *hs_writer_take_done(hs_writer *w)
+{
+    pthread_mutex_lock(&w->mu);
+    hs_wjob *j = w->done_head;
+    w->done_head = w->done_tail = NULL;
+    pthread_mutex_unlock(&w->mu);
+    return j;
+}
+
+static void post_done(hs_writer *w, hs_wjob *head, hs_wjob *tail)
+{
+    if (!head) return;
+    pthread_mutex_lock(&w->mu);
+    if (w->done_tail)
+        w->done_tail->next = head;
+    else
+        w->done_head = head;
+    w->done_tail = tail;
+    pthread_mutex_unlock(&w->mu);
+    uv_async_send(w->async);
+}
+
+/* ---- grace periods ----------------------------------------------------- */
+
+static void grace_add(hs_writer *w, const uint8_t uuid[16], uint64_t deadline)
+{
+    grace *g = calloc(1, sizeof *g);
+    if (!g) return; /* the run stays open; the next start gives it a grace period */
+    memcpy(g->uuid, uuid, 16);
+    g->deadline = deadline;
+    g->next = w->graces;
+    w->graces = g;
+}
+
+static void grace_cancel(hs_writer *w, const uint8_t uuid[16])
+{
+    for (grace **pp = &w->graces; *pp; pp = &(*pp)->next)
+        if (!memcmp((*pp)->uuid, uuid, 16)) {
+            grace *g = *pp;
+            *pp = g->next;
+            free(g);
+            return;
+        }
+}
+
+static void on_open_run(const uint8_t uuid[16], void *data)
+{
+    hs_writer *w = data;
+    grace_add(w, uuid, now_ns(CLOCK_MONOTONIC) + w->cfg.grace_ns);
+}
+
+/* Closes as lost the runs whose grace period is over. */
+static void expire_graces(hs_writer *w, uint64_t now)
+{
+    for (grace **pp = &w->graces; *pp;) {
+        grace *g = *pp;
+        if (g->deadline > now) {
+            pp = &g->next;
+            continue;
+        }
+        *pp = g->next;
+        int rc = hs_store_begin(w->store);
+        if (!rc) rc = hs_store_lose_uuid(w->store, g->uuid);
+        if (!rc)
+            rc = hs_store_commit(w->store);
+        else
+            hs_store_rollback(w->store);
+        if (rc)
+            hs_log("cannot close a lost run: %s (%s)", hs_strerror(rc), hs_store_errmsg(w->store));
+        else
+            hs_log("run %02x%02x%02x%02x…: no reconnection within the grace period, closed as "
+                   "lost",
+                   g->uuid[0], g->uuid[1], g->uuid[2], g->uuid[3]);
+        hs_store_release_uuid(w->store, g->uuid);
+        free(g);
+    }
+}
+
+/* ---- jobs -------------------------------------------------------------- */
+
+static wconn *conn_get(hs_writer *w, uint64_t id)
+{
+    uint64_t v;
+    return hs_map_get(&w->conns, id, &v) ? (wconn *)(uintptr_t)v : NULL;
+}
+
+static void do_hello(hs_writer *w, hs_wjob *j)
+{
+    hs_hello *h = malloc(sizeof *h);
+    if (!h) {
+        j->err = HS_ENOMEM;
+        return;
+    }
+    wconn *c = calloc(1, sizeof *c);
+    if (!c || hs_map_put(&w->conns, j->conn_id, (uint64_t)(uintptr_t)c)) {
+        free(c);
+        free(h);
+        j->err = HS_ENOMEM;
+        return;
+    }
+    c->id = j->conn_id;
+    int rc = hs_hello_decode(h, j->data, j->len);
+    hs_run *r = NULL;
+    if (rc) {
+        snprintf(j->msg, sizeof j->msg, "malformed HELLO: %s", hs_strerror(rc));
+    } else {
+        rc = hs_store_run_open(w->store, &r, h, j->msg, sizeof j->msg);
+    }
+    if (rc) {
+        j->err = rc;
+        c->failed = 1;
+    } else {
+        c->run = r;
+        hs_map_put(&w->owners, (uint64_t)(uintptr_t)r, j->conn_id);
+        grace_cancel(w, h->run_id);
+    }
+    free(h);
+}
+
+static void do_frames(hs_writer *w, hs_wjob *j)
+{
+    wconn *c = conn_get(w, j->conn_id);
+    if (!c || !c->run || c->failed) {
+        j->err = HS_EPROTO;
+        snprintf(j->msg, sizeof j->msg, "frames of a connection whose run is not open");
+        return;
+    }
+    uint64_t owner;
+    if (!hs_map_get(&w->owners, (uint64_t)(uintptr_t)c->run, &owner) || owner != c->id) {
+        c->failed = 1;
+        j->err = HS_EBUSY;
+        snprintf(j->msg, sizeof j->msg, "the run was resumed by a newer connection");
+        return;
+    }
+    for (uint32_t i = 0; i < j->nframes; i++) {
+        const hs_wframe *f = &j->frames[i];
+        int rc = hs_store_run_frame(w->store, c->run, f->seq, f->type, j->data + f->off, f->len,
+                                    j->msg, sizeof j->msg);
+        if (rc) {
+            j->err = rc;
+            c->failed = 1;
+            return;
+        }
+    }
+}
+
+/* Returns the run to release once the transaction is committed, if any. */
+static hs_run *do_detach(hs_writer *w, hs_wjob *j, uint64_t now)
+{
+    wconn *c = conn_get(w, j->conn_id);
+    if (!c) return NULL;
+    hs_map_put(&w->conns, j->conn_id, 0); /* 0: gone (no deletion in hs_map) */
+    hs_run *r = c->run, *release = NULL;
+    uint64_t owner;
+    if (r && hs_map_get(&w->owners, (uint64_t)(uintptr_t)r, &owner) && owner == c->id) {
+        hs_map_put(&w->owners, (uint64_t)(uintptr_t)r, 0);
+        if (hs_run_ended(r) || hs_run_broken(r)) {
+            release = r;
+            if (hs_run_broken(r) && !hs_run_ended(r))
+                grace_add(w, hs_run_uuid(r), now + w->cfg.grace_ns);
+        } else {
+            grace_add(w, hs_run_uuid(r), now + w->cfg.grace_ns);
+        }
+    }
+    free(c);
+    return release;
+}
+
+/* Applies a list of jobs in one transaction and returns them. */
+static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
+{
+    hs_run *release[64];
+    size_t nrelease = 0;
+    hs_wjob *tail = NULL;
+    int rc = hs_store_begin(w->store);
+    if (rc) hs_log("cannot begin a transaction: %s", hs_store_errmsg(w->store));
+    for (hs_wjob *j = head; j; j = j->next) {
+        tail = j;
+        if (rc) continue;
+        switch (j->kind) {
+        case HS_WJOB_HELLO:
+            do_hello(w, j);
+            break;
+        case HS_WJOB_FRAMES:
+            do_frames(w, j);
+            break;
+        case HS_WJOB_DETACH: {
+            hs_run *r = do_detach(w, j, now);
+            if (r && nrelease < HS_COUNTOF(release)) release[nrelease++] = r;
+            break;
+        }
+        default:
+            break;
+        }
+        if (j->err == HS_EDB) rc = HS_EDB;
+    }
+    if (!rc)
+        rc = hs_store_commit(w->store);
+    else
+        hs_store_rollback(w->store);
+    if (rc) hs_log("transaction failed, its connections are closed: %s", hs_store_errmsg(w->store));
+    for (hs_wjob *j = head; j; j = j->next) {
+        wconn *c = conn_get(w, j->conn_id);
+        if (rc && (j->kind == HS_WJOB_HELLO || j->kind == HS_WJOB_FRAMES)) {
+            j->err = HS_EDB;
+            snprintf(j->msg, sizeof j->msg, "database error: the frames were not stored");
+            if (c) c->failed = 1;
+        }
+        if (c && c->run && !hs_run_broken(c->run)) {
+            j->next_seq = hs_run_next_seq(c->run);
+            j->ended = hs_run_ended(c->run);
+        }
+    }
+    for (size_t i = 0; i < nrelease; i++) hs_store_run_release(w->store, release[i]);
+    post_done(w, head, tail);
+}
+
+static void retention_step(hs_writer *w, uint64_t now)
+{
+    uint64_t wall = now_ns(CLOCK_REALTIME);
+    uint64_t cutoff = wall > w->cfg.retain_events_ns ? wall - w->cfg.retain_events_ns : 0;
+    int deleted = 0, chunk = 2000;
+    int rc = hs_store_begin(w->store);
+    if (!rc) rc = hs_store_retain(w->store, cutoff, chunk, &deleted);
+    if (!rc)
+        rc = hs_store_commit(w->store);
+    else
+        hs_store_rollback(w->store);
+    if (rc) {
+        hs_log("retention failed: %s", hs_store_errmsg(w->store));
+        deleted = 0;
+    } else if (deleted) {
+        hs_log("retention: deleted %d events rows", deleted);
+    }
+    w->retention_more = deleted == chunk;
+    if (!w->retention_more) w->next_retention = now + 60ull * 1000000000ull;
+}
+
+static void *writer_main(void *arg)
+{
+    hs_writer *w = arg;
+    int stop = 0;
+    while (!stop) {
+        pthread_mutex_lock(&w->mu);
+        if (!w->q_head && !w->retention_more) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&w->cv, &w->mu, &ts);
+        }
+        hs_wjob *head = w->q_head;
+        w->q_head = w->q_tail = NULL;
+        pthread_mutex_unlock(&w->mu);
+        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        for (hs_wjob *j = head; j; j = j->next)
+            if (j->kind == HS_WJOB_STOP) stop = 1;
+        if (head) run_jobs(w, head, now);
+        if (stop) break;
+        expire_graces(w, now);
+        if (w->cfg.retain_events_ns && (w->retention_more || now >= w->next_retention))
+            retention_step(w, now);
+    }
+    hs_store_free(w->store);
+    w->store = NULL;
+    return NULL;
+}
+
+int hs_writer_start(hs_writer **out, hs_store *store, const hs_writer_config *cfg,
+                    uv_async_t *async)
+{
+    hs_writer *w = calloc(1, sizeof *w);
+    if (!w) return HS_ENOMEM;
+    w->store = store;
+    w->cfg = *cfg;
+    w->async = async;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    /* Runs left open by an earlier server get their grace period too. */
+    if (hs_store_open_runs(store, on_open_run, w))
+        hs_log("cannot list the open runs: %s", hs_store_errmsg(store));
+    if (pthread_create(&w->thread, NULL, writer_main, w)) {
+        pthread_mutex_destroy(&w->mu);
+        pthread_cond_destroy(&w->cv);
+        free(w);
+        return HS_ENOMEM;
+    }
+    *out = w;
+    return 0;
+}
+
+void hs_writer_join(hs_writer *w)
+{
+    if (!w) return;
+    pthread_join(w->thread, NULL);
+    for (size_t i = 0; w->conns.slots && i <= w->conns.mask; i++)
+        if (w->conns.slots[i].val1 > 1) free((wconn *)(uintptr_t)(w->conns.slots[i].val1 - 1));
+    hs_map_free(&w->conns);
+    hs_map_free(&w->owners);
+    while (w->graces) {
+        grace *g = w->graces;
+        w->graces = g->next;
+        free(g);
+    }
+    hs_wjob *j = hs_writer_take_done(w);
+    if (!j)
+        j = w->q_head;
+    else {
+        hs_wjob *t = j;
+        while (t->next) t = t->next;
+        t->next = w->q_head;
+    }
+    w->q_head = w->q_tail = NULL;
+    while (j) {
+        hs_wjob *n = j->next;
+        hs_wjob_free(j);
+        j = n;
+    }
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}

@@ -1,0 +1,138 @@
+/* hs_testrun: fork/exec with the collector preloaded (see hs_testrun.h). */
+#include "hs_testrun.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static char dir[256];
+
+const char *hs_testrun_dir(void)
+{
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/hs-collector-test.XXXXXX");
+        if (!mkdtemp(dir)) abort();
+    }
+    return dir;
+}
+
+static const char *join(const char *var, const char *rel)
+{
+    static char buf[8][4096];
+    static int k;
+    const char *base = getenv(var);
+    char *b = buf[k++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", base ? base : ".", rel);
+    return b;
+}
+
+const char *hs_build_path(const char *rel)
+{
+    return join("HS_BUILD_DIR", rel);
+}
+
+const char *hs_source_path(const char *rel)
+{
+    return join("HS_SOURCE_DIR", rel);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return strdup("");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+    size_t got = fread(s, 1, n > 0 ? (size_t)n : 0, f);
+    s[got] = 0;
+    fclose(f);
+    return s;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const env[], int preload,
+                    int timeout_s)
+{
+    static int serial;
+    memset(r, 0, sizeof *r);
+    char out[512], err[512];
+    snprintf(out, sizeof out, "%s/run%d.out", hs_testrun_dir(), serial);
+    snprintf(err, sizeof err, "%s/run%d.err", hs_testrun_dir(), serial++);
+    double t0 = now_s();
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        dup2(fo, 1);
+        dup2(fe, 2);
+        /* The test's own sanitizer settings must not leak into the program,
+         * and the program must not inherit a run from this process. */
+        unsetenv("LD_PRELOAD");
+        unsetenv("HEAPSTORE_PARENT_RUN");
+        if (preload) {
+            char pre[4096];
+#ifdef HS_TEST_ASAN_RUNTIME
+            /* Ours first (its malloc must win), the ASan runtime right after
+             * it, so that the "real" malloc we forward to is ASan's. */
+            snprintf(pre, sizeof pre, "%s:%s", hs_build_path("lib/libheapstore.so"),
+                     HS_TEST_ASAN_RUNTIME);
+            setenv("ASAN_OPTIONS",
+                   "verify_asan_link_order=0:detect_leaks=0:abort_on_error=0:exitcode=97", 1);
+#else
+            snprintf(pre, sizeof pre, "%s", hs_build_path("lib/libheapstore.so"));
+#endif
+            setenv("LD_PRELOAD", pre, 1);
+            setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1:exitcode=98", 1);
+        }
+        for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
+        execvp(argv[0], (char *const *)argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    int st = 0;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        if (now_s() - t0 > timeout_s) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            r->timed_out = 1;
+            break;
+        }
+        usleep(2000);
+    }
+    r->seconds = now_s() - t0;
+    r->exited = WIFEXITED(st);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : WIFSIGNALED(st) ? WTERMSIG(st) : -1;
+    r->out = slurp(out);
+    r->err = slurp(err);
+    return 0;
+}
+
+void hs_testrun_free(hs_testrun *r)
+{
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+}
+
+int hs_testrun_clean(const hs_testrun *r)
+{
+    return !strstr(r->err, "AddressSanitizer") && !strstr(r->err, "runtime error:") &&
+           !strstr(r->err, "LeakSanitizer");
+}

@@ -1,0 +1,36 @@
+/* hs_testrun: running a real program under the real collector for the tests.
+ *
+ * hs_testrun_exec forks and execs argv with LD_PRELOAD set to the collector
+ * (build/lib/libheapstore.so, plus the ASan runtime after it in a sanitized
+ * tree, see tests/collector/CMakeLists.txt), the given extra environment
+ * (NAME=VALUE strings), stdout and stderr captured, and a timeout after
+ * which the program is killed (a deadlock is a failure, not a hang).
+ */
+#ifndef HS_TESTRUN_H
+#define HS_TESTRUN_H
+
+#include <stddef.h>
+
+typedef struct hs_testrun {
+    int exited; /* 1 if the program exited (not killed, not signalled) */
+    int status; /* exit code when exited, else the signal number */
+    int timed_out;
+    double seconds;  /* wall time */
+    char *out, *err; /* captured output, NUL-terminated, owned */
+} hs_testrun;
+
+/* A scratch directory for this test binary (created once). */
+const char *hs_testrun_dir(void);
+/* $HS_BUILD_DIR/rel or $HS_SOURCE_DIR/rel. */
+const char *hs_build_path(const char *rel);
+const char *hs_source_path(const char *rel);
+
+/* preload: 1 to load the collector, 0 to run the program alone. */
+int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const env[], int preload,
+                    int timeout_s);
+void hs_testrun_free(hs_testrun *r);
+
+/* Fails the current test if the output holds a sanitizer report. */
+int hs_testrun_clean(const hs_testrun *r);
+
+#endif

@@ -1,0 +1,642 @@
+/* Integration tests of the collector: real C, C++ and python3 programs run
+ * under the real libheapstore.so with file:// output (and a loopback server
+ * stand-in for tcp://), and the stream they leave is decoded with the shared
+ * decoder and compared with what the programs say they did. */
+#include <arpa/inet.h>
+#include <math.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "hs_error.h"
+#include "hs_proto.h"
+#include "hs_testrun.h"
+#include "hsp_model.h"
+
+typedef struct site {
+    char name[128];
+    int line;
+    unsigned long allocs, bytes, frees, freed;
+} site;
+
+/* Reads the "site NAME LINE ALLOCS BYTES FREES FREED" lines of a workload.
+ * NAME may contain spaces (C++), so the numbers are taken from the end. */
+static int parse_sites(const char *out, site *s, int max)
+{
+    int n = 0;
+    const char *p = out;
+    while (p && *p && n < max) {
+        const char *eol = strchr(p, '\n');
+        size_t len = eol ? (size_t)(eol - p) : strlen(p);
+        char line[512];
+        if (len < sizeof line && !strncmp(p, "site ", 5)) {
+            memcpy(line, p, len);
+            line[len] = 0;
+            char *f[6];
+            char *end = line + len;
+            for (int i = 5; i >= 1; i--) {
+                while (end > line && end[-1] != ' ') end--;
+                f[i] = end;
+                if (end > line) *--end = 0;
+            }
+            size_t nl = strlen(line + 5);
+            if (nl >= sizeof s[n].name) nl = sizeof s[n].name - 1;
+            memcpy(s[n].name, line + 5, nl);
+            s[n].name[nl] = 0;
+            s[n].line = atoi(f[1]);
+            s[n].allocs = strtoul(f[2], NULL, 10);
+            s[n].bytes = strtoul(f[3], NULL, 10);
+            s[n].frees = strtoul(f[4], NULL, 10);
+            s[n].freed = strtoul(f[5], NULL, 10);
+            n++;
+        }
+        p = eol ? eol + 1 : NULL;
+    }
+    return n;
+}
+
+typedef struct agg {
+    uint64_t allocs, alloc_bytes, alloc_weight, frees, free_bytes, free_weight;
+    int exact, stacks, line_ok, file_ok;
+} agg;
+
+/* Sums every stack whose frame `frame` (or, with frame < 0, any of the first
+ * three frames) is the function name; checks that frame's line. */
+static agg aggregate(const hsp_model *m, const char *fn, int line, const char *file_suffix)
+{
+    agg a = {.exact = 1, .line_ok = 1, .file_ok = 1};
+    for (size_t i = 0; i < m->nstacks; i++) {
+        const hsp_stack *s = &m->stacks[i];
+        int at = -1;
+        for (uint32_t k = 0; k < s->depth && k < 3; k++)
+            if (!strcmp(hsp_frame_fn(m, s, k), fn)) {
+                at = (int)k;
+                break;
+            }
+        if (at < 0) continue;
+        /* A stack whose site is a caller further up (frame > 0) only counts
+         * when everything below it belongs to the allocator (C++ new). */
+        if (at > 0 && !strstr(hsp_frame_fn(m, s, 0), "operator new")) continue;
+        const hsp_sym *y = hsp_sym_of(m, s->pcs[at]);
+        if (line && y->line != (uint64_t)line) a.line_ok = 0;
+        size_t fl = strlen(y->file), sl = strlen(file_suffix);
+        if (fl < sl || strcmp(y->file + fl - sl, file_suffix)) a.file_ok = 0;
+        a.stacks++;
+        a.allocs += s->allocs;
+        a.alloc_bytes += s->alloc_bytes;
+        a.alloc_weight += s->alloc_weight;
+        a.frees += s->frees;
+        a.free_bytes += s->free_bytes;
+        a.free_weight += s->free_weight;
+        a.exact &= s->exact_weights;
+    }
+    return a;
+}
+
+static const char *tmpfile_path(const char *name)
+{
+    static char buf[8][512];
+    static int k;
+    char *b = buf[k++ % 8];
+    snprintf(b, sizeof buf[0], "%s/%s", hs_testrun_dir(), name);
+    return b;
+}
+
+static char *env_str(const char *fmt, ...)
+{
+    static char buf[16][600];
+    static int k;
+    char *b = buf[k++ % 16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof buf[0], fmt, ap);
+    va_end(ap);
+    return b;
+}
+
+static void expect_ok_run(const hs_testrun *r)
+{
+    if (!r->exited || r->status != 0 || !hs_testrun_clean(r))
+        fprintf(stderr, "program failed (exited=%d status=%d timeout=%d)\nstderr:\n%.4000s\n",
+                r->exited, r->status, r->timed_out, r->err);
+    assert_false(r->timed_out);
+    assert_true(r->exited);
+    assert_int_equal(r->status, 0);
+    assert_true(hs_testrun_clean(r));
+}
+
+static void load_ok(hsp_model *m, const char *path, uint64_t watch)
+{
+    assert_int_equal(hsp_load(m, path, watch), 0);
+    if (m->error[0]) fprintf(stderr, "%s: %s\n", path, m->error);
+    assert_string_equal(m->error, "");
+    assert_true(m->has_hello);
+    assert_true(m->has_bye);
+    assert_true(m->bye.flags & HS_BYE_CLEAN);
+}
+
+/* ---- C workload, every allocation recorded ---- */
+
+static void test_sites_exact(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("exact.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out),
+                         "HEAPSTORE_LABELS=test=exact,suite=collector", NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    expect_ok_run(&r);
+    site s[32];
+    int n = parse_sites(r.out, s, 32);
+    assert_int_equal(n, 12);
+    hsp_model m;
+    load_ok(&m, out, 0);
+    assert_int_equal(m.hello.sample_bytes, 1);
+    assert_int_equal(m.hello.nlabels, 2);
+    assert_true(m.hello.labels[0].key.len == 4 && !memcmp(m.hello.labels[0].key.ptr, "test", 4));
+    for (int k = 1; k <= HS_DROP_KIND_MAX; k++)
+        if (k != HS_DROP_STACKS_TRUNCATED) assert_int_equal(m.drops[k], 0);
+    for (int i = 0; i < n; i++) {
+        agg a = aggregate(&m, s[i].name, s[i].line, "wl_sites.c");
+        if (a.allocs != s[i].allocs || a.alloc_bytes != s[i].bytes || a.frees != s[i].frees ||
+            a.free_bytes != s[i].freed || !a.line_ok)
+            fprintf(stderr,
+                    "%s: allocs %lu/%lu bytes %lu/%lu frees %lu/%lu freed %lu/%lu line_ok %d\n",
+                    s[i].name, (unsigned long)a.allocs, s[i].allocs, (unsigned long)a.alloc_bytes,
+                    s[i].bytes, (unsigned long)a.frees, s[i].frees, (unsigned long)a.free_bytes,
+                    s[i].freed, a.line_ok);
+        assert_int_equal(a.allocs, s[i].allocs);
+        assert_int_equal(a.alloc_bytes, s[i].bytes);
+        assert_int_equal(a.frees, s[i].frees);
+        assert_int_equal(a.free_bytes, s[i].freed);
+        assert_true(a.exact);          /* weight == size at rate 1 */
+        assert_true(a.line_ok);        /* the allocation call's line */
+        assert_true(a.file_ok);        /* ... in wl_sites.c */
+        assert_int_equal(a.stacks, 1); /* one loop, one stack */
+        assert_true(a.alloc_weight == a.alloc_bytes && a.free_weight == a.free_bytes);
+    }
+    /* The size histogram counts every allocation, sampled or not. */
+    uint64_t hist = 0;
+    for (int b = 0; b < 64; b++) hist += m.sizes_n[b];
+    assert_true(hist >= m.alloc_events);
+    assert_true(m.process_samples >= 1);
+    assert_true(m.mapping_frames >= 1);
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
+/* ---- C workload, sampled ---- */
+
+/* Relative standard deviation of a site's estimate: blocks of size s, total
+ * bytes T, mean interval u: sqrt((u/T) * x/(e^x - 1)) with x = s/u. */
+static double rel_sd(double size, double total, double mean)
+{
+    double x = size / mean;
+    return sqrt((mean / total) * (x / expm1(x)));
+}
+
+static void test_sites_sampled(void **state)
+{
+    (void)state;
+    const double mean = 1024;
+    const char *out = tmpfile_path("sampled.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "1", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1024", "HEAPSTORE_SEED=20261123",
+                         env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 300);
+    expect_ok_run(&r);
+    site s[32];
+    int n = parse_sites(r.out, s, 32);
+    assert_int_equal(n, 12);
+    hsp_model m;
+    load_ok(&m, out, 0);
+    assert_int_equal(m.hello.sample_bytes, 1024);
+    int checked = 0;
+    for (int i = 0; i < n; i++) {
+        agg a = aggregate(&m, s[i].name, s[i].line, "wl_sites.c");
+        double size = (double)s[i].bytes / (double)s[i].allocs;
+        double est = (double)a.alloc_weight, truth = (double)s[i].bytes;
+        double live_est = (double)a.alloc_weight - (double)a.free_weight;
+        double live = (double)(s[i].bytes - s[i].freed);
+        fprintf(stderr,
+                "%-16s allocated %10.0f est %10.0f (%+.2f%%, sd %.2f%%)  live %10.0f est %10.0f\n",
+                s[i].name, truth, est, 100 * (est - truth) / truth, 100 * rel_sd(size, truth, mean),
+                live, live_est);
+        assert_true(a.line_ok);
+        /* Every site here carries at least 100x the interval, and the
+         * workload is sized so that 5% is at least three standard
+         * deviations of the estimate (rel_sd); see the report. */
+        assert_true(truth >= 100 * mean);
+        assert_true(rel_sd(size, truth, mean) <= 0.05 / 3);
+        assert_true(fabs(est - truth) <= 0.05 * truth);
+        if (live >= 100 * mean) {
+            assert_true(fabs(live_est - live) <= 0.05 * live);
+        } else {
+            /* Nothing live: every sampled block's free was seen. */
+            assert_true(live_est == 0);
+        }
+        checked++;
+    }
+    assert_int_equal(checked, 12);
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
+/* ---- C++ ---- */
+
+static void test_cxx_exact(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("cxx.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_cxx"), "4", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    expect_ok_run(&r);
+    site s[8];
+    int n = parse_sites(r.out, s, 8);
+    assert_int_equal(n, 3);
+    hsp_model m;
+    load_ok(&m, out, 0);
+    for (int i = 0; i < n; i++) {
+        agg a = aggregate(&m, s[i].name, s[i].line, "wl_cxx.cpp");
+        if (a.allocs != s[i].allocs || !a.line_ok)
+            fprintf(stderr, "%s: allocs %lu/%lu frees %lu/%lu stacks %d line_ok %d\n", s[i].name,
+                    (unsigned long)a.allocs, s[i].allocs, (unsigned long)a.frees, s[i].frees,
+                    a.stacks, a.line_ok);
+        assert_int_equal(a.stacks, 1);
+        assert_int_equal(a.allocs, s[i].allocs);
+        assert_int_equal(a.alloc_bytes, s[i].bytes);
+        assert_int_equal(a.frees, s[i].frees);
+        assert_int_equal(a.free_bytes, s[i].freed);
+        assert_true(a.line_ok);
+        assert_true(a.file_ok);
+    }
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
+/* ---- python3 ---- */
+
+static void test_python(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("py.hsp");
+    const char *out2 = tmpfile_path("py-sampled.hsp");
+    const char *script = hs_source_path("tests/collector/wl_py.py");
+    /* The interpreter itself, not a wrapper script that execs it (an exec'd
+     * program is a new run, written to PATH.<pid>). */
+    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    const char *argv[] = {py, script, "300", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    expect_ok_run(&r);
+    unsigned long n = 0, size = 0, dropped = 0;
+    assert_int_equal(sscanf(r.out, "py %lu %lu %lu", &n, &size, &dropped), 3);
+    hsp_model m;
+    load_ok(&m, out, size + 1);
+    /* Every bytearray: n kept to the end, `dropped` freed at once; the
+     * interpreter frees the kept ones too while it finalizes. */
+    assert_int_equal(m.watch_allocs, n + dropped);
+    assert_true(m.watch_frees >= dropped && m.watch_frees <= m.watch_allocs);
+    assert_true(m.watch_alloc_weight == m.watch_allocs * (size + 1));
+    /* The interpreter's frames are symbolized: Debian's python3 is stripped,
+     * so only its exported functions have names, but the bytecode loop is
+     * one of them; every pc has its module and offset. */
+    int eval_loop = 0;
+    for (size_t i = 0; i < m.nsyms; i++) {
+        eval_loop |= !strcmp(m.syms[i].function, "_PyEval_EvalFrameDefault");
+        assert_true(m.syms[i].module[0] != 0);
+    }
+    assert_true(eval_loop);
+    hsp_free(&m);
+    hs_testrun_free(&r);
+
+    /* Sampled: the bytes of the bytearrays within 5%. */
+    const char *argv2[] = {py, script, "1000", NULL};
+    const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=32768", "HEAPSTORE_SEED=7",
+                          env_str("HEAPSTORE_URL=file://%s", out2), NULL};
+    hs_testrun_exec(&r, argv2, env2, 1, 120);
+    expect_ok_run(&r);
+    assert_int_equal(sscanf(r.out, "py %lu %lu %lu", &n, &size, &dropped), 3);
+    load_ok(&m, out2, size + 1);
+    double truth = (double)(n + dropped) * (double)(size + 1);
+    double est = (double)m.watch_alloc_weight;
+    fprintf(stderr, "python bytearrays %.0f bytes, estimated %.0f (%+.2f%%)\n", truth, est,
+            100 * (est - truth) / truth);
+    assert_true(fabs(est - truth) <= 0.05 * truth);
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
+/* ---- heapstore dump ---- */
+
+static void test_dump(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("dump.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "100", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    expect_ok_run(&r);
+    hs_testrun_free(&r);
+
+    const char *cli = hs_build_path("bin/heapstore");
+    const char *d1[] = {cli, "dump", out, NULL};
+    hs_testrun_exec(&r, d1, NULL, 0, 60);
+    expect_ok_run(&r);
+    assert_non_null(strstr(r.out, " HELLO "));
+    assert_non_null(strstr(r.out, "function=\"site_small\""));
+    const char *last = strstr(r.out, "\ntotals:");
+    assert_non_null(last);
+    assert_non_null(strstr(last, "BYE=1"));
+    hs_testrun_free(&r);
+
+    const char *d2[] = {cli, "dump", out, "--json", NULL};
+    hs_testrun_exec(&r, d2, NULL, 0, 60);
+    expect_ok_run(&r);
+    int lines = 0;
+    for (const char *p = r.out; *p; p = strchr(p, '\n') + 1) {
+        assert_true(*p == '{');
+        lines++;
+        if (!strchr(p, '\n')) break;
+    }
+    assert_true(lines > 5);
+    assert_non_null(strstr(r.out, "{\"totals\":{\"HELLO\":{\"frames\":1"));
+    assert_non_null(strstr(r.out, "\"type\":\"EVENTS\""));
+    hs_testrun_free(&r);
+
+    /* Truncated in the middle: what decoded, then the offset, exit 1. */
+    FILE *f = fopen(out, "rb");
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)len);
+    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
+    fclose(f);
+    const char *cut = tmpfile_path("cut.hsp");
+    f = fopen(cut, "wb");
+    fwrite(buf, 1, (size_t)len / 2, f);
+    fclose(f);
+    const char *d3[] = {cli, "dump", cut, NULL};
+    hs_testrun_exec(&r, d3, NULL, 0, 60);
+    assert_true(r.exited && r.status == 1);
+    assert_non_null(strstr(r.err, "truncated frame at byte offset "));
+    assert_non_null(strstr(r.out, " HELLO "));
+    assert_non_null(strstr(r.out, "totals:"));
+    hs_testrun_free(&r);
+
+    /* A corrupt frame type right after HELLO. */
+    hsp_model m;
+    load_ok(&m, out, 0);
+    size_t hello_end = 9 + 1 + 4 + 0;
+    {
+        hs_frame fr;
+        long k = hs_frame_split((const uint8_t *)buf + 9, (size_t)len - 9, &fr);
+        assert_true(k > 0);
+        hello_end = 9 + (size_t)k;
+    }
+    hsp_free(&m);
+    buf[hello_end] = 0x7e;
+    const char *bad = tmpfile_path("bad.hsp");
+    f = fopen(bad, "wb");
+    fwrite(buf, 1, (size_t)len, f);
+    fclose(f);
+    const char *d4[] = {cli, "dump", bad, "--json", NULL};
+    hs_testrun_exec(&r, d4, NULL, 0, 60);
+    assert_true(r.exited && r.status == 1);
+    char want[64];
+    snprintf(want, sizeof want, "byte offset %zu", hello_end);
+    assert_non_null(strstr(r.err, want));
+    assert_non_null(strstr(r.out, "\"type\":\"HELLO\""));
+    hs_testrun_free(&r);
+    free(buf);
+}
+
+/* ---- life of a process ---- */
+
+static void test_underscore_exit(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("uexit.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "100", "_exit", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 60);
+    expect_ok_run(&r);
+    hsp_model m;
+    hsp_load(&m, out, 0);
+    assert_true(m.has_hello); /* no BYE (no exit handlers ran), no crash, no hang */
+    assert_false(m.has_bye);
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
+/* ---- server down ---- */
+
+static int closed_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bind(fd, (struct sockaddr *)&a, sizeof a);
+    socklen_t l = sizeof a;
+    getsockname(fd, (struct sockaddr *)&a, &l);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static void test_server_down(void **state)
+{
+    (void)state;
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "4", NULL};
+    const char *file_env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
+                              env_str("HEAPSTORE_URL=file://%s", tmpfile_path("up.hsp")), NULL};
+    hs_testrun base;
+    hs_testrun_exec(&base, argv, file_env, 1, 120);
+    expect_ok_run(&base);
+
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1",
+                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", closed_port()), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    expect_ok_run(&r);
+    fprintf(stderr, "file run %.2fs, server-down run %.2fs\nstderr: %s", base.seconds, r.seconds,
+            r.err);
+    /* Normal speed: no waiting for a server that refuses connections. */
+    assert_true(r.seconds <= base.seconds * 1.5 + 0.5);
+    unsigned long a = 0, f = 0;
+    const char *p = strstr(r.err, "dropped ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "dropped %lu alloc and %lu free events", &a, &f), 2);
+    assert_true(a > 0);
+    assert_non_null(strstr(r.err, "connection refused"));
+    hs_testrun_free(&r);
+    hs_testrun_free(&base);
+}
+
+/* ---- tcp: acknowledgements and resuming ---- */
+
+typedef struct fake_server {
+    int lfd, port;
+    int drop_after; /* close the first connection after this many frames */
+    int connections, resumed_ok, bye, refused_seq_gap;
+    uint8_t run_id[16];
+    uint64_t next_seq; /* committed so far */
+    uint64_t alloc_events, free_events, frames;
+    hs_bye byev;
+} fake_server;
+
+static void *fake_server_main(void *arg)
+{
+    fake_server *s = arg;
+    static uint8_t buf[32 << 20];
+    while (!s->bye) {
+        int fd = accept(s->lfd, NULL, NULL);
+        if (fd < 0) break;
+        s->connections++;
+        size_t len = 0, off = 0;
+        int header = 0, frames_here = 0;
+        uint64_t seq = 0;
+        for (;;) {
+            ssize_t n = recv(fd, buf + len, sizeof buf - len, 0);
+            if (n <= 0) break;
+            len += (size_t)n;
+            if (!header) {
+                uint32_t v;
+                int h = hs_header_parse(buf, len, &v);
+                if (h == 0) continue;
+                if (h < 0) break;
+                off = (size_t)h;
+                header = 1;
+            }
+            int close_now = 0;
+            for (;;) {
+                hs_frame f;
+                long k = hs_frame_split(buf + off, len - off, &f);
+                if (k <= 0) break;
+                off += (size_t)k;
+                if (f.type == HS_FRAME_HELLO) {
+                    static hs_hello h;
+                    hs_hello_decode(&h, f.payload, f.len);
+                    if (s->connections == 1)
+                        memcpy(s->run_id, h.run_id, 16);
+                    else if ((h.flags & HS_HELLO_RESUMED) && !memcmp(h.run_id, s->run_id, 16) &&
+                             h.first_seq <= s->next_seq)
+                        s->resumed_ok = 1;
+                    seq = h.first_seq;
+                    if (s->connections == 1) s->next_seq = seq;
+                    if (getenv("HS_TEST_VERBOSE"))
+                        fprintf(stderr, "conn %d hello first_seq %lu flags %lu committed %lu\n",
+                                s->connections, (unsigned long)h.first_seq,
+                                (unsigned long)h.flags, (unsigned long)s->next_seq);
+                    continue;
+                }
+                uint64_t this_seq = seq++;
+                frames_here++;
+                if (this_seq < s->next_seq) continue; /* already committed */
+                if (this_seq > s->next_seq) s->refused_seq_gap = 1;
+                if (getenv("HS_TEST_VERBOSE"))
+                    fprintf(stderr, "conn %d frame %lu type %d\n", s->connections,
+                            (unsigned long)this_seq, f.type);
+                s->next_seq = this_seq + 1;
+                s->frames++;
+                if (f.type == HS_FRAME_EVENTS) {
+                    hs_batch_it it;
+                    hs_event e;
+                    hs_events_begin(&it, f.payload, f.len);
+                    while (hs_events_next(&it, &e) == 1) {
+                        if (e.is_free)
+                            s->free_events++;
+                        else
+                            s->alloc_events++;
+                    }
+                }
+                if (f.type == HS_FRAME_BYE) {
+                    hs_bye_decode(&s->byev, f.payload, f.len);
+                    s->bye = 1;
+                }
+                if (s->connections == 1 && frames_here >= s->drop_after) {
+                    close_now = 1; /* a crash between commit and ACK */
+                    break;
+                }
+            }
+            memmove(buf, buf + off, len - off);
+            len -= off;
+            off = 0;
+            if (close_now) break;
+            uint8_t ack[16];
+            hs_wr wr;
+            hs_wr_init(&wr, ack, sizeof ack);
+            size_t pos = hs_frame_begin(&wr, HS_FRAME_ACK);
+            hs_wr_varint(&wr, s->next_seq);
+            hs_frame_end(&wr, pos);
+            if (send(fd, ack, hs_wr_len(&wr), MSG_NOSIGNAL) < 0) break;
+            if (s->bye) break;
+        }
+        close(fd);
+    }
+    return NULL;
+}
+
+static void test_tcp_resume(void **state)
+{
+    (void)state;
+    fake_server s = {.drop_after = 5};
+    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(s.lfd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t l = sizeof a;
+    getsockname(s.lfd, (struct sockaddr *)&a, &l);
+    listen(s.lfd, 4);
+    s.port = ntohs(a.sin_port);
+    pthread_t th;
+    pthread_create(&th, NULL, fake_server_main, &s);
+
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=10000",
+                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", s.port), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    expect_ok_run(&r);
+    shutdown(s.lfd, SHUT_RDWR);
+    close(s.lfd);
+    pthread_join(th, NULL);
+    fprintf(stderr, "connections %d frames %lu events %lu/%lu bye %d (%.2fs)\n%s", s.connections,
+            (unsigned long)s.frames, (unsigned long)s.alloc_events, (unsigned long)s.free_events,
+            s.bye, r.seconds, r.err);
+    assert_true(s.connections >= 2);
+    assert_true(s.resumed_ok);
+    assert_false(s.refused_seq_gap);
+    assert_true(s.bye);
+    assert_int_equal(s.alloc_events, s.byev.alloc_events);
+    assert_int_equal(s.free_events, s.byev.free_events);
+    assert_true(s.alloc_events > 100000 / 10);
+    /* Everything delivered: nothing reported on stderr. */
+    assert_null(strstr(r.err, "heapstore:"));
+    hs_testrun_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sites_exact), cmocka_unit_test(test_sites_sampled),
+        cmocka_unit_test(test_cxx_exact),   cmocka_unit_test(test_python),
+        cmocka_unit_test(test_dump),        cmocka_unit_test(test_underscore_exit),
+        cmocka_unit_test(test_server_down), cmocka_unit_test(test_tcp_resume),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

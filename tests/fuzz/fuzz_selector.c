@@ -1,0 +1,24 @@
+/* Fuzzes the RUN and T selector parsers (queries/sel.c): any string is either
+ * parsed or refused with a sentence, never read past or crashed on. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "hs_queries.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size > 4096) return 0;
+    char *s = malloc(size + 1);
+    if (!s) return 0;
+    memcpy(s, data, size);
+    s[size] = 0;
+    char err[256];
+    hs_run_sel run;
+    hs_t_sel t;
+    if (hs_sel_parse_run(&run, s, err, sizeof err) != 0 && !err[0]) abort();
+    if (hs_sel_parse_t(&t, s, err, sizeof err) != 0 && !err[0]) abort();
+    if (hs_sel_parse_at(&run, &t, s, "end", err, sizeof err) != 0 && !err[0]) abort();
+    free(s);
+    return 0;
+}

@@ -1,0 +1,161 @@
+/* fixture: the known runs of fixture.h, through hs_store. */
+#include "fixture.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hs_error.h"
+#include "hs_proto.h"
+#include "hs_store.h"
+
+typedef struct fx {
+    hs_store *s;
+    hs_run *r;
+    uint64_t seq;
+    uint8_t buf[1 << 16];
+} fx;
+
+static int frame(fx *f, int type, hs_wr *wr)
+{
+    char err[256];
+    int rc =
+        hs_store_run_frame(f->s, f->r, f->seq++, type, wr->start, hs_wr_len(wr), err, sizeof err);
+    if (rc) fprintf(stderr, "fixture: frame %d: %s\n", type, err);
+    return rc;
+}
+
+static int ev(fx *f, uint64_t t, uint64_t stack, int is_free, uint64_t size)
+{
+    hs_wr wr;
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_wr_varint(&wr, t);
+    hs_event_put(&wr, 0, stack, is_free, size, size);
+    return frame(f, HS_FRAME_EVENTS, &wr);
+}
+
+#define MS 1000000ull
+
+static hs_str str(const char *s)
+{
+    return (hs_str){s, strlen(s)};
+}
+
+static int one_run(fx *f, int version)
+{
+    hs_hello h;
+    memset(&h, 0, sizeof h);
+    h.run_id[0] = (uint8_t)(0xa0 + version);
+    h.run_id[15] = 0x42;
+    h.first_seq = 0;
+    h.pid = 1000 + (uint64_t)version;
+    h.ppid = 1;
+    h.start_unix_ns = 1700000000000000000ull + (uint64_t)version * 10000000000ull;
+    h.sample_bytes = 1;
+    h.max_depth = 64;
+    h.rss_interval_ms = 100;
+    h.program = str("/opt/app/bin/app");
+    h.argc = 1;
+    h.argv[0] = str("app");
+    h.hostname = str("testhost");
+    h.nlabels = 1;
+    h.labels[0].key = str("version");
+    h.labels[0].value = str(version == 1 ? "1" : "2");
+    h.collector_version = str("test");
+    char err[256];
+    f->seq = 0;
+    int rc = hs_store_begin(f->s);
+    if (!rc) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: hello: %s\n", err);
+        return rc;
+    }
+    hs_wr wr;
+    /* SYMBOLS: the same code in both versions, but leak_site moved a line */
+    static const struct {
+        uint64_t pc;
+        const char *fn;
+        uint64_t line;
+    } syms[] = {{0x1000, "main", 10},      {0x2000, "leak_site", 20}, {0x3000, "work", 30},
+                {0x4000, "tmp_alloc", 40}, {0x5000, "big_alloc", 50}, {0x6000, "config_load", 60}};
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        hs_symbol s = {.pc = syms[i].pc + (uint64_t)version * 0x100,
+                       .function = str(syms[i].fn),
+                       .file = str("/src/app.c"),
+                       .line = syms[i].line + (version == 2 && syms[i].line == 20),
+                       .module = str("/opt/app/bin/app"),
+                       .module_offset = syms[i].pc};
+        hs_symbol_put(&wr, &s);
+    }
+    if ((rc = frame(f, HS_FRAME_SYMBOLS, &wr))) return rc;
+    uint64_t o = (uint64_t)version * 0x100;
+    uint64_t s1[] = {0x2000 + o, 0x1000 + o}, s2[] = {0x4000 + o, 0x3000 + o, 0x1000 + o},
+             s3[] = {0x5000 + o, 0x1000 + o}, s4[] = {0x6000 + o, 0x1000 + o};
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_stack_put(&wr, 1, s1, 2);
+    hs_stack_put(&wr, 2, s2, 3);
+    hs_stack_put(&wr, 3, s3, 2);
+    hs_stack_put(&wr, 4, s4, 2);
+    if ((rc = frame(f, HS_FRAME_STACKS, &wr))) return rc;
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_size_bucket sb[] = {{8, 40, 12000}, {9, 21, 21000}, {12, 1, 5000}, {16, 1, 100000}};
+    for (size_t i = 0; i < 4; i++) {
+        hs_wr_varint(&wr, sb[i].bucket);
+        hs_wr_varint(&wr, sb[i].allocs);
+        hs_wr_varint(&wr, sb[i].bytes);
+    }
+    if ((rc = frame(f, HS_FRAME_SIZES, &wr))) return rc;
+
+    if ((rc = ev(f, 10 * MS, 4, 0, 5000))) return rc;
+    for (uint64_t k = 0; k < 20 && !rc; k++) {
+        uint64_t t = k * 100 * MS;
+        /* in time order, as a collector sends them */
+        rc = ev(f, t + 20 * MS, 2, 0, 300);
+        if (!rc && k == 12) rc = ev(f, t + 25 * MS, 3, 1, 100000);
+        if (!rc) rc = ev(f, t + 50 * MS, 1, 0, 1000);
+        if (!rc && version == 2 && k > 0) rc = ev(f, t + 50 * MS, 1, 1, 1000);
+        if (!rc) rc = ev(f, t + 60 * MS, 2, 1, 300);
+        if (!rc && k == 10) rc = ev(f, t + 70 * MS, 3, 0, 100000);
+        /* a PROCESS sample each round */
+        hs_wr_init(&wr, f->buf, sizeof f->buf);
+        hs_wr_varint(&wr, t + 90 * MS);
+        hs_wr_varint(&wr, 4000000 + k * 1000);
+        hs_wr_varint(&wr, 9000000);
+        if (!rc) rc = frame(f, HS_FRAME_PROCESS, &wr);
+    }
+    if (rc) return rc;
+    hs_bye bye = {.t_end_ns = 2000 * MS, .flags = HS_BYE_CLEAN};
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_bye_encode(&wr, &bye);
+    if ((rc = frame(f, HS_FRAME_BYE, &wr))) return rc;
+    if ((rc = hs_store_commit(f->s))) return rc;
+    hs_store_run_release(f->s, f->r);
+    return 0;
+}
+
+int fx_build(const char *path)
+{
+    fx *f = calloc(1, sizeof *f);
+    char err[256];
+    unlink(path);
+    hs_store_config cfg = {.granularity_ns = 100 * MS, .keyframe_every = 4};
+    int rc = hs_store_open(&f->s, path, &cfg, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: %s\n", err);
+        free(f);
+        return rc;
+    }
+    rc = one_run(f, 1);
+    if (!rc) rc = one_run(f, 2);
+    hs_store_free(f->s);
+    free(f);
+    return rc;
+}
+
+void fx_tmp_path(char *out, size_t len, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    snprintf(out, len, "%s/hsq-%d-%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(), name);
+}

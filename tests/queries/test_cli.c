@@ -1,0 +1,246 @@
+/* test_cli: the heapstore CLI's query commands on a database with a known
+ * heap, directly (--db) and through a real server (HEAPSTORE_URL), with the
+ * same answers; clear errors and exit code 1 for bad input; the pprof
+ * export read back by `go tool pprof -top` when Go is installed. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "fixture.h"
+#include "qkit.h"
+
+static char db[512], cli[512], url[64];
+static qk_server srv;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx_tmp_path(db, sizeof db, "cli.db");
+    if (fx_build(db)) return -1;
+    qk_bin(cli, sizeof cli, "heapstore");
+    if (qk_server_start(&srv, db, NULL)) return -1;
+    snprintf(url, sizeof url, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    qk_server_stop(&srv);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -f '%s'*", db);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* Runs `heapstore ARGS… --db DB` (direct) or with HEAPSTORE_URL (via the server). */
+static void run(qk_out *o, int via_server, const char *const *args)
+{
+    const char *argv[32] = {cli};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    if (!via_server) {
+        argv[n++] = "--db";
+        argv[n++] = db;
+    }
+    argv[n] = NULL;
+    const char *env[] = {via_server ? url : "HEAPSTORE_URL=", NULL};
+    assert_int_equal(qk_run(o, argv, env), 0);
+}
+
+static void test_tables(void **state)
+{
+    (void)state;
+    for (int via = 0; via < 2; via++) {
+        qk_out o;
+        run(&o, via, (const char *const[]){"runs", NULL});
+        assert_int_equal(o.code, 0);
+        assert_non_null(strstr(o.out, "app"));
+        assert_non_null(strstr(o.out, "version=1"));
+        qk_out_free(&o);
+        run(&o, via, (const char *const[]){"top", "program=app,version=1", "--at", "peak", NULL});
+        assert_int_equal(o.code, 0);
+        assert_non_null(strstr(o.out, "big_alloc (app.c:50)"));
+        assert_non_null(strstr(o.out, "sampling: every allocation"));
+        qk_out_free(&o);
+        run(&o, via, (const char *const[]){"leaks", "1", NULL});
+        assert_int_equal(o.code, 0);
+        char *grow = strstr(o.out, "growing");
+        assert_non_null(grow);
+        assert_non_null(strstr(grow, "leak_site"));
+        qk_out_free(&o);
+        run(&o, via, (const char *const[]){"diff", "1@end", "2@end", "--by", "site", NULL});
+        assert_int_equal(o.code, 0);
+        assert_non_null(strstr(o.out, "leak_site"));
+        assert_non_null(strstr(o.out, "shrank"));
+        qk_out_free(&o);
+        static const char *const others[][4] = {{"history", "1", "--top", "3"},
+                                                {"sizes", "latest", NULL, NULL},
+                                                {"flame", "1", NULL, NULL},
+                                                {"sql", "SELECT id FROM runs", NULL, NULL}};
+        for (size_t i = 0; i < 4; i++) {
+            const char *args[6] = {others[i][0], others[i][1], others[i][2], others[i][3], NULL};
+            run(&o, via, args);
+            if (o.code) fprintf(stderr, "%s: %s\n", others[i][0], o.err);
+            assert_int_equal(o.code, 0);
+            assert_true(strlen(o.out) > 10);
+            qk_out_free(&o);
+        }
+    }
+}
+
+/* --json gives the API's JSON, and both modes give the same answer. */
+static void test_json_same_both_ways(void **state)
+{
+    (void)state;
+    const char *const args[] = {"top", "1", "--at", "1.5", "--by", "function", "--json", NULL};
+    qk_out d, s;
+    run(&d, 0, args);
+    run(&s, 1, args);
+    assert_int_equal(d.code, 0);
+    assert_int_equal(s.code, 0);
+    json_error_t e;
+    json_t *jd = json_loads(d.out, 0, &e), *js = json_loads(s.out, 0, &e);
+    assert_non_null(jd);
+    assert_non_null(js);
+    assert_true(json_equal(jd, js));
+    assert_int_equal(json_integer_value(json_object_get(jd, "total_bytes")), 5000 + 15000);
+    json_decref(jd);
+    json_decref(js);
+    qk_out_free(&d);
+    qk_out_free(&s);
+}
+
+static void test_bad_input(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args[8];
+        int code;
+        const char *msg;
+    } cases[] = {
+        {{"top", "42"}, 1, "no run with id 42"},
+        {{"top", "program=nothing"}, 1, "no run matches"},
+        {{"top", "1", "--at", "9"}, 1, "outside run 1"},
+        {{"top", "1", "--at", "later"}, 1, "malformed time"},
+        {{"top", "not a run"}, 1, "malformed run selector"},
+        {{"diff", "1@end", "2@soon"}, 1, "malformed time"},
+        {{"history", "latest,program=x"}, 1, "'latest' must come last"},
+        {{"sql", "DELETE FROM runs"}, 1, "read-only"},
+        {{"sql", "ATTACH DATABASE 'x' AS y"}, 1, "read-only"},
+        {{"sql",
+          "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT count(*) FROM c",
+          "--timeout-ms", "100"},
+         1,
+         "time limit"},
+        {{"top"}, 2, "give one RUN"},
+        {{"top", "1", "--frobnicate", "x"}, 2, "unknown option"},
+        {{"export", "1", "--format", "svg", "-o", "-"}, 1, "format must be"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int via = 0; via < 2; via++) {
+            qk_out o;
+            run(&o, via, cases[i].args);
+            if (o.code != cases[i].code || !strstr(o.err, cases[i].msg))
+                fprintf(stderr, "case %zu (%s): code %d, stderr: %s\n", i,
+                        via ? "server" : "direct", o.code, o.err);
+            assert_int_equal(o.code, cases[i].code);
+            assert_non_null(strstr(o.err, cases[i].msg));
+            assert_non_null(strstr(o.err, "heapstore "));
+            qk_out_free(&o);
+        }
+    }
+    /* a database that is not there */
+    const char *argv[] = {cli, "runs", "--db", "/nonexistent/x.db", NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    assert_int_equal(o.code, 1);
+    assert_non_null(strstr(o.err, "cannot open"));
+    qk_out_free(&o);
+    /* a server that is not there */
+    const char *argv2[] = {cli, "runs", NULL};
+    assert_int_equal(qk_run(&o, argv2, (const char *const[]){"HEAPSTORE_URL=127.0.0.1:1", NULL}),
+                     0);
+    assert_int_equal(o.code, 1);
+    assert_non_null(strstr(o.err, "cannot connect"));
+    qk_out_free(&o);
+}
+
+/* flame's collapsed lines add up to the state's total, line by line. */
+static void test_flame_collapsed(void **state)
+{
+    (void)state;
+    qk_out o;
+    run(&o, 1, (const char *const[]){"flame", "1", "--at", "peak", NULL});
+    assert_int_equal(o.code, 0);
+    long long total = 0;
+    for (char *l = o.out; *l;) {
+        char *nl = strchr(l, '\n');
+        *nl = '\0';
+        total += atoll(strrchr(l, ' ') + 1);
+        l = nl + 1;
+    }
+    assert_int_equal(total, FX_PEAK_BYTES);
+    qk_out_free(&o);
+}
+
+static void test_pprof_with_go(void **state)
+{
+    (void)state;
+    char file[600];
+    snprintf(file, sizeof file, "%s.pb.gz", db);
+    qk_out o;
+    run(&o, 0,
+        (const char *const[]){"export", "1", "--at", "peak", "--format", "pprof", "-o", file,
+                              NULL});
+    assert_int_equal(o.code, 0);
+    qk_out_free(&o);
+    if (system("command -v go >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "test_pprof_with_go: 'go' is not installed (Debian: golang-go); skipped\n");
+        skip();
+    }
+    char home[600];
+    snprintf(home, sizeof home, "HOME=%s.home", db);
+    const char *argv[] = {"/bin/sh", "-c",
+                          "exec go tool pprof -top -sample_index=inuse_space \"$0\"", file, NULL};
+    assert_int_equal(qk_run(&o, argv, (const char *const[]){home, "PPROF_TMPDIR=/tmp", NULL}), 0);
+    if (o.code) fprintf(stderr, "go tool pprof: %s\n%s\n", o.out, o.err);
+    assert_int_equal(o.code, 0);
+    /* the same top entries as `heapstore top` by function: big_alloc first */
+    char *big = strstr(o.out, "big_alloc"), *leak = strstr(o.out, "leak_site");
+    assert_non_null(big);
+    assert_non_null(leak);
+    assert_true(big < leak);
+    assert_non_null(strstr(o.out, "inuse_space"));
+    assert_non_null(strstr(o.out, "Total samples = 114.55kB")); /* 117300 B */
+    qk_out_free(&o);
+    /* alloc_space: every allocation up to the peak, from the raw events */
+    const char *argv2[] = {"/bin/sh", "-c",
+                           "exec go tool pprof -top -sample_index=alloc_space \"$0\"", file, NULL};
+    assert_int_equal(qk_run(&o, argv2, (const char *const[]){home, NULL}), 0);
+    assert_int_equal(o.code, 0);
+    assert_non_null(strstr(o.out, "tmp_alloc"));
+    qk_out_free(&o);
+    unlink(file);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s.home'", db);
+    if (system(cmd)) {
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tables),        cmocka_unit_test(test_json_same_both_ways),
+        cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_flame_collapsed),
+        cmocka_unit_test(test_pprof_with_go),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

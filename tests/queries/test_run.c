@@ -1,0 +1,219 @@
+/* test_run: real programs under the real collector, through `heapstore run`
+ * and the server it starts, against what hs-example is known to do
+ * (tests/workloads/hs_example.c) with every allocation sampled:
+ * the leaking site ranks first in leaks, the peak's time and bytes match,
+ * diff between the leaking and the fixed version names the leaking site,
+ * collapsed stacks add up, the pprof export reads back in go tool pprof,
+ * and the program's exit code comes back. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "fixture.h"
+#include "qkit.h"
+
+#define ROUNDS   20
+#define ROUND_MS "50"
+#define MIB      (1024 * 1024)
+/* hs_example.c: config 1 MiB + (ROUNDS/2 + 1) leaks of 512 KiB + 64 MiB index */
+#define PEAK_BYTES     (1 * MIB + (ROUNDS / 2 + 1) * 512 * 1024 + 64 * MIB)
+#define END_LEAK_BYTES (ROUNDS * 512 * 1024)
+
+static char db[512], cli[512], example[512];
+static const char *const noenv[] = {"HEAPSTORE_URL=", "HEAPSTORE_SAMPLE_BYTES=", NULL};
+
+static int setup(void **state)
+{
+    (void)state;
+    fx_tmp_path(db, sizeof db, "run.db");
+    qk_bin(cli, sizeof cli, "heapstore");
+    qk_bin(example, sizeof example, "hs-example");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'*", db);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static json_t *cli_json(const char *const *args)
+{
+    const char *argv[24] = {cli};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    argv[n++] = "--db";
+    argv[n++] = db;
+    argv[n++] = "--json";
+    argv[n] = NULL;
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    if (o.code) fprintf(stderr, "heapstore %s: %s\n", args[0], o.err);
+    assert_int_equal(o.code, 0);
+    json_error_t e;
+    json_t *j = json_loads(o.out, 0, &e);
+    assert_non_null(j);
+    qk_out_free(&o);
+    return j;
+}
+
+static void profile(const char *label, const char *extra, qk_out *o)
+{
+    const char *argv[] = {cli,  "run",   "--sample", "1",  "--db",       db,       "--label", label,
+                          "--", example, "--rounds", "20", "--round-ms", ROUND_MS, extra,     NULL};
+    assert_int_equal(qk_run(o, argv, noenv), 0);
+    if (o->code) fprintf(stderr, "heapstore run: %s\n%s\n", o->out, o->err);
+}
+
+static void near(int64_t got, int64_t want, const char *what)
+{
+    double rel = (double)(got - want) / (double)want;
+    if (rel < -0.05 || rel > 0.05)
+        fprintf(stderr, "%s: %lld, expected %lld within 5%%\n", what, (long long)got,
+                (long long)want);
+    assert_true(rel >= -0.05 && rel <= 0.05);
+}
+
+static void test_leaky_run(void **state)
+{
+    (void)state;
+    qk_out o;
+    profile("version=leaky", NULL, &o);
+    assert_int_equal(o.code, 0);
+    assert_non_null(strstr(o.out, "hs-example: 20 rounds")); /* the program's own stdout */
+    assert_non_null(strstr(o.err, "peak heap"));
+    assert_non_null(strstr(o.err, "likely leaks"));
+    assert_non_null(strstr(o.err, "leaky_cache_add"));
+    qk_out_free(&o);
+
+    json_t *runs = cli_json((const char *const[]){"runs", NULL});
+    json_t *run = json_array_get(json_object_get(runs, "runs"), 0);
+    assert_string_equal(json_string_value(json_object_get(run, "state")), "ended");
+    assert_true(json_is_true(json_object_get(run, "clean_exit")));
+    near(json_integer_value(json_object_get(run, "peak_bytes")), PEAK_BYTES, "peak bytes");
+    /* the peak is while build_index holds its blocks: round 10 of 50 ms, for 150 ms */
+    int64_t pt = json_integer_value(json_object_get(run, "peak_t_ns"));
+    assert_true(pt > 10 * 50 * 1000000LL && pt < (10 * 50 + 150 + 100) * 1000000LL);
+    json_decref(runs);
+
+    json_t *leaks = cli_json((const char *const[]){"leaks", "version=leaky", NULL});
+    json_t *g0 = json_array_get(json_object_get(leaks, "growing"), 0);
+    assert_string_equal(json_string_value(json_object_get(g0, "name")), "leaky_cache_add");
+    near(json_integer_value(json_object_get(g0, "end_bytes")), END_LEAK_BYTES, "leaked bytes");
+    json_t *l0 = json_array_get(json_object_get(leaks, "live_at_end"), 0);
+    assert_string_equal(json_string_value(json_object_get(l0, "name")), "leaky_cache_add");
+    json_decref(leaks);
+
+    json_t *top = cli_json((const char *const[]){"top", "version=leaky", "--at", "peak", NULL});
+    json_t *t0 = json_array_get(json_object_get(top, "rows"), 0);
+    assert_string_equal(json_string_value(json_object_get(t0, "name")), "build_index");
+    near(json_integer_value(json_object_get(t0, "total_bytes")), 64 * MIB, "build_index at peak");
+    near(json_integer_value(json_object_get(top, "total_bytes")), PEAK_BYTES, "total at peak");
+    json_decref(top);
+}
+
+static void test_fixed_run_and_diff(void **state)
+{
+    (void)state;
+    qk_out o;
+    profile("version=fixed", "--no-leak", &o);
+    assert_int_equal(o.code, 0);
+    qk_out_free(&o);
+    json_t *d = cli_json((const char *const[]){"diff", "version=leaky@end", "version=fixed@end",
+                                               "--by", "site", NULL});
+    json_t *r0 = json_array_get(json_object_get(d, "rows"), 0);
+    assert_string_equal(json_string_value(json_object_get(r0, "name")), "leaky_cache_add");
+    near(-json_integer_value(json_object_get(r0, "delta_bytes")), (ROUNDS - 1) * 512 * 1024,
+         "leak difference");
+    json_decref(d);
+    json_t *leaks = cli_json((const char *const[]){"leaks", "version=fixed", NULL});
+    assert_int_equal(json_array_size(json_object_get(leaks, "growing")), 0);
+    json_decref(leaks);
+}
+
+static void test_collapsed_and_pprof(void **state)
+{
+    (void)state;
+    const char *argv[] = {cli, "flame", "version=leaky", "--at", "end", "--db", db, NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    assert_int_equal(o.code, 0);
+    long long total = 0;
+    for (char *l = o.out; *l;) {
+        char *nl = strchr(l, '\n');
+        *nl = '\0';
+        total += atoll(strrchr(l, ' ') + 1);
+        l = nl + 1;
+    }
+    qk_out_free(&o);
+    json_t *top = cli_json((const char *const[]){"top", "version=leaky", "--at", "end", NULL});
+    assert_int_equal(total, json_integer_value(json_object_get(top, "total_bytes")));
+    json_decref(top);
+
+    char file[600];
+    snprintf(file, sizeof file, "%s.pb.gz", db);
+    const char *ex[] = {cli,  "export", "version=leaky", "--at", "end", "--format", "pprof",
+                        "-o", file,     "--db",          db,     NULL};
+    assert_int_equal(qk_run(&o, ex, noenv), 0);
+    assert_int_equal(o.code, 0);
+    qk_out_free(&o);
+    if (system("command -v go >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "go is not installed (Debian: golang-go): pprof check skipped\n");
+        return;
+    }
+    char home[600];
+    snprintf(home, sizeof home, "HOME=%s.home", db);
+    const char *gp[] = {"/bin/sh", "-c", "exec go tool pprof -top \"$0\"", file, NULL};
+    assert_int_equal(qk_run(&o, gp, (const char *const[]){home, NULL}), 0);
+    assert_int_equal(o.code, 0);
+    char *first = strstr(o.out, "flat%");
+    assert_non_null(first);
+    /* the first entry is the leak, as in `heapstore top --at end` */
+    char *leak = strstr(first, "leaky_cache_add"), *config = strstr(first, "load_config");
+    assert_non_null(leak);
+    assert_true(!config || leak < config);
+    qk_out_free(&o);
+}
+
+static void test_exit_codes(void **state)
+{
+    (void)state;
+    /* hs-example answers a bad option with exit code 2 (a program of this
+     * build, so that an ASan build's collector loads into it too) */
+    const char *argv[] = {cli, "run", "--db", db, "--", example, "--bogus", NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    assert_int_equal(o.code, 2);
+    assert_non_null(strstr(o.err, "usage: hs-example"));
+    qk_out_free(&o);
+    const char *missing[] = {cli, "run", "--db", db, "--", "/nonexistent/program", NULL};
+    assert_int_equal(qk_run(&o, missing, noenv), 0);
+    assert_int_equal(o.code, 127);
+    assert_non_null(strstr(o.err, "cannot run /nonexistent/program"));
+    qk_out_free(&o);
+    const char *usage[] = {cli, "run", "--db", db, NULL};
+    assert_int_equal(qk_run(&o, usage, noenv), 0);
+    assert_int_equal(o.code, 2);
+    qk_out_free(&o);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_leaky_run),
+        cmocka_unit_test(test_fixed_run_and_diff),
+        cmocka_unit_test(test_collapsed_and_pprof),
+        cmocka_unit_test(test_exit_codes),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

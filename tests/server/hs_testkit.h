@@ -1,0 +1,96 @@
+/* hs_testkit: what the server's tests and the load generator share: a
+ * growable byte buffer that collector streams are encoded into with the
+ * common encoders, a synthetic collector run, a blocking TCP client that
+ * speaks the stream protocol, and a real heapstore-server started as a child
+ * process on an ephemeral loopback port.
+ */
+#ifndef HS_TESTKIT_H
+#define HS_TESTKIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "hs_proto.h"
+
+/* ---- encoding ---------------------------------------------------------- */
+
+typedef struct tk_buf {
+    uint8_t *p;
+    size_t len, cap;
+} tk_buf;
+
+void tk_buf_free(tk_buf *b);
+/* An hs_wr over at least n free bytes at the end of b; tk_buf_commit()
+ * then takes what was written. */
+hs_wr tk_buf_wr(tk_buf *b, size_t n);
+void tk_buf_commit(tk_buf *b, const hs_wr *wr);
+void tk_buf_append(tk_buf *b, const void *p, size_t n);
+
+void tk_header(tk_buf *b);
+/* A HELLO with the given run id, first_seq and flags; other fields fixed. */
+void tk_hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t flags,
+              const char *token);
+/* SYMBOLS defining pcs base+1 .. base+n in "file.c"; pc p is function
+ * "fn<k>" at line k with k = (p - 1) % modulo + 1 (k = p when modulo is 0),
+ * so pcs `modulo` apart are the same symbolized frame. */
+void tk_symbols(tk_buf *b, uint64_t base, uint32_t n, uint32_t modulo);
+/* One STACKS entry per stack: id, depth, pcs (given). */
+void tk_stack(tk_buf *b, uint64_t id, const uint64_t *pcs, uint32_t depth);
+typedef struct tk_event {
+    uint64_t t; /* absolute, ns since the run's start */
+    uint64_t stack;
+    int is_free;
+    uint64_t size, weight;
+} tk_event;
+/* One EVENTS frame holding events (times must not decrease). */
+void tk_events(tk_buf *b, const tk_event *ev, size_t n);
+void tk_bye(tk_buf *b, uint64_t t_end, uint64_t allocs, uint64_t frees);
+/* The "extras" of a run, fixed contents: MAPPINGS (2 objects at t=5), PROCESS
+ * (rss = 1000 * (i + 1) at t = i * 1000, i < 3), SIZES (bucket 4: 10 allocs of
+ * 160 bytes) and DROPS (kind 1 = 7, kind 5 = 3, kind 99 = 1). */
+void tk_extras(tk_buf *b);
+/* A raw frame with an arbitrary payload. */
+void tk_raw_frame(tk_buf *b, uint8_t type, const void *payload, size_t len);
+
+/* Splits an encoded frame list into offsets of each frame (for resending
+ * from a sequence number). Returns the count; *out is malloc'ed. */
+size_t tk_frame_offsets(const tk_buf *b, size_t start, size_t **out);
+
+/* ---- a client ---------------------------------------------------------- */
+
+/* Connects to 127.0.0.1:port; returns the fd or -1. */
+int tk_connect(int port);
+/* Writes all of n bytes; 0 or -1. */
+int tk_send(int fd, const void *p, size_t n);
+/* Reads server frames until an ACK with next_seq >= want arrives (returns
+ * 0 and the last next_seq in *got), a REFUSE (returns 1, reason copied to
+ * reason), EOF (-1) or the timeout in ms passes (-2). */
+int tk_wait_ack(int fd, uint64_t want, uint64_t *got, char *reason, size_t rlen, int timeout_ms);
+/* 1 if the peer closed the connection within timeout_ms (after any frames
+ * it sent), 0 if not. */
+int tk_wait_closed(int fd, int timeout_ms);
+
+/* ---- the server -------------------------------------------------------- */
+
+typedef struct tk_server {
+    pid_t pid;
+    int port;
+    char db[512];
+    char log[512];
+} tk_server;
+
+/* Starts build/bin/heapstore-server with --db db --listen 127.0.0.1:port
+ * (0: ephemeral) and extra arguments (NULL-terminated), stderr to a log file
+ * next to db; waits for "listening on". Returns 0 or -1. */
+int tk_server_start(tk_server *s, const char *db, int port, const char *const *extra);
+/* Sends sig and waits for the exit; returns the exit status (or 128+signal). */
+int tk_server_stop(tk_server *s, int sig);
+/* 1 if the server's log contains text. */
+int tk_log_contains(const tk_server *s, const char *text);
+/* A fresh temporary directory for one test (removed by the caller if wanted). */
+void tk_tmpdir(char *out, size_t len, const char *name);
+
+uint64_t tk_now_ms(void);
+
+#endif
