@@ -109,4 +109,33 @@ int hs_store_lose_uuid(hs_store *s, const uint8_t uuid[16]);
  * a transaction; call repeatedly until it deletes fewer than max_rows. */
 int hs_store_retain(hs_store *s, uint64_t cutoff_unix_ns, int max_rows, int *deleted);
 
+/* ---- import ------------------------------------------------------------ */
+
+typedef struct hs_import_stats {
+    int64_t run_id;       /* the run the stream was stored as; 0 when none */
+    uint64_t frames;      /* frames after HELLO that were applied */
+    uint64_t skipped;     /* of those, frames already stored (skipped) */
+    uint64_t events;      /* allocation and free events in the applied EVENTS frames */
+    int bye;              /* the stream held BYE */
+    size_t partial_bytes; /* trailing bytes of a frame cut short, ignored */
+} hs_import_stats;
+
+/* Imports one whole collector stream (header, HELLO, frames: the bytes a
+ * collector writes with HEAPSTORE_URL=file://PATH) held in buf[0..len) into
+ * the database. Call outside a transaction; it commits every few hundred
+ * frames. The HELLO counts as a resumption, so importing the same stream
+ * twice stores it once. A stream without BYE (its process died) is closed as
+ * 'lost'; a frame cut short at the end is ignored (partial_bytes). Any
+ * malformed input or protocol violation returns a negative HS_E* code with
+ * the reason in err: what was committed before stays, the rest is rolled
+ * back. The run's in-memory state is always released before returning, so
+ * repeated calls do not accumulate memory. out and err may be NULL. */
+int hs_store_import(hs_store *s, const uint8_t *buf, size_t len, hs_import_stats *out, char *err,
+                    size_t errlen);
+
+/* The same for the stream in the file at path, read in chunks (memory is
+ * bounded by one frame plus 1 MiB, whatever the file's size). */
+int hs_store_import_file(hs_store *s, const char *path, hs_import_stats *out, char *err,
+                         size_t errlen);
+
 #endif

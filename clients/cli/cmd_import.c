@@ -1,7 +1,8 @@
 /* heapstore import: loads .hsp stream files (written by a collector with
  * HEAPSTORE_URL=file://…) into the database directly, through the same
- * hs_store code the server's writer uses. An import is idempotent: the
- * HELLO is treated as a resumption, so frames already stored are skipped. */
+ * hs_store_import_file() the server's store provides. An import is
+ * idempotent: the HELLO is treated as a resumption, so frames already stored
+ * are skipped. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -14,9 +15,6 @@
 #include "hs_paths.h"
 #include "hs_proto.h"
 #include "hs_store.h"
-
-#define READ_CHUNK    (1u << 20)
-#define FRAMES_PER_TX 512
 
 static void usage(FILE *f)
 {
@@ -46,166 +44,24 @@ static int parse_duration(const char *s, uint64_t *out)
     return 0;
 }
 
-typedef struct import_state {
-    const char *path;
-    hs_store *store;
-    hs_run *run;
-    uint64_t seq;
-    uint64_t frames, skipped, events;
-    int in_tx, tx_frames, bye;
-    char err[512];
-} import_state;
-
-static int frame(import_state *st, const hs_frame *f)
-{
-    int rc;
-    if (!st->in_tx) {
-        if ((rc = hs_store_begin(st->store))) {
-            snprintf(st->err, sizeof st->err, "database: %s", hs_store_errmsg(st->store));
-            return rc;
-        }
-        st->in_tx = 1;
-    }
-    if (!st->run) {
-        if (f->type != HS_FRAME_HELLO) {
-            snprintf(st->err, sizeof st->err, "the first frame is not HELLO");
-            return HS_EPROTO;
-        }
-        hs_hello *h = malloc(sizeof *h);
-        if (!h) return HS_ENOMEM;
-        rc = hs_hello_decode(h, f->payload, f->len);
-        if (rc) {
-            snprintf(st->err, sizeof st->err, "malformed HELLO: %s", hs_strerror(rc));
-        } else {
-            h->flags |= HS_HELLO_RESUMED; /* a second import skips what is stored */
-            rc = hs_store_run_open(st->store, &st->run, h, st->err, sizeof st->err);
-            st->seq = h->first_seq;
-        }
-        free(h);
-        return rc;
-    }
-    if (f->type == HS_FRAME_BYE) st->bye = 1;
-    if (st->seq < hs_run_next_seq(st->run)) st->skipped++;
-    if (f->type == HS_FRAME_EVENTS) {
-        hs_batch_it it;
-        hs_event e;
-        if (hs_events_begin(&it, f->payload, f->len) == 0)
-            while (hs_events_next(&it, &e) == 1) st->events++;
-    }
-    rc = hs_store_run_frame(st->store, st->run, st->seq, f->type, f->payload, f->len, st->err,
-                            sizeof st->err);
-    if (rc) return rc;
-    st->seq++;
-    st->frames++;
-    if (++st->tx_frames >= FRAMES_PER_TX) {
-        st->tx_frames = 0;
-        st->in_tx = 0;
-        if ((rc = hs_store_commit(st->store)))
-            snprintf(st->err, sizeof st->err, "database: %s", hs_store_errmsg(st->store));
-    }
-    return rc;
-}
-
 static int import_file(hs_store *store, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "heapstore import: %s: %s\n", path, strerror(errno));
-        return 1;
-    }
-    import_state st = {.path = path, .store = store};
-    uint8_t *buf = NULL;
-    size_t len = 0, cap = 0, off = 0;
-    int header = 0, rc = 0, eof = 0;
-    while (!rc) {
-        /* Keep at least one chunk of room past what is buffered. */
-        if (off) {
-            memmove(buf, buf + off, len - off);
-            len -= off;
-            off = 0;
-        }
-        if (!eof) {
-            if (cap - len < READ_CHUNK) {
-                size_t ncap = cap ? cap * 2 : 4 * READ_CHUNK;
-                while (ncap - len < READ_CHUNK) ncap *= 2;
-                uint8_t *nb = realloc(buf, ncap);
-                if (!nb) {
-                    rc = HS_ENOMEM;
-                    break;
-                }
-                buf = nb;
-                cap = ncap;
-            }
-            size_t n = fread(buf + len, 1, cap - len, f);
-            len += n;
-            if (n == 0) eof = 1;
-        }
-        if (!header) {
-            uint32_t version;
-            int k = hs_header_parse(buf, len, &version);
-            if (k < 0 || (k == 0 && eof)) {
-                snprintf(st.err, sizeof st.err, "%s",
-                         k == HS_EVERSION ? "unsupported protocol version"
-                                          : "not a heapstore stream (bad magic)");
-                rc = k ? k : HS_EPROTO;
-                break;
-            }
-            if (k == 0) continue;
-            off = (size_t)k;
-            header = 1;
-        }
-        for (;;) {
-            hs_frame fr;
-            long k = hs_frame_split(buf + off, len - off, &fr);
-            if (k < 0) {
-                snprintf(st.err, sizeof st.err, "bad frame header at byte %zu", off);
-                rc = (int)k;
-                break;
-            }
-            if (k == 0) break;
-            off += (size_t)k;
-            if ((rc = frame(&st, &fr))) break;
-        }
-        if (rc) break;
-        if (eof) {
-            if (len - off) {
-                /* A file cut short (the process died mid-write): the frames
-                 * before are kept. */
-                fprintf(stderr,
-                        "heapstore import: %s: the last %zu bytes are a partial frame, "
-                        "ignored\n",
-                        path, len - off);
-            }
-            break;
-        }
-    }
-    fclose(f);
-    free(buf);
-    if (!rc && !st.run) {
-        snprintf(st.err, sizeof st.err, "no HELLO frame");
-        rc = HS_EPROTO;
-    }
-    if (!rc && st.run && !hs_run_ended(st.run)) {
-        if (!st.in_tx && !(rc = hs_store_begin(store))) st.in_tx = 1;
-        if (!rc) rc = hs_store_run_lose(store, st.run);
-    }
-    if (st.in_tx) {
-        if (rc)
-            hs_store_rollback(store);
-        else if ((rc = hs_store_commit(store)))
-            snprintf(st.err, sizeof st.err, "database: %s", hs_store_errmsg(store));
-    }
+    hs_import_stats st;
+    char err[512];
+    int rc = hs_store_import_file(store, path, &st, err, sizeof err);
+    if (st.partial_bytes)
+        fprintf(stderr, "heapstore import: %s: the last %zu bytes are a partial frame, ignored\n",
+                path, st.partial_bytes);
     if (rc) {
         fprintf(stderr, "heapstore import: %s: frame %" PRIu64 ": %s\n", path, st.frames,
-                st.err[0] ? st.err : hs_strerror(rc));
-    } else {
-        printf("%s: run %" PRId64 ": %" PRIu64 " frames (%" PRIu64 " already stored), %" PRIu64
-               " events%s\n",
-               path, hs_run_id(st.run), st.frames, st.skipped, st.events,
-               st.bye ? "" : "; no BYE: stored as lost");
+                err[0] ? err : hs_strerror(rc));
+        return 1;
     }
-    if (st.run) hs_store_run_release(store, st.run);
-    return rc ? 1 : 0;
+    printf("%s: run %" PRId64 ": %" PRIu64 " frames (%" PRIu64 " already stored), %" PRIu64
+           " events%s\n",
+           path, st.run_id, st.frames, st.skipped, st.events,
+           st.bye ? "" : "; no BYE: stored as lost");
+    return 0;
 }
 
 int hs_cmd_import(int argc, char **argv)
