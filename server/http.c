@@ -1,8 +1,9 @@
 /* hs_http: the JSON API of docs/api.md and the dashboard's static files.
  *
  * Each adopted client is an http_conn. The loop thread reads and parses one
- * request at a time (bounded: HTTP_HEADER_MAX bytes of head, HTTP_BODY_MAX of
- * body, Content-Length only), checks the bearer token, then hands the work
+ * request at a time with hs_http_parse_request() (bounded: HS_HTTP_HEAD_MAX
+ * bytes of head, HS_HTTP_BODY_MAX of body, Content-Length only), checks the
+ * bearer token, then hands the work
  * to libuv's thread pool: API requests run hs_api_handle() (queries/) on a
  * read-only connection taken from a small pool, static files are read there
  * too. The answer is written back from the loop thread; keep-alive is
@@ -28,13 +29,11 @@
 #include <jansson.h>
 
 #include "hs_error.h"
+#include "hs_http_parse.h"
 #include "hs_queries.h"
 
-#define HTTP_HEADER_MAX (16 * 1024)
-#define HTTP_BODY_MAX   (1024 * 1024)
-#define HTTP_TARGET_MAX 4096
-#define HTTP_FILE_MAX   (64u << 20)
-#define HTTP_POOL_MAX   16
+#define HTTP_FILE_MAX (64u << 20)
+#define HTTP_POOL_MAX 16
 
 typedef struct http_conn http_conn;
 
@@ -55,14 +54,10 @@ struct http_conn {
     char *in;
     size_t in_len, in_cap;
     int reading, busy, closing, closed, writing;
-    /* the request being answered */
-    size_t req_len; /* bytes of in it spans */
-    char method[16];
-    char target[HTTP_TARGET_MAX];
-    int keep_alive, head_only, is_api;
-    char if_none_match[128];
-    const char *body;
-    size_t body_len;
+    /* the request being answered: its head, and the bytes of in it spans */
+    hs_http_req req;
+    size_t req_len;
+    int keep_alive, head_only;
     /* the answer */
     int status;
     char *out; /* head + body, one buffer */
@@ -436,10 +431,8 @@ static int read_file(const char *path, char **out, size_t *len, struct stat *sb)
 static void serve_static(http_conn *c)
 {
     hs_http *h = c->h;
-    char rel[HTTP_TARGET_MAX];
-    const char *qm = strchr(c->target, '?');
-    size_t plen = qm ? (size_t)(qm - c->target) : strlen(c->target);
-    if (strcmp(c->method, "GET") && strcmp(c->method, "HEAD")) {
+    char rel[HS_HTTP_TARGET_MAX + 16];
+    if (strcmp(c->req.method, "GET") && strcmp(c->req.method, "HEAD")) {
         json_error(c, 405, "bad_request", "only GET and HEAD serve files");
         return;
     }
@@ -447,16 +440,11 @@ static void serve_static(http_conn *c)
         json_error(c, 404, "not_found", "this server has no dashboard files (--web-root)");
         return;
     }
-    if (hs_url_decode(rel, sizeof rel - 16, c->target, plen) < 0 || rel[0] != '/' ||
-        strstr(rel, "/../") || strstr(rel, "/./") || strstr(rel, "//") ||
-        (plen >= 3 && !strcmp(rel + strlen(rel) - 3, "/.."))) {
+    if (hs_http_static_path(rel, sizeof rel, c->req.target) < 0) {
         json_error(c, 400, "bad_request", "malformed path");
         return;
     }
-    for (char *p = rel; *p; p++) /* '+' is literal in paths */
-        if (*p == ' ' && c->target[p - rel] == '+') *p = '+';
-    if (rel[strlen(rel) - 1] == '/') strcat(rel, "index.html");
-    char path[HTTP_TARGET_MAX + 1024];
+    char path[HS_HTTP_TARGET_MAX + 1024];
     snprintf(path, sizeof path, "%s%s", h->web_root, rel);
     char *data = NULL;
     size_t len = 0;
@@ -482,7 +470,7 @@ static void serve_static(http_conn *c)
     snprintf(extra, sizeof extra,
              "Cache-Control: %s\r\nETag: %s\r\nX-Content-Type-Options: nosniff\r\n",
              html ? "no-cache" : "public, max-age=3600", etag);
-    if (c->if_none_match[0] && !strcmp(c->if_none_match, etag)) {
+    if (c->req.if_none_match[0] && !strcmp(c->req.if_none_match, etag)) {
         free(data);
         if (build_response(c, 304, mime_type(rel), extra, "", 0))
             json_error(c, 500, "internal", "out of memory");
@@ -500,7 +488,7 @@ static void serve_api(http_conn *c)
 {
     hs_q *q = pool_take(c->h);
     hs_api_reply r;
-    hs_api_handle(q, c->method, c->target, c->body, c->body_len, &r);
+    hs_api_handle(q, c->req.method, c->req.target, c->in + c->req.head_len, c->req.body_len, &r);
     pool_give(c->h, q);
     char extra[512] = "Cache-Control: no-store\r\n";
     if (r.json) {
@@ -523,7 +511,7 @@ static void serve_api(http_conn *c)
 static void work_cb(uv_work_t *w)
 {
     http_conn *c = w->data;
-    if (c->is_api)
+    if (c->req.is_api)
         serve_api(c);
     else
         serve_static(c);
@@ -546,118 +534,23 @@ static void after_work(uv_work_t *w, int status)
 
 /* ---- parsing (loop thread) ------------------------------------------------------ */
 
-static int header_is(const char *line, size_t n, const char *name, const char **value, size_t *vlen)
-{
-    size_t k = strlen(name);
-    if (n <= k || line[k] != ':' || strncasecmp(line, name, k)) return 0;
-    const char *v = line + k + 1, *end = line + n;
-    while (v < end && (*v == ' ' || *v == '\t')) v++;
-    while (end > v && (end[-1] == ' ' || end[-1] == '\t')) end--;
-    *value = v;
-    *vlen = (size_t)(end - v);
-    return 1;
-}
-
-static int token_ok(const hs_http *h, const char *v, size_t n)
-{
-    if (n < 7 || strncasecmp(v, "Bearer ", 7)) return 0;
-    v += 7;
-    n -= 7;
-    size_t tl = strlen(h->token);
-    unsigned diff = (unsigned)(n ^ tl);
-    for (size_t i = 0; i < n && i < tl; i++) diff |= (unsigned char)(v[i] ^ h->token[i]);
-    return diff == 0; /* no early exit: the time does not tell how much matched */
-}
-
 static void conn_parse(http_conn *c)
 {
     if (c->busy || c->writing || c->closing) return;
-    char *end = c->in_len >= 4 ? memmem(c->in, c->in_len, "\r\n\r\n", 4) : NULL;
-    if (!end) {
-        if (c->in_len > HTTP_HEADER_MAX) {
-            fail_request(c, 431, "too_large", "request head larger than 16 KiB");
-            return;
-        }
+    hs_http_perr err;
+    int rc = hs_http_parse_request(&c->req, c->in, c->in_len, &err);
+    if (rc == HS_HTTP_ERROR) {
+        fail_request(c, err.status, err.code, err.message);
+        return;
+    }
+    if (rc == HS_HTTP_INCOMPLETE) {
         read_start(c);
         return;
     }
-    size_t head_len = (size_t)(end - c->in) + 4;
-    if (head_len > HTTP_HEADER_MAX) {
-        fail_request(c, 431, "too_large", "request head larger than 16 KiB");
-        return;
-    }
-    /* request line */
-    char *line = c->in, *eol = memmem(line, head_len, "\r\n", 2);
-    char *sp1 = memchr(line, ' ', (size_t)(eol - line));
-    char *sp2 = sp1 ? memchr(sp1 + 1, ' ', (size_t)(eol - sp1 - 1)) : NULL;
-    if (!sp1 || !sp2 || (size_t)(sp1 - line) >= sizeof c->method || (size_t)(eol - sp2 - 1) != 8 ||
-        strncmp(sp2 + 1, "HTTP/1.", 7)) {
-        fail_request(c, 400, "bad_request", "malformed request line");
-        return;
-    }
-    if ((size_t)(sp2 - sp1 - 1) >= sizeof c->target) {
-        fail_request(c, 413, "too_large", "request target longer than 4 KiB");
-        return;
-    }
-    memcpy(c->method, line, (size_t)(sp1 - line));
-    c->method[sp1 - line] = '\0';
-    memcpy(c->target, sp1 + 1, (size_t)(sp2 - sp1 - 1));
-    c->target[sp2 - sp1 - 1] = '\0';
-    int http10 = sp2[8] == '0';
-    c->keep_alive = !http10;
-    c->head_only = !strcmp(c->method, "HEAD");
-    c->if_none_match[0] = '\0';
-    if (c->target[0] != '/' || memchr(c->target, '\0', (size_t)(sp2 - sp1 - 1))) {
-        fail_request(c, 400, "bad_request", "the request target must be a path");
-        return;
-    }
-    /* headers */
-    uint64_t content_length = 0;
-    int have_auth = 0, auth_ok = 0, expect_continue = 0;
-    for (char *p = eol + 2; p < end;) {
-        char *e = memmem(p, (size_t)(end + 2 - p), "\r\n", 2);
-        size_t n = (size_t)(e - p);
-        const char *v;
-        size_t vl;
-        if (header_is(p, n, "Content-Length", &v, &vl)) {
-            content_length = 0;
-            if (!vl || vl > 12) {
-                fail_request(c, 400, "bad_request", "bad Content-Length");
-                return;
-            }
-            for (size_t i = 0; i < vl; i++) {
-                if (v[i] < '0' || v[i] > '9') {
-                    fail_request(c, 400, "bad_request", "bad Content-Length");
-                    return;
-                }
-                content_length = content_length * 10 + (uint64_t)(v[i] - '0');
-            }
-        } else if (header_is(p, n, "Transfer-Encoding", &v, &vl)) {
-            fail_request(c, 411, "bad_request",
-                         "send a Content-Length; chunked bodies are not accepted");
-            return;
-        } else if (header_is(p, n, "Connection", &v, &vl)) {
-            if (vl == 5 && !strncasecmp(v, "close", 5)) c->keep_alive = 0;
-            if (vl == 10 && !strncasecmp(v, "keep-alive", 10)) c->keep_alive = 1;
-        } else if (header_is(p, n, "Authorization", &v, &vl)) {
-            have_auth = 1;
-            auth_ok = c->h->token && token_ok(c->h, v, vl);
-        } else if (header_is(p, n, "If-None-Match", &v, &vl)) {
-            if (vl < sizeof c->if_none_match) {
-                memcpy(c->if_none_match, v, vl);
-                c->if_none_match[vl] = '\0';
-            }
-        } else if (header_is(p, n, "Expect", &v, &vl)) {
-            expect_continue = vl == 12 && !strncasecmp(v, "100-continue", 12);
-        }
-        p = e + 2;
-    }
-    if (content_length > HTTP_BODY_MAX) {
-        fail_request(c, 413, "too_large", "request body larger than 1 MiB");
-        return;
-    }
-    if (c->in_len < head_len + content_length) {
-        if (expect_continue && c->in_len == head_len && !c->reading) {
+    c->keep_alive = c->req.keep_alive;
+    c->head_only = c->req.head_only;
+    if (rc == HS_HTTP_HEAD) {
+        if (c->req.expect_continue && c->in_len == c->req.head_len && !c->reading) {
             static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
             uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);
             uv_try_write((uv_stream_t *)c->tcp, &b, 1);
@@ -666,14 +559,11 @@ static void conn_parse(http_conn *c)
         return;
     }
     read_stop(c);
-    c->req_len = head_len + (size_t)content_length;
-    c->body = c->in + head_len;
-    c->body_len = (size_t)content_length;
-    c->is_api = !strncmp(c->target, "/api/", 5) || !strcmp(c->target, "/api") ||
-                !strncmp(c->target, "/api?", 5);
-    if (c->is_api && c->h->token && !auth_ok) {
+    c->req_len = c->req.head_len + c->req.body_len;
+    if (c->req.is_api && c->h->token &&
+        !hs_http_bearer_ok(c->req.auth, c->req.auth_len, c->h->token)) {
         json_error(c, 401, "unauthorized",
-                   have_auth ? "wrong token" : "this server needs Authorization: Bearer TOKEN");
+                   c->req.auth ? "wrong token" : "this server needs Authorization: Bearer TOKEN");
         send_out(c);
         return;
     }
