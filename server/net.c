@@ -421,6 +421,11 @@ static void job_done(server *s, hs_wjob *j)
             /* The ACK covering BYE is the last word: close after it. */
             int last = c->bye_seq && j->next_seq >= c->bye_seq;
             conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, last);
+        } else if (c->bye_seq && c->acked >= c->bye_seq) {
+            /* A resend of frames stored before, BYE included (a resumed
+             * connection of an ended run): its ACK went out with HELLO's. */
+            conn_close(c, NULL);
+            break;
         }
         if (c->eof && !c->inflight)
             conn_close(c, NULL);

@@ -330,7 +330,15 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
             j->ended = hs_run_ended(c->run);
         }
     }
-    for (size_t i = 0; i < nrelease; i++) hs_store_run_release(w->store, release[i]);
+    /* A run whose connection detached in this batch may have been taken up
+     * again by a resumed HELLO later in the same batch (a collector that
+     * reconnects at once): that connection now owns it, and releases it at
+     * its own DETACH. */
+    for (size_t i = 0; i < nrelease; i++) {
+        uint64_t owner;
+        if (hs_map_get(&w->owners, (uint64_t)(uintptr_t)release[i], &owner) && owner) continue;
+        hs_store_run_release(w->store, release[i]);
+    }
     post_done(w, head, tail);
 }
 

@@ -7,8 +7,8 @@
  * of build_index live at the peak and gone at the end.
  * HS_TEST_COLLECTOR=PATH runs another build of libheapstore.so.
  *
- * Labelled nosan: an ASan-built collector cannot be preloaded into an
- * uninstrumented program. */
+ * In a sanitized tree the server runs under ASan too; the program and the
+ * collector are instrumented alike, the collector preloaded first. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -46,8 +46,9 @@ static int64_t q_int(sqlite3 *db, const char *fmt, ...)
     return v;
 }
 
-/* Runs hs-example with the collector sending to url; returns its status. */
-static int run_example(const char *url)
+/* Runs hs-example with the collector sending to url, its output into
+ * log (shown if it fails); returns its status. */
+static int run_example(const char *url, const char *log)
 {
     const char *bdir = getenv("HS_BUILD_DIR");
     char prog[600], lib[600], rounds[16];
@@ -61,12 +62,25 @@ static int run_example(const char *url)
         setenv("HEAPSTORE_URL", url, 1);
         setenv("HEAPSTORE_SAMPLE_BYTES", "1", 1);
         setenv("HEAPSTORE_EXIT_FLUSH_MS", "10000", 1);
+        /* In a sanitized tree the program and the collector are both built
+         * with ASan: the collector must come first to see the allocations,
+         * and the program leaks on purpose. */
+        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
+        if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
         execl(prog, prog, "--rounds", rounds, "--round-ms", "10", (char *)NULL);
         _exit(127);
     }
     int st;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (rc) {
+        fprintf(stderr, "hs-example (%s) exited with %d; its output:\n", url, rc);
+        FILE *f = fopen(log, "r");
+        char line[512];
+        while (f && fgets(line, sizeof line, f)) fputs(line, stderr);
+        if (f) fclose(f);
+    }
+    return rc;
 }
 
 /* Live bytes of the allocation sites in function fn (kind 1: at the last
@@ -114,14 +128,15 @@ static void check_example_run(sqlite3 *db, int64_t run)
 static void test_real_collector(void **state)
 {
     (void)state;
-    char dir[600], db[700], url[800], file[700], cmd[2400];
+    char dir[600], db[700], url[800], file[700], cmd[2400], log[700];
     tk_tmpdir(dir, sizeof dir, "collector");
     snprintf(db, sizeof db, "%s/hs.db", dir);
+    snprintf(log, sizeof log, "%s/example.log", dir);
     tk_server srv;
     const char *args[] = {"--granularity", "100ms", NULL};
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", srv.port);
-    assert_int_equal(run_example(url), 0);
+    assert_int_equal(run_example(url, log), 0);
     sqlite3 *sdb;
     assert_int_equal(sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_busy_timeout(sdb, 5000);
@@ -139,7 +154,7 @@ static void test_real_collector(void **state)
     /* The same program into a file, imported. */
     snprintf(file, sizeof file, "%s/run.hsp", dir);
     snprintf(url, sizeof url, "file://%s", file);
-    assert_int_equal(run_example(url), 0);
+    assert_int_equal(run_example(url, log), 0);
     const char *bdir = getenv("HS_BUILD_DIR");
     snprintf(cmd, sizeof cmd, "%s/bin/heapstore import --granularity 100ms --db '%s' '%s'",
              bdir ? bdir : "build", db, file);
