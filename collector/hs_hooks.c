@@ -427,6 +427,28 @@ __attribute__((constructor(101))) static void hs_constructor(void)
 
 /* ---- slow paths ---- */
 
+#ifdef HS_ASAN_RUNTIME
+#include <sanitizer/asan_interface.h>
+/* Sanitized trees only. This file is not instrumented, the modules it calls
+ * are. A new thread calls malloc and free from inside the ASan runtime's own
+ * thread set-up (pthread_getattr_np), before the runtime has cleared the
+ * shadow of the thread's stack; a recycled stack still carries the poison of
+ * the frames of the thread that used it before, and the instrumented code we
+ * run there would report it. The stack below us is unused by definition, so
+ * clearing its shadow hides nothing. */
+/* A macro, so that the frame address is the slow path's own: its locals lie
+ * below it, as does everything it calls. */
+#define asan_fresh_stack()                                                                         \
+    do {                                                                                           \
+        if (atomic_load_explicit(&init_state, memory_order_acquire) == 2) {                        \
+            char *fp_ = __builtin_frame_address(0);                                                \
+            __asan_unpoison_memory_region(fp_ - 65536, 65536);                                     \
+        }                                                                                          \
+    } while (0)
+#else
+#define asan_fresh_stack() ((void)0)
+#endif
+
 static void push_event(hs_tls *t, uint64_t stack_id, int is_free, uint64_t size, uint64_t weight)
 {
     hs_rec rec = {hs_now_ns(), stack_id << 1 | (is_free ? 1u : 0u), size, weight};
@@ -475,6 +497,7 @@ static void alloc_slow(void *p, size_t n)
 {
     hs_tls *t = &hs__tls;
     if (t->guard) return; /* collector code, or a signal handler inside it */
+    asan_fresh_stack();
     hs__guard_enter(t);
     /* Before our constructor has run, forward: a sanitizer runtime may still
      * be initialising, and everything but this file may be instrumented. */
@@ -534,6 +557,7 @@ static void free_slow(void *p)
 {
     if (!p || is_boot(p)) return;
     hs_tls *t = &hs__tls;
+    asan_fresh_stack();
     if (t->state != HS_T_INTERNAL) {
         int e = errno;
         hs_live l;
@@ -552,6 +576,7 @@ static void *realloc_slow(void *p, size_t n)
         return q;
     }
     if (t->state == HS_T_INTERNAL) return real.realloc(p, n);
+    asan_fresh_stack();
     int e = errno;
     hs_live l;
     int was = free_record(t, p, &l);

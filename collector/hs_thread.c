@@ -156,9 +156,10 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
     if (h - tail >= HS_RING_CAP) {
         /* Full: the sender is behind (typically symbolizing a batch of new
          * stacks). Wait while it makes progress, at most 10 s; drop (and
-         * count) once it has made none for a second or is gone. The program
-         * must not stall for long on us, but a short wait beats a hole in
-         * the data. */
+         * count) once it has made none for three seconds (a loaded machine
+         * can starve it that long while it opens a module's debug info) or
+         * is gone. The program must not stall for long on us, but a short
+         * wait beats a hole in the data. */
         hs__sender_wake();
         uint64_t beat = atomic_load_explicit(&hs__sender_heartbeat, memory_order_relaxed);
         uint64_t start = hs_now_ns(), last = start;
@@ -176,7 +177,7 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
                 beat = b;
                 last = now;
             }
-            if (now - last > 1000000000ull || now - start > 10000000000ull) return HS_ENOSPC;
+            if (now - last > 3000000000ull || now - start > 10000000000ull) return HS_ENOSPC;
             if ((i & 63) == 63) hs__sender_wake();
         }
     }

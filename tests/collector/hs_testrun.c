@@ -75,6 +75,7 @@ int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const e
     double t0 = now_s();
     pid_t pid = fork();
     if (pid < 0) return -1;
+    if (pid > 0) setpgid(pid, pid); /* either side may get there first */
     if (pid == 0) {
         int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -84,17 +85,22 @@ int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const e
          * and the program must not inherit a run from this process. */
         unsetenv("LD_PRELOAD");
         unsetenv("HEAPSTORE_PARENT_RUN");
+        setpgid(0, 0); /* so that a timeout also ends the program's children */
         if (preload) {
             char pre[4096];
+            int n = snprintf(pre, sizeof pre, "%s", hs_build_path("lib/libheapstore.so"));
+            /* The test allocator right after us: it is what we forward to. */
+            if (preload == HS_PRELOAD_TEST_ALLOCATOR)
+                n += snprintf(pre + n, sizeof pre - (size_t)n, ":%s",
+                              hs_build_path("tests/libwl_alloc.so"));
 #ifdef HS_TEST_ASAN_RUNTIME
-            /* Ours first (its malloc must win), the ASan runtime right after
-             * it, so that the "real" malloc we forward to is ASan's. */
-            snprintf(pre, sizeof pre, "%s:%s", hs_build_path("lib/libheapstore.so"),
-                     HS_TEST_ASAN_RUNTIME);
+            /* The ASan runtime after us, so that (without the test allocator)
+             * the "real" malloc we forward to is ASan's; libstdc++ before it,
+             * so that operator new stays libstdc++'s, which calls malloc,
+             * rather than the runtime's, which would bypass us. */
+            snprintf(pre + n, sizeof pre - (size_t)n, ":libstdc++.so.6:%s", HS_TEST_ASAN_RUNTIME);
             setenv("ASAN_OPTIONS",
                    "verify_asan_link_order=0:detect_leaks=0:abort_on_error=0:exitcode=97", 1);
-#else
-            snprintf(pre, sizeof pre, "%s", hs_build_path("lib/libheapstore.so"));
 #endif
             setenv("LD_PRELOAD", pre, 1);
             setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1:exitcode=98", 1);
@@ -109,7 +115,7 @@ int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const e
         pid_t w = waitpid(pid, &st, WNOHANG);
         if (w == pid) break;
         if (now_s() - t0 > timeout_s) {
-            kill(pid, SIGKILL);
+            kill(-pid, SIGKILL);
             waitpid(pid, &st, 0);
             r->timed_out = 1;
             break;

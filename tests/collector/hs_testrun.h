@@ -25,7 +25,15 @@ const char *hs_testrun_dir(void);
 const char *hs_build_path(const char *rel);
 const char *hs_source_path(const char *rel);
 
-/* preload: 1 to load the collector, 0 to run the program alone. */
+enum {
+    HS_PRELOAD_NONE = 0,
+    HS_PRELOAD_COLLECTOR = 1,
+    /* The collector, forwarding to tests/libwl_alloc.so (see wl_alloc.c). */
+    HS_PRELOAD_TEST_ALLOCATOR = 2,
+};
+
+/* preload: one of the above. The program runs in its own process group,
+ * killed whole at the timeout. */
 int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const env[], int preload,
                     int timeout_s);
 void hs_testrun_free(hs_testrun *r);

@@ -166,6 +166,9 @@ static void test_sites_exact(void **state)
     assert_int_equal(m.hello.nlabels, 2);
     assert_true(m.hello.labels[0].key.len == 4 && !memcmp(m.hello.labels[0].key.ptr, "test", 4));
     for (int k = 1; k <= HS_DROP_KIND_MAX; k++)
+        if (k != HS_DROP_STACKS_TRUNCATED && m.drops[k])
+            fprintf(stderr, "drops of kind %d: %llu\n%s", k, (unsigned long long)m.drops[k], r.err);
+    for (int k = 1; k <= HS_DROP_KIND_MAX; k++)
         if (k != HS_DROP_STACKS_TRUNCATED) assert_int_equal(m.drops[k], 0);
     for (int i = 0; i < n; i++) {
         agg a = aggregate(&m, s[i].name, s[i].line, "wl_sites.c");
@@ -206,6 +209,45 @@ static double rel_sd(double size, double total, double mean)
     return sqrt((mean / total) * (x / expm1(x)));
 }
 
+/* Each site's estimated allocated bytes, and its estimated leaked bytes
+ * (allocated minus freed weights) when it leaks at least 100x the interval,
+ * within 5% of the truth; a site that frees everything must be estimated at
+ * exactly 0 live. Returns the number of sites checked. */
+static int check_sampled(const hsp_model *m, const site *s, int n, double mean, const char *file)
+{
+    int checked = 0;
+    for (int i = 0; i < n; i++) {
+        agg a = aggregate(m, s[i].name, s[i].line, file);
+        double size = (double)s[i].bytes / (double)s[i].allocs;
+        double est = (double)a.alloc_weight, truth = (double)s[i].bytes;
+        double live_est = (double)a.alloc_weight - (double)a.free_weight;
+        double live = (double)(s[i].bytes - s[i].freed);
+        fprintf(
+            stderr,
+            "%-34s allocated %10.0f est %10.0f (%+.2f%%, sd %.2f%%)  leaked %10.0f est %10.0f\n",
+            s[i].name, truth, est, 100 * (est - truth) / truth, 100 * rel_sd(size, truth, mean),
+            live, live_est);
+        assert_true(a.line_ok);
+        assert_true(a.file_ok);
+        /* Every site here carries at least 100x the interval, and the
+         * workloads are sized so that 5% is at least three standard
+         * deviations of the estimate (rel_sd). */
+        assert_true(truth >= 100 * mean);
+        assert_true(rel_sd(size, truth, mean) <= 0.05 / 3);
+        assert_true(fabs(est - truth) <= 0.05 * truth);
+        if (live >= 100 * mean) {
+            assert_true(rel_sd(size, live, mean) <= 0.05 / 3);
+            assert_true(fabs(live_est - live) <= 0.05 * live);
+        } else {
+            /* Nothing leaked: every sampled block's free was seen. */
+            assert_true(live == 0);
+            assert_true(live_est == 0);
+        }
+        checked++;
+    }
+    return checked;
+}
+
 static void test_sites_sampled(void **state)
 {
     (void)state;
@@ -223,33 +265,29 @@ static void test_sites_sampled(void **state)
     hsp_model m;
     load_ok(&m, out, 0);
     assert_int_equal(m.hello.sample_bytes, 1024);
-    int checked = 0;
-    for (int i = 0; i < n; i++) {
-        agg a = aggregate(&m, s[i].name, s[i].line, "wl_sites.c");
-        double size = (double)s[i].bytes / (double)s[i].allocs;
-        double est = (double)a.alloc_weight, truth = (double)s[i].bytes;
-        double live_est = (double)a.alloc_weight - (double)a.free_weight;
-        double live = (double)(s[i].bytes - s[i].freed);
-        fprintf(stderr,
-                "%-16s allocated %10.0f est %10.0f (%+.2f%%, sd %.2f%%)  live %10.0f est %10.0f\n",
-                s[i].name, truth, est, 100 * (est - truth) / truth, 100 * rel_sd(size, truth, mean),
-                live, live_est);
-        assert_true(a.line_ok);
-        /* Every site here carries at least 100x the interval, and the
-         * workload is sized so that 5% is at least three standard
-         * deviations of the estimate (rel_sd); see the report. */
-        assert_true(truth >= 100 * mean);
-        assert_true(rel_sd(size, truth, mean) <= 0.05 / 3);
-        assert_true(fabs(est - truth) <= 0.05 * truth);
-        if (live >= 100 * mean) {
-            assert_true(fabs(live_est - live) <= 0.05 * live);
-        } else {
-            /* Nothing live: every sampled block's free was seen. */
-            assert_true(live_est == 0);
-        }
-        checked++;
-    }
-    assert_int_equal(checked, 12);
+    assert_int_equal(check_sampled(&m, s, n, mean, "wl_sites.c"), 12);
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
+/* The default interval (512 KiB, no HEAPSTORE_SAMPLE_BYTES) on sites of
+ * blocks large enough to carry 100x it within seconds. */
+static void test_sites_default_rate(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("default.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "1", "big", NULL};
+    const char *env[] = {"HEAPSTORE_SEED=11", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 300);
+    expect_ok_run(&r);
+    site s[4];
+    int n = parse_sites(r.out, s, 4);
+    assert_int_equal(n, 2);
+    hsp_model m;
+    load_ok(&m, out, 0);
+    assert_int_equal(m.hello.sample_bytes, 524288);
+    assert_int_equal(check_sampled(&m, s, n, 524288, "wl_sites.c"), 2);
     hsp_free(&m);
     hs_testrun_free(&r);
 }
@@ -284,6 +322,26 @@ static void test_cxx_exact(void **state)
         assert_true(a.line_ok);
         assert_true(a.file_ok);
     }
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
+static void test_cxx_sampled(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("cxx-sampled.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_cxx"), "1", "10", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1024", "HEAPSTORE_SEED=99",
+                         env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 300);
+    expect_ok_run(&r);
+    site s[8];
+    int n = parse_sites(r.out, s, 8);
+    assert_int_equal(n, 3);
+    hsp_model m;
+    load_ok(&m, out, 0);
+    assert_int_equal(check_sampled(&m, s, n, 1024, "wl_cxx.cpp"), 3);
     hsp_free(&m);
     hs_testrun_free(&r);
 }
@@ -469,15 +527,17 @@ static void test_server_down(void **state)
     hs_testrun_exec(&base, argv, file_env, 1, 120);
     expect_ok_run(&base);
 
+    /* A flush allowance far beyond the run's timeout: the program must see
+     * that nobody listens and not wait for it at exit. */
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1",
+                         "HEAPSTORE_EXIT_FLUSH_MS=3600000",
                          env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", closed_port()), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
     expect_ok_run(&r);
+    /* Speed is the benchmark's business; the times are shown, not judged. */
     fprintf(stderr, "file run %.2fs, server-down run %.2fs\nstderr: %s", base.seconds, r.seconds,
             r.err);
-    /* Normal speed: no waiting for a server that refuses connections. */
-    assert_true(r.seconds <= base.seconds * 1.5 + 0.5);
     unsigned long a = 0, f = 0;
     const char *p = strstr(r.err, "dropped ");
     assert_non_null(p);
@@ -541,8 +601,8 @@ static void *fake_server_main(void *arg)
                     if (s->connections == 1) s->next_seq = seq;
                     if (getenv("HS_TEST_VERBOSE"))
                         fprintf(stderr, "conn %d hello first_seq %lu flags %lu committed %lu\n",
-                                s->connections, (unsigned long)h.first_seq,
-                                (unsigned long)h.flags, (unsigned long)s->next_seq);
+                                s->connections, (unsigned long)h.first_seq, (unsigned long)h.flags,
+                                (unsigned long)s->next_seq);
                     continue;
                 }
                 uint64_t this_seq = seq++;
@@ -633,10 +693,16 @@ static void test_tcp_resume(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sites_exact), cmocka_unit_test(test_sites_sampled),
-        cmocka_unit_test(test_cxx_exact),   cmocka_unit_test(test_python),
-        cmocka_unit_test(test_dump),        cmocka_unit_test(test_underscore_exit),
-        cmocka_unit_test(test_server_down), cmocka_unit_test(test_tcp_resume),
+        cmocka_unit_test(test_sites_exact),
+        cmocka_unit_test(test_sites_sampled),
+        cmocka_unit_test(test_sites_default_rate),
+        cmocka_unit_test(test_cxx_exact),
+        cmocka_unit_test(test_cxx_sampled),
+        cmocka_unit_test(test_python),
+        cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_underscore_exit),
+        cmocka_unit_test(test_server_down),
+        cmocka_unit_test(test_tcp_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 // C++ workload: new/delete reach malloc/free through libstdc++. Prints
 // "site NAME LINE ALLOCS ALLOC_BYTES FREES FREED_BYTES" like wl_sites.c, with
-// NAME the demangled function that calls operator new. argv[1]: divisor.
+// NAME the demangled function that calls operator new. argv[1]: divisor,
+// argv[2]: multiplier (default 1).
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -44,7 +45,8 @@ int main(int argc, char **argv)
 {
     unsigned long s = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 1;
     if (!s) s = 1;
-    unsigned long n = 20000 / s + 10;
+    unsigned long k = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 1;
+    unsigned long n = 20000 * (k ? k : 1) / s + 10;
     ws::Node *head = nullptr;
     for (unsigned long i = 0; i < n; i++) {
         ws::Node *x = ws::make_node();

@@ -2,7 +2,11 @@
  * whose allocation call sits on the line recorded in its l_* variable. Prints
  * one line per site: "site NAME LINE ALLOCS ALLOC_BYTES FREES FREED_BYTES",
  * from which the tests derive the exact and the leaked bytes per site.
- * argv[1]: divide every count by this (default 1). */
+ * argv[1]: divide every count by this (default 1). argv[2]: "_exit" to
+ * leave with _exit(0); "big" to run only two sites of large blocks instead,
+ * enough for the default sample interval (512 KiB): 1 MiB blocks made and
+ * freed, 4 MiB blocks leaked (never touched, so they cost address space, not
+ * memory). */
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +74,17 @@ __attribute__((noinline)) static void *site_valloc(void)
     return AT(l_valloc, valloc(2000));
 }
 
+static int l_big_churn, l_big_leak;
+
+__attribute__((noinline)) static void *site_big_churn(void)
+{
+    return AT(l_big_churn, malloc(1 << 20));
+}
+__attribute__((noinline)) static void *site_big_leak(void)
+{
+    return AT(l_big_leak, malloc(4 << 20));
+}
+
 static void *volatile sink;
 
 static void report(const char *name, int line, unsigned long n, unsigned long size,
@@ -82,6 +97,14 @@ int main(int argc, char **argv)
 {
     unsigned long s = argc > 1 ? strtoul(argv[1], NULL, 10) : 1;
     if (!s) s = 1;
+    if (argc > 2 && !strcmp(argv[2], "big")) {
+        unsigned long n_churn = 2000 / s, n_leak = 25 / s + 1;
+        for (unsigned long i = 0; i < n_churn; i++) free(site_big_churn());
+        for (unsigned long i = 0; i < n_leak; i++) sink = site_big_leak();
+        report("site_big_churn", l_big_churn, n_churn, 1 << 20, n_churn);
+        report("site_big_leak", l_big_leak, n_leak, 4 << 20, 0);
+        return 0;
+    }
     unsigned long n_small = 200000 / s, n_medium = 10000 / s, n_large = 100 / s + 10,
                   n_churn = 500000 / s, n_half = 50000 / s, n_few = 5000 / s + 10;
     for (unsigned long i = 0; i < n_small; i++) sink = site_small();
