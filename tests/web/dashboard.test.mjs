@@ -15,7 +15,6 @@
 
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,7 +22,8 @@ import { fileURLToPath } from 'node:url';
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SRC = process.env.HS_SOURCE_DIR || path.resolve(HERE, '../..');
 const BUILD = path.resolve(process.env.HS_BUILD_DIR || path.join(SRC, 'build'));
-const SERVER = path.join(BUILD, 'bin/heapstore-server');
+// HS_SERVER: another server binary (e.g. a sanitizer build's) to test against.
+const SERVER = process.env.HS_SERVER || path.join(BUILD, 'bin/heapstore-server');
 const COLLECTOR = path.join(BUILD, 'lib/libheapstore.so');
 const WEB_ROOT = path.join(BUILD, 'share/heapstore/web');
 const LEAKY = path.join(BUILD, 'tests/web_leaky');
@@ -58,52 +58,119 @@ function assert(cond, msg) {
   if (!cond) throw new Error(msg);
 }
 
+// playwright-core as package-lock.json pins it: `npm ci` (the npm registry
+// only; the browser is Debian's) when node_modules is missing or holds
+// another version, e.g. on a fresh clone.
 async function loadPlaywright() {
-  if (!fs.existsSync(path.join(HERE, 'node_modules/playwright-core'))) {
-    log('npm ci (node_modules is missing)');
+  const lock = JSON.parse(fs.readFileSync(path.join(HERE, 'package-lock.json'), 'utf8'));
+  const want = lock.packages['node_modules/playwright-core'].version;
+  const pkg = path.join(HERE, 'node_modules/playwright-core/package.json');
+  let have = null;
+  try { have = JSON.parse(fs.readFileSync(pkg, 'utf8')).version; } catch { /* not installed */ }
+  if (have !== want) {
+    log(`npm ci (playwright-core ${have || 'missing'}, package-lock.json wants ${want})`);
     execFileSync('npm', ['ci', '--no-audit', '--no-fund'], { cwd: HERE, stdio: 'inherit' });
   }
   return import(path.join(HERE, 'node_modules/playwright-core/index.mjs'));
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+// Generous limits: the suite runs under ctest -j2 next to stress tests on a
+// slow shared machine. Nothing here is a measure of speed; each is only how
+// long to keep trying before calling something broken.
+const SERVER_START_MS = 60000; // until "listening on" and /api/health answers
+const FETCH_RETRY_MS = 60000; // a request that fails to connect is retried this long
+const RECORD_MS = 180000; // one workload run under the collector
+const RUNS_END_MS = 120000; // until the server has seen both runs end
+const BROWSER_MS = 90000; // any single wait in the browser
+
+let server = null; // {child, logFile}, for the error messages
+
+function serverLog() {
+  if (!server) return '';
+  try {
+    const text = fs.readFileSync(server.logFile, 'utf8');
+    return `\n--- heapstore-server log (last lines) ---\n${text.split('\n').slice(-40).join('\n')}`;
+  } catch { return ''; }
+}
+
+function describeFetchError(err) {
+  const c = err && err.cause;
+  return `${err && err.message}${c ? ` (${c.code || ''} ${c.message || c})` : ''}`;
+}
+
+// fetch(), retried while the connection itself fails (refused, reset, a
+// socket the server closed under us) until FETCH_RETRY_MS have passed. An
+// HTTP answer, whatever its status, is returned: only GETs go through here,
+// so a retry cannot do anything twice.
+async function fetchRetry(url, init = {}) {
+  const until = Date.now() + FETCH_RETRY_MS;
+  let delay = 50;
+  for (let attempt = 1; ; attempt++) {
+    if (server && (server.child.exitCode !== null || server.child.signalCode !== null)) {
+      throw new Error(`heapstore-server exited (${server.child.exitCode ?? server.child.signalCode}) before ${url}${serverLog()}`);
+    }
+    try {
+      return await fetch(url, { ...init, signal: AbortSignal.timeout(FETCH_RETRY_MS) });
+    } catch (err) {
+      if (Date.now() >= until) {
+        throw new Error(`${url}: ${describeFetchError(err)}, still failing after ${attempt} tries${serverLog()}`);
+      }
+    }
+    await sleep(delay);
+    delay = Math.min(delay * 2, 1000);
+  }
+}
+
 async function getJson(base, p) {
-  const res = await fetch(base + p);
+  const res = await fetchRetry(base + p);
   const text = await res.text();
   if (!res.ok) throw new Error(`${p}: HTTP ${res.status} ${text.slice(0, 200)}`);
   return JSON.parse(text);
 }
 
+// The server picks its own port (--listen 127.0.0.1:0) and says which in its
+// "listening on HOST:PORT" line: no window in which another test could take
+// a port picked for it. Its stderr is copied to server.log as it comes.
 async function startServer(tmp) {
-  const port = await freePort();
   const db = path.join(tmp, 'web.db');
   const logFile = path.join(tmp, 'server.log');
-  const out = fs.openSync(logFile, 'w');
-  const child = spawn(SERVER, ['--db', db, '--listen', `127.0.0.1:${port}`, '--granularity', '100ms',
-    '--web-root', WEB_ROOT], { stdio: ['ignore', out, out] });
-  cleanups.push(() => { if (child.exitCode === null) child.kill('SIGTERM'); });
+  const out = fs.createWriteStream(logFile);
+  const child = spawn(SERVER, ['--db', db, '--listen', '127.0.0.1:0', '--granularity', '100ms',
+    '--web-root', WEB_ROOT], { stdio: ['ignore', 'pipe', 'pipe'] });
+  server = { child, logFile };
+  cleanups.push(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM'); });
+  const port = await new Promise((resolve, reject) => {
+    let seen = '';
+    const timer = setTimeout(() => reject(new Error(
+      `heapstore-server did not say "listening on" within ${SERVER_START_MS / 1000} s${serverLog()}`)), SERVER_START_MS);
+    const onData = (chunk) => {
+      out.write(chunk);
+      seen += chunk.toString();
+      const m = /listening on [^\s]*:(\d+)\b/.exec(seen);
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    };
+    child.stdout.on('data', (chunk) => out.write(chunk));
+    child.stderr.on('data', onData);
+    child.once('error', (err) => { clearTimeout(timer); reject(err); });
+    child.once('exit', (code, sig) => {
+      clearTimeout(timer);
+      reject(new Error(`heapstore-server exited (${code ?? sig}) before listening${serverLog()}`));
+    });
+  });
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 100; i++) {
-    if (child.exitCode !== null) break;
+  const until = Date.now() + SERVER_START_MS;
+  for (;;) {
     try {
       const h = await getJson(base, '/api/health');
       if (h.ok) return { base, port, child, logFile };
-    } catch { /* not yet */ }
-    await sleep(100);
+    } catch (err) {
+      if (Date.now() >= until) throw err;
+    }
+    if (Date.now() >= until) throw new Error(`/api/health never said ok${serverLog()}`);
+    await sleep(200);
   }
-  throw new Error(`heapstore-server did not answer /api/health; its log:\n${fs.readFileSync(logFile, 'utf8')}`);
 }
 
 function record(prog, port, labels) {
@@ -118,25 +185,41 @@ function record(prog, port, labels) {
         HEAPSTORE_LABELS: labels,
       },
     });
-    child.on('error', reject);
-    child.on('exit', (code, sig) => (code === 0 ? resolve() : reject(new Error(`${prog} exited ${code ?? sig}`))));
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`${prog} did not finish within ${RECORD_MS / 1000} s${serverLog()}`));
+    }, RECORD_MS);
+    child.on('error', (err) => { clearTimeout(timer); reject(err); });
+    child.on('exit', (code, sig) => {
+      clearTimeout(timer);
+      if (code === 0) resolve();
+      else reject(new Error(`${prog} exited ${code ?? sig}${serverLog()}`));
+    });
   });
 }
 
-// Wait until the server has both runs and has seen them end.
+// Wait until the server has n runs and has seen each of them end: a run is
+// final once its state is no longer "open".
 async function waitForRuns(base, n) {
+  const until = Date.now() + RUNS_END_MS;
   let last = null;
-  for (let i = 0; i < 150; i++) {
+  for (;;) {
     last = await getJson(base, '/api/runs');
-    const ended = last.runs.filter((r) => r.state === 'ended');
-    if (ended.length >= n) return last.runs;
-    await sleep(100);
+    const final = last.runs.filter((r) => r.state !== 'open');
+    if (final.length >= n) return last.runs;
+    if (Date.now() >= until) break;
+    await sleep(200);
   }
-  throw new Error(`runs did not end: ${JSON.stringify(last).slice(0, 500)}`);
+  throw new Error(`runs did not end within ${RUNS_END_MS / 1000} s: ${JSON.stringify(last).slice(0, 500)}${serverLog()}`);
 }
 
+// Wait until the view of the page's current URL is built: the dashboard sets
+// body[data-hash] to the URL a finished view shows (js/app.js), so a view
+// left over from before a click never passes for the new one.
 async function waitReady(page) {
-  await page.waitForFunction(() => document.body.dataset.state !== 'loading', null, { timeout: 30000 });
+  await page.waitForFunction(
+    () => document.body.dataset.state !== 'loading' && document.body.dataset.hash === location.hash,
+    null, { timeout: BROWSER_MS });
   const state = await page.evaluate(() => document.body.dataset.state);
   if (state !== 'ready') {
     const msg = await page.locator('#error').innerText().catch(() => '');
@@ -144,9 +227,22 @@ async function waitReady(page) {
   }
 }
 
-async function shot(page, name) {
-  await page.mouse.move(0, 0); // no tooltip left over in the picture
-  await page.screenshot({ path: path.join(SCREENS, name + '.png'), fullPage: true });
+// The tooltip's text once it shows something matching re (the pointer has
+// just been moved; the browser may not have handled the move yet).
+async function tipText(page, re) {
+  try {
+    await page.waitForFunction((src) => {
+      const t = document.getElementById('tip');
+      return !t.hidden && new RegExp(src).test(t.innerText);
+    }, re.source, { timeout: BROWSER_MS });
+  } catch { /* reported by the caller's assertion, with the text */ }
+  return page.locator('#tip').innerText();
+}
+
+// keepTip: leave the pointer where it is, so the picture shows the tooltip.
+async function shot(page, name, { keepTip = false } = {}) {
+  if (!keepTip) await page.mouse.move(0, 0); // no tooltip left over in the picture
+  await page.screenshot({ path: path.join(SCREENS, name + '.png'), fullPage: !keepTip });
 }
 
 async function main() {
@@ -175,6 +271,8 @@ async function main() {
   });
   cleanups.unshift(() => browser.close());
   const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  context.setDefaultTimeout(BROWSER_MS);
+  context.setDefaultNavigationTimeout(BROWSER_MS);
   const page = await context.newPage();
   const pageErrors = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
@@ -188,12 +286,27 @@ async function main() {
     return route.abort();
   });
 
-  await check('the server serves the dashboard with a content type', async () => {
-    const res = await fetch(srv.base + '/');
-    assert(res.ok, `GET / → ${res.status}`);
-    assert(/text\/html/.test(res.headers.get('content-type') || ''), `content-type ${res.headers.get('content-type')}`);
-    const js = await fetch(srv.base + '/js/app.js');
-    assert(js.ok && /javascript/.test(js.headers.get('content-type') || ''), `app.js: ${js.status} ${js.headers.get('content-type')}`);
+  await check('the server serves the dashboard with content types and caching headers', async () => {
+    const want = [['/', /^text\/html/], ['/js/app.js', /^text\/javascript/], ['/style.css', /^text\/css/]];
+    for (const [p, type] of want) {
+      const res = await fetchRetry(srv.base + p);
+      const ct = res.headers.get('content-type') || '';
+      const cc = res.headers.get('cache-control') || '';
+      const etag = res.headers.get('etag');
+      assert(res.ok, `GET ${p} → ${res.status}`);
+      assert(type.test(ct), `${p}: content-type ${ct}`);
+      assert(cc && etag, `${p}: a file is cached by validation: cache-control "${cc}", etag ${etag}`);
+      if (p === '/') assert(/no-cache/.test(cc), `the page is revalidated on each load: ${cc}`);
+      // The ETag lets the browser revalidate: the same file again is a 304.
+      const again = await fetchRetry(srv.base + p, { headers: { 'If-None-Match': etag } });
+      assert(again.status === 304, `${p} with If-None-Match: ${again.status}`);
+    }
+    // A client-side route gets the page; the API is never cached.
+    const deep = await fetchRetry(srv.base + '/runs/1');
+    assert(deep.ok && /^text\/html/.test(deep.headers.get('content-type') || ''), `GET /runs/1: ${deep.status}`);
+    const api = await fetchRetry(srv.base + '/api/runs');
+    assert(/^application\/json/.test(api.headers.get('content-type') || ''), `api content-type ${api.headers.get('content-type')}`);
+    assert(/no-store/.test(api.headers.get('cache-control') || ''), `api cache-control ${api.headers.get('cache-control')}`);
   });
 
   await check('the runs list shows both runs, newest first, with their numbers', async () => {
@@ -209,11 +322,29 @@ async function main() {
     await shot(page, '1-runs');
   });
 
-  await check('the runs list filters by label', async () => {
+  await check('the runs list filters by label, program and host', async () => {
+    const rows = () => page.$$eval('table.runs tbody tr[data-run]', (trs) => trs.map((tr) => Number(tr.dataset.run)));
     await page.goto(srv.base + '/#/runs?label=version%3Dfixed');
     await waitReady(page);
-    const ids = await page.$$eval('table.runs tbody tr', (trs) => trs.map((tr) => Number(tr.dataset.run)));
-    assert(ids.length === 1 && ids[0] === fixed.id, `rows ${ids}`);
+    let ids = await rows();
+    assert(ids.length === 1 && ids[0] === fixed.id, `label=version=fixed: rows ${ids}`);
+    // The form makes the same kind of link.
+    await page.goto(srv.base + '/#/runs');
+    await waitReady(page);
+    await page.fill('input[name="program"]', 'web_leaky');
+    await page.click('form.filters button[type="submit"]');
+    await waitReady(page);
+    assert(/program=web_leaky/.test(page.url()), `the filter is in the URL: ${page.url()}`);
+    ids = await rows();
+    assert(ids.length === 1 && ids[0] === leaky.id, `program=web_leaky: rows ${ids}`);
+    await page.goto(`${srv.base}/#/runs?host=${encodeURIComponent(leaky.host)}`);
+    await waitReady(page);
+    ids = await rows();
+    assert(ids.length === 2, `host=${leaky.host}: rows ${ids}`);
+    await page.goto(`${srv.base}/#/runs?host=no-such-host`);
+    await waitReady(page);
+    ids = await rows();
+    assert(ids.length === 0, `host=no-such-host: rows ${ids}`);
   });
 
   let peakUrl = null;
@@ -224,13 +355,17 @@ async function main() {
     await waitReady(page);
     const ink = await page.evaluate(() => window.heapstore.plot.inkedPixels());
     assert(ink > 5000, `the plot canvas has ${ink} drawn pixels`);
+    // The top stacks' series are fetched after the heap: wait for them.
+    await page.waitForSelector('.plot-box[data-stacks="ready"]');
     const names = await page.$$eval('.legend-item', (els) => els.map((e) => e.textContent));
     assert(names.some((n) => /live heap/.test(n)), `legend: ${names}`);
     assert(names.some((n) => /RSS/.test(n)), `the plot has RSS on the same axis: ${names}`);
+    assert(names.some((n) => n.startsWith(BIGGEST_AT_PEAK)) && names.some((n) => n.startsWith(LEAKING)),
+      `the top stacks are series of their own: ${names}`);
     // Hovering reads exact values.
     const box = await page.locator('canvas.plot').boundingBox();
     await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2);
-    const tip = await page.locator('#tip').innerText();
+    const tip = await tipText(page, /live heap/);
     assert(/live heap/.test(tip) && / B\)/.test(tip), `hover tooltip: ${tip}`);
     await shot(page, '2-run-plot');
   });
@@ -250,8 +385,9 @@ async function main() {
     // Hover the widest leaf: the tooltip names it with its bytes and share.
     const fbox = await page.locator('canvas.flame').boundingBox();
     await page.mouse.move(fbox.x + leaves[0].x + leaves[0].w / 2, fbox.y + leaves[0].y + leaves[0].h / 2);
-    const tip = await page.locator('#tip').innerText();
+    const tip = await tipText(page, new RegExp(BIGGEST_AT_PEAK));
     assert(tip.includes(BIGGEST_AT_PEAK) && /8\.00 MiB/.test(tip) && /% of all/.test(tip), `tooltip: ${tip}`);
+    await shot(page, '3a-flame-hover', { keepTip: true });
     await shot(page, '3-flame-at-peak');
   });
 
@@ -290,8 +426,17 @@ async function main() {
     const first = await page.$eval('.top-table tbody tr', (tr) => tr.dataset.name);
     assert(first === BIGGEST_AT_PEAK, `first site ${first}`);
     await page.click('.top-table th[data-key="total_bytes"]'); // now ascending
-    const last = await page.$$eval('.top-table tbody tr', (trs) => trs[trs.length - 1].dataset.name);
-    assert(last === BIGGEST_AT_PEAK, `after sorting ascending the biggest is last: ${last}`);
+    const order = await page.$$eval('.top-table tbody tr', (trs) => trs.map((tr) => tr.dataset.name));
+    assert(order[order.length - 1] === BIGGEST_AT_PEAK, `after sorting ascending the biggest is last: ${order}`);
+    // The order is in the URL: the link reopens the table sorted the same way.
+    const sortedUrl = await page.evaluate(() => location.href);
+    assert(/sort=total_bytes/.test(sortedUrl), `URL keeps the order: ${sortedUrl}`);
+    const other = await context.newPage();
+    await other.goto(sortedUrl);
+    await waitReady(other);
+    const again = await other.$$eval('.top-table tbody tr', (trs) => trs.map((tr) => tr.dataset.name));
+    await other.close();
+    assert(JSON.stringify(again) === JSON.stringify(order), `reopened order ${again} vs ${order}`);
     await page.click('button[data-by="function"]');
     await waitReady(page);
     const fns = await page.$$eval('.top-table tbody tr', (trs) => trs.map((tr) => tr.dataset.name));
@@ -345,6 +490,7 @@ async function main() {
     await waitReady(page);
     const top = await page.$eval('.changes tbody tr', (tr) => tr.dataset.name);
     assert(top.includes(LEAKING), `between two moments the leak grew most: ${top}`);
+    await shot(page, '6b-diff-two-moments');
   });
 
   await check('the leaks view ranks the leaking site first, linked to its flame and history', async () => {
@@ -363,24 +509,50 @@ async function main() {
     assert(q === LEAKING, `flame link searches the site: ${q}`);
     await page.goBack();
     await waitReady(page);
+    const trace = await page.evaluate(() => window.heapstore.leaks.live_at_end[0].trace);
     await page.click('.leaks-live tbody tr:first-child a[data-link="history"]');
     await waitReady(page);
-    assert(/at=end/.test(page.url()), `history link opens the run at the end: ${page.url()}`);
+    assert(/at=end/.test(page.url()) && new RegExp(`trace=${trace}`).test(page.url()),
+      `history link opens the run at the end with the site's stack: ${page.url()}`);
+    await page.waitForSelector('.plot-box[data-stacks="ready"]');
+    const series = await page.$$eval('.legend-item', (els) => els.map((e) => e.dataset.series));
+    assert(series.includes(`trace-${trace}`), `the leaking stack is plotted: ${series}`);
     await shot(page, '8-leak-history');
   });
 
-  await check('downloads answer for the current moment', async () => {
+  await check('downloads of the current view are the files they say', async () => {
+    const fetchAll = async (hrefs) => {
+      const out = {};
+      for (const href of hrefs) {
+        const res = await fetchRetry(srv.base + href);
+        assert(res.ok, `${href}: HTTP ${res.status}`);
+        out[href] = Buffer.from(await res.arrayBuffer());
+      }
+      return out;
+    };
+    const kinds = {
+      collapsed: (b) => b.toString().split('\n').some((l) => l.includes(LEAKING) && / \d+$/.test(l)),
+      pprof: (b) => b[0] === 0x1f && b[1] === 0x8b, // gzipped profile.proto
+      speedscope: (b) => /speedscope/.test(JSON.parse(b.toString()).$schema || ''),
+      csv: (b) => /^t_ns,heap_bytes/.test(b.toString()) && b.toString().trim().split('\n').length > 5,
+    };
+    const kindOf = (href) => (/format=csv/.test(href) ? 'csv' : (/format=(\w+)/.exec(href) || [])[1]);
     await page.goto(`${srv.base}/#/run/${leaky.id}?at=end`);
     await waitReady(page);
-    const hrefs = await page.$$eval('a.dl', (as) => as.map((a) => a.getAttribute('href')));
-    assert(hrefs.length >= 5, `download links: ${hrefs}`);
-    for (const href of hrefs) {
-      const res = await fetch(srv.base + href);
-      assert(res.ok, `${href}: HTTP ${res.status}`);
-      const body = Buffer.from(await res.arrayBuffer());
-      assert(body.length > 0, `${href}: empty`);
-      if (/format=collapsed/.test(href)) assert(body.toString().includes(LEAKING), `collapsed names the leak`);
+    let hrefs = await page.$$eval('a.dl', (as) => as.map((a) => a.getAttribute('href')));
+    for (const k of Object.keys(kinds)) assert(hrefs.some((x) => kindOf(x) === k), `a ${k} link: ${hrefs}`);
+    let files = await fetchAll(hrefs);
+    for (const [href, body] of Object.entries(files)) {
+      const k = kindOf(href);
+      if (kinds[k]) assert(kinds[k](body), `${href} is not ${k}: ${body.subarray(0, 80).toString('hex')}`);
     }
+    // The diff's download is the difffolded form, naming the leak.
+    await page.goto(`${srv.base}/#/diff?a=${fixed.id}%40end&b=${leaky.id}%40end`);
+    await waitReady(page);
+    hrefs = await page.$$eval('a.dl', (as) => as.map((a) => a.getAttribute('href')));
+    files = await fetchAll(hrefs);
+    const text = Object.values(files)[0].toString();
+    assert(text.split('\n').some((l) => l.includes(LEAKING) && / \d+ \d+$/.test(l)), `difffolded: ${text.slice(0, 300)}`);
   });
 
   await check('no script errors and nothing fetched from elsewhere', async () => {

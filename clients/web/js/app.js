@@ -53,6 +53,7 @@ export function replaceParams(changes) {
   }
   const s = params.toString();
   history.replaceState(null, '', '#' + path + (s ? '?' + s : ''));
+  document.body.dataset.hash = location.hash; // the view still shows this URL
 }
 
 // ---- shared chrome ------------------------------------------------------------
@@ -86,7 +87,11 @@ let current = null; // {destroy()} of the mounted view
 let generation = 0;
 let lastPath = null;
 
+// When a view is done, body[data-state] is "ready" (or "error") and
+// body[data-hash] the URL it shows: a test, or anything else waiting for a
+// view, waits until that hash is the current one.
 export async function route() {
+  const hash = location.hash;
   const { path, params } = parseHash();
   const gen = ++generation;
   // Picking a moment rebuilds the run view: keep the reader where they were.
@@ -105,6 +110,7 @@ export async function route() {
   if (!match) {
     setCrumbs([{ text: 'not found' }]);
     root.append(h('p', 'No such view. ', h('a', { href: '#/runs' }, 'See the runs.')));
+    document.body.dataset.hash = hash;
     document.body.dataset.state = 'ready';
     return;
   }
@@ -114,11 +120,13 @@ export async function route() {
     if (gen !== generation) { if (mounted && mounted.destroy) mounted.destroy(); return; }
     current = mounted;
     window.scrollTo(0, keepScroll);
+    document.body.dataset.hash = hash;
     document.body.dataset.state = 'ready';
   } catch (err) {
     if (gen !== generation) return;
     console.error(err);
     showError(err);
+    document.body.dataset.hash = hash;
     document.body.dataset.state = 'error';
   }
 }

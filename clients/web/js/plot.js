@@ -94,6 +94,14 @@ export class TimePlot {
   }
   yOf(v) { return PAD.top + (1 - v / this.yMax) * (this.height - PAD.top - PAD.bottom); }
 
+  // Replace the series (e.g. when the top stacks arrive after the heap).
+  setSeries(series) {
+    this.series = series;
+    this.renderLegend();
+    this.computeScale();
+    this.draw();
+  }
+
   setMarkers(markers) { this.markers = markers; this.draw(); }
 
   draw() {

@@ -4,8 +4,23 @@
 // `value` gives what is sorted (default row[key]); `cell` what is shown.
 // Only the first `limit` rows are put in the DOM (a 20,000-stack run would
 // otherwise cost seconds); a button below shows the rest.
+// A view keeps the order in its URL with sortFromParam()/sortToParam():
+// "-bytes" is by bytes, largest first; "name" by name, ascending.
 
 import { h } from './api.js';
+
+// {key, dir} from a URL parameter's value, or fallback when it is absent or
+// names no column.
+export function sortFromParam(value, columns, fallback) {
+  if (!value) return fallback;
+  const dir = value.startsWith('-') ? -1 : 1;
+  const key = value.replace(/^[-+]/, '');
+  return columns.some((c) => c.key === key) ? { key, dir } : fallback;
+}
+
+export function sortToParam({ key, dir }) {
+  return (dir < 0 ? '-' : '') + key;
+}
 
 export function sortableTable({ columns, rows, sort, onSort, limit = 300, className = '', rowAttrs }) {
   let key = sort ? sort.key : null;

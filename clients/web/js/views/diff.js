@@ -4,12 +4,12 @@
 // differential flame graph (red grew, blue shrank) and the largest changes.
 
 import {
-  get, qs, h, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel, where, download,
+  get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel, where,
 } from '../api.js';
-import { go, setCrumbs, replaceParams } from '../app.js';
+import { go, setCrumbs, replaceParams, parseHash } from '../app.js';
 import { FlameGraph } from '../flame.js';
-import { sortableTable } from '../table.js';
-import { atLabel } from './run.js';
+import { sortableTable, sortFromParam, sortToParam } from '../table.js';
+import { atLabel, dl } from './run.js';
 
 export async function mount(root, { params, stale }) {
   const a = params.get('a') || '';
@@ -18,7 +18,7 @@ export async function mount(root, { params, stale }) {
   const by = ['stack', 'site', 'function'].includes(params.get('by')) ? params.get('by') : 'site';
   const search = params.get('q') || '';
   const zoom = params.get('z') ? params.get('z').split(';') : [];
-  const here = (changes) => go('/diff', { a, b, tab, by, q: search, ...changes });
+  const here = (changes) => go('/diff', { a, b, tab, by, q: parseHash().params.get('q') || '', ...changes });
 
   setCrumbs([{ text: 'runs', href: '#/runs' }, { text: 'compare' }]);
   const section = h('section.view-diff', { dataset: { view: 'diff' } });
@@ -48,11 +48,20 @@ export async function mount(root, { params, stale }) {
   const dlHref = '/api/diff' + qs({ a, b, format: 'collapsed' });
   const panel = h('div.panel',
     h('div.toolbar', tabs, h('span.spacer'),
-      h('span.legend-inline', h('span.swatch.grow-sw'), 'grew', h('span.swatch.shrink-sw'), 'shrank'),
-      h('a.dl', {
-        href: dlHref, download: 'heapstore-diff.folded.txt',
-        on: { click: (e) => { if (localStorage.getItem('heapstore-token')) { e.preventDefault(); download(dlHref, 'heapstore-diff.folded.txt'); } } },
-      }, 'download (difffolded)')));
+      h('span.legend-inline', h('span.swatch.grow-sw'), 'grew', h('span.swatch.shrink-sw'), 'shrank')),
+    h('div.toolbar.downloads',
+      h('span.muted', 'download:'),
+      dl(dlHref, 'heapstore-diff.folded.txt', 'both (difffolded)'),
+      ...[['A', d.a, a], ['B', d.b, b]].flatMap(([letter, s, spec]) => {
+        const run = s.run || {};
+        const at = spec.includes('@') ? spec.slice(spec.lastIndexOf('@') + 1) : 'end';
+        const ex = (format) => `${runPath(run.id)}/export${qs({ at, format })}`;
+        const stem = `heapstore-${run.id}-${at}`;
+        return [h('span.muted', `${letter}:`),
+          dl(ex('collapsed'), `${stem}.collapsed.txt`, 'collapsed'),
+          dl(ex('pprof'), `${stem}.pb.gz`, 'pprof'),
+          dl(ex('speedscope'), `${stem}.speedscope.json`, 'speedscope')];
+      })));
   section.append(panel);
 
   let graph = null;
@@ -79,7 +88,7 @@ export async function mount(root, { params, stale }) {
   // for both, and the biggest rows name what the colours point at.
   const rows = d.rows || [];
   panel.append(h('h3', tab === 'flame' ? 'Largest changes (by stack)' : `Largest changes (by ${by})`));
-  panel.append(changesTable(rows, tab === 'flame' ? 'stack' : by));
+  panel.append(changesTable(rows, tab === 'flame' ? 'stack' : by, params.get('sort')));
 
   window.heapstore = { view: 'diff', diff: d, flame: graph };
   return { destroy() { if (graph) graph.destroy(); window.heapstore = null; } };
@@ -106,7 +115,7 @@ function pickers(a, b, submit) {
     h('span.muted', 'TIME: seconds, peak or end'));
 }
 
-function changesTable(rows, by) {
+function changesTable(rows, by, sortParam) {
   const name = (r) => r.name || frameLabel(r.stack && r.stack[0]);
   const columns = [
     { key: 'name', label: by, value: name, cell: (r) => h('span', { title: (r.stack || []).map(frameLabel).join('\n') || name(r) }, name(r)) },
@@ -120,7 +129,9 @@ function changesTable(rows, by) {
     { key: 'delta_count', label: 'Δ blocks', num: true, cell: (r) => (r.delta_count > 0 ? '+' : '') + fmtInt(r.delta_count) },
   ];
   return h('div.changes', sortableTable({
-    columns, rows, sort: { key: 'delta_bytes', dir: -1 }, className: 'changes',
+    columns, rows, className: 'changes',
+    sort: sortFromParam(sortParam, columns, { key: 'delta_bytes', dir: -1 }),
+    onSort: (o) => replaceParams({ sort: sortToParam(o) }),
     rowAttrs: (r) => ({ dataset: { name: name(r) } }),
   }));
 }

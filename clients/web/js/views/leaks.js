@@ -3,11 +3,11 @@
 // and to its history (the run's plot with that stack as a series).
 
 import { get, qs, h, runPath, fmtBytes, fmtInt, fmtExactBytes, basename, frameLabel, where } from '../api.js';
-import { setCrumbs } from '../app.js';
-import { sortableTable } from '../table.js';
-import { runHeader, shareCell } from './run.js';
+import { setCrumbs, replaceParams } from '../app.js';
+import { sortableTable, sortFromParam, sortToParam } from '../table.js';
+import { runHeader, shareCell, dl } from './run.js';
 
-export async function mount(root, { args, stale }) {
+export async function mount(root, { args, params, stale }) {
   const res = await get(runPath(args[0]) + '/leaks' + qs({ limit: 50 }));
   if (stale()) return null;
   const run = res.run;
@@ -37,32 +37,45 @@ export async function mount(root, { args, stale }) {
   const live = (res.live_at_end || []).map((r, i) => ({ ...r, rank: i + 1 }));
   const growing = (res.growing || []).map((r, i) => ({ ...r, rank: i + 1 }));
 
+  const liveCols = [rank, site, loc,
+    { key: 'bytes', label: 'bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.bytes) }, fmtBytes(r.bytes)) },
+    { key: 'count', label: 'blocks', num: true },
+    { key: 'share', label: 'share', num: true, cell: (r) => shareCell(r.share) },
+    { key: 'links', label: '', value: () => 0, cell: links }];
+  const growCols = [rank, site, loc,
+    { key: 'slope_bytes_per_s', label: 'growth', num: true, cell: (r) => `${fmtBytes(Math.round(r.slope_bytes_per_s))}/s` },
+    { key: 'r2', label: 'fit (r²)', num: true, cell: (r) => (r.r2 ?? 0).toFixed(3) },
+    { key: 'end_bytes', label: 'at end', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.end_bytes) }, fmtBytes(r.end_bytes)) },
+    { key: 'score', label: 'score', num: true, cell: (r) => Math.round(r.score).toLocaleString('en-US') },
+    { key: 'links', label: '', value: () => 0, cell: links }];
+  const byRank = { key: 'rank', dir: 1 };
+  const base = runPath(id);
+
   section.append(h('div.panel.leaks-live',
     h('div.toolbar', h('strong', 'Live at the end'),
       h('span.muted', `${fmtBytes(run.end_bytes)} in ${fmtInt(run.end_count)} blocks never freed`), h('span.spacer'),
       h('a', { href: `#/run/${id}?at=end` }, 'flame graph at the end')),
+    h('div.toolbar.downloads',
+      h('span.muted', 'download the end:'),
+      dl(`${base}/export${qs({ at: 'end', format: 'collapsed' })}`, `heapstore-${id}-end.collapsed.txt`, 'collapsed'),
+      dl(`${base}/export${qs({ at: 'end', format: 'pprof' })}`, `heapstore-${id}-end.pb.gz`, 'pprof'),
+      dl(`${base}/export${qs({ at: 'end', format: 'speedscope' })}`, `heapstore-${id}-end.speedscope.json`, 'speedscope'),
+      dl(`${base}/history?format=csv`, `heapstore-${id}-history.csv`, 'history CSV')),
     sortableTable({
-      rows: live, sort: { key: 'rank', dir: 1 }, className: 'leaks',
+      rows: live, columns: liveCols, className: 'leaks',
+      sort: sortFromParam(params.get('sort'), liveCols, byRank),
+      onSort: (o) => replaceParams({ sort: sortToParam(o) }),
       rowAttrs: (r) => ({ dataset: { name: siteName(r), rank: r.rank } }),
-      columns: [rank, site, loc,
-        { key: 'bytes', label: 'bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.bytes) }, fmtBytes(r.bytes)) },
-        { key: 'count', label: 'blocks', num: true },
-        { key: 'share', label: 'share', num: true, cell: (r) => shareCell(r.share) },
-        { key: 'links', label: '', value: () => 0, cell: links }],
     })));
 
   section.append(h('div.panel.leaks-growing',
     h('div.toolbar', h('strong', 'Grew steadily'),
       h('span.muted', 'least-squares slope of live bytes over the run, ranked by end bytes weighted by fit')),
     sortableTable({
-      rows: growing, sort: { key: 'rank', dir: 1 }, className: 'leaks',
+      rows: growing, columns: growCols, className: 'leaks',
+      sort: sortFromParam(params.get('gsort'), growCols, byRank),
+      onSort: (o) => replaceParams({ gsort: sortToParam(o) }),
       rowAttrs: (r) => ({ dataset: { name: siteName(r), rank: r.rank } }),
-      columns: [rank, site, loc,
-        { key: 'slope_bytes_per_s', label: 'growth', num: true, cell: (r) => `${fmtBytes(Math.round(r.slope_bytes_per_s))}/s` },
-        { key: 'r2', label: 'fit (r²)', num: true, cell: (r) => (r.r2 ?? 0).toFixed(3) },
-        { key: 'end_bytes', label: 'at end', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.end_bytes) }, fmtBytes(r.end_bytes)) },
-        { key: 'score', label: 'score', num: true, cell: (r) => Math.round(r.score).toLocaleString('en-US') },
-        { key: 'links', label: '', value: () => 0, cell: links }],
     })));
 
   window.heapstore = { view: 'leaks', leaks: res };

@@ -8,10 +8,10 @@ import {
   get, qs, h, runPath, nsToAt, download, forget, fmtBytes, fmtDuration, fmtDate, fmtInt, fmtTime,
   fmtShare, fmtExactBytes, basename, droppedTotal, where, frameLabel,
 } from '../api.js';
-import { go, setCrumbs, replaceParams, route } from '../app.js';
+import { go, setCrumbs, replaceParams, route, parseHash } from '../app.js';
 import { TimePlot } from '../plot.js';
 import { FlameGraph } from '../flame.js';
-import { sortableTable } from '../table.js';
+import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 import { stateText, droppedTitle } from './runs.js';
 
 const SERIES_COLORS = ['#7b2cbf', '#2b9348', '#d00000', '#f48c06', '#0077b6', '#6a4c93', '#8d6e63', '#c9184a', '#386641', '#5e548e'];
@@ -27,15 +27,24 @@ export async function mount(root, { args, params, stale }) {
   const zoom = params.get('z') ? params.get('z').split(';') : [];
 
   const base = runPath(runArg);
+  // The plot's heap and RSS come first; the top stacks' series (a slower
+  // question on a big run) are added to the drawn plot when they arrive.
   const [hist, flame] = await Promise.all([
-    get(base + '/history' + qs({ top: topN || undefined, trace: trace || undefined })),
+    get(base + '/history'),
     get(base + '/flame' + qs({ at })),
   ]);
   if (stale()) return null;
   const run = hist.run;
   const id = run.id;
   const here = (changes) => {
-    const p = { at, tab, by, top: topN === 5 ? '' : topN, q: search, trace, ...changes };
+    // The search and the table's order stay while the moment changes (read
+    // from the URL: they may have changed since this view was built); the
+    // order does not carry over to another grouping.
+    const cur = parseHash().params;
+    const p = {
+      at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '', ...changes,
+    };
+    if (p.by !== by) p.sort = '';
     go(`/run/${id}`, p);
   };
 
@@ -59,16 +68,18 @@ export async function mount(root, { args, params, stale }) {
   series.push({ id: 'heap', name: exact ? 'live heap' : 'live heap (estimated)', color: '#3b6fd6', kind: 'area', alpha: 0.3, step: true, points: heap });
   const rss = (hist.rss || []).map((p) => [p.t_ns, p.rss_bytes]);
   if (rss.length) series.push({ id: 'rss', name: 'RSS', color: '#333', kind: 'line', dash: [5, 3], points: rss });
-  (hist.series || []).forEach((s, i) => series.push({
+  const stackSeries = (list) => list.map((s, i) => ({
     id: 'trace-' + s.trace,
     name: s.name || `stack ${s.trace}`,
     title: (s.stack || []).map(frameLabel).join('\n'),
     color: SERIES_COLORS[i % SERIES_COLORS.length],
     kind: 'line',
     step: true,
-    width: String(s.trace) === trace ? 3 : 1.5,
+    width: trace.split(',').includes(String(s.trace)) ? 3 : 1.5,
     points: (s.points || []).map((p) => [p.t_ns, p.bytes]),
   }));
+  const wantStacks = topN > 0 || !!trace;
+  const seriesNote = h('span.muted.series-note', wantStacks ? 'loading the top stacks…' : '');
 
   const topSel = h('select', { 'aria-label': 'top stacks', on: { change: () => here({ top: topSel.value }) } },
     [0, 5, 10, 20].map((n) => h('option', { value: n, selected: n === topN }, n ? `top ${n} stacks` : 'no stack series')));
@@ -85,6 +96,7 @@ export async function mount(root, { args, params, stale }) {
       }, 'Refresh') : null,
       h('button', { dataset: { act: 'peak' }, on: { click: () => here({ at: 'peak', z: '' }) } }, `Peak (${fmtTime(run.peak_t_ns || 0)})`),
       h('button', { dataset: { act: 'end' }, on: { click: () => here({ at: 'end', z: '' }) } }, 'End'),
+      seriesNote,
       topSel,
       dl(`${base}/history?format=csv`, `heapstore-${id}-history.csv`, 'CSV')),
     plotBox, rangeBar));
@@ -107,6 +119,22 @@ export async function mount(root, { args, params, stale }) {
         h('button', { on: { click: () => { rangeBar.hidden = true; plot.range = null; plot.draw(); } } }, 'Cancel'));
     },
   });
+
+  let gone = false; // destroy() ran: a late answer has nowhere to go
+  if (wantStacks) {
+    plotBox.dataset.stacks = 'loading';
+    get(base + '/history' + qs({ top: topN || undefined, trace: trace || undefined })).then((full) => {
+      if (gone) return;
+      const extra = stackSeries(full.series || []);
+      plot.setSeries([...series, ...extra]);
+      seriesNote.textContent = extra.length ? '' : 'no stacks to plot';
+      plotBox.dataset.stacks = 'ready';
+    }, (err) => {
+      if (gone) return;
+      seriesNote.textContent = `top stacks: ${err.message}`;
+      plotBox.dataset.stacks = 'error';
+    });
+  }
 
   // ---- the moment ----
   const total = flame.total_bytes !== undefined ? flame.total_bytes : flame.root.bytes;
@@ -169,8 +197,9 @@ export async function mount(root, { args, params, stale }) {
     }, 'by ' + b)));
     moment.append(h('div.toolbar', byBar));
     const top = await get(base + '/top' + qs({ at, by, limit: 1000 }));
-    if (stale()) { plot.destroy(); return null; }
-    moment.append(topTable(top, by, id));
+    if (stale()) { gone = true; plot.destroy(); return null; }
+    moment.append(topTable(top, by, id, params.get('sort'),
+      (o) => replaceParams({ sort: sortToParam(o) })));
   }
 
   section.append(sizesPanel(base));
@@ -178,6 +207,7 @@ export async function mount(root, { args, params, stale }) {
   window.heapstore = { view: 'run', run, history: hist, plot, flame: graph };
   return {
     destroy() {
+      gone = true;
       plot.destroy();
       if (graph) graph.destroy();
       window.heapstore = null;
@@ -234,7 +264,7 @@ export function runHeader(run, sampling) {
         dropped ? `${fmtInt(dropped)} events dropped: numbers are low by that much` : 'nothing dropped')));
 }
 
-function dl(href, filename, text) {
+export function dl(href, filename, text) {
   return h('a.dl', {
     href, download: filename,
     on: {
@@ -259,7 +289,7 @@ async function fillOthers(run, select) {
   } catch { /* the picker stays empty */ }
 }
 
-function topTable(top, by, id) {
+function topTable(top, by, id, sortParam, onSort) {
   const rows = top.rows || [];
   const nameCell = (r) => {
     const stack = (r.stack || []).map(frameLabel).join('\n');
@@ -283,11 +313,12 @@ function topTable(top, by, id) {
       { key: 'total_count', label: 'blocks', num: true });
   }
   columns.push({ key: 'share', label: 'share', num: true, cell: (r) => shareCell(r.share) });
-  const sort = by === 'function' ? { key: 'self_bytes', dir: -1 } : { key: 'total_bytes', dir: -1 };
+  const sort = sortFromParam(sortParam, columns,
+    by === 'function' ? { key: 'self_bytes', dir: -1 } : { key: 'total_bytes', dir: -1 });
   const more = top.rows_total > rows.length
     ? h('p.muted', `the ${fmtInt(rows.length)} largest of ${fmtInt(top.rows_total)} rows`) : null;
   return h('div.top-table', { dataset: { by } }, more,
-    sortableTable({ columns, rows, sort, className: 'top', rowAttrs: (r) => ({ dataset: { name: r.name || '' } }) }));
+    sortableTable({ columns, rows, sort, onSort, className: 'top', rowAttrs: (r) => ({ dataset: { name: r.name || '' } }) }));
 }
 
 // Allocation sizes, fetched when first opened: a histogram of every

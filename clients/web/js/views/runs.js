@@ -2,8 +2,8 @@
 // that tell whether it is worth opening; tick two to compare them.
 
 import { get, qs, h, fmtBytes, fmtDuration, fmtDate, fmtInt, basename, droppedTotal } from '../api.js';
-import { go, setCrumbs } from '../app.js';
-import { sortableTable } from '../table.js';
+import { go, setCrumbs, replaceParams } from '../app.js';
+import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 
 export async function mount(root, { params }) {
   const filter = {
@@ -104,7 +104,9 @@ export async function mount(root, { params }) {
   root.firstChild.append(h('p.count.muted', `${runs.length} run${runs.length === 1 ? '' : 's'}` +
     (runs.length >= 500 ? ' (the newest 500)' : '')));
   root.firstChild.append(sortableTable({
-    columns, rows: runs, sort: { key: 'start_unix_ms', dir: -1 }, className: 'runs',
+    columns, rows: runs, className: 'runs',
+    sort: sortFromParam(params.get('sort'), columns, { key: 'start_unix_ms', dir: -1 }),
+    onSort: (o) => replaceParams({ sort: sortToParam(o) }),
     rowAttrs: (r) => ({ dataset: { run: r.id, program: basename(r.program) } }),
   }));
 }
