@@ -46,30 +46,39 @@ static int64_t q_int(sqlite3 *db, const char *fmt, ...)
     return v;
 }
 
-/* Runs hs-example with the collector sending to url, its output into
- * log (shown if it fails); returns its status. */
-static int run_example(const char *url, const char *log)
+/* Starts hs-example (rounds rounds of round_ms) with the collector sending
+ * to url, its output into log; returns its pid. */
+static pid_t spawn_example(const char *url, const char *log, int rounds_n, int round_ms)
 {
     const char *bdir = getenv("HS_BUILD_DIR");
-    char prog[600], lib[600], rounds[16];
+    char prog[600], lib[600], rounds[16], ms[16];
     snprintf(prog, sizeof prog, "%s/bin/hs-example", bdir ? bdir : "build");
     snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", bdir ? bdir : "build");
     if (getenv("HS_TEST_COLLECTOR")) snprintf(lib, sizeof lib, "%s", getenv("HS_TEST_COLLECTOR"));
-    snprintf(rounds, sizeof rounds, "%d", ROUNDS);
+    snprintf(rounds, sizeof rounds, "%d", rounds_n);
+    snprintf(ms, sizeof ms, "%d", round_ms);
     pid_t pid = fork();
     if (pid == 0) {
         setenv("LD_PRELOAD", lib, 1);
         setenv("HEAPSTORE_URL", url, 1);
         setenv("HEAPSTORE_SAMPLE_BYTES", "1", 1);
-        setenv("HEAPSTORE_EXIT_FLUSH_MS", "10000", 1);
+        /* Long enough for a restarted server to take the last frames. */
+        setenv("HEAPSTORE_EXIT_FLUSH_MS", "60000", 1);
         /* In a sanitized tree the program and the collector are both built
          * with ASan: the collector must come first to see the allocations,
          * and the program leaks on purpose. */
         setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
         if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
-        execl(prog, prog, "--rounds", rounds, "--round-ms", "10", (char *)NULL);
+        execl(prog, prog, "--rounds", rounds, "--round-ms", ms, (char *)NULL);
         _exit(127);
     }
+    return pid;
+}
+
+/* Waits for an example started with spawn_example; returns its status (its
+ * output shown if it is not 0). */
+static int wait_example(pid_t pid, const char *url, const char *log)
+{
     int st;
     if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
     int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
@@ -81,6 +90,11 @@ static int run_example(const char *url, const char *log)
         if (f) fclose(f);
     }
     return rc;
+}
+
+static int run_example(const char *url, const char *log)
+{
+    return wait_example(spawn_example(url, log, ROUNDS, 10), url, log);
 }
 
 /* Live bytes of the allocation sites in function fn (kind 1: at the last
@@ -95,7 +109,7 @@ static int64_t site_bytes(sqlite3 *db, int64_t run, int kind, const char *fn)
                  (long long)run, kind, (long long)run, kind, fn);
 }
 
-static void check_example_run(sqlite3 *db, int64_t run)
+static void check_example_run_n(sqlite3 *db, int64_t run, int64_t rounds)
 {
     assert_true(run > 0);
     assert_int_equal(q_int(db, "SELECT state = 'ended' FROM runs WHERE id = %lld", (long long)run),
@@ -114,15 +128,39 @@ static void check_example_run(sqlite3 *db, int64_t run)
         q_int(db, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run),
         q_int(db, "SELECT alloc_events + free_events FROM runs WHERE id = %lld", (long long)run));
     /* What the program did. */
-    assert_int_equal(site_bytes(db, run, 1, "leaky_cache_add"), ROUNDS * 512 * KIB);
+    assert_int_equal(site_bytes(db, run, 1, "leaky_cache_add"), rounds * 512 * KIB);
     assert_int_equal(site_bytes(db, run, 1, "build_index"), 0);
     assert_int_equal(site_bytes(db, run, 2, "build_index"), 64 * MIB);
     /* At the peak: the index, the configuration and the leaks so far. */
     int64_t peak = q_int(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run);
     int64_t leaked = site_bytes(db, run, 2, "leaky_cache_add");
-    assert_true(leaked >= 512 * KIB && leaked <= ROUNDS * 512 * KIB && leaked % (512 * KIB) == 0);
+    assert_true(leaked >= 512 * KIB && leaked <= rounds * 512 * KIB && leaked % (512 * KIB) == 0);
     assert_true(peak >= 64 * MIB + leaked);
     assert_true(peak < 64 * MIB + leaked + 2 * MIB);
+}
+
+static void check_example_run(sqlite3 *db, int64_t run)
+{
+    check_example_run_n(db, run, ROUNDS);
+}
+
+static sqlite3 *db_ro(const char *path)
+{
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    sqlite3_busy_timeout(db, 10000);
+    return db;
+}
+
+/* Polls until `SELECT count(*) FROM runs WHERE <cond>` reaches want. */
+static int wait_runs(sqlite3 *db, const char *cond, int64_t want, int timeout_ms)
+{
+    uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
+    for (;;) {
+        if (q_int(db, "SELECT count(*) FROM runs WHERE %s", cond) >= want) return 1;
+        if (tk_now_ms() > deadline) return 0;
+        usleep(20000);
+    }
 }
 
 static void test_real_collector(void **state)
@@ -169,9 +207,103 @@ static void test_real_collector(void **state)
     sqlite3_close(sdb);
 }
 
+/* Several programs at once, each its own run, all complete. */
+static void test_concurrent_programs(void **state)
+{
+    (void)state;
+    enum { N = 4 };
+    char dir[600], db[700], url[800], log[N][700];
+    tk_tmpdir(dir, sizeof dir, "collector_conc");
+    snprintf(db, sizeof db, "%s/hs.db", dir);
+    tk_server srv;
+    const char *args[] = {"--granularity", "100ms", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", srv.port);
+    pid_t pids[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(log[i], sizeof log[i], "%s/example%d.log", dir, i);
+        pids[i] = spawn_example(url, log[i], ROUNDS, 10);
+        assert_true(pids[i] > 0);
+    }
+    for (int i = 0; i < N; i++) assert_int_equal(wait_example(pids[i], url, log[i]), 0);
+    sqlite3 *sdb = db_ro(db);
+    assert_true(wait_runs(sdb, "state = 'ended'", N, 30000));
+    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), N);
+    for (int64_t run = 1; run <= N; run++) check_example_run(sdb, run);
+    /* Every event the collectors counted is stored, none twice. */
+    assert_int_equal(q_int(sdb, "SELECT sum(n_events) FROM events"),
+                     q_int(sdb, "SELECT sum(bye_alloc_events + bye_free_events) FROM runs"));
+    sqlite3_close(sdb);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+}
+
+/* The server goes down mid-run (sig) and comes back on the same port: the
+ * collector reconnects, resends what was not acknowledged, and the run is
+ * complete. After SIGKILL the database must be intact before the restart. */
+static void restart_real(int sig, const char *name)
+{
+    enum { RUN_ROUNDS = 100 };
+    char dir[600], db[700], url[800], log[700];
+    tk_tmpdir(dir, sizeof dir, name);
+    snprintf(db, sizeof db, "%s/hs.db", dir);
+    snprintf(log, sizeof log, "%s/example.log", dir);
+    tk_server srv;
+    const char *args[] = {"--granularity", "100ms", "--grace", "60s", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    int port = srv.port;
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    pid_t pid = spawn_example(url, log, RUN_ROUNDS, 25);
+    assert_true(pid > 0);
+    /* Mid-run: some events are stored, the run has not ended. */
+    sqlite3 *sdb = db_ro(db);
+    uint64_t deadline = tk_now_ms() + 60000;
+    while (q_int(sdb, "SELECT count(*) FROM events") < 2 && tk_now_ms() < deadline) usleep(10000);
+    sqlite3_close(sdb);
+    int rc = tk_server_stop(&srv, sig);
+    assert_int_equal(rc, sig == SIGKILL ? 128 + SIGKILL : 0);
+    sdb = db_ro(db);
+    char *ic = NULL;
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(sdb, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    ic = strdup((const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    assert_string_equal(ic, "ok");
+    free(ic);
+    assert_true(q_int(sdb, "SELECT count(*) FROM events") >= 2);
+    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs WHERE state = 'open'"), 1);
+    sqlite3_close(sdb);
+    /* Back on the same port. */
+    assert_int_equal(tk_server_start(&srv, db, port, args), 0);
+    assert_int_equal(wait_example(pid, url, log), 0);
+    sdb = db_ro(db);
+    assert_true(wait_runs(sdb, "state = 'ended'", 1, 30000));
+    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), 1);
+    check_example_run_n(sdb, 1, RUN_ROUNDS);
+    sqlite3_close(sdb);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+}
+
+static void test_restart_sigterm_real(void **state)
+{
+    (void)state;
+    restart_real(SIGTERM, "collector_term");
+}
+
+static void test_restart_sigkill_real(void **state)
+{
+    (void)state;
+    restart_real(SIGKILL, "collector_kill");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_real_collector)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_real_collector),
+        cmocka_unit_test(test_concurrent_programs),
+        cmocka_unit_test(test_restart_sigterm_real),
+        cmocka_unit_test(test_restart_sigkill_real),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
