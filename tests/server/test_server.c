@@ -865,6 +865,70 @@ static void test_import_and_retention(void **state)
     free(m.ev);
 }
 
+static int file_contains(const char *path, const char *text);
+
+/* heapstore import of a file cut inside a frame (the process died while
+ * writing): the whole frames before the cut are stored and the run is closed
+ * as lost; a file that is not a stream is refused and changes nothing. */
+static void test_import_cut_and_bad(void **state)
+{
+    (void)state;
+    char dir[600], db[700], file[700], out[700], cmd[2400];
+    tk_tmpdir(dir, sizeof dir, "import_cut");
+    snprintf(db, sizeof db, "%s/hs.db", dir);
+    snprintf(file, sizeof file, "%s/cut.hsp", dir);
+    snprintf(out, sizeof out, "%s/out.txt", dir);
+    model m;
+    model_build(&m, 2400, 4711);
+    tk_buf b = {0};
+    uint8_t id[16];
+    run_uuid(id, 0x21);
+    tk_header(&b);
+    tk_hello(&b, id, 0, 0, NULL);
+    size_t start = b.len;
+    model_frames(&m, &b, 128, 1);
+    size_t *offs;
+    size_t n = tk_frame_offsets(&b, start, &offs);
+    assert_true(n > 16);
+    /* Frames 0..4 are symbols and stacks; cut inside the 11th EVENTS frame. */
+    size_t cut = offs[15] + 7;
+    FILE *f = fopen(file, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b.p, 1, cut, f), cut);
+    fclose(f);
+    const char *bdir = getenv("HS_BUILD_DIR");
+    snprintf(cmd, sizeof cmd, "%s/bin/heapstore import --db '%s' '%s' > '%s' 2>&1",
+             bdir ? bdir : "build", db, file, out);
+    assert_int_equal(system(cmd), 0);
+    assert_true(file_contains(out, "partial frame"));
+    assert_true(file_contains(out, "stored as lost"));
+    sqlite3 *sdb = db_open(db);
+    int64_t run = run_id_of(sdb, 0x21);
+    char *st = q_text(sdb, "SELECT state FROM runs WHERE id = %lld", (long long)run);
+    assert_string_equal(st, "lost");
+    free(st);
+    assert_int_equal(
+        q_int(sdb, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run), 10 * 128);
+    assert_int_equal(q_int(sdb, "SELECT next_seq FROM runs WHERE id = %lld", (long long)run), 15);
+    sqlite3_close(sdb);
+    /* Not a stream: exit 1, a message, nothing stored. */
+    f = fopen(file, "wb");
+    assert_non_null(f);
+    fputs("this is not a heapstore stream\n", f);
+    fclose(f);
+    assert_int_equal(WEXITSTATUS(system(cmd)), 1);
+    assert_true(file_contains(out, "bad magic"));
+    sdb = db_open(db);
+    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), 1);
+    char *ic = q_text(sdb, "PRAGMA integrity_check");
+    assert_string_equal(ic, "ok");
+    free(ic);
+    sqlite3_close(sdb);
+    free(offs);
+    tk_buf_free(&b);
+    free(m.ev);
+}
+
 /* Runs heapstore-server with args (a shell fragment), output to out; returns
  * the exit status. */
 static int server_cmd(const char *args, const char *out)
@@ -940,7 +1004,8 @@ int main(void)
         cmocka_unit_test(test_malformed_inputs),    cmocka_unit_test(test_restart_sigterm),
         cmocka_unit_test(test_restart_sigkill),     cmocka_unit_test(test_lost_and_resumed),
         cmocka_unit_test(test_token_and_duplicate), cmocka_unit_test(test_import_and_retention),
-        cmocka_unit_test(test_resume_after_bye),    cmocka_unit_test(test_command_line),
+        cmocka_unit_test(test_resume_after_bye),    cmocka_unit_test(test_import_cut_and_bad),
+        cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
