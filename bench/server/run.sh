@@ -3,9 +3,10 @@
 # heapstore-server on a loopback ephemeral port with a new database, replays
 # synthetic collector streams with hs-loadgen (events stored = committed and
 # acknowledged), then prints events/s, database bytes per event (the whole
-# file after a clean stop: events plus rollups, runs, stacks) and the
-# server's peak RSS. Each N runs REPEAT times (default 3); the table shows
-# medians.
+# file after a clean stop: events plus rollups, runs, stacks), the
+# server's peak RSS and the server's CPU time (user + system) per million
+# events, which, unlike events/s, does not depend on what else the machine
+# is running. Each N runs REPEAT times (default 3); the table shows medians.
 #
 #   bash bench/server/run.sh [BUILD_DIR]      (default: build)
 # Environment: EVENTS (total events per N, default 16000000), REPEAT, CONNS
@@ -27,9 +28,11 @@ trap 'rm -rf "$tmp"' EXIT
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-printf '%-6s %14s %14s %14s %10s\n' conns events events/s db_bytes/event peak_rss_MB
+tck=$(getconf CLK_TCK)
+printf '%-6s %12s %12s %14s %11s %14s\n' conns events events/s db_bytes/event peak_rss_MB \
+    cpu_s/Mevent
 for n in $CONNS; do
-    : > "$tmp/rate" ; : > "$tmp/bpe" ; : > "$tmp/rss"
+    : > "$tmp/rate" ; : > "$tmp/bpe" ; : > "$tmp/rss" ; : > "$tmp/cpu"
     for r in $(seq "$REPEAT"); do
         db=$tmp/bench-$n-$r.db
         log=$tmp/server-$n-$r.log
@@ -46,6 +49,7 @@ for n in $CONNS; do
         out=$("$loadgen" --port "$port" --conns "$n" --events "$per_conn" \
               --per-frame "$PER_FRAME" --stacks "$STACKS" --sample-bytes "$SAMPLE_BYTES")
         rss_kb=$(awk '/VmHWM/ {print $2}' "/proc/$pid/status")
+        ticks=$(awk '{print $14 + $15}' "/proc/$pid/stat")
         kill -TERM "$pid"
         wait "$pid"
         case $out in *FAILED*) echo "load generator failed: $out" >&2; exit 1 ;; esac
@@ -58,8 +62,10 @@ for n in $CONNS; do
         echo "$rate" >> "$tmp/rate"
         awk -v b="$bytes" -v e="$total" 'BEGIN {printf "%.2f\n", b / e}' >> "$tmp/bpe"
         awk -v k="$rss_kb" 'BEGIN {printf "%.1f\n", k / 1024}' >> "$tmp/rss"
+        awk -v t="$ticks" -v h="$tck" -v e="$total" 'BEGIN {printf "%.3f\n", t / h / (e / 1e6)}' \
+            >> "$tmp/cpu"
         rm -f "$db" "$db-wal" "$db-shm"
     done
-    printf '%-6s %14s %14s %14s %10s\n' "$n" "$total" "$(median < "$tmp/rate")" \
-        "$(median < "$tmp/bpe")" "$(median < "$tmp/rss")"
+    printf '%-6s %12s %12s %14s %11s %14s\n' "$n" "$total" "$(median < "$tmp/rate")" \
+        "$(median < "$tmp/bpe")" "$(median < "$tmp/rss")" "$(median < "$tmp/cpu")"
 done
