@@ -5,9 +5,10 @@
 //
 // Records one synthetic run with bench/server's load generator (hs-loadgen:
 // EVENTS events over STACKS distinct 3-frame stacks, PER_FRAME blocks live at
-// a time), then for each web root (BASELINE_WEB_ROOT if set, e.g. an older
-// checkout's clients/web, then the build's) restarts heapstore-server on that
-// database and, REPEAT times in a fresh browser page, times:
+// a time), then REPEAT rounds for each web root, alternating between them
+// (BASELINE_WEB_ROOT if set, e.g. an older checkout's clients/web, and the
+// build's): a fresh heapstore-server on that database, a fresh browser, and
+// times:
 //   run view   from navigation to the view being ready (plot and flame drawn)
 //   flame      laying out and drawing the flame graph again, zooming into the
 //              first frame and out, a search over every node, one hover
@@ -79,15 +80,17 @@ async function timeView(browser, base, hash, view) {
   return { page, ms };
 }
 
-async function measure(webRoot, label) {
+// One round on one web root: a fresh server on the database, a fresh
+// browser, each view once. Rounds alternate between the web roots so that
+// the machine's changing load falls on both alike.
+async function round(webRoot, r) {
   const srv = await startServer(webRoot);
   const base = `http://127.0.0.1:${srv.port}`;
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: ['--headless', '--no-sandbox', '--disable-gpu'] });
-  const runs = await (await fetch(`${base}/api/runs`)).json();
-  const id = runs.runs[0].id;
-  const mid = (runs.runs[0].duration_ns / 2e9).toFixed(3);
-  const r = { run: [], render: [], zoom: [], search: [], hover: [], diff: [], leaks: [] };
-  for (let i = 0; i < REPEAT; i++) {
+  try {
+    const runs = await (await fetch(`${base}/api/runs`)).json();
+    const id = runs.runs[0].id;
+    const mid = (runs.runs[0].duration_ns / 2e9).toFixed(3);
     const { page, ms } = await timeView(browser, base, `/run/${id}?at=peak`, 'run');
     r.run.push(ms);
     const f = await page.evaluate(() => {
@@ -101,18 +104,20 @@ async function measure(webRoot, label) {
       g.zoom(null, { silent: true });
       out.zoom = performance.now() - t;
       t = performance.now();
-      g.setSearch('fn1', { silent: false });
-      g.setSearch('', { silent: false });
+      g.setSearch('fn1');
+      g.setSearch('');
       out.search = performance.now() - t;
       return out;
     });
     r.render.push(f.render);
     r.zoom.push(f.zoom);
     r.search.push(f.search);
+    // One hover: from the pointer's move to the tooltip (the handler's hit
+    // test and redraw, and the browser's own latency).
     const box = await page.locator('canvas.flame').boundingBox();
     const t = Date.now();
     await page.mouse.move(box.x + box.width / 3, box.y + 27);
-    await page.waitForFunction(() => !document.getElementById('tip').hidden);
+    await page.waitForFunction(() => !document.getElementById('tip').hidden, null, { polling: 'raf' });
     r.hover.push(Date.now() - t);
     await page.close();
     const d = await timeView(browser, base, `/diff?a=${id}@${mid}&b=${id}@peak`, 'diff');
@@ -121,12 +126,10 @@ async function measure(webRoot, label) {
     const l = await timeView(browser, base, `/leaks/${id}`, 'leaks');
     r.leaks.push(l.ms);
     await l.page.close();
+  } finally {
+    await browser.close();
+    await stopServer(srv);
   }
-  await browser.close();
-  await stopServer(srv);
-  const row = { label };
-  for (const [k, v] of Object.entries(r)) row[k] = median(v);
-  return row;
 }
 
 try {
@@ -135,9 +138,16 @@ try {
   execFileSync(LOADGEN, ['--port', String(srv.port), '--conns', '1', '--events', EVENTS,
     '--per-frame', PER_FRAME, '--stacks', STACKS], { stdio: 'inherit' });
   await stopServer(srv);
-  const rows = [];
-  if (process.env.BASELINE_WEB_ROOT) rows.push(await measure(process.env.BASELINE_WEB_ROOT, 'baseline'));
-  rows.push(await measure(WEB_ROOT, 'this build'));
+  const roots = [];
+  if (process.env.BASELINE_WEB_ROOT) roots.push({ label: 'baseline', dir: process.env.BASELINE_WEB_ROOT });
+  roots.push({ label: 'this build', dir: WEB_ROOT });
+  for (const root of roots) root.r = { run: [], render: [], zoom: [], search: [], hover: [], diff: [], leaks: [] };
+  for (let i = 0; i < REPEAT; i++) for (const root of roots) await round(root.dir, root.r);
+  const rows = roots.map(({ label, r }) => {
+    const row = { label };
+    for (const [k, v] of Object.entries(r)) row[k] = median(v);
+    return row;
+  });
   const cols = ['run', 'render', 'zoom', 'search', 'hover', 'diff', 'leaks'];
   console.log(`\nmedians of ${REPEAT}, milliseconds`);
   console.log(['web root'.padEnd(12), ...cols.map((c) => c.padStart(9))].join(' '));
