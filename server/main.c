@@ -30,6 +30,7 @@ static void usage(FILE *f)
         "  --retain-events DAYS delete raw events older than DAYS (a decimal number) of runs\n"
         "                       that have ended; runs, stacks and rollups are kept\n"
         "  --token TOKEN        require TOKEN from collectors (HELLO) and HTTP clients\n"
+        "                       (default: $HEAPSTORE_TOKEN when set)\n"
         "  --web-root DIR       dashboard files (default <bindir>/../share/heapstore/web)\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
@@ -109,6 +110,7 @@ int main(int argc, char **argv)
         .grace_ns = 10ull * 1000000000ull,
     };
     char *web_root = NULL;
+    int token_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -162,6 +164,7 @@ int main(int argc, char **argv)
             if (!bad) cfg.retain_events_ns = (uint64_t)llround(d * 86400e9);
         } else if (!strcmp(name, "--token")) {
             cfg.token = val[0] ? val : NULL;
+            token_given = 1;
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
         }
@@ -170,6 +173,9 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    /* The variable collectors and the CLI send; --token (even empty) wins. */
+    const char *env_token = getenv("HEAPSTORE_TOKEN");
+    if (!token_given && env_token && *env_token) cfg.token = env_token;
     if (!cfg.db_path) {
         int rc = hs_default_db_path(db_buf, sizeof db_buf);
         if (!rc) rc = hs_paths_mkdir_parent(db_buf);

@@ -201,7 +201,10 @@ int hs_store_commit(hs_store *s)
 
 void hs_store_rollback(hs_store *s)
 {
-    sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    /* After SQLITE_FULL or SQLITE_IOERR SQLite may have rolled back by
+     * itself; a second ROLLBACK would fail and replace the error message
+     * (hs_store_errmsg) that says what went wrong with its own. */
+    if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
     while (s->touched) {
         hs_run *r = s->touched;
         s->touched = r->touch_next;
