@@ -634,11 +634,23 @@ out:
 /* Least squares of a trace's live bytes against the bucket index over the
  * whole run (buckets 0..L). Live bytes are constant between the buckets
  * where a trace changes, so each trace only costs its delta rows: a constant
- * segment [a, c] at value y adds y*(c-a+1), y*sum(a..c) and y*y*(c-a+1). */
+ * segment [a, c] at value y adds y*(c-a+1), y*sum(a..c) and y*y*(c-a+1).
+ *
+ * A straight line in time is not the only shape of a leak: a program's pace
+ * varies (it waits, it is descheduled, one phase is slower), and a leak that
+ * grows in a few bursts spread over the run fits a line badly. So a trace
+ * also counts as growing when its changes are nearly all increases
+ * (steadiness: (up - down) / (up + down) of its per-bucket changes) and its
+ * increases span most of the run (first to last increasing bucket), which a
+ * cache that fills early and then stays full does not. */
 typedef struct trend {
-    int64_t trace, cur, last_bucket, ups;
-    double sy, sxy, syy;
+    int64_t trace, cur, last_bucket, ups, first_up, last_up;
+    double sy, sxy, syy, up, down;
 } trend;
+
+#define TREND_MIN_R2     0.5
+#define TREND_MIN_STEADY 0.9
+#define TREND_MIN_SPAN   0.5
 
 static void trend_close(trend *t, int64_t upto) /* the segment [last_bucket, upto) at cur */
 {
@@ -727,13 +739,20 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
                 if (!np) goto oom;
                 tr = np;
             }
-            tr[n] = (trend){.trace = trace};
+            tr[n] = (trend){.trace = trace, .first_up = -1};
             if (hs__map_put(&idx, (uint64_t)trace, n)) goto oom;
             i = n++;
         }
         trend_close(&tr[i], b);
         tr[i].cur += d;
-        if (d > 0) tr[i].ups++;
+        if (d > 0) {
+            tr[i].ups++;
+            tr[i].up += (double)d;
+            if (tr[i].first_up < 0) tr[i].first_up = b;
+            tr[i].last_up = b;
+        } else {
+            tr[i].down -= (double)d;
+        }
     }
     sqlite3_reset(st);
     if (s != SQLITE_DONE && s != SQLITE_ROW) {
@@ -752,13 +771,19 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
         double cov = nb * t->sxy - sx * t->sy, vy = nb * t->syy - t->sy * t->sy;
         if (cov <= 0 || vy <= 0) continue;
         double slope = cov / vx, r2 = cov * cov / (vx * vy);
-        if (r2 < 0.5) continue;
+        double steady = (t->up - t->down) / (t->up + t->down);
+        double span = (double)(t->last_up - t->first_up + 1) / nb;
+        int steady_growth = steady >= TREND_MIN_STEADY && span >= TREND_MIN_SPAN;
+        if (r2 < TREND_MIN_R2 && !steady_growth) continue;
+        double fit = steady_growth && steady * span > r2 ? steady * span : r2;
         json_t *row = trace_row(q, t->trace, err);
         if (!row) goto out;
         json_object_set_new(row, "slope_bytes_per_s", json_real(slope * 1e9 / (double)run->g));
         json_object_set_new(row, "r2", json_real(r2));
+        json_object_set_new(row, "steadiness", json_real(steady));
+        json_object_set_new(row, "span", json_real(span));
         json_object_set_new(row, "end_bytes", json_integer(t->cur));
-        json_object_set_new(row, "score", json_real((double)t->cur * r2));
+        json_object_set_new(row, "score", json_real((double)t->cur * fit));
         cand[ncand++] = row;
     }
     qsort(cand, ncand, sizeof *cand, cmp_score);

@@ -33,6 +33,11 @@ static const char usage[] =
     "  --db PATH       store the run in PATH (a server is started for it)\n"
     "  HEAPSTORE_URL   send to that server instead of the default 127.0.0.1:7459";
 
+/* How long `run` waits, after the program has exited, for its run to appear
+ * on the server, and then for a stored run that stays open to change. */
+#define NOTHING_ARRIVED_S 15
+#define STALLED_S         15
+
 #define DEFAULT_HOST "127.0.0.1"
 #define DEFAULT_PORT 7459
 
@@ -144,6 +149,30 @@ static int server_start(server_proc *sp, const char *bindir, const char *db)
     return -1;
 }
 
+/* Whether the server we started has exited (and is reaped). */
+static int server_exited(server_proc *sp)
+{
+    int st;
+    if (waitpid(sp->pid, &st, WNOHANG) != sp->pid) return 0;
+    sp->pid = 0;
+    return 1;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* What the server has stored of a run so far: it grows while the run's
+ * frames are being stored. */
+static int64_t run_progress(const json_t *run)
+{
+    return hs_json_int(run, "alloc_events") + hs_json_int(run, "free_events") +
+           hs_json_int(run, "duration_ns");
+}
+
 static void server_stop(server_proc *sp, int show_log)
 {
     if (sp->pid <= 0) return;
@@ -167,10 +196,32 @@ static pid_t start_program(char **argv, const char *lib, const char *url, const 
     pid_t pid = fork();
     if (pid != 0) return pid;
     const char *old = getenv("LD_PRELOAD");
-    char preload[PATH_MAX * 2];
+    char preload[PATH_MAX * 3];
+#ifdef HS_CLI_ASAN_RUNTIME
+    /* A heapstore built with AddressSanitizer: its collector is instrumented
+     * and needs the ASan runtime, loaded right after it (the collector's
+     * malloc must come first, and forwards to the runtime's). The runtime
+     * then is not first in the list, which it would refuse, and a program
+     * that leaks on purpose must keep its exit code. The user's own
+     * ASAN_OPTIONS come after ours, so they win. */
+    snprintf(preload, sizeof preload, "%s:%s%s%s", lib, HS_CLI_ASAN_RUNTIME, old && *old ? ":" : "",
+             old ? old : "");
+    const char *asan = getenv("ASAN_OPTIONS");
+    char asan_opts[4096];
+    snprintf(asan_opts, sizeof asan_opts, "verify_asan_link_order=0:detect_leaks=0%s%s",
+             asan && *asan ? ":" : "", asan ? asan : "");
+    setenv("ASAN_OPTIONS", asan_opts, 1);
+#else
     snprintf(preload, sizeof preload, "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
+#endif
     setenv("LD_PRELOAD", preload, 1);
     setenv("HEAPSTORE_URL", url, 1);
+    /* The collector bounds how long a program's exit may wait for the last
+     * frames to be acknowledged (2 s by default, so that a profiled service
+     * never hangs on a slow server). Here the user waits for the whole run
+     * anyway, and a busy machine can take longer than that: a run cut short
+     * would lack its end and be closed as lost. */
+    if (!getenv("HEAPSTORE_EXIT_FLUSH_MS")) setenv("HEAPSTORE_EXIT_FLUSH_MS", "30000", 1);
     if (sample) setenv("HEAPSTORE_SAMPLE_BYTES", sample, 1);
     if (labels && *labels) setenv("HEAPSTORE_LABELS", labels, 1);
     execvp(argv[0], argv);
@@ -396,24 +447,51 @@ int hs_cmd_run(int argc, char **argv)
                 url + 7, code, url + 7);
         return code;
     }
-    /* Wait until the server has stored the run: state ended or lost. */
+    /* Wait until the server has stored the run (state ended or lost). The
+     * server may still be working through what the collector sent before
+     * the program exited, which on a busy machine takes a while: wait as long
+     * as the run makes progress, and give up only when nothing has changed
+     * for a while (or the server we started has died). */
     char target[256];
     snprintf(target, sizeof target, "/api/runs?pid=%d&limit=1", (int)pid);
     json_t *run = NULL;
-    int waited_ms = 0, stored = 0;
-    while (waited_ms < 20000) {
+    int stored = 0, server_died = 0;
+    int64_t seen_frames = -1;
+    double idle_since = now_s();
+    for (;;) {
+        if (sp.pid > 0 && server_exited(&sp)) {
+            server_died = 1;
+            break;
+        }
         json_t *j = get_json(url, target, 1);
         json_t *r = json_array_get(json_object_get(j, "runs"), 0);
         if (r) {
+            int64_t frames = run_progress(r);
+            if (frames != seen_frames) {
+                seen_frames = frames;
+                idle_since = now_s();
+            }
             json_decref(run);
             run = json_incref(r);
             if (strcmp(hs_json_str(r, "state"), "open")) stored = 1;
         }
         json_decref(j);
         if (stored) break;
-        if (!run && waited_ms >= 5000) break; /* nothing arrived: the collector did not run */
+        double idle = now_s() - idle_since;
+        /* nothing at all: the collector did not run (a static program?) */
+        if (!run && idle >= NOTHING_ARRIVED_S) break;
+        if (run && idle >= STALLED_S) break;
         sleep_ms(100);
-        waited_ms += 100;
+    }
+    if (server_died) {
+        fprintf(stderr,
+                "\nheapstore run: the server storing the run stopped unexpectedly (the program "
+                "exited with code %d); its log:\n",
+                code);
+        print_log_tail(sp.log);
+        unlink(sp.log);
+        json_decref(run);
+        return code ? code : 1;
     }
     if (!run) {
         fprintf(stderr,
@@ -423,9 +501,9 @@ int hs_cmd_run(int argc, char **argv)
     } else {
         if (!stored)
             fprintf(stderr,
-                    "\nheapstore run: run %" PRId64 " is still open after 20 s; the "
-                    "summary shows what is stored so far\n",
-                    hs_json_int(run, "id"));
+                    "\nheapstore run: run %" PRId64 " is still open (nothing new arrived for "
+                    "%d s); the summary shows what is stored so far\n",
+                    hs_json_int(run, "id"), STALLED_S);
         summary(url, run, code, how);
     }
     json_decref(run);

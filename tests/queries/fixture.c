@@ -135,6 +135,94 @@ static int one_run(fx *f, int version)
     return 0;
 }
 
+/* The trend run: 5 s (50 buckets), where a line in time fits the leak
+ * badly although it never shrinks. Stacks: 1 paced_leak <- main, 2
+ * cache_fill <- main, 3 churn <- main. */
+static int trend_run(fx *f)
+{
+    hs_hello h;
+    memset(&h, 0, sizeof h);
+    h.run_id[0] = 0xb7;
+    h.run_id[15] = 0x42;
+    h.pid = 2000;
+    h.ppid = 1;
+    h.start_unix_ns = 1700000000000000000ull;
+    h.sample_bytes = 1;
+    h.max_depth = 64;
+    h.program = str("/opt/app/bin/trend");
+    h.argc = 1;
+    h.argv[0] = str("trend");
+    h.hostname = str("testhost");
+    h.collector_version = str("test");
+    char err[256];
+    f->seq = 0;
+    int rc = hs_store_begin(f->s);
+    if (!rc) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: hello: %s\n", err);
+        return rc;
+    }
+    hs_wr wr;
+    static const struct {
+        uint64_t pc;
+        const char *fn;
+    } syms[] = {
+        {0x1000, "main"}, {0x2000, "paced_leak"}, {0x3000, "cache_fill"}, {0x4000, "churn"}};
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    for (size_t i = 0; i < sizeof syms / sizeof syms[0]; i++) {
+        hs_symbol sy = {.pc = syms[i].pc,
+                        .function = str(syms[i].fn),
+                        .file = str("/src/trend.c"),
+                        .line = 10 + i,
+                        .module = str("/opt/app/bin/trend"),
+                        .module_offset = syms[i].pc};
+        hs_symbol_put(&wr, &sy);
+    }
+    if ((rc = frame(f, HS_FRAME_SYMBOLS, &wr))) return rc;
+    uint64_t s1[] = {0x2000, 0x1000}, s2[] = {0x3000, 0x1000}, s3[] = {0x4000, 0x1000};
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_stack_put(&wr, 1, s1, 2);
+    hs_stack_put(&wr, 2, s2, 2);
+    hs_stack_put(&wr, 3, s3, 2);
+    if ((rc = frame(f, HS_FRAME_STACKS, &wr))) return rc;
+    for (uint64_t b = 0; b < 50 && !rc; b++) {
+        uint64_t t = b * 100 * MS + 50 * MS;
+        /* three blocks at the start, a long pause, three near the end */
+        if (b < 3 || (b >= 44 && b < 47)) rc = ev(f, t, 1, 0, 1000);
+        /* a cache that fills in the first half second and stays full */
+        if (!rc && b < 5) rc = ev(f, t, 2, 0, 1000);
+        /* up and down, a little higher each time: 3000 up, 2000 down */
+        if (!rc && b % 2 == 0) rc = ev(f, t, 3, 0, 3000);
+        if (!rc && b % 2 == 1) rc = ev(f, t, 3, 1, 2000);
+    }
+    if (rc) return rc;
+    hs_bye bye = {.t_end_ns = 5000 * MS, .flags = HS_BYE_CLEAN};
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_bye_encode(&wr, &bye);
+    if ((rc = frame(f, HS_FRAME_BYE, &wr))) return rc;
+    if ((rc = hs_store_commit(f->s))) return rc;
+    hs_store_run_release(f->s, f->r);
+    return 0;
+}
+
+int fx_build_trend(const char *path)
+{
+    fx *f = calloc(1, sizeof *f);
+    char err[256];
+    unlink(path);
+    hs_store_config cfg = {.granularity_ns = 100 * MS, .keyframe_every = 4};
+    int rc = hs_store_open(&f->s, path, &cfg, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: %s\n", err);
+        free(f);
+        return rc;
+    }
+    rc = trend_run(f);
+    hs_store_free(f->s);
+    free(f);
+    return rc;
+}
+
 int fx_build(const char *path)
 {
     fx *f = calloc(1, sizeof *f);

@@ -31,6 +31,15 @@
  * Returns 0 or a negative code. */
 int fx_build(const char *path);
 
+/* Writes one run (program trend, 5 s, g = 100 ms, sample_bytes 1) whose
+ * sites grow in shapes a straight line in time fits badly:
+ *   paced_leak: 1000 B in each of buckets 0-2 and 44-46, never freed (a leak
+ *               whose program paused in between; r^2 about 0.37);
+ *   cache_fill: 1000 B in each of buckets 0-4, never freed (full early);
+ *   churn:      +3000 B in even buckets, -2000 B in odd ones.
+ * Returns 0 or a negative code. */
+int fx_build_trend(const char *path);
+
 /* A fresh temporary path (in $TMPDIR or /tmp) ending in name. */
 void fx_tmp_path(char *out, size_t len, const char *name);
 

@@ -458,6 +458,43 @@ static void test_leaks(void **state)
     json_decref(j);
 }
 
+/* Growth in shapes a line in time fits badly: a leak in two bursts is still
+ * found, a cache that filled early and a site that churns are not. */
+static void test_leak_trends(void **state)
+{
+    (void)state;
+    char path[512];
+    fx_tmp_path(path, sizeof path, "trend.db");
+    assert_int_equal(fx_build_trend(path), 0);
+    hs_q *tq;
+    hs_qerr err;
+    assert_int_equal(hs_q_open(&tq, path, &err), 0);
+    hs_api_reply r;
+    hs_api_handle(tq, "GET", "/api/runs/1/leaks", NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    json_t *grow = json_object_get(r.json, "growing");
+    const json_t *paced = row_named(grow, "paced_leak");
+    assert_non_null(paced);
+    assert_int_equal(ji(paced, "end_bytes"), 6000);
+    /* found by its steadiness, not by the line's fit */
+    assert_true(json_real_value(json_object_get(paced, "r2")) < 0.5);
+    assert_true(json_real_value(json_object_get(paced, "steadiness")) > 0.99);
+    double span = json_real_value(json_object_get(paced, "span"));
+    assert_true(span > 0.93 && span < 0.95); /* buckets 0..46 of 50 */
+    assert_null(row_named(grow, "cache_fill"));
+    const json_t *churn = row_named(grow, "churn");
+    if (churn) /* its line fits well; then it must not pass as steady */
+        assert_true(json_real_value(json_object_get(churn, "r2")) >= 0.5);
+    hs_api_reply_clear(&r);
+    hs_q_free(tq);
+    char p[600];
+    unlink(path);
+    snprintf(p, sizeof p, "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path);
+    unlink(p);
+}
+
 static void test_diff(void **state)
 {
     (void)state;
@@ -679,13 +716,13 @@ static void test_plans(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_selectors),  cmocka_unit_test(test_runs),
-        cmocka_unit_test(test_api_errors), cmocka_unit_test(test_history),
-        cmocka_unit_test(test_top),        cmocka_unit_test(test_flame),
-        cmocka_unit_test(test_collapsed),  cmocka_unit_test(test_leaks),
-        cmocka_unit_test(test_diff),       cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_sql),        cmocka_unit_test(test_exports),
-        cmocka_unit_test(test_plans),
+        cmocka_unit_test(test_selectors),   cmocka_unit_test(test_runs),
+        cmocka_unit_test(test_api_errors),  cmocka_unit_test(test_history),
+        cmocka_unit_test(test_top),         cmocka_unit_test(test_flame),
+        cmocka_unit_test(test_collapsed),   cmocka_unit_test(test_leaks),
+        cmocka_unit_test(test_leak_trends), cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_sizes),       cmocka_unit_test(test_sql),
+        cmocka_unit_test(test_exports),     cmocka_unit_test(test_plans),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -28,6 +28,10 @@
 static void *cache[4096];
 static int ncache;
 static void *config;
+/* Every block's address is written here, so that the compiler cannot prove
+ * a block unused and drop its malloc and free (which it may do for a block
+ * that is only written and freed, or kept in a variable nobody reads). */
+static void *volatile sink;
 
 static void pause_ms(long ms)
 {
@@ -39,13 +43,13 @@ static void pause_ms(long ms)
 /* Each function below is kept out of line so it is its own allocation site. */
 __attribute__((noinline)) static void load_config(void)
 {
-    config = malloc(CONFIG_BYTES);
+    sink = config = malloc(CONFIG_BYTES);
     if (config) memset(config, 1, CONFIG_BYTES);
 }
 
 __attribute__((noinline)) static void leaky_cache_add(int leak)
 {
-    void *p = malloc(LEAK_BYTES);
+    void *p = sink = malloc(LEAK_BYTES);
     if (!p) return;
     memset(p, 2, LEAK_BYTES);
     if (!leak && ncache > 0) free(cache[--ncache]);
@@ -55,6 +59,8 @@ __attribute__((noinline)) static void leaky_cache_add(int leak)
 __attribute__((noinline)) static void handle_request(void)
 {
     char *head = malloc(4096), *body = malloc(16384);
+    sink = head;
+    sink = body;
     if (head && body) {
         memset(head, 3, 4096);
         memset(body, 4, 16384);
@@ -67,7 +73,7 @@ __attribute__((noinline)) static void build_index(long hold_ms)
 {
     void *blocks[INDEX_BLOCKS];
     for (int i = 0; i < INDEX_BLOCKS; i++) {
-        blocks[i] = malloc(INDEX_BLOCK_BYTES);
+        sink = blocks[i] = malloc(INDEX_BLOCK_BYTES);
         if (blocks[i]) memset(blocks[i], 5, INDEX_BLOCK_BYTES);
     }
     pause_ms(hold_ms);
