@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Collector overhead benchmark (run by hand; not part of the tests).
+
+Builds bench_wl.c (a multi-threaded malloc-heavy workload, see its header),
+then runs ROUNDS rounds; each round runs, one after the other,
+
+    alone, heapstore at the default rate,
+    alone, heapstore at HEAPSTORE_SAMPLE_BYTES=1,
+    alone, heaptrack,
+    jemalloc alone, jemalloc with prof:true,lg_prof_sample:19
+
+so that every profiled run is paired with a baseline run just before it
+(A B A B ...). The table shows the median wall time of each configuration
+and the median of the per-pair ratios. Then it reports the collector's own
+peak memory (from the BYE frame), the peak RSS of the profiled process
+against the workload alone, and the bytes written per sampled event.
+
+    python3 bench/collector/run.py [--build DIR] [--rounds N] [--threads T] [--ops N]
+
+DIR defaults to ./build (it needs lib/libheapstore.so and bin/heapstore).
+Needs: cc, heaptrack and libjemalloc2 (Debian packages); a configuration
+whose tool is missing is skipped.
+"""
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+
+def run(argv, env_extra, out_dir):
+    """Runs argv with env_extra added; returns (wall seconds, peak RSS KiB)."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(env_extra)
+    t0 = time.monotonic()
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
+                         stderr=open(os.path.join(out_dir, "stderr"), "ab"), cwd=out_dir)
+    _, status, ru = os.wait4(p.pid, 0)
+    wall = time.monotonic() - t0
+    if status != 0:
+        sys.exit(f"{argv[0]} failed (status {status}); see {out_dir}/stderr")
+    return wall, ru.ru_maxrss
+
+
+def bye_of(path, cli):
+    """alloc_events, free_events, collector_peak_bytes of a .hsp file."""
+    out = subprocess.run([cli, "dump", path], capture_output=True, text=True).stdout
+    m = re.search(r"BYE .*alloc_events=(\d+) free_events=(\d+) collector_peak_bytes=(\d+)", out)
+    if not m:
+        sys.exit(f"no BYE in {path}")
+    return tuple(int(x) for x in m.groups())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--ops", type=int, default=150000, help="operations per thread")
+    ap.add_argument("--ops-full", type=int, default=8000,
+                    help="operations per thread for the every-allocation pairs (heaptrack "
+                    "1.4 slows down super-linearly past ~20000 calls on this workload)")
+    a = ap.parse_args()
+    build = os.path.abspath(a.build)
+    lib = os.path.join(build, "lib/libheapstore.so")
+    cli = os.path.join(build, "bin/heapstore")
+    for f in (lib, cli):
+        if not os.path.exists(f):
+            sys.exit(f"build first: {f}")
+    tmp = tempfile.mkdtemp(prefix="hs-bench-collector.")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_wl.c")
+    wl = os.path.join(tmp, "bench_wl")
+    subprocess.check_call(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", wl, src])
+    wl_argv = [wl, str(a.threads), str(a.ops)]
+    wl_full = [wl, str(a.threads), str(a.ops_full)]
+    heaptrack = shutil.which("heaptrack")
+    have_je = os.path.exists(JEMALLOC)
+    hsp = os.path.join(tmp, "run.hsp")
+    hsp1 = os.path.join(tmp, "run1.hsp")
+
+    # name -> (argv, env, baseline name)
+    configs = [
+        ("alone", wl_argv, {}, None),
+        ("heapstore default", wl_argv, {"LD_PRELOAD": lib, "HEAPSTORE_URL": "file://" + hsp},
+         "alone"),
+        ("alone ", wl_full, {}, None),
+        ("heapstore rate 1", wl_full,
+         {"LD_PRELOAD": lib, "HEAPSTORE_URL": "file://" + hsp1, "HEAPSTORE_SAMPLE_BYTES": "1"},
+         "alone "),
+    ]
+    if heaptrack:
+        configs += [
+            ("alone  ", wl_full, {}, None),
+            ("heaptrack", [heaptrack, "-o", os.path.join(tmp, "ht")] + wl_full, {}, "alone  "),
+        ]
+    if have_je:
+        configs += [
+            ("jemalloc alone", wl_argv, {"LD_PRELOAD": JEMALLOC}, None),
+            ("jemalloc prof", wl_argv,
+             {"LD_PRELOAD": JEMALLOC, "MALLOC_CONF": "prof:true,lg_prof_sample:19"},
+             "jemalloc alone"),
+        ]
+    walls = {c[0]: [] for c in configs}
+    rss = {c[0]: [] for c in configs}
+    ratios = {c[0]: [] for c in configs}
+    byes = {"heapstore default": [], "heapstore rate 1": []}
+    sizes = {"heapstore default": [], "heapstore rate 1": []}
+    t_start = time.monotonic()
+    for r in range(a.rounds):
+        last = {}
+        for name, argv, env, base in configs:
+            for f in os.listdir(tmp):
+                if f.startswith("run") or f.startswith("ht"):
+                    os.unlink(os.path.join(tmp, f))
+            w, m = run(argv, env, tmp)
+            walls[name].append(w)
+            rss[name].append(m)
+            last[name] = w
+            if base:
+                ratios[name].append(w / last[base])
+            if name in byes:
+                path = hsp if name == "heapstore default" else hsp1
+                byes[name].append(bye_of(path, cli))
+                sizes[name].append(os.path.getsize(path))
+        print(f"round {r + 1}/{a.rounds} done ({time.monotonic() - t_start:.0f} s)", file=sys.stderr)
+
+    med = statistics.median
+    print(f"\nworkload: {a.threads} threads x {a.ops} operations ({a.ops_full} for rate 1 and "
+          f"heaptrack), 16 B - 1 MiB, "
+          f"malloc/calloc/realloc/posix_memalign, stacks 5-15 deep; "
+          f"{os.cpu_count()} CPUs; medians of {a.rounds} rounds\n")
+    print(f"{'configuration':<20} {'wall s':>8} {'ratio':>7} {'peak RSS MiB':>13}")
+    for name, _, _, base in configs:
+        ratio = f"{med(ratios[name]):.3f}" if base else "-"
+        print(f"{name.strip():<20} {med(walls[name]):>8.3f} {ratio:>7} "
+              f"{med(rss[name]) / 1024:>13.1f}")
+    print()
+
+    def ovh(name):
+        return med(ratios[name]) - 1 if ratios.get(name) else float("nan")
+
+    print("targets:")
+    print(f"  default rate ratio {med(ratios['heapstore default']):.3f} (target <= 1.05)", end="")
+    if have_je:
+        print(f"; jemalloc prof ratio {med(ratios['jemalloc prof']):.3f} (ours must be lower)")
+    else:
+        print()
+    if heaptrack:
+        print(f"  rate 1 overhead {ovh('heapstore rate 1'):.3f} vs heaptrack {ovh('heaptrack'):.3f}"
+              f" (target: ours <= half of heaptrack's = {ovh('heaptrack') / 2:.3f})")
+    print()
+    print(f"{'collector':<20} {'samples':>10} {'events':>10} {'file bytes':>12} "
+          f"{'bytes/event':>12} {'collector peak':>15}")
+    for name in byes:
+        a_ev = med([b[0] for b in byes[name]])
+        ev = med([b[0] + b[1] for b in byes[name]])
+        size = med(sizes[name])
+        peak = med([b[2] for b in byes[name]])
+        print(f"{name:<20} {a_ev:>10.0f} {ev:>10.0f} {size:>12.0f} {size / max(ev, 1):>12.1f} "
+              f"{peak / 1048576:>12.1f} MiB")
+    print("\n(events = sampled allocations + their frees; bytes/event = whole file, "
+          "stacks and symbols included)")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
