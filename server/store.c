@@ -136,6 +136,7 @@ void hs_store_free(hs_store *s)
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     sqlite3_close_v2(s->db);
     free(s->scratch);
+    free(s->evcache);
     free(s);
 }
 

@@ -265,6 +265,14 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
         s->scratch = ns;
         s->scratch_cap = need;
     }
+    size_t want_cache = need < HS_EVCACHE_MAX ? need : HS_EVCACHE_MAX;
+    if (want_cache > s->evcache_cap) {
+        hs_event *nc = realloc(s->evcache, want_cache * sizeof *nc);
+        if (nc) {
+            s->evcache = nc;
+            s->evcache_cap = want_cache;
+        }
+    }
     uint32_t n = 0;
     uint64_t t_first = it.t, t_last = it.t;
     while ((more = hs_events_next(&it, &e)) == 1) {
@@ -281,6 +289,7 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
         }
         if (n == 0) t_first = e.t_ns;
         t_last = e.t_ns;
+        if (n < s->evcache_cap) s->evcache[n] = e;
         s->scratch[n++] = (uint32_t)idx;
     }
     if (more < 0) {
@@ -294,15 +303,20 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
         r->dirty = nd;
         r->dirty_cap = cap;
     }
-    /* Pass 2: apply. */
+    /* Pass 2: apply, from the entries decoded above when they all fit. */
+    int cached = n <= s->evcache_cap;
     hs_events_begin(&it, p, len);
     for (uint32_t i = 0; i < n; i++) {
-        hs_events_next(&it, &e);
-        int64_t b = (int64_t)(e.t_ns / r->g);
+        const hs_event *ep = &e;
+        if (cached)
+            ep = &s->evcache[i];
+        else
+            hs_events_next(&it, &e);
+        int64_t b = (int64_t)(ep->t_ns / r->g);
         /* Batches from different threads may overlap in time: an event older
          * than the current bucket counts in the current bucket. */
         if (b > r->bucket && (rc = hs__rollup_advance(s, r, b))) return rc;
-        apply_event(r, s->scratch[i], &e);
+        apply_event(r, s->scratch[i], ep);
     }
     if (seq >= 0 && n > 0) {
         sqlite3_stmt *st = s->st[ST_EVENTS];

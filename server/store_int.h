@@ -50,6 +50,10 @@ enum {
 
 enum { HS_RUN_OPEN, HS_RUN_ENDED, HS_RUN_LOST };
 
+/* At most this many decoded EVENTS entries are kept between the two passes
+ * (40 bytes each); a bigger frame is decoded twice. */
+#define HS_EVCACHE_MAX (64u << 10)
+
 /* Hard caps on what one run may define (memory per run is bounded). */
 #define HS_RUN_MAX_PCS    (4u << 20)
 #define HS_RUN_MAX_STACKS (1u << 20)
@@ -113,6 +117,8 @@ struct hs_store {
     int db_failed;
     uint32_t *scratch; /* slot of each entry of the EVENTS frame being applied */
     size_t scratch_cap;
+    hs_event *evcache;  /* the entries decoded by the validating pass, so that the */
+    size_t evcache_cap; /* applying pass need not decode them again (bounded) */
     char key[HS_FUNC_MAX + HS_STR_MAX + 64];
 };
 
