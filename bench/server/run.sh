@@ -26,7 +26,7 @@ SAMPLE_BYTES=${SAMPLE_BYTES:-524288}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+median() { sort -g | awk '{a[NR]=$1} END {printf "%.10g\n", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 tck=$(getconf CLK_TCK)
 printf '%-6s %12s %12s %14s %11s %14s\n' conns events events/s db_bytes/event peak_rss_MB \

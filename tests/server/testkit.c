@@ -399,7 +399,7 @@ int tk_server_start(tk_server *s, const char *db, int port, const char *const *e
     fclose(lf);
     s->pid = pid;
     remember(pid);
-    uint64_t deadline = tk_now_ms() + 20000;
+    uint64_t deadline = tk_now_ms() + 60000;
     while (tk_now_ms() < deadline) {
         /* Only lines after start_off count: read the tail. */
         FILE *f = fopen(s->log, "r");
