@@ -5,9 +5,9 @@
  *   wl_rel fork N               fork N children at once, each allocating 100
  *                               blocks (freeing 50) and exiting; the parent
  *                               waits; prints "children N ok"
- *   wl_rel sigexit exit|_exit   allocate and free without end until SIGALRM
- *                               (after 150 ms) whose handler calls exit(3) or
- *                               _exit(3): often while inside malloc or free
+ *   wl_rel sigexit exit|_exit MS   allocate and free without end until
+ *                               SIGALRM (after MS ms) whose handler calls
+ *                               exit(3) or _exit(3): often inside malloc or free
  *
  * Every block comes from a site of its own (churn_site, child_site), so a
  * test can find them in the stored stacks. */
@@ -113,14 +113,14 @@ static void on_alarm(int sig)
     _exit(3);
 }
 
-__attribute__((noreturn)) static void sigexit(const char *how)
+__attribute__((noreturn)) static void sigexit(const char *how, long ms)
 {
     use_exit = !strcmp(how, "exit");
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_alarm;
     sigaction(SIGALRM, &sa, NULL);
-    struct itimerval it = {{0, 0}, {0, 150000}};
+    struct itimerval it = {{0, 0}, {ms / 1000, (ms % 1000) * 1000}};
     setitimer(ITIMER_REAL, &it, NULL);
     for (long i = 0;; i++) {
         void *p = churn_site(100 + (size_t)(i & 1023));
@@ -133,7 +133,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc == 4 && !strcmp(argv[1], "churn")) return churn(atof(argv[2]), atol(argv[3]));
     if (argc == 3 && !strcmp(argv[1], "fork")) return forks(atoi(argv[2]));
-    if (argc == 3 && !strcmp(argv[1], "sigexit")) sigexit(argv[2]);
-    fprintf(stderr, "usage: wl_rel churn SECONDS RATE | fork N | sigexit exit|_exit\n");
+    if (argc == 4 && !strcmp(argv[1], "sigexit")) sigexit(argv[2], atol(argv[3]));
+    fprintf(stderr, "usage: wl_rel churn SECONDS RATE | fork N | sigexit exit|_exit MS\n");
     return 2;
 }
