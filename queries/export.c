@@ -182,9 +182,21 @@ static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const ch
     return 0;
 }
 
+/* What the numbers rest on, for the formats that carry a note: the sampling
+ * interval and what the collector dropped. */
+static void sampling_note(char *buf, size_t len, const hs__run *run)
+{
+    const json_t *d = json_object_get(run->sampling, "dropped");
+    snprintf(buf, len,
+             "sample_bytes %" PRId64 ", dropped %" PRId64 " alloc and %" PRId64 " free events",
+             run->sample_bytes, (int64_t)json_integer_value(json_object_get(d, "alloc_events")),
+             (int64_t)json_integer_value(json_object_get(d, "free_events")));
+}
+
 /* ---- collapsed ------------------------------------------------------------ */
 
-static int export_collapsed(hs_q *q, xset *x, hs_api_reply *out, hs_qerr *err)
+/* min_bytes: lines (merged stacks) below it are left out. */
+static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *out, hs_qerr *err)
 {
     hs__smap lines = {0};
     int64_t *sums = NULL;
@@ -221,7 +233,7 @@ static int export_collapsed(hs_q *q, xset *x, hs_api_reply *out, hs_qerr *err)
         sums[ix] += t->bytes;
     }
     for (size_t i = 0; i < lines.cap; i++)
-        if (lines.keys[i])
+        if (lines.keys[i] && sums[lines.vals[i]] >= min_bytes)
             hs__buf_printf(&b, "%s %" PRId64 "\n", lines.keys[i], sums[lines.vals[i]]);
     rc = file_reply(out, &b, "text/plain; charset=utf-8", "heap.folded", err);
     b.p = NULL;
@@ -442,9 +454,10 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
     free(fns.p);
     int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
     int64_t c1 = pstr_id(&s, "heapstore: estimated live heap, sum of sampling weights");
-    char comment[256];
-    snprintf(comment, sizeof comment, "run %" PRId64 " at %.3f s, sample_bytes %" PRId64, run->id,
-             at->at_ns / 1e9, run->sample_bytes);
+    char comment[512], note[256];
+    sampling_note(note, sizeof note, run);
+    snprintf(comment, sizeof comment, "run %" PRId64 " at %.3f s, %s", run->id, at->at_ns / 1e9,
+             note);
     int64_t c2 = pstr_id(&s, comment);
     int64_t dflt = pstr_id(&s, "inuse_space");
     pb_int(&body, 9, start_ns + at->at_ns);
@@ -518,9 +531,10 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     }
     hs__map_free(&fidx);
     const char *prog = json_string_value(json_object_get(run->info, "program"));
-    char name[512];
-    snprintf(name, sizeof name, "%s (run %" PRId64 ") live heap at %.3f s", prog ? prog : "?",
-             run->id, at->at_ns / 1e9);
+    char name[1024], note[256];
+    sampling_note(note, sizeof note, run);
+    snprintf(name, sizeof name, "%s (run %" PRId64 ") live heap at %.3f s (%s)", prog ? prog : "?",
+             run->id, at->at_ns / 1e9, note);
     json_t *doc =
         json_pack("{s:s,s:{s:o},s:[{s:s,s:s,s:s,s:i,s:I,s:o,s:o}],s:s,s:i,s:s}", "$schema",
                   "https://www.speedscope.app/file-format-schema.json", "shared", "frames", frames,
@@ -612,10 +626,12 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
             prev = k;
         }
     }
+    char note[256];
+    sampling_note(note, sizeof note, run);
     hs__buf_printf(&b,
                    "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
-                   " bytes (sample_bytes %" PRId64 ")\";\n  node [shape=box];\n",
-                   run->id, at->at_ns / 1e9, x->total_bytes, run->sample_bytes);
+                   " bytes (%s)\";\n  node [shape=box];\n",
+                   run->id, at->at_ns / 1e9, x->total_bytes, note);
     double tot = x->total_bytes > 0 ? (double)x->total_bytes : 1;
     for (size_t i = 0; i < nn; i++) {
         hs__buf_printf(&b, "  n%zu [label=\"", i);
@@ -659,6 +675,19 @@ int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, h
     if (kind < 0)
         return hs__err(err, 400, "format must be pprof, speedscope, collapsed or dot (not '%s')",
                        format);
+    double min_share = 0;
+    const char *ms = hs__param(p, "min_share");
+    if (ms) {
+        char *end;
+        min_share = strtod(ms, &end);
+        if (!*ms || *end || !(min_share >= 0 && min_share <= 1))
+            return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
+        if (kind != 0)
+            return hs__err(err, 400,
+                           "min_share applies to the flame graph and collapsed stacks, "
+                           "not to %s",
+                           format);
+    }
     hs__at at;
     int rc = hs__at_param(q, run, p, "peak", &at, err);
     if (rc) return rc;
@@ -670,7 +699,8 @@ int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, h
         if (!rc) {
             switch (kind) {
             case 0:
-                rc = export_collapsed(q, &x, out, err);
+                rc =
+                    export_collapsed(q, &x, (int64_t)(min_share * (double)x.total_bytes), out, err);
                 break;
             case 1:
                 rc = export_pprof(q, run, &at, &x, out, err);

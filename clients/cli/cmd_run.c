@@ -291,6 +291,8 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
     if (dropped)
         fprintf(stderr, "  dropped      %" PRId64 " events (the numbers are lower bounds)\n",
                 dropped);
+    else
+        fprintf(stderr, "  dropped      nothing\n");
 
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
     json_t *top = get_json(url, t, 0);

@@ -47,17 +47,18 @@ int hs_cmd_runs(int argc, char **argv)
         hs_api_reply_clear(&r);
         return 0;
     }
-    static const char *const hdr[] = {"ID",     "STARTED", "PROGRAM", "HOST",  "DURATION", "PEAK",
-                                      "AT END", "EVENTS",  "DROPPED", "STATE", "LABELS"};
-    static const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0};
+    static const char *const hdr[] = {"ID",       "STARTED",  "PROGRAM", "HOST",
+                                      "DURATION", "PEAK",     "AT END",  "EVENTS",
+                                      "DROPPED",  "SAMPLING", "STATE",   "LABELS"};
+    static const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
     hs_table t;
-    hs_table_init(&t, 11, hdr, right);
+    hs_table_init(&t, 12, hdr, right);
     size_t i;
     json_t *run;
     json_array_foreach(runs, i, run)
     {
         char id[24], started[32], dur[32], peak[32], end[32], events[32], dropped[32], state[32],
-            labels[512] = "";
+            sampling[48], labels[512] = "";
         snprintf(id, sizeof id, "%" PRId64, hs_json_int(run, "id"));
         time_t st = (time_t)(hs_json_int(run, "start_unix_ms") / 1000);
         struct tm tm;
@@ -71,6 +72,12 @@ int hs_cmd_runs(int argc, char **argv)
         json_t *d = json_object_get(json_object_get(run, "sampling"), "dropped");
         snprintf(dropped, sizeof dropped, "%" PRId64,
                  hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events"));
+        int64_t sb = hs_json_int(json_object_get(run, "sampling"), "sample_bytes");
+        if (sb == 1)
+            snprintf(sampling, sizeof sampling, "every alloc");
+        else
+            snprintf(sampling, sizeof sampling, "1 per %s", hs_cli_bytes(sb, peak));
+        hs_cli_bytes(hs_json_int(run, "peak_bytes"), peak);
         const char *s = hs_json_str(run, "state");
         json_t *clean = json_object_get(run, "clean_exit");
         snprintf(state, sizeof state, "%s%s", s,
@@ -86,7 +93,7 @@ int hs_cmd_runs(int argc, char **argv)
         const char *prog = hs_json_str(run, "program");
         const char *base = strrchr(prog, '/');
         hs_table_row(&t, id, started, base ? base + 1 : prog, hs_json_str(run, "host"), dur, peak,
-                     end, events, dropped, state, labels);
+                     end, events, dropped, sampling, state, labels);
     }
     hs_table_print(&t);
     hs_table_free(&t);

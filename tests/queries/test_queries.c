@@ -431,6 +431,20 @@ static void test_collapsed(void **state)
     assert_int_equal(lines, 4);
     assert_true(saw_big);
     hs_api_reply_clear(&r);
+
+    /* min_share prunes the collapsed lines as it prunes the flame's nodes:
+     * only big_alloc holds half of the peak */
+    hs_api_handle(q, "GET", "/api/runs/1/flame?at=peak&format=collapsed&min_share=0.5", NULL, 0,
+                  &r);
+    assert_int_equal(r.status, 200);
+    assert_string_equal(r.body, "main;big_alloc 100000\n");
+    hs_api_reply_clear(&r);
+    static const char *const bad[] = {
+        "/api/runs/1/flame?format=collapsed&min_share=2",
+        "/api/runs/1/flame?format=collapsed&min_share=x",
+        "/api/runs/1/export?format=pprof&min_share=0.1",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) json_decref(get(bad[i], 400));
 }
 
 /* ---- leaks, diff, sizes ------------------------------------------------------------ */
@@ -649,6 +663,8 @@ static void test_exports(void **state)
     /* inuse_space is the last sample type: its name comes last of the four in the table */
     assert_true((char *)memmem(out, n, "inuse_space", 11) >
                 (char *)memmem(out, n, "inuse_objects", 13));
+    /* the comments say what the numbers rest on */
+    assert_non_null(memmem(out, n, "sample_bytes 1, dropped 0 alloc and 0 free events", 49));
     hs_api_reply_clear(&r);
 
     hs_api_handle(q, "GET", "/api/runs/1/export?at=end&format=speedscope", NULL, 0, &r);
@@ -658,6 +674,7 @@ static void test_exports(void **state)
     assert_non_null(ss);
     json_t *prof = json_array_get(json_object_get(ss, "profiles"), 0);
     assert_string_equal(js(prof, "unit"), "bytes");
+    assert_non_null(strstr(js(prof, "name"), "sample_bytes 1, dropped 0 alloc"));
     assert_int_equal(ji(prof, "endValue"), FX_END_BYTES);
     json_t *frames = json_object_get(json_object_get(ss, "shared"), "frames");
     json_t *s0 = json_array_get(json_object_get(prof, "samples"), 0);
@@ -673,6 +690,24 @@ static void test_exports(void **state)
     assert_non_null(strstr(r.body, "digraph"));
     assert_non_null(strstr(r.body, "big_alloc"));
     assert_non_null(strstr(r.body, "->"));
+    assert_non_null(strstr(r.body, "sample_bytes 1, dropped 0 alloc"));
+    /* what Graphviz needs: one graph, every edge between declared nodes */
+    assert_int_equal(strncmp(r.body, "digraph heap {\n", 15), 0);
+    assert_int_equal(strcmp(r.body + r.len - 2, "}\n"), 0);
+    int edges = 0;
+    for (const char *e = strstr(r.body, " -> "); e; e = strstr(e + 4, " -> ")) {
+        const char *ls = e;
+        while (ls > r.body && ls[-1] != '\n') ls--;
+        unsigned a, b;
+        assert_int_equal(sscanf(ls, " n%u -> n%u [", &a, &b), 2);
+        char decl[32];
+        snprintf(decl, sizeof decl, "\n  n%u [label=", a);
+        assert_non_null(strstr(r.body, decl));
+        snprintf(decl, sizeof decl, "\n  n%u [label=", b);
+        assert_non_null(strstr(r.body, decl));
+        edges++;
+    }
+    assert_true(edges >= 3); /* main -> big_alloc, leak_site, config_load, work -> tmp_alloc */
     hs_api_reply_clear(&r);
 }
 
