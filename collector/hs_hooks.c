@@ -530,27 +530,28 @@ out:
 static int free_record(hs_tls *t, void *p, hs_live *l)
 {
     int reentrant = t->guard != 0;
+    /* Guarded from here on, the shard lock included: a signal handler that
+     * allocates while this thread holds the lock must be forwarded, not
+     * recorded (it would wait for the lock forever). */
+    hs__guard_enter(t);
     int r = hs__liveset_remove((uintptr_t)p, l, reentrant);
     if (r == HS_EBUSY) {
         hs__drop_add(HS_DROP_FREE_EVENTS, 1);
-        return 0;
+        r = 0;
+        goto out;
     }
-    if (r != 1 || !atomic_load_explicit(&hs__recording, memory_order_relaxed)) return r == 1;
+    if (r != 1 || !atomic_load_explicit(&hs__recording, memory_order_relaxed)) goto out;
     uint64_t w = hs__sampler_weight(l->size);
-    if (reentrant || t->state == HS_T_DEAD || t->state == HS_T_INTERNAL) {
-        hs__drop_add(HS_DROP_FREE_EVENTS, 1);
-        hs__drop_add(HS_DROP_FREE_BYTES, w);
-        return 1;
-    }
-    hs__guard_enter(t);
-    if (t->state == HS_T_NEW && hs__thread_attach(t) != 0) {
+    if (reentrant || t->state == HS_T_DEAD || t->state == HS_T_INTERNAL ||
+        (t->state == HS_T_NEW && hs__thread_attach(t) != 0)) {
         hs__drop_add(HS_DROP_FREE_EVENTS, 1);
         hs__drop_add(HS_DROP_FREE_BYTES, w);
     } else {
         push_event(t, l->stack_id, 1, l->size, w);
     }
+out:
     hs__guard_leave(t);
-    return 1;
+    return r == 1;
 }
 
 static void free_slow(void *p)
@@ -585,12 +586,12 @@ static void *realloc_slow(void *p, size_t n)
     e = errno;
     if (!q && n != 0) {
         /* The move failed and p is still the program's: put it back. */
-        if (was && hs__liveset_insert((uintptr_t)p, l.size, l.stack_id) == 0 && !t->guard &&
-            t->ring) {
-            hs__guard_enter(t);
+        int reentrant = t->guard != 0;
+        hs__guard_enter(t); /* the shard lock: see free_record */
+        if (was && hs__liveset_insert((uintptr_t)p, l.size, l.stack_id) == 0 && !reentrant &&
+            t->ring)
             push_event(t, l.stack_id, 0, l.size, hs__sampler_weight(l.size));
-            hs__guard_leave(t);
-        }
+        hs__guard_leave(t);
         errno = e;
         return NULL;
     }
