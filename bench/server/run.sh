@@ -23,7 +23,7 @@ CONNS=${CONNS:-"1 16 64"}
 PER_FRAME=${PER_FRAME:-4096}
 STACKS=${STACKS:-256}
 SAMPLE_BYTES=${SAMPLE_BYTES:-524288}
-tmp=$(mktemp -d)
+tmp=$(mktemp -d "$build/bench-server.XXXXXX") # not /tmp: kept apart from tmp cleaners
 trap 'rm -rf "$tmp"' EXIT
 
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.10g\n", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }

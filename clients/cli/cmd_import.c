@@ -52,9 +52,13 @@ static int import_file(hs_store *store, const char *path)
     if (st.partial_bytes)
         fprintf(stderr, "heapstore import: %s: the last %zu bytes are a partial frame, ignored\n",
                 path, st.partial_bytes);
+    if (rc && !st.run_id) {
+        fprintf(stderr, "heapstore import: %s: %s\n", path, err[0] ? err : hs_strerror(rc));
+        return 1;
+    }
     if (rc) {
-        fprintf(stderr, "heapstore import: %s: frame %" PRIu64 ": %s\n", path, st.frames,
-                err[0] ? err : hs_strerror(rc));
+        fprintf(stderr, "heapstore import: %s: frame %" PRIu64 " after HELLO: %s\n", path,
+                st.frames, err[0] ? err : hs_strerror(rc));
         return 1;
     }
     printf("%s: run %" PRId64 ": %" PRIu64 " frames (%" PRIu64 " already stored), %" PRIu64
