@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -112,7 +113,9 @@ int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const e
     }
     int st = 0;
     for (;;) {
-        pid_t w = waitpid(pid, &st, WNOHANG);
+        struct rusage ru;
+        pid_t w = wait4(pid, &st, WNOHANG, &ru);
+        if (w == pid) r->maxrss_kb = ru.ru_maxrss;
         if (w == pid) break;
         if (now_s() - t0 > timeout_s) {
             kill(-pid, SIGKILL);

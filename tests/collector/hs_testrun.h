@@ -16,6 +16,7 @@ typedef struct hs_testrun {
     int status; /* exit code when exited, else the signal number */
     int timed_out;
     double seconds;  /* wall time */
+    long maxrss_kb;  /* peak resident set of the program (0 after a timeout) */
     char *out, *err; /* captured output, NUL-terminated, owned */
 } hs_testrun;
 

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -648,6 +649,49 @@ static void test_server_down(void **state)
     hs_testrun_free(&base);
 }
 
+/* A server that accepts the connection (the kernel does, from the backlog)
+ * and never reads: HEAPSTORE_BUFFER_MB bounds what the collector keeps, the
+ * rest is dropped and counted, and the program exits normally. */
+static void test_buffer_bound(void **state)
+{
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    setsockopt(lfd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t l = sizeof a;
+    getsockname(lfd, (struct sockaddr *)&a, &l);
+    assert_int_equal(listen(lfd, 4), 0);
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "1", NULL};
+    const char *file_env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
+                              env_str("HEAPSTORE_URL=file://%s", tmpfile_path("bound.hsp")), NULL};
+    hs_testrun base, r;
+    hs_testrun_exec(&base, argv, file_env, 1, 300);
+    expect_ok_run(&base);
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1",
+                         "HEAPSTORE_EXIT_FLUSH_MS=200",
+                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", ntohs(a.sin_port)), NULL};
+    hs_testrun_exec(&r, argv, env, 1, 300);
+    close(lfd);
+    expect_ok_run(&r);
+    fprintf(stderr, "file run peak RSS %ld KiB, stalled server %ld KiB\n%s", base.maxrss_kb,
+            r.maxrss_kb, r.err);
+    unsigned long da = 0, df = 0;
+    const char *p = strstr(r.err, "dropped ");
+    assert_non_null(p);
+    assert_int_equal(sscanf(p, "dropped %lu alloc and %lu free events", &da, &df), 2);
+    assert_true(da > 0 && df > 0);
+    /* The stream (several MiB, see bound.hsp) did not pile up in memory:
+     * 1 MiB of queue plus slack. */
+    struct stat sb;
+    assert_int_equal(stat(tmpfile_path("bound.hsp"), &sb), 0);
+    assert_true(sb.st_size > 5 << 20); /* else this check could not fail */
+    assert_true(r.maxrss_kb <= base.maxrss_kb + 4096);
+    hs_testrun_free(&r);
+    hs_testrun_free(&base);
+}
+
 /* ---- tcp: acknowledgements and resuming ---- */
 
 typedef struct fake_server {
@@ -805,6 +849,7 @@ int main(void)
         cmocka_unit_test(test_usable_free_sized),
         cmocka_unit_test(test_signal_handlers),
         cmocka_unit_test(test_server_down),
+        cmocka_unit_test(test_buffer_bound),
         cmocka_unit_test(test_tcp_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
