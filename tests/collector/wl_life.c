@@ -1,6 +1,7 @@
 /* Workload for the life-of-a-process tests. argv[1] picks the case:
  *
- *   exec N     allocate N blocks at life_before, run 300 ms, then execv this
+ *   exec N     allocate N blocks at life_before, wait for the collector's
+ *              file:// output to appear (at most 20 s), then execv this
  *              program as "after N": it allocates N blocks at life_after
  *              and exits normally. Prints "after PID N" from the new image.
  *   usable N   N blocks of odd sizes: malloc_usable_size must cover each
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -69,7 +71,14 @@ __attribute__((destructor)) static void late_destructor(void)
 static int run_exec(char **argv, unsigned long n)
 {
     for (unsigned long i = 0; i < n; i++) sink = life_before(100);
-    nanosleep(&(struct timespec){0, 300000000}, NULL);
+    /* Until the collector has opened its output (lazily, within ~100 ms;
+     * longer on a loaded machine), so that the run before exec exists. */
+    const char *url = getenv("HEAPSTORE_URL");
+    struct stat st;
+    for (int i = 0; i < 2000; i++) {
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+        if (url && !strncmp(url, "file://", 7) && stat(url + 7, &st) == 0 && st.st_size > 0) break;
+    }
     char num[32];
     snprintf(num, sizeof num, "%lu", n);
     char *args[] = {argv[0], "after", num, NULL};
