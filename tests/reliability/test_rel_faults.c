@@ -92,29 +92,31 @@ static int64_t the_run(const char *db)
     return rk_q(db, "SELECT id FROM runs");
 }
 
-/* Everything the collector emitted is stored, and its own events are what
- * the program did, within the startup slack. */
+/* Everything the collector sent is stored, and what it sent or counted as
+ * dropped is what the program did, within the startup slack. Drops are
+ * allowed only within the slack: a collector whose sender thread a loaded
+ * machine starves for seconds drops (and counts) rather than stall the
+ * program, and a free after the exit handler can only be counted. */
 static void check_complete(const char *db, int64_t run, long allocs, long frees)
 {
-    int64_t a = rk_q(db, "SELECT alloc_events FROM runs WHERE id = %lld", (long long)run);
-    int64_t fr = rk_q(db, "SELECT free_events FROM runs WHERE id = %lld", (long long)run);
-    assert_int_equal(a,
-                     rk_q(db, "SELECT bye_alloc_events FROM runs WHERE id = %lld", (long long)run));
-    assert_int_equal(fr,
-                     rk_q(db, "SELECT bye_free_events FROM runs WHERE id = %lld", (long long)run));
-    assert_int_equal(
-        rk_q(db, "SELECT dropped_alloc_events + dropped_free_events FROM runs WHERE id = %lld",
-             (long long)run),
-        0);
-    assert_int_equal(
-        rk_q(db, "SELECT coalesce(sum(n_events), 0) FROM events WHERE run = %lld", (long long)run),
-        a + fr);
-    if (a < allocs || a > allocs + SLACK || fr < frees || fr > frees + SLACK)
-        fprintf(stderr, "stored %lld/%lld events, the program made %ld/%ld\n", (long long)a,
-                (long long)fr, allocs, frees);
-    assert_true(a >= allocs && a <= allocs + SLACK);
-    assert_true(fr >= frees && fr <= frees + SLACK);
-    assert_int_equal(rk_q(db, "SELECT clean_exit FROM runs WHERE id = %lld", (long long)run), 1);
+    long long r = (long long)run;
+    int64_t a = rk_q(db, "SELECT alloc_events FROM runs WHERE id = %lld", r);
+    int64_t fr = rk_q(db, "SELECT free_events FROM runs WHERE id = %lld", r);
+    int64_t da = rk_q(db, "SELECT dropped_alloc_events FROM runs WHERE id = %lld", r);
+    int64_t df = rk_q(db, "SELECT dropped_free_events FROM runs WHERE id = %lld", r);
+    assert_int_equal(a, rk_q(db, "SELECT bye_alloc_events FROM runs WHERE id = %lld", r));
+    assert_int_equal(fr, rk_q(db, "SELECT bye_free_events FROM runs WHERE id = %lld", r));
+    assert_int_equal(rk_q(db, "SELECT coalesce(sum(n_events), 0) FROM events WHERE run = %lld", r),
+                     a + fr);
+    if (a + da < allocs || a + da > allocs + SLACK || fr + df + da < frees ||
+        fr + df > frees + SLACK || da + df > SLACK)
+        fprintf(stderr, "stored %lld/%lld events, dropped %lld/%lld, the program made %ld/%ld\n",
+                (long long)a, (long long)fr, (long long)da, (long long)df, allocs, frees);
+    assert_true(a + da >= allocs && a + da <= allocs + SLACK);
+    /* a free of a block whose allocation was dropped is not recognised */
+    assert_true(fr + df + da >= frees && fr + df <= frees + SLACK);
+    assert_true(da + df <= SLACK);
+    assert_int_equal(rk_q(db, "SELECT clean_exit FROM runs WHERE id = %lld", r), 1);
 }
 
 /* ---- the server killed and restarted ------------------------------------------ */
@@ -177,7 +179,7 @@ static void test_server_down_past_the_buffer(void **state)
         fprintf(stderr, "stored %lld + dropped %lld allocs, the program made %ld\n", (long long)a,
                 (long long)da, allocs);
     assert_true(a + da >= allocs && a + da <= allocs + SLACK);
-    assert_true(fr + df >= frees && fr + df <= frees + SLACK);
+    assert_true(fr + df + da >= frees && fr + df <= frees + SLACK);
     /* shown: by the API next to the numbers, and by the collector */
     char target[64], *body = NULL;
     snprintf(target, sizeof target, "/api/runs/%lld", r);
@@ -214,12 +216,12 @@ static void test_disk_full(void **state)
     int64_t stored = rk_q(f.db, "SELECT alloc_events + free_events FROM runs");
     int64_t stored_rows = rk_q(f.db, "SELECT count(*) || sum(length(data)) FROM events");
 
-    /* room for about 1 MB more in any file the server writes */
+    /* room for about 256 KB more in any file the server writes */
     char wal[800];
     snprintf(wal, sizeof wal, "%s-wal", f.db);
-    uint64_t room = rk_file_size(f.db) + rk_file_size(wal) + 1000000;
+    uint64_t room = rk_file_size(f.db) + rk_file_size(wal) + 256 * 1024;
     assert_int_equal(rk_prlimit(f.srv.pid, RLIMIT_FSIZE, room, UINT64_MAX), 0);
-    const char *second[] = {"churn", "4", "100000", NULL};
+    const char *second[] = {"churn", "5", "100000", NULL};
     snprintf(f.out, sizeof f.out, "%.600s/second.out", f.dir);
     spawn(&f, &p, second, NULL);
     /* ingest stops with a clear line in the log */
