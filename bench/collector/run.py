@@ -35,7 +35,9 @@ JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
 
 
 def run(argv, env_extra, out_dir):
-    """Runs argv with env_extra added; returns (wall seconds, peak RSS KiB)."""
+    """Runs argv with env_extra added; returns (wall s, CPU s, peak RSS KiB).
+    CPU time (user + system, the process and its waited-for children) is
+    also shown because wall time on a shared machine is noisy."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env.update(env_extra)
@@ -46,7 +48,7 @@ def run(argv, env_extra, out_dir):
     wall = time.monotonic() - t0
     if status != 0:
         sys.exit(f"{argv[0]} failed (status {status}); see {out_dir}/stderr")
-    return wall, ru.ru_maxrss
+    return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
 
 
 def bye_of(path, cli):
@@ -108,23 +110,28 @@ def main():
              "jemalloc alone"),
         ]
     walls = {c[0]: [] for c in configs}
+    cpus = {c[0]: [] for c in configs}
+    cpu_ratios = {c[0]: [] for c in configs}
     rss = {c[0]: [] for c in configs}
     ratios = {c[0]: [] for c in configs}
     byes = {"heapstore default": [], "heapstore rate 1": []}
     sizes = {"heapstore default": [], "heapstore rate 1": []}
     t_start = time.monotonic()
     for r in range(a.rounds):
-        last = {}
+        last, last_cpu = {}, {}
         for name, argv, env, base in configs:
             for f in os.listdir(tmp):
                 if f.startswith("run") or f.startswith("ht"):
                     os.unlink(os.path.join(tmp, f))
-            w, m = run(argv, env, tmp)
+            w, cpu, m = run(argv, env, tmp)
             walls[name].append(w)
+            cpus[name].append(cpu)
+            last_cpu[name] = cpu
             rss[name].append(m)
             last[name] = w
             if base:
                 ratios[name].append(w / last[base])
+                cpu_ratios[name].append(cpu / max(last_cpu[base], 1e-6))
             if name in byes:
                 path = hsp if name == "heapstore default" else hsp1
                 byes[name].append(bye_of(path, cli))
@@ -136,20 +143,24 @@ def main():
           f"heaptrack), 16 B - 1 MiB, "
           f"malloc/calloc/realloc/posix_memalign, stacks 5-15 deep; "
           f"{os.cpu_count()} CPUs; medians of {a.rounds} rounds\n")
-    print(f"{'configuration':<20} {'wall s':>8} {'ratio':>7} {'peak RSS MiB':>13}")
+    print(f"{'configuration':<20} {'wall s':>8} {'ratio':>7} {'CPU s':>8} {'CPU ratio':>10} "
+          f"{'peak RSS MiB':>13}")
     for name, _, _, base in configs:
         ratio = f"{med(ratios[name]):.3f}" if base else "-"
-        print(f"{name.strip():<20} {med(walls[name]):>8.3f} {ratio:>7} "
-              f"{med(rss[name]) / 1024:>13.1f}")
+        cratio = f"{med(cpu_ratios[name]):.3f}" if base else "-"
+        print(f"{name.strip():<20} {med(walls[name]):>8.3f} {ratio:>7} {med(cpus[name]):>8.3f} "
+              f"{cratio:>10} {med(rss[name]) / 1024:>13.1f}")
     print()
 
     def ovh(name):
         return med(ratios[name]) - 1 if ratios.get(name) else float("nan")
 
     print("targets:")
-    print(f"  default rate ratio {med(ratios['heapstore default']):.3f} (target <= 1.05)", end="")
+    print(f"  default rate ratio {med(ratios['heapstore default']):.3f} wall, "
+          f"{med(cpu_ratios['heapstore default']):.3f} CPU (target <= 1.05)", end="")
     if have_je:
-        print(f"; jemalloc prof ratio {med(ratios['jemalloc prof']):.3f} (ours must be lower)")
+        print(f"; jemalloc prof ratio {med(ratios['jemalloc prof']):.3f} wall, "
+              f"{med(cpu_ratios['jemalloc prof']):.3f} CPU (ours must be lower)")
     else:
         print()
     if heaptrack:
