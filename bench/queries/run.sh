@@ -24,7 +24,7 @@ LENGTHS=${LENGTHS:-"2500000 10000000"}
 STACKS_LIST=${STACKS_LIST:-"256 4096"}
 REPEAT=${REPEAT:-5}
 GRANULARITY=${GRANULARITY:-1s}
-tmp=$(mktemp -d)
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs-qbench.XXXXXX")
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
@@ -38,7 +38,9 @@ start_server() { # db
     pid=$!
     port=
     for _ in $(seq 200); do
-        port=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\) .*/\1/p' "$tmp/server.log" | head -1)
+        # the log appears when the server's shell has opened it: maybe not yet
+        port=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\) .*/\1/p' "$tmp/server.log" \
+            2> /dev/null | head -1 || true)
         [ -n "$port" ] && break
         sleep 0.05
     done
@@ -46,21 +48,51 @@ start_server() { # db
 }
 stop_server() { kill -TERM "$pid"; wait "$pid" || true; pid=; }
 
-# ms of one CLI command (direct, on the file)
-cli_ms() {
-    local t0 t1
-    t0=$(now_ns)
-    HEAPSTORE_URL= "$cli" "$@" --db "$db" --json > /dev/null
-    t1=$(now_ns)
-    awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f\n", (b - a) / 1e6}'
-}
-# ms of one API request
-api_ms() {
-    curl -s -o /dev/null -w '%{http_code} %{time_total}\n' "http://127.0.0.1:$port$1" |
-        awk '$1 != 200 {print "HTTP " $1 > "/dev/stderr"; exit 1} {printf "%.1f\n", $2 * 1000}'
+# Times a query REPEAT+1 times: the first is the cold one. Prints
+# "cold_wall warm_wall warm_cpu" in ms (warm: medians). cpu is the CPU time
+# (user + system) the query cost: of the CLI process (direct), or of the
+# server's threads (API, from /proc/PID/task/*/schedstat), which a loaded
+# machine inflates far less than the wall clock.
+timer() { # cli ARGS… | api PATH
+    python3 - "$REPEAT" "$cli" "$db" "${port:-0}" "${pid:-0}" "$@" <<'PY'
+import glob, os, resource, statistics, subprocess, sys, time, urllib.request
+repeat, cli, db, port, spid, mode, args = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6], sys.argv[7:]
+def server_cpu():
+    t = 0
+    for f in glob.glob(f"/proc/{spid}/task/*/schedstat"):
+        try:
+            t += int(open(f).read().split()[0])
+        except OSError:
+            pass
+    return t / 1e6
+def one():
+    if mode == "cli":
+        env = dict(os.environ, HEAPSTORE_URL="")
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        subprocess.run([cli] + args[0].split() + ["--db", db, "--json"], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        t1 = time.perf_counter()
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = (r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime) * 1000
+    else:
+        c0 = server_cpu()
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{args[0]}") as r:
+            r.read()
+        t1 = time.perf_counter()
+        cpu = server_cpu() - c0
+    return (t1 - t0) * 1000, cpu
+cold = one()
+warm = [one() for _ in range(repeat)]
+print("%.1f %.1f %.1f" % (cold[0], statistics.median(w[0] for w in warm), statistics.median(w[1] for w in warm)))
+PY
 }
 
-printf '%-9s %-6s %-9s %-26s %9s %9s %9s %9s\n' events stacks db_MB query cli_cold cli_warm api_cold api_warm
+fmt='%-9s %-6s %-6s %-22s %9s %9s %9s %9s %9s %9s\n'
+# shellcheck disable=SC2059
+printf "$fmt" events stacks db_MB query cli_cold cli_warm cli_cpu api_cold api_warm api_cpu |
+    tee "$tmp/table"
 for events in $LENGTHS; do
     for stacks in $STACKS_LIST; do
         db=$tmp/q-$events-$stacks.db
@@ -76,26 +108,46 @@ for events in $LENGTHS; do
                  "top peak|top 1 --at peak|/api/runs/1/top?at=peak"
                  "top mid|top 1 --at $mid|/api/runs/1/top?at=$mid"
                  "top by function late|top 1 --at $late --by function|/api/runs/1/top?at=$late&by=function"
+                 "flame peak|flame 1 --at peak|/api/runs/1/flame?at=peak"
                  "flame mid|flame 1 --at $mid|/api/runs/1/flame?at=$mid"
+                 "diff peak..mid|diff 1@peak 1@$mid|/api/diff?a=1@peak&b=1@$mid"
                  "diff mid..end|diff 1@$mid 1@end|/api/diff?a=1@$mid&b=1@end"
-                 "leaks|leaks 1|/api/runs/1/leaks")
+                 "leaks|leaks 1|/api/runs/1/leaks"
+                 "sizes|sizes 1|/api/runs/1/sizes")
         for q in "${queries[@]}"; do
             IFS='|' read -r name args path <<<"$q"
-            # shellcheck disable=SC2086
-            cold_cli=$(cli_ms $args)
-            : > "$tmp/w"
-            # shellcheck disable=SC2086
-            for _ in $(seq "$REPEAT"); do cli_ms $args >> "$tmp/w"; done
-            warm_cli=$(median < "$tmp/w")
+            read -r cold_cli warm_cli cpu_cli < <(timer cli "$args")
             start_server "$db"
-            cold_api=$(api_ms "$path")
-            : > "$tmp/w"
-            for _ in $(seq "$REPEAT"); do api_ms "$path" >> "$tmp/w"; done
-            warm_api=$(median < "$tmp/w")
+            read -r cold_api warm_api cpu_api < <(timer api "$path")
             stop_server
-            printf '%-9s %-6s %-9s %-26s %9s %9s %9s %9s\n' "$events" "$stacks" "$mb" "$name" \
-                "$cold_cli" "$warm_cli" "$cold_api" "$warm_api"
+            # shellcheck disable=SC2059
+            printf "$fmt" "$events" "$stacks" "$mb" "$name" "$cold_cli" "$warm_cli" "$cpu_cli" \
+                "$cold_api" "$warm_api" "$cpu_api" | tee -a "$tmp/table"
         done
         rm -f "$db" "$db-wal" "$db-shm"
     done
 done
+
+# Scaling: each query's warm times at the longest run over the shortest, for
+# the same number of stacks (1.0: independent of the number of events).
+first=${LENGTHS%% *}
+last=${LENGTHS##* }
+if [ "$first" != "$last" ]; then
+    echo
+    echo "ratios, $last events over $first (same stacks): 1.0 = independent of events"
+    printf '%-6s %-22s %9s %9s %9s %9s\n' stacks query cli_warm cli_cpu api_warm api_cpu
+    awk -v f="$first" -v l="$last" 'NR > 1 {
+            q = substr($0, 25, 22); sub(/ +$/, "", q); k = $2 SUBSEP q
+            for (i = 0; i < 4; i++) v[$1, k, i] = $(NF - (i < 2 ? 4 - i : 3 - i))
+            if ($1 == f) order[++n] = k
+        }
+        function r(a, b) { return b > 0 ? a / b : 0 }
+        END {
+            for (i = 1; i <= n; i++) {
+                k = order[i]; split(k, p, SUBSEP)
+                printf "%-6s %-22s %9.2f %9.2f %9.2f %9.2f\n", p[1], p[2],
+                    r(v[l, k, 0], v[f, k, 0]), r(v[l, k, 1], v[f, k, 1]),
+                    r(v[l, k, 2], v[f, k, 2]), r(v[l, k, 3], v[f, k, 3])
+            }
+        }' "$tmp/table"
+fi
