@@ -89,6 +89,10 @@ void hs_store_run_release(hs_store *s, hs_run *r);
  * touched by the open transaction. */
 void hs_store_release_uuid(hs_store *s, const uint8_t uuid[16]);
 
+/* 1 if r is a run this store holds in memory now (compares pointers only:
+ * r may have been released, and is then not dereferenced). */
+int hs_store_has_run(const hs_store *s, const hs_run *r);
+
 uint64_t hs_run_next_seq(const hs_run *r);
 const uint8_t *hs_run_uuid(const hs_run *r);
 int hs_run_ended(const hs_run *r); /* BYE stored, or closed as lost */

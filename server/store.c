@@ -241,6 +241,13 @@ int hs_run_broken(const hs_run *r)
     return r->broken;
 }
 
+int hs_store_has_run(const hs_store *s, const hs_run *r)
+{
+    for (const hs_run *k = s->runs; k; k = k->next)
+        if (k == r) return 1;
+    return 0;
+}
+
 static hs_run *find_run(hs_store *s, const uint8_t uuid[16])
 {
     for (hs_run *r = s->runs; r; r = r->next)

@@ -271,6 +271,9 @@ static hs_run *do_detach(hs_writer *w, hs_wjob *j, uint64_t now)
     hs_map_put(&w->conns, j->conn_id, 0); /* 0: gone (no deletion in hs_map) */
     hs_run *r = c->run, *release = NULL;
     uint64_t owner;
+    /* A broken run is replaced (and freed) by the store when a resumed HELLO
+     * comes first: then this connection's pointer is stale. */
+    if (r && !hs_store_has_run(w->store, r)) r = NULL;
     if (r && hs_map_get(&w->owners, (uint64_t)(uintptr_t)r, &owner) && owner == c->id) {
         hs_map_put(&w->owners, (uint64_t)(uintptr_t)r, 0);
         if (hs_run_ended(r) || hs_run_broken(r)) {
@@ -325,7 +328,8 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
             snprintf(j->msg, sizeof j->msg, "database error: the frames were not stored");
             if (c) c->failed = 1;
         }
-        if (c && c->run && !hs_run_broken(c->run)) {
+        /* (A failed connection's run may have been replaced and freed.) */
+        if (c && c->run && hs_store_has_run(w->store, c->run) && !hs_run_broken(c->run)) {
             j->next_seq = hs_run_next_seq(c->run);
             j->ended = hs_run_ended(c->run);
         }
