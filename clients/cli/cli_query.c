@@ -248,6 +248,28 @@ const char *hs_json_str(const json_t *o, const char *key)
     return s ? s : "";
 }
 
+int hs_cli_run_target(const hs_cli_args *a, const char *usage, char *target, size_t len)
+{
+    if (a->npos != 1) {
+        fprintf(stderr, "heapstore %s: give one RUN\nusage: heapstore %s\n", a->cmd, usage);
+        return 2;
+    }
+    snprintf(target, len, "/api/runs/");
+    hs_cli_pct(target, len, a->pos[0]);
+    return 0;
+}
+
+void hs_cli_site(char *buf, size_t len, const json_t *row, const char *fnkey)
+{
+    const char *file = hs_json_str(row, "file");
+    const char *base = strrchr(file, '/');
+    if (*file)
+        snprintf(buf, len, "%s (%s:%" PRId64 ")", hs_json_str(row, fnkey), base ? base + 1 : file,
+                 hs_json_int(row, "line"));
+    else
+        snprintf(buf, len, "%s", hs_json_str(row, fnkey));
+}
+
 void hs_cli_sampling(const json_t *s)
 {
     if (!s) return;

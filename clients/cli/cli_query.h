@@ -44,6 +44,15 @@ int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, co
 /* Appends s percent-encoded (for a path segment or a query value) to dst. */
 void hs_cli_pct(char *dst, size_t len, const char *s);
 
+/* For commands about one RUN: checks there is exactly one positional
+ * argument (else prints usage, returns 2) and writes "/api/runs/<RUN>"
+ * percent-encoded into target. */
+int hs_cli_run_target(const hs_cli_args *a, const char *usage, char *target, size_t len);
+
+/* "fn (file.c:12)": the function named by member fnkey of row and the base
+ * name of its file and line (just the function when there is no file). */
+void hs_cli_site(char *buf, size_t len, const json_t *row, const char *fnkey);
+
 /* "1.50 MiB"-style sizes into buf (at least 32 bytes). */
 const char *hs_cli_bytes(int64_t b, char *buf);
 const char *hs_cli_secs(int64_t ns, char *buf);

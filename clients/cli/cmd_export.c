@@ -17,13 +17,9 @@ int hs_cmd_export(int argc, char **argv)
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "at,format,output", usage);
     if (rc) return rc < 0 ? 0 : rc;
-    if (a.npos != 1) {
-        fprintf(stderr, "heapstore export: give one RUN\nusage: heapstore %s\n", usage);
-        return 2;
-    }
     const char *format = a.format ? a.format : "pprof";
-    char target[4096] = "/api/runs/";
-    hs_cli_pct(target, sizeof target, a.pos[0]);
+    char target[4096];
+    if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
     strcat(target, "/export?at=");
     hs_cli_pct(target, sizeof target, a.at ? a.at : "peak");
     strcat(target, "&format=");

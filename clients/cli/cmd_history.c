@@ -24,12 +24,8 @@ int hs_cmd_history(int argc, char **argv)
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "top,trace,format", usage);
     if (rc) return rc < 0 ? 0 : rc;
-    if (a.npos != 1) {
-        fprintf(stderr, "heapstore history: give one RUN\nusage: heapstore %s\n", usage);
-        return 2;
-    }
-    char target[4096] = "/api/runs/";
-    hs_cli_pct(target, sizeof target, a.pos[0]);
+    char target[4096];
+    if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
     strcat(target, "/history?top=");
     hs_cli_pct(target, sizeof target, a.top ? a.top : "0");
     if (a.trace) {

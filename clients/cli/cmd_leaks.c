@@ -10,13 +10,7 @@ static const char usage[] = "leaks RUN [--limit N] [--json] [--db PATH]";
 
 static void site(char *buf, size_t len, const json_t *row)
 {
-    const char *file = hs_json_str(row, "file");
-    const char *base = strrchr(file, '/');
-    if (*file)
-        snprintf(buf, len, "%s (%s:%" PRId64 ")", hs_json_str(row, "name"), base ? base + 1 : file,
-                 hs_json_int(row, "line"));
-    else
-        snprintf(buf, len, "%s", hs_json_str(row, "name"));
+    hs_cli_site(buf, len, row, "name");
     /* the first caller helps tell sites apart */
     const json_t *stack = json_object_get(row, "stack");
     if (json_array_size(stack) > 1) {
@@ -30,12 +24,8 @@ int hs_cmd_leaks(int argc, char **argv)
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "limit", usage);
     if (rc) return rc < 0 ? 0 : rc;
-    if (a.npos != 1) {
-        fprintf(stderr, "heapstore leaks: give one RUN\nusage: heapstore %s\n", usage);
-        return 2;
-    }
-    char target[4096] = "/api/runs/";
-    hs_cli_pct(target, sizeof target, a.pos[0]);
+    char target[4096];
+    if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
     strcat(target, "/leaks?limit=");
     hs_cli_pct(target, sizeof target, a.limit ? a.limit : "10");
     hs_api_reply r;

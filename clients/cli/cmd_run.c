@@ -256,17 +256,6 @@ static json_t *get_json(const char *url, const char *target, int quiet)
     return j;
 }
 
-static void site_label(char *buf, size_t len, const json_t *row)
-{
-    const char *file = hs_json_str(row, "file");
-    const char *base = strrchr(file, '/');
-    if (*file)
-        snprintf(buf, len, "%s (%s:%" PRId64 ")", hs_json_str(row, "name"), base ? base + 1 : file,
-                 hs_json_int(row, "line"));
-    else
-        snprintf(buf, len, "%s", hs_json_str(row, "name"));
-}
-
 static void summary(const char *url, const json_t *run, int code, const char *how)
 {
     int64_t id = hs_json_int(run, "id");
@@ -303,7 +292,7 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
         json_array_foreach(json_object_get(top, "rows"), i, row)
         {
             char name[600];
-            site_label(name, sizeof name, row);
+            hs_cli_site(name, sizeof name, row, "name");
             fprintf(stderr, "    %10s  %5.1f%%  %s\n",
                     hs_cli_bytes(hs_json_int(row, "total_bytes"), b1),
                     100.0 * json_real_value(json_object_get(row, "share")), name);
@@ -319,7 +308,7 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
             json_array_foreach(growing, i, row)
             {
                 char name[600], rate[48];
-                site_label(name, sizeof name, row);
+                hs_cli_site(name, sizeof name, row, "name");
                 snprintf(
                     rate, sizeof rate, "+%s/s",
                     hs_cli_bytes(
@@ -337,7 +326,7 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
                 {
                     if (i == 3) break;
                     char name[600];
-                    site_label(name, sizeof name, row);
+                    hs_cli_site(name, sizeof name, row, "name");
                     fprintf(stderr, "    %10s  %s\n", hs_cli_bytes(hs_json_int(row, "bytes"), b1),
                             name);
                 }

@@ -13,12 +13,8 @@ int hs_cmd_sizes(int argc, char **argv)
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "", usage);
     if (rc) return rc < 0 ? 0 : rc;
-    if (a.npos != 1) {
-        fprintf(stderr, "heapstore sizes: give one RUN\nusage: heapstore %s\n", usage);
-        return 2;
-    }
-    char target[4096] = "/api/runs/";
-    hs_cli_pct(target, sizeof target, a.pos[0]);
+    char target[4096];
+    if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
     strcat(target, "/sizes");
     hs_api_reply r;
     if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, 0, &r))) return rc;

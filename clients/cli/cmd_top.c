@@ -9,29 +9,13 @@
 static const char usage[] = "top RUN [--at T] [--by site|function|stack] [--limit N] [--json] "
                             "[--db PATH]\n  T: seconds from the start, 'peak' (default) or 'end'";
 
-/* "fn (file.c:12)" */
-static void site_name(char *buf, size_t len, const json_t *f, const char *fnkey)
-{
-    const char *file = hs_json_str(f, "file");
-    const char *base = strrchr(file, '/');
-    if (*file)
-        snprintf(buf, len, "%s (%s:%" PRId64 ")", hs_json_str(f, fnkey), base ? base + 1 : file,
-                 hs_json_int(f, "line"));
-    else
-        snprintf(buf, len, "%s", hs_json_str(f, fnkey));
-}
-
 int hs_cmd_top(int argc, char **argv)
 {
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "at,by,limit", usage);
     if (rc) return rc < 0 ? 0 : rc;
-    if (a.npos != 1) {
-        fprintf(stderr, "heapstore top: give one RUN\nusage: heapstore %s\n", usage);
-        return 2;
-    }
-    char target[4096] = "/api/runs/";
-    hs_cli_pct(target, sizeof target, a.pos[0]);
+    char target[4096];
+    if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
     strcat(target, "/top?at=");
     hs_cli_pct(target, sizeof target, a.at ? a.at : "peak");
     strcat(target, "&by=");
@@ -87,7 +71,7 @@ int hs_cmd_top(int argc, char **argv)
                      100.0 * json_real_value(json_object_get(row, "share")));
             snprintf(blocks, sizeof blocks, "%" PRId64, hs_json_int(row, "total_count"));
             snprintf(trace, sizeof trace, "%" PRId64, hs_json_int(row, "trace"));
-            site_name(name, sizeof name, row, "name");
+            hs_cli_site(name, sizeof name, row, "name");
             hs_table_row(&t, hs_cli_bytes(hs_json_int(row, "total_bytes"), b3), share, blocks,
                          trace, name);
             if (stacks) {
@@ -97,7 +81,7 @@ int hs_cmd_top(int argc, char **argv)
                 {
                     if (!k) continue;
                     char fr[620], nm[600];
-                    site_name(nm, sizeof nm, f, "function");
+                    hs_cli_site(nm, sizeof nm, f, "function");
                     snprintf(fr, sizeof fr, "  ← %s", nm);
                     hs_table_row(&t, "", "", "", "", fr);
                 }
