@@ -27,6 +27,18 @@ const char *hs__param(const hs__params *p, const char *key)
     return NULL;
 }
 
+int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err)
+{
+    *out = 0;
+    const char *ms = hs__param(p, "min_share");
+    if (!ms) return 0;
+    char *end;
+    *out = strtod(ms, &end);
+    if (!*ms || *end || !(*out >= 0 && *out <= 1))
+        return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
+    return 0;
+}
+
 int hs__param_count(const hs__params *p)
 {
     return p->n;

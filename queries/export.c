@@ -675,22 +675,15 @@ int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, h
     if (kind < 0)
         return hs__err(err, 400, "format must be pprof, speedscope, collapsed or dot (not '%s')",
                        format);
-    double min_share = 0;
-    const char *ms = hs__param(p, "min_share");
-    if (ms) {
-        char *end;
-        min_share = strtod(ms, &end);
-        if (!*ms || *end || !(min_share >= 0 && min_share <= 1))
-            return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
-        if (kind != 0)
-            return hs__err(err, 400,
-                           "min_share applies to the flame graph and collapsed stacks, "
-                           "not to %s",
-                           format);
-    }
-    hs__at at;
-    int rc = hs__at_param(q, run, p, "peak", &at, err);
+    double min_share;
+    int rc = hs__min_share_param(p, &min_share, err);
     if (rc) return rc;
+    if (hs__param(p, "min_share") && kind != 0)
+        return hs__err(err, 400,
+                       "min_share applies to the flame graph and collapsed stacks, not to %s",
+                       format);
+    hs__at at;
+    if ((rc = hs__at_param(q, run, p, "peak", &at, err))) return rc;
     hs__state s;
     if ((rc = hs__state_at(q, run, &at, &s, err))) return rc;
     xset x = {0};

@@ -169,6 +169,8 @@ const char *hs__at_name(const hs__at *at, char *buf, size_t len);
 
 /* The views; each returns 0 or an HS_E code with err filled. */
 const char *hs__param(const hs__params *p, const char *key);
+/* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
+int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
 int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);

@@ -599,14 +599,8 @@ int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
     hs__at at;
     int rc = hs__at_param(q, run, p, "peak", &at, err);
     if (rc) return rc;
-    double min_share = 0;
-    const char *ms = hs__param(p, "min_share");
-    if (ms) {
-        char *end;
-        min_share = strtod(ms, &end);
-        if (!*ms || *end || !(min_share >= 0 && min_share <= 1))
-            return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
-    }
+    double min_share;
+    if ((rc = hs__min_share_param(p, &min_share, err))) return rc;
     hs__state state;
     if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
     hs__flame f;
