@@ -795,7 +795,17 @@ void hs__sender_finish(int clean)
     uint64_t deadline = hs_now_ns() + (hs__cfg.exit_flush_ms + 1000) * 1000000ull;
     while (!atomic_load(&S.done) && hs_now_ns() < deadline)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
-    if (!atomic_load(&S.done)) return;
+    if (!atomic_load(&S.done)) {
+        /* Say so rather than leave the run's end unexplained. */
+        char msg[HS_CONFIG_STR + 160];
+        int n = snprintf(msg, sizeof msg,
+                         "heapstore: %s: not delivered; the sender did not finish within "
+                         "HEAPSTORE_EXIT_FLUSH_MS=%llu (+1000) ms\n",
+                         hs__cfg.url, (unsigned long long)hs__cfg.exit_flush_ms);
+        if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1))) {
+        }
+        return;
+    }
 
     uint64_t dropped = 0;
     for (int k = HS_DROP_ALLOC_EVENTS; k <= HS_DROP_FREE_EVENTS; k++)
