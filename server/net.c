@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/resource.h>
 #include <uv.h>
 
 #include "hs_error.h"
@@ -60,6 +61,8 @@ struct server {
     int stopping;
     int writer_gone; /* after STOP: nothing more goes to the writer */
     hs_hello hello;  /* scratch for decoding; loop thread only */
+    size_t nconns;   /* stream connections open */
+    uint64_t refused_conns, refused_logged_ns;
 };
 
 typedef struct out_msg {
@@ -82,6 +85,7 @@ static void conn_unlink_free(hs_conn *c)
     else if (s->conns == c)
         s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
+    s->nconns--;
     free(c->in);
     free(c);
 }
@@ -469,11 +473,39 @@ static void on_async(uv_async_t *a)
 
 /* ---- listener and signals ---------------------------------------------- */
 
+/* How many stream connections may be open: the descriptor limit (read at
+ * each accept, so a changed limit counts at once) less a reserve for the
+ * database, its readers and HTTP clients. */
+static size_t max_conns(void)
+{
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return 65536;
+    return nofile.rlim_cur > 64 ? (size_t)nofile.rlim_cur - 32 : 32;
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
     server *s = listener->data;
     if (status < 0) {
         hs_log("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    if (s->nconns >= max_conns()) {
+        /* Refuse with a log line before descriptors run out (libuv would
+         * then close new connections silently); at most one line a second. */
+        uv_tcp_t *t = malloc(sizeof *t);
+        if (!t) return;
+        uv_tcp_init(&s->loop, t);
+        t->data = NULL;
+        if (!uv_accept(listener, (uv_stream_t *)t)) s->refused_conns++;
+        uv_close((uv_handle_t *)t, on_tcp_closed);
+        uint64_t now = uv_hrtime();
+        if (now - s->refused_logged_ns >= 1000000000ull) {
+            hs_log("connection limit reached (%zu open, from RLIMIT_NOFILE): %llu connections "
+                   "refused so far",
+                   s->nconns, (unsigned long long)s->refused_conns);
+            s->refused_logged_ns = now;
+        }
         return;
     }
     hs_conn *c = calloc(1, sizeof *c);
@@ -513,6 +545,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c->next = s->conns;
     if (s->conns) s->conns->prev = c;
     s->conns = c;
+    s->nconns++;
     conn_read_start(c);
 }
 

@@ -443,7 +443,7 @@ static void test_peer_limits(void **state)
     good_step(&g);
 
     /* open connections: with its descriptors limited to 64 the server
-     * turns away what it cannot hold (libuv accepts and closes them), keeps
+     * turns away what it cannot hold (closed, with a log line), keeps
      * serving the connections it holds, and accepts again once the flood
      * is gone */
     assert_int_equal(rk_prlimit(srv.pid, RLIMIT_NOFILE, 64, UINT64_MAX), 0);
@@ -454,6 +454,7 @@ static void test_peer_limits(void **state)
     }
     assert_true(nflood > 64);
     assert_int_equal(tk_wait_closed(flood[nflood - 1], 30000), 1);
+    assert_true(rk_wait_text(srv.log, "connection limit reached", 30000));
     good_step(&g);
     for (int i = 0; i < nflood; i++) close(flood[i]);
     assert_int_equal(rk_prlimit(srv.pid, RLIMIT_NOFILE, UINT64_MAX, UINT64_MAX), 0);
