@@ -159,7 +159,9 @@ static int imp_finish(imp *im, int rc, size_t left)
     return rc;
 }
 
-static void imp_init(imp *im, hs_store *s, hs_import_stats *st, char *err, size_t errlen)
+/* 0, or HS_EINVAL when the store is inside a transaction (an import
+ * commits as it goes). */
+static int imp_init(imp *im, hs_store *s, hs_import_stats *st, char *err, size_t errlen)
 {
     memset(st, 0, sizeof *st);
     memset(im, 0, sizeof *im);
@@ -168,6 +170,11 @@ static void imp_init(imp *im, hs_store *s, hs_import_stats *st, char *err, size_
     im->err = err;
     im->errlen = errlen;
     if (err && errlen) err[0] = '\0';
+    if (s->in_tx) {
+        hs__store_seterr(err, errlen, "an import cannot run inside a transaction");
+        return HS_EINVAL;
+    }
+    return 0;
 }
 
 int hs_store_import(hs_store *s, const uint8_t *buf, size_t len, hs_import_stats *out, char *err,
@@ -175,13 +182,10 @@ int hs_store_import(hs_store *s, const uint8_t *buf, size_t len, hs_import_stats
 {
     hs_import_stats dummy;
     imp im;
-    imp_init(&im, s, out ? out : &dummy, err, errlen);
-    if (s->in_tx) {
-        hs__store_seterr(err, errlen, "an import cannot run inside a transaction");
-        return HS_EINVAL;
-    }
+    int rc = imp_init(&im, s, out ? out : &dummy, err, errlen);
+    if (rc) return rc;
     long k = imp_feed(&im, buf ? buf : (const uint8_t *)"", buf ? len : 0);
-    int rc = k < 0 ? (int)k : 0;
+    rc = k < 0 ? (int)k : 0;
     return imp_finish(&im, rc, rc ? 0 : len - (size_t)k);
 }
 
@@ -190,11 +194,8 @@ int hs_store_import_file(hs_store *s, const char *path, hs_import_stats *out, ch
 {
     hs_import_stats dummy;
     imp im;
-    imp_init(&im, s, out ? out : &dummy, err, errlen);
-    if (s->in_tx) {
-        hs__store_seterr(err, errlen, "an import cannot run inside a transaction");
-        return HS_EINVAL;
-    }
+    int rc = imp_init(&im, s, out ? out : &dummy, err, errlen);
+    if (rc) return rc;
     FILE *f = fopen(path, "rb");
     if (!f) {
         hs__store_seterr(err, errlen, "%s", strerror(errno));
@@ -202,7 +203,6 @@ int hs_store_import_file(hs_store *s, const char *path, hs_import_stats *out, ch
     }
     uint8_t *buf = NULL;
     size_t len = 0, cap = 0;
-    int rc = 0;
     for (;;) {
         /* Room for one more chunk past what is buffered (at most a frame). */
         if (cap - len < IMPORT_READ_CHUNK) {
