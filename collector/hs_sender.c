@@ -400,6 +400,9 @@ static void send_bye(void)
 /* One round: everything the program left since the previous one. */
 static void cycle(uint64_t now, int final)
 {
+    /* RSS first: symbolizing a batch of new stacks (the first one loads
+     * debug information) must not leave a hole at the start of the series. */
+    sample_process(now);
     uint64_t adds, subs;
     hs_proc_objects_gen(&adds, &subs);
     if (!S.maps_sent || adds != S.adds || subs != S.subs) {
@@ -411,7 +414,6 @@ static void cycle(uint64_t now, int final)
     hs__rings_snapshot();
     send_stacks();
     hs__rings_drain(ring_cb, NULL);
-    sample_process(now);
     if (final || S.nps >= MAX_PROCESS / 2 || (S.nps && now >= S.next_stats_ns)) send_process();
     if (final || now >= S.next_stats_ns) {
         send_stats(final);
