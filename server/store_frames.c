@@ -184,6 +184,16 @@ static int frame_stacks(hs_store *s, hs_run *r, const uint8_t *p, size_t len, ch
         int64_t node = 0;
         for (uint32_t d = 0; d < stk->depth; d++)
             if ((rc = intern_node(s, node, frames[stk->depth - 1 - d], d + 1, &node))) goto out;
+        /* An id keeps the stack it was first defined with: events already
+         * stored refer to it, and a replay of them must give the same
+         * rollups (a collector resends a definition only unchanged). */
+        uint64_t had;
+        if (hs_map_get(&r->stacks, stk->id, &had) && r->slots[had].trace != node) {
+            hs__store_seterr(err, errlen, "stack %" PRIu64 " redefined with a different stack",
+                             stk->id);
+            rc = HS_EPROTO;
+            goto out;
+        }
         if ((rc = hs__store_bind_stack(r, stk->id, node))) {
             if (rc == HS_ETOOBIG)
                 hs__store_seterr(err, errlen, "more than %u distinct stacks", HS_RUN_MAX_STACKS);

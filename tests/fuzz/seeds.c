@@ -18,7 +18,10 @@ static void put(const char *dir, const char *name, const uint8_t *p, size_t n)
     if (f) fclose(f);
 }
 
-static size_t well_formed(void)
+/* redefine: stack 1 is defined again, differently, after events used it,
+ * and the stream ends without BYE (a regression input: a re-import replays
+ * the stored events, which must give the rollups the first import wrote). */
+static size_t well_formed(int redefine)
 {
     hs_wr wr;
     hs_wr_init(&wr, buf, sizeof buf);
@@ -66,6 +69,13 @@ static size_t well_formed(void)
     hs_event_put(&wr, 10, 2, 1, 4096, 4096);
     hs_frame_end(&wr, pos);
 
+    if (redefine) {
+        pos = hs_frame_begin(&wr, HS_FRAME_STACKS);
+        hs_stack_put(&wr, 1, pcs + 1, 1);
+        hs_frame_end(&wr, pos);
+        return hs_wr_len(&wr);
+    }
+
     pos = hs_frame_begin(&wr, HS_FRAME_PROCESS);
     hs_wr_varint(&wr, 5000);
     hs_wr_varint(&wr, 1 << 20);
@@ -96,7 +106,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: hs_fuzz_seeds DIR\n");
         return 2;
     }
-    size_t n = well_formed();
+    size_t n = well_formed(1);
+    put(argv[1], "regress-stack-redefined.hsp", buf, n);
+    n = well_formed(0);
     put(argv[1], "well-formed.hsp", buf, n);
     put(argv[1], "header-only.hsp", buf, HS_MAGIC_LEN + 1);
     put(argv[1], "cut-mid-frame.hsp", buf, n / 2);
