@@ -10,6 +10,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -95,6 +96,21 @@ static struct {
     int bye_queued;
     hs_proc_info *info;
 } S = {.fd = -1, .wake_fd = -1, .statm_fd = -1, .next_seq = 1};
+
+/* One line to stderr, without stdio's buffers or locks (the program may be
+ * exiting, or hold them). Long lines are cut. */
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+    char msg[HS_CONFIG_STR + 400];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;
+    if (n > 0 && write(2, msg, (size_t)n)) {
+    }
+}
 
 /* ---- the frame queue ---- */
 
@@ -552,13 +568,9 @@ static void handle_server_frames(void)
             S.backoff_ms = 0;
         } else if (f.type == HS_FRAME_REFUSE) {
             hs_str why;
-            if (hs_refuse_decode(&why, f.payload, f.len) == 0) {
-                char msg[300];
-                int k = snprintf(msg, sizeof msg, "heapstore: the server refused the run: %.*s\n",
-                                 (int)(why.len > 200 ? 200 : why.len), why.ptr);
-                if (k > 0 && write(2, msg, (size_t)k)) {
-                }
-            }
+            if (hs_refuse_decode(&why, f.payload, f.len) == 0)
+                say("heapstore: the server refused the run: %.*s\n",
+                    (int)(why.len > 200 ? 200 : why.len), why.ptr);
             S.refused = 1;
             if (S.fd >= 0) close(S.fd);
             S.fd = -1;
@@ -799,13 +811,9 @@ void hs__sender_finish(int clean)
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     if (!atomic_load(&S.done)) {
         /* Say so rather than leave the run's end unexplained. */
-        char msg[HS_CONFIG_STR + 160];
-        int n = snprintf(msg, sizeof msg,
-                         "heapstore: %s: not delivered; the sender did not finish within "
-                         "HEAPSTORE_EXIT_FLUSH_MS=%llu (+1000) ms\n",
-                         hs__cfg.url, (unsigned long long)hs__cfg.exit_flush_ms);
-        if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1))) {
-        }
+        say("heapstore: %s: not delivered; the sender did not finish within "
+            "HEAPSTORE_EXIT_FLUSH_MS=%llu (+1000) ms\n",
+            hs__cfg.url, (unsigned long long)hs__cfg.exit_flush_ms);
         return;
     }
 
@@ -813,21 +821,16 @@ void hs__sender_finish(int clean)
     for (int k = HS_DROP_ALLOC_EVENTS; k <= HS_DROP_FREE_EVENTS; k++)
         dropped += atomic_load(&hs__drops[k]);
     if (dropped || S.undelivered_frames || S.gave_up || S.refused || !delivered()) {
-        char msg[HS_CONFIG_STR + 400];
-        int n = snprintf(msg, sizeof msg,
-                         "heapstore: %s: %s%s; dropped %llu alloc and %llu free events "
-                         "(%llu and %llu estimated bytes); %llu frames not delivered\n",
-                         hs__cfg.url, delivered() ? "delivered" : "not delivered",
-                         S.last_errno
-                             ? (S.last_errno == ECONNREFUSED ? " (connection refused)" : " (error)")
-                             : "",
-                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_ALLOC_EVENTS]),
-                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_FREE_EVENTS]),
-                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_ALLOC_BYTES]),
-                         (unsigned long long)atomic_load(&hs__drops[HS_DROP_FREE_BYTES]),
-                         (unsigned long long)S.undelivered_frames);
-        if (n > 0 && write(2, msg, (size_t)(n < (int)sizeof msg ? n : (int)sizeof msg - 1))) {
-        }
+        say("heapstore: %s: %s%s; dropped %llu alloc and %llu free events "
+            "(%llu and %llu estimated bytes); %llu frames not delivered\n",
+            hs__cfg.url, delivered() ? "delivered" : "not delivered",
+            S.last_errno ? (S.last_errno == ECONNREFUSED ? " (connection refused)" : " (error)")
+                         : "",
+            (unsigned long long)atomic_load(&hs__drops[HS_DROP_ALLOC_EVENTS]),
+            (unsigned long long)atomic_load(&hs__drops[HS_DROP_FREE_EVENTS]),
+            (unsigned long long)atomic_load(&hs__drops[HS_DROP_ALLOC_BYTES]),
+            (unsigned long long)atomic_load(&hs__drops[HS_DROP_FREE_BYTES]),
+            (unsigned long long)S.undelivered_frames);
     }
 }
 

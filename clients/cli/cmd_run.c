@@ -447,7 +447,7 @@ int hs_cmd_run(int argc, char **argv)
     snprintf(target, sizeof target, "/api/runs?pid=%d&limit=1", (int)pid);
     json_t *run = NULL;
     int stored = 0, server_died = 0;
-    int64_t seen_frames = -1;
+    int64_t seen_progress = -1;
     double idle_since = now_s();
     for (;;) {
         if (sp.pid > 0 && server_exited(&sp)) {
@@ -457,9 +457,9 @@ int hs_cmd_run(int argc, char **argv)
         json_t *j = get_json(url, target, 1);
         json_t *r = json_array_get(json_object_get(j, "runs"), 0);
         if (r) {
-            int64_t frames = run_progress(r);
-            if (frames != seen_frames) {
-                seen_frames = frames;
+            int64_t progress = run_progress(r);
+            if (progress != seen_progress) {
+                seen_progress = progress;
                 idle_since = now_s();
             }
             json_decref(run);

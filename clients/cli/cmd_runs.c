@@ -73,11 +73,11 @@ int hs_cmd_runs(int argc, char **argv)
         snprintf(dropped, sizeof dropped, "%" PRId64,
                  hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events"));
         int64_t sb = hs_json_int(json_object_get(run, "sampling"), "sample_bytes");
+        char per[32];
         if (sb == 1)
             snprintf(sampling, sizeof sampling, "every alloc");
         else
-            snprintf(sampling, sizeof sampling, "1 per %s", hs_cli_bytes(sb, peak));
-        hs_cli_bytes(hs_json_int(run, "peak_bytes"), peak);
+            snprintf(sampling, sizeof sampling, "1 per %s", hs_cli_bytes(sb, per));
         const char *s = hs_json_str(run, "state");
         json_t *clean = json_object_get(run, "clean_exit");
         snprintf(state, sizeof state, "%s%s", s,
