@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_symbolize.h"
 
 #define HS_DEFAULT_URL "tcp://127.0.0.1:7459"
 
@@ -82,6 +83,10 @@ void hs_config_load(hs_config *cfg)
         env_u64("HEAPSTORE_LIVE_MAX", cfg->sample_bytes == 1 ? (16u << 20) : (1u << 20));
     if (cfg->live_max < 4096) cfg->live_max = 4096;
     cfg->seed = env_u64("HEAPSTORE_SEED", 0);
+    if ((s = getenv("HEAPSTORE_LINES"))) {
+        if (strcmp(s, "all") == 0) cfg->lines = HS_LINES_ALL;
+        if (strcmp(s, "none") == 0) cfg->lines = HS_LINES_NONE;
+    }
 
     const char *url = getenv("HEAPSTORE_URL");
     if (!url || !*url) url = HS_DEFAULT_URL;

@@ -11,6 +11,9 @@
  * HEAPSTORE_TOKEN        sent in HELLO when the server demands one
  * HEAPSTORE_LIVE_MAX     most sampled blocks tracked at once (default 16M at
  *                        sample rate 1, 1M otherwise)
+ * HEAPSTORE_LINES        source file and line: auto (default: DWARF in the
+ *                        objects themselves, not separate compressed debug
+ *                        files such as libc6-dbg's), all, or none
  * HEAPSTORE_SEED         seed of the sampler (0 or unset: random); for tests
  * HEAPSTORE_DISABLE=1    forward every call, record nothing
  *
@@ -42,6 +45,7 @@ typedef struct hs_config {
     uint64_t exit_flush_ms;
     uint64_t live_max;
     uint64_t seed;
+    int lines; /* enum hs_lines (hs_symbolize.h) */
 } hs_config;
 
 /* Fills cfg from the environment; unparsable values keep their default. */

@@ -264,7 +264,7 @@ static void send_stacks(void)
 {
     hs_stack_rec *list = hs__stacks_take_new();
     if (!list) return;
-    if (!S.sym && hs_symbolizer_new(&S.sym) != 0) S.sym = NULL;
+    if (!S.sym && hs_symbolizer_new(&S.sym, hs__cfg.lines) != 0) S.sym = NULL;
     int open = 0;
     for (hs_stack_rec *r = list; r; r = r->next_new) {
         for (uint32_t i = 0; i < r->depth; i++) {

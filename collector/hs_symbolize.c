@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
+#include <gelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -11,8 +13,10 @@
 
 struct hs_symbolizer {
     Dwfl *dwfl;
+    int lines;       /* enum hs_lines */
     int stale;       /* objects changed since the last report */
     char *demangled; /* owned result of the last demangling */
+    char bare[1024]; /* the last symbol name without its version suffix */
     char *debuginfo_path;
 };
 
@@ -24,7 +28,7 @@ static int report(hs_symbolizer *s)
     return dwfl_report_end(s->dwfl, NULL, NULL) == 0 ? 0 : HS_EIO;
 }
 
-int hs_symbolizer_new(hs_symbolizer **out)
+int hs_symbolizer_new(hs_symbolizer **out, int lines)
 {
     static const Dwfl_Callbacks cb = {
         .find_elf = dwfl_linux_proc_find_elf,
@@ -32,6 +36,7 @@ int hs_symbolizer_new(hs_symbolizer **out)
     };
     hs_symbolizer *s = calloc(1, sizeof *s);
     if (!s) return HS_ENOMEM;
+    s->lines = lines;
     s->dwfl = dwfl_begin(&cb);
     if (!s->dwfl) {
         free(s);
@@ -56,8 +61,24 @@ void hs_symbolizer_invalidate(hs_symbolizer *s)
     s->stale = 1;
 }
 
+/* Symbol tables of objects linked by newer binutils name versioned symbols
+ * "malloc@@GLIBC_2.2.5"; the dynamic symbol table of the same object says
+ * "malloc". Keep the bare name so that a function has one name whichever
+ * table it came from (and a mangled name can be demangled). */
+static const char *unversioned(hs_symbolizer *s, const char *name)
+{
+    const char *at = name ? strchr(name, '@') : NULL;
+    if (!at || at == name) return name;
+    size_t n = (size_t)(at - name);
+    if (n >= sizeof s->bare) n = sizeof s->bare - 1;
+    memcpy(s->bare, name, n);
+    s->bare[n] = 0;
+    return s->bare;
+}
+
 static const char *demangle(hs_symbolizer *s, const char *name)
 {
+    name = unversioned(s, name);
     if (!name || name[0] != '_' || name[1] != 'Z') return name;
     demangle_fn fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
     if (!fn) return name;
@@ -81,6 +102,48 @@ static hs_str str_of(const char *p)
         if (r.len > HS_STR_MAX) r.len = HS_STR_MAX;
     }
     return r;
+}
+
+/* 1 if any DWARF section of the ELF file at path is compressed. */
+static int debug_compressed(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    int found = 0;
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    size_t shstrndx;
+    if (e && elf_getshdrstrndx(e, &shstrndx) == 0) {
+        for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(e, scn));) {
+            GElf_Shdr sh;
+            if (!gelf_getshdr(scn, &sh)) continue;
+            const char *name = elf_strptr(e, shstrndx, sh.sh_name);
+            if (!name) continue;
+            if (strncmp(name, ".zdebug_", 8) == 0) found = 1;
+            if (strncmp(name, ".debug_", 7) == 0 && (sh.sh_flags & SHF_COMPRESSED)) found = 1;
+        }
+    }
+    elf_end(e);
+    close(fd);
+    return found;
+}
+
+/* Whether to look up file and line in module m (see enum hs_lines). Decided
+ * once per module and kept in its user data slot. Call after a symbol lookup,
+ * which is what locates a separate debug file. */
+static int want_lines(hs_symbolizer *s, Dwfl_Module *m)
+{
+    if (s->lines == HS_LINES_ALL) return 1;
+    if (s->lines == HS_LINES_NONE) return 0;
+    void **slot = NULL;
+    const char *mainfile = NULL, *debugfile = NULL;
+    dwfl_module_info(m, &slot, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
+    if (!slot) return 1;
+    if (!*slot) {
+        int yes = !debugfile || (mainfile && strcmp(debugfile, mainfile) == 0) ||
+                  !debug_compressed(debugfile);
+        *slot = (void *)(uintptr_t)(yes ? 1 : 2);
+    }
+    return *slot == (void *)(uintptr_t)1;
 }
 
 void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out)
@@ -109,7 +172,7 @@ void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out)
     const char *name = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
     out->function = str_of(demangle(s, name));
     if (out->function.len > HS_FUNC_MAX) out->function.len = HS_FUNC_MAX;
-    Dwfl_Line *line = dwfl_module_getsrc(m, a);
+    Dwfl_Line *line = want_lines(s, m) ? dwfl_module_getsrc(m, a) : NULL;
     if (line) {
         int lineno = 0;
         const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);

@@ -17,7 +17,21 @@
 
 typedef struct hs_symbolizer hs_symbolizer;
 
-int hs_symbolizer_new(hs_symbolizer **out);
+/* Which modules get source file and line (HEAPSTORE_LINES). Function names
+ * and module offsets are always looked up. */
+enum hs_lines {
+    /* DWARF inside the object itself (compressed or not), and separate debug
+     * files whose DWARF is not compressed. A separate compressed file (what
+     * Debian's -dbg and -dbgsym packages install under /usr/lib/debug) is
+     * skipped: libdw inflates all of its DWARF on first use, about 100 ms of
+     * CPU per process for glibc's, which is the whole of the collector's
+     * overhead on a short program. Its function names still come through. */
+    HS_LINES_AUTO = 0,
+    HS_LINES_ALL = 1,  /* every module with DWARF anywhere */
+    HS_LINES_NONE = 2, /* names and offsets only */
+};
+
+int hs_symbolizer_new(hs_symbolizer **out, int lines);
 void hs_symbolizer_free(hs_symbolizer *s);
 /* Fills out (pc, function, file, line, module, module_offset) for the return
  * address pc. Never fails: unknown parts are left empty. */

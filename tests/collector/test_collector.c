@@ -486,6 +486,67 @@ static void test_dump(void **state)
     free(buf);
 }
 
+/* ---- source lines and separate debug files (HEAPSTORE_LINES) ---- */
+
+/* The symbol of the innermost frame named fn, or NULL. */
+static const hsp_sym *site_sym(const hsp_model *m, const char *fn)
+{
+    for (size_t i = 0; i < m->nstacks; i++)
+        if (m->stacks[i].depth && !strcmp(hsp_frame_fn(m, &m->stacks[i], 0), fn))
+            return hsp_sym_of(m, m->stacks[i].pcs[0]);
+    return NULL;
+}
+
+/* libwl_split.so keeps its DWARF in a separate compressed file. By default
+ * its frames get names (from that file's symbol table) but no lines, while
+ * the program's own DWARF is used; HEAPSTORE_LINES=all reads the separate
+ * file too, and none reads no lines at all. Counts are exact in every mode. */
+static void test_lines_policy(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *env;
+        int split_line, main_line;
+    } cases[] = {
+        {"HEAPSTORE_LINES=auto", 0, 1},
+        {"HEAPSTORE_LINES=all", 1, 1},
+        {"HEAPSTORE_LINES=none", 0, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const char *out = tmpfile_path("lines.hsp");
+        unlink(out);
+        const char *argv[] = {hs_build_path("tests/wl_split"), "50", NULL};
+        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out),
+                             cases[c].env, NULL};
+        hs_testrun r;
+        hs_testrun_exec(&r, argv, env, 1, 120);
+        expect_ok_run(&r);
+        site s[4];
+        assert_int_equal(parse_sites(r.out, s, 4), 2);
+        hsp_model m;
+        load_ok(&m, out, 0);
+        for (int i = 0; i < 2; i++) {
+            int want_line = i == 0 ? cases[c].split_line : cases[c].main_line;
+            const char *file = i == 0 ? "wl_split_lib.c" : "wl_split.c";
+            agg a = aggregate(&m, s[i].name, want_line ? s[i].line : 0, want_line ? file : "");
+            const hsp_sym *y = site_sym(&m, s[i].name);
+            fprintf(stderr, "%s: %s at %s:%llu, %llu allocations\n", cases[c].env, s[i].name,
+                    y ? y->file : "?", y ? (unsigned long long)y->line : 0ull,
+                    (unsigned long long)a.allocs);
+            assert_non_null(y); /* the name resolved (for split_site: from the debug file) */
+            assert_int_equal(a.allocs, s[i].allocs);
+            assert_int_equal(a.alloc_bytes, s[i].bytes);
+            assert_true(a.line_ok && a.file_ok);
+            if (!want_line) {
+                assert_int_equal(y->line, 0);
+                assert_string_equal(y->file, "");
+            }
+        }
+        hsp_free(&m);
+        hs_testrun_free(&r);
+    }
+}
+
 /* ---- life of a process ---- */
 
 static void test_underscore_exit(void **state)
@@ -844,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_cxx_sampled),
         cmocka_unit_test(test_python),
         cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_lines_policy),
         cmocka_unit_test(test_underscore_exit),
         cmocka_unit_test(test_exec),
         cmocka_unit_test(test_usable_free_sized),
