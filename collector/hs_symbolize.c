@@ -22,10 +22,14 @@ struct hs_symbolizer {
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
+static int free_removed(Dwfl_Module *m, void *userdata, const char *name, Dwarf_Addr base,
+                        void *arg);
+static int free_each(Dwfl_Module *m, void **userdata, const char *name, Dwarf_Addr base, void *arg);
+
 static int report(hs_symbolizer *s)
 {
     if (dwfl_linux_proc_report(s->dwfl, getpid()) != 0) return HS_EIO;
-    return dwfl_report_end(s->dwfl, NULL, NULL) == 0 ? 0 : HS_EIO;
+    return dwfl_report_end(s->dwfl, free_removed, NULL) == 0 ? 0 : HS_EIO;
 }
 
 int hs_symbolizer_new(hs_symbolizer **out, int lines)
@@ -51,6 +55,7 @@ int hs_symbolizer_new(hs_symbolizer **out, int lines)
 void hs_symbolizer_free(hs_symbolizer *s)
 {
     if (!s) return;
+    dwfl_getmodules(s->dwfl, free_each, NULL, 0);
     dwfl_end(s->dwfl);
     free(s->demangled);
     free(s);
@@ -127,23 +132,151 @@ static int debug_compressed(const char *path)
     return found;
 }
 
-/* Whether to look up file and line in module m (see enum hs_lines). Decided
- * once per module and kept in its user data slot. Call after a symbol lookup,
- * which is what locates a separate debug file. */
-static int want_lines(hs_symbolizer *s, Dwfl_Module *m)
+/* What the symbolizer keeps per module, in the module's user data slot:
+ * whether to read its lines, and its code symbols sorted by address.
+ * libdwfl's own address-to-symbol lookup scans the whole symbol table on
+ * every call (about 0.2 M instructions per pc in glibc's), which made
+ * symbolizing a program with thousands of distinct pcs cost O(pcs x symbols). */
+typedef struct msym {
+    uint64_t addr, size;
+    const char *name; /* in the module's string table: lives as long as it */
+    int rank;         /* binding: global 2, weak 1, local 0 */
+} msym;
+
+typedef struct modinfo {
+    int lines; /* 1 read lines, 0 don't */
+    size_t n;
+    msym *syms;
+} modinfo;
+
+/* 1 if a is the better name for an address than b. */
+static int msym_better(const msym *a, const msym *b)
 {
-    if (s->lines == HS_LINES_ALL) return 1;
-    if (s->lines == HS_LINES_NONE) return 0;
+    return a->rank != b->rank ? a->rank > b->rank : strcmp(a->name, b->name) < 0;
+}
+
+/* Sorts v[0..n) by address, stably: a least-significant-digit radix sort,
+ * one pass per byte that is not the same in every address. A comparison sort
+ * through qsort's callback cost more than reading the symbols. */
+static void sort_by_addr(msym *v, size_t n, msym *tmp)
+{
+    uint64_t all_or = 0, all_and = ~(uint64_t)0;
+    for (size_t i = 0; i < n; i++) {
+        all_or |= v[i].addr;
+        all_and &= v[i].addr;
+    }
+    for (unsigned shift = 0; shift < 64; shift += 8) {
+        if ((((all_or ^ all_and) >> shift) & 0xff) == 0) continue;
+        size_t count[257] = {0};
+        for (size_t i = 0; i < n; i++) count[((v[i].addr >> shift) & 0xff) + 1]++;
+        for (int b = 0; b < 256; b++) count[b + 1] += count[b];
+        for (size_t i = 0; i < n; i++) tmp[count[(v[i].addr >> shift) & 0xff]++] = v[i];
+        memcpy(v, tmp, n * sizeof *v);
+    }
+}
+
+static void load_syms(modinfo *mi, Dwfl_Module *m)
+{
+    int n = dwfl_module_getsymtab(m);
+    if (n <= 0) return;
+    mi->syms = malloc((size_t)n * sizeof *mi->syms);
+    msym *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!mi->syms || !tmp) {
+        free(mi->syms);
+        free(tmp);
+        mi->syms = NULL;
+        return;
+    }
+    size_t k = 0;
+    for (int i = 1; i < n; i++) {
+        GElf_Sym sym;
+        GElf_Addr addr;
+        GElf_Word shndx;
+        const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, &shndx, NULL, NULL);
+        int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
+        if (!name || !*name || shndx == SHN_UNDEF || addr == 0) continue;
+        if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
+        mi->syms[k++] = (msym){addr, sym.st_size, name,
+                               bind == STB_GLOBAL ? 2
+                               : bind == STB_WEAK ? 1
+                                                  : 0};
+    }
+    sort_by_addr(mi->syms, k, tmp);
+    free(tmp);
+    size_t w = 0; /* one name per address: the preferred one */
+    for (size_t i = 0; i < k; i++) {
+        if (w && mi->syms[w - 1].addr == mi->syms[i].addr) {
+            if (msym_better(&mi->syms[i], &mi->syms[w - 1])) mi->syms[w - 1] = mi->syms[i];
+        } else {
+            mi->syms[w++] = mi->syms[i];
+        }
+    }
+    mi->n = w;
+}
+
+/* The function containing a: the symbol at or below it whose size covers it,
+ * else a sizeless one just below (hand-written assembly), else NULL. */
+static const char *find_sym(const modinfo *mi, uint64_t a)
+{
+    size_t lo = 0, hi = mi->n; /* first symbol above a */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (mi->syms[mid].addr <= a)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo == 0) return NULL;
+    const msym *best = &mi->syms[lo - 1];
+    if (best->size == 0 || a < best->addr + best->size) return best->name;
+    /* A symbol further down may enclose this one (a function and a smaller
+     * label inside it); look a few back. */
+    for (size_t i = lo - 1, k = 0; i-- > 0 && k < 8; k++)
+        if (mi->syms[i].size && a < mi->syms[i].addr + mi->syms[i].size) return mi->syms[i].name;
+    return NULL;
+}
+
+static modinfo *module_info(hs_symbolizer *s, Dwfl_Module *m)
+{
     void **slot = NULL;
     const char *mainfile = NULL, *debugfile = NULL;
-    dwfl_module_info(m, &slot, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
-    if (!slot) return 1;
-    if (!*slot) {
-        int yes = !debugfile || (mainfile && strcmp(debugfile, mainfile) == 0) ||
-                  !debug_compressed(debugfile);
-        *slot = (void *)(uintptr_t)(yes ? 1 : 2);
-    }
-    return *slot == (void *)(uintptr_t)1;
+    dwfl_module_info(m, &slot, NULL, NULL, NULL, NULL, &mainfile, NULL);
+    if (!slot) return NULL;
+    if (*slot) return *slot;
+    modinfo *mi = calloc(1, sizeof *mi);
+    if (!mi) return NULL;
+    load_syms(mi, m); /* locates a separate debug file if there is one */
+    dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
+    /* Lines: see enum hs_lines. */
+    mi->lines = s->lines == HS_LINES_ALL ||
+                (s->lines == HS_LINES_AUTO &&
+                 (!debugfile || (mainfile && strcmp(debugfile, mainfile) == 0) ||
+                  !debug_compressed(debugfile)));
+    *slot = mi;
+    return mi;
+}
+
+static void modinfo_free(modinfo *mi)
+{
+    if (!mi) return;
+    free(mi->syms);
+    free(mi);
+}
+
+static int free_removed(Dwfl_Module *m, void *userdata, const char *name, Dwarf_Addr base,
+                        void *arg)
+{
+    (void)m, (void)name, (void)base, (void)arg;
+    modinfo_free(userdata);
+    return DWARF_CB_OK;
+}
+
+static int free_each(Dwfl_Module *m, void **userdata, const char *name, Dwarf_Addr base, void *arg)
+{
+    (void)m, (void)name, (void)base, (void)arg;
+    modinfo_free(*userdata);
+    *userdata = NULL;
+    return DWARF_CB_OK;
 }
 
 void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out)
@@ -167,12 +300,11 @@ void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out)
     dwfl_module_getelf(m, &bias);
     out->module = str_of(mainfile ? mainfile : modname);
     out->module_offset = pc - bias;
-    GElf_Off off = 0;
-    GElf_Sym sym;
-    const char *name = dwfl_module_addrinfo(m, a, &off, &sym, NULL, NULL, NULL);
+    modinfo *mi = module_info(s, m);
+    const char *name = mi ? find_sym(mi, a) : NULL;
     out->function = str_of(demangle(s, name));
     if (out->function.len > HS_FUNC_MAX) out->function.len = HS_FUNC_MAX;
-    Dwfl_Line *line = want_lines(s, m) ? dwfl_module_getsrc(m, a) : NULL;
+    Dwfl_Line *line = mi && mi->lines ? dwfl_module_getsrc(m, a) : NULL;
     if (line) {
         int lineno = 0;
         const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
