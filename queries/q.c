@@ -252,8 +252,15 @@ const char *const hs__stmt_sql[ST__COUNT] = {
                   "?1 ORDER BY bucket",
     [ST_RSS] = "SELECT t_ns, rss_bytes, vsize_bytes FROM process_samples WHERE run = ?1 ORDER BY "
                "t_ns",
-    [ST_DELTAS_ALL] = "SELECT bucket, trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = "
-                      "0 ORDER BY bucket",
+    [ST_DELTAS_AFTER] = "SELECT bucket, trace, bytes FROM snapshots WHERE run = ?1 AND kind = 0 "
+                        "AND bucket > ?2 ORDER BY bucket",
+    /* one trace's delta rows, by the buckets that have rows at all: a key
+     * lookup per bucket rather than a pass over every trace's rows */
+    [ST_TRACE_DELTAS] = "SELECT h.bucket, s.bytes FROM heap_series h CROSS JOIN snapshots s ON "
+                        "s.run = h.run AND s.kind = 0 AND s.bucket = h.bucket AND s.trace = ?4 "
+                        "WHERE h.run = ?1 AND h.bucket >= ?2 AND h.bucket <= ?3 ORDER BY h.bucket",
+    [ST_TSTATS_MARK] = "SELECT stats_bucket FROM runs WHERE id = ?1",
+    [ST_TSTATS_ROWS] = "SELECT trace, " HS_TSTATS_COLS " FROM trace_stats WHERE run = ?1",
     [ST_SIZES] = "SELECT bucket, allocs, bytes FROM size_hist WHERE run = ?1 ORDER BY bucket",
     [ST_LAST_BUCKET] = "SELECT MAX(bucket) FROM heap_series WHERE run = ?1",
     [ST_EVENTS] = "SELECT data FROM events WHERE run = ?1 AND t_first_ns <= ?2 ORDER BY seq",
@@ -294,6 +301,11 @@ int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
         free(q);
         hs__err(err, 500, "%s", msg);
         return rc;
+    }
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(q->db, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) q->schema = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
     }
     hs__sql_register(q);
     *out = q;
@@ -739,6 +751,95 @@ void hs__state_clear(hs__state *s)
 {
     free(s->rows);
     memset(s, 0, sizeof *s);
+}
+
+static hs__tsum *tsum_get(hs__tsums *t, hs__map *idx, int64_t trace)
+{
+    uint64_t i;
+    if (hs__map_get(idx, (uint64_t)trace, &i)) return &t->rows[i];
+    if (t->n == t->cap) {
+        size_t ncap = t->cap ? t->cap * 2 : 256;
+        hs__tsum *np = realloc(t->rows, ncap * sizeof *np);
+        if (!np) return NULL;
+        t->rows = np;
+        t->cap = ncap;
+    }
+    if (hs__map_put(idx, (uint64_t)trace, t->n)) return NULL;
+    hs__tsum *r = &t->rows[t->n++];
+    memset(r, 0, sizeof *r);
+    r->trace = trace;
+    return r;
+}
+
+static int cmp_tsum_first(const void *a, const void *b)
+{
+    const hs__tsum *x = a, *y = b;
+    if (x->s.first != y->s.first) return x->s.first < y->s.first ? -1 : 1;
+    return (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+int hs__tsums_load(hs_q *q, const hs__run *run, int64_t upto, hs__tsums *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    hs__map idx = {0};
+    int rc = HS_EDB, s, null = 1;
+    int64_t mark = -1;
+    sqlite3_stmt *st;
+    if (q->schema >= 2) {
+        if (!(st = hs__stmt(q, ST_TSTATS_MARK, err))) goto out;
+        sqlite3_bind_int64(st, 1, run->id);
+        if ((s = sqlite3_step(st)) != SQLITE_ROW && s != SQLITE_DONE) goto dbfail;
+        null = s != SQLITE_ROW || sqlite3_column_type(st, 0) == SQLITE_NULL;
+        if (!null) mark = sqlite3_column_int64(st, 0);
+        sqlite3_reset(st);
+    }
+    /* Summaries that reach past upto cannot be cut back: sum the rows. */
+    if (null || mark > upto) mark = -1;
+    if (mark >= 0) {
+        if (!(st = hs__stmt(q, ST_TSTATS_ROWS, err))) goto out;
+        sqlite3_bind_int64(st, 1, run->id);
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            hs__tsum *r = tsum_get(out, &idx, sqlite3_column_int64(st, 0));
+            if (!r) goto oom;
+            hs_tstats_read(st, 1, &r->s);
+            out->delta_rows += r->s.rows;
+        }
+        sqlite3_reset(st);
+        if (s != SQLITE_DONE) goto dbfail;
+    }
+    if (!(st = hs__stmt(q, ST_DELTAS_AFTER, err))) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int64(st, 2, mark);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(st, 0);
+        if (b > upto) break;
+        hs__tsum *r = tsum_get(out, &idx, sqlite3_column_int64(st, 1));
+        if (!r) goto oom;
+        hs_tstats_add(&r->s, b, sqlite3_column_int64(st, 2));
+        out->delta_rows++;
+    }
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE && s != SQLITE_ROW) goto dbfail;
+    qsort(out->rows, out->n, sizeof *out->rows, cmp_tsum_first);
+    rc = 0;
+    goto out;
+dbfail:
+    if (st) sqlite3_reset(st);
+    rc = hs__dberr(q, err);
+    goto out;
+oom:
+    if (st) sqlite3_reset(st);
+    rc = hs__err(err, 500, "out of memory");
+out:
+    hs__map_free(&idx);
+    if (rc) hs__tsums_clear(out);
+    return rc;
+}
+
+void hs__tsums_clear(hs__tsums *t)
+{
+    free(t->rows);
+    memset(t, 0, sizeof *t);
 }
 
 /* ---- stacks and frames ---------------------------------------------------- */

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "hs_queries.h"
+#include "hs_tstats.h"
 
 typedef struct hs__params hs__params; /* a request's decoded query parameters */
 
@@ -52,7 +53,10 @@ enum hs__stmt_id {
     ST_FRAME,
     ST_SERIES,
     ST_RSS,
-    ST_DELTAS_ALL,
+    ST_DELTAS_AFTER,
+    ST_TRACE_DELTAS,
+    ST_TSTATS_MARK,
+    ST_TSTATS_ROWS,
     ST_SIZES,
     ST_LAST_BUCKET,
     ST_EVENTS,
@@ -72,6 +76,8 @@ typedef struct hs__frame {
 struct hs_q {
     sqlite3 *db;
     char *path;
+    int schema;      /* user_version when opened: below 2, no trace_stats */
+    int series_path; /* history's points: 0 the cheaper way, 1 lookups, 2 a pass (tests) */
     sqlite3_stmt *st[ST__COUNT];
     hs__map node_idx; /* trace node id -> index into nodes */
     struct hs__node {
@@ -129,6 +135,24 @@ typedef struct hs__state {
 
 int hs__state_at(hs_q *q, const hs__run *run, const hs__at *at, hs__state *out, hs_qerr *err);
 void hs__state_clear(hs__state *s);
+
+/* The delta rows of a run summed per trace (schema/hs_tstats.h), for the
+ * traces with delta rows in buckets <= upto: the stored summaries
+ * (trace_stats) plus the delta rows written after them, which costs
+ * O(traces + traces * keyframe_every) whatever the run's length. Rows are
+ * in the order of their traces' first delta row (bucket, then trace), the
+ * order in which one pass over the delta rows meets them. */
+typedef struct hs__tsum {
+    int64_t trace;
+    hs_tstats s;
+} hs__tsum;
+typedef struct hs__tsums {
+    hs__tsum *rows;
+    size_t n, cap;
+    int64_t delta_rows; /* delta rows summed, over all traces */
+} hs__tsums;
+int hs__tsums_load(hs_q *q, const hs__run *run, int64_t upto, hs__tsums *out, hs_qerr *err);
+void hs__tsums_clear(hs__tsums *t);
 
 /* Frames of a trace, leaf first, into out (at most max). Returns the depth
  * (>= 0) or a negative HS_E code. */

@@ -103,7 +103,8 @@ int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
 /* ---- history -------------------------------------------------------------- */
 
 typedef struct trace_series {
-    int64_t trace, cur, max;
+    int64_t trace, max;
+    int64_t first, last; /* buckets of its first and last delta rows */
 } trace_series;
 
 static int cmp_series_max(const void *a, const void *b)
@@ -120,73 +121,51 @@ static int64_t bucket_end_ns(const hs__run *run, int64_t bucket)
     return t > run->end_ns && run->end_ns > bucket * run->g ? run->end_ns : t;
 }
 
-/* The N traces with the highest live bytes at any bucket end, as series. */
-static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *extra, size_t nextra,
-                          json_t *series, hs_qerr *err)
+/* A series' points come from its delta rows, either looked up trace by
+ * trace (a key lookup per bucket in the trace's range) or from one pass
+ * over all of the run's delta rows; a lookup costs several rows of a pass,
+ * so the pass wins when the series span more than this share of the rows. */
+#define SERIES_LOOKUP_COST 8
+
+static int series_points_lookup(hs_q *q, const hs__run *run, const trace_series *ts, size_t n,
+                                json_t **pts, hs_qerr *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ts[i].first > ts[i].last) continue; /* no delta rows */
+        sqlite3_stmt *st = hs__stmt(q, ST_TRACE_DELTAS, err);
+        if (!st) return HS_EDB;
+        sqlite3_bind_int64(st, 1, run->id);
+        sqlite3_bind_int64(st, 2, ts[i].first);
+        sqlite3_bind_int64(st, 3, ts[i].last);
+        sqlite3_bind_int64(st, 4, ts[i].trace);
+        int64_t cur = 0;
+        int s;
+        while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+            cur += sqlite3_column_int64(st, 1);
+            json_array_append_new(
+                pts[i], json_pack("{s:I,s:I}", "t_ns",
+                                  (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
+                                  "bytes", (json_int_t)cur));
+        }
+        sqlite3_reset(st);
+        if (s != SQLITE_DONE) return hs__dberr(q, err);
+    }
+    return 0;
+}
+
+static int series_points_scan(hs_q *q, const hs__run *run, const trace_series *ts, size_t n,
+                              json_t **pts, hs_qerr *err)
 {
     hs__map idx = {0};
-    trace_series *ts = NULL;
-    size_t n = 0, cap = 0;
-    int rc = HS_EDB, s;
-    sqlite3_stmt *st = hs__stmt(q, ST_DELTAS_ALL, err);
-    if (!st) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t trace = sqlite3_column_int64(st, 1), bytes = sqlite3_column_int64(st, 2);
-        uint64_t i;
-        if (!hs__map_get(&idx, (uint64_t)trace, &i)) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 256;
-                trace_series *np = realloc(ts, cap * sizeof *np);
-                if (!np) goto oom;
-                ts = np;
-            }
-            ts[n] = (trace_series){trace, 0, 0};
-            if (hs__map_put(&idx, (uint64_t)trace, n)) goto oom;
-            i = n++;
-        }
-        ts[i].cur += bytes;
-        if (ts[i].cur > ts[i].max) ts[i].max = ts[i].cur;
-    }
-    if (s != SQLITE_DONE) {
-        hs__dberr(q, err);
-        goto out;
-    }
-    qsort(ts, n, sizeof *ts, cmp_series_max);
-    /* the top N, then the traces asked for by id (each once) */
-    size_t all = n;
-    if ((int64_t)n > topn) n = (size_t)topn;
-    for (size_t e = 0; e < nextra; e++) {
-        size_t k;
-        for (k = 0; k < all && ts[k].trace != extra[e]; k++) {
-        }
-        if (k < n) continue; /* already among the top N */
-        trace_series pick = k < all ? ts[k] : (trace_series){extra[e], 0, 0};
-        if (k == all) {
-            if (all == cap) {
-                cap = cap ? cap * 2 : 16;
-                trace_series *np = realloc(ts, cap * sizeof *np);
-                if (!np) goto oom;
-                ts = np;
-            }
-            all++;
-        }
-        memmove(&ts[n + 1], &ts[n], (k - n) * sizeof *ts);
-        ts[n++] = pick;
-    }
-    hs__map_free(&idx);
-    json_t **pts = calloc(n ? n : 1, sizeof *pts);
     int64_t *cur = calloc(n ? n : 1, sizeof *cur);
-    if (!pts || !cur) {
-        free(pts);
-        free(cur);
-        goto oom;
-    }
-    for (size_t i = 0; i < n; i++) {
-        hs__map_put(&idx, (uint64_t)ts[i].trace, i);
-        pts[i] = json_array();
-    }
-    sqlite3_reset(st);
+    int rc = HS_EDB, s;
+    sqlite3_stmt *st = NULL;
+    if (!cur) goto oom;
+    for (size_t i = 0; i < n; i++)
+        if (hs__map_put(&idx, (uint64_t)ts[i].trace, i)) goto oom;
+    if (!(st = hs__stmt(q, ST_DELTAS_AFTER, err))) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int64(st, 2, -1);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         uint64_t i;
         if (!hs__map_get(&idx, (uint64_t)sqlite3_column_int64(st, 1), &i)) continue;
@@ -197,32 +176,82 @@ static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *ex
                                         "bytes", (json_int_t)cur[i]));
     }
     sqlite3_reset(st);
-    rc = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t frames[HS_MAX_DEPTH];
-        int d = rc ? 0 : hs__stack(q, ts[i].trace, frames, HS_MAX_DEPTH, err);
-        json_t *stack = d >= 0 && !rc ? hs__stack_json(q, frames, d, err) : NULL;
-        if (d < 0 || !stack) rc = HS_EDB;
-        const hs__frame *leaf = !rc && d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
-        if (!rc)
-            json_array_append_new(
-                series, json_pack("{s:I,s:s,s:o,s:o,s:I}", "trace", (json_int_t)ts[i].trace, "name",
-                                  leaf ? leaf->label : "?", "stack", stack, "points", pts[i],
-                                  "max_bytes", (json_int_t)ts[i].max));
-        else {
-            json_decref(stack);
-            json_decref(pts[i]);
-        }
-    }
-    free(pts);
-    free(cur);
+    rc = s == SQLITE_DONE ? 0 : hs__dberr(q, err);
     goto out;
 oom:
     rc = hs__err(err, 500, "out of memory");
 out:
-    if (st) sqlite3_reset(st);
     hs__map_free(&idx);
+    free(cur);
+    return rc;
+}
+
+/* The N traces with the highest live bytes at any bucket end, as series.
+ * The ranking reads one summary per trace (hs__tsums_load), the points only
+ * the chosen traces' delta rows. */
+static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *extra, size_t nextra,
+                          json_t *series, hs_qerr *err)
+{
+    hs__tsums sums;
+    trace_series *ts = NULL;
+    json_t **pts = NULL;
+    size_t n = 0, cap = 0;
+    int rc = hs__tsums_load(q, run, INT64_MAX, &sums, err);
+    if (rc) return rc;
+    rc = HS_EDB;
+    cap = sums.n + nextra;
+    if (!(ts = malloc((cap ? cap : 1) * sizeof *ts))) goto oom;
+    for (size_t i = 0; i < sums.n; i++)
+        ts[n++] = (trace_series){sums.rows[i].trace, sums.rows[i].s.max, sums.rows[i].s.first,
+                                 sums.rows[i].s.last};
+    qsort(ts, n, sizeof *ts, cmp_series_max);
+    /* the top N, then the traces asked for by id (each once) */
+    size_t all = n;
+    if ((int64_t)n > topn) n = (size_t)topn;
+    for (size_t e = 0; e < nextra; e++) {
+        size_t k;
+        for (k = 0; k < all && ts[k].trace != extra[e]; k++) {
+        }
+        if (k < n) continue; /* already among the top N */
+        trace_series pick = k < all ? ts[k] : (trace_series){extra[e], 0, 0, -1};
+        if (k == all) all++; /* cap holds sums.n + nextra */
+        memmove(&ts[n + 1], &ts[n], (k - n) * sizeof *ts);
+        ts[n++] = pick;
+    }
+    if (!(pts = calloc(n ? n : 1, sizeof *pts))) goto oom;
+    int64_t span = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!(pts[i] = json_array())) goto oom;
+        if (ts[i].first <= ts[i].last) span += ts[i].last - ts[i].first + 1;
+    }
+    int lookup = q->series_path ? q->series_path == 1 : span * SERIES_LOOKUP_COST < sums.delta_rows;
+    rc = lookup ? series_points_lookup(q, run, ts, n, pts, err)
+                : series_points_scan(q, run, ts, n, pts, err);
+    for (size_t i = 0; i < n; i++) {
+        int64_t frames[HS_MAX_DEPTH];
+        int d = rc ? 0 : hs__stack(q, ts[i].trace, frames, HS_MAX_DEPTH, err);
+        json_t *stack = d >= 0 && !rc ? hs__stack_json(q, frames, d, err) : NULL;
+        if (d < 0 || !stack) rc = rc ? rc : HS_EDB;
+        const hs__frame *leaf = !rc && d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
+        if (!rc) {
+            json_array_append_new(
+                series, json_pack("{s:I,s:s,s:o,s:o,s:I}", "trace", (json_int_t)ts[i].trace, "name",
+                                  leaf ? leaf->label : "?", "stack", stack, "points", pts[i],
+                                  "max_bytes", (json_int_t)ts[i].max));
+        } else {
+            json_decref(stack);
+            json_decref(pts[i]);
+        }
+        pts[i] = NULL;
+    }
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+    for (size_t i = 0; pts && i < n; i++) json_decref(pts[i]);
+out:
+    free(pts);
     free(ts);
+    hs__tsums_clear(&sums);
     return rc;
 }
 
@@ -628,7 +657,9 @@ out:
 /* Least squares of a trace's live bytes against the bucket index over the
  * whole run (buckets 0..L). Live bytes are constant between the buckets
  * where a trace changes, so each trace only costs its delta rows: a constant
- * segment [a, c] at value y adds y*(c-a+1), y*sum(a..c) and y*y*(c-a+1).
+ * segment [a, c] at value y adds y*(c-a+1), y*sum(a..c) and y*y*(c-a+1)
+ * (hs_tstats_close). Those sums are kept per trace as the rows are written
+ * (trace_stats), so a run's length costs nothing here.
  *
  * A straight line in time is not the only shape of a leak: a program's pace
  * varies (it waits, it is descheduled, one phase is slower), and a leak that
@@ -637,33 +668,21 @@ out:
  * (steadiness: (up - down) / (up + down) of its per-bucket changes) and its
  * increases span most of the run (first to last increasing bucket), which a
  * cache that fills early and then stays full does not. */
-typedef struct trend {
-    int64_t trace, cur, last_bucket, ups, first_up, last_up;
-    double sy, sxy, syy, up, down;
-} trend;
-
 #define TREND_MIN_R2     0.5
 #define TREND_MIN_STEADY 0.9
 #define TREND_MIN_SPAN   0.5
 
-static void trend_close(trend *t, int64_t upto) /* the segment [last_bucket, upto) at cur */
-{
-    if (upto <= t->last_bucket || t->cur == 0) {
-        t->last_bucket = upto;
-        return;
-    }
-    double a = (double)t->last_bucket, c = (double)(upto - 1), n = c - a + 1, y = (double)t->cur;
-    t->sy += y * n;
-    t->sxy += y * (a + c) * n / 2;
-    t->syy += y * y * n;
-    t->last_bucket = upto;
-}
+typedef struct leak_cand {
+    json_t *row;
+    double score;
+    size_t order; /* equal scores keep the order of their first delta row */
+} leak_cand;
 
 static int cmp_score(const void *a, const void *b)
 {
-    double x = json_real_value(json_object_get(*(json_t *const *)a, "score"));
-    double y = json_real_value(json_object_get(*(json_t *const *)b, "score"));
-    return x < y ? 1 : x > y ? -1 : 0;
+    const leak_cand *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? 1 : -1;
+    return (x->order > y->order) - (x->order < y->order);
 }
 
 static int cmp_live_bytes(const void *a, const void *b)
@@ -697,11 +716,9 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
     hs__state state;
     if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
     json_t *live = json_array(), *growing = json_array();
-    json_t **cand = NULL;
+    leak_cand *cand = NULL;
     size_t ncand = 0;
-    hs__map idx = {0};
-    trend *tr = NULL;
-    size_t n = 0, cap = 0;
+    hs__tsums sums = {0};
     rc = HS_EDB;
 
     qsort(state.rows, state.n, sizeof *state.rows, cmp_live_bytes);
@@ -717,51 +734,19 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
         json_array_append_new(live, row);
     }
 
-    sqlite3_stmt *st = hs__stmt(q, ST_DELTAS_ALL, err);
-    if (!st) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t b = sqlite3_column_int64(st, 0), trace = sqlite3_column_int64(st, 1),
-                d = sqlite3_column_int64(st, 2);
-        if (b > at.bucket) break;
-        uint64_t i;
-        if (!hs__map_get(&idx, (uint64_t)trace, &i)) {
-            if (n == cap) {
-                cap = cap ? cap * 2 : 256;
-                trend *np = realloc(tr, cap * sizeof *np);
-                if (!np) goto oom;
-                tr = np;
-            }
-            tr[n] = (trend){.trace = trace, .first_up = -1};
-            if (hs__map_put(&idx, (uint64_t)trace, n)) goto oom;
-            i = n++;
-        }
-        trend_close(&tr[i], b);
-        tr[i].cur += d;
-        if (d > 0) {
-            tr[i].ups++;
-            tr[i].up += (double)d;
-            if (tr[i].first_up < 0) tr[i].first_up = b;
-            tr[i].last_up = b;
-        } else {
-            tr[i].down -= (double)d;
-        }
-    }
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE && s != SQLITE_ROW) {
-        hs__dberr(q, err);
-        goto out;
-    }
+    /* in the order of their first delta row (as a pass over the rows meets
+     * them), which equal scores keep */
+    if ((rc = hs__tsums_load(q, run, at.bucket, &sums, err))) goto out;
+    rc = HS_EDB;
     double L = (double)at.bucket, nb = L + 1;
     double sx = L * (L + 1) / 2, sxx = L * (L + 1) * (2 * L + 1) / 6;
     double vx = nb * sxx - sx * sx;
-    cand = calloc(n ? n : 1, sizeof *cand);
+    cand = calloc(sums.n ? sums.n : 1, sizeof *cand);
     if (!cand) goto oom;
-    for (size_t i = 0; i < n && nb >= 3 && vx > 0; i++) {
-        trend *t = &tr[i];
-        trend_close(t, at.bucket + 1);
-        if (t->cur <= 0 || t->ups < 2) continue;
+    for (size_t i = 0; i < sums.n && nb >= 3 && vx > 0; i++) {
+        hs_tstats *t = &sums.rows[i].s;
+        hs_tstats_close(t, at.bucket + 1);
+        if (t->bytes <= 0 || t->ups < 2) continue;
         double cov = nb * t->sxy - sx * t->sy, vy = nb * t->syy - t->sy * t->sy;
         if (cov <= 0 || vy <= 0) continue;
         double slope = cov / vx, r2 = cov * cov / (vx * vy);
@@ -770,22 +755,24 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
         int steady_growth = steady >= TREND_MIN_STEADY && span >= TREND_MIN_SPAN;
         if (r2 < TREND_MIN_R2 && !steady_growth) continue;
         double fit = steady_growth && steady * span > r2 ? steady * span : r2;
-        json_t *row = trace_row(q, t->trace, err);
+        json_t *row = trace_row(q, sums.rows[i].trace, err);
         if (!row) goto out;
         json_object_set_new(row, "slope_bytes_per_s", json_real(slope * 1e9 / (double)run->g));
         json_object_set_new(row, "r2", json_real(r2));
         json_object_set_new(row, "steadiness", json_real(steady));
         json_object_set_new(row, "span", json_real(span));
-        json_object_set_new(row, "end_bytes", json_integer(t->cur));
-        json_object_set_new(row, "score", json_real((double)t->cur * fit));
-        cand[ncand++] = row;
+        json_object_set_new(row, "end_bytes", json_integer(t->bytes));
+        double score = (double)t->bytes * fit;
+        json_object_set_new(row, "score", json_real(score));
+        cand[ncand] = (leak_cand){row, score, ncand};
+        ncand++;
     }
     qsort(cand, ncand, sizeof *cand, cmp_score);
     for (size_t i = 0; i < ncand; i++) {
         if ((int64_t)i < limit)
-            json_array_append_new(growing, cand[i]);
+            json_array_append_new(growing, cand[i].row);
         else
-            json_decref(cand[i]);
+            json_decref(cand[i].row);
     }
     ncand = 0;
     *out = json_pack("{s:O,s:I,s:I,s:I,s:o,s:o,s:O}", "run", run->info, "at_ns",
@@ -798,12 +785,11 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
 oom:
     rc = hs__err(err, 500, "out of memory");
 out:
-    for (size_t i = 0; i < ncand; i++) json_decref(cand[i]);
+    for (size_t i = 0; i < ncand; i++) json_decref(cand[i].row);
     free(cand);
     json_decref(live);
     json_decref(growing);
-    free(tr);
-    hs__map_free(&idx);
+    hs__tsums_clear(&sums);
     hs__state_clear(&state);
     return rc;
 }

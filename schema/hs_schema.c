@@ -5,6 +5,14 @@
 #include <stdio.h>
 
 #include "hs_error.h"
+#include "hs_tstats.h"
+
+/* What a migration does beyond its SQL file, in the same transaction: the
+ * backfills that SQL cannot do the way the code does them. */
+static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
+{
+    return version == 2 ? hs_tstats_backfill(db, errmsg, errlen) : 0;
+}
 
 static void set_err(char *buf, size_t len, const char *fmt, ...)
 {
@@ -45,17 +53,20 @@ int hs_schema_migrate(sqlite3 *db, char *errmsg, size_t errlen)
     for (int i = 0; i < hs_migration_count; i++) {
         const hs_migration *m = &hs_migrations[i];
         if (m->version <= have) continue;
-        char *err = NULL;
+        char *err = NULL, cmsg[256] = "";
         char pragma[64];
         snprintf(pragma, sizeof pragma, "PRAGMA user_version = %d", m->version);
         /* IMMEDIATE: two processes opening a new file must not both migrate. */
         if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, &err) != SQLITE_OK ||
             (user_version(db, &have) == 0 && have < m->version &&
              (sqlite3_exec(db, m->sql, NULL, NULL, &err) != SQLITE_OK ||
+              after_sql(db, m->version, cmsg, sizeof cmsg) != 0 ||
               sqlite3_exec(db, pragma, NULL, NULL, &err) != SQLITE_OK)) ||
             sqlite3_exec(db, "COMMIT", NULL, NULL, &err) != SQLITE_OK) {
             set_err(errmsg, errlen, "migration %s failed: %s", m->name,
-                    err ? err : sqlite3_errmsg(db));
+                    err       ? err
+                    : cmsg[0] ? cmsg
+                              : sqlite3_errmsg(db));
             sqlite3_free(err);
             sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
             return HS_EDB;

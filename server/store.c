@@ -67,6 +67,10 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RETAIN] = "DELETE FROM events WHERE rowid IN (SELECT e.rowid FROM runs r JOIN events e "
                   "ON e.run = r.id WHERE r.state != 'open' AND e.t_last_ns < ?1 - "
                   "r.start_unix_ns LIMIT ?2)",
+    [ST_TSTATS] = "INSERT OR REPLACE INTO trace_stats (run, trace, " HS_TSTATS_COLS ") VALUES "
+                  "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+    [ST_TSTATS_MARK] = "UPDATE runs SET stats_bucket = ?2 WHERE id = ?1",
+    [ST_TSTATS_CLEAR] = "DELETE FROM trace_stats WHERE run = ?1",
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -398,6 +402,7 @@ static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
     st = s->st[ST_CLEAR_SERIES];
     sqlite3_bind_int64(st, 1, r->id);
     if ((rc = hs__store_step_done(s, st))) goto out;
+    if ((rc = hs__rollup_reset(s, r))) goto out;
     /* A statement of its own: replay writes with the shared ones. */
     sqlite3_stmt *ev;
     if (sqlite3_prepare_v2(s->db, "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq", -1,

@@ -15,6 +15,7 @@
 
 #include "hs_map.h"
 #include "hs_store.h"
+#include "hs_tstats.h"
 
 enum {
     ST_RUN_BY_UUID,
@@ -45,6 +46,9 @@ enum {
     ST_CLEAR_SERIES,
     ST_OPEN_RUNS,
     ST_RETAIN,
+    ST_TSTATS,
+    ST_TSTATS_MARK,
+    ST_TSTATS_CLEAR,
     ST_COUNT
 };
 
@@ -67,7 +71,9 @@ typedef struct hs_slot {
     int64_t pk_bytes; /* values at the peak, when pk_ver is the run's peak_ver */
     double pk_count;
     uint64_t pk_ver;
-    int dirty; /* changed during the current bucket */
+    int dirty;    /* changed during the current bucket */
+    int ts_dirty; /* delta rows since its trace_stats row was written */
+    hs_tstats ts; /* its delta rows so far, summed (schema/hs_tstats.h) */
 } hs_slot;
 
 struct hs_run {
@@ -138,5 +144,7 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
 int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb);
 /* Writes the final rows of a run: its last bucket, a keyframe, the peak. */
 int hs__rollup_finish(hs_store *s, hs_run *r);
+/* Deletes the trace_stats of a run whose rollups are about to be rebuilt. */
+int hs__rollup_reset(hs_store *s, hs_run *r);
 
 #endif

@@ -1,9 +1,14 @@
 /* store_rollup: the snapshot and heap_series rows of a run, written as its
- * events leave each time bucket (schema/001_init.sql, snapshots).
+ * events leave each time bucket (schema/001_init.sql, snapshots), and the
+ * trace_stats summaries of its delta rows (schema/002_trace_stats.sql).
  *
  * Counts are estimated (sums of weight/size, doubles); a row holds the
  * rounded running total's change, so that summing deltas from a keyframe
- * gives exactly the rounded total the next keyframe holds. */
+ * gives exactly the rounded total the next keyframe holds.
+ *
+ * Each slot folds its delta rows into its summary as they are written; the
+ * summaries of the slots that changed are written with each keyframe, and
+ * runs.stats_bucket then says which buckets they cover. */
 #include <math.h>
 
 #include "store_int.h"
@@ -49,6 +54,39 @@ static int write_peak(hs_store *s, hs_run *r)
     return rc;
 }
 
+/* The summaries of the slots with delta rows since the last call; they
+ * cover the buckets up to and including mark. */
+static int write_tstats(hs_store *s, hs_run *r, int64_t mark)
+{
+    int rc = 0;
+    sqlite3_stmt *st = s->st[ST_TSTATS];
+    for (uint32_t i = 0; i < r->nslots && !rc; i++) {
+        hs_slot *sl = &r->slots[i];
+        if (!sl->ts_dirty) continue;
+        sqlite3_bind_int64(st, 1, r->id);
+        sqlite3_bind_int64(st, 2, sl->trace);
+        hs_tstats_bind(st, 3, &sl->ts);
+        if (!(rc = hs__store_step_done(s, st))) sl->ts_dirty = 0;
+    }
+    if (rc) return rc;
+    st = s->st[ST_TSTATS_MARK];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, mark);
+    return hs__store_step_done(s, st);
+}
+
+int hs__rollup_reset(hs_store *s, hs_run *r)
+{
+    sqlite3_stmt *st = s->st[ST_TSTATS_CLEAR];
+    sqlite3_bind_int64(st, 1, r->id);
+    int rc = hs__store_step_done(s, st);
+    if (rc) return rc;
+    st = s->st[ST_TSTATS_MARK];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_null(st, 2);
+    return hs__store_step_done(s, st);
+}
+
 /* The deltas and totals of the current bucket. */
 static int flush_bucket(hs_store *s, hs_run *r)
 {
@@ -57,7 +95,11 @@ static int flush_bucket(hs_store *s, hs_run *r)
         hs_slot *sl = &r->slots[r->dirty[i]];
         int64_t c = llround(sl->count);
         int64_t db = sl->bytes - sl->b0_bytes, dc = c - sl->b0_count;
-        if (db || dc) rc = snap_row(s, r, 0, r->bucket, sl->trace, db, dc);
+        if (db || dc) {
+            rc = snap_row(s, r, 0, r->bucket, sl->trace, db, dc);
+            hs_tstats_add(&sl->ts, r->bucket, db);
+            sl->ts_dirty = 1;
+        }
         sl->b0_bytes = sl->bytes;
         sl->b0_count = c;
         sl->dirty = 0;
@@ -86,7 +128,8 @@ int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb)
          * events), the last boundary crossed gets it: the state has not
          * changed since the current bucket ended. */
         int64_t kb = (nb / r->k) * r->k - 1;
-        if (kb >= r->bucket && (rc = write_keyframe(s, r, kb))) return rc;
+        if (kb >= r->bucket && ((rc = write_keyframe(s, r, kb)) || (rc = write_tstats(s, r, kb))))
+            return rc;
     }
     r->bucket = nb;
     r->bucket_max = r->live_bytes;
@@ -99,5 +142,6 @@ int hs__rollup_finish(hs_store *s, hs_run *r)
     if (r->bucket < 0) return 0;
     int rc = flush_bucket(s, r);
     if (!rc) rc = write_keyframe(s, r, r->bucket);
+    if (!rc) rc = write_tstats(s, r, r->bucket);
     return rc;
 }

@@ -205,6 +205,161 @@ static int trend_run(fx *f)
     return 0;
 }
 
+/* The rank run (fixture.h). Stack ids: 1 late, 2 spike, 3 leak, 4 churn,
+ * 5 tie_a, 6 tie_b, 7 paced, 8 decline, 9 freed_late, 10 cache, 11 flash,
+ * 11 + i filler_i, then twin_a, twin_b, reshape. */
+#define RANK_FILLERS 20
+#define RANK_TWIN_A  (12 + RANK_FILLERS)
+#define RANK_STACKS  (RANK_TWIN_A + 2)
+
+static void rank_hello(hs_hello *h, uint64_t first_seq, int resumed)
+{
+    memset(h, 0, sizeof *h);
+    h->run_id[0] = 0xc3;
+    h->run_id[15] = 0x42;
+    h->flags = resumed ? HS_HELLO_RESUMED : 0;
+    h->first_seq = first_seq;
+    h->pid = 3000;
+    h->ppid = 1;
+    h->start_unix_ns = 1700000000000000000ull;
+    h->sample_bytes = 1;
+    h->max_depth = 64;
+    h->program = str("/opt/app/bin/rank");
+    h->argc = 1;
+    h->argv[0] = str("rank");
+    h->hostname = str("testhost");
+    h->collector_version = str("test");
+}
+
+static int rank_bucket(fx *f, uint64_t b)
+{
+    uint64_t t = b * 100 * MS + 50 * MS;
+    int rc = 0;
+#define EV(stack, is_free, size)                                                                   \
+    do {                                                                                           \
+        if (!rc) rc = ev(f, t, stack, is_free, size);                                              \
+    } while (0)
+    if (b == 36) EV(1, 0, 9500);
+    if (b == 38) EV(1, 1, 9500);
+    if (b == 3) EV(2, 0, 9000);
+    if (b == 5) EV(2, 1, 9000);
+    EV(3, 0, 140);
+    EV(4, b % 2, 7000);
+    if (b == 10) EV(5, 0, 6000);
+    if (b == 12) EV(5, 1, 6000);
+    if (b == 20) EV(6, 0, 6000);
+    if (b == 22) EV(6, 1, 6000);
+    if (b <= 2 || (b >= 53 && b <= 55)) EV(7, 0, 1000);
+    EV(8, b > 0, b ? 100 : 6000);
+    EV(9, b == 59, b == 59 ? 5900 : 100);
+    if (b <= 4) EV(10, 0, 1000);
+    for (uint64_t i = 1; i <= RANK_FILLERS; i++)
+        if (b == i + 1) EV(11 + i, 0, 50 * i);
+    EV(RANK_TWIN_A, 0, 10);
+    EV(RANK_TWIN_A + 1, 0, 10);
+    if (b == 29) EV(RANK_STACKS, 0, 200);
+    if (b == 30) {
+        EV(RANK_STACKS, 1, 200);
+        EV(RANK_STACKS, 0, 100);
+        EV(RANK_STACKS, 0, 100);
+    }
+    if (b == 15 && !rc) rc = ev(f, t - 40 * MS, 11, 0, 50000);
+    if (b == 15 && !rc) rc = ev(f, t - 30 * MS, 11, 1, 50000);
+#undef EV
+    return rc;
+}
+
+static int rank_open(fx *f, const char *path, int resumed)
+{
+    char err[256];
+    hs_store_config cfg = {.granularity_ns = 100 * MS, .keyframe_every = 4};
+    int rc = hs_store_open(&f->s, path, &cfg, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: %s\n", err);
+        return rc;
+    }
+    hs_hello h;
+    rank_hello(&h, f->seq, resumed);
+    if (!(rc = hs_store_begin(f->s))) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
+    if (rc) fprintf(stderr, "fixture: hello: %s\n", err);
+    return rc;
+}
+
+static int rank_run(fx *f, const char *path, void (*checkpoint)(const char *, void *), void *data)
+{
+    f->seq = 0;
+    int rc = rank_open(f, path, 0);
+    if (rc) return rc;
+    static const char *const names[] = {"late",  "spike",   "leak",       "churn", "tie_a", "tie_b",
+                                        "paced", "decline", "freed_late", "cache", "flash"};
+    char fname[RANK_STACKS][16];
+    hs_wr wr;
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_symbol m = {.pc = 0x1000,
+                   .function = str("main"),
+                   .file = str("/src/rank.c"),
+                   .line = 1,
+                   .module = str("/opt/app/bin/rank"),
+                   .module_offset = 0x1000};
+    hs_symbol_put(&wr, &m);
+    for (int i = 1; i <= RANK_STACKS; i++) {
+        if (i <= 11)
+            snprintf(fname[i - 1], sizeof fname[i - 1], "%s", names[i - 1]);
+        else if (i < RANK_TWIN_A)
+            snprintf(fname[i - 1], sizeof fname[i - 1], "filler_%d", i - 11);
+        else
+            snprintf(fname[i - 1], sizeof fname[i - 1], "%s",
+                     i == RANK_TWIN_A   ? "twin_a"
+                     : i == RANK_STACKS ? "reshape"
+                                        : "twin_b");
+        hs_symbol sy = {.pc = 0x2000 + (uint64_t)i * 0x10,
+                        .function = str(fname[i - 1]),
+                        .file = str("/src/rank.c"),
+                        .line = 10 + (uint64_t)i,
+                        .module = str("/opt/app/bin/rank"),
+                        .module_offset = 0x2000 + (uint64_t)i * 0x10};
+        hs_symbol_put(&wr, &sy);
+    }
+    if ((rc = frame(f, HS_FRAME_SYMBOLS, &wr))) return rc;
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    for (int i = 1; i <= RANK_STACKS; i++) {
+        uint64_t pcs[] = {0x2000 + (uint64_t)i * 0x10, 0x1000};
+        hs_stack_put(&wr, (uint64_t)i, pcs, 2);
+    }
+    if ((rc = frame(f, HS_FRAME_STACKS, &wr))) return rc;
+    uint64_t b = 0;
+    for (; b <= 37 && !rc; b++) rc = rank_bucket(f, b);
+    if (rc || (rc = hs_store_commit(f->s))) return rc;
+    if (checkpoint) {
+        checkpoint(path, data);
+        /* a restart: the store forgets the open run, then it comes back */
+        hs_store_free(f->s);
+        f->s = NULL;
+        if ((rc = rank_open(f, path, 1))) return rc;
+    } else if ((rc = hs_store_begin(f->s))) {
+        return rc;
+    }
+    for (; b < 60 && !rc; b++) rc = rank_bucket(f, b);
+    if (rc) return rc;
+    hs_bye bye = {.t_end_ns = 6000 * MS, .flags = HS_BYE_CLEAN};
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_bye_encode(&wr, &bye);
+    if ((rc = frame(f, HS_FRAME_BYE, &wr))) return rc;
+    if ((rc = hs_store_commit(f->s))) return rc;
+    hs_store_run_release(f->s, f->r);
+    return 0;
+}
+
+int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *data), void *data)
+{
+    fx *f = calloc(1, sizeof *f);
+    unlink(path);
+    int rc = rank_run(f, path, checkpoint, data);
+    hs_store_free(f->s);
+    free(f);
+    return rc;
+}
+
 int fx_build_trend(const char *path)
 {
     fx *f = calloc(1, sizeof *f);

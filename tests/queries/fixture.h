@@ -40,6 +40,42 @@ int fx_build(const char *path);
  * Returns 0 or a negative code. */
 int fx_build_trend(const char *path);
 
+/* Writes one run (program rank, 6 s, g = 100 ms, keyframes every 4
+ * buckets, sample_bytes 1) whose traces rank differently by every measure
+ * but the right one. Buckets b = 0..59, events at b*100+50 ms:
+ *   late        9500 B at b 36, freed at b 38     (max 9500)
+ *   spike       9000 B at b 3, freed at b 5       (max 9000)
+ *   leak        140 B at every b, kept            (max 8400 = end; a leak)
+ *   churn       7000 B at even b, freed at odd b  (max 7000, 210000 B allocated)
+ *   tie_a       6000 B at b 10, freed at b 12     (max 6000)
+ *   tie_b       6000 B at b 20, freed at b 22     (max 6000)
+ *   paced       1000 B at b 0-2 and 53-55, kept   (max 6000 = end; a leak by
+ *                                                  steadiness, r^2 < 0.5)
+ *   decline     6000 B at b 0, 100 B freed at b 1..59 (max 6000, end 100)
+ *   freed_late  100 B at b 0..58, all freed at b 59 (max 5900, end 0; a leak
+ *                                                  until its last bucket)
+ *   cache       1000 B at b 0-4, kept             (max 5000; full early)
+ *   flash       50000 B at b 15 +10 ms, freed at +20 ms (no delta row at all)
+ *   filler_i    50*i B at b i+1, kept, i = 1..20  (max 50*i)
+ *   twin_a      10 B at every b, kept             (max 600; a leak)
+ *   twin_b      the same as twin_a                (the same score)
+ *   reshape     200 B at b 29; at b 30 freed and 2 x 100 B allocated (a
+ *               delta row of 0 B and +1 block)
+ * Stacks are defined in this order (trace ids grow along it). Top by max:
+ * late, spike, leak, churn, then tie_a, tie_b, paced, decline (6000 each, by
+ * trace id), freed_late, cache, filler_20 … Growing at the end: leak,
+ * paced, twin_a, twin_b (equal scores keep the order of trace ids).
+ *
+ * checkpoint, when not NULL, is called once with the run open and the
+ * events of buckets 0..37 committed (delta rows up to bucket 36, summaries
+ * in trace_stats up to the keyframe of bucket 35); then the store is closed
+ * and reopened, as by a server restart, and the run resumed (its rollups
+ * rebuilt from its events) and finished. At the checkpoint the top is late,
+ * spike, churn, tie_a, tie_b, decline, leak (5180), cache, freed_late
+ * (3700), paced; growing: leak, freed_late, twin_a, twin_b.
+ * Returns 0 or a negative code. */
+int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *data), void *data);
+
 /* A fresh temporary path (in $TMPDIR or /tmp) ending in name. */
 void fx_tmp_path(char *out, size_t len, const char *name);
 
