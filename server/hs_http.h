@@ -29,8 +29,12 @@ int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg);
 /* Takes over `client`, an accepted uv_tcp_t allocated with malloc() whose
  * reading has been stopped; `first` holds the n bytes already read from it
  * (copied; the caller keeps its buffer). The handle's data field is this
- * module's from now on. */
-void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n);
+ * module's from now on. With busy set the client is only answered 503
+ * (code "busy": the server holds as many connections as it can) and closed. */
+void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n, int busy);
+
+/* How many adopted clients are open (their handles not yet closed). */
+size_t hs_http_clients(const hs_http *h);
 
 /* Closes every client it owns; frees h once they are closed (call before the
  * final uv_run that drains close callbacks). Accepts NULL. */

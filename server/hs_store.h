@@ -57,6 +57,20 @@ int hs_store_commit(hs_store *s);
 /* Rolls back and marks the runs touched since begin broken. */
 void hs_store_rollback(hs_store *s);
 
+/* WAL checkpoints are the store's user's (SQLite's automatic ones are off):
+ * hs_store_commit() runs a PASSIVE one once the WAL holds
+ * HS_STORE_WAL_PASSIVE bytes; it copies what no reader still needs into the
+ * database and never waits. Readers that overlap without pause keep the WAL
+ * from starting over, so it grows: hs_store_wal_truncate() then waits up to
+ * busy_ms for the readers older than the last commit, copies everything and
+ * empties the file (HS_EBUSY when the readers outlast busy_ms; readers that
+ * start meanwhile read the database file and do not hold it up). Outside a
+ * transaction. hs_store_wal_bytes() is the WAL's size as of the last commit
+ * or checkpoint. */
+#define HS_STORE_WAL_PASSIVE (16u << 20)
+int hs_store_wal_truncate(hs_store *s, int busy_ms);
+uint64_t hs_store_wal_bytes(const hs_store *s);
+
 /* The message of the last database error, for logs. */
 const char *hs_store_errmsg(hs_store *s);
 
@@ -82,16 +96,29 @@ int hs_store_run_frame(hs_store *s, hs_run *r, uint64_t seq, int type, const uin
 int hs_store_run_lose(hs_store *s, hs_run *r);
 
 /* Forgets a run's in-memory state (rows are untouched). Outside the
- * transaction that last touched it, or after its commit. */
+ * transaction that last touched it, or after its commit. The memory goes
+ * with the last reference (below); r is released from then on. */
 void hs_store_run_release(hs_store *s, hs_run *r);
 
 /* Forgets the in-memory state of run uuid, if it has one and it is not
  * touched by the open transaction. */
 void hs_store_release_uuid(hs_store *s, const uint8_t uuid[16]);
 
-/* 1 if r is a run this store holds in memory now (compares pointers only:
- * r may have been released, and is then not dereferenced). */
-int hs_store_has_run(const hs_store *s, const hs_run *r);
+/* References. A run the store returns is lent: it stays valid only until
+ * the store releases or replaces it (a broken run is replaced by its next
+ * hs_store_run_open). A user that keeps a run across store calls takes a
+ * reference and drops it when done; the memory lives until the store and
+ * every reference have let go. A held run that the store has let go of
+ * reports hs_run_released() and must not be passed to the store again
+ * (its getters still answer). Same thread as the store. */
+void hs_run_ref(hs_run *r);
+void hs_run_unref(hs_run *r); /* accepts NULL */
+int hs_run_released(const hs_run *r);
+
+/* A tag the store keeps for its user and never reads (0 when new): the
+ * writer keeps there the id of the connection that feeds the run. */
+void hs_run_set_holder(hs_run *r, uint64_t holder);
+uint64_t hs_run_holder(const hs_run *r);
 
 uint64_t hs_run_next_seq(const hs_run *r);
 const uint8_t *hs_run_uuid(const hs_run *r);

@@ -12,7 +12,12 @@
  * The writer also owns the runs' lifetimes: a run whose connection ended
  * without BYE is kept for the grace period, waiting for a resumed HELLO,
  * then closed as lost; and it runs retention in small transactions between
- * batches so that deleting never holds ingest up for long.
+ * batches so that deleting never holds ingest up for long. Each connection
+ * holds a reference on its run (hs_run_ref), so a run the store replaces
+ * under it stays valid and says so (hs_run_released). It runs the WAL
+ * checkpoints too (SQLite's automatic ones are off): PASSIVE after commits,
+ * TRUNCATE when idle, and TRUNCATE waiting briefly for readers when they
+ * keep the WAL past 32 MiB, so the WAL stays bounded under long readers.
  */
 #ifndef HS_WRITER_H
 #define HS_WRITER_H

@@ -44,6 +44,7 @@ struct hs_http {
     hs_q *pool[HTTP_POOL_MAX];
     int npool;
     http_conn *conns;
+    size_t nclients; /* adopted handles not yet closed */
     int closing;
 };
 
@@ -137,6 +138,7 @@ static void on_close(uv_handle_t *handle)
     free(handle);
     c->tcp = NULL;
     c->closed = 1;
+    c->h->nclients--;
     if (!c->busy && !c->writing) conn_free(c);
 }
 
@@ -220,7 +222,15 @@ static void read_stop(http_conn *c)
     c->reading = 0;
 }
 
-void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n)
+size_t hs_http_clients(const hs_http *h)
+{
+    return h->nclients;
+}
+
+static void json_error(http_conn *c, int status, const char *code, const char *msg);
+static void send_out(http_conn *c);
+
+void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n, int busy)
 {
     http_conn *c = calloc(1, sizeof *c);
     if (!c || h->closing) {
@@ -232,6 +242,7 @@ void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n)
     c->h = h;
     c->tcp = client;
     client->data = c;
+    h->nclients++;
     c->next = h->conns;
     if (h->conns) h->conns->prev = c;
     h->conns = c;
@@ -243,6 +254,15 @@ void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n)
         }
         memcpy(c->in, first, n);
         c->in_len = n;
+    }
+    if (busy) {
+        /* At the connection limit: answered at once, whatever the request
+         * (its first bytes were read, so the close does not reset it). */
+        c->keep_alive = 0;
+        json_error(c, 503, "busy",
+                   "the server holds as many connections as it can; try again later");
+        send_out(c);
+        return;
     }
     conn_parse(c);
 }
@@ -310,8 +330,9 @@ static void json_error(http_conn *c, int status, const char *code, const char *m
     json_t *j = json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg);
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    const char *extra = status == 401 ? "WWW-Authenticate: Bearer\r\nCache-Control: no-store\r\n"
-                                      : "Cache-Control: no-store\r\n";
+    const char *extra = status == 401   ? "WWW-Authenticate: Bearer\r\nCache-Control: no-store\r\n"
+                        : status == 503 ? "Retry-After: 1\r\nCache-Control: no-store\r\n"
+                                        : "Cache-Control: no-store\r\n";
     if (!text || build_response(c, status, "application/json", extra, text, strlen(text))) {
         free(c->out);
         c->out = NULL;

@@ -45,6 +45,8 @@ struct hs_conn {
     int detached; /* the DETACH job is submitted; freed when it returns */
     int eof;      /* the peer is done sending; close once all is acknowledged */
     int tcp_closing;
+    int refusing; /* accepted over the limit: read its first bytes, then turn it away */
+    uint64_t accepted_ns;
     char peer[64];
 };
 
@@ -61,7 +63,9 @@ struct server {
     int stopping;
     int writer_gone; /* after STOP: nothing more goes to the writer */
     hs_hello hello;  /* scratch for decoding; loop thread only */
-    size_t nconns;   /* stream connections open */
+    size_t nconns;   /* hs_conn structs (stream connections, refusing ones included) */
+    size_t nrefusing;
+    uv_timer_t sweep; /* closes refusing connections that say nothing */
     uint64_t refused_conns, refused_logged_ns;
 };
 
@@ -86,6 +90,7 @@ static void conn_unlink_free(hs_conn *c)
         s->conns = c->next;
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
+    if (c->refusing) s->nrefusing--;
     free(c->in);
     free(c);
 }
@@ -247,13 +252,18 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
     c->in_len += (size_t)nread;
     if (c->phase == P_FIRST) {
         if (c->in[0] != hs_magic[0]) {
-            /* Not a collector: the HTTP side takes the handle over. */
+            /* Not a collector: the HTTP side takes the handle over (and
+             * answers 503 to one accepted over the limit). */
             uv_read_stop(stream);
             uv_tcp_t *tcp = c->tcp;
             c->tcp = NULL;
             tcp->data = NULL;
-            hs_http_adopt(c->srv->http, tcp, (const char *)c->in, c->in_len);
+            hs_http_adopt(c->srv->http, tcp, (const char *)c->in, c->in_len, c->refusing);
             conn_unlink_free(c);
+            return;
+        }
+        if (c->refusing) {
+            conn_close(c, NULL); /* a collector retries later */
             return;
         }
         c->phase = P_HEADER;
@@ -403,6 +413,12 @@ static void job_done(server *s, hs_wjob *j)
     case HS_WJOB_HELLO:
         c->inflight -= j->len;
         if (c->closing) break;
+        if (j->err == HS_EDB || j->err == HS_ENOMEM) {
+            /* The server's trouble, not the run's: a close (the collector
+             * retries), not REFUSE (which tells it to give up). */
+            conn_close(c, "%s", j->msg[0] ? j->msg : hs_strerror(j->err));
+            break;
+        }
         if (j->err) {
             conn_refuse(c, j->msg[0] ? j->msg : hs_strerror(j->err));
             break;
@@ -473,14 +489,45 @@ static void on_async(uv_async_t *a)
 
 /* ---- listener and signals ---------------------------------------------- */
 
-/* How many stream connections may be open: the descriptor limit (read at
- * each accept, so a changed limit counts at once) less a reserve for the
- * database, its readers and HTTP clients. */
+/* How many client sockets may be open, streams and HTTP alike: the
+ * descriptor limit (read at each accept, so a changed limit counts at once)
+ * less a reserve for the database, its readers, libuv's own descriptors and
+ * the few connections being turned away. */
 static size_t max_conns(void)
 {
     struct rlimit nofile;
     if (getrlimit(RLIMIT_NOFILE, &nofile) != 0 || nofile.rlim_cur == RLIM_INFINITY) return 65536;
     return nofile.rlim_cur > 64 ? (size_t)nofile.rlim_cur - 32 : 32;
+}
+
+/* Connections accepted over the limit that are read (to tell HTTP, which
+ * gets a 503, from a stream, which is closed) at most at once; more are
+ * closed at once. Each may take 2 s to say something. */
+#define REFUSING_MAX 8
+#define REFUSING_NS  (2000ull * 1000000ull)
+
+static void on_sweep(uv_timer_t *t)
+{
+    server *s = t->data;
+    uint64_t now = uv_hrtime();
+    for (hs_conn *c = s->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->refusing && now - c->accepted_ns >= REFUSING_NS) conn_close(c, NULL);
+    }
+    if (!s->nrefusing) uv_timer_stop(t);
+}
+
+static void log_refused(server *s, size_t open)
+{
+    /* At most one line a second (hs_log counts the rest). */
+    s->refused_conns++;
+    uint64_t now = uv_hrtime();
+    if (now - s->refused_logged_ns >= 1000000000ull) {
+        hs_log("connection limit reached (%zu open, from RLIMIT_NOFILE): %llu connections "
+               "refused so far",
+               open, (unsigned long long)s->refused_conns);
+        s->refused_logged_ns = now;
+    }
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -490,22 +537,18 @@ static void on_connection(uv_stream_t *listener, int status)
         hs_log("accept failed: %s", uv_strerror(status));
         return;
     }
-    if (s->nconns >= max_conns()) {
-        /* Refuse with a log line before descriptors run out (libuv would
-         * then close new connections silently); at most one line a second. */
+    /* Every open client socket counts: libuv closes new connections
+     * silently once descriptors run out, so refuse before, with a log line
+     * (and a 503 for HTTP). */
+    size_t open = s->nconns - s->nrefusing + hs_http_clients(s->http);
+    int refusing = open >= max_conns();
+    if (refusing && s->nrefusing >= REFUSING_MAX) {
         uv_tcp_t *t = malloc(sizeof *t);
         if (!t) return;
         uv_tcp_init(&s->loop, t);
         t->data = NULL;
-        if (!uv_accept(listener, (uv_stream_t *)t)) s->refused_conns++;
+        if (!uv_accept(listener, (uv_stream_t *)t)) log_refused(s, open);
         uv_close((uv_handle_t *)t, on_tcp_closed);
-        uint64_t now = uv_hrtime();
-        if (now - s->refused_logged_ns >= 1000000000ull) {
-            hs_log("connection limit reached (%zu open, from RLIMIT_NOFILE): %llu connections "
-                   "refused so far",
-                   s->nconns, (unsigned long long)s->refused_conns);
-            s->refused_logged_ns = now;
-        }
         return;
     }
     hs_conn *c = calloc(1, sizeof *c);
@@ -546,6 +589,13 @@ static void on_connection(uv_stream_t *listener, int status)
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    if (refusing) {
+        c->refusing = 1;
+        c->accepted_ns = uv_hrtime();
+        s->nrefusing++;
+        log_refused(s, open);
+        if (!uv_is_active((uv_handle_t *)&s->sweep)) uv_timer_start(&s->sweep, on_sweep, 500, 500);
+    }
     conn_read_start(c);
 }
 
@@ -577,6 +627,7 @@ static void stop_finish(server *s)
     }
     hs_http_free(s->http);
     s->http = NULL;
+    uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
     uv_close((uv_handle_t *)&s->async, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigint, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigterm, on_closed_noop);
@@ -642,12 +693,15 @@ int hs_server_run(const hs_server_config *cfg)
         goto fail_store;
     }
     if ((rc = bind_listener(s))) goto fail_http;
+    uv_timer_init(&s->loop, &s->sweep);
+    s->sweep.data = s;
     uv_async_init(&s->loop, &s->async, on_async);
     s->async.data = s;
     hs_writer_config wcfg = {.grace_ns = cfg->grace_ns, .retain_events_ns = cfg->retain_events_ns};
     if ((rc = hs_writer_start(&s->writer, store, &wcfg, &s->async))) {
         hs_log("cannot start the writer thread");
         uv_close((uv_handle_t *)&s->async, on_closed_noop);
+        uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
         uv_close((uv_handle_t *)&s->listener, on_closed_noop);
         goto fail_http;
     }
@@ -662,6 +716,7 @@ int hs_server_run(const hs_server_config *cfg)
     uv_run(&s->loop, UV_RUN_DEFAULT);
     while (s->conns) conn_unlink_free(s->conns);
     uv_loop_close(&s->loop);
+    hs_log_flush(1);
     hs_log("stopped cleanly");
     free(s);
     return 0;

@@ -92,6 +92,17 @@ int hs__store_step_done(hs_store *s, sqlite3_stmt *st)
     return HS_EDB;
 }
 
+/* After each commit: how many pages the WAL holds (this replaces SQLite's
+ * automatic checkpoint, which uses the same hook). */
+static int on_wal_commit(void *data, sqlite3 *db, const char *name, int pages)
+{
+    hs_store *s = data;
+    (void)db;
+    (void)name;
+    s->wal_pages = pages > 0 ? (uint64_t)pages : 0;
+    return SQLITE_OK;
+}
+
 int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, char *err,
                   size_t errlen)
 {
@@ -103,6 +114,13 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
     int rc = hs_schema_open(&s->db, path, 0, err, errlen);
     if (rc) goto fail;
     sqlite3_exec(s->db, "PRAGMA journal_size_limit = 67108864", NULL, NULL, NULL);
+    sqlite3_stmt *ps;
+    s->page_size = 4096;
+    if (sqlite3_prepare_v2(s->db, "PRAGMA page_size", -1, &ps, NULL) == SQLITE_OK) {
+        if (sqlite3_step(ps) == SQLITE_ROW) s->page_size = (uint32_t)sqlite3_column_int(ps, 0);
+        sqlite3_finalize(ps);
+    }
+    sqlite3_wal_hook(s->db, on_wal_commit, s);
     for (int i = 0; i < ST_COUNT; i++) {
         if (sqlite3_prepare_v3(s->db, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i],
                                NULL) != SQLITE_OK) {
@@ -129,13 +147,39 @@ static void run_free(hs_run *r)
     free(r);
 }
 
+void hs_run_ref(hs_run *r)
+{
+    r->refs++;
+}
+
+void hs_run_unref(hs_run *r)
+{
+    if (r && --r->refs == 0) run_free(r);
+}
+
+int hs_run_released(const hs_run *r)
+{
+    return r->released;
+}
+
+void hs_run_set_holder(hs_run *r, uint64_t holder)
+{
+    r->holder = holder;
+}
+
+uint64_t hs_run_holder(const hs_run *r)
+{
+    return r->holder;
+}
+
 void hs_store_free(hs_store *s)
 {
     if (!s) return;
     while (s->runs) {
         hs_run *r = s->runs;
         s->runs = r->next;
-        run_free(r);
+        r->released = 1;
+        hs_run_unref(r);
     }
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     sqlite3_close_v2(s->db);
@@ -201,7 +245,31 @@ int hs_store_commit(hs_store *s)
         r->touch_next = NULL;
     }
     s->in_tx = 0;
+    if (hs_store_wal_bytes(s) >= HS_STORE_WAL_PASSIVE) {
+        int log = 0, done = 0;
+        if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==
+            SQLITE_OK)
+            s->wal_pages = log > 0 ? (uint64_t)log : 0;
+    }
     return 0;
+}
+
+int hs_store_wal_truncate(hs_store *s, int busy_ms)
+{
+    int log = 0, done = 0;
+    sqlite3_busy_timeout(s->db, busy_ms);
+    int rc = sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_TRUNCATE, &log, &done);
+    sqlite3_busy_timeout(s->db, 5000);
+    if (rc == SQLITE_OK) {
+        s->wal_pages = 0;
+        return 0;
+    }
+    return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? HS_EBUSY : HS_EDB;
+}
+
+uint64_t hs_store_wal_bytes(const hs_store *s)
+{
+    return s->wal_pages * s->page_size;
 }
 
 void hs_store_rollback(hs_store *s)
@@ -245,13 +313,6 @@ int hs_run_broken(const hs_run *r)
     return r->broken;
 }
 
-int hs_store_has_run(const hs_store *s, const hs_run *r)
-{
-    for (const hs_run *k = s->runs; k; k = k->next)
-        if (k == r) return 1;
-    return 0;
-}
-
 static hs_run *find_run(hs_store *s, const uint8_t uuid[16])
 {
     for (hs_run *r = s->runs; r; r = r->next)
@@ -276,9 +337,10 @@ static void unlink_run(hs_store *s, hs_run *r)
 
 void hs_store_run_release(hs_store *s, hs_run *r)
 {
-    if (!r) return;
+    if (!r || r->released) return;
     unlink_run(s, r);
-    run_free(r);
+    r->released = 1;
+    hs_run_unref(r);
 }
 
 void hs_store_release_uuid(hs_store *s, const uint8_t uuid[16])
@@ -367,6 +429,7 @@ static hs_run *run_new(hs_store *s, const uint8_t uuid[16])
     memcpy(r->uuid, uuid, 16);
     r->bucket = -1;
     r->peak_ver = 1;
+    r->refs = 1; /* the store's */
     r->next = s->runs;
     s->runs = r;
     return r;

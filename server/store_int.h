@@ -80,8 +80,11 @@ struct hs_run {
     hs_run *next;       /* hs_store.runs */
     hs_run *touch_next; /* hs_store.touched */
     int touched, broken;
-    int state; /* HS_RUN_* */
-    int stub;  /* loaded as ended: no counters in memory, its row is never rewritten */
+    int refs;        /* the store's (while in runs) plus hs_run_ref()'s; freed at 0 */
+    int released;    /* no longer the store's: replaced or released */
+    uint64_t holder; /* the user's tag (hs_run_set_holder); never read by the store */
+    int state;       /* HS_RUN_* */
+    int stub;        /* loaded as ended: no counters in memory, its row is never rewritten */
     int64_t id;
     uint8_t uuid[16];
     uint64_t next_seq;
@@ -121,6 +124,8 @@ struct hs_store {
     hs_run *touched;
     int in_tx;
     int db_failed;
+    uint64_t wal_pages; /* pages in the WAL after the last commit or checkpoint */
+    uint32_t page_size;
     uint32_t *scratch; /* slot of each entry of the EVENTS frame being applied */
     size_t scratch_cap;
     hs_event *evcache;  /* the entries decoded by the validating pass, so that the */

@@ -11,11 +11,14 @@
 #include "hs_log.h"
 #include "hs_map.h"
 
-/* A connection as the writer knows it. */
+/* A connection as the writer knows it. It holds a reference on its run, so
+ * the pointer stays valid when the store replaces the run (a broken run
+ * resumed by a newer connection); the run's holder tag says which
+ * connection feeds it now. */
 typedef struct wconn {
     uint64_t id;
-    hs_run *run;
-    int failed; /* a frame was refused: later jobs are refused too */
+    hs_run *run; /* referenced */
+    int failed;  /* a frame was refused: later jobs are refused too */
 } wconn;
 
 /* A run waiting for a resumed HELLO. */
@@ -34,11 +37,14 @@ struct hs_writer {
     uv_async_t *async;
     hs_store *store;
     hs_writer_config cfg;
-    hs_map conns;  /* conn id -> wconn* */
-    hs_map owners; /* hs_run* -> conn id of the connection feeding it */
+    hs_map conns; /* conn id -> wconn* */
     grace *graces;
     uint64_t next_retention;
     int retention_more;
+    uint64_t last_job_ns;     /* when the last batch was applied */
+    uint64_t next_wal_try;    /* no TRUNCATE checkpoint before this, */
+    uint64_t wal_retry_bytes; /* unless it failed and the WAL has grown to this */
+    int wal_failing;          /* the last forced one met readers too long */
 };
 
 static uint64_t now_ns(clockid_t clk)
@@ -230,7 +236,8 @@ static void do_hello(hs_writer *w, hs_wjob *j)
         c->failed = 1;
     } else {
         c->run = r;
-        hs_map_put(&w->owners, (uint64_t)(uintptr_t)r, j->conn_id);
+        hs_run_ref(r);
+        hs_run_set_holder(r, j->conn_id);
         grace_cancel(w, h->run_id);
     }
     free(h);
@@ -244,8 +251,7 @@ static void do_frames(hs_writer *w, hs_wjob *j)
         snprintf(j->msg, sizeof j->msg, "frames of a connection whose run is not open");
         return;
     }
-    uint64_t owner;
-    if (!hs_map_get(&w->owners, (uint64_t)(uintptr_t)c->run, &owner) || owner != c->id) {
+    if (hs_run_released(c->run) || hs_run_holder(c->run) != c->id) {
         c->failed = 1;
         j->err = HS_EBUSY;
         snprintf(j->msg, sizeof j->msg, "the run was resumed by a newer connection");
@@ -263,19 +269,19 @@ static void do_frames(hs_writer *w, hs_wjob *j)
     }
 }
 
-/* Returns the run to release once the transaction is committed, if any. */
+/* Returns the run to release once the transaction is committed, if any,
+ * with the connection's reference (the caller drops it). */
 static hs_run *do_detach(hs_writer *w, hs_wjob *j, uint64_t now)
 {
     wconn *c = conn_get(w, j->conn_id);
     if (!c) return NULL;
     hs_map_put(&w->conns, j->conn_id, 0); /* 0: gone (no deletion in hs_map) */
     hs_run *r = c->run, *release = NULL;
-    uint64_t owner;
-    /* A broken run is replaced (and freed) by the store when a resumed HELLO
-     * comes first: then this connection's pointer is stale. */
-    if (r && !hs_store_has_run(w->store, r)) r = NULL;
-    if (r && hs_map_get(&w->owners, (uint64_t)(uintptr_t)r, &owner) && owner == c->id) {
-        hs_map_put(&w->owners, (uint64_t)(uintptr_t)r, 0);
+    free(c);
+    /* A run the store replaced (a broken run resumed by a newer connection
+     * first) or that a newer connection feeds is no longer this one's. */
+    if (r && !hs_run_released(r) && hs_run_holder(r) == j->conn_id) {
+        hs_run_set_holder(r, 0);
         if (hs_run_ended(r) || hs_run_broken(r)) {
             release = r;
             if (hs_run_broken(r) && !hs_run_ended(r))
@@ -284,7 +290,7 @@ static hs_run *do_detach(hs_writer *w, hs_wjob *j, uint64_t now)
             grace_add(w, hs_run_uuid(r), now + w->cfg.grace_ns);
         }
     }
-    free(c);
+    if (!release) hs_run_unref(r);
     return release;
 }
 
@@ -308,7 +314,10 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
             break;
         case HS_WJOB_DETACH: {
             hs_run *r = do_detach(w, j, now);
-            if (r && nrelease < HS_COUNTOF(release)) release[nrelease++] = r;
+            if (r && nrelease < HS_COUNTOF(release))
+                release[nrelease++] = r;
+            else
+                hs_run_unref(r); /* stays in memory until the next start */
             break;
         }
         default:
@@ -328,8 +337,8 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
             snprintf(j->msg, sizeof j->msg, "database error: the frames were not stored");
             if (c) c->failed = 1;
         }
-        /* (A failed connection's run may have been replaced and freed.) */
-        if (c && c->run && hs_store_has_run(w->store, c->run) && !hs_run_broken(c->run)) {
+        /* (A failed connection's run may have been replaced.) */
+        if (c && c->run && !hs_run_released(c->run) && !hs_run_broken(c->run)) {
             j->next_seq = hs_run_next_seq(c->run);
             j->ended = hs_run_ended(c->run);
         }
@@ -339,9 +348,8 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
      * reconnects at once): that connection now owns it, and releases it at
      * its own DETACH. */
     for (size_t i = 0; i < nrelease; i++) {
-        uint64_t owner;
-        if (hs_map_get(&w->owners, (uint64_t)(uintptr_t)release[i], &owner) && owner) continue;
-        hs_store_run_release(w->store, release[i]);
+        if (!hs_run_holder(release[i])) hs_store_run_release(w->store, release[i]);
+        hs_run_unref(release[i]);
     }
     post_done(w, head, tail);
 }
@@ -367,6 +375,42 @@ static void retention_step(hs_writer *w, uint64_t now)
     if (!w->retention_more) w->next_retention = now + 60ull * 1000000000ull;
 }
 
+/* The WAL's bound. PASSIVE checkpoints after commits (hs_store_commit)
+ * keep it short while readers leave gaps; when overlapping readers keep it
+ * from starting over and it passes HS_WAL_LIMIT, a TRUNCATE checkpoint waits
+ * up to HS_WAL_TRIES times HS_WAL_WAIT_MS for the readers older than the
+ * last commit (ingest waits too: the WAL's growth is held back to the
+ * readers' pace). After a
+ * try that the readers outlasted, the next comes once the WAL has grown by
+ * another quarter of the limit, or a second later. Idle for a second, the
+ * writer empties the WAL without waiting. */
+#define HS_WAL_LIMIT   (32ull << 20)
+#define HS_WAL_WAIT_MS 250
+#define HS_WAL_TRIES   4
+
+static void wal_check(hs_writer *w, uint64_t now)
+{
+    uint64_t wal = hs_store_wal_bytes(w->store);
+    int idle = now - w->last_job_ns >= 1000000000ull;
+    if (!wal || (!idle && wal < HS_WAL_LIMIT)) return;
+    /* idle: once a second; over the limit: at once, unless the last try
+     * failed (then after more growth, or a second) */
+    if (now < w->next_wal_try && (idle || (w->wal_failing && wal < w->wal_retry_bytes))) return;
+    /* Each try copies what the readers it waited for no longer need, and no
+     * commit comes between tries: a few tries outlast readers that overlap. */
+    int rc = hs_store_wal_truncate(w->store, idle ? 0 : HS_WAL_WAIT_MS);
+    for (int i = 1; i < HS_WAL_TRIES && rc == HS_EBUSY && !idle; i++)
+        rc = hs_store_wal_truncate(w->store, HS_WAL_WAIT_MS);
+    w->next_wal_try = now + 1000000000ull;
+    w->wal_retry_bytes = wal + HS_WAL_LIMIT / 4;
+    if (rc && rc != HS_EBUSY)
+        hs_log("WAL checkpoint failed: %s", hs_store_errmsg(w->store));
+    else if (rc && !idle)
+        hs_log("the WAL has grown to %" PRIu64 " MiB: readers held it for more than %d ms",
+               wal >> 20, HS_WAL_WAIT_MS * HS_WAL_TRIES);
+    if (!idle) w->wal_failing = rc != 0;
+}
+
 static void *writer_main(void *arg)
 {
     hs_writer *w = arg;
@@ -389,8 +433,13 @@ static void *writer_main(void *arg)
         uint64_t now = now_ns(CLOCK_MONOTONIC);
         for (hs_wjob *j = head; j; j = j->next)
             if (j->kind == HS_WJOB_STOP) stop = 1;
-        if (head) run_jobs(w, head, now);
+        if (head) {
+            run_jobs(w, head, now);
+            w->last_job_ns = now;
+        }
         if (stop) break;
+        wal_check(w, now_ns(CLOCK_MONOTONIC));
+        hs_log_flush(0);
         expire_graces(w, now);
         if (w->cfg.retain_events_ns && (w->retention_more || now >= w->next_retention))
             retention_step(w, now);
@@ -427,10 +476,15 @@ void hs_writer_join(hs_writer *w)
 {
     if (!w) return;
     pthread_join(w->thread, NULL);
+    /* The store is gone; the runs the connections still hold go with their
+     * last reference. */
     for (size_t i = 0; w->conns.slots && i <= w->conns.mask; i++)
-        if (w->conns.slots[i].val1 > 1) free((wconn *)(uintptr_t)(w->conns.slots[i].val1 - 1));
+        if (w->conns.slots[i].val1 > 1) {
+            wconn *c = (wconn *)(uintptr_t)(w->conns.slots[i].val1 - 1);
+            hs_run_unref(c->run);
+            free(c);
+        }
     hs_map_free(&w->conns);
-    hs_map_free(&w->owners);
     while (w->graces) {
         grace *g = w->graces;
         w->graces = g->next;

@@ -1,17 +1,50 @@
 #!/usr/bin/env bash
 # Query benchmark: records synthetic runs with the server's load generator
 # (bench/server, hs-loadgen) at two run lengths and two numbers of distinct
-# stacks, then times each question through the CLI on the database file
-# (direct) and through the HTTP API of a running server (curl), cold (the
-# first request after the server starts: empty statement and frame caches)
-# and warm (median of REPEAT). Targets: runs and history < 50 ms; top, flame
-# and diff at any T < 150 ms; time should follow distinct stacks, not events.
+# stacks, plus one long run of many buckets, then times each question
+# through the CLI on the database file (direct) and through the HTTP API of a
+# running server (curl), cold (the first request after the server starts:
+# empty statement and frame caches) and warm (median of REPEAT). Targets:
+# runs and history < 50 ms; top, flame, diff, history's top N and leaks at
+# any T < 150 ms; time should follow distinct stacks, not events or buckets.
 #
 #   bash bench/queries/run.sh [BUILD_DIR]        (default: build)
+#   bash bench/queries/run.sh --compare BEFORE.tsv AFTER.tsv
 # Environment: LENGTHS ("2500000 10000000" events), STACKS_LIST ("256 4096"),
-# REPEAT (5), GRANULARITY (1s).
+# GRANULARITY (1s) for those; LONG ("10000000:20000:10ms": events, stacks
+# and granularity of the long run, about 1000 buckets; empty for none);
+# CASES (instead of all of those: "EVENTS:STACKS:GRANULARITY ..."); REPEAT
+# (5); OUT (a file to keep the table in, tab-separated, for --compare, which
+# puts two such tables side by side with the ratio after/before).
+# The "ingest" row gives the load generator's seconds for the run (x1000,
+# in the cli_warm column) and the database's size.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+if [ "${1:-}" = --compare ]; then
+    [ $# -eq 3 ] || { echo "usage: $0 --compare BEFORE.tsv AFTER.tsv" >&2; exit 2; }
+    # Rows of both tables with the same run and query; warm medians and CPU,
+    # before, after and after/before.
+    awk -F '\t' 'FNR == 1 { next }
+        { k = $1 "\t" $2 "\t" $3 "\t" $5 }
+        NR == FNR { b[k] = $0; next }
+        k in b {
+            split(b[k], o, "\t")
+            printf "%-9s %-6s %-5s %-20s", $1, $2, $3, $5
+            for (i = 7; i <= 11; i += (i == 8 ? 2 : 1)) {
+                r = o[i] > 0 ? sprintf("%.2f", $i / o[i]) : "-"
+                printf " %9s %9s %6s", o[i], $i, r
+            }
+            printf "\n"
+        }' "$2" "$3" | {
+        printf '%-44s %-26s %-26s %-26s %s\n' "" "cli_warm (ms)" "cli_cpu (ms)" \
+            "api_warm (ms)" "api_cpu (ms)"
+        printf '%-9s %-6s %-5s %-20s' events stacks gran query
+        for _ in 1 2 3 4; do printf ' %9s %9s %6s' before after ratio; done
+        echo
+        cat
+    }
+    exit 0
+fi
 build=${1:-$root/build}
 server=$build/bin/heapstore-server
 loadgen=$build/bin/hs-loadgen
@@ -24,6 +57,16 @@ LENGTHS=${LENGTHS:-"2500000 10000000"}
 STACKS_LIST=${STACKS_LIST:-"256 4096"}
 REPEAT=${REPEAT:-5}
 GRANULARITY=${GRANULARITY:-1s}
+LONG=${LONG-10000000:20000:10ms}
+scaling=
+if [ -z "${CASES:-}" ]; then
+    scaling=1
+    CASES=
+    for events in $LENGTHS; do
+        for stacks in $STACKS_LIST; do CASES="$CASES $events:$stacks:$GRANULARITY"; done
+    done
+    CASES="$CASES $LONG"
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/hs-qbench.XXXXXX")
 pid=
 cleanup() { [ -n "$pid" ] && kill "$pid" 2>/dev/null; rm -rf "$tmp"; }
@@ -34,7 +77,7 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 
 start_server() { # db
     rm -f "$tmp/server.log" # a stale log would name the previous server's port
-    "$server" --db "$1" --listen 127.0.0.1:0 --granularity "$GRANULARITY" 2> "$tmp/server.log" &
+    "$server" --db "$1" --listen 127.0.0.1:0 --granularity "$gran" 2> "$tmp/server.log" &
     pid=$!
     port=
     for _ in $(seq 200); do
@@ -89,56 +132,62 @@ print("%.1f %.1f %.1f" % (cold[0], statistics.median(w[0] for w in warm), statis
 PY
 }
 
-fmt='%-9s %-6s %-6s %-22s %9s %9s %9s %9s %9s %9s\n'
-# shellcheck disable=SC2059
-printf "$fmt" events stacks db_MB query cli_cold cli_warm cli_cpu api_cold api_warm api_cpu |
-    tee "$tmp/table"
-for events in $LENGTHS; do
-    for stacks in $STACKS_LIST; do
-        db=$tmp/q-$events-$stacks.db
+fmt='%-9s %-6s %-5s %-6s %-22s %9s %9s %9s %9s %9s %9s\n'
+row() { # the pretty table, and a tab-separated copy for the ratios and OUT
+    # shellcheck disable=SC2059
+    printf "$fmt" "$@" | tee -a "$tmp/table"
+    (IFS=$'\t'; echo "$*") >> "$tmp/table.tsv"
+}
+row events stacks gran db_MB query cli_cold cli_warm cli_cpu api_cold api_warm api_cpu
+for c in $CASES; do
+    IFS=: read -r events stacks gran <<<"$c"
+    db=$tmp/q-$events-$stacks.db
+    start_server "$db"
+    secs=$("$loadgen" --port "$port" --conns 1 --events "$events" --stacks "$stacks" |
+        sed -n 's/.* seconds=\([0-9.]*\).*/\1/p')
+    stop_server
+    mb=$(du -m "$db" | cut -f1)
+    row "$events" "$stacks" "$gran" "$mb" ingest - "$(awk -v s="$secs" 'BEGIN {printf "%.1f", s * 1000}')" - - - -
+    dur=$(sqlite3 "$db" 'SELECT end_ns FROM runs WHERE id = 1')
+    mid=$(awk -v d="$dur" 'BEGIN {printf "%.3f", d / 2e9}')
+    late=$(awk -v d="$dur" 'BEGIN {printf "%.3f", d * 0.9 / 1e9}')
+    queries=("runs|runs|/api/runs"
+             "history|history 1|/api/runs/1/history"
+             "history top 5|history 1 --top 5|/api/runs/1/history?top=5"
+             "top peak|top 1 --at peak|/api/runs/1/top?at=peak"
+             "top mid|top 1 --at $mid|/api/runs/1/top?at=$mid"
+             "top by function late|top 1 --at $late --by function|/api/runs/1/top?at=$late&by=function"
+             "flame peak|flame 1 --at peak|/api/runs/1/flame?at=peak"
+             "flame mid|flame 1 --at $mid|/api/runs/1/flame?at=$mid"
+             "diff peak..mid|diff 1@peak 1@$mid|/api/diff?a=1@peak&b=1@$mid"
+             "diff mid..end|diff 1@$mid 1@end|/api/diff?a=1@$mid&b=1@end"
+             "leaks|leaks 1|/api/runs/1/leaks"
+             "sizes|sizes 1|/api/runs/1/sizes")
+    for q in "${queries[@]}"; do
+        IFS='|' read -r name args path <<<"$q"
+        read -r cold_cli warm_cli cpu_cli < <(timer cli "$args")
         start_server "$db"
-        "$loadgen" --port "$port" --conns 1 --events "$events" --stacks "$stacks" > /dev/null
+        read -r cold_api warm_api cpu_api < <(timer api "$path")
         stop_server
-        mb=$(du -m "$db" | cut -f1)
-        dur=$(sqlite3 "$db" 'SELECT end_ns FROM runs WHERE id = 1')
-        mid=$(awk -v d="$dur" 'BEGIN {printf "%.3f", d / 2e9}')
-        late=$(awk -v d="$dur" 'BEGIN {printf "%.3f", d * 0.9 / 1e9}')
-        queries=("runs|runs|/api/runs"
-                 "history|history 1|/api/runs/1/history"
-                 "top peak|top 1 --at peak|/api/runs/1/top?at=peak"
-                 "top mid|top 1 --at $mid|/api/runs/1/top?at=$mid"
-                 "top by function late|top 1 --at $late --by function|/api/runs/1/top?at=$late&by=function"
-                 "flame peak|flame 1 --at peak|/api/runs/1/flame?at=peak"
-                 "flame mid|flame 1 --at $mid|/api/runs/1/flame?at=$mid"
-                 "diff peak..mid|diff 1@peak 1@$mid|/api/diff?a=1@peak&b=1@$mid"
-                 "diff mid..end|diff 1@$mid 1@end|/api/diff?a=1@$mid&b=1@end"
-                 "leaks|leaks 1|/api/runs/1/leaks"
-                 "sizes|sizes 1|/api/runs/1/sizes")
-        for q in "${queries[@]}"; do
-            IFS='|' read -r name args path <<<"$q"
-            read -r cold_cli warm_cli cpu_cli < <(timer cli "$args")
-            start_server "$db"
-            read -r cold_api warm_api cpu_api < <(timer api "$path")
-            stop_server
-            # shellcheck disable=SC2059
-            printf "$fmt" "$events" "$stacks" "$mb" "$name" "$cold_cli" "$warm_cli" "$cpu_cli" \
-                "$cold_api" "$warm_api" "$cpu_api" | tee -a "$tmp/table"
-        done
-        rm -f "$db" "$db-wal" "$db-shm"
+        row "$events" "$stacks" "$gran" "$mb" "$name" "$cold_cli" "$warm_cli" "$cpu_cli" \
+            "$cold_api" "$warm_api" "$cpu_api"
     done
+    rm -f "$db" "$db-wal" "$db-shm"
 done
+[ -n "${OUT:-}" ] && cp "$tmp/table.tsv" "$OUT"
 
 # Scaling: each query's warm times at the longest run over the shortest, for
-# the same number of stacks (1.0: independent of the number of events).
+# the same number of stacks and granularity (1.0: independent of the number
+# of events).
 first=${LENGTHS%% *}
 last=${LENGTHS##* }
-if [ "$first" != "$last" ]; then
+if [ -n "$scaling" ] && [ "$first" != "$last" ]; then
     echo
     echo "ratios, $last events over $first (same stacks): 1.0 = independent of events"
     printf '%-6s %-22s %9s %9s %9s %9s\n' stacks query cli_warm cli_cpu api_warm api_cpu
-    awk -v f="$first" -v l="$last" 'NR > 1 {
-            q = substr($0, 25, 22); sub(/ +$/, "", q); k = $2 SUBSEP q
-            for (i = 0; i < 4; i++) v[$1, k, i] = $(NF - (i < 2 ? 4 - i : 3 - i))
+    awk -F '\t' -v f="$first" -v l="$last" -v g="$GRANULARITY" 'NR > 1 && $3 == g && $5 != "ingest" {
+            k = $2 SUBSEP $5
+            for (i = 0; i < 4; i++) v[$1, k, i] = $(i < 2 ? 7 + i : 8 + i)
             if ($1 == f) order[++n] = k
         }
         function r(a, b) { return b > 0 ? a / b : 0 }
@@ -149,5 +198,5 @@ if [ "$first" != "$last" ]; then
                     r(v[l, k, 0], v[f, k, 0]), r(v[l, k, 1], v[f, k, 1]),
                     r(v[l, k, 2], v[f, k, 2]), r(v[l, k, 3], v[f, k, 3])
             }
-        }' "$tmp/table"
+        }' "$tmp/table.tsv"
 fi
