@@ -266,9 +266,9 @@ static void modinfo_free(modinfo *mi)
 static int free_removed(Dwfl_Module *m, void *userdata, const char *name, Dwarf_Addr base,
                         void *arg)
 {
-    (void)m, (void)name, (void)base, (void)arg;
-    modinfo_free(userdata);
-    return DWARF_CB_OK;
+    /* Declared as the user data, but what libdwfl passes is its slot (as it
+     * does to dwfl_getmodules' callbacks). */
+    return free_each(m, userdata, name, base, arg);
 }
 
 static int free_each(Dwfl_Module *m, void **userdata, const char *name, Dwarf_Addr base, void *arg)
