@@ -608,28 +608,69 @@ static void *realloc_slow(void *p, size_t n)
 
 /* ---- the interposed functions ---- */
 
-/* The common shape: the unsampled path, else the real call and alloc_slow. */
-#define HS_ALLOC_BODY(n, call)                                                                     \
+/* The unsampled path of every allocating hook: one subtraction and a branch
+ * on the countdown, the size histogram, and a tail call to the real function.
+ * Everything else is in out-of-line cold functions, so that this path needs
+ * no stack frame. */
+#define HS_ALLOC_FAST(n, call)                                                                     \
     hs_tls *t = &hs__tls;                                                                          \
     uint64_t c = t->countdown;                                                                     \
     if (HS_LIKELY((n) < c)) {                                                                      \
         t->countdown = c - (n);                                                                    \
         hs__hist_add(t, (n));                                                                      \
         return call;                                                                               \
-    }                                                                                              \
-    void *res_ = call;                                                                             \
-    int e = errno;                                                                                 \
-    alloc_slow(res_, (n));                                                                         \
-    errno = e;                                                                                     \
-    return res_;
+    }
 
-HS_EXPORT void *malloc(size_t n){HS_ALLOC_BODY(n, real.malloc(n))}
+enum alloc_kind { K_MALLOC, K_CALLOC, K_REALLOC, K_MEMALIGN, K_ALIGNED_ALLOC, K_VALLOC, K_PVALLOC };
+
+/* The countdown ran out (or the thread is new, or inside the collector): the
+ * real call, then alloc_slow. a and b are calloc's count and size, or the
+ * alignment in a; n is the size in bytes. */
+__attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, void *p, size_t a,
+                                                           size_t b, size_t n)
+{
+    void *r = NULL;
+    switch (k) {
+    case K_MALLOC:
+        r = real.malloc(n);
+        break;
+    case K_CALLOC:
+        r = real.calloc(a, b);
+        break;
+    case K_REALLOC:
+        r = real.realloc(p, n);
+        break;
+    case K_MEMALIGN:
+        r = real.memalign(a, n);
+        break;
+    case K_ALIGNED_ALLOC:
+        r = real.aligned_alloc(a, n);
+        break;
+    case K_VALLOC:
+        r = real.valloc(n);
+        break;
+    case K_PVALLOC:
+        r = real.pvalloc(n);
+        break;
+    }
+    int e = errno;
+    alloc_slow(r, n);
+    errno = e;
+    return r;
+}
+
+HS_EXPORT void *malloc(size_t n)
+{
+    HS_ALLOC_FAST(n, real.malloc(n))
+    return alloc_sampled(K_MALLOC, NULL, 0, 0, n);
+}
 
 HS_EXPORT void *calloc(size_t n, size_t m)
 {
     size_t s;
     if (__builtin_mul_overflow(n, m, &s)) return real.calloc(n, m);
-    HS_ALLOC_BODY(s, real.calloc(n, m))
+    HS_ALLOC_FAST(s, real.calloc(n, m))
+    return alloc_sampled(K_CALLOC, NULL, n, m, s);
 }
 
 HS_EXPORT void free(void *p)
@@ -645,7 +686,8 @@ HS_EXPORT void *realloc(void *p, size_t n)
 {
     if (!p) return malloc(n);
     if (HS_UNLIKELY(hs__liveset_maybe(p))) return realloc_slow(p, n);
-    HS_ALLOC_BODY(n, real.realloc(p, n))
+    HS_ALLOC_FAST(n, real.realloc(p, n))
+    return alloc_sampled(K_REALLOC, p, 0, 0, n);
 }
 
 HS_EXPORT void *reallocarray(void *p, size_t n, size_t m)
@@ -658,29 +700,44 @@ HS_EXPORT void *reallocarray(void *p, size_t n, size_t m)
     return realloc(p, s);
 }
 
-HS_EXPORT void *memalign(size_t align, size_t n){HS_ALLOC_BODY(n, real.memalign(align, n))}
-
-HS_EXPORT
-    void *aligned_alloc(size_t align, size_t n){HS_ALLOC_BODY(n, real.aligned_alloc(align, n))}
-
-HS_EXPORT void *valloc(size_t n){HS_ALLOC_BODY(n, real.valloc(n))}
-
-HS_EXPORT void *pvalloc(size_t n){HS_ALLOC_BODY(n, real.pvalloc(n))}
-
-HS_EXPORT int posix_memalign(void **out, size_t align, size_t n)
+HS_EXPORT void *memalign(size_t align, size_t n)
 {
-    hs_tls *t = &hs__tls;
-    uint64_t c = t->countdown;
-    if (HS_LIKELY(n < c)) {
-        t->countdown = c - n;
-        hs__hist_add(t, n);
-        return real.posix_memalign(out, align, n);
-    }
+    HS_ALLOC_FAST(n, real.memalign(align, n))
+    return alloc_sampled(K_MEMALIGN, NULL, align, 0, n);
+}
+
+HS_EXPORT void *aligned_alloc(size_t align, size_t n)
+{
+    HS_ALLOC_FAST(n, real.aligned_alloc(align, n))
+    return alloc_sampled(K_ALIGNED_ALLOC, NULL, align, 0, n);
+}
+
+HS_EXPORT void *valloc(size_t n)
+{
+    HS_ALLOC_FAST(n, real.valloc(n))
+    return alloc_sampled(K_VALLOC, NULL, 0, 0, n);
+}
+
+HS_EXPORT void *pvalloc(size_t n)
+{
+    HS_ALLOC_FAST(n, real.pvalloc(n))
+    return alloc_sampled(K_PVALLOC, NULL, 0, 0, n);
+}
+
+__attribute__((noinline, cold)) static int posix_memalign_sampled(void **out, size_t align,
+                                                                  size_t n)
+{
     int rc = real.posix_memalign(out, align, n);
     int e = errno;
     alloc_slow(rc == 0 ? *out : NULL, n);
     errno = e;
     return rc;
+}
+
+HS_EXPORT int posix_memalign(void **out, size_t align, size_t n)
+{
+    HS_ALLOC_FAST(n, real.posix_memalign(out, align, n))
+    return posix_memalign_sampled(out, align, n);
 }
 
 HS_EXPORT size_t malloc_usable_size(void *p)

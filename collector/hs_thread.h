@@ -90,7 +90,7 @@ static inline void hs__guard_leave(hs_tls *t)
 
 static inline void hs__hist_add(hs_tls *t, uint64_t n)
 {
-    unsigned b = n > 1 ? 63u - (unsigned)__builtin_clzll(n) : 0;
+    unsigned b = 63u - (unsigned)__builtin_clzll(n | 1); /* 0 and 1 share bucket 0 */
     atomic_store_explicit(&t->hist_n[b],
                           atomic_load_explicit(&t->hist_n[b], memory_order_relaxed) + 1,
                           memory_order_relaxed);
