@@ -66,10 +66,14 @@ void hs_store_rollback(hs_store *s);
  * empties the file (HS_EBUSY when the readers outlast busy_ms; readers that
  * start meanwhile read the database file and do not hold it up). Outside a
  * transaction. hs_store_wal_bytes() is the WAL's size as of the last commit
- * or checkpoint. */
+ * or checkpoint; hs_store_wal_stuck() is 1 when readers kept the last
+ * PASSIVE checkpoint from copying all of it, or the WAL, copied, from
+ * starting over at the next commit (without readers a big WAL is copied and
+ * starts over by itself: nothing to force). */
 #define HS_STORE_WAL_PASSIVE (16u << 20)
 int hs_store_wal_truncate(hs_store *s, int busy_ms);
 uint64_t hs_store_wal_bytes(const hs_store *s);
+int hs_store_wal_stuck(const hs_store *s);
 
 /* The message of the last database error, for logs. */
 const char *hs_store_errmsg(hs_store *s);

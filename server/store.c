@@ -99,7 +99,12 @@ static int on_wal_commit(void *data, sqlite3 *db, const char *name, int pages)
     hs_store *s = data;
     (void)db;
     (void)name;
-    s->wal_pages = pages > 0 ? (uint64_t)pages : 0;
+    uint64_t n = pages > 0 ? (uint64_t)pages : 0;
+    /* Copied whole, the WAL starts over at the next commit unless a reader
+     * still reads it: then this commit's pages were appended. */
+    if (s->wal_copied) s->wal_stuck = n > s->wal_pages;
+    s->wal_copied = 0;
+    s->wal_pages = n;
     return SQLITE_OK;
 }
 
@@ -248,8 +253,11 @@ int hs_store_commit(hs_store *s)
     if (hs_store_wal_bytes(s) >= HS_STORE_WAL_PASSIVE) {
         int log = 0, done = 0;
         if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==
-            SQLITE_OK)
+            SQLITE_OK) {
             s->wal_pages = log > 0 ? (uint64_t)log : 0;
+            s->wal_copied = done >= log;
+            if (!s->wal_copied) s->wal_stuck = 1;
+        }
     }
     return 0;
 }
@@ -262,6 +270,7 @@ int hs_store_wal_truncate(hs_store *s, int busy_ms)
     sqlite3_busy_timeout(s->db, 5000);
     if (rc == SQLITE_OK) {
         s->wal_pages = 0;
+        s->wal_copied = s->wal_stuck = 0;
         return 0;
     }
     return rc == SQLITE_BUSY || rc == SQLITE_LOCKED ? HS_EBUSY : HS_EDB;
@@ -270,6 +279,11 @@ int hs_store_wal_truncate(hs_store *s, int busy_ms)
 uint64_t hs_store_wal_bytes(const hs_store *s)
 {
     return s->wal_pages * s->page_size;
+}
+
+int hs_store_wal_stuck(const hs_store *s)
+{
+    return s->wal_stuck;
 }
 
 void hs_store_rollback(hs_store *s)

@@ -126,6 +126,8 @@ struct hs_store {
     int db_failed;
     uint64_t wal_pages; /* pages in the WAL after the last commit or checkpoint */
     uint32_t page_size;
+    int wal_copied;    /* the last PASSIVE checkpoint copied the whole WAL */
+    int wal_stuck;     /* readers kept the WAL from being copied or starting over */
     uint32_t *scratch; /* slot of each entry of the EVENTS frame being applied */
     size_t scratch_cap;
     hs_event *evcache;  /* the entries decoded by the validating pass, so that the */

@@ -392,7 +392,7 @@ static void wal_check(hs_writer *w, uint64_t now)
 {
     uint64_t wal = hs_store_wal_bytes(w->store);
     int idle = now - w->last_job_ns >= 1000000000ull;
-    if (!wal || (!idle && wal < HS_WAL_LIMIT)) return;
+    if (!wal || (!idle && (wal < HS_WAL_LIMIT || !hs_store_wal_stuck(w->store)))) return;
     /* idle: once a second; over the limit: at once, unless the last try
      * failed (then after more growth, or a second) */
     if (now < w->next_wal_try && (idle || (w->wal_failing && wal < w->wal_retry_bytes))) return;
