@@ -138,8 +138,10 @@ void hs__state_clear(hs__state *s);
 
 /* The delta rows of a run summed per trace (schema/hs_tstats.h), for the
  * traces with delta rows in buckets <= upto: the stored summaries
- * (trace_stats) plus the delta rows written after them, which costs
- * O(traces + traces * keyframe_every) whatever the run's length. Rows are
+ * (trace_stats) plus the delta rows written after them (the writer keeps
+ * those to a few per trace, server/store_rollup.c), which costs O(traces)
+ * whatever the run's length; a database of schema 1 has no summaries, and
+ * then every delta row is read. Rows are
  * in the order of their traces' first delta row (bucket, then trace), the
  * order in which one pass over the delta rows meets them. */
 typedef struct hs__tsum {

@@ -6,11 +6,12 @@
 -- (snapshots kind 0), what a pass over its delta rows in bucket order
 -- yields (schema/hs_tstats.h): the rows summed are those of buckets <=
 -- runs.stats_bucket. The writer rewrites the rows of the traces that changed
--- whenever it writes a keyframe (every keyframe_every buckets and at the
--- run's end), then sets stats_bucket; a reader adds the delta rows of the
--- buckets after stats_bucket itself (at most keyframe_every buckets of
--- them). stats_bucket NULL: no trace_stats yet, every delta row is read.
--- Rebuilding an open run's rollups (a resumed run) clears both first.
+-- once the delta rows written since reach a fixed multiple of their number
+-- (server/store_rollup.c), and at the run's end, then sets stats_bucket; a
+-- reader adds the delta rows of the buckets after stats_bucket itself (so a
+-- bounded number per trace, whatever the run's length). stats_bucket NULL:
+-- no trace_stats yet, every delta row is read. Rebuilding an open run's
+-- rollups (a resumed run) clears both first.
 --
 -- The sums are the least-squares sums of a trace's live bytes y against the
 -- bucket index x, over buckets 0 .. last_bucket - 1 (y is constant between

@@ -5,8 +5,11 @@
  * sets the connection up the way every heapstore connection wants it (WAL,
  * busy timeout, foreign keys off, synchronous=NORMAL) and applies, in one
  * transaction each, the migrations newer than PRAGMA user_version. A
+ * migration may have a step in C after its SQL, in the same transaction
+ * (version 2 fills trace_stats from the stored delta rows: hs_tstats.h). A
  * database newer than this build is refused with HS_EVERSION rather than
- * misread.
+ * misread; one older than this build opened read-only is read as it is
+ * (queries/ falls back to what its version has).
  */
 #ifndef HS_SCHEMA_H
 #define HS_SCHEMA_H

@@ -100,7 +100,9 @@ struct hs_run {
     uint32_t *dirty; /* slots changed in the current bucket */
     uint32_t ndirty, dirty_cap;
 
-    int64_t bucket; /* current bucket, -1 before the first event */
+    int64_t bucket;     /* current bucket, -1 before the first event */
+    int64_t ts_rows;    /* delta rows written since the trace_stats rows were */
+    uint32_t ts_ndirty; /* slots with ts_dirty */
     int64_t live_bytes;
     double live_count;
     int64_t bucket_max, bucket_alloc, bucket_free;

@@ -6,12 +6,19 @@
  * rounded running total's change, so that summing deltas from a keyframe
  * gives exactly the rounded total the next keyframe holds.
  *
- * Each slot folds its delta rows into its summary as they are written; the
- * summaries of the slots that changed are written with each keyframe, and
- * runs.stats_bucket then says which buckets they cover. */
+ * Each slot folds its delta rows into its summary as they are written. The
+ * summaries of the slots that changed since they were last written are
+ * written again, and runs.stats_bucket then says which buckets they cover,
+ * once the delta rows written in between reach HS_TSTATS_ROWS_PER_SUMMARY
+ * times their number, and at the run's end. Rewriting a summary costs about
+ * what a few delta rows cost, so this bounds the summaries' share of the
+ * writer's work; a reader adds the delta rows after stats_bucket, fewer
+ * than that many per trace plus one bucket's. */
 #include <math.h>
 
 #include "store_int.h"
+
+#define HS_TSTATS_ROWS_PER_SUMMARY 16
 
 static int snap_row(hs_store *s, hs_run *r, int kind, int64_t bucket, int64_t trace, int64_t bytes,
                     int64_t count)
@@ -69,6 +76,8 @@ static int write_tstats(hs_store *s, hs_run *r, int64_t mark)
         if (!(rc = hs__store_step_done(s, st))) sl->ts_dirty = 0;
     }
     if (rc) return rc;
+    r->ts_rows = 0;
+    r->ts_ndirty = 0;
     st = s->st[ST_TSTATS_MARK];
     sqlite3_bind_int64(st, 1, r->id);
     sqlite3_bind_int64(st, 2, mark);
@@ -98,6 +107,8 @@ static int flush_bucket(hs_store *s, hs_run *r)
         if (db || dc) {
             rc = snap_row(s, r, 0, r->bucket, sl->trace, db, dc);
             hs_tstats_add(&sl->ts, r->bucket, db);
+            r->ts_rows++;
+            if (!sl->ts_dirty) r->ts_ndirty++;
             sl->ts_dirty = 1;
         }
         sl->b0_bytes = sl->bytes;
@@ -116,6 +127,8 @@ static int flush_bucket(hs_store *s, hs_run *r)
     sqlite3_bind_int64(st, 7, r->bucket_free);
     if ((rc = hs__store_step_done(s, st))) return rc;
     if (r->peak_dirty) rc = write_peak(s, r);
+    if (!rc && r->ts_ndirty && r->ts_rows >= (int64_t)r->ts_ndirty * HS_TSTATS_ROWS_PER_SUMMARY)
+        rc = write_tstats(s, r, r->bucket);
     return rc;
 }
 
@@ -128,8 +141,7 @@ int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb)
          * events), the last boundary crossed gets it: the state has not
          * changed since the current bucket ended. */
         int64_t kb = (nb / r->k) * r->k - 1;
-        if (kb >= r->bucket && ((rc = write_keyframe(s, r, kb)) || (rc = write_tstats(s, r, kb))))
-            return rc;
+        if (kb >= r->bucket && (rc = write_keyframe(s, r, kb))) return rc;
     }
     r->bucket = nb;
     r->bucket_max = r->live_bytes;
@@ -142,6 +154,6 @@ int hs__rollup_finish(hs_store *s, hs_run *r)
     if (r->bucket < 0) return 0;
     int rc = flush_bucket(s, r);
     if (!rc) rc = write_keyframe(s, r, r->bucket);
-    if (!rc) rc = write_tstats(s, r, r->bucket);
+    if (!rc && r->ts_ndirty) rc = write_tstats(s, r, r->bucket);
     return rc;
 }

@@ -207,10 +207,12 @@ static int trend_run(fx *f)
 
 /* The rank run (fixture.h). Stack ids: 1 late, 2 spike, 3 leak, 4 churn,
  * 5 tie_a, 6 tie_b, 7 paced, 8 decline, 9 freed_late, 10 cache, 11 flash,
- * 11 + i filler_i, then twin_a, twin_b, reshape. */
+ * 11 + i filler_i, then twin_a, twin_b, reshape and busy_1..16. */
 #define RANK_FILLERS 20
 #define RANK_TWIN_A  (12 + RANK_FILLERS)
-#define RANK_STACKS  (RANK_TWIN_A + 2)
+#define RANK_RESHAPE (RANK_TWIN_A + 2)
+#define RANK_BUSY    16
+#define RANK_STACKS  (RANK_RESHAPE + RANK_BUSY)
 
 static void rank_hello(hs_hello *h, uint64_t first_seq, int resumed)
 {
@@ -257,12 +259,13 @@ static int rank_bucket(fx *f, uint64_t b)
         if (b == i + 1) EV(11 + i, 0, 50 * i);
     EV(RANK_TWIN_A, 0, 10);
     EV(RANK_TWIN_A + 1, 0, 10);
-    if (b == 29) EV(RANK_STACKS, 0, 200);
+    if (b == 29) EV(RANK_RESHAPE, 0, 200);
     if (b == 30) {
-        EV(RANK_STACKS, 1, 200);
-        EV(RANK_STACKS, 0, 100);
-        EV(RANK_STACKS, 0, 100);
+        EV(RANK_RESHAPE, 1, 200);
+        EV(RANK_RESHAPE, 0, 100);
+        EV(RANK_RESHAPE, 0, 100);
     }
+    for (int i = 1; i <= RANK_BUSY; i++) EV(RANK_RESHAPE + i, b % 2, 10);
     if (b == 15 && !rc) rc = ev(f, t - 40 * MS, 11, 0, 50000);
     if (b == 15 && !rc) rc = ev(f, t - 30 * MS, 11, 1, 50000);
 #undef EV
@@ -307,11 +310,13 @@ static int rank_run(fx *f, const char *path, void (*checkpoint)(const char *, vo
             snprintf(fname[i - 1], sizeof fname[i - 1], "%s", names[i - 1]);
         else if (i < RANK_TWIN_A)
             snprintf(fname[i - 1], sizeof fname[i - 1], "filler_%d", i - 11);
+        else if (i > RANK_RESHAPE)
+            snprintf(fname[i - 1], sizeof fname[i - 1], "busy_%d", i - RANK_RESHAPE);
         else
             snprintf(fname[i - 1], sizeof fname[i - 1], "%s",
-                     i == RANK_TWIN_A   ? "twin_a"
-                     : i == RANK_STACKS ? "reshape"
-                                        : "twin_b");
+                     i == RANK_TWIN_A    ? "twin_a"
+                     : i == RANK_RESHAPE ? "reshape"
+                                         : "twin_b");
         hs_symbol sy = {.pc = 0x2000 + (uint64_t)i * 0x10,
                         .function = str(fname[i - 1]),
                         .file = str("/src/rank.c"),

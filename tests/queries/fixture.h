@@ -61,6 +61,9 @@ int fx_build_trend(const char *path);
  *   twin_b      the same as twin_a                (the same score)
  *   reshape     200 B at b 29; at b 30 freed and 2 x 100 B allocated (a
  *               delta row of 0 B and +1 block)
+ *   busy_1..16  10 B at even b, freed at odd b    (max 10: enough delta rows
+ *               that the writer's summaries, rewritten every 16 delta rows
+ *               per trace changed, are written after buckets 33 and 50)
  * Stacks are defined in this order (trace ids grow along it). Top by max:
  * late, spike, leak, churn, then tie_a, tie_b, paced, decline (6000 each, by
  * trace id), freed_late, cache, filler_20 … Growing at the end: leak,
@@ -68,7 +71,7 @@ int fx_build_trend(const char *path);
  *
  * checkpoint, when not NULL, is called once with the run open and the
  * events of buckets 0..37 committed (delta rows up to bucket 36, summaries
- * in trace_stats up to the keyframe of bucket 35); then the store is closed
+ * in trace_stats up to bucket 33); then the store is closed
  * and reopened, as by a server restart, and the run resumed (its rollups
  * rebuilt from its events) and finished. At the checkpoint the top is late,
  * spike, churn, tie_a, tie_b, decline, leak (5180), cache, freed_late
