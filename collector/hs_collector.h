@@ -8,7 +8,8 @@
  * off once the run has ended (after the exit flush, every hook forwards).
  * A fork child becomes a new run in the atfork child handler: fresh stack
  * ids, live set, rings and sender, so nothing the parent's other threads held
- * can be waited on.
+ * can be waited on. exec ends the run as exit does (delivered, then BYE), and
+ * the new image starts its own run linked to it.
  */
 #ifndef HS_COLLECTOR_H
 #define HS_COLLECTOR_H
@@ -26,6 +27,7 @@ typedef struct hs_run {
     uint64_t start_unix_ns; /* the same moment, wall clock */
     int has_parent;         /* forked or exec'd from a profiled process */
     int forked;             /* a fork child: write PATH.<pid> */
+    int pid;                /* the process the run belongs to (not a vfork child) */
 } hs_run;
 
 extern hs_config hs__cfg;

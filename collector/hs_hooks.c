@@ -343,7 +343,7 @@ static void at_exit(void)
     hs_tls *t = &hs__tls;
     if (!atomic_load(&hs__recording)) return;
     hs__guard_enter(t);
-    hs__sender_finish(1);
+    hs__sender_finish(HS_BYE_CLEAN);
     atomic_store(&hs__recording, 0);
     hs__guard_leave(t);
 }
@@ -367,6 +367,7 @@ static void fork_child(void)
         memcpy(hs__run.parent_run_id, hs__run.run_id, 16);
         hs__run.has_parent = 1;
         hs__run.forked = 1;
+        hs__run.pid = getpid();
         new_run_id();
         char hex[33];
         hex16(hex, hs__run.run_id);
@@ -400,6 +401,7 @@ static void init(void)
     if (hs__threads_init() != 0) goto done;
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     new_run_id();
+    hs__run.pid = getpid();
     const char *parent = getenv("HEAPSTORE_PARENT_RUN");
     if (parent && unhex16(hs__run.parent_run_id, parent) == 0)
         hs__run.has_parent = 1;

@@ -61,7 +61,7 @@ static struct {
     atomic_int sleeping;
     atomic_int activate; /* a sample was taken: open the output */
     int wake_fd;
-    int clean;
+    unsigned bye_flags;
 
     /* frame queue: head is the oldest unacknowledged frame's chunk */
     chunk *head, *tail, *spare;
@@ -403,7 +403,7 @@ static void send_bye(void)
     if (fr_begin(HS_FRAME_BYE)) return;
     hs_bye b = {
         .t_end_ns = rel_now(),
-        .flags = S.clean ? HS_BYE_CLEAN : 0,
+        .flags = S.bye_flags,
         .alloc_events = S.alloc_events,
         .free_events = S.free_events,
         .collector_peak_bytes = hs_mem_peak(),
@@ -795,10 +795,10 @@ int hs__sender_alive(void)
            !atomic_load_explicit(&S.done, memory_order_relaxed);
 }
 
-void hs__sender_finish(int clean)
+void hs__sender_finish(unsigned bye_flags)
 {
     if (atomic_load(&S.stopping)) return;
-    S.clean = clean;
+    S.bye_flags = bye_flags;
     if (!atomic_load(&S.running) && hs__sender_start() != 0) return;
     atomic_store(&S.stopping, 1);
     uint64_t one = 1;

@@ -30,9 +30,9 @@ void hs__sender_wake(void);
 void hs__sender_activate(void);
 /* 1 while the thread will still drain rings. */
 int hs__sender_alive(void);
-/* The end of the run: drain, send BYE, wait at most HEAPSTORE_EXIT_FLUSH_MS
- * for delivery. Reports undelivered data on stderr. */
-void hs__sender_finish(int clean);
+/* The end of the run: drain, send BYE with bye_flags (HS_BYE_*), wait at most
+ * HEAPSTORE_EXIT_FLUSH_MS for delivery. Reports undelivered data on stderr. */
+void hs__sender_finish(unsigned bye_flags);
 /* Fork child: forget the parent's queue, socket and thread. */
 void hs__sender_reset_child(void);
 

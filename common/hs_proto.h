@@ -17,18 +17,18 @@
 #include "hs_wire.h"
 
 #define HS_PROTO_VERSION 1
-#define HS_MAGIC_LEN 8
+#define HS_MAGIC_LEN     8
 extern const uint8_t hs_magic[HS_MAGIC_LEN]; /* 0x89 'H' 'S' 'P' '\r' '\n' 0x1a '\n' */
 
 /* Hard limits on what a peer controls. */
-#define HS_FRAME_MAX (16u << 20) /* payload bytes of one frame */
-#define HS_STR_MAX 4096          /* program, host, path, file, label, argv entry */
-#define HS_FUNC_MAX 16384        /* a (demangled) function name */
-#define HS_BUILD_ID_MAX 64
-#define HS_HELLO_MAX_ARGS 256
+#define HS_FRAME_MAX        (16u << 20) /* payload bytes of one frame */
+#define HS_STR_MAX          4096        /* program, host, path, file, label, argv entry */
+#define HS_FUNC_MAX         16384       /* a (demangled) function name */
+#define HS_BUILD_ID_MAX     64
+#define HS_HELLO_MAX_ARGS   256
 #define HS_HELLO_MAX_LABELS 64
-#define HS_STACK_MAX_DEPTH 1024
-#define HS_FRAME_HDR_MAX 5 /* type byte + a length varint padded to 4 bytes */
+#define HS_STACK_MAX_DEPTH  1024
+#define HS_FRAME_HDR_MAX    5 /* type byte + a length varint padded to 4 bytes */
 
 enum hs_frame_type {
     /* collector -> server; every type but HELLO has a sequence number */
@@ -51,13 +51,13 @@ const char *hs_frame_name(int type);
 
 /* Counters of the DROPS frame. Values are cumulative since the run began. */
 enum hs_drop_kind {
-    HS_DROP_ALLOC_EVENTS = 1,   /* sampled allocations not sent (buffer full) */
-    HS_DROP_FREE_EVENTS = 2,    /* frees of sampled blocks not sent */
-    HS_DROP_ALLOC_BYTES = 3,    /* estimated bytes (weights) of the dropped allocations */
-    HS_DROP_FREE_BYTES = 4,     /* estimated bytes (weights) of the dropped frees */
+    HS_DROP_ALLOC_EVENTS = 1,     /* sampled allocations not sent (buffer full) */
+    HS_DROP_FREE_EVENTS = 2,      /* frees of sampled blocks not sent */
+    HS_DROP_ALLOC_BYTES = 3,      /* estimated bytes (weights) of the dropped allocations */
+    HS_DROP_FREE_BYTES = 4,       /* estimated bytes (weights) of the dropped frees */
     HS_DROP_STACKS_TRUNCATED = 5, /* samples whose stack was deeper than the depth limit */
-    HS_DROP_UNWIND_FAILED = 6,  /* samples whose stack could not be unwound */
-    HS_DROP_LIVE_SET_FULL = 7,  /* sampled blocks whose free cannot be recognised */
+    HS_DROP_UNWIND_FAILED = 6,    /* samples whose stack could not be unwound */
+    HS_DROP_LIVE_SET_FULL = 7,    /* sampled blocks whose free cannot be recognised */
     HS_DROP_KIND_MAX = 7,
 };
 const char *hs_drop_name(int kind);
@@ -66,6 +66,7 @@ const char *hs_drop_name(int kind);
 #define HS_HELLO_RESUMED 0x1u /* a reconnection of a run the server may know */
 /* Flags of BYE. */
 #define HS_BYE_CLEAN 0x1u /* the process ended through exit() / return from main */
+#define HS_BYE_EXEC  0x2u /* ... or replaced its image with exec (CLEAN is set too) */
 
 typedef struct hs_frame {
     uint8_t type;

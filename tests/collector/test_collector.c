@@ -572,8 +572,11 @@ static agg fn_counts(const hsp_model *m, const char *fn)
     return aggregate(m, fn, 0, "");
 }
 
-/* exec: the new image is a new run whose parent is the run before exec; a
- * destructor that allocates after the collector's exit flush is harmless. */
+/* exec: the run before it ends complete (delivered, BYE with CLEAN|EXEC),
+ * even though exec runs no exit handlers; an exec that fails leaves the
+ * process going on unrecorded, and says so; the new image is a new run whose
+ * parent is the run before exec; a destructor that allocates after the
+ * collector's exit flush is harmless. */
 static void test_exec(void **state)
 {
     (void)state;
@@ -587,15 +590,18 @@ static void test_exec(void **state)
     unsigned long n = 0;
     assert_int_equal(sscanf(r.out, "after %d %lu", &pid, &n), 2);
     assert_int_equal(n, 500);
-    /* Before exec: the run started and wrote (no BYE: exec runs no exit
-     * handlers, and what was still buffered goes with the old image). */
+    assert_non_null(strstr(r.err, "heapstore: exec failed after the run ended"));
     hsp_model before, after;
-    hsp_load(&before, out, 0);
-    assert_true(before.has_hello);
+    load_ok(&before, out, 0);
+    assert_int_equal(before.bye.flags, HS_BYE_CLEAN | HS_BYE_EXEC);
+    agg b = fn_counts(&before, "life_before");
+    assert_int_equal(b.allocs, 500);
+    assert_int_equal(b.alloc_bytes, 500 * 100);
     /* After exec: PATH.<pid>, linked to the first run, complete. */
     load_ok(&after, env_str("%s.%d", out, pid), 0);
     assert_memory_equal(after.hello.parent_run_id, before.hello.run_id, 16);
     assert_memory_not_equal(after.hello.run_id, before.hello.run_id, 16);
+    assert_int_equal(after.bye.flags, HS_BYE_CLEAN);
     agg a = fn_counts(&after, "life_after");
     assert_int_equal(a.allocs, 500);
     assert_int_equal(a.alloc_bytes, 500 * 200);
