@@ -2,11 +2,11 @@
  * file. The writer keeps a connection's run across transactions; the store
  * may replace that run meanwhile (a broken run resumed by a newer
  * connection before the older one's DETACH). The holder of a reference must
- * then see that its run is no longer the store's, whatever address the
- * replacement got (glibc hands a freed block of the same size straight back,
- * so a check by address, as hs_store_has_run() did, said the stale run was
- * still there), and the memory must live until the last reference goes
- * (the sanitizer tree checks use after free and leaks). */
+ * then see that its run is no longer the store's by asking the run itself:
+ * hs_store_has_run(), which this replaces, searched the store's list for
+ * the pointer, which is wrong as soon as a later run is allocated at the
+ * freed run's address. And the memory must live until the last reference
+ * goes (the sanitizer tree checks use after free and leaks). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
