@@ -784,7 +784,14 @@ int hs__tsums_load(hs_q *q, const hs__run *run, int64_t upto, hs__tsums *out, hs
     hs__map idx = {0};
     int rc = HS_EDB, s, null = 1;
     int64_t mark = -1;
-    sqlite3_stmt *st;
+    sqlite3_stmt *st = NULL;
+    /* One read transaction: the writer rewrites summaries and the mark of a
+     * live run together, and they must be read as of one commit (the
+     * summaries of one with the mark of another would count some delta
+     * rows twice or never). */
+    int own_tx = sqlite3_get_autocommit(q->db);
+    if (own_tx && sqlite3_exec(q->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        return hs__dberr(q, err);
     if (q->schema >= 2) {
         if (!(st = hs__stmt(q, ST_TSTATS_MARK, err))) goto out;
         sqlite3_bind_int64(st, 1, run->id);
@@ -832,6 +839,7 @@ oom:
     rc = hs__err(err, 500, "out of memory");
 out:
     hs__map_free(&idx);
+    if (own_tx) sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL);
     if (rc) hs__tsums_clear(out);
     return rc;
 }
