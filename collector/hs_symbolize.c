@@ -2,6 +2,7 @@
 #include "hs_symbolize.h"
 
 #include <dlfcn.h>
+#include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -32,11 +33,55 @@ static int report(hs_symbolizer *s)
     return dwfl_report_end(s->dwfl, free_removed, NULL) == 0 ? 0 : HS_EIO;
 }
 
+/* 1 if the ELF file open at fd carries the build id of module m (or m has
+ * none to compare with). */
+static int same_build_id(Dwfl_Module *m, int fd)
+{
+    const unsigned char *want;
+    GElf_Addr vaddr;
+    int wlen = dwfl_module_build_id(m, &want, &vaddr);
+    if (wlen <= 0) return 1;
+    int ok = 0;
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    const void *have;
+    if (e && dwelf_elf_gnu_build_id(e, &have) == wlen) ok = memcmp(have, want, (size_t)wlen) == 0;
+    elf_end(e);
+    return ok;
+}
+
+/* Separate debug files, from this machine only: by build id under
+ * /usr/lib/debug/.build-id, else by .gnu_debuglink next to the object, in
+ * its .debug folder, or under /usr/lib/debug. libdwfl's standard search ends
+ * by asking debuginfod servers when DEBUGINFOD_URLS is set, and a profiled
+ * program must not download debug information over the network. */
+static int find_debuginfo_local(Dwfl_Module *m, void **userdata, const char *modname,
+                                Dwarf_Addr base, const char *file_name, const char *debuglink,
+                                GElf_Word crc, char **debuginfo_file_name)
+{
+    int fd = dwfl_build_id_find_debuginfo(m, userdata, modname, base, file_name, debuglink, crc,
+                                          debuginfo_file_name);
+    if (fd >= 0 || !file_name || !debuglink || strchr(debuglink, '/')) return fd;
+    const char *slash = strrchr(file_name, '/');
+    if (!slash) return -1;
+    int dlen = (int)(slash - file_name);
+    char path[4096];
+    for (int i = 0; i < 3; i++) {
+        static const char *const fmt[] = {"%.*s/%s", "%.*s/.debug/%s", "/usr/lib/debug%.*s/%s"};
+        int n = snprintf(path, sizeof path, fmt[i], dlen, file_name, debuglink);
+        if (n <= 0 || (size_t)n >= sizeof path || strcmp(path, file_name) == 0) continue;
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0) continue;
+        if (same_build_id(m, fd) && (*debuginfo_file_name = strdup(path))) return fd;
+        close(fd);
+    }
+    return -1;
+}
+
 int hs_symbolizer_new(hs_symbolizer **out, int lines)
 {
     static const Dwfl_Callbacks cb = {
         .find_elf = dwfl_linux_proc_find_elf,
-        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .find_debuginfo = find_debuginfo_local,
     };
     hs_symbolizer *s = calloc(1, sizeof *s);
     if (!s) return HS_ENOMEM;

@@ -4,7 +4,9 @@
  * per distinct pc. Uses elfutils' libdwfl over the process's own mappings;
  * when a pc falls outside every known module (an object dlopen'ed since) the
  * module list is reported again once per change of the loaded-object
- * counters. C++ names are demangled with __cxa_demangle, looked up at run
+ * counters. Separate debug files are looked for on this machine only (by
+ * build id under /usr/lib/debug, or by .gnu_debuglink), never through
+ * debuginfod servers. C++ names are demangled with __cxa_demangle, looked up at run
  * time so that a C program does not need libstdc++. The strings a lookup
  * returns are valid until the next lookup.
  */

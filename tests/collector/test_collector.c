@@ -3,6 +3,7 @@
  * stand-in for tcp://), and the stream they leave is decoded with the shared
  * decoder and compared with what the programs say they did. */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -547,6 +548,54 @@ static void test_lines_policy(void **state)
     }
 }
 
+/* Debug information is looked up on this machine only. With DEBUGINFOD_URLS
+ * naming a listening server, a library whose separate debug file is missing
+ * (a copy of libwl_split.so without its .debug) makes no connection, where
+ * libdwfl's standard search would ask the server. */
+static void test_no_debuginfod(void **state)
+{
+    (void)state;
+    int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    assert_int_equal(listen(lfd, 16), 0);
+    socklen_t al = sizeof a;
+    getsockname(lfd, (struct sockaddr *)&a, &al);
+
+    const char *dir = tmpfile_path("nodebug");
+    mkdir(dir, 0755);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", hs_build_path("tests/libwl_split.so"), dir);
+    assert_int_equal(system(cmd), 0);
+
+    const char *out = tmpfile_path("nodebug.hsp");
+    const char *argv[] = {hs_build_path("tests/wl_split"), "20", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
+                         env_str("HEAPSTORE_URL=file://%s", out),
+                         env_str("LD_LIBRARY_PATH=%s", dir),
+                         env_str("DEBUGINFOD_URLS=http://127.0.0.1:%d", ntohs(a.sin_port)),
+                         "DEBUGINFOD_TIMEOUT=5",
+                         "HEAPSTORE_LINES=all",
+                         NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    expect_ok_run(&r);
+    hsp_model m;
+    load_ok(&m, out, 0);
+    /* The copy was the one loaded, and its frames were symbolized (to
+     * nothing: its only symbol table is the dynamic one). */
+    int copy_seen = 0;
+    for (size_t i = 0; i < m.nsyms; i++)
+        copy_seen |= strncmp(m.syms[i].module, dir, strlen(dir)) == 0;
+    assert_true(copy_seen);
+    int c = accept(lfd, NULL, NULL);
+    if (c >= 0) fprintf(stderr, "the collector connected to DEBUGINFOD_URLS\n");
+    assert_true(c < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+    close(lfd);
+    hsp_free(&m);
+    hs_testrun_free(&r);
+}
+
 /* ---- life of a process ---- */
 
 static void test_underscore_exit(void **state)
@@ -912,6 +961,7 @@ int main(void)
         cmocka_unit_test(test_python),
         cmocka_unit_test(test_dump),
         cmocka_unit_test(test_lines_policy),
+        cmocka_unit_test(test_no_debuginfod),
         cmocka_unit_test(test_underscore_exit),
         cmocka_unit_test(test_exec),
         cmocka_unit_test(test_usable_free_sized),
