@@ -45,6 +45,20 @@ static void start_server(tk_server *srv, const char *name, const char *const *ex
     assert_int_equal(tk_server_start(srv, db, 0, extra), 0);
 }
 
+/* Removes the folder of a passed test's database (the big ones only: what
+ * a failed test leaves is kept for a look). */
+static void remove_dir_of(const char *db)
+{
+    char dir[700], cmd[800];
+    snprintf(dir, sizeof dir, "%s", db);
+    char *slash = strrchr(dir, '/');
+    if (!slash) return;
+    *slash = 0;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd)) { /* best effort */
+    }
+}
+
 static int health_status(int port)
 {
     char *body = NULL;
@@ -439,6 +453,7 @@ static void test_inflight_cap(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_int_equal(rk_q(srv.db, "SELECT state = 'ended' FROM runs WHERE id = 2"), 1);
     assert_true(rk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1") >= (int64_t)want - 2);
+    remove_dir_of(srv.db);
 }
 
 /* ---- the WAL stays bounded with readers coming and going ---------------------- */
@@ -526,6 +541,7 @@ static void test_wal_bounded(void **state)
     assert_int_equal(run_end(&r), 0);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM events"), frames);
+    remove_dir_of(srv.db);
 }
 
 /* ---- retention at work does not stall another connection ---------------------- */
