@@ -285,6 +285,12 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
     }
     uint32_t n = 0;
     uint64_t t_first = it.t, t_last = it.t;
+    /* The run's byte totals as the frame would leave them: each must stay
+     * within +-2^61 (2 EiB), so that no sum or difference the store and the
+     * queries compute from them can overflow. Each weight is below 2^61, so
+     * this arithmetic cannot overflow either. */
+    const int64_t lim = INT64_MAX / 4;
+    int64_t live = r->live_bytes, total = r->total_alloc_bytes;
     while ((more = hs_events_next(&it, &e)) == 1) {
         uint64_t idx;
         if (!hs_map_get(&r->stacks, e.stack_id, &idx)) {
@@ -293,8 +299,15 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
                              e.stack_id);
             return HS_EPROTO;
         }
-        if (e.weight > INT64_MAX / 4) {
+        if (e.weight > (uint64_t)lim) {
             hs__store_seterr(err, errlen, "EVENTS entry %u has an absurd weight", n);
+            return HS_ERANGE;
+        }
+        live += e.is_free ? -(int64_t)e.weight : (int64_t)e.weight;
+        total += e.is_free ? 0 : (int64_t)e.weight;
+        if (live > lim || live < -lim || total > lim) {
+            hs__store_seterr(err, errlen,
+                             "EVENTS entry %u takes the run's byte totals past 2^61 bytes", n);
             return HS_ERANGE;
         }
         if (n == 0) t_first = e.t_ns;

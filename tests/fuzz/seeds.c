@@ -2,6 +2,7 @@
  * well-formed stream with every frame type, and variants cut or damaged at
  * interesting places. Run by hand when the protocol changes:
  *   build/tests/hs_fuzz_seeds tests/fuzz/corpus/fuzz_stream */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,11 +19,20 @@ static void put(const char *dir, const char *name, const uint8_t *p, size_t n)
     if (f) fclose(f);
 }
 
-/* redefine: stack 1 is defined again, differently, after events used it,
- * and the stream ends without BYE (a regression input: a re-import replays
- * the stored events, which must give the rollups the first import wrote). */
-static size_t well_formed(int redefine)
+enum variant {
+    WELL_FORMED,
+    /* stack 1 is defined again, differently, after events used it, and the
+     * stream ends without BYE (a regression input: a re-import replays the
+     * stored events, which must give the rollups the first import wrote) */
+    REDEFINE,
+    /* events whose weights add up past 2^63 (a regression input: the store's
+     * byte totals overflowed, undefined behaviour in C) */
+    HUGE_WEIGHTS,
+};
+
+static size_t well_formed(enum variant v)
 {
+    int redefine = v == REDEFINE;
     hs_wr wr;
     hs_wr_init(&wr, buf, sizeof buf);
     hs_header_encode(&wr);
@@ -67,6 +77,11 @@ static size_t well_formed(int redefine)
     hs_event_put(&wr, 0, 1, 0, 100, 100);
     hs_event_put(&wr, 10, 2, 0, 4096, 4096);
     hs_event_put(&wr, 10, 2, 1, 4096, 4096);
+    if (v == HUGE_WEIGHTS) {
+        /* each under the store's bound on one weight (2^61) */
+        for (int i = 0; i < 5; i++) hs_event_put(&wr, 10, 1, 0, 1, INT64_MAX / 4);
+        hs_event_put(&wr, 10, 1, 1, 1, INT64_MAX / 4);
+    }
     hs_frame_end(&wr, pos);
 
     if (redefine) {
@@ -106,9 +121,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: hs_fuzz_seeds DIR\n");
         return 2;
     }
-    size_t n = well_formed(1);
+    size_t n = well_formed(REDEFINE);
     put(argv[1], "regress-stack-redefined.hsp", buf, n);
-    n = well_formed(0);
+    n = well_formed(HUGE_WEIGHTS);
+    put(argv[1], "regress-huge-weights.hsp", buf, n);
+    n = well_formed(WELL_FORMED);
     put(argv[1], "well-formed.hsp", buf, n);
     put(argv[1], "header-only.hsp", buf, HS_MAGIC_LEN + 1);
     put(argv[1], "cut-mid-frame.hsp", buf, n / 2);
