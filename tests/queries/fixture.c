@@ -14,6 +14,7 @@ typedef struct fx {
     hs_store *s;
     hs_run *r;
     uint64_t seq;
+    uint64_t bucket; /* the rank run's next bucket */
     uint8_t buf[1 << 16];
 } fx;
 
@@ -288,6 +289,18 @@ static int rank_open(fx *f, const char *path, int resumed)
     return rc;
 }
 
+static fx *rank_live; /* the rank run during its checkpoint */
+
+int fx_rank_step(void)
+{
+    fx *f = rank_live;
+    if (!f || f->bucket >= 59) return HS_EINVAL;
+    int rc = hs_store_begin(f->s);
+    if (!rc) rc = rank_bucket(f, f->bucket++);
+    if (!rc) rc = hs_store_commit(f->s);
+    return rc;
+}
+
 static int rank_run(fx *f, const char *path, void (*checkpoint)(const char *, void *), void *data)
 {
     f->seq = 0;
@@ -332,11 +345,12 @@ static int rank_run(fx *f, const char *path, void (*checkpoint)(const char *, vo
         hs_stack_put(&wr, (uint64_t)i, pcs, 2);
     }
     if ((rc = frame(f, HS_FRAME_STACKS, &wr))) return rc;
-    uint64_t b = 0;
-    for (; b <= 37 && !rc; b++) rc = rank_bucket(f, b);
+    for (f->bucket = 0; f->bucket <= 37 && !rc; f->bucket++) rc = rank_bucket(f, f->bucket);
     if (rc || (rc = hs_store_commit(f->s))) return rc;
     if (checkpoint) {
+        rank_live = f;
         checkpoint(path, data);
+        rank_live = NULL;
         /* a restart: the store forgets the open run, then it comes back */
         hs_store_free(f->s);
         f->s = NULL;
@@ -344,7 +358,7 @@ static int rank_run(fx *f, const char *path, void (*checkpoint)(const char *, vo
     } else if ((rc = hs_store_begin(f->s))) {
         return rc;
     }
-    for (; b < 60 && !rc; b++) rc = rank_bucket(f, b);
+    for (; f->bucket < 60 && !rc; f->bucket++) rc = rank_bucket(f, f->bucket);
     if (rc) return rc;
     hs_bye bye = {.t_end_ns = 6000 * MS, .flags = HS_BYE_CLEAN};
     hs_wr_init(&wr, f->buf, sizeof f->buf);

@@ -79,6 +79,11 @@ int fx_build_trend(const char *path);
  * Returns 0 or a negative code. */
 int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *data), void *data);
 
+/* Only from fx_build_rank's checkpoint: writes the events of the rank run's
+ * next bucket and commits them (the run stays open; the checkpoint's later
+ * work goes on from there). 0 or a negative code. */
+int fx_rank_step(void);
+
 /* A fresh temporary path (in $TMPDIR or /tmp) ending in name. */
 void fx_tmp_path(char *out, size_t len, const char *name);
 
