@@ -2,7 +2,7 @@
  *
  * free() must tell a sampled block from an unsampled one in a few nanoseconds
  * whatever the number of live samples. A fixed array of 2^17 one-byte
- * counters (a counting filter indexed by a hash of the address) answers
+ * counters (a counting filter indexed by the address's page) answers
  * "certainly not sampled" with one load and no lock: a zero counter means no
  * sampled block hashes there. Only when the counter is non-zero does free
  * take the slow path into the table: 64 shards, each an open-addressing
@@ -22,13 +22,21 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#define HS_FILTER_BITS 17
+#define HS_FILTER_BITS  17
+#define HS_FILTER_SHIFT 12
 
 extern _Atomic uint8_t hs__filter[1u << HS_FILTER_BITS];
 
+/* One counter per 4 KiB page of address (modulo 512 MiB), not a hash of the
+ * block's address: blocks freed near each other read the same cache line,
+ * where a hashed index made nearly every free of a program that touches much
+ * memory a cache miss (measured: most of the collector's own time on the
+ * benchmark). The price is that a free on the same page as a live sampled
+ * block takes the slow path and finds nothing; at the default rate few pages
+ * hold a sampled block. */
 static inline uint32_t hs__filter_index(uintptr_t a)
 {
-    return (uint32_t)(((uint64_t)(a >> 4) * 0x9E3779B97F4A7C15ull) >> (64 - HS_FILTER_BITS));
+    return (uint32_t)(a >> HS_FILTER_SHIFT) & ((1u << HS_FILTER_BITS) - 1);
 }
 
 /* 0: p is certainly not a sampled block (nor a bootstrap block). */
