@@ -159,7 +159,12 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
          * count) once it has made none for three seconds (a loaded machine
          * can starve it that long while it opens a module's debug info) or
          * is gone. The program must not stall for long on us, but a short
-         * wait beats a hole in the data. */
+         * wait beats a hole in the data. Once a wait has failed, later
+         * records drop at once until the sender has drained some of this
+         * ring: a stuck sender costs the program one wait, not one per
+         * event. */
+        if (r->stuck && tail == r->stuck_tail) return HS_ENOSPC;
+        r->stuck = 0;
         hs__sender_wake();
         uint64_t beat = atomic_load_explicit(&hs__sender_heartbeat, memory_order_relaxed);
         uint64_t start = hs_now_ns(), last = start;
@@ -170,14 +175,17 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
                 nanosleep(&(struct timespec){0, 100000}, NULL);
             tail = atomic_load_explicit(&r->tail, memory_order_acquire);
             if (h - tail < HS_RING_CAP) break;
-            if (!hs__sender_alive()) return HS_ENOSPC;
             uint64_t now = hs_now_ns();
             uint64_t b = atomic_load_explicit(&hs__sender_heartbeat, memory_order_relaxed);
             if (b != beat) {
                 beat = b;
                 last = now;
             }
-            if (now - last > 3000000000ull || now - start > 10000000000ull) return HS_ENOSPC;
+            if (!hs__sender_alive() || now - last > 3000000000ull || now - start > 10000000000ull) {
+                r->stuck = 1;
+                r->stuck_tail = tail;
+                return HS_ENOSPC;
+            }
             if ((i & 63) == 63) hs__sender_wake();
         }
     }

@@ -54,6 +54,8 @@ typedef struct hs_ring {
     struct hs_tls *owner; /* for the size histogram; NULL once the thread exited */
     uint64_t snap;        /* the sender's snapshot of head (sender only) */
     _Atomic int busy;     /* the owner is inside the loader's lock (unwinding) */
+    int stuck;            /* the owner gave up waiting for room (owner only) */
+    uint64_t stuck_tail;  /* ... when the sender had drained up to here */
     void *scratch[HS_STACK_MAX_DEPTH + 16]; /* the owner's unwinding buffers */
     uint64_t pcs[HS_STACK_MAX_DEPTH];
     hs_rec recs[HS_RING_CAP];

@@ -118,6 +118,17 @@ int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const e
         if (w == pid) r->maxrss_kb = ru.ru_maxrss;
         if (w == pid) break;
         if (now_s() - t0 > timeout_s) {
+            /* A hang is a failure; say where every thread stood (to the
+             * test's stderr) before ending it. */
+            char cmd[512];
+            snprintf(cmd, sizeof cmd,
+                     "for p in $(pgrep -g %d); do echo \"== process $p\"; "
+                     "gdb -p $p -batch -ex 'thread apply all bt 30' </dev/null 2>/dev/null; "
+                     "done 1>&2",
+                     (int)pid);
+            fprintf(stderr, "hs_testrun: pid %d timed out; its process group's threads:\n",
+                    (int)pid);
+            if (system(cmd) != 0) fprintf(stderr, "hs_testrun: (no gdb backtrace)\n");
             kill(-pid, SIGKILL);
             waitpid(pid, &st, 0);
             r->timed_out = 1;

@@ -721,6 +721,30 @@ static void test_signal_handlers(void **state)
     hs_testrun_free(&r);
 }
 
+/* ---- a stuck sender ---- */
+
+/* The output is a FIFO nobody reads: the sender blocks for good opening it.
+ * The program's ring fills; its thread waits once (3 s without progress),
+ * then drops every later event at once instead of waiting again per event,
+ * and exits after the exit flush bound, saying nothing was delivered. */
+static void test_stuck_sender(void **state)
+{
+    (void)state;
+    const char *fifo = tmpfile_path("stuck.fifo");
+    unlink(fifo);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", fifo),
+                         "HEAPSTORE_EXIT_FLUSH_MS=1000", NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, env, 1, 120);
+    fprintf(stderr, "stuck sender: %.1fs\n%.500s", r.seconds, r.err);
+    expect_ok_run(&r);
+    assert_non_null(strstr(r.err, "not delivered"));
+    unlink(fifo);
+    hs_testrun_free(&r);
+}
+
 /* ---- server down ---- */
 
 static int closed_port(void)
@@ -966,6 +990,7 @@ int main(void)
         cmocka_unit_test(test_exec),
         cmocka_unit_test(test_usable_free_sized),
         cmocka_unit_test(test_signal_handlers),
+        cmocka_unit_test(test_stuck_sender),
         cmocka_unit_test(test_server_down),
         cmocka_unit_test(test_buffer_bound),
         cmocka_unit_test(test_tcp_resume),
