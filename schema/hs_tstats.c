@@ -2,7 +2,6 @@
  * fills them for runs stored before schema version 2. */
 #include "hs_tstats.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,15 +65,6 @@ void hs_tstats_read(sqlite3_stmt *st, int first, hs_tstats *t)
     t->syy = sqlite3_column_double(st, i++);
 }
 
-static void set_err(char *buf, size_t len, const char *fmt, ...)
-{
-    if (!buf || !len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(buf, len, fmt, ap);
-    va_end(ap);
-}
-
 static int put_row(sqlite3_stmt *ins, int64_t run, int64_t trace, const hs_tstats *t)
 {
     sqlite3_bind_int64(ins, 1, run);
@@ -134,7 +124,8 @@ int hs_tstats_backfill(sqlite3 *db, char *errmsg, size_t errlen)
     while (!rc && (step = sqlite3_step(st[0])) == SQLITE_ROW)
         rc = backfill_run(st[1], st[2], st[3], sqlite3_column_int64(st[0], 0));
     if (!rc && step != SQLITE_DONE) rc = HS_EDB;
-    if (rc) set_err(errmsg, errlen, "filling trace_stats: %s", sqlite3_errmsg(db));
+    if (rc && errmsg && errlen)
+        snprintf(errmsg, errlen, "filling trace_stats: %s", sqlite3_errmsg(db));
     for (int i = 0; i < 4; i++) sqlite3_finalize(st[i]);
     return rc;
 }
