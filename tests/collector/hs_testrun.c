@@ -65,6 +65,25 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+extern char **environ;
+
+/* 1 if the NAME=VALUE strings a and b set the same name. */
+static int same_name(const char *a, const char *b)
+{
+    size_t n = strcspn(a, "=");
+    return strncmp(a, b, n) == 0 && b[n] == '=';
+}
+
+/* Appends NAME=VALUE to envp[0..*k), replacing an entry of the same name. */
+static void env_set(char **envp, size_t *k, char *entry)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < *k; i++)
+        if (!same_name(entry, envp[i])) envp[w++] = envp[i];
+    envp[w++] = entry;
+    *k = w;
+}
+
 int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const env[], int preload,
                     int timeout_s)
 {
@@ -73,44 +92,68 @@ int hs_testrun_exec(hs_testrun *r, const char *const argv[], const char *const e
     char out[512], err[512];
     snprintf(out, sizeof out, "%s/run%d.out", hs_testrun_dir(), serial);
     snprintf(err, sizeof err, "%s/run%d.err", hs_testrun_dir(), serial++);
+
+    /* The program's environment is built here, before fork: the test may
+     * have threads (a fake server), and a child of a threaded process may
+     * only call async-signal-safe functions until it execs (another thread
+     * may have held the allocator's lock at the fork: setenv in the child
+     * hung, caught under ASan). The test's own sanitizer settings must not
+     * leak into the program, nor a run of this process. */
+    size_t n = 0, k = 0;
+    while (environ[n]) n++;
+    for (size_t i = 0; env && env[i]; i++) n++;
+    char **envp = calloc(n + 8, sizeof *envp);
+    if (!envp) return -1;
+    for (size_t i = 0; environ[i]; i++)
+        if (strncmp(environ[i], "LD_PRELOAD=", 11) &&
+            strncmp(environ[i], "HEAPSTORE_PARENT_RUN=", 21))
+            envp[k++] = environ[i];
+    static char pre[4200];
+    if (preload) {
+        int m = snprintf(pre, sizeof pre, "LD_PRELOAD=%s", hs_build_path("lib/libheapstore.so"));
+        /* The test allocator right after us: it is what we forward to. */
+        if (preload == HS_PRELOAD_TEST_ALLOCATOR)
+            m += snprintf(pre + m, sizeof pre - (size_t)m, ":%s",
+                          hs_build_path("tests/libwl_alloc.so"));
+#ifdef HS_TEST_ASAN_RUNTIME
+        /* The ASan runtime after us, so that (without the test allocator)
+         * the "real" malloc we forward to is ASan's; libstdc++ before it, so
+         * that operator new stays libstdc++'s, which calls malloc, rather
+         * than the runtime's, which would bypass us. */
+        snprintf(pre + m, sizeof pre - (size_t)m, ":libstdc++.so.6:%s", HS_TEST_ASAN_RUNTIME);
+        env_set(
+            envp, &k,
+            "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0:abort_on_error=0:exitcode=97");
+#endif
+        env_set(envp, &k, pre);
+        env_set(envp, &k, "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:exitcode=98");
+    }
+    for (size_t i = 0; env && env[i]; i++) env_set(envp, &k, (char *)env[i]);
+    envp[k] = NULL;
+
     double t0 = now_s();
     pid_t pid = fork();
-    if (pid < 0) return -1;
+    if (pid < 0) {
+        free(envp);
+        return -1;
+    }
     if (pid > 0) setpgid(pid, pid); /* either side may get there first */
     if (pid == 0) {
         int fo = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         int fe = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(fo, 1);
         dup2(fe, 2);
-        /* The test's own sanitizer settings must not leak into the program,
-         * and the program must not inherit a run from this process. */
-        unsetenv("LD_PRELOAD");
-        unsetenv("HEAPSTORE_PARENT_RUN");
         setpgid(0, 0); /* so that a timeout also ends the program's children */
-        if (preload) {
-            char pre[4096];
-            int n = snprintf(pre, sizeof pre, "%s", hs_build_path("lib/libheapstore.so"));
-            /* The test allocator right after us: it is what we forward to. */
-            if (preload == HS_PRELOAD_TEST_ALLOCATOR)
-                n += snprintf(pre + n, sizeof pre - (size_t)n, ":%s",
-                              hs_build_path("tests/libwl_alloc.so"));
-#ifdef HS_TEST_ASAN_RUNTIME
-            /* The ASan runtime after us, so that (without the test allocator)
-             * the "real" malloc we forward to is ASan's; libstdc++ before it,
-             * so that operator new stays libstdc++'s, which calls malloc,
-             * rather than the runtime's, which would bypass us. */
-            snprintf(pre + n, sizeof pre - (size_t)n, ":libstdc++.so.6:%s", HS_TEST_ASAN_RUNTIME);
-            setenv("ASAN_OPTIONS",
-                   "verify_asan_link_order=0:detect_leaks=0:abort_on_error=0:exitcode=97", 1);
-#endif
-            setenv("LD_PRELOAD", pre, 1);
-            setenv("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1:exitcode=98", 1);
+        if (strchr(argv[0], '/'))
+            execve(argv[0], (char *const *)argv, envp);
+        else
+            execvpe(argv[0], (char *const *)argv, envp);
+        static const char msg[] = "hs_testrun: exec failed\n";
+        if (write(2, msg, sizeof msg - 1) < 0) {
         }
-        for (int i = 0; env && env[i]; i++) putenv((char *)env[i]);
-        execvp(argv[0], (char *const *)argv);
-        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
         _exit(127);
     }
+    free(envp);
     int st = 0;
     for (;;) {
         struct rusage ru;
