@@ -111,11 +111,12 @@ static size_t boot_size(const void *p)
 /* A fork child has a fresh filter: mark the blocks that are still ours. */
 static void boot_remark(void)
 {
-    /* Walking the chunks needs the blocks' alignment; marking every 16-byte
-     * step of the used part is simpler and the arena is tiny. */
+    /* The filter counts per page: one mark for each page of the used part
+     * (chunks are mapped, so page-aligned). */
     for (int i = 0; i < boot.n; i++) {
         uintptr_t end = (i == boot.n - 1) ? (uintptr_t)boot.cur : boot.hi[i];
-        for (uintptr_t q = boot.lo[i]; q < end; q += 16) hs__filter_mark(q);
+        for (uintptr_t q = boot.lo[i]; q < end; q += (uintptr_t)1 << HS_FILTER_SHIFT)
+            hs__filter_mark(q);
     }
 }
 

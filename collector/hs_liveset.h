@@ -4,7 +4,7 @@
  * whatever the number of live samples. A fixed array of 2^17 one-byte
  * counters (a counting filter indexed by the address's page) answers
  * "certainly not sampled" with one load and no lock: a zero counter means no
- * sampled block hashes there. Only when the counter is non-zero does free
+ * sampled block starts in that page. Only when the counter is non-zero does free
  * take the slow path into the table: 64 shards, each an open-addressing
  * table with linear probing and backward-shift deletion under its own lock,
  * growing by doubling up to HEAPSTORE_LIVE_MAX entries in all. A counter and

@@ -27,6 +27,19 @@ static int frame(fx *f, int type, hs_wr *wr)
     return rc;
 }
 
+/* BYE at t_end, commit, and let the store forget the run. */
+static int end_run(fx *f, uint64_t t_end)
+{
+    hs_bye bye = {.t_end_ns = t_end, .flags = HS_BYE_CLEAN};
+    hs_wr wr;
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    hs_bye_encode(&wr, &bye);
+    int rc = frame(f, HS_FRAME_BYE, &wr);
+    if (!rc) rc = hs_store_commit(f->s);
+    if (!rc) hs_store_run_release(f->s, f->r);
+    return rc;
+}
+
 static int ev(fx *f, uint64_t t, uint64_t stack, int is_free, uint64_t size)
 {
     hs_wr wr;
@@ -127,13 +140,7 @@ static int one_run(fx *f, int version)
         if (!rc) rc = frame(f, HS_FRAME_PROCESS, &wr);
     }
     if (rc) return rc;
-    hs_bye bye = {.t_end_ns = 2000 * MS, .flags = HS_BYE_CLEAN};
-    hs_wr_init(&wr, f->buf, sizeof f->buf);
-    hs_bye_encode(&wr, &bye);
-    if ((rc = frame(f, HS_FRAME_BYE, &wr))) return rc;
-    if ((rc = hs_store_commit(f->s))) return rc;
-    hs_store_run_release(f->s, f->r);
-    return 0;
+    return end_run(f, 2000 * MS);
 }
 
 /* The trend run: 5 s (50 buckets), where a line in time fits the leak
@@ -197,13 +204,7 @@ static int trend_run(fx *f)
         if (!rc && b % 2 == 1) rc = ev(f, t, 3, 1, 2000);
     }
     if (rc) return rc;
-    hs_bye bye = {.t_end_ns = 5000 * MS, .flags = HS_BYE_CLEAN};
-    hs_wr_init(&wr, f->buf, sizeof f->buf);
-    hs_bye_encode(&wr, &bye);
-    if ((rc = frame(f, HS_FRAME_BYE, &wr))) return rc;
-    if ((rc = hs_store_commit(f->s))) return rc;
-    hs_store_run_release(f->s, f->r);
-    return 0;
+    return end_run(f, 5000 * MS);
 }
 
 /* The rank run (fixture.h). Stack ids: 1 late, 2 spike, 3 leak, 4 churn,
@@ -360,13 +361,7 @@ static int rank_run(fx *f, const char *path, void (*checkpoint)(const char *, vo
     }
     for (; f->bucket < 60 && !rc; f->bucket++) rc = rank_bucket(f, f->bucket);
     if (rc) return rc;
-    hs_bye bye = {.t_end_ns = 6000 * MS, .flags = HS_BYE_CLEAN};
-    hs_wr_init(&wr, f->buf, sizeof f->buf);
-    hs_bye_encode(&wr, &bye);
-    if ((rc = frame(f, HS_FRAME_BYE, &wr))) return rc;
-    if ((rc = hs_store_commit(f->s))) return rc;
-    hs_store_run_release(f->s, f->r);
-    return 0;
+    return end_run(f, 6000 * MS);
 }
 
 int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *data), void *data)
