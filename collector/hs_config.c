@@ -88,6 +88,10 @@ void hs_config_load(hs_config *cfg)
         if (strcmp(s, "none") == 0) cfg->lines = HS_LINES_NONE;
     }
 
+    s = getenv("HEAPSTORE_UNWIND");
+    if (s && strcmp(s, "libunwind") == 0) cfg->unwind = HS_UNWIND_LIBUNWIND;
+    if (s && strcmp(s, "own") == 0) cfg->unwind = HS_UNWIND_OWN;
+
     const char *url = getenv("HEAPSTORE_URL");
     if (!url || !*url) url = HS_DEFAULT_URL;
     copy_str(cfg->url, sizeof cfg->url, url, strlen(url));

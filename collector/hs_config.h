@@ -14,6 +14,10 @@
  * HEAPSTORE_LINES        source file and line: auto (default: DWARF in the
  *                        objects themselves, not separate compressed debug
  *                        files such as libc6-dbg's), all, or none
+ * HEAPSTORE_UNWIND       fast (default: our own unwinder, libunwind for the
+ *                        stacks it cannot walk), libunwind (always), or own
+ *                        (ours only: stacks it cannot walk count as
+ *                        unwind_failed; for diagnosis and tests)
  * HEAPSTORE_SEED         seed of the sampler (0 or unset: random); for tests
  * HEAPSTORE_DISABLE=1    forward every call, record nothing
  *
@@ -28,6 +32,7 @@
 #define HS_CONFIG_STR 4096
 
 enum hs_target_kind { HS_TARGET_TCP = 1, HS_TARGET_FILE = 2 };
+enum hs_unwind_mode { HS_UNWIND_FAST = 0, HS_UNWIND_LIBUNWIND = 1, HS_UNWIND_OWN = 2 };
 
 typedef struct hs_config {
     int disabled;
@@ -45,7 +50,8 @@ typedef struct hs_config {
     uint64_t exit_flush_ms;
     uint64_t live_max;
     uint64_t seed;
-    int lines; /* enum hs_lines (hs_symbolize.h) */
+    int lines;            /* enum hs_lines (hs_symbolize.h) */
+    int unwind; /* enum hs_unwind_mode */
 } hs_config;
 
 /* Fills cfg from the environment; unparsable values keep their default. */

@@ -469,8 +469,8 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
     /* Unwinding takes libunwind's lock and the loader's: a fork meanwhile
      * would leave them held in the child (see hs__fork_quiesce). */
     hs__busy_enter(&r->busy);
-    uint32_t depth =
-        hs__stack_capture(r->scratch, hs__cfg.depth + 9, r->pcs, hs__cfg.depth, &truncated);
+    uint32_t depth = hs__stack_capture(r->scratch, hs__cfg.depth + 9, r->pcs, hs__cfg.depth,
+                                       &truncated, &r->stack);
     hs__busy_leave(&r->busy);
     if (!depth) {
         hs__drop_add(HS_DROP_UNWIND_FAILED, 1);

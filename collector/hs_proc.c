@@ -108,6 +108,62 @@ int hs_proc_statm(int *fd, uint64_t *rss, uint64_t *vsize)
     return 0;
 }
 
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+}
+
+/* One line of /proc/self/maps: "START-END PERMS ...". 1 if it holds addr. */
+static int maps_line_holds(const char *p, const char *end, uintptr_t addr, uintptr_t *lo,
+                           uintptr_t *hi)
+{
+    uintptr_t v[2] = {0, 0};
+    for (int k = 0; k < 2; k++) {
+        int d, n = 0;
+        while (p < end && (d = hexval(*p)) >= 0) {
+            v[k] = v[k] << 4 | (uintptr_t)d;
+            p++;
+            n++;
+        }
+        if (!n || p >= end || *p != (k ? ' ' : '-')) return 0;
+        p++;
+    }
+    if (p >= end || *p != 'r' || addr < v[0] || addr >= v[1]) return 0;
+    *lo = v[0];
+    *hi = v[1];
+    return 1;
+}
+
+int hs_proc_region_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    char buf[4096];
+    size_t have = 0;
+    int found = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        if (n <= 0) break;
+        have += (size_t)n;
+        char *line = buf, *nl;
+        while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
+            if (maps_line_holds(line, nl, addr, lo, hi)) {
+                found = 1;
+                break;
+            }
+            line = nl + 1;
+        }
+        if (found) break;
+        have -= (size_t)(line - buf);
+        memmove(buf, line, have);
+        if (have == sizeof buf) have = 0; /* a line longer than the buffer: skip it */
+    }
+    close(fd);
+    return found ? 0 : -1;
+}
+
 static hs_str mkstr(const char *p, size_t n)
 {
     hs_str s = {p, n > HS_STR_MAX ? HS_STR_MAX : n};

@@ -22,6 +22,11 @@ void hs_proc_mappings_put(hs_wr *wr);
  * open between calls (-1 to start; close and reset it after fork). */
 int hs_proc_statm(int *fd, uint64_t *rss, uint64_t *vsize);
 
+/* The readable mapping that contains addr, from /proc/self/maps: 0 and
+ * [*lo, *hi) set, or -1. Neither allocates nor locks, so the sampled path
+ * may call it (a thread's stack bounds for hs_unwind). */
+int hs_proc_region_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi);
+
 /* The facts of HELLO that do not change during a run, read into buf (which
  * the strings of h borrow). labels is HEAPSTORE_LABELS' value. */
 typedef struct hs_proc_info {

@@ -26,6 +26,7 @@
 #include "hs_stacks.h"
 #include "hs_symbolize.h"
 #include "hs_thread.h"
+#include "hs_unwind.h"
 
 #define CHUNK_CAP      (1u << 20)
 #define FRAME_SOFT     (128u << 10) /* a batch frame ends once past this */
@@ -422,6 +423,9 @@ static void cycle(uint64_t now, int final)
     uint64_t adds, subs;
     hs_proc_objects_gen(&adds, &subs);
     if (!S.maps_sent || adds != S.adds || subs != S.subs) {
+        /* An object went away: its unwinding rules must not serve
+         * whatever gets its addresses next. */
+        if (subs != S.subs) hs__unwind_invalidate();
         S.adds = adds;
         S.subs = subs;
         send_mappings();

@@ -6,7 +6,9 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "hs_collector.h"
 #include "hs_mem.h"
+#include "hs_unwind.h"
 
 typedef struct table {
     uint64_t mask;
@@ -27,10 +29,13 @@ void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi)
 }
 
 uint32_t hs__stack_capture(void **scratch, uint32_t scratch_len, uint64_t *pcs, uint32_t max,
-                           int *truncated)
+                           int *truncated, hs_stack_bounds *bounds)
 {
     *truncated = 0;
-    int n = unw_backtrace(scratch, (int)scratch_len);
+    int n = -1;
+    if (hs__cfg.unwind != HS_UNWIND_LIBUNWIND)
+        n = hs__unwind_fast(scratch, (int)scratch_len, bounds);
+    if (n < 0 && hs__cfg.unwind != HS_UNWIND_OWN) n = unw_backtrace(scratch, (int)scratch_len);
     if (n <= 0) return 0;
     int i = 0;
     while (i < n && (uintptr_t)scratch[i] >= lo && (uintptr_t)scratch[i] < hi) i++;

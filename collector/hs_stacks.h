@@ -1,6 +1,8 @@
 /* hs_stacks: capturing call stacks at a sample and interning them.
  *
- * hs__stack_capture unwinds with libunwind's unw_backtrace and cuts off every
+ * hs__stack_capture unwinds with hs_unwind (libunwind's unw_backtrace for the
+ * stacks that one cannot walk, or always with HEAPSTORE_UNWIND=libunwind),
+ * within the thread's stack bounds, and cuts off every
  * leading frame inside libheapstore.so, so pcs[0] is the return address in
  * the function that called the allocator. For C++ `new` that function is
  * libstdc++'s operator new: those frames are kept, consistently, and the
@@ -21,6 +23,8 @@
 
 #include <stdint.h>
 
+#include "hs_unwind.h"
+
 #define HS_STACKS_MEM_MAX (256u << 20)
 
 typedef struct hs_stack_rec {
@@ -36,7 +40,7 @@ void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi);
 /* Unwinds into pcs (room for max frames). Returns the depth (0 when the
  * stack could not be unwound); *truncated is set when frames were cut. */
 uint32_t hs__stack_capture(void **scratch, uint32_t scratch_len, uint64_t *pcs, uint32_t max,
-                           int *truncated);
+                           int *truncated, hs_stack_bounds *bounds);
 /* The id of the stack, or 0 when the table is out of memory. */
 uint64_t hs__stack_intern(const uint64_t *pcs, uint32_t depth);
 /* All stacks interned since the previous call, in id order (oldest first). */

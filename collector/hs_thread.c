@@ -142,6 +142,7 @@ int hs__thread_attach(hs_tls *t)
         reg_head = r;
         hs_lock_release(&reg_lock);
     }
+    memset(&r->stack, 0, sizeof r->stack); /* a reused ring held another thread's */
     t->ring = r;
     t->state = HS_T_READY;
     pthread_setspecific(exit_key, r);

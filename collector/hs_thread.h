@@ -23,6 +23,7 @@
 
 #include "hs_mem.h"
 #include "hs_proto.h"
+#include "hs_unwind.h"
 
 #define HS_RING_CAP     2048 /* records; a power of two */
 #define HS_HIST_BUCKETS 64
@@ -49,13 +50,14 @@ typedef struct hs_ring {
     char pad1[56];
     _Atomic uint64_t tail; /* written by the sender */
     char pad2[56];
-    struct hs_ring *next; /* registry link (registry lock) */
-    _Atomic int live;     /* 1 while its thread runs */
-    struct hs_tls *owner; /* for the size histogram; NULL once the thread exited */
-    uint64_t snap;        /* the sender's snapshot of head (sender only) */
-    _Atomic int busy;     /* the owner is inside the loader's lock (unwinding) */
-    int stuck;            /* the owner gave up waiting for room (owner only) */
-    uint64_t stuck_tail;  /* ... when the sender had drained up to here */
+    struct hs_ring *next;  /* registry link (registry lock) */
+    _Atomic int live;      /* 1 while its thread runs */
+    struct hs_tls *owner;  /* for the size histogram; NULL once the thread exited */
+    uint64_t snap;         /* the sender's snapshot of head (sender only) */
+    _Atomic int busy;      /* the owner is inside the loader's lock (unwinding) */
+    int stuck;             /* the owner gave up waiting for room (owner only) */
+    uint64_t stuck_tail;   /* ... when the sender had drained up to here */
+    hs_stack_bounds stack; /* the owner's stack, for hs_unwind */
     void *scratch[HS_STACK_MAX_DEPTH + 16]; /* the owner's unwinding buffers */
     uint64_t pcs[HS_STACK_MAX_DEPTH];
     hs_rec recs[HS_RING_CAP];

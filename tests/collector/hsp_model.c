@@ -72,6 +72,7 @@ static void sym_add(hsp_model *m, const hs_symbol *s)
     y->function = dup_str(s->function);
     y->file = dup_str(s->file);
     y->module = dup_str(s->module);
+    y->module_offset = s->module_offset;
     y->line = s->line;
 }
 

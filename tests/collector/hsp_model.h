@@ -15,7 +15,7 @@
 typedef struct hsp_sym {
     uint64_t pc;
     char *function, *file, *module;
-    uint64_t line;
+    uint64_t line, module_offset;
 } hsp_sym;
 
 typedef struct hsp_stack {

@@ -402,6 +402,89 @@ static void test_python(void **state)
     hs_testrun_free(&r);
 }
 
+/* ---- our unwinder against libunwind ---- */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Every stack that allocated, as "ALLOCS BYTES|module+offset;..." (the same
+ * code in both runs whatever the address layout), sorted. */
+static char **stack_lines(const hsp_model *m, size_t *n_out)
+{
+    char **v = calloc(m->nstacks + 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; i < m->nstacks; i++) {
+        const hsp_stack *s = &m->stacks[i];
+        if (!s->allocs) continue;
+        size_t cap = 64 + (size_t)s->depth * 300, len = 0;
+        char *b = malloc(cap);
+        len += (size_t)snprintf(b, cap, "%lu %lu|", (unsigned long)s->allocs,
+                                (unsigned long)s->alloc_bytes);
+        for (uint32_t k = 0; k < s->depth; k++) {
+            const hsp_sym *y = hsp_sym_of(m, s->pcs[k]);
+            const char *mod = y && y->module ? strrchr(y->module, '/') : NULL;
+            len += (size_t)snprintf(b + len, cap - len, "%s+%lx;", mod ? mod + 1 : "?",
+                                    y ? (unsigned long)y->module_offset : 0ul);
+        }
+        v[n++] = b;
+    }
+    qsort(v, n, sizeof *v, cmp_str);
+    *n_out = n;
+    return v;
+}
+
+/* One deterministic program at rate 1 under HEAPSTORE_UNWIND=own and =libunwind:
+ * ours walks every stack itself (no unwind_failed, none handed to libunwind)
+ * and both record the same stacks with the same counts. */
+static void unwinders_agree(const char *name, const char *const *argv)
+{
+    hsp_model m[2];
+    const char *mode[2] = {"own", "libunwind"};
+    for (int k = 0; k < 2; k++) {
+        const char *out = tmpfile_path(env_str("unw-%s-%s.hsp", name, mode[k]));
+        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_UNWIND=%s", mode[k]),
+                             env_str("HEAPSTORE_URL=file://%s", out), "PYTHONHASHSEED=0", NULL};
+        hs_testrun r;
+        hs_testrun_exec(&r, argv, env, 1, 120);
+        expect_ok_run(&r);
+        hs_testrun_free(&r);
+        load_ok(&m[k], out, 0);
+        assert_int_equal(m[k].drops[HS_DROP_UNWIND_FAILED], 0);
+    }
+    size_t n0, n1;
+    char **a = stack_lines(&m[0], &n0), **b = stack_lines(&m[1], &n1);
+    size_t diff = n0 > n1 ? n0 - n1 : n1 - n0;
+    for (size_t i = 0; i < n0 && i < n1; i++) {
+        if (strcmp(a[i], b[i]) == 0) continue;
+        if (diff++ < 3) fprintf(stderr, "%s: own %s\n%s: libunwind %s\n", name, a[i], name, b[i]);
+    }
+    fprintf(stderr, "%s: %zu stacks (own), %zu (libunwind), %zu differ; %lu allocations\n", name,
+            n0, n1, diff, (unsigned long)m[0].alloc_events);
+    assert_true(n0 > 0);
+    assert_int_equal(diff, 0);
+    assert_int_equal(m[0].alloc_events, m[1].alloc_events);
+    for (size_t i = 0; i < n0; i++) free(a[i]);
+    for (size_t i = 0; i < n1; i++) free(b[i]);
+    free(a);
+    free(b);
+    hsp_free(&m[0]);
+    hsp_free(&m[1]);
+}
+
+static void test_unwinders_agree(void **state)
+{
+    (void)state;
+    const char *sites[] = {hs_build_path("tests/wl_sites"), "3", NULL};
+    unwinders_agree("sites", sites);
+    const char *cxx[] = {hs_build_path("tests/wl_cxx"), "4", NULL};
+    unwinders_agree("cxx", cxx);
+    const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+    const char *pyv[] = {py, hs_source_path("tests/collector/wl_py.py"), "300", NULL};
+    unwinders_agree("python", pyv);
+}
+
 /* ---- heapstore dump ---- */
 
 static void test_dump(void **state)
@@ -977,23 +1060,15 @@ static void test_tcp_resume(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sites_exact),
-        cmocka_unit_test(test_sites_sampled),
-        cmocka_unit_test(test_sites_default_rate),
-        cmocka_unit_test(test_cxx_exact),
-        cmocka_unit_test(test_cxx_sampled),
-        cmocka_unit_test(test_python),
-        cmocka_unit_test(test_dump),
-        cmocka_unit_test(test_lines_policy),
-        cmocka_unit_test(test_no_debuginfod),
-        cmocka_unit_test(test_underscore_exit),
-        cmocka_unit_test(test_exec),
-        cmocka_unit_test(test_usable_free_sized),
-        cmocka_unit_test(test_signal_handlers),
-        cmocka_unit_test(test_stuck_sender),
-        cmocka_unit_test(test_server_down),
-        cmocka_unit_test(test_buffer_bound),
-        cmocka_unit_test(test_tcp_resume),
+        cmocka_unit_test(test_sites_exact),        cmocka_unit_test(test_sites_sampled),
+        cmocka_unit_test(test_sites_default_rate), cmocka_unit_test(test_cxx_exact),
+        cmocka_unit_test(test_cxx_sampled),        cmocka_unit_test(test_python),
+        cmocka_unit_test(test_unwinders_agree),    cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_lines_policy),       cmocka_unit_test(test_no_debuginfod),
+        cmocka_unit_test(test_underscore_exit),    cmocka_unit_test(test_exec),
+        cmocka_unit_test(test_usable_free_sized),  cmocka_unit_test(test_signal_handlers),
+        cmocka_unit_test(test_stuck_sender),       cmocka_unit_test(test_server_down),
+        cmocka_unit_test(test_buffer_bound),       cmocka_unit_test(test_tcp_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,671 @@
+/* hs_unwind: the sampled path's own x86-64 unwinder (see hs_unwind.h). */
+#include "hs_unwind.h"
+
+#include <link.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "hs_mem.h"
+#include "hs_proc.h"
+
+#if defined(__x86_64__)
+
+/* DWARF register numbers on x86-64. */
+#define REG_RBP 6
+#define REG_RSP 7
+#define REG_RA  16
+
+enum { K_STEP = 1, K_END = 2, K_FALLBACK = 3 };
+enum { BP_SAME = 0, BP_SAVED = 1, BP_LOST = 2 };
+
+/* How to step from a frame to its caller's, decoded. */
+typedef struct rule {
+    uint32_t gen;
+    uint8_t kind, cfa_rbp, bp_how;
+    int32_t cfa_off;        /* 1 .. CFA_MAX */
+    int32_t bp_off, ra_off; /* multiples of 8 in [-1024, 1016] */
+} rule;
+
+/* A table slot: 16 bytes, four to a cache line. The value packs the rule:
+ * gen:16 kind:2 cfa_rbp:1 bp_how:2 (3 spare) bp_off/8:8 ra_off/8:8 cfa_off:24.
+ * Rules that do not fit are K_FALLBACK. */
+typedef struct slot {
+    _Atomic uint64_t key; /* the return address; 0: empty */
+    uint64_t val;
+} slot;
+
+typedef struct table {
+    uint64_t mask, used;
+    slot slot[];
+} table;
+
+#define CFA_MAX     ((1 << 24) - 1)
+#define TABLE_MIN   4096u
+#define TABLE_MAX   65536u
+#define TABLES_MAX  8 /* tables made in a process's life, at most */
+#define PROBE_MAX   32
+#define STATE_DEPTH 8
+
+static _Atomic(table *) cur_tab;
+static hs_lock tab_lock;
+static int tables_made;
+static _Atomic uint32_t cur_gen = 1;
+static _Atomic unsigned long long seen_subs;
+
+/* r[0]: the return address into the caller, r[1]: the caller's rsp once the
+ * call has returned, r[2]: rbp (callee-saved, so the caller's). */
+void hs__unw_here(uint64_t r[3]);
+__asm__(".pushsection .text\n"
+        ".globl hs__unw_here\n"
+        ".hidden hs__unw_here\n"
+        ".type hs__unw_here,@function\n"
+        "hs__unw_here:\n"
+        ".cfi_startproc\n"
+        "movq (%rsp), %rax\n"
+        "movq %rax, 0(%rdi)\n"
+        "leaq 8(%rsp), %rax\n"
+        "movq %rax, 8(%rdi)\n"
+        "movq %rbp, 16(%rdi)\n"
+        "ret\n"
+        ".cfi_endproc\n"
+        ".size hs__unw_here, .-hs__unw_here\n"
+        ".popsection\n");
+
+static uint64_t pack(const rule *r)
+{
+    return (uint64_t)(r->gen & 0xffff) | (uint64_t)r->kind << 16 | (uint64_t)r->cfa_rbp << 18 |
+           (uint64_t)r->bp_how << 19 | (uint64_t)(uint8_t)(int8_t)(r->bp_off / 8) << 24 |
+           (uint64_t)(uint8_t)(int8_t)(r->ra_off / 8) << 32 | (uint64_t)r->cfa_off << 40;
+}
+
+static void unpack(uint64_t v, rule *r)
+{
+    r->kind = (uint8_t)(v >> 16 & 3);
+    r->cfa_rbp = (uint8_t)(v >> 18 & 1);
+    r->bp_how = (uint8_t)(v >> 19 & 3);
+    r->bp_off = (int8_t)(uint8_t)(v >> 24) * 8;
+    r->ra_off = (int8_t)(uint8_t)(v >> 32) * 8;
+    r->cfa_off = (int32_t)(v >> 40);
+}
+
+/* Nearby return addresses get nearby slots, so the frames of one stack,
+ * mostly in a few objects, share cache lines: the table is read at every
+ * frame of every sample, usually after the program has evicted it. */
+static uint64_t home(uint64_t ip)
+{
+    return ip >> 4;
+}
+
+static int lookup(uint64_t ip, uint32_t gen, rule *out)
+{
+    table *t = atomic_load_explicit(&cur_tab, memory_order_acquire);
+    if (!t) return 0;
+    uint64_t i = home(ip);
+    for (int k = 0; k < PROBE_MAX; k++, i++) {
+        const slot *s = &t->slot[i & t->mask];
+        uint64_t key = atomic_load_explicit(&s->key, memory_order_acquire);
+        if (!key) return 0;
+        if (key == ip && (s->val & 0xffff) == (gen & 0xffff)) {
+            unpack(s->val, out);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static table *table_new(uint64_t cap)
+{
+    if (tables_made == TABLES_MAX) return NULL;
+    table *t = hs_mem_map(sizeof(table) + cap * sizeof(slot));
+    if (t) {
+        t->mask = cap - 1;
+        tables_made++;
+    }
+    return t;
+}
+
+/* Keeps r for ip. A full table (rules of unloaded objects count too) is
+ * replaced by a larger one, or past TABLE_MAX by a fresh one; the old one
+ * stays mapped, since lock-free readers may still be probing it. After
+ * TABLES_MAX tables, rules that find no room are simply not kept. */
+static void insert(uint64_t ip, const rule *r)
+{
+    hs_lock_acquire(&tab_lock);
+    table *t = atomic_load_explicit(&cur_tab, memory_order_relaxed);
+    if (!t || (t->used + 1) * 4 > (t->mask + 1) * 3) {
+        uint64_t cap = !t ? TABLE_MIN : t->mask + 1 < TABLE_MAX ? (t->mask + 1) * 2 : TABLE_MAX;
+        table *n = table_new(cap);
+        if (n) {
+            t = n;
+            atomic_store_explicit(&cur_tab, n, memory_order_release);
+        }
+    }
+    if (t && t->used * 8 < (t->mask + 1) * 7) {
+        uint64_t i = home(ip);
+        for (int k = 0; k < PROBE_MAX; k++, i++) {
+            slot *s = &t->slot[i & t->mask];
+            if (atomic_load_explicit(&s->key, memory_order_relaxed)) continue;
+            s->val = pack(r);
+            atomic_store_explicit(&s->key, ip, memory_order_release);
+            t->used++;
+            break;
+        }
+    }
+    hs_lock_release(&tab_lock);
+}
+
+void hs__unwind_invalidate(void)
+{
+    /* Slots keep 16 bits of the generation: when those wrap, old slots
+     * would look current again, so the table goes (a new one starts). */
+    uint32_t g = atomic_fetch_add_explicit(&cur_gen, 1, memory_order_release) + 1;
+    if (!(g & 0xffff)) atomic_store_explicit(&cur_tab, NULL, memory_order_release);
+}
+
+/* ---- finding and reading the unwind tables ---- */
+
+typedef struct obj {
+    uintptr_t pc;
+    const uint8_t *hdr, *beg, *end; /* .eh_frame_hdr and its segment */
+    unsigned long long subs;
+    int have_subs;
+} obj;
+
+static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
+{
+    obj *o = data;
+    if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof info->dlpi_subs) {
+        o->subs = info->dlpi_subs;
+        o->have_subs = 1;
+    }
+    const ElfW(Phdr) *eh = NULL;
+    int in = 0;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && o->pc >= a && o->pc - a < ph->p_memsz) in = 1;
+        if (ph->p_type == PT_GNU_EH_FRAME) eh = ph;
+    }
+    if (!in) return 0;
+    if (eh) {
+        uintptr_t h = info->dlpi_addr + eh->p_vaddr;
+        for (int i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+            uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+            if (ph->p_type == PT_LOAD && h >= a && h - a < ph->p_filesz) {
+                o->hdr = (const uint8_t *)h;
+                o->beg = (const uint8_t *)a;
+                o->end = (const uint8_t *)(a + ph->p_filesz);
+            }
+        }
+    }
+    return 1;
+}
+
+typedef struct rd {
+    const uint8_t *p, *end;
+    int err;
+} rd;
+
+static uint64_t rd_n(rd *r, int n)
+{
+    if (r->err || r->end - r->p < n) {
+        r->err = 1;
+        return 0;
+    }
+    uint64_t v = 0;
+    memcpy(&v, r->p, (size_t)n); /* little-endian */
+    r->p += n;
+    return v;
+}
+
+static uint64_t rd_uleb(rd *r)
+{
+    uint64_t v = 0;
+    for (int s = 0; s < 64; s += 7) {
+        uint8_t b = (uint8_t)rd_n(r, 1);
+        if (r->err) return 0;
+        v |= (uint64_t)(b & 0x7f) << s;
+        if (!(b & 0x80)) return v;
+    }
+    r->err = 1;
+    return 0;
+}
+
+static int64_t rd_sleb(rd *r)
+{
+    uint64_t v = 0;
+    int s = 0;
+    uint8_t b;
+    do {
+        b = (uint8_t)rd_n(r, 1);
+        if (r->err || s >= 64) {
+            r->err = 1;
+            return 0;
+        }
+        v |= (uint64_t)(b & 0x7f) << s;
+        s += 7;
+    } while (b & 0x80);
+    if (s < 64 && (b & 0x40)) v |= ~0ull << s;
+    return (int64_t)v;
+}
+
+/* A DW_EH_PE-encoded pointer. datarel is the base for DW_EH_PE_datarel (0:
+ * not allowed here). Indirect and the rarer bases are not handled. */
+static uintptr_t rd_enc(rd *r, uint8_t enc, uintptr_t datarel)
+{
+    uintptr_t field = (uintptr_t)r->p, v;
+    switch (enc & 0x0f) {
+    case 0x00:
+        v = (uintptr_t)rd_n(r, 8);
+        break;
+    case 0x01:
+        v = (uintptr_t)rd_uleb(r);
+        break;
+    case 0x02:
+        v = (uintptr_t)rd_n(r, 2);
+        break;
+    case 0x03:
+        v = (uintptr_t)rd_n(r, 4);
+        break;
+    case 0x04:
+        v = (uintptr_t)rd_n(r, 8);
+        break;
+    case 0x09:
+        v = (uintptr_t)rd_sleb(r);
+        break;
+    case 0x0a:
+        v = (uintptr_t)(int64_t)(int16_t)rd_n(r, 2);
+        break;
+    case 0x0b:
+        v = (uintptr_t)(int64_t)(int32_t)rd_n(r, 4);
+        break;
+    case 0x0c:
+        v = (uintptr_t)rd_n(r, 8);
+        break;
+    default:
+        r->err = 1;
+        return 0;
+    }
+    switch (enc & 0x70) {
+    case 0x00:
+        break;
+    case 0x10:
+        v += field;
+        break;
+    case 0x30:
+        if (!datarel) r->err = 1;
+        v += datarel;
+        break;
+    default:
+        r->err = 1;
+    }
+    if (enc & 0x80) r->err = 1;
+    return v;
+}
+
+typedef struct regrule {
+    uint8_t how; /* BP_SAME (or never set), BP_SAVED at cfa+off, BP_LOST */
+    int64_t off;
+} regrule;
+
+typedef struct row {
+    uint64_t cfa_reg;
+    int64_t cfa_off;
+    regrule bp, ra;
+} row;
+
+typedef struct cie {
+    uint64_t code_align;
+    int64_t data_align;
+    uint8_t fde_enc;
+    int aug_z;
+    const uint8_t *insns, *end;
+} cie;
+
+static int parse_cie(const uint8_t *p, const uint8_t *lim, cie *c)
+{
+    rd r = {p, lim, 0};
+    uint64_t len = rd_n(&r, 4);
+    if (len == 0xffffffffu) return -1; /* 64-bit DWARF: not emitted on x86-64 */
+    if (r.err || len > (uint64_t)(lim - r.p)) return -1;
+    c->end = r.p + len;
+    r.end = c->end;
+    if (rd_n(&r, 4) != 0) return -1; /* a CIE's id is 0 in .eh_frame */
+    uint8_t version = (uint8_t)rd_n(&r, 1);
+    if (version != 1 && version != 3) return -1;
+    const char *aug = (const char *)r.p;
+    size_t alen = strnlen(aug, (size_t)(r.end - r.p));
+    if (alen == (size_t)(r.end - r.p)) return -1;
+    r.p += alen + 1;
+    c->code_align = rd_uleb(&r);
+    c->data_align = rd_sleb(&r);
+    uint64_t ra = version == 1 ? rd_n(&r, 1) : rd_uleb(&r);
+    if (ra != REG_RA) return -1;
+    c->fde_enc = 0; /* DW_EH_PE_absptr */
+    c->aug_z = aug[0] == 'z';
+    if (c->aug_z) {
+        uint64_t dlen = rd_uleb(&r);
+        if (r.err || dlen > (uint64_t)(r.end - r.p)) return -1;
+        const uint8_t *dend = r.p + dlen;
+        for (size_t i = 1; i < alen; i++) {
+            switch (aug[i]) {
+            case 'R':
+                c->fde_enc = (uint8_t)rd_n(&r, 1);
+                break;
+            case 'L':
+                rd_n(&r, 1);
+                break;
+            case 'P': {
+                uint8_t e = (uint8_t)rd_n(&r, 1);
+                rd_enc(&r, (uint8_t)(e & 0x7f), 0); /* skipped; its value is not needed */
+                break;
+            }
+            default:
+                return -1; /* 'S' (a signal frame) and anything newer */
+            }
+        }
+        r.p = dend;
+    } else if (alen) {
+        return -1;
+    }
+    c->insns = r.p;
+    return r.err ? -1 : 0;
+}
+
+static int set_reg(row *s, uint64_t reg, uint8_t how, int64_t off)
+{
+    if (reg == REG_RBP)
+        s->bp = (regrule){how, off};
+    else if (reg == REG_RA)
+        s->ra = (regrule){how, off};
+    return 0;
+}
+
+/* Runs call frame instructions until the location passes target. init is
+ * the row after the CIE's instructions (for DW_CFA_restore). */
+static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_t target, row *s,
+                   const row *init)
+{
+    row stack[STATE_DEPTH];
+    int depth = 0;
+    while (r->p < r->end && !r->err) {
+        uint8_t op = (uint8_t)rd_n(r, 1);
+        uint64_t reg, delta = 0;
+        int64_t off;
+        switch (op >> 6) {
+        case 1:
+            delta = op & 0x3f;
+            goto advance;
+        case 2:
+            set_reg(s, op & 0x3f, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align);
+            continue;
+        case 3:
+            reg = op & 0x3f;
+            if (reg == REG_RBP) s->bp = init->bp;
+            if (reg == REG_RA) s->ra = init->ra;
+            continue;
+        }
+        switch (op) {
+        case 0x00:
+            continue;
+        case 0x01:
+            loc = rd_enc(r, fde_enc, 0);
+            if (loc > target) return 0;
+            continue;
+        case 0x02:
+            delta = rd_n(r, 1);
+            goto advance;
+        case 0x03:
+            delta = rd_n(r, 2);
+            goto advance;
+        case 0x04:
+            delta = rd_n(r, 4);
+            goto advance;
+        case 0x05:
+            reg = rd_uleb(r);
+            set_reg(s, reg, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align);
+            continue;
+        case 0x06:
+            reg = rd_uleb(r);
+            if (reg == REG_RBP) s->bp = init->bp;
+            if (reg == REG_RA) s->ra = init->ra;
+            continue;
+        case 0x07:
+            set_reg(s, rd_uleb(r), BP_LOST, 0);
+            continue;
+        case 0x08:
+            set_reg(s, rd_uleb(r), BP_SAME, 0);
+            continue;
+        case 0x09:
+            reg = rd_uleb(r);
+            rd_uleb(r);
+            if (reg == REG_RBP || reg == REG_RA) return -1;
+            continue;
+        case 0x0a:
+            if (depth == STATE_DEPTH) return -1;
+            stack[depth++] = *s;
+            continue;
+        case 0x0b:
+            if (!depth) return -1;
+            *s = stack[--depth];
+            continue;
+        case 0x0c:
+            s->cfa_reg = rd_uleb(r);
+            s->cfa_off = (int64_t)rd_uleb(r);
+            continue;
+        case 0x0d:
+            s->cfa_reg = rd_uleb(r);
+            continue;
+        case 0x0e:
+            s->cfa_off = (int64_t)rd_uleb(r);
+            continue;
+        case 0x0f:
+            return -1; /* DW_CFA_def_cfa_expression */
+        case 0x10:
+        case 0x16: /* DW_CFA_expression, DW_CFA_val_expression */
+            reg = rd_uleb(r);
+            delta = rd_uleb(r);
+            if (reg == REG_RBP || reg == REG_RA || delta > (uint64_t)(r->end - r->p)) return -1;
+            r->p += delta;
+            continue;
+        case 0x11:
+            reg = rd_uleb(r);
+            set_reg(s, reg, BP_SAVED, rd_sleb(r) * c->data_align);
+            continue;
+        case 0x12:
+            s->cfa_reg = rd_uleb(r);
+            s->cfa_off = rd_sleb(r) * c->data_align;
+            continue;
+        case 0x13:
+            s->cfa_off = rd_sleb(r) * c->data_align;
+            continue;
+        case 0x14:
+        case 0x15: /* DW_CFA_val_offset(_sf) */
+            reg = rd_uleb(r);
+            if (op == 0x14)
+                rd_uleb(r);
+            else
+                rd_sleb(r);
+            if (reg == REG_RBP || reg == REG_RA) return -1;
+            continue;
+        case 0x2e:
+            rd_uleb(r);
+            continue; /* DW_CFA_GNU_args_size */
+        case 0x2f:
+            reg = rd_uleb(r);
+            off = -(int64_t)rd_uleb(r) * c->data_align;
+            set_reg(s, reg, BP_SAVED, off);
+            continue;
+        default:
+            return -1;
+        }
+    advance:
+        loc += delta * c->code_align;
+        if (loc > target) return 0;
+    }
+    return r->err ? -1 : 0;
+}
+
+/* An offset the packed rule can hold. */
+static int fits8(int64_t off)
+{
+    return off % 8 == 0 && off >= -1024 && off <= 1016;
+}
+
+/* The rule for the frame whose return address (or, for the innermost frame,
+ * current pc) is ip. Always fills r; K_FALLBACK when we cannot tell. */
+static void compute(uint64_t ip, rule *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = K_FALLBACK;
+    uintptr_t target = (uintptr_t)ip - 1; /* inside the call instruction */
+    obj o = {.pc = target};
+    dl_iterate_phdr(find_obj, &o);
+    if (o.have_subs) {
+        unsigned long long seen = atomic_load_explicit(&seen_subs, memory_order_relaxed);
+        if (seen != o.subs) {
+            if (seen) hs__unwind_invalidate();
+            atomic_store_explicit(&seen_subs, o.subs, memory_order_relaxed);
+        }
+    }
+    out->gen = atomic_load_explicit(&cur_gen, memory_order_acquire);
+    if (!o.hdr) return;
+
+    /* .eh_frame_hdr: version, encodings, then a sorted search table. */
+    rd r = {o.hdr, o.end, 0};
+    if (rd_n(&r, 1) != 1) return;
+    uint8_t ptr_enc = (uint8_t)rd_n(&r, 1), cnt_enc = (uint8_t)rd_n(&r, 1);
+    uint8_t tab_enc = (uint8_t)rd_n(&r, 1);
+    rd_enc(&r, ptr_enc, (uintptr_t)o.hdr);
+    uint64_t count = rd_enc(&r, cnt_enc, (uintptr_t)o.hdr);
+    if (r.err || tab_enc != 0x3b /* datarel | sdata4 */ || !count ||
+        count > (uint64_t)(r.end - r.p) / 8)
+        return;
+    const uint8_t *tab = r.p;
+    uint64_t lo = 0, hi = count;
+    while (lo < hi) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        int32_t start;
+        memcpy(&start, tab + mid * 8, 4);
+        if ((uintptr_t)o.hdr + (intptr_t)start <= target)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (!lo) return;
+    int32_t rel;
+    memcpy(&rel, tab + (lo - 1) * 8 + 4, 4);
+    const uint8_t *fde = o.hdr + rel;
+    if (fde < o.beg || fde >= o.end) return;
+
+    /* The FDE and its CIE. The segment bounds every read. */
+    r = (rd){fde, o.end, 0};
+    uint64_t len = rd_n(&r, 4);
+    if (r.err || len == 0 || len == 0xffffffffu || len > (uint64_t)(o.end - r.p)) return;
+    r.end = r.p + len;
+    const uint8_t *cie_field = r.p;
+    uint32_t cie_off = (uint32_t)rd_n(&r, 4);
+    if (r.err || !cie_off || cie_off > (uintptr_t)(cie_field - o.beg)) return;
+    cie c;
+    if (parse_cie(cie_field - cie_off, o.end, &c) != 0) return;
+    uintptr_t pc_begin = rd_enc(&r, c.fde_enc, 0);
+    uintptr_t pc_range = rd_enc(&r, (uint8_t)(c.fde_enc & 0x0f), 0);
+    if (r.err || target < pc_begin || target - pc_begin >= pc_range) return;
+    if (c.aug_z) {
+        uint64_t alen = rd_uleb(&r);
+        if (r.err || alen > (uint64_t)(r.end - r.p)) return;
+        r.p += alen;
+    }
+
+    row init = {REG_RSP, 8, {BP_SAME, 0}, {BP_SAME, 0}};
+    rd ci = {c.insns, c.end, 0};
+    if (run_cfa(&ci, &c, c.fde_enc, 0, UINTPTR_MAX, &init, &init) != 0) return;
+    row s = init;
+    if (run_cfa(&r, &c, c.fde_enc, pc_begin, target, &s, &init) != 0) return;
+
+    if (s.ra.how == BP_LOST) { /* the outermost frame (_start, clone) */
+        out->kind = K_END;
+        return;
+    }
+    if (s.ra.how != BP_SAVED || (s.cfa_reg != REG_RSP && s.cfa_reg != REG_RBP)) return;
+    if (s.cfa_off <= 0 || s.cfa_off > CFA_MAX || !fits8(s.ra.off) ||
+        (s.bp.how == BP_SAVED && !fits8(s.bp.off)))
+        return;
+    out->kind = K_STEP;
+    out->cfa_rbp = s.cfa_reg == REG_RBP;
+    out->cfa_off = (int32_t)s.cfa_off;
+    out->ra_off = (int32_t)s.ra.off;
+    out->bp_how = s.bp.how;
+    out->bp_off = (int32_t)s.bp.off;
+}
+
+/* A word of the thread's own stack, above the current frame. (Not an
+ * instrumented access: the words are return addresses and saved registers
+ * of frames that are not ours.) */
+__attribute__((no_sanitize("address"))) static inline int load(uintptr_t a, uintptr_t lo,
+                                                               uintptr_t hi, uintptr_t *v)
+{
+    if (a < lo || a > hi - sizeof(uintptr_t)) return 0;
+    *v = *(const uintptr_t *)a;
+    return 1;
+}
+
+__attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_bounds *b)
+{
+    uint64_t regs[3];
+    hs__unw_here(regs);
+    uintptr_t ip = regs[0], sp = regs[1], bp = regs[2];
+    int bp_ok = 1;
+    if (sp < b->lo || sp >= b->hi) {
+        if (b->lookups >= HS_UNWIND_LOOKUPS) return -1;
+        b->lookups++;
+        if (hs_proc_region_of(sp, &b->lo, &b->hi) != 0) {
+            b->lo = b->hi = 0;
+            return -1;
+        }
+    }
+    uintptr_t stack_hi = b->hi;
+    uint32_t gen = atomic_load_explicit(&cur_gen, memory_order_acquire);
+    int n = 0;
+    while (n < cap) {
+        out[n++] = (void *)ip;
+        rule tmp;
+        const rule *ru = &tmp;
+        if (!lookup(ip, gen, &tmp)) {
+            compute(ip, &tmp);
+            if (tmp.gen == gen) insert(ip, &tmp);
+        }
+        if (ru->kind == K_END) return n;
+        if (ru->kind != K_STEP || (ru->cfa_rbp && !bp_ok)) return -1;
+        uintptr_t cfa = (ru->cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)ru->cfa_off;
+        if (cfa <= sp) return -1;
+        uintptr_t ra;
+        if (!load(cfa + (uintptr_t)(intptr_t)ru->ra_off, sp, stack_hi, &ra)) return -1;
+        if (ru->bp_how == BP_SAVED) {
+            if (!load(cfa + (uintptr_t)(intptr_t)ru->bp_off, sp, stack_hi, &bp)) return -1;
+            bp_ok = 1;
+        } else if (ru->bp_how == BP_LOST) {
+            bp_ok = 0;
+        }
+        if (!ra) return n;
+        sp = cfa;
+        ip = ra;
+    }
+    return n;
+}
+
+#else /* not x86-64: libunwind does it all */
+
+int hs__unwind_fast(void **out, int cap, hs_stack_bounds *b)
+{
+    (void)out, (void)cap, (void)b;
+    return -1;
+}
+
+void hs__unwind_invalidate(void)
+{
+}
+
+#endif

@@ -1,0 +1,54 @@
+/* hs_unwind: the sampled path's own x86-64 unwinder.
+ *
+ * libunwind keeps its unwinding caches per thread, so every thread pays
+ * again, at tens of microseconds per stack, for each return address it has
+ * not seen yet (measured: most of the collector's CPU on a short
+ * multi-threaded run at the default rate). This unwinder keeps one table for
+ * the whole process: return address -> how to find the caller's frame (the
+ * CFA as rsp or rbp plus an offset, where the return address and the saved
+ * rbp lie relative to it). A rule is computed once, from the object's
+ * .eh_frame_hdr and .eh_frame (the same tables libunwind and the C++ runtime
+ * use), on the first stack through that address; afterwards unwinding is a
+ * table lookup and two loads per frame, with no lock and no system call.
+ *
+ * It only handles what compilers emit for ordinary code: CFA from rsp or rbp,
+ * saved registers at constant offsets. Anything else (signal frames, DWARF
+ * expressions, code without unwind tables, a stack other than the thread's
+ * own, such as a signal alternate stack) makes hs__unwind_fast return -1, and
+ * the caller unwinds that stack with libunwind instead. Every load is checked
+ * against the bounds of the mapping that holds the thread's stack pointer
+ * first, so a wrong rule can end a stack early but never fault.
+ *
+ * Rules of objects that were unloaded must not be used for whatever is
+ * loaded at the same address later: hs__unwind_invalidate (called by the
+ * sender when glibc's dlclose counter moves, and by a miss that sees it move)
+ * starts a new generation; older rules are ignored from then on.
+ */
+#ifndef HS_UNWIND_H
+#define HS_UNWIND_H
+
+#include <stdint.h>
+
+/* Where the thread's stack lies: the mapping that held its stack pointer
+ * when last looked up (in /proc/self/maps, so no pthread call, which could
+ * deadlock on the thread's own lock when the program allocates inside
+ * pthread_getattr_np). Zero for a new thread. A thread found outside it
+ * (its stack grew, or it runs on a signal stack) looks again, at most
+ * HS_UNWIND_LOOKUPS times; after that such stacks go to libunwind. */
+typedef struct hs_stack_bounds {
+    uintptr_t lo, hi;
+    uint32_t lookups;
+} hs_stack_bounds;
+
+#define HS_UNWIND_LOOKUPS 16
+
+/* Return addresses of the calling thread's stack, innermost first, the
+ * caller's own frame included; at most cap. Returns the count, or -1 when
+ * this stack needs libunwind. Call inside the thread's busy region (a miss
+ * takes the loader's lock through dl_iterate_phdr). */
+int hs__unwind_fast(void **out, int cap, hs_stack_bounds *b);
+
+/* Rules cached so far are not to be trusted any more. */
+void hs__unwind_invalidate(void);
+
+#endif
