@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static int gen_cb(struct dl_phdr_info *info, size_t size, void *data)
@@ -136,31 +137,38 @@ static int maps_line_holds(const char *p, const char *end, uintptr_t addr, uintp
     return 1;
 }
 
+/* System calls themselves, not libc's wrappers: those are cancellation
+ * points (a pending pthread_cancel would unwind the thread out of malloc)
+ * and a program may wrap them. */
 int hs_proc_region_of(uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
 {
-    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
     char buf[4096];
     size_t have = 0;
-    int found = 0;
+    int found = 0, skipping = 0; /* skipping: the rest of a line longer than buf */
     for (;;) {
-        ssize_t n = read(fd, buf + have, sizeof buf - have);
+        long n = syscall(SYS_read, (int)fd, buf + have, sizeof buf - have);
         if (n <= 0) break;
         have += (size_t)n;
         char *line = buf, *nl;
         while ((nl = memchr(line, '\n', have - (size_t)(line - buf)))) {
-            if (maps_line_holds(line, nl, addr, lo, hi)) {
+            if (!skipping && maps_line_holds(line, nl, addr, lo, hi)) {
                 found = 1;
                 break;
             }
+            skipping = 0;
             line = nl + 1;
         }
         if (found) break;
         have -= (size_t)(line - buf);
         memmove(buf, line, have);
-        if (have == sizeof buf) have = 0; /* a line longer than the buffer: skip it */
+        if (have == sizeof buf) {
+            have = 0;
+            skipping = 1;
+        }
     }
-    close(fd);
+    syscall(SYS_close, (int)fd);
     return found ? 0 : -1;
 }
 

@@ -32,7 +32,7 @@ typedef struct rule {
  * Rules that do not fit are K_FALLBACK. */
 typedef struct slot {
     _Atomic uint64_t key; /* the return address; 0: empty */
-    uint64_t val;
+    _Atomic uint64_t val; /* replaced whole when a new generation's rule comes */
 } slot;
 
 typedef struct table {
@@ -43,7 +43,7 @@ typedef struct table {
 #define CFA_MAX     ((1 << 24) - 1)
 #define TABLE_MIN   4096u
 #define TABLE_MAX   65536u
-#define TABLES_MAX  8 /* tables made in a process's life, at most */
+#define TABLES_MAX  64 /* tables made in a process's life, at most */
 #define PROBE_MAX   32
 #define STATE_DEPTH 8
 
@@ -106,8 +106,10 @@ static int lookup(uint64_t ip, uint32_t gen, rule *out)
         const slot *s = &t->slot[i & t->mask];
         uint64_t key = atomic_load_explicit(&s->key, memory_order_acquire);
         if (!key) return 0;
-        if (key == ip && (s->val & 0xffff) == (gen & 0xffff)) {
-            unpack(s->val, out);
+        if (key == ip) {
+            uint64_t v = atomic_load_explicit(&s->val, memory_order_acquire);
+            if ((v & 0xffff) != (gen & 0xffff)) return 0;
+            unpack(v, out);
             return 1;
         }
     }
@@ -125,10 +127,11 @@ static table *table_new(uint64_t cap)
     return t;
 }
 
-/* Keeps r for ip. A full table (rules of unloaded objects count too) is
- * replaced by a larger one, or past TABLE_MAX by a fresh one; the old one
- * stays mapped, since lock-free readers may still be probing it. After
- * TABLES_MAX tables, rules that find no room are simply not kept. */
+/* Keeps r for ip: in the slot ip already has (a rule of an older generation
+ * is replaced in one store, the generation inside it), else in a free one.
+ * A full table is replaced by a larger one (or, at TABLE_MAX, a fresh one);
+ * the old one stays mapped, since lock-free readers may still be probing
+ * it. After TABLES_MAX tables, rules that find no room are not kept. */
 static void insert(uint64_t ip, const rule *r)
 {
     hs_lock_acquire(&tab_lock);
@@ -145,8 +148,13 @@ static void insert(uint64_t ip, const rule *r)
         uint64_t i = home(ip);
         for (int k = 0; k < PROBE_MAX; k++, i++) {
             slot *s = &t->slot[i & t->mask];
-            if (atomic_load_explicit(&s->key, memory_order_relaxed)) continue;
-            s->val = pack(r);
+            uint64_t key = atomic_load_explicit(&s->key, memory_order_relaxed);
+            if (key == ip) {
+                atomic_store_explicit(&s->val, pack(r), memory_order_release);
+                break;
+            }
+            if (key) continue;
+            atomic_store_explicit(&s->val, pack(r), memory_order_relaxed);
             atomic_store_explicit(&s->key, ip, memory_order_release);
             t->used++;
             break;
@@ -166,11 +174,14 @@ void hs__unwind_invalidate(void)
 /* ---- finding and reading the unwind tables ---- */
 
 typedef struct obj {
-    uintptr_t pc;
+    uintptr_t pc; /* the address looked up */
+    struct rule *out;
     const uint8_t *hdr, *beg, *end; /* .eh_frame_hdr and its segment */
     unsigned long long subs;
     int have_subs;
 } obj;
+
+static void parse_rule(const obj *o);
 
 static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -200,6 +211,7 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
             }
         }
     }
+    if (o->hdr) parse_rule(o);
     return 1;
 }
 
@@ -374,8 +386,11 @@ static int parse_cie(const uint8_t *p, const uint8_t *lim, cie *c)
     return r.err ? -1 : 0;
 }
 
+/* Only rbp and the return address are tracked; the caller's rsp is taken to
+ * be the CFA, so a frame giving rsp a rule of its own is not ours to walk. */
 static int set_reg(row *s, uint64_t reg, uint8_t how, int64_t off)
 {
+    if (reg == REG_RSP) return -1;
     if (reg == REG_RBP)
         s->bp = (regrule){how, off};
     else if (reg == REG_RA)
@@ -399,10 +414,11 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
             delta = op & 0x3f;
             goto advance;
         case 2:
-            set_reg(s, op & 0x3f, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align);
+            if (set_reg(s, op & 0x3f, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align)) return -1;
             continue;
         case 3:
             reg = op & 0x3f;
+            if (reg == REG_RSP) return -1;
             if (reg == REG_RBP) s->bp = init->bp;
             if (reg == REG_RA) s->ra = init->ra;
             continue;
@@ -412,6 +428,7 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
             continue;
         case 0x01:
             loc = rd_enc(r, fde_enc, 0);
+            if (r->err) return -1;
             if (loc > target) return 0;
             continue;
         case 0x02:
@@ -425,23 +442,24 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
             goto advance;
         case 0x05:
             reg = rd_uleb(r);
-            set_reg(s, reg, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align);
+            if (set_reg(s, reg, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align)) return -1;
             continue;
         case 0x06:
             reg = rd_uleb(r);
+            if (reg == REG_RSP) return -1;
             if (reg == REG_RBP) s->bp = init->bp;
             if (reg == REG_RA) s->ra = init->ra;
             continue;
         case 0x07:
-            set_reg(s, rd_uleb(r), BP_LOST, 0);
+            if (set_reg(s, rd_uleb(r), BP_LOST, 0)) return -1;
             continue;
         case 0x08:
-            set_reg(s, rd_uleb(r), BP_SAME, 0);
+            if (set_reg(s, rd_uleb(r), BP_SAME, 0)) return -1;
             continue;
         case 0x09:
             reg = rd_uleb(r);
             rd_uleb(r);
-            if (reg == REG_RBP || reg == REG_RA) return -1;
+            if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP) return -1;
             continue;
         case 0x0a:
             if (depth == STATE_DEPTH) return -1;
@@ -467,12 +485,14 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
         case 0x16: /* DW_CFA_expression, DW_CFA_val_expression */
             reg = rd_uleb(r);
             delta = rd_uleb(r);
-            if (reg == REG_RBP || reg == REG_RA || delta > (uint64_t)(r->end - r->p)) return -1;
+            if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP ||
+                delta > (uint64_t)(r->end - r->p))
+                return -1;
             r->p += delta;
             continue;
         case 0x11:
             reg = rd_uleb(r);
-            set_reg(s, reg, BP_SAVED, rd_sleb(r) * c->data_align);
+            if (set_reg(s, reg, BP_SAVED, rd_sleb(r) * c->data_align)) return -1;
             continue;
         case 0x12:
             s->cfa_reg = rd_uleb(r);
@@ -488,7 +508,7 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
                 rd_uleb(r);
             else
                 rd_sleb(r);
-            if (reg == REG_RBP || reg == REG_RA) return -1;
+            if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP) return -1;
             continue;
         case 0x2e:
             rd_uleb(r);
@@ -496,7 +516,7 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
         case 0x2f:
             reg = rd_uleb(r);
             off = -(int64_t)rd_uleb(r) * c->data_align;
-            set_reg(s, reg, BP_SAVED, off);
+            if (set_reg(s, reg, BP_SAVED, off)) return -1;
             continue;
         default:
             return -1;
@@ -514,25 +534,13 @@ static int fits8(int64_t off)
     return off % 8 == 0 && off >= -1024 && off <= 1016;
 }
 
-/* The rule for the frame whose return address (or, for the innermost frame,
- * current pc) is ip. Always fills r; K_FALLBACK when we cannot tell. */
-static void compute(uint64_t ip, rule *out)
+/* Fills o->out from the object's tables. Runs inside dl_iterate_phdr's
+ * callback, so the object cannot be unloaded meanwhile. */
+static void parse_rule(const obj *po)
 {
-    memset(out, 0, sizeof *out);
-    out->kind = K_FALLBACK;
-    uintptr_t target = (uintptr_t)ip - 1; /* inside the call instruction */
-    obj o = {.pc = target};
-    dl_iterate_phdr(find_obj, &o);
-    if (o.have_subs) {
-        unsigned long long seen = atomic_load_explicit(&seen_subs, memory_order_relaxed);
-        if (seen != o.subs) {
-            if (seen) hs__unwind_invalidate();
-            atomic_store_explicit(&seen_subs, o.subs, memory_order_relaxed);
-        }
-    }
-    out->gen = atomic_load_explicit(&cur_gen, memory_order_acquire);
-    if (!o.hdr) return;
-
+    obj o = *po;
+    rule *out = o.out;
+    uintptr_t target = o.pc;
     /* .eh_frame_hdr: version, encodings, then a sorted search table. */
     rd r = {o.hdr, o.end, 0};
     if (rd_n(&r, 1) != 1) return;
@@ -601,15 +609,71 @@ static void compute(uint64_t ip, rule *out)
     out->bp_off = (int32_t)s.bp.off;
 }
 
-/* A word of the thread's own stack, above the current frame. (Not an
+/* The rule for the frame whose return address (or, for the innermost frame,
+ * current pc) is ip. Always fills out; K_FALLBACK when we cannot tell. */
+static void compute(uint64_t ip, rule *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = K_FALLBACK;
+    obj o = {.pc = (uintptr_t)ip - 1 /* inside the call instruction */, .out = out};
+    dl_iterate_phdr(find_obj, &o);
+    if (o.have_subs) {
+        /* Stored plus one: 0 means not seen yet. */
+        unsigned long long seen = atomic_load_explicit(&seen_subs, memory_order_relaxed);
+        if (seen != o.subs + 1) {
+            if (seen) hs__unwind_invalidate();
+            atomic_store_explicit(&seen_subs, o.subs + 1, memory_order_relaxed);
+        }
+    }
+    out->gen = atomic_load_explicit(&cur_gen, memory_order_acquire);
+}
+
+/* Looks up the mapping that holds sp (at most HS_UNWIND_LOOKUPS times per
+ * thread). 1 when b now holds it. */
+static int refresh(hs_stack_bounds *b, uintptr_t sp)
+{
+    if (b->lookups >= HS_UNWIND_LOOKUPS) return 0;
+    b->lookups++;
+    if (hs_proc_region_of(sp, &b->lo, &b->hi) != 0) {
+        b->lo = b->hi = b->top = 0;
+        return 0;
+    }
+    if (b->top > b->hi || b->top <= b->lo) b->top = 0; /* another region */
+    return 1;
+}
+
+typedef struct walk {
+    hs_stack_bounds *b;
+    uintptr_t sp, maxread;
+    int fresh; /* b was looked up during this walk */
+} walk;
+
+/* A word of the thread's own stack, above the current frame. Below b->top
+ * (the highest word a complete walk read) it is the stack for sure; above,
+ * only the mapping as it is now can tell, since the one looked up earlier
+ * may have been merged with memory that has since been unmapped. (Not an
  * instrumented access: the words are return addresses and saved registers
  * of frames that are not ours.) */
-__attribute__((no_sanitize("address"))) static inline int load(uintptr_t a, uintptr_t lo,
-                                                               uintptr_t hi, uintptr_t *v)
+__attribute__((no_sanitize("address"))) static inline int load(walk *w, uintptr_t a, uintptr_t *v)
 {
-    if (a < lo || a > hi - sizeof(uintptr_t)) return 0;
+    if (a < w->sp || a > UINTPTR_MAX - sizeof(uintptr_t)) return 0;
+    if (a + sizeof(uintptr_t) > w->b->top) {
+        if (!w->fresh) {
+            if (!refresh(w->b, w->sp)) return 0;
+            w->fresh = 1;
+        }
+        if (a + sizeof(uintptr_t) > w->b->hi) return 0;
+    }
+    if (a + sizeof(uintptr_t) > w->maxread) w->maxread = a + sizeof(uintptr_t);
     *v = *(const uintptr_t *)a;
     return 1;
+}
+
+/* A walk that reached the end of the stack vouches for what it read. */
+static int complete(walk *w, int n)
+{
+    if (w->maxread > w->b->top) w->b->top = w->maxread;
+    return n;
 }
 
 __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_bounds *b)
@@ -618,15 +682,12 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
     hs__unw_here(regs);
     uintptr_t ip = regs[0], sp = regs[1], bp = regs[2];
     int bp_ok = 1;
+    walk w = {b, sp, 0, 0};
+    if (!(++b->walks & 1023) && b->lookups) b->lookups--;
     if (sp < b->lo || sp >= b->hi) {
-        if (b->lookups >= HS_UNWIND_LOOKUPS) return -1;
-        b->lookups++;
-        if (hs_proc_region_of(sp, &b->lo, &b->hi) != 0) {
-            b->lo = b->hi = 0;
-            return -1;
-        }
+        if (!refresh(b, sp)) return -1;
+        w.fresh = 1;
     }
-    uintptr_t stack_hi = b->hi;
     uint32_t gen = atomic_load_explicit(&cur_gen, memory_order_acquire);
     int n = 0;
     while (n < cap) {
@@ -635,21 +696,23 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
         const rule *ru = &tmp;
         if (!lookup(ip, gen, &tmp)) {
             compute(ip, &tmp);
-            if (tmp.gen == gen) insert(ip, &tmp);
+            gen = tmp.gen; /* an object went away: newer rules from here on */
+            insert(ip, &tmp);
         }
-        if (ru->kind == K_END) return n;
+        if (ru->kind == K_END) return complete(&w, n);
         if (ru->kind != K_STEP || (ru->cfa_rbp && !bp_ok)) return -1;
         uintptr_t cfa = (ru->cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)ru->cfa_off;
         if (cfa <= sp) return -1;
         uintptr_t ra;
-        if (!load(cfa + (uintptr_t)(intptr_t)ru->ra_off, sp, stack_hi, &ra)) return -1;
+        w.sp = sp;
+        if (!load(&w, cfa + (uintptr_t)(intptr_t)ru->ra_off, &ra)) return -1;
         if (ru->bp_how == BP_SAVED) {
-            if (!load(cfa + (uintptr_t)(intptr_t)ru->bp_off, sp, stack_hi, &bp)) return -1;
+            if (!load(&w, cfa + (uintptr_t)(intptr_t)ru->bp_off, &bp)) return -1;
             bp_ok = 1;
         } else if (ru->bp_how == BP_LOST) {
             bp_ok = 0;
         }
-        if (!ra) return n;
+        if (!ra) return complete(&w, n);
         sp = cfa;
         ip = ra;
     }

@@ -16,8 +16,10 @@
  * expressions, code without unwind tables, a stack other than the thread's
  * own, such as a signal alternate stack) makes hs__unwind_fast return -1, and
  * the caller unwinds that stack with libunwind instead. Every load is checked
- * against the bounds of the mapping that holds the thread's stack pointer
- * first, so a wrong rule can end a stack early but never fault.
+ * first against the stack as the thread's earlier complete walks found it,
+ * or else against the mapping that holds the stack pointer as
+ * /proc/self/maps shows it at that moment, so a wrong rule ends a stack
+ * early rather than reading memory that is not there.
  *
  * Rules of objects that were unloaded must not be used for whatever is
  * loaded at the same address later: hs__unwind_invalidate (called by the
@@ -32,12 +34,17 @@
 /* Where the thread's stack lies: the mapping that held its stack pointer
  * when last looked up (in /proc/self/maps, so no pthread call, which could
  * deadlock on the thread's own lock when the program allocates inside
- * pthread_getattr_np). Zero for a new thread. A thread found outside it
- * (its stack grew, or it runs on a signal stack) looks again, at most
- * HS_UNWIND_LOOKUPS times; after that such stacks go to libunwind. */
+ * pthread_getattr_np). Zero for a new thread. A mapping can be merged with
+ * neighbouring memory that is unmapped later, so words above `top` are
+ * checked against a fresh lookup. A thread found outside its mapping (its
+ * stack grew, or it runs on a signal stack), or reading above `top`, looks
+ * again, at most HS_UNWIND_LOOKUPS times; after that such stacks go to
+ * libunwind. */
 typedef struct hs_stack_bounds {
     uintptr_t lo, hi;
-    uint32_t lookups;
+    uintptr_t top;    /* end of the highest word a complete walk read (0: none) */
+    uint32_t lookups; /* one is given back every 1024 walks */
+    uint32_t walks;
 } hs_stack_bounds;
 
 #define HS_UNWIND_LOOKUPS 16
