@@ -13,8 +13,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -276,12 +278,10 @@ static void send_stacks(void)
             }
             hs_symbol sy;
             atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
-            if (S.sym) {
+            if (S.sym)
                 hs_symbolizer_lookup(S.sym, r->pcs[i], &sy);
-            } else {
-                memset(&sy, 0, sizeof sy);
-                sy.pc = r->pcs[i];
-            }
+            else
+                hs_symbolize_basic(r->pcs[i], &sy);
             hs_symbol_put(&S.wr, &sy);
             if (fr_full()) {
                 fr_end();
@@ -754,6 +754,7 @@ static void *sender_main(void *arg)
     if (!delivered()) S.undelivered_frames = S.next_seq - (S.acked_seq ? S.acked_seq : 1);
     atomic_store(&S.running, 0);
     atomic_store(&S.done, 1);
+    syscall(SYS_futex, (int *)&S.done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
     return NULL;
 }
 
@@ -811,8 +812,11 @@ void hs__sender_finish(unsigned bye_flags)
     /* The sender bounds its own flush; this bound only guards against a
      * sender that cannot run at all. */
     uint64_t deadline = hs_now_ns() + (hs__cfg.exit_flush_ms + 1000) * 1000000ull;
+    /* Woken by the sender as it finishes (a futex on S.done: no polling
+     * step added to every process's exit). */
     while (!atomic_load(&S.done) && hs_now_ns() < deadline)
-        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        syscall(SYS_futex, (int *)&S.done, FUTEX_WAIT_PRIVATE, 0,
+                &(struct timespec){0, 50 * 1000000}, NULL, 0);
     if (!atomic_load(&S.done)) {
         /* Say so rather than leave the run's end unexplained. */
         say("heapstore: %s: not delivered; the sender did not finish within "
