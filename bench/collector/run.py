@@ -23,6 +23,7 @@ whose tool is missing is skipped.
 """
 import argparse
 import os
+import random
 import re
 import shutil
 import statistics
@@ -49,6 +50,17 @@ def run(argv, env_extra, out_dir):
     if status != 0:
         sys.exit(f"{argv[0]} failed (status {status}); see {out_dir}/stderr")
     return wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss
+
+
+def median_ci(xs, reps=2000):
+    """95% bootstrap interval of the median of xs: on a shared 2-core
+    machine the per-pair ratios of a 0.4 s workload spread by several
+    percent, so the median alone overstates what a run can tell."""
+    if len(xs) < 3:
+        return (float("nan"), float("nan"))
+    rng = random.Random(1)
+    meds = sorted(statistics.median(rng.choices(xs, k=len(xs))) for _ in range(reps))
+    return meds[int(0.025 * reps)], meds[int(0.975 * reps) - 1]
 
 
 def bye_of(path, cli):
@@ -143,13 +155,20 @@ def main():
           f"heaptrack), 16 B - 1 MiB, "
           f"malloc/calloc/realloc/posix_memalign, stacks 5-15 deep; "
           f"{os.cpu_count()} CPUs; medians of {a.rounds} rounds\n")
-    print(f"{'configuration':<20} {'wall s':>8} {'ratio':>7} {'CPU s':>8} {'CPU ratio':>10} "
-          f"{'peak RSS MiB':>13}")
+    print(f"{'configuration':<20} {'wall s':>8} {'ratio':>7} {'95% CI':>13} {'CPU s':>8} "
+          f"{'CPU ratio':>10} {'95% CI':>13} {'peak RSS MiB':>13}")
+
+    def ci(xs):
+        lo, hi = median_ci(xs)
+        return f"{lo:.3f}-{hi:.3f}"
+
     for name, _, _, base in configs:
         ratio = f"{med(ratios[name]):.3f}" if base else "-"
         cratio = f"{med(cpu_ratios[name]):.3f}" if base else "-"
-        print(f"{name.strip():<20} {med(walls[name]):>8.3f} {ratio:>7} {med(cpus[name]):>8.3f} "
-              f"{cratio:>10} {med(rss[name]) / 1024:>13.1f}")
+        wci = ci(ratios[name]) if base else "-"
+        cci = ci(cpu_ratios[name]) if base else "-"
+        print(f"{name.strip():<20} {med(walls[name]):>8.3f} {ratio:>7} {wci:>13} "
+              f"{med(cpus[name]):>8.3f} {cratio:>10} {cci:>13} {med(rss[name]) / 1024:>13.1f}")
     print()
 
     def ovh(name):
