@@ -244,8 +244,13 @@ void hs__fork_quiesce(void)
     hs_lock_acquire(&reg_lock);
     hs_ring *head = reg_head;
     hs_lock_release(&reg_lock);
+    /* The forking thread's own flag is set only when fork was called from a
+     * signal handler that interrupted its unwinding: waiting for it would
+     * never end. (The child may then inherit the loader's lock held; a
+     * program forking from such a handler has that risk without us too.) */
+    hs_ring *self = hs__tls.ring;
     for (hs_ring *r = head; r; r = r->next)
-        while (atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
+        while (r != self && atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
     while (atomic_load_explicit(&hs__sender_busy, memory_order_acquire)) sched_yield();
 }
 
