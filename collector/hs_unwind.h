@@ -1,9 +1,9 @@
 /* hs_unwind: the sampled path's own x86-64 unwinder.
  *
  * libunwind keeps its unwinding caches per thread, so every thread pays
- * again, at tens of microseconds per stack, for each return address it has
- * not seen yet (measured: most of the collector's CPU on a short
- * multi-threaded run at the default rate). This unwinder keeps one table for
+ * again for each return address it has not seen yet (measured on the
+ * collector benchmark's 4 threads: the first 170 stacks cost 9 ms, about
+ * 50 us each, and a steady stack about 3 us). This unwinder keeps one table for
  * the whole process: return address -> how to find the caller's frame (the
  * CFA as rsp or rbp plus an offset, where the return address and the saved
  * rbp lie relative to it). A rule is computed once, from the object's
