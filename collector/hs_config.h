@@ -50,7 +50,7 @@ typedef struct hs_config {
     uint64_t exit_flush_ms;
     uint64_t live_max;
     uint64_t seed;
-    int lines;            /* enum hs_lines (hs_symbolize.h) */
+    int lines;  /* enum hs_lines (hs_symbolize.h) */
     int unwind; /* enum hs_unwind_mode */
 } hs_config;
 
