@@ -349,10 +349,14 @@ static void at_exit(void)
     hs__guard_leave(t);
 }
 
+/* Set by the prepare handler when fork interrupted this thread's own
+ * unwinding (called from a signal handler). */
+static __thread int fork_self_busy __attribute__((tls_model("initial-exec")));
+
 static void fork_prepare(void)
 {
     hs__guard_enter(&hs__tls);
-    if (atomic_load(&hs__recording)) hs__fork_quiesce();
+    fork_self_busy = atomic_load(&hs__recording) ? hs__fork_quiesce() : 0;
 }
 
 static void fork_parent(void)
@@ -364,7 +368,14 @@ static void fork_parent(void)
 static void fork_child(void)
 {
     hs_tls *t = &hs__tls;
-    if (atomic_load(&hs__recording)) {
+    if (fork_self_busy) {
+        /* The interrupted frame below the handler will go on with this
+         * thread's ring and may hold our locks: the child keeps them as they
+         * are and records nothing (a run of its own would need them reset). */
+        atomic_store(&hs__recording, 0);
+        atomic_store(&hs__fork_pending, 0);
+        atomic_store(&hs__sender_busy, 0);
+    } else if (atomic_load(&hs__recording)) {
         memcpy(hs__run.parent_run_id, hs__run.run_id, 16);
         hs__run.has_parent = 1;
         hs__run.forked = 1;

@@ -725,6 +725,8 @@ static void *sender_main(void *arg)
         if (!S.active && (stopping || atomic_load(&S.activate) || now - started > ACTIVATE_NS))
             S.active = 1;
         if (S.active) {
+            /* Outside the busy region: it may wait for the loader's lock. */
+            if (atomic_load_explicit(&S.activate, memory_order_relaxed)) hs_symbolize_prepare();
             hs__busy_enter(&hs__sender_busy);
             cycle(now, stopping);
             hs__busy_leave(&hs__sender_busy);
@@ -814,9 +816,12 @@ void hs__sender_finish(unsigned bye_flags)
     uint64_t deadline = hs_now_ns() + (hs__cfg.exit_flush_ms + 1000) * 1000000ull;
     /* Woken by the sender as it finishes (a futex on S.done: no polling
      * step added to every process's exit). */
-    while (!atomic_load(&S.done) && hs_now_ns() < deadline)
-        syscall(SYS_futex, (int *)&S.done, FUTEX_WAIT_PRIVATE, 0,
-                &(struct timespec){0, 50 * 1000000}, NULL, 0);
+    while (!atomic_load(&S.done) && hs_now_ns() < deadline) {
+        long rc = syscall(SYS_futex, (int *)&S.done, FUTEX_WAIT_PRIVATE, 0,
+                          &(struct timespec){0, 50 * 1000000}, NULL, 0);
+        if (rc < 0 && errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
+            nanosleep(&(struct timespec){0, 1000000}, NULL); /* no futex here (seccomp) */
+    }
     if (!atomic_load(&S.done)) {
         /* Say so rather than leave the run's end unexplained. */
         say("heapstore: %s: not delivered; the sender did not finish within "

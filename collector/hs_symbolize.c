@@ -2,13 +2,16 @@
 #include "hs_symbolize.h"
 
 #include <dlfcn.h>
+#include <elfutils/libdwelf.h>
+#include <elfutils/libdwfl.h>
 #include <fcntl.h>
+#include <gelf.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "hs_dw.h"
 #include "hs_error.h"
 
 struct hs_symbolizer {
@@ -28,8 +31,8 @@ static int free_each(Dwfl_Module *m, void **userdata, const char *name, Dwarf_Ad
 
 static int report(hs_symbolizer *s)
 {
-    if (hs__dw.dwfl_linux_proc_report(s->dwfl, getpid()) != 0) return HS_EIO;
-    return hs__dw.dwfl_report_end(s->dwfl, free_removed, NULL) == 0 ? 0 : HS_EIO;
+    if (dwfl_linux_proc_report(s->dwfl, getpid()) != 0) return HS_EIO;
+    return dwfl_report_end(s->dwfl, free_removed, NULL) == 0 ? 0 : HS_EIO;
 }
 
 /* 1 if the ELF file open at fd carries the build id of module m (or m has
@@ -38,14 +41,13 @@ static int same_build_id(Dwfl_Module *m, int fd)
 {
     const unsigned char *want;
     GElf_Addr vaddr;
-    int wlen = hs__dw.dwfl_module_build_id(m, &want, &vaddr);
+    int wlen = dwfl_module_build_id(m, &want, &vaddr);
     if (wlen <= 0) return 1;
     int ok = 0;
-    Elf *e = hs__dw.elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     const void *have;
-    if (e && hs__dw.dwelf_elf_gnu_build_id(e, &have) == wlen)
-        ok = memcmp(have, want, (size_t)wlen) == 0;
-    hs__dw.elf_end(e);
+    if (e && dwelf_elf_gnu_build_id(e, &have) == wlen) ok = memcmp(have, want, (size_t)wlen) == 0;
+    elf_end(e);
     return ok;
 }
 
@@ -58,8 +60,8 @@ static int find_debuginfo_local(Dwfl_Module *m, void **userdata, const char *mod
                                 Dwarf_Addr base, const char *file_name, const char *debuglink,
                                 GElf_Word crc, char **debuginfo_file_name)
 {
-    int fd = hs__dw.dwfl_build_id_find_debuginfo(m, userdata, modname, base, file_name, debuglink,
-                                                 crc, debuginfo_file_name);
+    int fd = dwfl_build_id_find_debuginfo(m, userdata, modname, base, file_name, debuglink, crc,
+                                          debuginfo_file_name);
     if (fd >= 0 || !file_name || !debuglink || strchr(debuglink, '/')) return fd;
     const char *slash = strrchr(file_name, '/');
     if (!slash) return -1;
@@ -79,19 +81,19 @@ static int find_debuginfo_local(Dwfl_Module *m, void **userdata, const char *mod
 
 int hs_symbolizer_new(hs_symbolizer **out, int lines)
 {
-    static Dwfl_Callbacks cb; /* libdwfl keeps a pointer to it */
-    if (hs__dw_load() != 0) return HS_EIO;
-    cb.find_elf = hs__dw.dwfl_linux_proc_find_elf;
-    cb.find_debuginfo = find_debuginfo_local;
+    static const Dwfl_Callbacks cb = {
+        .find_elf = dwfl_linux_proc_find_elf,
+        .find_debuginfo = find_debuginfo_local,
+    };
     hs_symbolizer *s = calloc(1, sizeof *s);
     if (!s) return HS_ENOMEM;
     s->lines = lines;
-    s->dwfl = hs__dw.dwfl_begin(&cb);
+    s->dwfl = dwfl_begin(&cb);
     if (!s->dwfl) {
         free(s);
         return HS_ENOMEM;
     }
-    hs__dw.dwfl_report_begin(s->dwfl);
+    dwfl_report_begin(s->dwfl);
     report(s);
     *out = s;
     return 0;
@@ -100,8 +102,8 @@ int hs_symbolizer_new(hs_symbolizer **out, int lines)
 void hs_symbolizer_free(hs_symbolizer *s)
 {
     if (!s) return;
-    hs__dw.dwfl_getmodules(s->dwfl, free_each, NULL, 0);
-    hs__dw.dwfl_end(s->dwfl);
+    dwfl_getmodules(s->dwfl, free_each, NULL, 0);
+    dwfl_end(s->dwfl);
     free(s->demangled);
     free(s);
 }
@@ -126,11 +128,22 @@ static const char *unversioned(hs_symbolizer *s, const char *name)
     return s->bare;
 }
 
+/* __cxa_demangle, looked up by hs_symbolize_prepare (dlsym takes the
+ * loader's lock, so not here). */
+static _Atomic(demangle_fn) demangler;
+
+void hs_symbolize_prepare(void)
+{
+    if (!atomic_load_explicit(&demangler, memory_order_relaxed))
+        atomic_store_explicit(&demangler, (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle"),
+                              memory_order_relaxed);
+}
+
 static const char *demangle(hs_symbolizer *s, const char *name)
 {
     name = unversioned(s, name);
     if (!name || name[0] != '_' || name[1] != 'Z') return name;
-    demangle_fn fn = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+    demangle_fn fn = atomic_load_explicit(&demangler, memory_order_relaxed);
     if (!fn) return name;
     int status = 0;
     char *d = fn(name, NULL, NULL, &status);
@@ -160,19 +173,19 @@ static int debug_compressed(const char *path)
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return 0;
     int found = 0;
-    Elf *e = hs__dw.elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
     size_t shstrndx;
-    if (e && hs__dw.elf_getshdrstrndx(e, &shstrndx) == 0) {
-        for (Elf_Scn *scn = NULL; !found && (scn = hs__dw.elf_nextscn(e, scn));) {
+    if (e && elf_getshdrstrndx(e, &shstrndx) == 0) {
+        for (Elf_Scn *scn = NULL; !found && (scn = elf_nextscn(e, scn));) {
             GElf_Shdr sh;
-            if (!hs__dw.gelf_getshdr(scn, &sh)) continue;
-            const char *name = hs__dw.elf_strptr(e, shstrndx, sh.sh_name);
+            if (!gelf_getshdr(scn, &sh)) continue;
+            const char *name = elf_strptr(e, shstrndx, sh.sh_name);
             if (!name) continue;
             if (strncmp(name, ".zdebug_", 8) == 0) found = 1;
             if (strncmp(name, ".debug_", 7) == 0 && (sh.sh_flags & SHF_COMPRESSED)) found = 1;
         }
     }
-    hs__dw.elf_end(e);
+    elf_end(e);
     close(fd);
     return found;
 }
@@ -222,7 +235,7 @@ static void sort_by_addr(msym *v, size_t n, msym *tmp)
 
 static void load_syms(modinfo *mi, Dwfl_Module *m)
 {
-    int n = hs__dw.dwfl_module_getsymtab(m);
+    int n = dwfl_module_getsymtab(m);
     if (n <= 0) return;
     mi->syms = malloc((size_t)n * sizeof *mi->syms);
     msym *tmp = malloc((size_t)n * sizeof *tmp);
@@ -237,7 +250,7 @@ static void load_syms(modinfo *mi, Dwfl_Module *m)
         GElf_Sym sym;
         GElf_Addr addr;
         GElf_Word shndx;
-        const char *name = hs__dw.dwfl_module_getsym_info(m, i, &sym, &addr, &shndx, NULL, NULL);
+        const char *name = dwfl_module_getsym_info(m, i, &sym, &addr, &shndx, NULL, NULL);
         int type = GELF_ST_TYPE(sym.st_info), bind = GELF_ST_BIND(sym.st_info);
         if (!name || !*name || shndx == SHN_UNDEF || addr == 0) continue;
         if (type != STT_FUNC && type != STT_GNU_IFUNC && type != STT_NOTYPE) continue;
@@ -285,13 +298,13 @@ static modinfo *module_info(hs_symbolizer *s, Dwfl_Module *m)
 {
     void **slot = NULL;
     const char *mainfile = NULL, *debugfile = NULL;
-    hs__dw.dwfl_module_info(m, &slot, NULL, NULL, NULL, NULL, &mainfile, NULL);
+    dwfl_module_info(m, &slot, NULL, NULL, NULL, NULL, &mainfile, NULL);
     if (!slot) return NULL;
     if (*slot) return *slot;
     modinfo *mi = calloc(1, sizeof *mi);
     if (!mi) return NULL;
     load_syms(mi, m); /* locates a separate debug file if there is one */
-    hs__dw.dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
+    dwfl_module_info(m, NULL, NULL, NULL, NULL, NULL, &mainfile, &debugfile);
     /* Lines: see enum hs_lines. */
     mi->lines = s->lines == HS_LINES_ALL ||
                 (s->lines == HS_LINES_AUTO &&
@@ -324,23 +337,41 @@ static int free_each(Dwfl_Module *m, void **userdata, const char *name, Dwarf_Ad
     return DWARF_CB_OK;
 }
 
+typedef struct basic_find {
+    uintptr_t pc;
+    hs_symbol *out;
+} basic_find;
+
+static int basic_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    basic_find *f = data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type != PT_LOAD || f->pc < a || f->pc - a >= ph->p_memsz) continue;
+        static char exe[4096]; /* the main program has no name here */
+        if (!info->dlpi_name[0] && !exe[0]) {
+            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+            exe[n > 0 ? n : 0] = 0;
+        }
+        f->out->module = str_of(info->dlpi_name[0] ? info->dlpi_name : exe);
+        f->out->module_offset = f->pc + 1 - info->dlpi_addr;
+        return 1;
+    }
+    return 0;
+}
+
+/* dl_iterate_phdr, not dladdr: this runs in the sender's busy region, and
+ * dladdr takes the loader's lock (see hs_symbolize_prepare). */
 void hs_symbolize_basic(uint64_t pc, hs_symbol *out)
 {
     memset(out, 0, sizeof *out);
     out->pc = pc;
     out->function = out->file = out->module = str_of(NULL);
-    Dl_info di;
-    struct link_map *lm = NULL;
-    if (!pc || !dladdr1((void *)(uintptr_t)(pc - 1), &di, (void **)&lm, RTLD_DL_LINKMAP) || !lm)
-        return;
-    static char exe[4096]; /* the main program has no name in its link map */
-    if (!lm->l_name[0] && !exe[0]) {
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-        exe[n > 0 ? n : 0] = 0;
-    }
-    out->module = str_of(lm->l_name[0] ? lm->l_name : exe[0] ? exe : di.dli_fname);
-    out->module_offset = pc - lm->l_addr;
-    if (di.dli_sname && di.dli_saddr) out->function = str_of(di.dli_sname);
+    if (!pc) return;
+    basic_find f = {(uintptr_t)pc - 1, out};
+    dl_iterate_phdr(basic_cb, &f);
 }
 
 void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out)
@@ -349,29 +380,29 @@ void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out)
     out->pc = pc;
     out->function = out->file = out->module = str_of(NULL);
     Dwarf_Addr a = pc ? pc - 1 : 0; /* a return address: look at the call */
-    Dwfl_Module *m = hs__dw.dwfl_addrmodule(s->dwfl, a);
+    Dwfl_Module *m = dwfl_addrmodule(s->dwfl, a);
     if (!m && s->stale) {
         s->stale = 0;
-        hs__dw.dwfl_report_begin(s->dwfl);
+        dwfl_report_begin(s->dwfl);
         report(s);
-        m = hs__dw.dwfl_addrmodule(s->dwfl, a);
+        m = dwfl_addrmodule(s->dwfl, a);
     }
     if (!m) return;
     const char *mainfile = NULL, *modname = NULL;
     Dwarf_Addr start = 0;
-    modname = hs__dw.dwfl_module_info(m, NULL, &start, NULL, NULL, NULL, &mainfile, NULL);
+    modname = dwfl_module_info(m, NULL, &start, NULL, NULL, NULL, &mainfile, NULL);
     Dwarf_Addr bias = start;
-    hs__dw.dwfl_module_getelf(m, &bias);
+    dwfl_module_getelf(m, &bias);
     out->module = str_of(mainfile ? mainfile : modname);
     out->module_offset = pc - bias;
     modinfo *mi = module_info(s, m);
     const char *name = mi ? find_sym(mi, a) : NULL;
     out->function = str_of(demangle(s, name));
     if (out->function.len > HS_FUNC_MAX) out->function.len = HS_FUNC_MAX;
-    Dwfl_Line *line = mi && mi->lines ? hs__dw.dwfl_module_getsrc(m, a) : NULL;
+    Dwfl_Line *line = mi && mi->lines ? dwfl_module_getsrc(m, a) : NULL;
     if (line) {
         int lineno = 0;
-        const char *file = hs__dw.dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
+        const char *file = dwfl_lineinfo(line, NULL, &lineno, NULL, NULL, NULL);
         out->file = str_of(file);
         out->line = lineno > 0 ? (uint64_t)lineno : 0;
     }

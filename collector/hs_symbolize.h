@@ -1,8 +1,7 @@
 /* hs_symbolize: program counters to function, file, line and module.
  *
  * Runs only in the sender thread (whose allocations are never sampled), once
- * per distinct pc. Uses elfutils' libdwfl (loaded on the first call, see
- * hs_dw.h) over the process's own mappings;
+ * per distinct pc. Uses elfutils' libdwfl over the process's own mappings;
  * when a pc falls outside every known module (an object dlopen'ed since) the
  * module list is reported again once per change of the loaded-object
  * counters. Separate debug files are looked for on this machine only (by
@@ -34,14 +33,18 @@ enum hs_lines {
     HS_LINES_NONE = 2, /* names and offsets only */
 };
 
-/* 0, or HS_EIO when libdw cannot be loaded (then use hs_symbolize_basic). */
+/* Looks up __cxa_demangle (until found: a C program may dlopen C++ later).
+ * dlsym takes the loader's lock, which a program thread may hold while it
+ * waits for a fork that waits for the sender's busy region, so the sender
+ * calls this outside that region, before symbolizing. */
+void hs_symbolize_prepare(void);
+/* 0, or an error (then use hs_symbolize_basic). */
 int hs_symbolizer_new(hs_symbolizer **out, int lines);
 void hs_symbolizer_free(hs_symbolizer *s);
 /* Fills out (pc, function, file, line, module, module_offset) for the return
  * address pc. Never fails: unknown parts are left empty. */
 void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out);
-/* Without libdw: module and module offset from the dynamic loader, and the
- * name only where the dynamic symbol table has one. */
+/* Without a symbolizer: module and module offset only. */
 void hs_symbolize_basic(uint64_t pc, hs_symbol *out);
 /* The set of loaded objects changed: re-read it at the next miss. */
 void hs_symbolizer_invalidate(hs_symbolizer *s);

@@ -235,7 +235,7 @@ void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS])
     hs_lock_release(&reg_lock);
 }
 
-void hs__fork_quiesce(void)
+int hs__fork_quiesce(void)
 {
     atomic_store(&hs__fork_pending, 1);
     /* Rings are never unlinked while the process runs, so the list can be
@@ -246,12 +246,12 @@ void hs__fork_quiesce(void)
     hs_lock_release(&reg_lock);
     /* The forking thread's own flag is set only when fork was called from a
      * signal handler that interrupted its unwinding: waiting for it would
-     * never end. (The child may then inherit the loader's lock held; a
-     * program forking from such a handler has that risk without us too.) */
+     * never end. */
     hs_ring *self = hs__tls.ring;
     for (hs_ring *r = head; r; r = r->next)
         while (r != self && atomic_load_explicit(&r->busy, memory_order_acquire)) sched_yield();
     while (atomic_load_explicit(&hs__sender_busy, memory_order_acquire)) sched_yield();
+    return self && atomic_load_explicit(&self->busy, memory_order_relaxed);
 }
 
 void hs__fork_release(void)

@@ -109,7 +109,10 @@ static inline void hs__hist_add(hs_tls *t, uint64_t n)
  * thread holds it would leave the child deadlocked. So collector code that
  * may take it marks itself busy, and the fork prepare handler raises
  * hs__fork_pending and waits until nobody is busy (a Dekker handshake: flag,
- * full fence, check). Code that finds a fork pending waits for it first. */
+ * full fence, check). Code that finds a fork pending waits for it first.
+ * Nothing may wait for the loader's own lock inside a busy region (dlopen,
+ * dlsym, dladdr take it): a program thread holding it, inside a dlopen
+ * constructor, may be the one waiting for the fork. */
 extern _Atomic int hs__fork_pending;
 extern _Atomic int hs__sender_busy;
 
@@ -129,8 +132,11 @@ static inline void hs__busy_leave(_Atomic int *flag)
     atomic_store_explicit(flag, 0, memory_order_release);
 }
 
-/* Prepare handler side: raise the flag, wait for every busy thread. */
-void hs__fork_quiesce(void);
+/* Prepare handler side: raise the flag, wait for every other busy thread.
+ * Returns 1 when the calling thread's own flag is set: fork was called from
+ * a signal handler that interrupted this thread's unwinding (see fork_child
+ * in hs_hooks.c). */
+int hs__fork_quiesce(void);
 /* Parent after fork: let everyone go on. (The child resets its state.) */
 void hs__fork_release(void);
 
