@@ -9,9 +9,22 @@
 #ifndef HS_PROC_H
 #define HS_PROC_H
 
+#include <link.h>
 #include <stdint.h>
 
 #include "hs_proto.h"
+
+/* 1 if address a lies in one of the loaded segments of the object that
+ * dl_iterate_phdr describes in info. */
+static inline int hs_proc_phdr_holds(const struct dl_phdr_info *info, uintptr_t a)
+{
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && a >= lo && a - lo < ph->p_memsz) return 1;
+    }
+    return 0;
+}
 
 /* The current (adds, subs) of the dynamic loader. */
 void hs_proc_objects_gen(uint64_t *adds, uint64_t *subs);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hs_error.h"
+#include "hs_proc.h"
 
 struct hs_symbolizer {
     Dwfl *dwfl;
@@ -346,20 +347,15 @@ static int basic_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
     basic_find *f = data;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type != PT_LOAD || f->pc < a || f->pc - a >= ph->p_memsz) continue;
-        static char exe[4096]; /* the main program has no name here */
-        if (!info->dlpi_name[0] && !exe[0]) {
-            ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-            exe[n > 0 ? n : 0] = 0;
-        }
-        f->out->module = str_of(info->dlpi_name[0] ? info->dlpi_name : exe);
-        f->out->module_offset = f->pc + 1 - info->dlpi_addr;
-        return 1;
+    if (!hs_proc_phdr_holds(info, f->pc)) return 0;
+    static char exe[4096]; /* the main program has no name here */
+    if (!info->dlpi_name[0] && !exe[0]) {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        exe[n > 0 ? n : 0] = 0;
     }
-    return 0;
+    f->out->module = str_of(info->dlpi_name[0] ? info->dlpi_name : exe);
+    f->out->module_offset = f->pc + 1 - info->dlpi_addr;
+    return 1;
 }
 
 /* dl_iterate_phdr, not dladdr: this runs in the sender's busy region, and

@@ -6,8 +6,10 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "hs_error.h"
 #include "hs_mem.h"
 #include "hs_proc.h"
+#include "hs_wire.h"
 
 #if defined(__x86_64__)
 
@@ -190,15 +192,10 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
         o->subs = info->dlpi_subs;
         o->have_subs = 1;
     }
+    if (!hs_proc_phdr_holds(info, o->pc)) return 0;
     const ElfW(Phdr) *eh = NULL;
-    int in = 0;
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        uintptr_t a = info->dlpi_addr + ph->p_vaddr;
-        if (ph->p_type == PT_LOAD && o->pc >= a && o->pc - a < ph->p_memsz) in = 1;
-        if (ph->p_type == PT_GNU_EH_FRAME) eh = ph;
-    }
-    if (!in) return 0;
+    for (int i = 0; i < info->dlpi_phnum; i++)
+        if (info->dlpi_phdr[i].p_type == PT_GNU_EH_FRAME) eh = &info->dlpi_phdr[i];
     if (eh) {
         uintptr_t h = info->dlpi_addr + eh->p_vaddr;
         for (int i = 0; i < info->dlpi_phnum; i++) {
@@ -215,45 +212,32 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
     return 1;
 }
 
-typedef struct rd {
-    const uint8_t *p, *end;
-    int err;
-} rd;
-
-static uint64_t rd_n(rd *r, int n)
+/* The tables are read with hs_wire's reader (bounded, first error sticks);
+ * its varint is DWARF's unsigned LEB128. What DWARF adds: fixed-size
+ * little-endian fields and signed LEB128. */
+static void rd_bad(hs_rd *r)
 {
-    if (r->err || r->end - r->p < n) {
-        r->err = 1;
-        return 0;
-    }
+    if (!r->err) r->err = HS_EPROTO;
+    r->p = r->end;
+}
+
+static uint64_t rd_n(hs_rd *r, size_t n)
+{
     uint64_t v = 0;
-    memcpy(&v, r->p, (size_t)n); /* little-endian */
-    r->p += n;
+    const uint8_t *b = hs_rd_bytes(r, n);
+    if (b) memcpy(&v, b, n); /* little-endian */
     return v;
 }
 
-static uint64_t rd_uleb(rd *r)
-{
-    uint64_t v = 0;
-    for (int s = 0; s < 64; s += 7) {
-        uint8_t b = (uint8_t)rd_n(r, 1);
-        if (r->err) return 0;
-        v |= (uint64_t)(b & 0x7f) << s;
-        if (!(b & 0x80)) return v;
-    }
-    r->err = 1;
-    return 0;
-}
-
-static int64_t rd_sleb(rd *r)
+static int64_t rd_sleb(hs_rd *r)
 {
     uint64_t v = 0;
     int s = 0;
     uint8_t b;
     do {
-        b = (uint8_t)rd_n(r, 1);
+        b = hs_rd_u8(r);
         if (r->err || s >= 64) {
-            r->err = 1;
+            rd_bad(r);
             return 0;
         }
         v |= (uint64_t)(b & 0x7f) << s;
@@ -265,7 +249,7 @@ static int64_t rd_sleb(rd *r)
 
 /* A DW_EH_PE-encoded pointer. datarel is the base for DW_EH_PE_datarel (0:
  * not allowed here). Indirect and the rarer bases are not handled. */
-static uintptr_t rd_enc(rd *r, uint8_t enc, uintptr_t datarel)
+static uintptr_t rd_enc(hs_rd *r, uint8_t enc, uintptr_t datarel)
 {
     uintptr_t field = (uintptr_t)r->p, v;
     switch (enc & 0x0f) {
@@ -273,7 +257,7 @@ static uintptr_t rd_enc(rd *r, uint8_t enc, uintptr_t datarel)
         v = (uintptr_t)rd_n(r, 8);
         break;
     case 0x01:
-        v = (uintptr_t)rd_uleb(r);
+        v = (uintptr_t)hs_rd_varint(r);
         break;
     case 0x02:
         v = (uintptr_t)rd_n(r, 2);
@@ -297,7 +281,7 @@ static uintptr_t rd_enc(rd *r, uint8_t enc, uintptr_t datarel)
         v = (uintptr_t)rd_n(r, 8);
         break;
     default:
-        r->err = 1;
+        rd_bad(r);
         return 0;
     }
     switch (enc & 0x70) {
@@ -307,13 +291,13 @@ static uintptr_t rd_enc(rd *r, uint8_t enc, uintptr_t datarel)
         v += field;
         break;
     case 0x30:
-        if (!datarel) r->err = 1;
+        if (!datarel) rd_bad(r);
         v += datarel;
         break;
     default:
-        r->err = 1;
+        rd_bad(r);
     }
-    if (enc & 0x80) r->err = 1;
+    if (enc & 0x80) rd_bad(r);
     return v;
 }
 
@@ -338,39 +322,40 @@ typedef struct cie {
 
 static int parse_cie(const uint8_t *p, const uint8_t *lim, cie *c)
 {
-    rd r = {p, lim, 0};
+    hs_rd r;
+    hs_rd_init(&r, p, (size_t)(lim - p));
     uint64_t len = rd_n(&r, 4);
     if (len == 0xffffffffu) return -1; /* 64-bit DWARF: not emitted on x86-64 */
     if (r.err || len > (uint64_t)(lim - r.p)) return -1;
     c->end = r.p + len;
     r.end = c->end;
     if (rd_n(&r, 4) != 0) return -1; /* a CIE's id is 0 in .eh_frame */
-    uint8_t version = (uint8_t)rd_n(&r, 1);
+    uint8_t version = hs_rd_u8(&r);
     if (version != 1 && version != 3) return -1;
     const char *aug = (const char *)r.p;
     size_t alen = strnlen(aug, (size_t)(r.end - r.p));
     if (alen == (size_t)(r.end - r.p)) return -1;
     r.p += alen + 1;
-    c->code_align = rd_uleb(&r);
+    c->code_align = hs_rd_varint(&r);
     c->data_align = rd_sleb(&r);
-    uint64_t ra = version == 1 ? rd_n(&r, 1) : rd_uleb(&r);
+    uint64_t ra = version == 1 ? rd_n(&r, 1) : hs_rd_varint(&r);
     if (ra != REG_RA) return -1;
     c->fde_enc = 0; /* DW_EH_PE_absptr */
     c->aug_z = aug[0] == 'z';
     if (c->aug_z) {
-        uint64_t dlen = rd_uleb(&r);
+        uint64_t dlen = hs_rd_varint(&r);
         if (r.err || dlen > (uint64_t)(r.end - r.p)) return -1;
         const uint8_t *dend = r.p + dlen;
         for (size_t i = 1; i < alen; i++) {
             switch (aug[i]) {
             case 'R':
-                c->fde_enc = (uint8_t)rd_n(&r, 1);
+                c->fde_enc = hs_rd_u8(&r);
                 break;
             case 'L':
                 rd_n(&r, 1);
                 break;
             case 'P': {
-                uint8_t e = (uint8_t)rd_n(&r, 1);
+                uint8_t e = hs_rd_u8(&r);
                 rd_enc(&r, (uint8_t)(e & 0x7f), 0); /* skipped; its value is not needed */
                 break;
             }
@@ -398,15 +383,24 @@ static int set_reg(row *s, uint64_t reg, uint8_t how, int64_t off)
     return 0;
 }
 
+/* DW_CFA_restore: back to the rule the CIE gave the register. */
+static int restore_reg(row *s, const row *init, uint64_t reg)
+{
+    if (reg == REG_RSP) return -1;
+    if (reg == REG_RBP) s->bp = init->bp;
+    if (reg == REG_RA) s->ra = init->ra;
+    return 0;
+}
+
 /* Runs call frame instructions until the location passes target. init is
  * the row after the CIE's instructions (for DW_CFA_restore). */
-static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_t target, row *s,
+static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_t target, row *s,
                    const row *init)
 {
     row stack[STATE_DEPTH];
     int depth = 0;
     while (r->p < r->end && !r->err) {
-        uint8_t op = (uint8_t)rd_n(r, 1);
+        uint8_t op = hs_rd_u8(r);
         uint64_t reg, delta = 0;
         int64_t off;
         switch (op >> 6) {
@@ -414,13 +408,11 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
             delta = op & 0x3f;
             goto advance;
         case 2:
-            if (set_reg(s, op & 0x3f, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align)) return -1;
+            if (set_reg(s, op & 0x3f, BP_SAVED, (int64_t)hs_rd_varint(r) * c->data_align))
+                return -1;
             continue;
         case 3:
-            reg = op & 0x3f;
-            if (reg == REG_RSP) return -1;
-            if (reg == REG_RBP) s->bp = init->bp;
-            if (reg == REG_RA) s->ra = init->ra;
+            if (restore_reg(s, init, op & 0x3f)) return -1;
             continue;
         }
         switch (op) {
@@ -441,24 +433,21 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
             delta = rd_n(r, 4);
             goto advance;
         case 0x05:
-            reg = rd_uleb(r);
-            if (set_reg(s, reg, BP_SAVED, (int64_t)rd_uleb(r) * c->data_align)) return -1;
+            reg = hs_rd_varint(r);
+            if (set_reg(s, reg, BP_SAVED, (int64_t)hs_rd_varint(r) * c->data_align)) return -1;
             continue;
         case 0x06:
-            reg = rd_uleb(r);
-            if (reg == REG_RSP) return -1;
-            if (reg == REG_RBP) s->bp = init->bp;
-            if (reg == REG_RA) s->ra = init->ra;
+            if (restore_reg(s, init, hs_rd_varint(r))) return -1;
             continue;
         case 0x07:
-            if (set_reg(s, rd_uleb(r), BP_LOST, 0)) return -1;
+            if (set_reg(s, hs_rd_varint(r), BP_LOST, 0)) return -1;
             continue;
         case 0x08:
-            if (set_reg(s, rd_uleb(r), BP_SAME, 0)) return -1;
+            if (set_reg(s, hs_rd_varint(r), BP_SAME, 0)) return -1;
             continue;
         case 0x09:
-            reg = rd_uleb(r);
-            rd_uleb(r);
+            reg = hs_rd_varint(r);
+            hs_rd_varint(r);
             if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP) return -1;
             continue;
         case 0x0a:
@@ -470,32 +459,32 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
             *s = stack[--depth];
             continue;
         case 0x0c:
-            s->cfa_reg = rd_uleb(r);
-            s->cfa_off = (int64_t)rd_uleb(r);
+            s->cfa_reg = hs_rd_varint(r);
+            s->cfa_off = (int64_t)hs_rd_varint(r);
             continue;
         case 0x0d:
-            s->cfa_reg = rd_uleb(r);
+            s->cfa_reg = hs_rd_varint(r);
             continue;
         case 0x0e:
-            s->cfa_off = (int64_t)rd_uleb(r);
+            s->cfa_off = (int64_t)hs_rd_varint(r);
             continue;
         case 0x0f:
             return -1; /* DW_CFA_def_cfa_expression */
         case 0x10:
         case 0x16: /* DW_CFA_expression, DW_CFA_val_expression */
-            reg = rd_uleb(r);
-            delta = rd_uleb(r);
+            reg = hs_rd_varint(r);
+            delta = hs_rd_varint(r);
             if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP ||
                 delta > (uint64_t)(r->end - r->p))
                 return -1;
             r->p += delta;
             continue;
         case 0x11:
-            reg = rd_uleb(r);
+            reg = hs_rd_varint(r);
             if (set_reg(s, reg, BP_SAVED, rd_sleb(r) * c->data_align)) return -1;
             continue;
         case 0x12:
-            s->cfa_reg = rd_uleb(r);
+            s->cfa_reg = hs_rd_varint(r);
             s->cfa_off = rd_sleb(r) * c->data_align;
             continue;
         case 0x13:
@@ -503,19 +492,19 @@ static int run_cfa(rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_
             continue;
         case 0x14:
         case 0x15: /* DW_CFA_val_offset(_sf) */
-            reg = rd_uleb(r);
+            reg = hs_rd_varint(r);
             if (op == 0x14)
-                rd_uleb(r);
+                hs_rd_varint(r);
             else
                 rd_sleb(r);
             if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP) return -1;
             continue;
         case 0x2e:
-            rd_uleb(r);
+            hs_rd_varint(r);
             continue; /* DW_CFA_GNU_args_size */
         case 0x2f:
-            reg = rd_uleb(r);
-            off = -(int64_t)rd_uleb(r) * c->data_align;
+            reg = hs_rd_varint(r);
+            off = -(int64_t)hs_rd_varint(r) * c->data_align;
             if (set_reg(s, reg, BP_SAVED, off)) return -1;
             continue;
         default:
@@ -536,18 +525,18 @@ static int fits8(int64_t off)
 
 /* Fills o->out from the object's tables. Runs inside dl_iterate_phdr's
  * callback, so the object cannot be unloaded meanwhile. */
-static void parse_rule(const obj *po)
+static void parse_rule(const obj *o)
 {
-    obj o = *po;
-    rule *out = o.out;
-    uintptr_t target = o.pc;
+    rule *out = o->out;
+    uintptr_t target = o->pc;
     /* .eh_frame_hdr: version, encodings, then a sorted search table. */
-    rd r = {o.hdr, o.end, 0};
+    hs_rd r;
+    hs_rd_init(&r, o->hdr, (size_t)(o->end - o->hdr));
     if (rd_n(&r, 1) != 1) return;
-    uint8_t ptr_enc = (uint8_t)rd_n(&r, 1), cnt_enc = (uint8_t)rd_n(&r, 1);
-    uint8_t tab_enc = (uint8_t)rd_n(&r, 1);
-    rd_enc(&r, ptr_enc, (uintptr_t)o.hdr);
-    uint64_t count = rd_enc(&r, cnt_enc, (uintptr_t)o.hdr);
+    uint8_t ptr_enc = hs_rd_u8(&r), cnt_enc = hs_rd_u8(&r);
+    uint8_t tab_enc = hs_rd_u8(&r);
+    rd_enc(&r, ptr_enc, (uintptr_t)o->hdr);
+    uint64_t count = rd_enc(&r, cnt_enc, (uintptr_t)o->hdr);
     if (r.err || tab_enc != 0x3b /* datarel | sdata4 */ || !count ||
         count > (uint64_t)(r.end - r.p) / 8)
         return;
@@ -557,7 +546,7 @@ static void parse_rule(const obj *po)
         uint64_t mid = lo + (hi - lo) / 2;
         int32_t start;
         memcpy(&start, tab + mid * 8, 4);
-        if ((uintptr_t)o.hdr + (intptr_t)start <= target)
+        if ((uintptr_t)o->hdr + (intptr_t)start <= target)
             lo = mid + 1;
         else
             hi = mid;
@@ -565,30 +554,31 @@ static void parse_rule(const obj *po)
     if (!lo) return;
     int32_t rel;
     memcpy(&rel, tab + (lo - 1) * 8 + 4, 4);
-    const uint8_t *fde = o.hdr + rel;
-    if (fde < o.beg || fde >= o.end) return;
+    const uint8_t *fde = o->hdr + rel;
+    if (fde < o->beg || fde >= o->end) return;
 
     /* The FDE and its CIE. The segment bounds every read. */
-    r = (rd){fde, o.end, 0};
+    hs_rd_init(&r, fde, (size_t)(o->end - fde));
     uint64_t len = rd_n(&r, 4);
-    if (r.err || len == 0 || len == 0xffffffffu || len > (uint64_t)(o.end - r.p)) return;
+    if (r.err || len == 0 || len == 0xffffffffu || len > (uint64_t)(o->end - r.p)) return;
     r.end = r.p + len;
     const uint8_t *cie_field = r.p;
     uint32_t cie_off = (uint32_t)rd_n(&r, 4);
-    if (r.err || !cie_off || cie_off > (uintptr_t)(cie_field - o.beg)) return;
+    if (r.err || !cie_off || cie_off > (uintptr_t)(cie_field - o->beg)) return;
     cie c;
-    if (parse_cie(cie_field - cie_off, o.end, &c) != 0) return;
+    if (parse_cie(cie_field - cie_off, o->end, &c) != 0) return;
     uintptr_t pc_begin = rd_enc(&r, c.fde_enc, 0);
     uintptr_t pc_range = rd_enc(&r, (uint8_t)(c.fde_enc & 0x0f), 0);
     if (r.err || target < pc_begin || target - pc_begin >= pc_range) return;
     if (c.aug_z) {
-        uint64_t alen = rd_uleb(&r);
+        uint64_t alen = hs_rd_varint(&r);
         if (r.err || alen > (uint64_t)(r.end - r.p)) return;
         r.p += alen;
     }
 
     row init = {REG_RSP, 8, {BP_SAME, 0}, {BP_SAME, 0}};
-    rd ci = {c.insns, c.end, 0};
+    hs_rd ci;
+    hs_rd_init(&ci, c.insns, (size_t)(c.end - c.insns));
     if (run_cfa(&ci, &c, c.fde_enc, 0, UINTPTR_MAX, &init, &init) != 0) return;
     row s = init;
     if (run_cfa(&r, &c, c.fde_enc, pc_begin, target, &s, &init) != 0) return;
@@ -692,24 +682,23 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
     int n = 0;
     while (n < cap) {
         out[n++] = (void *)ip;
-        rule tmp;
-        const rule *ru = &tmp;
-        if (!lookup(ip, gen, &tmp)) {
-            compute(ip, &tmp);
-            gen = tmp.gen; /* an object went away: newer rules from here on */
-            insert(ip, &tmp);
+        rule ru;
+        if (!lookup(ip, gen, &ru)) {
+            compute(ip, &ru);
+            gen = ru.gen; /* an object went away: newer rules from here on */
+            insert(ip, &ru);
         }
-        if (ru->kind == K_END) return complete(&w, n);
-        if (ru->kind != K_STEP || (ru->cfa_rbp && !bp_ok)) return -1;
-        uintptr_t cfa = (ru->cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)ru->cfa_off;
+        if (ru.kind == K_END) return complete(&w, n);
+        if (ru.kind != K_STEP || (ru.cfa_rbp && !bp_ok)) return -1;
+        uintptr_t cfa = (ru.cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)ru.cfa_off;
         if (cfa <= sp) return -1;
         uintptr_t ra;
         w.sp = sp;
-        if (!load(&w, cfa + (uintptr_t)(intptr_t)ru->ra_off, &ra)) return -1;
-        if (ru->bp_how == BP_SAVED) {
-            if (!load(&w, cfa + (uintptr_t)(intptr_t)ru->bp_off, &bp)) return -1;
+        if (!load(&w, cfa + (uintptr_t)(intptr_t)ru.ra_off, &ra)) return -1;
+        if (ru.bp_how == BP_SAVED) {
+            if (!load(&w, cfa + (uintptr_t)(intptr_t)ru.bp_off, &bp)) return -1;
             bp_ok = 1;
-        } else if (ru->bp_how == BP_LOST) {
+        } else if (ru.bp_how == BP_LOST) {
             bp_ok = 0;
         }
         if (!ra) return complete(&w, n);
