@@ -15,6 +15,7 @@
 #include <string.h>
 #include <linux/futex.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -76,6 +77,10 @@ static struct {
 
     /* transport */
     int fd, net, opened_once, refused, gave_up;
+    /* The run's resume key: drawn before the first HELLO, kept across
+     * reconnections; a fork child's reset draws its own. */
+    uint8_t resume_key[16];
+    int have_key;
     uint8_t hello[HS_STR_MAX * 4];
     size_t hello_len, hello_off;
     uint64_t next_try_ns, backoff_ms;
@@ -444,8 +449,26 @@ static void cycle(uint64_t now, int final)
 
 /* ---- transport ---- */
 
+/* The secret that lets this run, and only it, be resumed (docs/protocol.md,
+ * HELLO). Without getrandom (old kernels, no entropy yet) it comes from the
+ * clocks, the pid and an address: weaker, but still never shown by the
+ * server, which is what keeps an API reader from resuming the run. */
+static void draw_resume_key(void)
+{
+    if (getrandom(S.resume_key, sizeof S.resume_key, GRND_NONBLOCK) != sizeof S.resume_key) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t a = hs_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uint64_t)(uintptr_t)&ts;
+        uint64_t b = (uint64_t)ts.tv_nsec * 0x9E3779B97F4A7C15ull ^ (uint64_t)ts.tv_sec;
+        for (int i = 0; i < 8; i++) S.resume_key[i] = (uint8_t)(a >> (8 * i));
+        for (int i = 0; i < 8; i++) S.resume_key[8 + i] = (uint8_t)(b >> (8 * i));
+    }
+    S.have_key = 1;
+}
+
 static void build_hello(int resumed)
 {
+    if (!S.have_key) draw_resume_key();
     hs_hello *h = hs_mem_map(sizeof *h);
     if (!h) return;
     if (!S.info) {
@@ -468,6 +491,7 @@ static void build_hello(int resumed)
     h->rss_interval_ms = hs__cfg.rss_ms;
     h->token = (hs_str){hs__cfg.token, strlen(hs__cfg.token)};
     h->collector_version = (hs_str){HEAPSTORE_VERSION, strlen(HEAPSTORE_VERSION)};
+    h->resume_key = (hs_str){(const char *)S.resume_key, sizeof S.resume_key};
     hs_wr wr;
     hs_wr_init(&wr, S.hello, sizeof S.hello);
     hs_header_encode(&wr);

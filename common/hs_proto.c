@@ -111,6 +111,8 @@ int hs_hello_decode(hs_hello *h, const uint8_t *p, size_t len)
     }
     h->token = hs_rd_str(&rd, HS_STR_MAX);
     h->collector_version = hs_rd_str(&rd, HS_STR_MAX);
+    /* Collectors before the resume key end here. */
+    if (!rd.err && hs_rd_left(&rd)) h->resume_key = hs_rd_str(&rd, HS_RESUME_KEY_MAX);
     if (!rd.err && h->sample_bytes == 0) return HS_ERANGE;
     return rd_finish(&rd);
 }
@@ -138,6 +140,7 @@ void hs_hello_encode(hs_wr *wr, const hs_hello *h)
     }
     hs_wr_str(wr, h->token.ptr, h->token.len);
     hs_wr_str(wr, h->collector_version.ptr, h->collector_version.len);
+    if (h->resume_key.len) hs_wr_str(wr, h->resume_key.ptr, h->resume_key.len);
 }
 
 static int batch_begin(hs_batch_it *it, const uint8_t *p, size_t len)

@@ -28,7 +28,8 @@ extern const uint8_t hs_magic[HS_MAGIC_LEN]; /* 0x89 'H' 'S' 'P' '\r' '\n' 0x1a 
 #define HS_HELLO_MAX_ARGS   256
 #define HS_HELLO_MAX_LABELS 64
 #define HS_STACK_MAX_DEPTH  1024
-#define HS_FRAME_HDR_MAX    5 /* type byte + a length varint padded to 4 bytes */
+#define HS_RESUME_KEY_MAX   64 /* bytes of HELLO's resume_key */
+#define HS_FRAME_HDR_MAX    5  /* type byte + a length varint padded to 4 bytes */
 
 enum hs_frame_type {
     /* collector -> server; every type but HELLO has a sequence number */
@@ -106,6 +107,10 @@ typedef struct hs_hello {
     hs_label labels[HS_HELLO_MAX_LABELS];
     hs_str token;
     hs_str collector_version;
+    /* The secret a resumed HELLO must repeat (docs/protocol.md): chosen at
+     * random by the collector when its run starts. Optional on the wire:
+     * empty (len 0) when absent, and then not encoded at all. */
+    hs_str resume_key;
 } hs_hello;
 
 int hs_hello_decode(hs_hello *out, const uint8_t *p, size_t len);

@@ -178,8 +178,11 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
 
     if (!strcmp(path, "/api/health")) {
         if (!is_get) goto bad_method;
-        reply_json(out, json_pack("{s:b,s:s,s:i,s:b}", "ok", 1, "version", HEAPSTORE_VERSION,
-                                  "schema", hs_schema_version(), "database", q != NULL));
+        char why[256] = "";
+        int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
+        reply_json(out, json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version",
+                                  HEAPSTORE_VERSION, "schema", hs_schema_version(), "database",
+                                  q != NULL, "read_only", ro, "read_only_reason", ro ? why : NULL));
         goto done;
     }
     if (!q) {

@@ -1,8 +1,13 @@
 /* hs_schema: opening a database and applying the embedded migrations. */
 #include "hs_schema.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include "hs_error.h"
 #include "hs_tstats.h"
@@ -75,47 +80,193 @@ int hs_schema_migrate(sqlite3 *db, char *errmsg, size_t errlen)
     return 0;
 }
 
-int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen)
+int hs_schema_readonly_why(const char *path, char *why, size_t whylen)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    struct statvfs vfs;
+    if (statvfs(access(path, F_OK) == 0 ? path : dir, &vfs) == 0 && (vfs.f_flag & ST_RDONLY)) {
+        set_err(why, whylen, "is on a read-only file system");
+        return 1;
+    }
+    if (access(path, F_OK) == 0 && access(path, W_OK) != 0) {
+        set_err(why, whylen, "is not writable (%s)", strerror(errno));
+        return 1;
+    }
+    /* SQLite makes PATH-wal and PATH-shm beside the file; existing ones that
+     * can be written do without the directory. */
+    char wal[4200], shm[4200];
+    snprintf(wal, sizeof wal, "%s-wal", path);
+    snprintf(shm, sizeof shm, "%s-shm", path);
+    if (access(dir, W_OK) != 0 && (access(wal, W_OK) != 0 || access(shm, W_OK) != 0)) {
+        set_err(why, whylen, "is in a directory that is not writable (%s)", strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* "file:" URI of path, opened immutable: SQLite then takes no locks and
+ * needs no -shm file, which a read-only location cannot hold. */
+static char *immutable_uri(const char *path)
+{
+    sqlite3_str *u = sqlite3_str_new(NULL);
+    sqlite3_str_appendall(u, "file:");
+    for (const char *p = path; *p; p++) {
+        if (*p == '%' || *p == '?' || *p == '#')
+            sqlite3_str_appendf(u, "%%%02x", (unsigned char)*p);
+        else
+            sqlite3_str_appendchar(u, 1, *p);
+    }
+    sqlite3_str_appendall(u, "?immutable=1");
+    return sqlite3_str_finish(u);
+}
+
+static int file_size_nonzero(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && st.st_size > 0;
+}
+
+/* Opens path read-only and checks that it is heapstore's. */
+static int open_readonly(sqlite3 **out, const char *path, char *errmsg, size_t errlen)
 {
     sqlite3 *db = NULL;
-    int ro = flags & HS_SCHEMA_READONLY;
-    int oflags = ro ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
-    *out = NULL;
-    if (sqlite3_open_v2(path, &db, oflags | SQLITE_OPEN_NOMUTEX, NULL) != SQLITE_OK) {
+    int rc = sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL);
+    int have = 0;
+    if (rc == SQLITE_OK) {
+        sqlite3_busy_timeout(db, 5000);
+        sqlite3_extended_result_codes(db, 1);
+        rc = user_version(db, &have) ? sqlite3_errcode(db) : SQLITE_OK;
+    }
+    if ((rc & 0xff) == SQLITE_CANTOPEN && db) {
+        /* A WAL database on a location that cannot be written: no -shm can be
+         * made there. Without a -wal everything is in the file: read it as
+         * immutable. A -wal without its -shm cannot be read faithfully. */
+        char wal[4200], why[256] = "";
+        snprintf(wal, sizeof wal, "%s-wal", path);
+        if (!file_size_nonzero(wal) && hs_schema_readonly_why(path, why, sizeof why)) {
+            char *uri = immutable_uri(path);
+            sqlite3_close_v2(db);
+            db = NULL;
+            rc = uri ? sqlite3_open_v2(uri, &db,
+                                       SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX,
+                                       NULL)
+                     : SQLITE_NOMEM;
+            sqlite3_free(uri);
+            if (rc == SQLITE_OK) {
+                sqlite3_extended_result_codes(db, 1);
+                rc = user_version(db, &have) ? sqlite3_errcode(db) : SQLITE_OK;
+            }
+        } else if (why[0]) {
+            set_err(errmsg, errlen,
+                    "cannot read %s: it %s and its -wal file cannot be read without its -shm "
+                    "file (copy the three files to a writable place)",
+                    path, why);
+            sqlite3_close_v2(db);
+            return HS_EIO;
+        }
+    }
+    if (rc != SQLITE_OK) {
         set_err(errmsg, errlen, "cannot open database %s: %s", path,
                 db ? sqlite3_errmsg(db) : "out of memory");
         sqlite3_close_v2(db);
-        return ro ? HS_ENOENT : HS_EIO;
+        return (rc & 0xff) == SQLITE_CANTOPEN ? HS_ENOENT : HS_EIO;
+    }
+    int err = 0;
+    if (have < 1) {
+        set_err(errmsg, errlen, "%s is not a heapstore database", path);
+        err = HS_EVERSION;
+    } else if (have > hs_schema_version()) {
+        set_err(errmsg, errlen, "database schema version %d is newer than this build (%d)", have,
+                hs_schema_version());
+        err = HS_EVERSION;
+    }
+    if (err) {
+        sqlite3_close_v2(db);
+        return err;
+    }
+    *out = db;
+    return 0;
+}
+
+/* 1 when db holds tables or views but no heapstore schema version: someone
+ * else's database. */
+static int foreign(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    int n = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT (SELECT user_version FROM pragma_user_version) = 0 AND "
+                           "EXISTS (SELECT 1 FROM sqlite_schema WHERE type IN ('table', 'view'))",
+                           -1, &st, NULL) != SQLITE_OK)
+        return 0;
+    if (sqlite3_step(st) == SQLITE_ROW) n = sqlite3_column_int(st, 0);
+    sqlite3_finalize(st);
+    return n;
+}
+
+int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen)
+{
+    *out = NULL;
+    if (flags & HS_SCHEMA_READONLY) return open_readonly(out, path, errmsg, errlen);
+    sqlite3 *db = NULL;
+    char why[256] = "";
+    if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                        NULL) != SQLITE_OK) {
+        int ro = hs_schema_readonly_why(path, why, sizeof why);
+        set_err(errmsg, errlen, "cannot open database %s: %s%s%s%s", path,
+                db ? sqlite3_errmsg(db) : "out of memory", ro ? " (it " : "", ro ? why : "",
+                ro ? ")" : "");
+        sqlite3_close_v2(db);
+        return HS_EIO;
     }
     sqlite3_busy_timeout(db, 5000);
     sqlite3_extended_result_codes(db, 1);
     int err = 0;
-    if (!ro) {
-        char *msg = NULL;
-        /* page_size only acts on a new file (before WAL): 16 KiB pages pack
-         * the events rows (one EVENTS payload each, often 1-10 KiB) with
-         * little slack, where 4 KiB pages would hold one such row each. */
-        if (sqlite3_exec(db,
-                         "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; "
-                         "PRAGMA synchronous=NORMAL;",
-                         NULL, NULL, &msg) != SQLITE_OK) {
+    char *msg = NULL;
+    /* SQLite opens a write-protected file read-only without a word; on a
+     * read-only location even reading may need the fallback above. */
+    int ro = sqlite3_db_readonly(db, "main") == 1;
+    /* page_size only acts on a new file (before WAL): 16 KiB pages pack
+     * the events rows (one EVENTS payload each, often 1-10 KiB) with
+     * little slack, where 4 KiB pages would hold one such row each. */
+    if (!ro && sqlite3_exec(db,
+                            "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; "
+                            "PRAGMA synchronous=NORMAL;",
+                            NULL, NULL, &msg) != SQLITE_OK) {
+        int code = sqlite3_errcode(db) & 0xff;
+        ro = (code == SQLITE_READONLY || code == SQLITE_CANTOPEN) &&
+             hs_schema_readonly_why(path, why, sizeof why);
+        if (!ro) {
             set_err(errmsg, errlen, "cannot set up database %s: %s", path, msg);
-            sqlite3_free(msg);
             err = HS_EIO;
-        } else {
-            err = hs_schema_migrate(db, errmsg, errlen);
-        }
-    } else {
-        int have = 0;
-        if (user_version(db, &have) || have < 1) {
-            set_err(errmsg, errlen, "%s is not a heapstore database", path);
-            err = HS_EVERSION;
-        } else if (have > hs_schema_version()) {
-            set_err(errmsg, errlen, "database schema version %d is newer than this build (%d)",
-                    have, hs_schema_version());
-            err = HS_EVERSION;
         }
     }
+    sqlite3_free(msg);
+    if (!err && ro) {
+        sqlite3_close_v2(db);
+        if (!(flags & HS_SCHEMA_ALLOW_READONLY)) {
+            if (!why[0]) hs_schema_readonly_why(path, why, sizeof why);
+            set_err(errmsg, errlen, "database %s is read-only: it %s", path,
+                    why[0] ? why : "cannot be written");
+            return HS_EIO;
+        }
+        return open_readonly(out, path, errmsg, errlen);
+    }
+    if (!err && foreign(db)) {
+        set_err(errmsg, errlen,
+                "%s is not a heapstore database: it holds tables of its own and no heapstore "
+                "schema version; refusing to add heapstore's tables to it (use another --db)",
+                path);
+        err = HS_EVERSION;
+    }
+    if (!err) err = hs_schema_migrate(db, errmsg, errlen);
     if (err) {
         sqlite3_close_v2(db);
         return err;

@@ -28,14 +28,35 @@ extern const hs_migration hs_migrations[];
 extern const int hs_migration_count;
 
 #define HS_SCHEMA_READONLY 0x1 /* open read-only; no migration is applied */
+/* Open read-write, but a database whose file or directory cannot be written
+ * (file mode, read-only mount) is opened read-only instead, as
+ * HS_SCHEMA_READONLY does, rather than refused: the caller tells by
+ * sqlite3_db_readonly(db, "main") == 1. */
+#define HS_SCHEMA_ALLOW_READONLY 0x2
 
 /* Opens path into *out (caller closes with sqlite3_close_v2). On failure
  * *out is NULL and, when errmsg is not NULL, a message for a person is
- * written there (at most errlen bytes). */
+ * written there (at most errlen bytes).
+ *
+ * Read-only, a WAL database on a location that cannot be written (no -shm
+ * file can be made there) is opened immutable when it has no -wal file left
+ * (a clean stop leaves none), so that it can be read at all; with a -wal
+ * and its -shm present SQLite reads both read-only; a -wal without its
+ * -shm cannot be read faithfully there and is refused with a message.
+ *
+ * Read-write, a non-empty database that is not heapstore's (user_version 0
+ * with tables of its own) is refused: heapstore's tables are never added to
+ * someone else's database. */
 int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen);
 
 /* Applies pending migrations on an open connection. */
 int hs_schema_migrate(sqlite3 *db, char *errmsg, size_t errlen);
+
+/* 1 when the database at path cannot be written where it lies (a read-only
+ * file system, the file not writable, or its directory not writable while
+ * SQLite would need to make its -wal and -shm files there), with the reason
+ * for a person in why ("is on a read-only file system"); else 0. */
+int hs_schema_readonly_why(const char *path, char *why, size_t whylen);
 
 /* The schema version this build writes. */
 int hs_schema_version(void);

@@ -69,6 +69,30 @@ int hs_map_put(hs_map *m, uint64_t key, uint64_t value)
     return 0;
 }
 
+int hs_map_del(hs_map *m, uint64_t key)
+{
+    if (!m->slots) return 0;
+    size_t i = hash(key) & m->mask;
+    while (m->slots[i].key != key || !m->slots[i].val1) {
+        if (!m->slots[i].val1) return 0;
+        i = (i + 1) & m->mask;
+    }
+    /* Backward shift: an entry after the hole moves into it when the hole
+     * lies between its home slot and where it is, so that every entry stays
+     * reachable from its home without crossing an empty slot. */
+    for (size_t j = (i + 1) & m->mask; m->slots[j].val1; j = (j + 1) & m->mask) {
+        size_t home = hash(m->slots[j].key) & m->mask;
+        if (((j - home) & m->mask) >= ((j - i) & m->mask)) {
+            m->slots[i] = m->slots[j];
+            i = j;
+        }
+    }
+    m->slots[i].key = 0;
+    m->slots[i].val1 = 0;
+    m->count--;
+    return 1;
+}
+
 void hs_map_clear(hs_map *m)
 {
     if (m->slots) memset(m->slots, 0, (m->mask + 1) * sizeof *m->slots);

@@ -4,8 +4,9 @@
  * (collector pc -> frame id, stack id -> rollup slot) and for connection
  * ids. Linear probing over a power-of-two table kept at most half full; a
  * slot is empty when its stored value is 0 (values are kept plus one), so
- * every 64-bit key, 0 included, can be stored. No deletion: the maps only
- * grow for the life of their run.
+ * every 64-bit key, 0 included, can be stored. The per-run maps only grow
+ * for the life of their run; the writer's map of connections deletes
+ * (hs_map_del shifts the entries after the hole back, so no tombstones).
  */
 #ifndef HS_MAP_H
 #define HS_MAP_H
@@ -29,6 +30,10 @@ int hs_map_get(const hs_map *m, uint64_t key, uint64_t *out);
 
 /* Inserts or replaces. Returns 0 or HS_ENOMEM. value must be < UINT64_MAX. */
 int hs_map_put(hs_map *m, uint64_t key, uint64_t value);
+
+/* Removes key; returns 1 when it was there, 0 when not. The table keeps its
+ * capacity. */
+int hs_map_del(hs_map *m, uint64_t key);
 
 void hs_map_clear(hs_map *m);
 

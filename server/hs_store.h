@@ -43,7 +43,13 @@ typedef struct hs_store_config {
 } hs_store_config;
 
 /* Opens (creating and migrating) the database at path. On failure writes a
- * message for a person into err. */
+ * message for a person into err. One store writes a database at a time: the
+ * store holds an exclusive lock on PATH-lock for its life, and a second
+ * hs_store_open() of the same path, from any process, fails with HS_EBUSY
+ * and a message naming the holder's pid (read-only openers, such as the
+ * query layer and the CLI, take no lock and are not held up). A database
+ * that cannot be written where it lies is opened read-only: see
+ * hs_store_readonly(). */
 int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, char *err,
                   size_t errlen);
 
@@ -78,12 +84,22 @@ int hs_store_wal_stuck(const hs_store *s);
 /* The message of the last database error, for logs. */
 const char *hs_store_errmsg(hs_store *s);
 
+/* NULL when the database can be written; else why not, for a person
+ * ("database PATH is read-only: it is on a read-only file system"). A
+ * read-only store is still opened (the server goes on answering queries),
+ * but hs_store_begin() fails and hs_store_run_open() refuses every HELLO
+ * with HS_ENOTSUP and that message. */
+const char *hs_store_readonly(const hs_store *s);
+
 /* Finds or creates the run named by hello->run_id, inside a transaction.
  * A run known only to the database (a restart happened) is loaded and its
  * rollups rebuilt from its stored events; a run in memory is returned as it
  * is. A run that exists but whose HELLO does not say HS_HELLO_RESUMED is
- * refused with HS_EEXIST (two collectors must not share a run id). A run
- * marked lost is reopened. */
+ * refused with HS_EEXIST (two collectors must not share a run id). A
+ * resumed HELLO must carry the resume key the run was started with
+ * (runs.resume_key; a run stored without one cannot be resumed): otherwise
+ * HS_EAUTH, and nothing about the run changes. A run marked lost is
+ * reopened, under the same rule. */
 int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *hello, char *err, size_t errlen);
 
 /* Applies frame number seq of run r (a frame after HELLO). Frames below the

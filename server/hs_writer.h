@@ -82,7 +82,14 @@ void hs_writer_submit(hs_writer *w, hs_wjob *j);
 /* Takes the list of finished jobs, oldest first (NULL when none). */
 hs_wjob *hs_writer_take_done(hs_writer *w);
 
-/* Waits for the thread to end (after a STOP job) and frees w. */
+/* Connections the writer holds state for (HELLO seen, DETACH not yet), as
+ * of its last batch: it goes back down as connections end. */
+size_t hs_writer_conns(hs_writer *w);
+
+/* Waits for the thread to end (after a STOP job), empties the WAL into the
+ * database file (TRUNCATE checkpoint, waiting a few seconds for readers of
+ * other processes; call it once the caller's own readers are closed) and
+ * frees w and the store. */
 void hs_writer_join(hs_writer *w);
 
 #endif

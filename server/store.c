@@ -1,32 +1,39 @@
 /* hs_store: the database connection, its statements, runs and transactions.
  * Frames are applied in store_frames.c, rollups live in store_rollup.c; the
  * three share store_int.h. */
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include "hs_error.h"
 #include "hs_schema.h"
 #include "store_int.h"
 
 static const char *const stmt_sql[ST_COUNT] = {
-    [ST_RUN_BY_UUID] = "SELECT id, state, next_seq, granularity_ns, keyframe_every, sample_bytes "
-                       "FROM runs WHERE uuid = ?1",
+    [ST_RUN_BY_UUID] = "SELECT id, state, next_seq, granularity_ns, keyframe_every, sample_bytes, "
+                       "resume_key FROM runs WHERE uuid = ?1",
     [ST_RUN_INSERT] = "INSERT INTO runs (uuid, parent_uuid, parent_id, program, argv, host, pid, "
                       "ppid, start_unix_ns, sample_bytes, max_depth, rss_interval_ms, "
-                      "granularity_ns, keyframe_every, collector_version, next_seq) VALUES "
-                      "(?1, ?2, (SELECT id FROM runs WHERE uuid = ?2), ?3, ?4, ?5, ?6, ?7, ?8, "
-                      "?9, ?10, ?11, ?12, ?13, ?14, ?15)",
+                      "granularity_ns, keyframe_every, collector_version, next_seq, resume_key) "
+                      "VALUES (?1, ?2, (SELECT id FROM runs WHERE uuid = ?2), ?3, ?4, ?5, ?6, ?7, "
+                      "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
     [ST_RUN_CHILDREN] = "UPDATE runs SET parent_id = ?1 WHERE parent_uuid = ?2 AND parent_id IS "
                         "NULL",
     [ST_LABEL] = "INSERT OR REPLACE INTO run_labels (run, key, value) VALUES (?1, ?2, ?3)",
     [ST_RUN_UPDATE] = "UPDATE runs SET next_seq = ?2, alloc_events = ?3, free_events = ?4, "
                       "end_ns = ?5, live_bytes = ?6, live_count = ?7, peak_bytes = ?8, "
                       "peak_count = ?9, peak_t_ns = ?10, total_alloc_bytes = ?11, "
-                      "total_alloc_count = ?12 WHERE id = ?1",
+                      /* exact from the size histogram (every allocation, sampled
+                       * or not) once the collector has sent one */
+                      "total_alloc_count = coalesce((SELECT sum(allocs) FROM size_hist WHERE "
+                      "run = ?1), ?12) WHERE id = ?1",
     [ST_RUN_STATE] = "UPDATE runs SET state = ?2, clean_exit = ?3 WHERE id = ?1",
     [ST_RUN_BYE] = "UPDATE runs SET bye_alloc_events = ?2, bye_free_events = ?3, "
                    "collector_peak_bytes = ?4 WHERE id = ?1",
@@ -108,16 +115,62 @@ static int on_wal_commit(void *data, sqlite3 *db, const char *name, int pages)
     return SQLITE_OK;
 }
 
+/* One writer per database: an exclusive flock() on PATH-lock, held until
+ * hs_store_free() (the kernel drops it when the process dies, so a crash
+ * leaves nothing to clean up). The file holds the holder's pid, for the
+ * message. A location where the file cannot be made cannot be written
+ * either: no lock is needed there. */
+static int take_lock(hs_store *s, const char *path, char *err, size_t errlen)
+{
+    char lpath[4200];
+    snprintf(lpath, sizeof lpath, "%s-lock", path);
+    int fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (errno != EWOULDBLOCK) return 0;
+        hs__store_seterr(err, errlen,
+                         "database %s is in use by another heapstore server%s%s%s (it holds %s); "
+                         "stop that one first, or use another --db",
+                         path, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "", lpath);
+        return HS_EBUSY;
+    }
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+    if (ftruncate(fd, 0) == 0 && pwrite(fd, pid, (size_t)n, 0) < 0) {
+    }
+    s->lock_fd = fd;
+    return 0;
+}
+
 int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, char *err,
                   size_t errlen)
 {
     *out = NULL;
     hs_store *s = calloc(1, sizeof *s);
     if (!s) return HS_ENOMEM;
+    s->lock_fd = -1;
     s->granularity_ns = cfg && cfg->granularity_ns ? cfg->granularity_ns : 1000000000ull;
     s->keyframe_every = cfg && cfg->keyframe_every ? cfg->keyframe_every : 32;
-    int rc = hs_schema_open(&s->db, path, 0, err, errlen);
+    int rc = take_lock(s, path, err, errlen);
     if (rc) goto fail;
+    rc = hs_schema_open(&s->db, path, HS_SCHEMA_ALLOW_READONLY, err, errlen);
+    if (rc) goto fail;
+    if (sqlite3_db_readonly(s->db, "main") == 1) {
+        /* Nothing can be written: no statements (an older schema may lack
+         * their columns); every write entry point refuses. */
+        char why[256] = "";
+        hs_schema_readonly_why(path, why, sizeof why);
+        s->readonly = 1;
+        snprintf(s->ro_why, sizeof s->ro_why, "database %s is read-only: it %s", path,
+                 why[0] ? why : "cannot be written");
+        *out = s;
+        return 0;
+    }
     sqlite3_exec(s->db, "PRAGMA journal_size_limit = 67108864", NULL, NULL, NULL);
     sqlite3_stmt *ps;
     s->page_size = 4096;
@@ -188,19 +241,27 @@ void hs_store_free(hs_store *s)
     }
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     sqlite3_close_v2(s->db);
+    if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
     free(s->scratch);
     free(s->evcache);
     free(s);
 }
 
+const char *hs_store_readonly(const hs_store *s)
+{
+    return s->readonly ? s->ro_why : NULL;
+}
+
 const char *hs_store_errmsg(hs_store *s)
 {
+    if (s->readonly) return s->ro_why;
     return s->db ? sqlite3_errmsg(s->db) : "no database";
 }
 
 int hs_store_begin(hs_store *s)
 {
     s->db_failed = 0;
+    if (s->readonly) return HS_EDB;
     if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return HS_EDB;
     s->in_tx = 1;
     return 0;
@@ -417,6 +478,8 @@ static int insert_run(hs_store *s, const hs_hello *h, int64_t *id)
     sqlite3_bind_text(st, 14, h->collector_version.ptr ? h->collector_version.ptr : "",
                       (int)h->collector_version.len, SQLITE_STATIC);
     sqlite3_bind_int64(st, 15, (int64_t)h->first_seq);
+    if (h->resume_key.len)
+        sqlite3_bind_blob(st, 16, h->resume_key.ptr, (int)h->resume_key.len, SQLITE_STATIC);
     int rc = hs__store_step_done(s, st);
     if (rc) return rc;
     *id = sqlite3_last_insert_rowid(s->db);
@@ -519,6 +582,10 @@ static int lookup_run(hs_store *s, hs_run *r, int *found)
         r->g = (uint64_t)sqlite3_column_int64(st, 3);
         r->k = (uint32_t)sqlite3_column_int64(st, 4);
         r->sample_bytes = (uint64_t)sqlite3_column_int64(st, 5);
+        size_t kn = (size_t)sqlite3_column_bytes(st, 6);
+        const void *k = sqlite3_column_blob(st, 6);
+        r->key_len = k && kn <= sizeof r->key ? (uint32_t)kn : 0;
+        if (r->key_len) memcpy(r->key, k, r->key_len);
         if (!r->g) r->g = s->granularity_ns;
         if (!r->k) r->k = s->keyframe_every;
     }
@@ -527,14 +594,44 @@ static int lookup_run(hs_store *s, hs_run *r, int *found)
     return step == SQLITE_ROW || step == SQLITE_DONE ? 0 : HS_EDB;
 }
 
+/* A resumed HELLO continues run r only with the key r was started with.
+ * Compared in constant time: the time taken says nothing about the key. */
+static int key_refused(const hs_store *s, const hs_run *r, const hs_hello *h, char *err,
+                       size_t errlen)
+{
+    if (s->trust_resume) return 0;
+    if (!r->key_len) {
+        hs__store_seterr(err, errlen,
+                         "run %" PRId64 " cannot be resumed: it was started without a resume key",
+                         r->id);
+        return HS_EAUTH;
+    }
+    unsigned char diff = h->resume_key.len != r->key_len;
+    for (uint32_t i = 0; i < r->key_len; i++)
+        diff |= (unsigned char)(r->key[i] ^
+                                (i < h->resume_key.len ? (uint8_t)h->resume_key.ptr[i] : 0));
+    if (diff) {
+        hs__store_seterr(err, errlen, "resumed HELLO for run %" PRId64 " refused: %s", r->id,
+                         h->resume_key.len ? "wrong resume key" : "no resume key");
+        return HS_EAUTH;
+    }
+    return 0;
+}
+
 int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *h, char *err, size_t errlen)
 {
     *out = NULL;
+    if (s->readonly) {
+        hs__store_seterr(err, errlen, "%s: nothing can be stored", s->ro_why);
+        return HS_ENOTSUP;
+    }
     hs_run *r = find_run(s, h->run_id);
     if (r && !(h->flags & HS_HELLO_RESUMED)) {
         hs__store_seterr(err, errlen, "run id already in use (HELLO without the resumed flag)");
         return HS_EEXIST;
     }
+    int krc;
+    if (r && (krc = key_refused(s, r, h, err, errlen))) return krc;
     if (r && r->broken) {
         hs_store_run_release(s, r);
         r = NULL;
@@ -549,6 +646,7 @@ int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *h, char *err, s
             rc = HS_EEXIST;
             goto fail;
         }
+        if (found && (rc = key_refused(s, r, h, err, errlen))) goto fail;
         if (found) {
             if ((rc = load_run(s, r, err, errlen))) goto fail;
         } else {
@@ -556,6 +654,8 @@ int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *h, char *err, s
             r->k = s->keyframe_every;
             r->sample_bytes = h->sample_bytes;
             r->next_seq = h->first_seq;
+            r->key_len = h->resume_key.len <= sizeof r->key ? (uint32_t)h->resume_key.len : 0;
+            if (r->key_len) memcpy(r->key, h->resume_key.ptr, r->key_len);
             if ((rc = insert_run(s, h, &r->id))) goto fail;
         }
     }
@@ -585,6 +685,7 @@ fail:
 
 int hs_store_open_runs(hs_store *s, void (*fn)(const uint8_t uuid[16], void *data), void *data)
 {
+    if (s->readonly) return 0; /* they cannot be closed here */
     sqlite3_stmt *st = s->st[ST_OPEN_RUNS];
     int step;
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {

@@ -51,6 +51,11 @@ static int frame_mappings(hs_store *s, hs_run *r, const uint8_t *p, size_t len, 
     hs_mapping m;
     int rc = hs_mappings_begin(&it, p, len), more;
     if (rc) goto bad;
+    if (it.t > HS_T_MAX) {
+        hs__store_seterr(err, errlen, "MAPPINGS time %" PRIu64 " ns is past any run's length",
+                         it.t);
+        return HS_ERANGE;
+    }
     while ((more = hs_mappings_next(&it, &m)) == 1) {
         sqlite3_stmt *st = s->st[ST_MAPPING];
         sqlite3_bind_int64(st, 1, r->id);
@@ -303,11 +308,24 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
             hs__store_seterr(err, errlen, "EVENTS entry %u has an absurd weight", n);
             return HS_ERANGE;
         }
+        if (e.t_ns > HS_T_MAX) {
+            hs__store_seterr(err, errlen,
+                             "EVENTS entry %u has time %" PRIu64 " ns, past any run's length", n,
+                             e.t_ns);
+            return HS_ERANGE;
+        }
         live += e.is_free ? -(int64_t)e.weight : (int64_t)e.weight;
         total += e.is_free ? 0 : (int64_t)e.weight;
         if (live > lim || live < -lim || total > lim) {
             hs__store_seterr(err, errlen,
                              "EVENTS entry %u takes the run's byte totals past 2^61 bytes", n);
+            return HS_ERANGE;
+        }
+        if (live < -(total + HS_FREE_SLACK)) {
+            hs__store_seterr(err, errlen,
+                             "EVENTS entry %u frees %" PRId64 " bytes more than the run ever "
+                             "allocated: frees without their allocations",
+                             n, -live - total);
             return HS_ERANGE;
         }
         if (n == 0) t_first = e.t_ns;
@@ -367,6 +385,11 @@ static int frame_process(hs_store *s, hs_run *r, const uint8_t *p, size_t len, c
     int rc = hs_process_begin(&it, p, len), more;
     if (rc) goto bad;
     while ((more = hs_process_next(&it, &ps)) == 1) {
+        if (ps.t_ns > HS_T_MAX) {
+            hs__store_seterr(err, errlen, "PROCESS time %" PRIu64 " ns is past any run's length",
+                             ps.t_ns);
+            return HS_ERANGE;
+        }
         sqlite3_stmt *st = s->st[ST_PROCESS];
         sqlite3_bind_int64(st, 1, r->id);
         sqlite3_bind_int64(st, 2, (int64_t)ps.t_ns);
@@ -448,6 +471,11 @@ static int frame_bye(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char 
     if (rc) {
         hs__store_seterr(err, errlen, "malformed BYE frame: %s", hs_strerror(rc));
         return rc;
+    }
+    if (b.t_end_ns > HS_T_MAX) {
+        hs__store_seterr(err, errlen, "BYE time %" PRIu64 " ns is past any run's length",
+                         b.t_end_ns);
+        return HS_ERANGE;
     }
     sqlite3_stmt *st = s->st[ST_RUN_BYE];
     sqlite3_bind_int64(st, 1, r->id);

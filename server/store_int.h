@@ -58,6 +58,16 @@ enum { HS_RUN_OPEN, HS_RUN_ENDED, HS_RUN_LOST };
  * (40 bytes each); a bigger frame is decoded twice. */
 #define HS_EVCACHE_MAX (64u << 10)
 
+/* Values no collector can send, refused (closing the connection) so that a
+ * forged stream cannot store them: a time past 2^62 ns (146 years into a
+ * run; near 2^64 it would be stored as a negative end_ns), and frees that
+ * take a run's live bytes below -(bytes it ever allocated + HS_FREE_SLACK).
+ * Legitimately live bytes dip below zero only by what other threads'
+ * batches still carry, or what the collector dropped (a free may follow a
+ * dropped allocation): a tebibyte of slack covers any real process. */
+#define HS_T_MAX       (1ull << 62)
+#define HS_FREE_SLACK  (1ll << 40)
+
 /* Hard caps on what one run may define (memory per run is bounded). */
 #define HS_RUN_MAX_PCS    (4u << 20)
 #define HS_RUN_MAX_STACKS (1u << 20)
@@ -115,10 +125,18 @@ struct hs_run {
     int64_t total_alloc_bytes;
     double total_alloc_count;
     uint64_t end_ns; /* time of the last event seen */
+    /* runs.resume_key: what a resumed HELLO must repeat (none: the run
+     * cannot be resumed by a collector) */
+    uint8_t key[HS_RESUME_KEY_MAX];
+    uint32_t key_len;
 };
 
 struct hs_store {
     sqlite3 *db;
+    int lock_fd;      /* PATH-lock, flock()ed for the store's life; -1: none */
+    int readonly;     /* the database cannot be written where it lies */
+    char ro_why[512]; /* why, for a person, when readonly */
+    int trust_resume; /* import: a resumed HELLO needs no key (see hs_store_import) */
     sqlite3_stmt *st[ST_COUNT];
     uint64_t granularity_ns;
     uint32_t keyframe_every;

@@ -3,6 +3,7 @@
 
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -21,12 +22,17 @@ typedef struct wconn {
     int failed;  /* a frame was refused: later jobs are refused too */
 } wconn;
 
-/* A run waiting for a resumed HELLO. */
+/* A run waiting for a resumed HELLO; once its deadline passes, closing it
+ * as lost is retried every HS_GRACE_RETRY_NS until it succeeds (a full disk
+ * makes it fail), so no run stays open for the life of the server. */
 typedef struct grace {
     struct grace *next;
     uint8_t uuid[16];
     uint64_t deadline;
+    unsigned failures; /* tries that failed so far */
 } grace;
+
+#define HS_GRACE_RETRY_NS 1000000000ull
 
 struct hs_writer {
     pthread_t thread;
@@ -37,7 +43,8 @@ struct hs_writer {
     uv_async_t *async;
     hs_store *store;
     hs_writer_config cfg;
-    hs_map conns; /* conn id -> wconn* */
+    hs_map conns;          /* conn id -> wconn* */
+    _Atomic size_t nconns; /* conns.count, for hs_writer_conns() */
     grace *graces;
     uint64_t next_retention;
     int retention_more;
@@ -108,6 +115,11 @@ int hs_wjob_set_data(hs_wjob *j, const uint8_t *p, size_t len)
     memcpy(j->data, p, len);
     j->len = len;
     return 0;
+}
+
+size_t hs_writer_conns(hs_writer *w)
+{
+    return atomic_load(&w->nconns);
 }
 
 void hs_writer_submit(hs_writer *w, hs_wjob *j)
@@ -183,20 +195,33 @@ static void expire_graces(hs_writer *w, uint64_t now)
             pp = &g->next;
             continue;
         }
-        *pp = g->next;
         int rc = hs_store_begin(w->store);
         if (!rc) rc = hs_store_lose_uuid(w->store, g->uuid);
         if (!rc)
             rc = hs_store_commit(w->store);
         else
             hs_store_rollback(w->store);
-        if (rc)
-            hs_log("cannot close a lost run: %s (%s)", hs_strerror(rc), hs_store_errmsg(w->store));
+        /* the run's memory goes either way: a retry loads it afresh */
+        hs_store_release_uuid(w->store, g->uuid);
+        if (rc) {
+            /* One line for the first failure and then one a minute. */
+            if (g->failures++ % 60 == 0)
+                hs_log("run %02x%02x%02x%02x…: cannot close it as lost: %s (%s); retrying every "
+                       "second",
+                       g->uuid[0], g->uuid[1], g->uuid[2], g->uuid[3], hs_strerror(rc),
+                       hs_store_errmsg(w->store));
+            g->deadline = now + HS_GRACE_RETRY_NS;
+            pp = &g->next;
+            continue;
+        }
+        if (g->failures)
+            hs_log("run %02x%02x%02x%02x…: closed as lost after %u failed tries", g->uuid[0],
+                   g->uuid[1], g->uuid[2], g->uuid[3], g->failures);
         else
             hs_log("run %02x%02x%02x%02x…: no reconnection within the grace period, closed as "
                    "lost",
                    g->uuid[0], g->uuid[1], g->uuid[2], g->uuid[3]);
-        hs_store_release_uuid(w->store, g->uuid);
+        *pp = g->next;
         free(g);
     }
 }
@@ -275,7 +300,7 @@ static hs_run *do_detach(hs_writer *w, hs_wjob *j, uint64_t now)
 {
     wconn *c = conn_get(w, j->conn_id);
     if (!c) return NULL;
-    hs_map_put(&w->conns, j->conn_id, 0); /* 0: gone (no deletion in hs_map) */
+    hs_map_del(&w->conns, j->conn_id);
     hs_run *r = c->run, *release = NULL;
     free(c);
     /* A run the store replaced (a broken run resumed by a newer connection
@@ -300,7 +325,10 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
     hs_run *release[64];
     size_t nrelease = 0;
     hs_wjob *tail = NULL;
-    int rc = hs_store_begin(w->store);
+    /* Read-only, the store refuses every HELLO by itself (with the reason);
+     * there is nothing to begin or commit. */
+    int ro = hs_store_readonly(w->store) != NULL;
+    int rc = ro ? 0 : hs_store_begin(w->store);
     if (rc) hs_log("cannot begin a transaction: %s", hs_store_errmsg(w->store));
     for (hs_wjob *j = head; j; j = j->next) {
         tail = j;
@@ -325,7 +353,9 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
         }
         if (j->err == HS_EDB) rc = HS_EDB;
     }
-    if (!rc)
+    if (ro)
+        ;
+    else if (!rc)
         rc = hs_store_commit(w->store);
     else
         hs_store_rollback(w->store);
@@ -436,16 +466,18 @@ static void *writer_main(void *arg)
         if (head) {
             run_jobs(w, head, now);
             w->last_job_ns = now;
+            atomic_store(&w->nconns, w->conns.count);
         }
         if (stop) break;
-        wal_check(w, now_ns(CLOCK_MONOTONIC));
         hs_log_flush(0);
+        if (hs_store_readonly(w->store)) continue;
+        wal_check(w, now_ns(CLOCK_MONOTONIC));
         expire_graces(w, now);
         if (w->cfg.retain_events_ns && (w->retention_more || now >= w->next_retention))
             retention_step(w, now);
     }
-    hs_store_free(w->store);
-    w->store = NULL;
+    /* The store stays open: hs_writer_join() empties the WAL once the
+     * server's readers are gone. */
     return NULL;
 }
 
@@ -459,6 +491,8 @@ int hs_writer_start(hs_writer **out, hs_store *store, const hs_writer_config *cf
     w->async = async;
     pthread_mutex_init(&w->mu, NULL);
     pthread_cond_init(&w->cv, NULL);
+    const char *ro = hs_store_readonly(store);
+    if (ro) hs_log("%s: collectors are refused, queries are answered", ro);
     /* Runs left open by an earlier server get their grace period too. */
     if (hs_store_open_runs(store, on_open_run, w))
         hs_log("cannot list the open runs: %s", hs_store_errmsg(store));
@@ -472,10 +506,25 @@ int hs_writer_start(hs_writer **out, hs_store *store, const hs_writer_config *cf
     return 0;
 }
 
+/* How long the last checkpoint waits for readers of other processes (a
+ * CLI query) to finish what they are reading. */
+#define HS_STOP_CHECKPOINT_MS 3000
+
 void hs_writer_join(hs_writer *w)
 {
     if (!w) return;
     pthread_join(w->thread, NULL);
+    /* A clean stop leaves everything in the database file, so that the file
+     * alone is the whole database (people copy the .db without its -wal). */
+    if (!hs_store_readonly(w->store)) {
+        int rc = hs_store_wal_truncate(w->store, HS_STOP_CHECKPOINT_MS);
+        if (rc)
+            hs_log("the last checkpoint failed (%s): the runs of the last moments are in %s",
+                   rc == HS_EBUSY ? "readers held the database" : hs_store_errmsg(w->store),
+                   "the -wal file; keep it with the database");
+    }
+    hs_store_free(w->store);
+    w->store = NULL;
     /* The store is gone; the runs the connections still hold go with their
      * last reference. */
     for (size_t i = 0; w->conns.slots && i <= w->conns.mask; i++)

@@ -222,6 +222,7 @@ static void rank_hello(hs_hello *h, uint64_t first_seq, int resumed)
     h->run_id[0] = 0xc3;
     h->run_id[15] = 0x42;
     h->flags = resumed ? HS_HELLO_RESUMED : 0;
+    h->resume_key = (hs_str){"fixture-rank-key", 16};
     h->first_seq = first_seq;
     h->pid = 3000;
     h->ppid = 1;

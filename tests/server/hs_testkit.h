@@ -28,7 +28,8 @@ void tk_buf_commit(tk_buf *b, const hs_wr *wr);
 void tk_buf_append(tk_buf *b, const void *p, size_t n);
 
 void tk_header(tk_buf *b);
-/* A HELLO with the given run id, first_seq and flags; other fields fixed. */
+/* A HELLO with the given run id, first_seq and flags; other fields fixed
+ * (its resume key is the run id itself, so that resuming works). */
 void tk_hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t flags,
               const char *token);
 /* SYMBOLS defining pcs base+1 .. base+n in "file.c"; pc p is function

@@ -41,6 +41,7 @@ static void hello(hs_hello *h, uint8_t tag, uint64_t flags)
     h->program = str("/bin/prog");
     h->hostname = str("host");
     h->collector_version = str("test");
+    h->resume_key = str("store-runs-key-1");
 }
 
 /* One EVENTS frame: an allocation of stack 1 (not defined: refused) or an

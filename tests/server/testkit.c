@@ -98,6 +98,8 @@ void tk_hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t 
     h.labels[0].value = str("test");
     h.token = str(token ? token : "");
     h.collector_version = str("test");
+    /* The same key for every HELLO of a run, as a collector keeps it. */
+    h.resume_key = (hs_str){(const char *)run_id, 16};
     hs_wr wr = tk_buf_wr(b, 8192);
     size_t pos = hs_frame_begin(&wr, HS_FRAME_HELLO);
     hs_hello_encode(&wr, &h);
