@@ -178,11 +178,12 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
 
     if (!strcmp(path, "/api/health")) {
         if (!is_get) goto bad_method;
-        char why[256] = "";
+        char why[256] = "", msg[4400];
         int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
+        if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
         reply_json(out, json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version",
                                   HEAPSTORE_VERSION, "schema", hs_schema_version(), "database",
-                                  q != NULL, "read_only", ro, "read_only_reason", ro ? why : NULL));
+                                  q != NULL, "read_only", ro, "read_only_reason", ro ? msg : NULL));
         goto done;
     }
     if (!q) {

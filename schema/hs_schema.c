@@ -2,6 +2,8 @@
 #include "hs_schema.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -82,6 +84,9 @@ int hs_schema_migrate(sqlite3 *db, char *errmsg, size_t errlen)
 
 int hs_schema_readonly_why(const char *path, char *why, size_t whylen)
 {
+    /* SQLite follows a link to the file and makes its -wal and -shm there */
+    char real[PATH_MAX];
+    if (realpath(path, real)) path = real;
     char dir[4096];
     const char *slash = strrchr(path, '/');
     if (!slash)
