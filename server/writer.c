@@ -381,6 +381,7 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
         if (!hs_run_holder(release[i])) hs_store_run_release(w->store, release[i]);
         hs_run_unref(release[i]);
     }
+    atomic_store(&w->nconns, w->conns.count);
     post_done(w, head, tail);
 }
 
@@ -466,7 +467,6 @@ static void *writer_main(void *arg)
         if (head) {
             run_jobs(w, head, now);
             w->last_job_ns = now;
-            atomic_store(&w->nconns, w->conns.count);
         }
         if (stop) break;
         hs_log_flush(0);
