@@ -921,8 +921,8 @@ typedef struct fake_server {
     int lfd, port;
     int drop_after; /* close the first connection after this many frames */
     int connections, resumed_ok, bye, refused_seq_gap;
-    uint8_t run_id[16];
-    uint64_t next_seq; /* committed so far */
+    uint8_t run_id[16], resume_key[16]; /* the first HELLO's */
+    uint64_t next_seq;                  /* committed so far */
     uint64_t alloc_events, free_events, frames;
     hs_bye byev;
 } fake_server;
@@ -959,10 +959,13 @@ static void *fake_server_main(void *arg)
                 if (f.type == HS_FRAME_HELLO) {
                     static hs_hello h;
                     hs_hello_decode(&h, f.payload, f.len);
-                    if (s->connections == 1)
+                    /* a resumption repeats the run's random resume key */
+                    if (s->connections == 1 && h.resume_key.len == 16) {
                         memcpy(s->run_id, h.run_id, 16);
-                    else if ((h.flags & HS_HELLO_RESUMED) && !memcmp(h.run_id, s->run_id, 16) &&
-                             h.first_seq <= s->next_seq)
+                        memcpy(s->resume_key, h.resume_key.ptr, 16);
+                    } else if ((h.flags & HS_HELLO_RESUMED) && !memcmp(h.run_id, s->run_id, 16) &&
+                               h.first_seq <= s->next_seq && h.resume_key.len == 16 &&
+                               !memcmp(h.resume_key.ptr, s->resume_key, 16))
                         s->resumed_ok = 1;
                     seq = h.first_seq;
                     if (s->connections == 1) s->next_seq = seq;
