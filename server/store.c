@@ -127,15 +127,16 @@ static int take_lock(hs_store *s, const char *path, char *err, size_t errlen)
     int fd = open(lpath, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) return 0;
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int busy = errno == EWOULDBLOCK;
         char pid[32] = "";
         ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
         pid[n > 0 ? n : 0] = 0;
         pid[strcspn(pid, "\n")] = 0;
         close(fd);
-        if (errno != EWOULDBLOCK) return 0;
+        if (!busy) return 0;
         hs__store_seterr(err, errlen,
-                         "database %s is in use by another heapstore server%s%s%s (it holds %s); "
-                         "stop that one first, or use another --db",
+                         "database %s is in use by another heapstore server or import%s%s%s (it "
+                         "holds %s); stop that one first, or use another --db",
                          path, pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "", lpath);
         return HS_EBUSY;
     }

@@ -23,8 +23,10 @@ typedef struct wconn {
 } wconn;
 
 /* A run waiting for a resumed HELLO; once its deadline passes, closing it
- * as lost is retried every HS_GRACE_RETRY_NS until it succeeds (a full disk
- * makes it fail), so no run stays open for the life of the server. */
+ * as lost is retried until it succeeds (a full disk makes it fail), so that
+ * no run stays open for the life of the server. Each try reloads the run
+ * (replaying its events), so tries back off: 1 s after the first failure,
+ * doubling up to HS_GRACE_RETRY_MAX_NS. */
 typedef struct grace {
     struct grace *next;
     uint8_t uuid[16];
@@ -32,7 +34,8 @@ typedef struct grace {
     unsigned failures; /* tries that failed so far */
 } grace;
 
-#define HS_GRACE_RETRY_NS 1000000000ull
+#define HS_GRACE_RETRY_NS     1000000000ull
+#define HS_GRACE_RETRY_MAX_NS 8000000000ull
 
 struct hs_writer {
     pthread_t thread;
@@ -204,13 +207,14 @@ static void expire_graces(hs_writer *w, uint64_t now)
         /* the run's memory goes either way: a retry loads it afresh */
         hs_store_release_uuid(w->store, g->uuid);
         if (rc) {
-            /* One line for the first failure and then one a minute. */
-            if (g->failures++ % 60 == 0)
-                hs_log("run %02x%02x%02x%02x…: cannot close it as lost: %s (%s); retrying every "
-                       "second",
+            /* One line for the first failure, then one every 16 tries. */
+            if (g->failures % 16 == 0)
+                hs_log("run %02x%02x%02x%02x…: cannot close it as lost: %s (%s); retrying",
                        g->uuid[0], g->uuid[1], g->uuid[2], g->uuid[3], hs_strerror(rc),
                        hs_store_errmsg(w->store));
-            g->deadline = now + HS_GRACE_RETRY_NS;
+            uint64_t wait = HS_GRACE_RETRY_NS << (g->failures < 3 ? g->failures : 3);
+            g->failures++;
+            g->deadline = now + (wait < HS_GRACE_RETRY_MAX_NS ? wait : HS_GRACE_RETRY_MAX_NS);
             pp = &g->next;
             continue;
         }
