@@ -65,8 +65,8 @@ enum { HS_RUN_OPEN, HS_RUN_ENDED, HS_RUN_LOST };
  * Legitimately live bytes dip below zero only by what other threads'
  * batches still carry, or what the collector dropped (a free may follow a
  * dropped allocation): a tebibyte of slack covers any real process. */
-#define HS_T_MAX       (1ull << 62)
-#define HS_FREE_SLACK  (1ll << 40)
+#define HS_T_MAX      (1ull << 62)
+#define HS_FREE_SLACK (1ll << 40)
 
 /* Hard caps on what one run may define (memory per run is bounded). */
 #define HS_RUN_MAX_PCS    (4u << 20)
