@@ -258,7 +258,7 @@ static int make_readonly(const char *dir)
 static void test_readonly_database(void **state)
 {
     (void)state;
-    char dir[600], rodir[700], db[800], link[800], copy_cmd[2000];
+    char dir[600], rodir[700], db[800], link[800], copy_cmd[4000];
     tk_tmpdir(dir, sizeof dir, "store-readonly");
     snprintf(rodir, sizeof rodir, "%s/ro", dir);
     assert_int_equal(mkdir(rodir, 0755), 0);
@@ -282,6 +282,16 @@ static void test_readonly_database(void **state)
     close(fd);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     snprintf(copy_cmd, sizeof copy_cmd, "cp '%s' '%s/hs.db'", db, rodir);
+    assert_int_equal(system(copy_cmd), 0);
+    /* and one whose server died: its last run only in the -wal (with its
+     * -shm), which a read-only open must still read */
+    char db2[800];
+    snprintf(db2, sizeof db2, "%s/died.db", dir);
+    assert_int_equal(tk_server_start(&srv, db2, 0, NULL), 0);
+    fd = send_acked(srv.port, &b, next + 1);
+    close(fd);
+    assert_int_equal(tk_server_stop(&srv, SIGKILL), 128 + SIGKILL);
+    snprintf(copy_cmd, sizeof copy_cmd, "cp '%s' '%s-wal' '%s-shm' '%s/'", db2, db2, db2, rodir);
     assert_int_equal(system(copy_cmd), 0);
     assert_int_equal(make_readonly(rodir), 0);
     /* The server runs on it through a link in a writable folder (its log
@@ -328,6 +338,13 @@ static void test_readonly_database(void **state)
     if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "testprog"));
+    qk_out_free(&o);
+    snprintf(db2, sizeof db2, "%s/died.db", rodir);
+    const char *argv2[] = {cli, "runs", "--db", db2, NULL};
+    assert_int_equal(qk_run(&o, argv2, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
+    assert_int_equal(o.code, 0);
+    assert_non_null(strstr(o.out, "ended"));
     qk_out_free(&o);
     if (ro_mounted)
         umount2(rodir, MNT_DETACH);
