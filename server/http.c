@@ -873,6 +873,7 @@ static void conn_parse(http_conn *c)
     c->keep_alive = c->req.keep_alive;
     c->head_only = c->req.head_only;
     if (rc == HS_HTTP_HEAD) {
+        c->head_done = 1; /* from now on the body must keep coming */
         if (c->req.expect_continue && c->in_len == c->req.head_len && !c->reading) {
             static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
             uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);

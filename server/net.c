@@ -626,11 +626,12 @@ static void log_refused(server *s, size_t open)
     }
 }
 
-/* At the connection cap: closes the client that has waited longest, and at
- * least EVICT_AFTER_NS, without finishing its HELLO or HTTP request head (a
- * slow or idle peer), so that the new one takes its place. 1 if one went. */
-#define EVICT_AFTER_NS (1000ull * 1000000ull)
-
+/* At the connection cap: closes the client that has waited longest without
+ * finishing its HELLO or HTTP request head (a slow or idle peer), so that
+ * the new one takes its place; 1 if one went. Streams past HELLO and
+ * requests being answered are never displaced. Any age will do: a minimum
+ * would let slow clients that reconnect in waves hold every socket while
+ * they are all younger than it. */
 static int make_room(server *s)
 {
     hs_conn *oldest = NULL;
@@ -641,7 +642,7 @@ static int make_room(server *s)
     uint64_t http_since = hs_http_oldest_waiting(s->http);
     uint64_t since = oldest && oldest->accepted_ns < http_since ? oldest->accepted_ns : http_since;
     uint64_t now = uv_hrtime();
-    if (since == UINT64_MAX || now - since < EVICT_AFTER_NS) return 0;
+    if (since == UINT64_MAX) return 0;
     if (oldest && oldest->accepted_ns == since) {
         conn_close(oldest,
                    "at the connection limit: displaced by a new connection after %.1f s "
