@@ -252,8 +252,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         c->in = ni;
         c->in_cap = cap;
     }
+    assert(!c->preauth || c->in_cap <= PREAUTH_CAP);
     if (c->in_cap == c->in_len) {
-        *buf = uv_buf_init(NULL, 0); /* full before HELLO: conn_parse closes it */
+        /* Only before HELLO, and never in practice: conn_parse closes a
+         * connection whose HELLO claims more than fits. */
+        *buf = uv_buf_init(NULL, 0);
         return;
     }
     *buf = uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));

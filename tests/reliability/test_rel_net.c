@@ -124,25 +124,26 @@ static void test_pipelined_then_close(void **state)
 {
     (void)state;
     tk_server srv;
+    /* the server inherits the disposition: give it the default one */
+    signal(SIGPIPE, SIG_DFL);
     start_server(&srv, "net-sigpipe", NULL);
+    signal(SIGPIPE, SIG_IGN);
     /* Two requests and a close before reading: the server's second answer
-     * goes to a socket the peer has reset. Unpatched, SIGPIPE ended the
-     * server within a few hundred of these. */
-    static const char *const reqs[] = {
-        "GET /api/health HTTP/1.1\r\n\r\nGET /api/health HTTP/1.1\r\n\r\n",
-        "GET /api/runs HTTP/1.1\r\n\r\nGET /api/runs HTTP/1.1\r\n\r\n",
-        "GET / HTTP/1.1\r\n\r\nGET / HTTP/1.1\r\n\r\n",
-    };
+     * goes to a socket the peer has closed. Unpatched, SIGPIPE ended the
+     * server within a few dozen of these (closing at once, without the
+     * short pauses, it took a few hundred). */
+    static const char req[] = "GET /api/health HTTP/1.1\r\n\r\nGET /api/health HTTP/1.1\r\n\r\n";
     int refused = 0;
     uint64_t deadline = tk_now_ms() + 60000;
-    for (int i = 0; i < 1500 && tk_now_ms() < deadline; i++) {
+    for (int i = 0; i < 2000 && tk_now_ms() < deadline; i++) {
         int fd = tk_connect(srv.port);
         if (fd < 0) {
+            fprintf(stderr, "refused after %d clients\n", i);
             refused++;
             break;
         }
-        const char *r = reqs[i % 3];
-        tk_send(fd, r, strlen(r));
+        tk_send(fd, req, sizeof req - 1);
+        usleep((useconds_t)(i % 20) * 50);
         close(fd);
     }
     assert_int_equal(refused, 0);
@@ -271,7 +272,7 @@ static void test_sql_lane(void **state)
             "ms; /api/runs max %llu ms\n",
             (unsigned long long)hp50, (unsigned long long)hp99, (unsigned long long)health[99],
             (unsigned long long)rmax);
-    assert_true(hp99 < 2000);
+    assert_true(health[99] < 2000); /* the slowest (sorted) */
     assert_true(rmax < 2000);
     for (int i = 0; i < 4; i++) {
         pthread_join(calls[i].th, NULL);
