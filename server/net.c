@@ -75,7 +75,7 @@ struct server {
     size_t nconns;   /* hs_conn structs (stream connections, refusing ones included) */
     size_t nrefusing;
     uv_timer_t sweep; /* closes refusing connections that say nothing */
-    uint64_t refused_conns, refused_logged_ns;
+    uint64_t refused_conns, displaced_conns, refused_logged_ns;
     uv_timer_t timeouts;  /* the HELLO and frame timeouts */
     size_t preauth_bytes; /* sum of in_cap over connections with preauth set */
 };
@@ -616,15 +616,20 @@ static uint64_t timeout_tick_ms(const hs_server_config *cfg)
     return ms < 20 ? 20 : ms > 1000 ? 1000 : ms;
 }
 
-static void log_refused(server *s, size_t open)
+/* At the limit: a connection refused, or (displaced) one that waited was
+ * closed to take a new one. */
+static void log_limit(server *s, size_t open, int displaced)
 {
     /* At most one line a second (hs_log counts the rest). */
-    s->refused_conns++;
+    if (displaced)
+        s->displaced_conns++;
+    else
+        s->refused_conns++;
     uint64_t now = uv_hrtime();
     if (now - s->refused_logged_ns >= 1000000000ull) {
         hs_log("connection limit reached (%zu open, from RLIMIT_NOFILE): %llu connections "
-               "refused so far",
-               open, (unsigned long long)s->refused_conns);
+               "refused and %llu that waited displaced so far",
+               open, (unsigned long long)s->refused_conns, (unsigned long long)s->displaced_conns);
         s->refused_logged_ns = now;
     }
 }
@@ -668,13 +673,16 @@ static void on_connection(uv_stream_t *listener, int status)
      * (and a 503 for HTTP). */
     size_t open = s->nconns - s->nrefusing + hs_http_clients(s->http);
     int refusing = open >= max_conns();
-    if (refusing && make_room(s)) refusing = 0;
+    if (refusing && make_room(s)) {
+        log_limit(s, open, 1);
+        refusing = 0;
+    }
     if (refusing && s->nrefusing >= REFUSING_MAX) {
         uv_tcp_t *t = malloc(sizeof *t);
         if (!t) return;
         uv_tcp_init(&s->loop, t);
         t->data = NULL;
-        if (!uv_accept(listener, (uv_stream_t *)t)) log_refused(s, open);
+        if (!uv_accept(listener, (uv_stream_t *)t)) log_limit(s, open, 0);
         uv_close((uv_handle_t *)t, on_tcp_closed);
         return;
     }
@@ -721,7 +729,7 @@ static void on_connection(uv_stream_t *listener, int status)
     if (refusing) {
         c->refusing = 1;
         s->nrefusing++;
-        log_refused(s, open);
+        log_limit(s, open, 0);
         if (!uv_is_active((uv_handle_t *)&s->sweep)) uv_timer_start(&s->sweep, on_sweep, 500, 500);
     }
     conn_read_start(c);
