@@ -55,7 +55,8 @@ struct hs_conn {
     int refusing; /* accepted over the limit: read its first bytes, then turn it away */
     int preauth;  /* in_cap counts in srv->preauth_bytes (HELLO not yet checked) */
     uint64_t accepted_ns;
-    uint64_t last_read_ns; /* when bytes last arrived (the frame timeout) */
+    uint64_t accepted_iter; /* srv->iter when accepted */
+    uint64_t last_read_ns;  /* when bytes last arrived (the frame timeout) */
     char peer[64];
 };
 
@@ -74,9 +75,12 @@ struct server {
     hs_hello hello;  /* scratch for decoding; loop thread only */
     size_t nconns;   /* hs_conn structs (stream connections, refusing ones included) */
     size_t nrefusing;
+    size_t nsockets;  /* open stream sockets, refusing ones aside: what counts at the cap */
     uv_timer_t sweep; /* closes refusing connections that say nothing */
     uint64_t refused_conns, displaced_conns, refused_logged_ns;
-    uv_timer_t timeouts;  /* the HELLO and frame timeouts */
+    uv_timer_t timeouts; /* the HELLO and frame timeouts */
+    uv_check_t tick;     /* counts loop iterations (iter) */
+    uint64_t iter;
     size_t preauth_bytes; /* sum of in_cap over connections with preauth set */
 };
 
@@ -148,6 +152,8 @@ static void conn_close_now(hs_conn *c)
 {
     if (!c->tcp || c->tcp_closing) return;
     c->tcp_closing = 1;
+    assert(c->refusing || c->srv->nsockets > 0);
+    if (!c->refusing) c->srv->nsockets--; /* uv_close closes the descriptor at once */
     uv_close((uv_handle_t *)c->tcp, on_tcp_closed);
 }
 
@@ -303,6 +309,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             uv_read_stop(stream);
             uv_tcp_t *tcp = c->tcp;
             c->tcp = NULL;
+            if (!c->refusing) c->srv->nsockets--; /* hs_http_clients() counts it now */
             tcp->data = NULL;
             hs_http_adopt(c->srv->http, tcp, (const char *)c->in, c->in_len, c->refusing);
             conn_unlink_free(c);
@@ -583,6 +590,12 @@ static void on_sweep(uv_timer_t *t)
     if (!s->nrefusing) uv_timer_stop(t);
 }
 
+static void on_tick(uv_check_t *h)
+{
+    server *s = h->data;
+    s->iter++;
+}
+
 static void on_timeouts(uv_timer_t *t)
 {
     server *s = t->data;
@@ -637,7 +650,10 @@ static void log_limit(server *s, size_t open, int displaced)
 /* At the connection cap: closes the client that has waited longest without
  * finishing its HELLO or HTTP request head (a slow or idle peer), so that
  * the new one takes its place; 1 if one went. Streams past HELLO and
- * requests being answered are never displaced. Any age will do: a minimum
+ * requests being answered are never displaced, nor a connection whose
+ * first bytes the loop has not yet had a full iteration to read (in a burst
+ * of accepts, a client that sent its whole request at once would otherwise
+ * be displaced before it is read). Any age will do beyond that: a minimum
  * would let slow clients that reconnect in waves hold every socket while
  * they are all younger than it. */
 static int make_room(server *s)
@@ -645,6 +661,7 @@ static int make_room(server *s)
     hs_conn *oldest = NULL;
     for (hs_conn *c = s->conns; c; c = c->next)
         if (c->phase <= P_HELLO && !c->refusing && !c->closing && c->tcp &&
+            (c->phase > P_FIRST || c->accepted_iter + 1 < s->iter) &&
             (!oldest || c->accepted_ns < oldest->accepted_ns))
             oldest = c;
     uint64_t http_since = hs_http_oldest_waiting(s->http);
@@ -671,7 +688,7 @@ static void on_connection(uv_stream_t *listener, int status)
     /* Every open client socket counts: libuv closes new connections
      * silently once descriptors run out, so refuse before, with a log line
      * (and a 503 for HTTP). */
-    size_t open = s->nconns - s->nrefusing + hs_http_clients(s->http);
+    size_t open = s->nsockets + hs_http_clients(s->http);
     int refusing = open >= max_conns();
     if (refusing && make_room(s)) {
         log_limit(s, open, 1);
@@ -707,6 +724,7 @@ static void on_connection(uv_stream_t *listener, int status)
     c->id = ++s->next_id;
     c->preauth = 1;
     c->accepted_ns = c->last_read_ns = uv_hrtime();
+    c->accepted_iter = s->iter;
     tcp->data = c;
     struct sockaddr_storage ss;
     int len = sizeof ss;
@@ -726,6 +744,7 @@ static void on_connection(uv_stream_t *listener, int status)
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    if (!refusing) s->nsockets++;
     if (refusing) {
         c->refusing = 1;
         s->nrefusing++;
@@ -765,6 +784,7 @@ static void stop_finish(server *s)
     s->http = NULL;
     uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
     uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
+    uv_close((uv_handle_t *)&s->tick, on_closed_noop);
     uv_close((uv_handle_t *)&s->async, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigint, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigterm, on_closed_noop);
@@ -848,6 +868,9 @@ int hs_server_run(const hs_server_config *cfg)
     s->timeouts.data = s;
     uint64_t tick = timeout_tick_ms(cfg);
     uv_timer_start(&s->timeouts, on_timeouts, tick, tick);
+    uv_check_init(&s->loop, &s->tick);
+    s->tick.data = s;
+    uv_check_start(&s->tick, on_tick);
     uv_async_init(&s->loop, &s->async, on_async);
     s->async.data = s;
     hs_writer_config wcfg = {.grace_ns = cfg->grace_ns, .retain_events_ns = cfg->retain_events_ns};
@@ -856,6 +879,7 @@ int hs_server_run(const hs_server_config *cfg)
         uv_close((uv_handle_t *)&s->async, on_closed_noop);
         uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
         uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
+        uv_close((uv_handle_t *)&s->tick, on_closed_noop);
         uv_close((uv_handle_t *)&s->listener, on_closed_noop);
         goto fail_http;
     }
