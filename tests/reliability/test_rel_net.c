@@ -282,7 +282,7 @@ static void test_sql_lane(void **state)
     /* More SQL than the lane queues: the rest is told so at once. */
     sql_call many[12];
     for (int i = 0; i < 12; i++) {
-        many[i] = (sql_call){.port = srv.port, .timeout_ms = 500};
+        many[i] = (sql_call){.port = srv.port, .timeout_ms = 1000};
         assert_int_equal(pthread_create(&many[i].th, NULL, sql_main, &many[i]), 0);
     }
     int busy = 0, done = 0;
