@@ -7,21 +7,34 @@
  * module owns the client handle: it reads, answers, closes it and frees it
  * (with free()) in its own close callback. The loop thread only parses and
  * writes; queries run on libuv's thread pool with their own read-only SQLite
- * connections, so they never block ingest or each other.
+ * connections, so they never block ingest. User SQL (POST /api/sql) has a lane
+ * of its own: one thread and a queue of HS_HTTP_SQL_QUEUE requests (more are
+ * answered 503, code "busy"), so that heavy SQL cannot take the pool from the
+ * dashboard's queries. GET /api/health is answered on the loop itself.
+ *
+ * Timeouts: a request's head must arrive within header_timeout_ns of its
+ * first byte, and its body must not stall that long (else 408 and close); a
+ * keep-alive connection idle for idle_timeout_ns is closed. 0 disables one.
  */
 #ifndef HS_HTTP_H
 #define HS_HTTP_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <uv.h>
+
+#define HS_HTTP_SQL_QUEUE 8 /* SQL requests waiting for the SQL lane's thread */
 
 typedef struct hs_http hs_http;
 
 typedef struct hs_http_config {
-    const char *db_path;  /* the database the server writes (opened read-only here) */
-    const char *token;    /* NULL: no authentication; else required as a bearer token */
-    const char *web_root; /* folder of the dashboard's files; NULL: none served */
+    const char *db_path;    /* the database the server writes (opened read-only here) */
+    const char *token;      /* NULL: no authentication; else required as a bearer token */
+    const char *read_token; /* NULL: none; else admitted too (only with token set) */
+    const char *web_root;   /* folder of the dashboard's files; NULL: none served */
+    uint64_t header_timeout_ns;
+    uint64_t idle_timeout_ns;
 } hs_http_config;
 
 int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg);
@@ -33,8 +46,15 @@ int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg);
  * (code "busy": the server holds as many connections as it can) and closed. */
 void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n, int busy);
 
-/* How many adopted clients are open (their handles not yet closed). */
+/* How many adopted clients hold a socket (not yet being closed). */
 size_t hs_http_clients(const hs_http *h);
+
+/* When (uv_hrtime) the client that has waited longest without sending a
+ * complete request head (idle keep-alive ones included) began to wait;
+ * UINT64_MAX when none waits. hs_http_evict_oldest() closes that client to
+ * make room for a new one (returns 0, or -1 when none waits). */
+uint64_t hs_http_oldest_waiting(const hs_http *h);
+int hs_http_evict_oldest(hs_http *h);
 
 /* Closes every client it owns; frees h once they are closed (call before the
  * final uv_run that drains close callbacks). Accepts NULL. */

@@ -57,6 +57,11 @@ int hs_http_parse_request(hs_http_req *out, const char *buf, size_t len, hs_http
  * the time taken does not depend on how much of the token matched. */
 int hs_http_bearer_ok(const char *v, size_t n, const char *token);
 
+/* 1 if (v, n) is exactly token (NUL-terminated), compared in a time that
+ * does not depend on how much of it matched: the one token comparison of the
+ * server, for HTTP bearers and collectors' HELLO alike. */
+int hs_token_eq(const char *v, size_t n, const char *token);
+
 /* The file path a static request asks for, relative to the web root:
  * the target's path part percent-decoded ('+' stays '+'), starting with '/',
  * "index.html" appended to a path ending in '/'. Refuses (-1) NULs, '\',

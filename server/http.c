@@ -3,18 +3,28 @@
  * Each adopted client is an http_conn. The loop thread reads and parses one
  * request at a time with hs_http_parse_request() (bounded: HS_HTTP_HEAD_MAX
  * bytes of head, HS_HTTP_BODY_MAX of body, Content-Length only), checks the
- * bearer token, then hands the work
- * to libuv's thread pool: API requests run hs_api_handle() (queries/) on a
- * read-only connection taken from a small pool, static files are read there
- * too. The answer is written back from the loop thread; keep-alive is
- * honoured, and pipelined requests wait their turn in the input buffer.
+ * bearer token (--token or --read-token), then answers GET /api/health on
+ * the spot (it reads no table) and hands other work to a thread: POST
+ * /api/sql to the SQL lane (one thread of its own, HS_HTTP_SQL_QUEUE
+ * waiting at most), the rest to libuv's thread pool. API requests run
+ * hs_api_handle() (queries/) on a read-only connection taken from a small
+ * pool, static files are read on the pool too. So user SQL, however heavy,
+ * holds one thread and one core at most, and the dashboard's own queries and
+ * health never wait behind it. The answer is written back from the loop
+ * thread; keep-alive is honoured, and pipelined requests wait their turn in
+ * the input buffer.
+ *
+ * A sweep timer enforces the header and idle timeouts (hs_http.h).
  *
  * Lifetime: a conn is freed when its handle is closed AND no work of it is
- * queued (a work request cannot be taken back once running). hs_http_free()
- * closes every conn and frees h when the last one is gone.
+ * queued or running (a running request cannot be taken back; one waiting in
+ * the SQL lane is taken out of the queue). hs_http_free() closes every conn;
+ * once the last is gone it stops the lane's thread, closes the timer and
+ * the lane's async handle, and frees h in their close callbacks.
  */
 #include "hs_http.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -30,6 +40,7 @@
 
 #include "hs_error.h"
 #include "hs_http_parse.h"
+#include "hs_log.h"
 #include "hs_queries.h"
 
 #define HTTP_FILE_MAX (64u << 20)
@@ -37,15 +48,36 @@
 
 typedef struct http_conn http_conn;
 
+enum { LANE_NONE, LANE_QUEUED, LANE_TAKEN };
+
+/* The SQL lane: one thread serving a FIFO of conns. waiting, done and each
+ * conn's lane state and lane_next are guarded by mu; the loop submits, takes
+ * queued conns back, and collects done ones (woken by async). */
+typedef struct sql_lane {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cond;
+    http_conn *head, *tail; /* waiting, oldest first */
+    size_t waiting;
+    http_conn *done; /* answered, for the loop */
+    int stop;
+    uv_async_t async;
+} sql_lane;
+
 struct hs_http {
     uv_loop_t *loop;
-    char *db_path, *token, *web_root;
+    char *db_path, *token, *read_token, *web_root;
+    uint64_t header_timeout_ns, idle_timeout_ns;
     pthread_mutex_t mu; /* guards pool and npool (thread-pool threads take and return) */
     hs_q *pool[HTTP_POOL_MAX];
     int npool;
+    hs_q *health_q; /* opened at start: GET /api/health says whether it could be */
     http_conn *conns;
-    size_t nclients; /* adopted handles not yet closed */
+    size_t nclients; /* adopted handles not being closed */
     int closing;
+    int handles; /* timer and lane async not yet closed (after hs_http_free) */
+    uv_timer_t sweep;
+    sql_lane lane;
 };
 
 struct http_conn {
@@ -65,10 +97,17 @@ struct http_conn {
     size_t out_len;
     uv_work_t work;
     uv_write_t wreq;
+    /* timeouts (uv_hrtime): waiting for a request since wait_ns; its first
+     * byte came at req_ns (0: none yet); the last bytes at read_ns */
+    uint64_t wait_ns, req_ns, read_ns;
+    int head_done; /* the head of the request in `in` is complete */
+    int lane;      /* LANE_*, under lane.mu */
+    http_conn *lane_next;
 };
 
 static void conn_free(http_conn *c);
 static void conn_parse(http_conn *c);
+static void conn_close(http_conn *c);
 
 /* ---- pool of read-only connections ---------------------------------------- */
 
@@ -97,6 +136,181 @@ static void pool_give(hs_http *h, hs_q *q)
     hs_q_free(q);
 }
 
+/* ---- the SQL lane ------------------------------------------------------------- */
+
+static void serve_api(http_conn *c);
+static void work_done(http_conn *c, int status);
+
+static void *lane_main(void *arg)
+{
+    hs_http *h = arg;
+    sql_lane *l = &h->lane;
+    pthread_mutex_lock(&l->mu);
+    for (;;) {
+        while (!l->stop && !l->head) pthread_cond_wait(&l->cond, &l->mu);
+        if (!l->head) break; /* stop, and nothing waits */
+        http_conn *c = l->head;
+        l->head = c->lane_next;
+        if (!l->head) l->tail = NULL;
+        l->waiting--;
+        assert(c->lane == LANE_QUEUED);
+        c->lane = LANE_TAKEN;
+        pthread_mutex_unlock(&l->mu);
+        serve_api(c);
+        pthread_mutex_lock(&l->mu);
+        c->lane_next = l->done;
+        l->done = c;
+        uv_async_send(&l->async);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return NULL;
+}
+
+static void lane_stop(hs_http *h)
+{
+    sql_lane *l = &h->lane;
+    pthread_mutex_lock(&l->mu);
+    assert(!l->head && !l->done);
+    l->stop = 1;
+    pthread_cond_signal(&l->cond);
+    pthread_mutex_unlock(&l->mu);
+    pthread_join(l->thread, NULL);
+}
+
+/* Queues c for the lane; -1 when HS_HTTP_SQL_QUEUE requests already wait. */
+static int lane_submit(http_conn *c)
+{
+    sql_lane *l = &c->h->lane;
+    pthread_mutex_lock(&l->mu);
+    int full = l->waiting >= HS_HTTP_SQL_QUEUE;
+    if (!full) {
+        c->lane = LANE_QUEUED;
+        c->lane_next = NULL;
+        if (l->tail)
+            l->tail->lane_next = c;
+        else
+            l->head = c;
+        l->tail = c;
+        l->waiting++;
+        pthread_cond_signal(&l->cond);
+    }
+    pthread_mutex_unlock(&l->mu);
+    return full ? -1 : 0;
+}
+
+/* A closed conn's request that has not started is dropped from the queue:
+ * 1 if it was (no answer will come), 0 if the lane has it or had none. */
+static int lane_take_back(http_conn *c)
+{
+    sql_lane *l = &c->h->lane;
+    int taken = 0;
+    pthread_mutex_lock(&l->mu);
+    if (c->lane == LANE_QUEUED) {
+        http_conn **pp = &l->head, *prev = NULL;
+        while (*pp != c) {
+            prev = *pp;
+            pp = &(*pp)->lane_next;
+        }
+        *pp = c->lane_next;
+        if (l->tail == c) l->tail = prev;
+        l->waiting--;
+        c->lane = LANE_NONE;
+        taken = 1;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return taken;
+}
+
+/* The loop's side: answers what the lane has served. */
+static void lane_collect(uv_async_t *a)
+{
+    hs_http *h = a->data;
+    sql_lane *l = &h->lane;
+    pthread_mutex_lock(&l->mu);
+    http_conn *c = l->done;
+    l->done = NULL;
+    for (http_conn *k = c; k; k = k->lane_next) k->lane = LANE_NONE;
+    pthread_mutex_unlock(&l->mu);
+    while (c) {
+        http_conn *n = c->lane_next;
+        work_done(c, 0);
+        c = n;
+    }
+}
+
+/* ---- timeouts ------------------------------------------------------------------ */
+
+/* A few checks per shortest timeout, at most a second apart. */
+static uint64_t sweep_tick_ms(const hs_http *h)
+{
+    uint64_t least = UINT64_MAX;
+    if (h->header_timeout_ns) least = h->header_timeout_ns;
+    if (h->idle_timeout_ns && h->idle_timeout_ns < least) least = h->idle_timeout_ns;
+    uint64_t ms = least == UINT64_MAX ? 1000 : least / 4000000;
+    return ms < 20 ? 20 : ms > 1000 ? 1000 : ms;
+}
+
+/* Since when c has waited for a request head (UINT64_MAX: it is not
+ * waiting: its head is in, or it is being answered or closed). */
+static uint64_t waiting_since(const http_conn *c)
+{
+    if (c->busy || c->writing || c->closing || c->head_done) return UINT64_MAX;
+    return c->in_len ? c->req_ns : c->wait_ns;
+}
+
+static void fail_request(http_conn *c, int status, const char *code, const char *msg);
+
+static void on_sweep(uv_timer_t *t)
+{
+    hs_http *h = t->data;
+    uint64_t now = uv_hrtime();
+    for (http_conn *c = h->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->busy || c->writing || c->closing) continue;
+        if (!c->in_len) {
+            if (h->idle_timeout_ns && now - c->wait_ns >= h->idle_timeout_ns) conn_close(c);
+            continue;
+        }
+        uint64_t from = c->head_done ? c->read_ns : c->req_ns;
+        if (!h->header_timeout_ns || now - from < h->header_timeout_ns) continue;
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request %s within %.1f s (--header-timeout)",
+                 c->head_done ? "body stalled: no byte" : "head did not arrive",
+                 (double)h->header_timeout_ns / 1e9);
+        hs_log("http client (%zu bytes received): 408: %s", c->in_len, msg);
+        fail_request(c, 408, "timeout", msg);
+    }
+}
+
+uint64_t hs_http_oldest_waiting(const hs_http *h)
+{
+    uint64_t since = UINT64_MAX;
+    for (const http_conn *c = h->conns; c; c = c->next) {
+        uint64_t w = waiting_since(c);
+        if (w < since) since = w;
+    }
+    return since;
+}
+
+int hs_http_evict_oldest(hs_http *h)
+{
+    http_conn *oldest = NULL;
+    uint64_t since = UINT64_MAX;
+    for (http_conn *c = h->conns; c; c = c->next) {
+        uint64_t w = waiting_since(c);
+        if (w < since) {
+            since = w;
+            oldest = c;
+        }
+    }
+    if (!oldest) return -1;
+    hs_log("http client: at the connection limit: displaced by a new connection after %.1f s "
+           "without a complete request (%zu bytes received)",
+           (double)(uv_hrtime() - since) / 1e9, oldest->in_len);
+    conn_close(oldest);
+    return 0;
+}
+
 /* ---- public ------------------------------------------------------------------ */
 
 int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg)
@@ -108,28 +322,74 @@ int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg)
         free(h);
         return HS_ENOMEM;
     }
+    h->header_timeout_ns = cfg->header_timeout_ns;
+    h->idle_timeout_ns = cfg->idle_timeout_ns;
+    int rc = HS_ENOMEM;
     if ((cfg->db_path && !(h->db_path = strdup(cfg->db_path))) ||
         (cfg->token && !(h->token = strdup(cfg->token))) ||
-        (cfg->web_root && !(h->web_root = strdup(cfg->web_root)))) {
-        free(h->db_path);
-        free(h->token);
-        free(h->web_root);
-        pthread_mutex_destroy(&h->mu);
-        free(h);
-        return HS_ENOMEM;
+        (cfg->read_token && !(h->read_token = strdup(cfg->read_token))) ||
+        (cfg->web_root && !(h->web_root = strdup(cfg->web_root))))
+        goto fail;
+    sql_lane *l = &h->lane;
+    if (pthread_mutex_init(&l->mu, NULL)) goto fail;
+    if (pthread_cond_init(&l->cond, NULL)) goto fail_mu;
+    /* The thread waits for work, so it never signals before async exists. */
+    if (pthread_create(&l->thread, NULL, lane_main, h)) goto fail_cond;
+    if ((rc = uv_async_init(loop, &l->async, lane_collect))) {
+        lane_stop(h);
+        rc = HS_EIO;
+        goto fail_cond;
     }
+    l->async.data = h;
+    uv_timer_init(loop, &h->sweep);
+    h->sweep.data = h;
+    uint64_t tick = sweep_tick_ms(h);
+    uv_timer_start(&h->sweep, on_sweep, tick, tick);
+    /* Opened here, before the loop runs: the loop thread never calls SQLite. */
+    hs_qerr qerr;
+    if (h->db_path && hs_q_open(&h->health_q, h->db_path, &qerr)) h->health_q = NULL;
     *out = h;
     return 0;
-}
-
-static void http_destroy(hs_http *h)
-{
-    for (int i = 0; i < h->npool; i++) hs_q_free(h->pool[i]);
-    pthread_mutex_destroy(&h->mu);
+fail_cond:
+    pthread_cond_destroy(&l->cond);
+fail_mu:
+    pthread_mutex_destroy(&l->mu);
+fail:
     free(h->db_path);
     free(h->token);
+    free(h->read_token);
+    free(h->web_root);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+    return rc;
+}
+
+static void http_handle_closed(uv_handle_t *handle)
+{
+    hs_http *h = handle->data;
+    if (--h->handles) return;
+    for (int i = 0; i < h->npool; i++) hs_q_free(h->pool[i]);
+    hs_q_free(h->health_q);
+    pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->lane.cond);
+    pthread_mutex_destroy(&h->lane.mu);
+    free(h->db_path);
+    free(h->token);
+    free(h->read_token);
     free(h->web_root);
     free(h);
+}
+
+/* Every conn is gone, so the lane is idle (a conn is freed only once the
+ * lane has returned it): stop its thread, then close the handles; the last
+ * close callback frees h. */
+static void http_destroy(hs_http *h)
+{
+    sql_lane *l = &h->lane;
+    lane_stop(h);
+    h->handles = 2;
+    uv_close((uv_handle_t *)&h->sweep, http_handle_closed);
+    uv_close((uv_handle_t *)&l->async, http_handle_closed);
 }
 
 static void on_close(uv_handle_t *handle)
@@ -138,7 +398,7 @@ static void on_close(uv_handle_t *handle)
     free(handle);
     c->tcp = NULL;
     c->closed = 1;
-    c->h->nclients--;
+    if (c->busy && lane_take_back(c)) c->busy = 0;
     if (!c->busy && !c->writing) conn_free(c);
 }
 
@@ -146,6 +406,7 @@ static void conn_close(http_conn *c)
 {
     if (c->closing) return;
     c->closing = 1;
+    c->h->nclients--; /* its descriptor is closed now; the handle goes later */
     uv_close((uv_handle_t *)c->tcp, on_close);
 }
 
@@ -201,6 +462,9 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
+    if (!nread) return;
+    c->read_ns = uv_hrtime();
+    if (!c->in_len) c->req_ns = c->read_ns;
     c->in_len += (size_t)nread;
     conn_parse(c);
 }
@@ -241,6 +505,7 @@ void hs_http_adopt(hs_http *h, uv_tcp_t *client, const char *first, size_t n, in
     }
     c->h = h;
     c->tcp = client;
+    c->wait_ns = c->req_ns = c->read_ns = uv_hrtime();
     client->data = c;
     h->nclients++;
     c->next = h->conns;
@@ -290,6 +555,8 @@ static const char *reason(int status)
         return "Length Required";
     case 413:
         return "Content Too Large";
+    case 414:
+        return "URI Too Long";
     case 431:
         return "Request Header Fields Too Large";
     case 500:
@@ -360,6 +627,8 @@ static void on_written(uv_write_t *req, int status)
     memmove(c->in, c->in + c->req_len, c->in_len - c->req_len);
     c->in_len -= c->req_len;
     c->req_len = 0;
+    c->head_done = 0;
+    c->wait_ns = c->req_ns = uv_hrtime(); /* a pipelined request's bytes are here now */
     conn_parse(c);
 }
 
@@ -505,12 +774,12 @@ static void serve_static(http_conn *c)
 
 /* ---- API (on the thread pool) ------------------------------------------------ */
 
-static void serve_api(http_conn *c)
+/* Answers c's API request on connection q (NULL: the database cannot be
+ * opened; hs_api_handle() then answers only health). */
+static void serve_api_with(http_conn *c, hs_q *q)
 {
-    hs_q *q = pool_take(c->h);
     hs_api_reply r;
     hs_api_handle(q, c->req.method, c->req.target, c->in + c->req.head_len, c->req.body_len, &r);
-    pool_give(c->h, q);
     char extra[512] = "Cache-Control: no-store\r\n";
     if (r.json) {
         char *text = json_dumps(r.json, JSON_COMPACT);
@@ -529,6 +798,13 @@ static void serve_api(http_conn *c)
     hs_api_reply_clear(&r);
 }
 
+static void serve_api(http_conn *c)
+{
+    hs_q *q = pool_take(c->h);
+    serve_api_with(c, q);
+    pool_give(c->h, q);
+}
+
 static void work_cb(uv_work_t *w)
 {
     http_conn *c = w->data;
@@ -538,9 +814,8 @@ static void work_cb(uv_work_t *w)
         serve_static(c);
 }
 
-static void after_work(uv_work_t *w, int status)
+static void work_done(http_conn *c, int status)
 {
-    http_conn *c = w->data;
     c->busy = 0;
     if (c->closed) {
         if (!c->writing) conn_free(c);
@@ -553,7 +828,34 @@ static void after_work(uv_work_t *w, int status)
     send_out(c);
 }
 
+static void after_work(uv_work_t *w, int status)
+{
+    work_done(w->data, status);
+}
+
 /* ---- parsing (loop thread) ------------------------------------------------------ */
+
+/* Either token admits a reader; with neither configured, everyone. */
+static int authorized(const hs_http *h, const hs_http_req *r)
+{
+    if (!h->token && !h->read_token) return 1;
+    /* both compared, whichever matches: the time says nothing of which */
+    int w = hs_http_bearer_ok(r->auth, r->auth_len, h->token);
+    int rd = hs_http_bearer_ok(r->auth, r->auth_len, h->read_token);
+    return w | rd;
+}
+
+/* The request's path as hs_api_handle() routes it (no query string, no
+ * trailing slashes), cut to len - 1 bytes: enough to recognize a route. */
+static void api_path(char *out, size_t len, const hs_http_req *r)
+{
+    size_t n = strcspn(r->target, "?");
+    while (n > 1 && r->target[n - 1] == '/') n--;
+    if (n >= len) n = len - 1;
+    memcpy(out, r->target, n);
+    out[n] = '\0';
+    if (!r->is_api) out[0] = '\0';
+}
 
 static void conn_parse(http_conn *c)
 {
@@ -571,6 +873,7 @@ static void conn_parse(http_conn *c)
     c->keep_alive = c->req.keep_alive;
     c->head_only = c->req.head_only;
     if (rc == HS_HTTP_HEAD) {
+        c->head_done = 1; /* from now on the body must keep coming */
         if (c->req.expect_continue && c->in_len == c->req.head_len && !c->reading) {
             static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
             uv_buf_t b = uv_buf_init((char *)cont, sizeof cont - 1);
@@ -580,15 +883,35 @@ static void conn_parse(http_conn *c)
         return;
     }
     read_stop(c);
+    c->head_done = 1;
     c->req_len = c->req.head_len + c->req.body_len;
-    if (c->req.is_api && c->h->token &&
-        !hs_http_bearer_ok(c->req.auth, c->req.auth_len, c->h->token)) {
+    if (c->req.is_api && !authorized(c->h, &c->req)) {
         json_error(c, 401, "unauthorized",
                    c->req.auth ? "wrong token" : "this server needs Authorization: Bearer TOKEN");
         send_out(c);
         return;
     }
+    char path[32];
+    api_path(path, sizeof path, &c->req);
+    if (!strcmp(path, "/api/health")) {
+        /* On the loop: it reads no table, so nothing may keep it waiting. */
+        serve_api_with(c, c->h->health_q);
+        send_out(c);
+        return;
+    }
     c->busy = 1;
+    if (!strcmp(path, "/api/sql")) {
+        if (lane_submit(c)) {
+            c->busy = 0;
+            c->keep_alive = 0;
+            char msg[96];
+            snprintf(msg, sizeof msg, "%d SQL queries are waiting already; try again later",
+                     HS_HTTP_SQL_QUEUE);
+            json_error(c, 503, "busy", msg);
+            send_out(c);
+        }
+        return;
+    }
     c->work.data = c;
     if (uv_queue_work(c->h->loop, &c->work, work_cb, after_work)) {
         c->busy = 0;

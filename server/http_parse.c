@@ -120,15 +120,19 @@ int hs_http_parse_request(hs_http_req *out, const char *buf, size_t len, hs_http
     return len - head_len >= out->body_len ? HS_HTTP_COMPLETE : HS_HTTP_HEAD;
 }
 
-int hs_http_bearer_ok(const char *v, size_t n, const char *token)
+int hs_token_eq(const char *v, size_t n, const char *token)
 {
-    if (!v || !token || n < 7 || strncasecmp(v, "Bearer ", 7)) return 0;
-    v += 7;
-    n -= 7;
+    if (!v || !token) return 0;
     size_t tl = strlen(token);
     unsigned diff = (unsigned)(n != tl);
     for (size_t i = 0; i < n && i < tl; i++) diff |= (unsigned char)(v[i] ^ token[i]);
     return diff == 0; /* no early exit: the time does not tell how much matched */
+}
+
+int hs_http_bearer_ok(const char *v, size_t n, const char *token)
+{
+    if (!v || !token || n < 7 || strncasecmp(v, "Bearer ", 7)) return 0;
+    return hs_token_eq(v + 7, n - 7, token);
 }
 
 static int hexval(int ch)

@@ -31,6 +31,17 @@ static void usage(FILE *f)
         "                       that have ended; runs, stacks and rollups are kept\n"
         "  --token TOKEN        require TOKEN from collectors (HELLO) and HTTP clients\n"
         "                       (default: $HEAPSTORE_TOKEN when set)\n"
+        "  --read-token TOKEN   also admit TOKEN on the HTTP API and dashboard, never from\n"
+        "                       collectors: readers then need not hold the writers' token\n"
+        "                       (default: $HEAPSTORE_READ_TOKEN when set)\n"
+        "  --header-timeout DUR an HTTP request's head must arrive within DUR of its first\n"
+        "                       byte, and its body must not stall that long (default 10s)\n"
+        "  --idle-timeout DUR   close an idle keep-alive HTTP connection after DUR\n"
+        "                       (default 30s)\n"
+        "  --hello-timeout DUR  close a connection without a complete HELLO (or request)\n"
+        "                       DUR after it connected (default 10s)\n"
+        "  --frame-timeout DUR  close a stream whose partly sent frame gets no byte for DUR\n"
+        "                       (default 60s); 0 turns any of these timeouts off\n"
         "  --web-root DIR       dashboard files (default <bindir>/../share/heapstore/web)\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
@@ -108,9 +119,13 @@ int main(int argc, char **argv)
         .port = HS_DEFAULT_PORT,
         .granularity_ns = 1000000000ull,
         .grace_ns = 10ull * 1000000000ull,
+        .hello_timeout_ns = 10ull * 1000000000ull,
+        .frame_timeout_ns = 60ull * 1000000000ull,
+        .header_timeout_ns = 10ull * 1000000000ull,
+        .idle_timeout_ns = 30ull * 1000000000ull,
     };
     char *web_root = NULL;
-    int token_given = 0;
+    int token_given = 0, read_token_given = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -127,9 +142,10 @@ int main(int argc, char **argv)
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         char name[32];
         snprintf(name, sizeof name, "%.*s", (int)(nlen < 31 ? nlen : 31), a);
-        static const char *const known[] = {"--db",      "--listen",        "--granularity",
-                                            "--grace",   "--retain-events", "--token",
-                                            "--web-root"};
+        static const char *const known[] = {"--db",           "--listen",        "--granularity",
+                                            "--grace",        "--retain-events", "--token",
+                                            "--read-token",   "--web-root",      "--header-timeout",
+                                            "--idle-timeout", "--hello-timeout", "--frame-timeout"};
         int ok = 0;
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
@@ -165,6 +181,17 @@ int main(int argc, char **argv)
         } else if (!strcmp(name, "--token")) {
             cfg.token = val[0] ? val : NULL;
             token_given = 1;
+        } else if (!strcmp(name, "--read-token")) {
+            cfg.read_token = val[0] ? val : NULL;
+            read_token_given = 1;
+        } else if (!strcmp(name, "--header-timeout")) {
+            bad = parse_duration(val, &cfg.header_timeout_ns);
+        } else if (!strcmp(name, "--idle-timeout")) {
+            bad = parse_duration(val, &cfg.idle_timeout_ns);
+        } else if (!strcmp(name, "--hello-timeout")) {
+            bad = parse_duration(val, &cfg.hello_timeout_ns);
+        } else if (!strcmp(name, "--frame-timeout")) {
+            bad = parse_duration(val, &cfg.frame_timeout_ns);
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
         }
@@ -176,6 +203,8 @@ int main(int argc, char **argv)
     /* The variable collectors and the CLI send; --token (even empty) wins. */
     const char *env_token = getenv("HEAPSTORE_TOKEN");
     if (!token_given && env_token && *env_token) cfg.token = env_token;
+    const char *env_read = getenv("HEAPSTORE_READ_TOKEN");
+    if (!read_token_given && env_read && *env_read) cfg.read_token = env_read;
     if (!cfg.db_path) {
         int rc = hs_default_db_path(db_buf, sizeof db_buf);
         if (!rc) rc = hs_paths_mkdir_parent(db_buf);

@@ -1,5 +1,7 @@
 /* hs_server: the libuv loop: listener, collector connections, ACKs, signals. */
+#include <assert.h>
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 
 #include "hs_error.h"
 #include "hs_http.h"
+#include "hs_http_parse.h"
 #include "hs_log.h"
 #include "hs_proto.h"
 #include "hs_server.h"
@@ -22,6 +25,10 @@ enum phase {
     P_WAIT_HELLO, /* HELLO is with the writer; input waits in the buffer */
     P_STREAM,     /* frames */
 };
+
+/* The most a connection buffers before its HELLO passed the token check:
+ * the stream header and a HELLO of HS_PREAUTH_MAX bytes. */
+#define PREAUTH_CAP (HS_PREAUTH_MAX + 64)
 
 typedef struct hs_conn hs_conn;
 typedef struct server server;
@@ -46,7 +53,10 @@ struct hs_conn {
     int eof;      /* the peer is done sending; close once all is acknowledged */
     int tcp_closing;
     int refusing; /* accepted over the limit: read its first bytes, then turn it away */
+    int preauth;  /* in_cap counts in srv->preauth_bytes (HELLO not yet checked) */
     uint64_t accepted_ns;
+    uint64_t accepted_iter; /* srv->iter when accepted */
+    uint64_t last_read_ns;  /* when bytes last arrived (the frame timeout) */
     char peer[64];
 };
 
@@ -65,8 +75,13 @@ struct server {
     hs_hello hello;  /* scratch for decoding; loop thread only */
     size_t nconns;   /* hs_conn structs (stream connections, refusing ones included) */
     size_t nrefusing;
+    size_t nsockets;  /* open stream sockets, refusing ones aside: what counts at the cap */
     uv_timer_t sweep; /* closes refusing connections that say nothing */
-    uint64_t refused_conns, refused_logged_ns;
+    uint64_t refused_conns, displaced_conns, refused_logged_ns;
+    uv_timer_t timeouts; /* the HELLO and frame timeouts */
+    uv_check_t tick;     /* counts loop iterations (iter) */
+    uint64_t iter;
+    size_t preauth_bytes; /* sum of in_cap over connections with preauth set */
 };
 
 typedef struct out_msg {
@@ -81,6 +96,16 @@ static void conn_parse(hs_conn *c);
 
 /* ---- connections ------------------------------------------------------- */
 
+/* The connection is past the token check (or gone): its buffer no longer
+ * counts against the unauthenticated total. */
+static void conn_preauth_end(hs_conn *c)
+{
+    if (!c->preauth) return;
+    assert(c->srv->preauth_bytes >= c->in_cap);
+    c->srv->preauth_bytes -= c->in_cap;
+    c->preauth = 0;
+}
+
 static void conn_unlink_free(hs_conn *c)
 {
     server *s = c->srv;
@@ -91,6 +116,7 @@ static void conn_unlink_free(hs_conn *c)
     if (c->next) c->next->prev = c->prev;
     s->nconns--;
     if (c->refusing) s->nrefusing--;
+    conn_preauth_end(c);
     free(c->in);
     free(c);
 }
@@ -126,6 +152,8 @@ static void conn_close_now(hs_conn *c)
 {
     if (!c->tcp || c->tcp_closing) return;
     c->tcp_closing = 1;
+    assert(c->refusing || c->srv->nsockets > 0);
+    if (!c->refusing) c->srv->nsockets--; /* uv_close closes the descriptor at once */
     uv_close((uv_handle_t *)c->tcp, on_tcp_closed);
 }
 
@@ -206,18 +234,36 @@ static void conn_refuse(hs_conn *c, const char *reason)
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     hs_conn *c = h->data;
+    server *s = c->srv;
     (void)suggested;
-    size_t want = 64 * 1024;
-    if (c->in_cap - c->in_len < want) {
+    /* Before the token check the buffer grows by small steps up to
+     * PREAUTH_CAP (a whole HELLO and the stream header) and only while all
+     * such buffers together stay within HS_PREAUTH_TOTAL_MAX. */
+    size_t want = c->preauth ? 4096 : 64 * 1024;
+    size_t limit = c->preauth ? PREAUTH_CAP : SIZE_MAX;
+    if (c->in_cap - c->in_len < want && c->in_cap < limit) {
         size_t cap = c->in_cap ? c->in_cap : want;
         while (cap - c->in_len < want) cap *= 2;
+        if (cap > limit) cap = limit;
+        if (c->preauth && s->preauth_bytes - c->in_cap + cap > HS_PREAUTH_TOTAL_MAX) {
+            *buf = uv_buf_init(NULL, 0); /* on_read closes it (UV_ENOBUFS) */
+            return;
+        }
         uint8_t *ni = realloc(c->in, cap);
         if (!ni) {
             *buf = uv_buf_init(NULL, 0); /* libuv reports UV_ENOBUFS */
             return;
         }
+        if (c->preauth) s->preauth_bytes += cap - c->in_cap;
         c->in = ni;
         c->in_cap = cap;
+    }
+    assert(!c->preauth || c->in_cap <= PREAUTH_CAP);
+    if (c->in_cap == c->in_len) {
+        /* Only before HELLO, and never in practice: conn_parse closes a
+         * connection whose HELLO claims more than fits. */
+        *buf = uv_buf_init(NULL, 0);
+        return;
     }
     *buf = uv_buf_init((char *)c->in + c->in_len, (unsigned)(c->in_cap - c->in_len));
 }
@@ -244,12 +290,18 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
                 conn_close(c, NULL);
         } else if (c->bye_seq && c->acked >= c->bye_seq) {
             conn_close(c, NULL); /* a reset after the last ACK: the run is complete */
+        } else if (nread == UV_ENOBUFS && c->preauth) {
+            conn_close(c,
+                       "unauthenticated connections hold %zu bytes, the most the server "
+                       "buffers before HELLO (%u)",
+                       c->srv->preauth_bytes, HS_PREAUTH_TOTAL_MAX);
         } else {
             conn_close(c, "read error: %s", uv_strerror((int)nread));
         }
         return;
     }
     c->in_len += (size_t)nread;
+    c->last_read_ns = uv_hrtime();
     if (c->phase == P_FIRST) {
         if (c->in[0] != hs_magic[0]) {
             /* Not a collector: the HTTP side takes the handle over (and
@@ -257,6 +309,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
             uv_read_stop(stream);
             uv_tcp_t *tcp = c->tcp;
             c->tcp = NULL;
+            if (!c->refusing) c->srv->nsockets--; /* hs_http_clients() counts it now */
             tcp->data = NULL;
             hs_http_adopt(c->srv->http, tcp, (const char *)c->in, c->in_len, c->refusing);
             conn_unlink_free(c);
@@ -303,11 +356,11 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
         return -1;
     }
     const char *tok = s->cfg->token;
-    if (tok && (s->hello.token.len != strlen(tok) ||
-                memcmp(s->hello.token.ptr, tok, s->hello.token.len) != 0)) {
+    if (tok && !hs_token_eq((const char *)s->hello.token.ptr, s->hello.token.len, tok)) {
         conn_refuse(c, "bad token");
         return -1;
     }
+    conn_preauth_end(c);
     hs_wjob *j = hs_wjob_new(HS_WJOB_HELLO, c->id, c);
     if (!j || hs_wjob_set_data(j, f->payload, f->len)) {
         hs_wjob_free(j);
@@ -319,6 +372,25 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
     c->inflight += f->len;
     conn_read_stop(c);
     hs_writer_submit(s->writer, j);
+    return 0;
+}
+
+/* Before the first frame is whole: 1 (and the connection closed) if it
+ * cannot be a HELLO within HS_PREAUTH_MAX, known from its first bytes. */
+static int hello_too_big(hs_conn *c, const uint8_t *p, size_t left)
+{
+    if (left && p[0] != HS_FRAME_HELLO) {
+        conn_close(c, "the first frame is %s (0x%02x), not HELLO",
+                   hs_frame_name(p[0]) ? hs_frame_name(p[0]) : "unknown", p[0]);
+        return 1;
+    }
+    uint64_t n;
+    int k = left > 1 ? hs_varint_decode(p + 1, p + left, &n) : 0;
+    if (k > 0 && 1 + (uint64_t)k + n > HS_PREAUTH_MAX) {
+        conn_close(c, "a HELLO of %" PRIu64 " bytes: over the %u allowed before authentication", n,
+                   HS_PREAUTH_MAX);
+        return 1;
+    }
     return 0;
 }
 
@@ -348,6 +420,7 @@ static void conn_parse(hs_conn *c)
         }
         hs_frame f;
         long n = hs_frame_split(p, left, &f);
+        if (n == 0 && c->phase == P_HELLO && hello_too_big(c, p, left)) break;
         if (n == 0) break;
         if (n < 0) {
             if (n == HS_ETOOBIG)
@@ -517,17 +590,92 @@ static void on_sweep(uv_timer_t *t)
     if (!s->nrefusing) uv_timer_stop(t);
 }
 
-static void log_refused(server *s, size_t open)
+static void on_tick(uv_check_t *h)
+{
+    server *s = h->data;
+    s->iter++;
+}
+
+static void on_timeouts(uv_timer_t *t)
+{
+    server *s = t->data;
+    const hs_server_config *cfg = s->cfg;
+    uint64_t now = uv_hrtime();
+    for (hs_conn *c = s->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->closing || c->refusing || !c->tcp) continue;
+        if (c->phase <= P_HELLO && cfg->hello_timeout_ns &&
+            now - c->accepted_ns >= cfg->hello_timeout_ns) {
+            conn_close(c, "no complete %s within %.1f s of connecting (--hello-timeout)",
+                       c->phase == P_FIRST ? "request" : "HELLO",
+                       (double)cfg->hello_timeout_ns / 1e9);
+        } else if (c->phase == P_STREAM && c->reading && c->in_len && cfg->frame_timeout_ns &&
+                   now - c->last_read_ns >= cfg->frame_timeout_ns) {
+            conn_close(c,
+                       "a frame stayed incomplete for %.1f s (%zu bytes of it received; "
+                       "--frame-timeout)",
+                       (double)(now - c->last_read_ns) / 1e9, c->in_len);
+        }
+    }
+}
+
+/* Checks a few times per shortest timeout, at most every second. */
+static uint64_t timeout_tick_ms(const hs_server_config *cfg)
+{
+    uint64_t least = UINT64_MAX;
+    if (cfg->hello_timeout_ns) least = cfg->hello_timeout_ns;
+    if (cfg->frame_timeout_ns && cfg->frame_timeout_ns < least) least = cfg->frame_timeout_ns;
+    uint64_t ms = least == UINT64_MAX ? 1000 : least / 4000000;
+    return ms < 20 ? 20 : ms > 1000 ? 1000 : ms;
+}
+
+/* At the limit: a connection refused, or (displaced) one that waited was
+ * closed to take a new one. */
+static void log_limit(server *s, size_t open, int displaced)
 {
     /* At most one line a second (hs_log counts the rest). */
-    s->refused_conns++;
+    if (displaced)
+        s->displaced_conns++;
+    else
+        s->refused_conns++;
     uint64_t now = uv_hrtime();
     if (now - s->refused_logged_ns >= 1000000000ull) {
         hs_log("connection limit reached (%zu open, from RLIMIT_NOFILE): %llu connections "
-               "refused so far",
-               open, (unsigned long long)s->refused_conns);
+               "refused and %llu that waited displaced so far",
+               open, (unsigned long long)s->refused_conns, (unsigned long long)s->displaced_conns);
         s->refused_logged_ns = now;
     }
+}
+
+/* At the connection cap: closes the client that has waited longest without
+ * finishing its HELLO or HTTP request head (a slow or idle peer), so that
+ * the new one takes its place; 1 if one went. Streams past HELLO and
+ * requests being answered are never displaced, nor a connection whose
+ * first bytes the loop has not yet had a full iteration to read (in a burst
+ * of accepts, a client that sent its whole request at once would otherwise
+ * be displaced before it is read). Any age will do beyond that: a minimum
+ * would let slow clients that reconnect in waves hold every socket while
+ * they are all younger than it. */
+static int make_room(server *s)
+{
+    hs_conn *oldest = NULL;
+    for (hs_conn *c = s->conns; c; c = c->next)
+        if (c->phase <= P_HELLO && !c->refusing && !c->closing && c->tcp &&
+            (c->phase > P_FIRST || c->accepted_iter + 1 < s->iter) &&
+            (!oldest || c->accepted_ns < oldest->accepted_ns))
+            oldest = c;
+    uint64_t http_since = hs_http_oldest_waiting(s->http);
+    uint64_t since = oldest && oldest->accepted_ns < http_since ? oldest->accepted_ns : http_since;
+    uint64_t now = uv_hrtime();
+    if (since == UINT64_MAX) return 0;
+    if (oldest && oldest->accepted_ns == since) {
+        conn_close(oldest,
+                   "at the connection limit: displaced by a new connection after %.1f s "
+                   "without a complete HELLO",
+                   (double)(now - since) / 1e9);
+        return 1;
+    }
+    return hs_http_evict_oldest(s->http) == 0;
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -540,14 +688,18 @@ static void on_connection(uv_stream_t *listener, int status)
     /* Every open client socket counts: libuv closes new connections
      * silently once descriptors run out, so refuse before, with a log line
      * (and a 503 for HTTP). */
-    size_t open = s->nconns - s->nrefusing + hs_http_clients(s->http);
+    size_t open = s->nsockets + hs_http_clients(s->http);
     int refusing = open >= max_conns();
+    if (refusing && make_room(s)) {
+        log_limit(s, open, 1);
+        refusing = 0;
+    }
     if (refusing && s->nrefusing >= REFUSING_MAX) {
         uv_tcp_t *t = malloc(sizeof *t);
         if (!t) return;
         uv_tcp_init(&s->loop, t);
         t->data = NULL;
-        if (!uv_accept(listener, (uv_stream_t *)t)) log_refused(s, open);
+        if (!uv_accept(listener, (uv_stream_t *)t)) log_limit(s, open, 0);
         uv_close((uv_handle_t *)t, on_tcp_closed);
         return;
     }
@@ -570,6 +722,9 @@ static void on_connection(uv_stream_t *listener, int status)
     c->srv = s;
     c->tcp = tcp;
     c->id = ++s->next_id;
+    c->preauth = 1;
+    c->accepted_ns = c->last_read_ns = uv_hrtime();
+    c->accepted_iter = s->iter;
     tcp->data = c;
     struct sockaddr_storage ss;
     int len = sizeof ss;
@@ -589,11 +744,11 @@ static void on_connection(uv_stream_t *listener, int status)
     if (s->conns) s->conns->prev = c;
     s->conns = c;
     s->nconns++;
+    if (!refusing) s->nsockets++;
     if (refusing) {
         c->refusing = 1;
-        c->accepted_ns = uv_hrtime();
         s->nrefusing++;
-        log_refused(s, open);
+        log_limit(s, open, 0);
         if (!uv_is_active((uv_handle_t *)&s->sweep)) uv_timer_start(&s->sweep, on_sweep, 500, 500);
     }
     conn_read_start(c);
@@ -628,6 +783,8 @@ static void stop_finish(server *s)
     hs_http_free(s->http);
     s->http = NULL;
     uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
+    uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
+    uv_close((uv_handle_t *)&s->tick, on_closed_noop);
     uv_close((uv_handle_t *)&s->async, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigint, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigterm, on_closed_noop);
@@ -672,6 +829,13 @@ static int bind_listener(server *s)
 
 int hs_server_run(const hs_server_config *cfg)
 {
+    /* A peer that closes while an answer is written to it must cost that
+     * connection only (EPIPE), never the process (libuv writes with write(),
+     * which raises SIGPIPE). The server owns its process; a host program
+     * such as `heapstore run` starts it as a process of its own. */
+    struct sigaction ign = {.sa_handler = SIG_IGN};
+    sigemptyset(&ign.sa_mask);
+    sigaction(SIGPIPE, &ign, NULL);
     server *s = calloc(1, sizeof *s);
     if (!s) return HS_ENOMEM;
     s->cfg = cfg;
@@ -687,7 +851,12 @@ int hs_server_run(const hs_server_config *cfg)
         hs_log("%s", err[0] ? err : hs_strerror(rc));
         goto fail_loop;
     }
-    hs_http_config hcfg = {.db_path = cfg->db_path, .token = cfg->token, .web_root = cfg->web_root};
+    hs_http_config hcfg = {.db_path = cfg->db_path,
+                           .token = cfg->token,
+                           .read_token = cfg->read_token,
+                           .web_root = cfg->web_root,
+                           .header_timeout_ns = cfg->header_timeout_ns,
+                           .idle_timeout_ns = cfg->idle_timeout_ns};
     if ((rc = hs_http_new(&s->http, &s->loop, &hcfg))) {
         hs_log("cannot start the HTTP side: %s", hs_strerror(rc));
         goto fail_store;
@@ -695,6 +864,13 @@ int hs_server_run(const hs_server_config *cfg)
     if ((rc = bind_listener(s))) goto fail_http;
     uv_timer_init(&s->loop, &s->sweep);
     s->sweep.data = s;
+    uv_timer_init(&s->loop, &s->timeouts);
+    s->timeouts.data = s;
+    uint64_t tick = timeout_tick_ms(cfg);
+    uv_timer_start(&s->timeouts, on_timeouts, tick, tick);
+    uv_check_init(&s->loop, &s->tick);
+    s->tick.data = s;
+    uv_check_start(&s->tick, on_tick);
     uv_async_init(&s->loop, &s->async, on_async);
     s->async.data = s;
     hs_writer_config wcfg = {.grace_ns = cfg->grace_ns, .retain_events_ns = cfg->retain_events_ns};
@@ -702,6 +878,8 @@ int hs_server_run(const hs_server_config *cfg)
         hs_log("cannot start the writer thread");
         uv_close((uv_handle_t *)&s->async, on_closed_noop);
         uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
+        uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
+        uv_close((uv_handle_t *)&s->tick, on_closed_noop);
         uv_close((uv_handle_t *)&s->listener, on_closed_noop);
         goto fail_http;
     }

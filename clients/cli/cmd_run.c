@@ -426,6 +426,13 @@ int hs_cmd_run(int argc, char **argv)
     }
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGQUIT, &old_quit, NULL);
+    /* From here on only the summary is written. If whoever reads it has gone
+     * (`heapstore run … 2>&1 | head -1`), writing it fails quietly instead of
+     * killing us: the server we started must still be stopped, and the
+     * program's exit code is still ours to return. (Set after the fork: the
+     * program keeps the disposition it was given.) */
+    struct sigaction nopipe = {.sa_handler = SIG_IGN};
+    sigaction(SIGPIPE, &nopipe, NULL);
     code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (WIFEXITED(status) && code == 127) {
         /* exec failed (the child said why) or the program returned 127 */

@@ -193,6 +193,25 @@ static void test_bearer(void **state)
     assert_int_equal(hs_http_bearer_ok("Bearer x", 8, NULL), 0);
 }
 
+/* The one token comparison, as HELLO uses it: exact bytes, any length. */
+static void test_token_eq(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *v;
+        size_t n;
+        int ok;
+    } cases[] = {
+        {"s3cret", 6, 1}, {"s3cre", 5, 0},    {"s3crett", 7, 0}, {"S3cret", 6, 0},
+        {"", 0, 0},       {"s3cret\0", 7, 0}, {"s3creT", 6, 0},  {"x3cret", 6, 0},
+    };
+    for (size_t i = 0; i < COUNTOF(cases); i++)
+        assert_int_equal(hs_token_eq(cases[i].v, cases[i].n, "s3cret"), cases[i].ok);
+    assert_int_equal(hs_token_eq("", 0, ""), 1);
+    assert_int_equal(hs_token_eq(NULL, 0, "s3cret"), 0);
+    assert_int_equal(hs_token_eq("s3cret", 6, NULL), 0);
+}
+
 static void test_static_paths(void **state)
 {
     (void)state;
@@ -242,9 +261,10 @@ static void test_static_paths(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_requests),  cmocka_unit_test(test_headers),
-        cmocka_unit_test(test_pipelined), cmocka_unit_test(test_limits),
-        cmocka_unit_test(test_bearer),    cmocka_unit_test(test_static_paths),
+        cmocka_unit_test(test_requests),     cmocka_unit_test(test_headers),
+        cmocka_unit_test(test_pipelined),    cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_bearer),       cmocka_unit_test(test_token_eq),
+        cmocka_unit_test(test_static_paths),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
