@@ -6,7 +6,8 @@
  * HEAPSTORE_DEPTH        frames kept per stack (default 64, at most 1024)
  * HEAPSTORE_RSS_MS       period of RSS / virtual size samples (default 100; 0 = off)
  * HEAPSTORE_BUFFER_MB    bound of unsent + unacknowledged frames (default 64)
- * HEAPSTORE_EXIT_FLUSH_MS how long exit waits for the flush (default 2000)
+ * HEAPSTORE_EXIT_FLUSH_MS how long exit, _exit or exec waits for the flush
+ *                        (default 2000)
  * HEAPSTORE_LABELS       key=value,key=value (sent in HELLO)
  * HEAPSTORE_TOKEN        sent in HELLO when the server demands one
  * HEAPSTORE_LIVE_MAX     most sampled blocks tracked at once (default 16M at

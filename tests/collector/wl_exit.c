@@ -2,12 +2,16 @@
  * _exit and _Exit, as shells, Python's os._exit and multiprocessing's
  * workers do.
  *
- *   wl_exit N K [WINDOW]
+ *   wl_exit N K [WINDOW [calm]]
  *
  * The parent starts a thread that allocates 2,000 blocks of 48 bytes at
  * uexit_parent_thread while the parent forks N children, at most WINDOW
  * (default 25) alive at once, so that some children are forked from a
- * threaded program mid-allocation. Child i allocates K blocks of 777 bytes
+ * threaded program mid-allocation. With "calm" the thread allocates its
+ * blocks before the first fork and then waits, still alive, until the
+ * children are done: an allocator without fork handlers (the ASan runtime
+ * of GCC 12) can leave a child with a lock that thread held, and the child's
+ * first call to it waits forever. Child i allocates K blocks of 777 bytes
  * at uexit_child_block, keeps them, and leaves by case i % 4:
  *   0  _exit(0) from main
  *   1  _Exit(0) from main
@@ -75,12 +79,18 @@ static void *leaver(void *arg)
     _exit(0);
 }
 
+static int calm, ready_pipe[2], done_pipe[2];
+
 static void *parent_thread(void *arg)
 {
     (void)arg;
     for (int i = 0; i < THREAD_N; i++) {
         sink = uexit_parent_thread(THREAD_SIZE);
-        if (i % 100 == 0) usleep(500);
+        if (i % 100 == 0 && !calm) usleep(500);
+    }
+    if (calm) {
+        char c;
+        if (write(ready_pipe[1], "", 1) != 1 || read(done_pipe[0], &c, 1) != 1) abort();
     }
     return NULL;
 }
@@ -140,9 +150,13 @@ int main(int argc, char **argv)
     int n = argc > 1 ? atoi(argv[1]) : 200;
     unsigned long k = argc > 2 ? strtoul(argv[2], NULL, 10) : 1000;
     int window = argc > 3 ? atoi(argv[3]) : 25;
+    calm = argc > 4 && !strcmp(argv[4], "calm");
     printf("parent %d\n", (int)getpid());
+    if (calm && (pipe(ready_pipe) != 0 || pipe(done_pipe) != 0)) return 1;
     pthread_t th;
     if (pthread_create(&th, NULL, parent_thread, NULL) != 0) return 1;
+    char c;
+    if (calm && read(ready_pipe[0], &c, 1) != 1) return 1; /* its blocks are allocated */
     int alive = 0, failed = 0, st;
     for (int i = 0; i < n; i++) {
         if (alive >= window) {
@@ -156,6 +170,7 @@ int main(int argc, char **argv)
     }
     for (; alive > 0; alive--)
         if (wait(&st) > 0 && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) failed++;
+    if (calm && write(done_pipe[1], "", 1) != 1) return 1;
     pthread_join(th, NULL);
     for (int i = 0; i < VFORKS; i++) {
         pid_t pid = vfork();
