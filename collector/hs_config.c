@@ -212,7 +212,7 @@ void hs_config_load(hs_config *cfg)
     cfg->exit_flush_ms = env_u64("HEAPSTORE_EXIT_FLUSH_MS", 2000, 0, DAY_MS, "");
     cfg->live_max = env_u64("HEAPSTORE_LIVE_MAX", cfg->sample_bytes == 1 ? (16u << 20) : (1u << 20),
                             4096, LIVE_MAX_MAX, "");
-    cfg->seed = env_u64("HEAPSTORE_SEED", 0, 0, UINT64_MAX, "");
+    cfg->seed = env_u64("HEAPSTORE_SEED", 0, 0, UINT64_MAX, " (a random seed)");
     static const char *const lines[] = {"auto", "all", "none"};
     static const int lines_v[] = {HS_LINES_AUTO, HS_LINES_ALL, HS_LINES_NONE};
     cfg->lines = lines_v[env_word("HEAPSTORE_LINES", lines, 3, 0)];
