@@ -10,6 +10,8 @@
  * process, and the collector leaves the program's signal dispositions alone.
  */
 #include <dirent.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -342,9 +345,24 @@ static void test_bad_settings(void **state)
 
 /* ---- signal dispositions ---- */
 
+/* Reads a little of the FIFO, then closes it: the collector's later writes
+ * to it find no reader (EPIPE, and SIGPIPE for the writing thread). */
+static void *fifo_reader(void *arg)
+{
+    int fd = open(arg, O_RDONLY);
+    char buf[100];
+    if (fd >= 0) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        (void)n;
+        close(fd);
+    }
+    return NULL;
+}
+
 /* The program's view of its signals (wl_exit sigs) is the same with the
- * collector as without it, while the collector sends to a server that
- * closes every connection (its sends must not raise SIGPIPE). */
+ * collector as without it: while the collector sends to the real server, and
+ * while it writes to a FIFO whose reader has gone (the program must not die
+ * of SIGPIPE). */
 static void test_signal_dispositions(void **state)
 {
     (void)state;
@@ -353,7 +371,7 @@ static void test_signal_dispositions(void **state)
     hs_testrun_exec(&plain, argv, NULL, HS_PRELOAD_NONE, 60);
     expect_ok_run(&plain);
     assert_non_null(strstr(plain.out, "sigs "));
-    char dir[600], db[700];
+    char dir[600], db[700], fifo[700];
     tk_tmpdir(dir, sizeof dir, "sigs");
     snprintf(db, sizeof db, "%s/hs.db", dir);
     tk_server srv;
@@ -363,9 +381,22 @@ static void test_signal_dispositions(void **state)
     hs_testrun_exec(&under, argv, env, HS_PRELOAD_COLLECTOR, 60);
     expect_ok_run(&under);
     assert_string_equal(plain.out, under.out);
-    hs_testrun_free(&plain);
     hs_testrun_free(&under);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, fifo_reader, fifo), 0);
+    const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", fifo),
+                          NULL};
+    hs_testrun_exec(&under, argv, env2, HS_PRELOAD_COLLECTOR, 60);
+    pthread_join(th, NULL);
+    expect_ok_run(&under);
+    assert_string_equal(plain.out, under.out);
+    assert_non_null(strstr(under.err, "not delivered")); /* the writes did fail */
+    hs_testrun_free(&plain);
+    hs_testrun_free(&under);
 }
 
 int main(void)
