@@ -8,8 +8,8 @@
  * off once the run has ended (after the exit flush, every hook forwards).
  * A fork child becomes a new run in the atfork child handler: fresh stack
  * ids, live set, rings and sender, so nothing the parent's other threads held
- * can be waited on. exec ends the run as exit does (delivered, then BYE), and
- * the new image starts its own run linked to it.
+ * can be waited on. exec, _exit and _Exit end the run as exit does
+ * (delivered, then BYE), and an exec'd image starts its own run linked to it.
  */
 #ifndef HS_COLLECTOR_H
 #define HS_COLLECTOR_H
@@ -34,6 +34,12 @@ extern hs_config hs__cfg;
 extern hs_run hs__run;
 extern atomic_int hs__recording; /* 0 before init, when disabled and after the run ended */
 extern _Atomic uint64_t hs__drops[HS_DROP_KIND_MAX + 1];
+
+/* Ends the run as exit does: everything delivered within
+ * HEAPSTORE_EXIT_FLUSH_MS, then BYE with bye_flags (HS_BYE_*); recording is
+ * off afterwards. Does nothing when the caller may not end the run (a vfork
+ * child, for one: see hs_exit.c). Called by exit, exec, _exit and _Exit. */
+void hs__run_end(unsigned bye_flags);
 
 static inline void hs__drop_add(int kind, uint64_t n)
 {

@@ -6,7 +6,8 @@
  * HEAPSTORE_DEPTH        frames kept per stack (default 64, at most 1024)
  * HEAPSTORE_RSS_MS       period of RSS / virtual size samples (default 100; 0 = off)
  * HEAPSTORE_BUFFER_MB    bound of unsent + unacknowledged frames (default 64)
- * HEAPSTORE_EXIT_FLUSH_MS how long exit waits for the flush (default 2000)
+ * HEAPSTORE_EXIT_FLUSH_MS how long exit, _exit or exec waits for the flush
+ *                        (default 2000)
  * HEAPSTORE_LABELS       key=value,key=value (sent in HELLO)
  * HEAPSTORE_TOKEN        sent in HELLO when the server demands one
  * HEAPSTORE_LIVE_MAX     most sampled blocks tracked at once (default 16M at
@@ -23,6 +24,13 @@
  *
  * Parsing uses getenv and plain loops only: it runs inside the first hook call
  * and must not allocate. The strings are copied into the struct.
+ *
+ * A value that cannot be used is named on stderr, in one line written with
+ * write(2) that says what is used instead: the default for a malformed
+ * number or word, the nearest bound for a number out of range. A URL that
+ * cannot be parsed (or a token too long to send) turns recording off. The
+ * settings are read once per process, so a fork child does not repeat the
+ * line; an exec'd program reads them again.
  */
 #ifndef HS_CONFIG_H
 #define HS_CONFIG_H
@@ -54,7 +62,7 @@ typedef struct hs_config {
     int unwind; /* enum hs_unwind_mode */
 } hs_config;
 
-/* Fills cfg from the environment; unparsable values keep their default. */
+/* Fills cfg from the environment (see above for bad values). */
 void hs_config_load(hs_config *cfg);
 
 /* Splits a URL as described above into cfg's target fields. 0 or HS_EINVAL. */

@@ -11,12 +11,8 @@
  * If exec fails, the process goes on with recording off (every hook forwards)
  * and says so on stderr once: its run has already ended.
  *
- * Not every caller may end the run:
- * - a vfork child (or any clone that skipped the atfork handlers) shares the
- *   parent's memory, and finishing there would end the parent's run; it is
- *   recognised by its pid, which is not the run's;
- * - a thread inside collector code (a signal handler that interrupted it
- *   calls exec) could wait on itself; it execs without the flush.
+ * Not every caller may end the run (a vfork child may not, for one): see
+ * hs__run_end in hs_exit.c, which exit and _exit share.
  * The variadic execl, execle and execlp gather their arguments into an array
  * (as the C library does) and go through execve and execvp.
  */
@@ -27,8 +23,6 @@
 #include <unistd.h>
 
 #include "hs_collector.h"
-#include "hs_sender.h"
-#include "hs_thread.h"
 
 #define HS_EXPORT __attribute__((visibility("default")))
 
@@ -41,21 +35,14 @@ static void *next_fn(const char *name)
 
 static void exec_begin(void)
 {
-    hs_tls *t = &hs__tls;
-    if (!atomic_load(&hs__recording) || getpid() != hs__run.pid || t->guard != 0) return;
-    int e = errno;
-    hs__guard_enter(t);
-    hs__sender_finish(HS_BYE_CLEAN | HS_BYE_EXEC);
-    atomic_store(&hs__recording, 0);
-    hs__guard_leave(t);
-    errno = e;
+    hs__run_end(HS_BYE_CLEAN | HS_BYE_EXEC);
 }
 
 /* exec returned: it failed, and the run is over. */
 static void exec_failed(void)
 {
     static atomic_int said;
-    if (getpid() != hs__run.pid || atomic_exchange(&said, 1)) return;
+    if (getpid() != hs__run.pid || atomic_load(&hs__recording) || atomic_exchange(&said, 1)) return;
     int e = errno;
     static const char msg[] = "heapstore: exec failed after the run ended; the rest of this "
                               "process is not recorded\n";

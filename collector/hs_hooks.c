@@ -341,12 +341,7 @@ static void publish_run_id(void)
 
 static void at_exit(void)
 {
-    hs_tls *t = &hs__tls;
-    if (!atomic_load(&hs__recording)) return;
-    hs__guard_enter(t);
-    hs__sender_finish(HS_BYE_CLEAN);
-    atomic_store(&hs__recording, 0);
-    hs__guard_leave(t);
+    hs__run_end(HS_BYE_CLEAN);
 }
 
 /* Set by the prepare handler when fork interrupted this thread's own

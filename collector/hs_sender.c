@@ -63,7 +63,8 @@ static struct {
     atomic_int stopping; /* finish() asked for the end */
     atomic_int done;     /* the thread finished the flush */
     atomic_int sleeping;
-    atomic_int activate; /* a sample was taken: open the output */
+    atomic_int activate;  /* a sample was taken: open the output */
+    atomic_int finishing; /* a caller of finish() is ending the run */
     int wake_fd;
     unsigned bye_flags;
 
@@ -826,26 +827,41 @@ int hs__sender_alive(void)
            !atomic_load_explicit(&S.done, memory_order_relaxed);
 }
 
-void hs__sender_finish(unsigned bye_flags)
+/* Waits until the sender has finished, or the deadline. Woken by the sender
+ * as it finishes (a futex on S.done: no polling step added to every
+ * process's exit). Only system calls: a signal handler may be waiting. */
+static void wait_done(uint64_t deadline)
 {
-    if (atomic_load(&S.stopping)) return;
-    S.bye_flags = bye_flags;
-    if (!atomic_load(&S.running) && hs__sender_start() != 0) return;
-    atomic_store(&S.stopping, 1);
-    uint64_t one = 1;
-    if (write(S.wake_fd, &one, sizeof one) < 0) {
-    }
-    /* The sender bounds its own flush; this bound only guards against a
-     * sender that cannot run at all. */
-    uint64_t deadline = hs_now_ns() + (hs__cfg.exit_flush_ms + 1000) * 1000000ull;
-    /* Woken by the sender as it finishes (a futex on S.done: no polling
-     * step added to every process's exit). */
     while (!atomic_load(&S.done) && hs_now_ns() < deadline) {
         long rc = syscall(SYS_futex, (int *)&S.done, FUTEX_WAIT_PRIVATE, 0,
                           &(struct timespec){0, 50 * 1000000}, NULL, 0);
         if (rc < 0 && errno != EAGAIN && errno != ETIMEDOUT && errno != EINTR)
             nanosleep(&(struct timespec){0, 1000000}, NULL); /* no futex here (seccomp) */
     }
+}
+
+void hs__sender_finish(unsigned bye_flags)
+{
+    /* The sender bounds its own flush; this bound only guards against a
+     * sender that cannot run at all. */
+    uint64_t deadline = hs_now_ns() + (hs__cfg.exit_flush_ms + 1000) * 1000000ull;
+    if (atomic_exchange(&S.finishing, 1)) {
+        /* Another thread is ending the run (exit while a thread calls
+         * _exit), or the frame a signal handler interrupted is: wait for
+         * it, so that the process does not end in the middle of the flush. */
+        wait_done(deadline);
+        return;
+    }
+    S.bye_flags = bye_flags;
+    if (!atomic_load(&S.running) && hs__sender_start() != 0) {
+        atomic_store(&S.done, 1);
+        return;
+    }
+    atomic_store(&S.stopping, 1);
+    uint64_t one = 1;
+    if (write(S.wake_fd, &one, sizeof one) < 0) {
+    }
+    wait_done(deadline);
     if (!atomic_load(&S.done)) {
         /* Say so rather than leave the run's end unexplained. */
         say("heapstore: %s: not delivered; the sender did not finish within "
