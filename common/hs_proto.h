@@ -66,7 +66,7 @@ const char *hs_drop_name(int kind);
 /* Flags of HELLO. */
 #define HS_HELLO_RESUMED 0x1u /* a reconnection of a run the server may know */
 /* Flags of BYE. */
-#define HS_BYE_CLEAN 0x1u /* the process ended through exit() / return from main */
+#define HS_BYE_CLEAN 0x1u /* the process ended through exit(), _exit() or return from main */
 #define HS_BYE_EXEC  0x2u /* ... or replaced its image with exec (CLEAN is set too) */
 
 typedef struct hs_frame {
