@@ -284,8 +284,6 @@ sqlite3_stmt *hs__stmt(hs_q *q, int id, hs_qerr *err)
 
 /* ---- open/close ----------------------------------------------------------- */
 
-int hs__sql_register(hs_q *q);
-
 int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
 {
     *out = NULL;
@@ -333,6 +331,7 @@ void hs_q_free(hs_q *q)
 {
     if (!q) return;
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
+    hs__sql_free(q);
     sqlite3_close_v2(q->db);
     frames_clear(q);
     free(q->nodes);

@@ -88,6 +88,7 @@ struct hs_q {
     hs__map frame_idx;  /* frame id -> index into frames */
     hs__frame **frames; /* each allocated alone: pointers stay valid until hs__cache_trim */
     size_t nframes, capframes;
+    struct hs__sqlfn *sqlfn; /* sql.c: the checked functions of user SQL (owned) */
 };
 
 /* Returns the statement, reset and with bindings cleared, or NULL (err set). */
@@ -206,6 +207,10 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
 int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
 int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);
+/* Registers event_rows and the checked SQL functions on q's connection;
+ * hs__sql_free releases what they hold. */
+int hs__sql_register(hs_q *q);
+void hs__sql_free(hs_q *q);
 
 /* Files: collapsed, pprof, speedscope, dot (export) and csv (history). */
 int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, hs_api_reply *out,
