@@ -29,9 +29,14 @@ export async function mount(root, { args, params, stale }) {
   const base = runPath(runArg);
   // The plot's heap and RSS come first; the top stacks' series (a slower
   // question on a big run) are added to the drawn plot when they arrive.
+  // The flame graph asks only for frames at least half a pixel wide at the
+  // page's width (a run of 20,000 stacks has tens of thousands of frames, a
+  // few hundred of them visible); zooming asks for the detail below.
+  const flameWidth = Math.max(200, root.clientWidth || document.documentElement.clientWidth || 1200);
+  const flameQuery = (share) => base + '/flame' + qs({ at, min_share: pixelShare(share, flameWidth) });
   const [hist, flame] = await Promise.all([
     get(base + '/history'),
-    get(base + '/flame' + qs({ at })),
+    get(flameQuery(1)),
   ]);
   if (stale()) return null;
   const run = hist.run;
@@ -176,16 +181,30 @@ export async function mount(root, { args, params, stale }) {
       h('span.muted', 'click a frame to zoom · Esc zooms out')));
     const box = h('div.flame-box');
     moment.append(box);
+    // Detail on demand: a zoom into a frame whose children were too narrow
+    // to be sent asks for the flame again, pruned at that frame's pixel.
+    let sentBytes = flame.truncated ? flame.truncated.min_bytes : 0;
+    const detail = (node) => {
+      if (!sentBytes || !total) return;
+      const share = node.v / total;
+      if (node.v / (2 * flameWidth) >= sentBytes) return; // what it needs was sent
+      get(flameQuery(share)).then((more) => {
+        if (gone || !graph) return;
+        sentBytes = more.truncated ? more.truncated.min_bytes : 0;
+        graph.setRoot(more.root);
+      }, () => { /* the coarser graph stays */ });
+    };
     graph = new FlameGraph(box, {
       root: flame.root,
       totalBytes: total,
       zoomPath: zoom,
       search,
-      onZoom: (path) => replaceParams({ z: path.join(';') }),
+      onZoom: (path) => { replaceParams({ z: path.join(';') }); detail(graph.focus); },
       onSearch: (m) => {
         info.textContent = m ? `matched ${fmtBytes(m.bytes)} (${fmtShare(m.share)})` : '';
       },
     });
+    if (graph.focus !== graph.root) detail(graph.focus);
     input.addEventListener('input', () => {
       graph.setSearch(input.value);
       replaceParams({ q: input.value.trim() });
@@ -213,6 +232,13 @@ export async function mount(root, { args, params, stale }) {
       window.heapstore = null;
     },
   };
+}
+
+// min_share for frames half a pixel wide when a frame of this share of the
+// total fills width pixels, rounded so that answers cache by URL.
+function pixelShare(share, width) {
+  const x = share / (2 * width);
+  return x >= 1 ? '1' : Number(x.toPrecision(1)).toString();
 }
 
 // The history lists a point per bucket that changed: t_ns is the bucket's
