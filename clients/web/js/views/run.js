@@ -32,7 +32,8 @@ export async function mount(root, { args, params, stale }) {
   // The flame graph asks only for frames at least half a pixel wide at the
   // page's width (a run of 20,000 stacks has tens of thousands of frames, a
   // few hundred of them visible); zooming asks for the detail below.
-  const flameWidth = Math.max(200, root.clientWidth || document.documentElement.clientWidth || 1200);
+  // (index.html asks for the same URL while the modules load: same width)
+  const flameWidth = Math.max(200, Math.min(1600, document.documentElement.clientWidth || 1200) - 32);
   const flameQuery = (share) => base + '/flame' + qs({ at, min_share: pixelShare(share, flameWidth) });
   const [hist, flame] = await Promise.all([
     get(base + '/history'),
