@@ -121,6 +121,42 @@ static int64_t bucket_end_ns(const hs__run *run, int64_t bucket)
     return t > run->end_ns && run->end_ns > bucket * run->g ? run->end_ns : t;
 }
 
+/* History's bounds: at most HISTORY_POINTS points a line. A longer run's
+ * buckets are merged k at a time (k = buckets / HISTORY_POINTS, rounded
+ * up): a merged point is at the end of its k buckets, with the heap as it
+ * was there and the highest heap_max_bytes of the k; the answer's
+ * granularity_ns is then k buckets, and "truncated" says k. RSS samples keep
+ * the highest of each such span; the stacks' series keep their last value of
+ * each span, and stop at HISTORY_SERIES_POINTS points in all. */
+#define HISTORY_POINTS        10000
+#define HISTORY_SERIES_POINTS 500000
+
+typedef struct series_out {
+    int64_t k;   /* buckets a point stands for */
+    size_t left; /* points the series may still take */
+    int cut;     /* the series stopped at HISTORY_SERIES_POINTS */
+} series_out;
+
+/* Appends (bucket, bytes) to pts, or moves its last point when bucket is
+ * in the same span of k buckets. */
+static void series_point(const hs__run *run, series_out *so, json_t *pts, int64_t bucket,
+                         int64_t bytes)
+{
+    int64_t span = bucket / so->k, end = span * so->k + so->k - 1;
+    json_t *last = json_array_get(pts, json_array_size(pts) - 1);
+    json_int_t t = (json_int_t)bucket_end_ns(run, end);
+    if (last && json_integer_value(json_object_get(last, "t_ns")) == t) {
+        json_object_set_new(last, "bytes", json_integer(bytes));
+        return;
+    }
+    if (!so->left) {
+        so->cut = 1;
+        return;
+    }
+    so->left--;
+    json_array_append_new(pts, json_pack("{s:I,s:I}", "t_ns", t, "bytes", (json_int_t)bytes));
+}
+
 /* A series' points come from its delta rows, either looked up trace by
  * trace (a key lookup per bucket in the trace's range) or from one pass
  * over all of the run's delta rows; a lookup costs several rows of a pass,
@@ -128,7 +164,7 @@ static int64_t bucket_end_ns(const hs__run *run, int64_t bucket)
 #define SERIES_LOOKUP_COST 8
 
 static int series_points_lookup(hs_q *q, const hs__run *run, const trace_series *ts, size_t n,
-                                json_t **pts, hs_qerr *err)
+                                json_t **pts, series_out *so, hs_qerr *err)
 {
     for (size_t i = 0; i < n; i++) {
         if (ts[i].first > ts[i].last) continue; /* no delta rows */
@@ -142,10 +178,7 @@ static int series_points_lookup(hs_q *q, const hs__run *run, const trace_series 
         int s;
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
             cur += sqlite3_column_int64(st, 1);
-            json_array_append_new(
-                pts[i], json_pack("{s:I,s:I}", "t_ns",
-                                  (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
-                                  "bytes", (json_int_t)cur));
+            series_point(run, so, pts[i], sqlite3_column_int64(st, 0), cur);
         }
         sqlite3_reset(st);
         if (s != SQLITE_DONE) return hs__dberr(q, err);
@@ -154,7 +187,7 @@ static int series_points_lookup(hs_q *q, const hs__run *run, const trace_series 
 }
 
 static int series_points_scan(hs_q *q, const hs__run *run, const trace_series *ts, size_t n,
-                              json_t **pts, hs_qerr *err)
+                              json_t **pts, series_out *so, hs_qerr *err)
 {
     hs__map idx = {0};
     int64_t *cur = calloc(n ? n : 1, sizeof *cur);
@@ -170,10 +203,7 @@ static int series_points_scan(hs_q *q, const hs__run *run, const trace_series *t
         uint64_t i;
         if (!hs__map_get(&idx, (uint64_t)sqlite3_column_int64(st, 1), &i)) continue;
         cur[i] += sqlite3_column_int64(st, 2);
-        json_array_append_new(pts[i],
-                              json_pack("{s:I,s:I}", "t_ns",
-                                        (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
-                                        "bytes", (json_int_t)cur[i]));
+        series_point(run, so, pts[i], sqlite3_column_int64(st, 0), cur[i]);
     }
     sqlite3_reset(st);
     rc = s == SQLITE_DONE ? 0 : hs__dberr(q, err);
@@ -190,7 +220,7 @@ out:
  * The ranking reads one summary per trace (hs__tsums_load), the points only
  * the chosen traces' delta rows. */
 static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *extra, size_t nextra,
-                          json_t *series, hs_qerr *err)
+                          json_t *series, series_out *so, hs_qerr *err)
 {
     hs__tsums sums;
     trace_series *ts = NULL;
@@ -225,8 +255,8 @@ static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *ex
         if (ts[i].first <= ts[i].last) span += ts[i].last - ts[i].first + 1;
     }
     int lookup = q->series_path ? q->series_path == 1 : span * SERIES_LOOKUP_COST < sums.delta_rows;
-    rc = lookup ? series_points_lookup(q, run, ts, n, pts, err)
-                : series_points_scan(q, run, ts, n, pts, err);
+    rc = lookup ? series_points_lookup(q, run, ts, n, pts, so, err)
+                : series_points_scan(q, run, ts, n, pts, so, err);
     for (size_t i = 0; i < n; i++) {
         int64_t frames[HS_MAX_DEPTH];
         int d = rc ? 0 : hs__stack(q, ts[i].trace, frames, HS_MAX_DEPTH, err);
@@ -274,33 +304,65 @@ int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, h
         c = *end ? end + 1 : end;
     }
     json_t *points = json_array(), *rss = json_array(), *series = json_array();
+    int64_t nb = run->last_bucket + 1,
+            k = nb > HISTORY_POINTS ? (nb + HISTORY_POINTS - 1) / HISTORY_POINTS : 1;
+    series_out so = {.k = k, .left = HISTORY_SERIES_POINTS};
     sqlite3_stmt *st = hs__stmt(q, ST_SERIES, err);
     if (!st) goto fail;
     sqlite3_bind_int64(st, 1, run->id);
     int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(points,
-                              json_pack("{s:I,s:I,s:I,s:I}", "t_ns",
-                                        (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
-                                        "heap_bytes", (json_int_t)sqlite3_column_int64(st, 1),
-                                        "heap_max_bytes", (json_int_t)sqlite3_column_int64(st, 2),
-                                        "heap_count", (json_int_t)sqlite3_column_int64(st, 3)));
+    int64_t span = -1, hmax = 0;
+    json_t *last = NULL;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(st, 0), m = sqlite3_column_int64(st, 2);
+        if (b / k != span || !last) {
+            span = b / k;
+            hmax = m;
+            last = json_pack("{s:I,s:I,s:I,s:I}", "t_ns",
+                             (json_int_t)bucket_end_ns(run, k > 1 ? span * k + k - 1 : b),
+                             "heap_bytes", (json_int_t)0, "heap_max_bytes", (json_int_t)0,
+                             "heap_count", (json_int_t)0);
+            json_array_append_new(points, last);
+        }
+        if (m > hmax) hmax = m;
+        json_object_set_new(last, "heap_bytes", json_integer(sqlite3_column_int64(st, 1)));
+        json_object_set_new(last, "heap_max_bytes", json_integer(hmax));
+        json_object_set_new(last, "heap_count", json_integer(sqlite3_column_int64(st, 3)));
+    }
     if (s != SQLITE_DONE) goto dbfail;
     sqlite3_reset(st);
     if (!(st = hs__stmt(q, ST_RSS, err))) goto fail;
     sqlite3_bind_int64(st, 1, run->id);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(rss, json_pack("{s:I,s:I,s:I}", "t_ns",
-                                             (json_int_t)sqlite3_column_int64(st, 0), "rss_bytes",
-                                             (json_int_t)sqlite3_column_int64(st, 1), "vsize_bytes",
-                                             (json_int_t)sqlite3_column_int64(st, 2)));
+    /* one sample, the highest, per span of k buckets (and per 1/HISTORY_POINTS of the run) */
+    int64_t w = k * run->g, w2 = run->end_ns / HISTORY_POINTS + 1;
+    if (w < w2) w = w2;
+    span = -1;
+    last = NULL;
+    size_t nrss = 0;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_int64(st, 0), r = sqlite3_column_int64(st, 1);
+        nrss++;
+        if (last && t / w == span) {
+            if (r <= json_integer_value(json_object_get(last, "rss_bytes"))) continue;
+            json_array_remove(rss, json_array_size(rss) - 1);
+        }
+        span = t / w;
+        last = json_pack("{s:I,s:I,s:I}", "t_ns", (json_int_t)t, "rss_bytes", (json_int_t)r,
+                         "vsize_bytes", (json_int_t)sqlite3_column_int64(st, 2));
+        json_array_append_new(rss, last);
+    }
     if (s != SQLITE_DONE) goto dbfail;
     sqlite3_reset(st);
-    if ((topn > 0 || nextra) && (rc = history_series(q, run, topn, extra, nextra, series, err)))
+    if ((topn > 0 || nextra) &&
+        (rc = history_series(q, run, topn, extra, nextra, series, &so, err)))
         goto fail;
-    *out = json_pack("{s:O,s:I,s:o,s:o,s:o,s:O}", "run", run->info, "granularity_ns",
-                     (json_int_t)run->g, "points", points, "rss", rss, "series", series, "sampling",
-                     run->sampling);
+    json_t *cut = json_null();
+    if (k > 1 || so.cut || nrss > json_array_size(rss))
+        cut = json_pack("{s:I,s:I,s:b}", "buckets_per_point", (json_int_t)k, "rss_samples",
+                        (json_int_t)nrss, "series_points", so.cut);
+    *out = json_pack("{s:O,s:I,s:o,s:o,s:o,s:o,s:O}", "run", run->info, "granularity_ns",
+                     (json_int_t)(run->g * k), "points", points, "rss", rss, "series", series,
+                     "truncated", cut, "sampling", run->sampling);
     return *out ? 0 : hs__err(err, 500, "out of memory");
 dbfail:
     hs__dberr(q, err);
@@ -848,9 +910,16 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
     rc = HS_EDB;
 
     qsort(state.rows, state.n, sizeof *state.rows, hs__cmp_live_bytes);
+    size_t out_frames = 0; /* frames in the answer's stacks: bounds its size */
+    int bytes_cut = 0;
     for (size_t i = 0; i < state.n && (int64_t)i < limit; i++) {
+        if (out_frames * 120 >= HS_ANSWER_BYTES || hs__frames_full(q)) {
+            bytes_cut = 1;
+            break;
+        }
         json_t *row = trace_row(q, state.rows[i].trace, max_frames, &frames_cut, err);
         if (!row) goto out;
+        out_frames += 1 + json_array_size(json_object_get(row, "stack"));
         json_object_set_new(row, "bytes", json_integer(state.rows[i].bytes));
         json_object_set_new(row, "count", json_integer(state.rows[i].count));
         json_object_set_new(row, "share",
@@ -889,8 +958,13 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
     /* stacks only for the rows answered */
     qsort(cand, ncand, sizeof *cand, cmp_score);
     for (size_t i = 0; i < ncand && (int64_t)i < limit; i++) {
+        if (out_frames * 120 >= HS_ANSWER_BYTES || hs__frames_full(q)) {
+            bytes_cut = 1;
+            break;
+        }
         json_t *row = trace_row(q, cand[i].trace, max_frames, &frames_cut, err);
         if (!row) goto out;
+        out_frames += 1 + json_array_size(json_object_get(row, "stack"));
         json_object_set_new(row, "slope_bytes_per_s", json_real(cand[i].slope));
         json_object_set_new(row, "r2", json_real(cand[i].r2));
         json_object_set_new(row, "steadiness", json_real(cand[i].steady));
@@ -899,12 +973,15 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
         json_object_set_new(row, "score", json_real(cand[i].score));
         json_array_append_new(growing, row);
     }
-    *out = json_pack("{s:O,s:I,s:I,s:I,s:o,s:o,s:o,s:O}", "run", run->info, "at_ns",
-                     (json_int_t)at.at_ns, "total_bytes", (json_int_t)state.total_bytes,
-                     "total_count", (json_int_t)state.total_count, "live_at_end", live, "growing",
-                     growing, "truncated",
-                     frames_cut ? json_pack("{s:i}", "max_frames", max_frames) : json_null(),
-                     "sampling", run->sampling);
+    *out = json_pack(
+        "{s:O,s:I,s:I,s:I,s:o,s:o,s:o,s:O}", "run", run->info, "at_ns", (json_int_t)at.at_ns,
+        "total_bytes", (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
+        "live_at_end", live, "growing", growing, "truncated",
+        frames_cut || bytes_cut ? json_pack("{s:o,s:b}", "max_frames",
+                                            frames_cut ? json_integer(max_frames) : json_null(),
+                                            "answer_bytes", bytes_cut)
+                                : json_null(),
+        "sampling", run->sampling);
     live = growing = NULL;
     rc = *out ? 0 : hs__err(err, 500, "out of memory");
     goto out;

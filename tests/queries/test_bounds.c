@@ -71,12 +71,48 @@ static int stream_run(int port)
     return rc;
 }
 
+/* Run 2: one stack whose live bytes change in each of 25,000 buckets of
+ * 10 ms (a point each in history), and an RSS sample each 10 ms. */
+#define LONG_BUCKETS 25000
+static int stream_long_run(int port)
+{
+    tk_buf b = {0};
+    uint8_t id[16] = {0x10, 0x96};
+    tk_header(&b);
+    tk_hello(&b, id, 0, 0, NULL);
+    size_t start = b.len;
+    tk_symbols(&b, 0, 2, 0);
+    uint64_t pcs[2] = {1, 2};
+    tk_stack(&b, 1, pcs, 2);
+    tk_event *ev = malloc(LONG_BUCKETS * sizeof *ev);
+    for (uint64_t i = 0; i < LONG_BUCKETS; i++)
+        ev[i] = (tk_event){.t = i * 10000000ull + 5000000ull,
+                           .stack = 1,
+                           .size = 100 + i % 7,
+                           .weight = 100 + i % 7};
+    for (size_t i = 0; i < LONG_BUCKETS; i += 5000) tk_events(&b, ev + i, 5000);
+    free(ev);
+    tk_bye(&b, LONG_BUCKETS * 10000000ull, LONG_BUCKETS, 0);
+    size_t *offs;
+    size_t nframes = tk_frame_offsets(&b, start, &offs);
+    free(offs);
+    int fd = tk_connect(port), rc = -1;
+    uint64_t got = 0;
+    if (fd >= 0 && !tk_send(fd, b.p, b.len) && !tk_wait_ack(fd, nframes, &got, NULL, 0, 120000))
+        rc = got == nframes ? 0 : -1;
+    if (fd >= 0) close(fd);
+    tk_buf_free(&b);
+    return rc;
+}
+
 static int setup(void **state)
 {
     (void)state;
     fx_tmp_path(db, sizeof db, "bounds.db");
-    if (qk_server_start(&srv, db, NULL)) return -1;
+    const char *const args[] = {"--granularity", "10ms", NULL};
+    if (qk_server_start(&srv, db, args)) return -1;
     int rc = stream_run(srv.port);
+    if (!rc) rc = stream_long_run(srv.port);
     qk_server_stop(&srv);
     if (rc) {
         fprintf(stderr, "the crafted run was not stored\n");
@@ -275,6 +311,32 @@ static void test_other_views(void **state)
     }
 }
 
+/* A run of 25,000 buckets: history's points are merged to at most 10,000,
+ * and the answer says so (each point then stands for 3 buckets). */
+static void test_history_points(void **state)
+{
+    (void)state;
+    answer a = {.target = "/api/runs/2/history?top=1"};
+    fetch_all(&a, 1, "history of 25,000 buckets");
+    assert_non_null(a.json);
+    json_t *pts = jget(a.json, "points");
+    assert_true(json_array_size(pts) <= 10000);
+    assert_true(json_array_size(pts) >= 8000);
+    json_t *cut = jget(a.json, "truncated");
+    assert_int_equal(json_integer_value(jget(cut, "buckets_per_point")), 3);
+    assert_int_equal(json_integer_value(jget(a.json, "granularity_ns")), 30000000);
+    /* the heap ends at the sum of every allocation, and the merged points
+     * keep the highest value of their buckets */
+    json_t *lastp = json_array_get(pts, json_array_size(pts) - 1);
+    int64_t total = 0;
+    for (int64_t i = 0; i < LONG_BUCKETS; i++) total += 100 + i % 7;
+    assert_int_equal(json_integer_value(jget(lastp, "heap_bytes")), total);
+    assert_int_equal(json_integer_value(jget(lastp, "heap_max_bytes")), total);
+    json_t *series = json_array_get(jget(a.json, "series"), 0);
+    assert_true(json_array_size(jget(series, "points")) <= 10000);
+    answer_free(&a);
+}
+
 static void test_exports(void **state)
 {
     (void)state;
@@ -298,9 +360,9 @@ static void test_exports(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_flame_alone), cmocka_unit_test(test_top_by_stack_alone),
-        cmocka_unit_test(test_two_at_once), cmocka_unit_test(test_other_views),
-        cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_flame_alone),    cmocka_unit_test(test_top_by_stack_alone),
+        cmocka_unit_test(test_two_at_once),    cmocka_unit_test(test_other_views),
+        cmocka_unit_test(test_history_points), cmocka_unit_test(test_exports),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
