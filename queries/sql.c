@@ -636,6 +636,25 @@ static int has_any(const unsigned char *s, int n, const char *set)
     return 0;
 }
 
+/* The first nn bytes of h equal to n, or NULL, in time linear in how far it
+ * is. memmem over growing windows rather than over the whole rest: a
+ * sanitizer's memmem checks its whole range on every call, which would make
+ * replace (a call per match) quadratic. */
+static const unsigned char *find(const unsigned char *h, size_t nh, const unsigned char *n,
+                                 size_t nn)
+{
+    if (nn == 1) return memchr(h, n[0], nh);
+    size_t w = nn + 64;
+    for (size_t at = 0; at + nn <= nh;) {
+        size_t len = nh - at < w ? nh - at : w;
+        const unsigned char *m = memmem(h + at, len, n, nn);
+        if (m || len == nh - at) return m;
+        at += len - nn + 1;
+        w *= 2;
+    }
+    return NULL;
+}
+
 /* instr(X, Y) as SQLite answers it (characters for text, bytes for two blobs),
  * in linear time. */
 static void fn_instr(sqlite3_context *ctx, sqlite3_value **argv)
@@ -657,7 +676,7 @@ static void fn_instr(sqlite3_context *ctx, sqlite3_value **argv)
     }
     size_t from = 0;
     const unsigned char *m = NULL;
-    while (from + nn <= nh && (m = memmem(h + from, nh - from, n, nn))) {
+    while (from + nn <= nh && (m = find(h + from, nh - from, n, nn))) {
         if (!text || (*m & 0xc0) != 0x80) break; /* a match starts a character */
         from = (size_t)(m - h) + 1;
         m = NULL;
@@ -693,7 +712,7 @@ static void fn_replace(sqlite3_context *ctx, sqlite3_value **argv)
     hs__buf b = {0};
     size_t at = 0;
     const unsigned char *m;
-    while (at < ns && (m = memmem(s + at, ns - at, pat, np))) {
+    while (at < ns && (m = find(s + at, ns - at, pat, np))) {
         hs__buf_put(&b, s + at, (size_t)(m - s) - at);
         hs__buf_put(&b, rep, nr);
         at = (size_t)(m - s) + np;
