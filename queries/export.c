@@ -59,7 +59,7 @@ static void pb_bytes(hs__buf *b, int field, const void *p, size_t n) /* wire typ
  * file (pprof's comments, speedscope's name, dot's label, a "[truncated]"
  * outermost frame in collapsed lines). */
 #define XSET_FRAMES     128
-#define XSET_MAX_FRAMES (192u << 10)
+#define XSET_MAX_FRAMES (128u << 10)
 
 typedef struct xtrace {
     int64_t trace, bytes, count;
@@ -538,71 +538,112 @@ out:
 
 /* ---- speedscope ------------------------------------------------------------- */
 
+/* s as a JSON string: quotes, backslashes and control characters escaped
+ * (the text of the frames table is UTF-8 already). */
+static void json_str(hs__buf *b, const char *s)
+{
+    hs__buf_put(b, "\"", 1);
+    for (const char *r = s; *r; r++) {
+        unsigned char c = (unsigned char)*r;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            hs__buf_put(b, e, 2);
+        } else if (c < 0x20) {
+            hs__buf_printf(b, "\\u%04x", c);
+        } else {
+            hs__buf_put(b, r, 1);
+        }
+    }
+    hs__buf_put(b, "\"", 1);
+}
+
+/* Written as text in three passes over the stacks (frames, samples,
+ * weights), not built as a JSON tree and then dumped: the file is the only
+ * copy. */
 static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset *x,
                              hs_api_reply *out, hs_qerr *err)
 {
-    json_t *frames = json_array(), *samples = json_array(), *weights = json_array();
+    hs__buf b = {0};
     hs__map fidx = {0};
     size_t nf = 0;
     int64_t total = 0;
+    int rc = HS_EDB;
+    hs__buf_printf(&b, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+                       "\"shared\":{\"frames\":[");
     for (size_t i = 0; i < x->n; i++) {
         xtrace *t = &x->t[i];
         if (t->bytes <= 0 || !t->depth) continue;
-        json_t *stack = json_array();
-        for (int j = t->depth - 1; j >= 0; j--) { /* root first */
-            uint64_t fi;
-            if (!hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) {
-                const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-                if (!f) {
-                    json_decref(stack);
-                    goto fail;
-                }
-                json_t *fj = json_pack("{s:s}", "name", f->name);
-                if (f->file[0]) {
-                    json_object_set_new(fj, "file", json_string(f->file));
-                    json_object_set_new(fj, "line", json_integer(f->line));
-                }
-                json_array_append_new(frames, fj);
-                fi = nf++;
-                hs__map_put(&fidx, (uint64_t)t->frames[j], fi);
-            }
-            json_array_append_new(stack, json_integer((json_int_t)fi));
-        }
-        json_array_append_new(samples, stack);
-        json_array_append_new(weights, json_integer(t->bytes));
         total += t->bytes;
+        for (int j = t->depth - 1; j >= 0; j--) {
+            uint64_t fi;
+            if (hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) continue;
+            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
+            if (!f) goto out;
+            hs__buf_printf(&b, "%s{\"name\":", nf ? "," : "");
+            json_str(&b, f->name);
+            if (f->file[0]) {
+                hs__buf_put(&b, ",\"file\":", 8);
+                json_str(&b, f->file);
+                hs__buf_printf(&b, ",\"line\":%" PRId64, f->line);
+            }
+            hs__buf_put(&b, "}", 1);
+            if (hs__map_put(&fidx, (uint64_t)t->frames[j], nf++)) goto oom;
+        }
     }
-    hs__map_free(&fidx);
     const char *prog = json_string_value(json_object_get(run->info, "program"));
     char name[1536], note[512];
     sampling_note(note, sizeof note, run, x);
     snprintf(name, sizeof name, "%s (run %" PRId64 ") live heap at %.3f s (%s)", prog ? prog : "?",
              run->id, at->at_ns / 1e9, note);
-    json_t *doc =
-        json_pack("{s:s,s:{s:o},s:[{s:s,s:s,s:s,s:i,s:I,s:o,s:o}],s:s,s:i,s:s}", "$schema",
-                  "https://www.speedscope.app/file-format-schema.json", "shared", "frames", frames,
-                  "profiles", "type", "sampled", "name", name, "unit", "bytes", "startValue", 0,
-                  "endValue", (json_int_t)total, "samples", samples, "weights", weights, "name",
-                  name, "activeProfileIndex", 0, "exporter", "heapstore " HEAPSTORE_VERSION);
-    if (!doc) return hs__err(err, 500, "out of memory");
-    char *text = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    if (!text) return hs__err(err, 500, "out of memory");
-    out->status = 200;
-    out->content_type = "application/json";
-    out->body = text;
-    out->len = strlen(text);
-    out->filename = "heap.speedscope.json";
-    return 0;
-fail:
+    hs__buf_printf(&b, "]},\"profiles\":[{\"type\":\"sampled\",\"name\":");
+    json_str(&b, name);
+    hs__buf_printf(
+        &b, ",\"unit\":\"bytes\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":[", total);
+    int first = 1;
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (t->bytes <= 0 || !t->depth) continue;
+        hs__buf_put(&b, first ? "[" : ",[", first ? 1 : 2);
+        first = 0;
+        for (int j = t->depth - 1; j >= 0; j--) { /* root first */
+            uint64_t fi = 0;
+            hs__map_get(&fidx, (uint64_t)t->frames[j], &fi);
+            hs__buf_printf(&b, "%s%" PRIu64, j == t->depth - 1 ? "" : ",", fi);
+        }
+        hs__buf_put(&b, "]", 1);
+    }
+    hs__buf_put(&b, "],\"weights\":[", 13);
+    first = 1;
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (t->bytes <= 0 || !t->depth) continue;
+        hs__buf_printf(&b, "%s%" PRId64, first ? "" : ",", t->bytes);
+        first = 0;
+    }
+    hs__buf_put(&b, "]}],\"name\":", 11);
+    json_str(&b, name);
+    hs__buf_printf(&b,
+                   ",\"activeProfileIndex\":0,\"exporter\":\"heapstore " HEAPSTORE_VERSION "\"}");
+    rc = file_reply(out, &b, "application/json", "heap.speedscope.json", err);
+    b.p = NULL;
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    free(b.p);
     hs__map_free(&fidx);
-    json_decref(frames);
-    json_decref(samples);
-    json_decref(weights);
-    return HS_EDB;
+    return rc;
 }
 
 /* ---- dot ------------------------------------------------------------------ */
+
+#define DOT_NODES 2000
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
 
 static void dot_escape(hs__buf *b, const char *s)
 {
@@ -669,14 +710,31 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
             prev = k;
         }
     }
-    char note[512];
+    /* Graphviz lays out a few thousand nodes, not a hundred thousand: the
+     * DOT_NODES functions of most inclusive bytes, and the edges between them */
+    int64_t min_incl = INT64_MIN;
+    size_t dropped = 0;
+    if (nn > DOT_NODES) {
+        int64_t *w = malloc(nn * sizeof *w);
+        if (!w) goto oom;
+        for (size_t i = 0; i < nn; i++) w[i] = nodes[i].incl;
+        qsort(w, nn, sizeof *w, cmp_i64_desc);
+        min_incl = w[DOT_NODES - 1];
+        free(w);
+        for (size_t i = 0; i < nn; i++) dropped += nodes[i].incl < min_incl;
+    }
+    char note[512], more[128] = "";
     sampling_note(note, sizeof note, run, x);
+    if (dropped)
+        snprintf(more, sizeof more, "; %zu functions of less than %" PRId64 " bytes left out",
+                 dropped, min_incl);
     hs__buf_printf(&b,
                    "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
-                   " bytes (%s)\";\n  node [shape=box];\n",
-                   run->id, at->at_ns / 1e9, x->total_bytes, note);
+                   " bytes (%s%s)\";\n  node [shape=box];\n",
+                   run->id, at->at_ns / 1e9, x->total_bytes, note, more);
     double tot = x->total_bytes > 0 ? (double)x->total_bytes : 1;
     for (size_t i = 0; i < nn; i++) {
+        if (nodes[i].incl < min_incl) continue;
         hs__buf_printf(&b, "  n%zu [label=\"", i);
         dot_escape(&b, nodes[i].name);
         hs__buf_printf(
@@ -688,6 +746,7 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
         if (!edges.keys[i]) continue;
         size_t a, c;
         if (sscanf(edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
+        if (nodes[a].incl < min_incl || nodes[c].incl < min_incl) continue;
         int64_t w = ew[edges.vals[i]];
         hs__buf_printf(&b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
                        1.0 + 4.0 * (double)w / tot);

@@ -340,19 +340,29 @@ static void test_history_points(void **state)
 static void test_exports(void **state)
 {
     (void)state;
-    static const char *const targets[] = {
-        "/api/runs/1/export?format=collapsed",  "/api/runs/1/export?format=pprof",
-        "/api/runs/1/export?format=speedscope", "/api/runs/1/export?format=dot",
-        "/api/runs/1/flame?format=collapsed",
+    static const struct {
+        const char *target, *says; /* says: what the file tells of the cut */
+        size_t max_len;
+    } cases[] = {
+        /* stacks keep their 128 innermost frames, marked in collapsed lines */
+        {"/api/runs/1/export?format=collapsed", "[truncated];fn128;fn127;", 4u << 20},
+        {"/api/runs/1/export?format=pprof", NULL, 4u << 20},
+        {"/api/runs/1/export?format=speedscope", "stacks cut to their 128 innermost frames",
+         ANSWER_BOUND},
+        /* Graphviz gets the 2,000 functions of most bytes */
+        {"/api/runs/1/export?format=dot", "functions of less than", 2u << 20},
+        {"/api/runs/1/flame?format=collapsed", "[truncated];", 4u << 20},
     };
-    for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
-        answer a = {.target = targets[i]};
-        fetch_all(&a, 1, targets[i]);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        answer a = {.target = cases[i].target};
+        fetch_all(&a, 1, cases[i].target);
+        assert_true(a.len < cases[i].max_len);
+        if (cases[i].says) assert_non_null(strstr(a.body, cases[i].says));
         answer_free(&a);
     }
     answer two[2] = {{.target = "/api/runs/1/export?format=pprof"},
-                     {.target = "/api/runs/1/export?format=collapsed"}};
-    fetch_all(two, 2, "pprof and collapsed at once");
+                     {.target = "/api/runs/1/export?format=speedscope"}};
+    fetch_all(two, 2, "pprof and speedscope at once");
     answer_free(&two[0]);
     answer_free(&two[1]);
 }
