@@ -278,6 +278,11 @@ static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *o
     for (size_t i = 0; i < lines.cap; i++)
         if (lines.keys[i] && sums[lines.vals[i]] >= min_bytes)
             hs__buf_printf(&b, "%s %" PRId64 "\n", lines.keys[i], sums[lines.vals[i]]);
+    /* stacks the export left out, as one line, so that the total is right
+     * and the graph shows they are missing */
+    if (x->omitted && x->omitted_bytes >= min_bytes)
+        hs__buf_printf(&b, "[%zu_smallest_stacks_left_out] %" PRId64 "\n", x->omitted,
+                       x->omitted_bytes);
     rc = file_reply(out, &b, "text/plain; charset=utf-8", "heap.folded", err);
     b.p = NULL;
     goto out;

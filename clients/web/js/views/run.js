@@ -1,4 +1,4 @@
-// #/run/RUN?at=peak|end|SECONDS&tab=flame|table&by=site|function|stack&q=&z=&top=N
+// #/run/RUN?at=peak|end|SECONDS&tab=flame|table&by=site|function|stack&q=&z=&top=N&rows=more
 //
 // One run: the live heap over time with RSS (and the top N stacks as lines),
 // then what was live at the picked moment as a flame graph or a table.
@@ -48,7 +48,8 @@ export async function mount(root, { args, params, stale }) {
     // order does not carry over to another grouping.
     const cur = parseHash().params;
     const p = {
-      at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '', ...changes,
+      at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '',
+      rows: cur.get('rows') || '', ...changes,
     };
     if (p.by !== by) p.sort = '';
     go(`/run/${id}`, p);
@@ -216,10 +217,14 @@ export async function mount(root, { args, params, stale }) {
       on: { click: () => here({ by: b }) },
     }, 'by ' + b)));
     moment.append(h('div.toolbar', byBar));
-    const top = await get(base + '/top' + qs({ at, by, limit: 1000 }));
+    // The rows a reader looks at first; more on demand (each row's stack
+    // costs the server and the page alike).
+    const limit = params.get('rows') === 'more' ? 1000 : 200;
+    const top = await get(base + '/top' + qs({ at, by, limit }));
     if (stale()) { gone = true; plot.destroy(); return null; }
     moment.append(topTable(top, by, id, params.get('sort'),
-      (o) => replaceParams({ sort: sortToParam(o) })));
+      (o) => replaceParams({ sort: sortToParam(o) }),
+      limit < 1000 ? () => here({ rows: 'more' }) : null));
   }
 
   section.append(sizesPanel(base));
@@ -316,7 +321,7 @@ async function fillOthers(run, select) {
   } catch { /* the picker stays empty */ }
 }
 
-function topTable(top, by, id, sortParam, onSort) {
+function topTable(top, by, id, sortParam, onSort, onMore) {
   const rows = top.rows || [];
   const nameCell = (r) => {
     const stack = (r.stack || []).map(frameLabel).join('\n');
@@ -343,7 +348,9 @@ function topTable(top, by, id, sortParam, onSort) {
   const sort = sortFromParam(sortParam, columns,
     by === 'function' ? { key: 'self_bytes', dir: -1 } : { key: 'total_bytes', dir: -1 });
   const more = top.rows_total > rows.length
-    ? h('p.muted', `the ${fmtInt(rows.length)} largest of ${fmtInt(top.rows_total)} rows`) : null;
+    ? h('p.muted', `the ${fmtInt(rows.length)} largest of ${fmtInt(top.rows_total)} rows `,
+      onMore ? h('button', { dataset: { act: 'more-rows' }, on: { click: onMore } }, 'show up to 1,000') : null)
+    : null;
   return h('div.top-table', { dataset: { by } }, more,
     sortableTable({ columns, rows, sort, onSort, className: 'top', rowAttrs: (r) => ({ dataset: { name: r.name || '' } }) }));
 }
