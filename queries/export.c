@@ -58,8 +58,8 @@ static void pb_bytes(hs__buf *b, int field, const void *p, size_t n) /* wire typ
  * the request about 270 B in the frame cache. What was cut is said in the
  * file (pprof's comments, speedscope's name, dot's label, a "[truncated]"
  * outermost frame in collapsed lines). */
-#define XSET_FRAMES     128
-#define XSET_MAX_FRAMES (128u << 10)
+#define XSET_FRAMES     64
+#define XSET_MAX_FRAMES (96u << 10)
 
 typedef struct xtrace {
     int64_t trace, bytes, count;

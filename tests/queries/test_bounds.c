@@ -344,10 +344,10 @@ static void test_exports(void **state)
         const char *target, *says; /* says: what the file tells of the cut */
         size_t max_len;
     } cases[] = {
-        /* stacks keep their 128 innermost frames, marked in collapsed lines */
-        {"/api/runs/1/export?format=collapsed", "[truncated];fn128;fn127;", 4u << 20},
+        /* stacks keep their 64 innermost frames, marked in collapsed lines */
+        {"/api/runs/1/export?format=collapsed", "[truncated];fn64;fn63;", 4u << 20},
         {"/api/runs/1/export?format=pprof", NULL, 4u << 20},
-        {"/api/runs/1/export?format=speedscope", "stacks cut to their 128 innermost frames",
+        {"/api/runs/1/export?format=speedscope", "stacks cut to their 64 innermost frames",
          ANSWER_BOUND},
         /* Graphviz gets the 2,000 functions of most bytes */
         {"/api/runs/1/export?format=dot", "functions of less than", 2u << 20},
@@ -365,6 +365,11 @@ static void test_exports(void **state)
     fetch_all(two, 2, "pprof and speedscope at once");
     answer_free(&two[0]);
     answer_free(&two[1]);
+    answer pp[2] = {{.target = "/api/runs/1/export?format=pprof"},
+                    {.target = "/api/runs/1/export?format=pprof"}};
+    fetch_all(pp, 2, "two pprofs at once");
+    answer_free(&pp[0]);
+    answer_free(&pp[1]);
 }
 
 int main(void)
