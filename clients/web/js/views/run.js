@@ -229,7 +229,7 @@ export async function mount(root, { args, params, stale }) {
 
   section.append(sizesPanel(base));
 
-  window.heapstore = { view: 'run', run, history: hist, plot, flame: graph };
+  window.heapstore = { view: 'run', run, history: hist, plot, flame: graph, flameAnswer: flame };
   return {
     destroy() {
       gone = true;
