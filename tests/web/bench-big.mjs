@@ -10,9 +10,9 @@
 // build's): a fresh heapstore-server on that database, a fresh browser, and
 // times:
 //   run view   from navigation to the view being ready (plot and flame drawn)
-//   in page    the same, as the page sees it: from its navigation start to
-//              the view's 'heapstore:ready' mark (without the harness's own
-//              latency: opening the tab, polling for the state)
+//   page       the same, as the page sees it: from its navigation start to
+//              body[data-state] first saying ready (without the harness's
+//              own latency: opening the tab, polling for the state)
 //   flame      laying out and drawing the flame graph again, zooming into the
 //              first frame and out, a search over every node, one hover
 //   diff       the view of two moments, ready
@@ -76,6 +76,16 @@ async function ready(page, view) {
 
 async function timeView(browser, base, hash, view) {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  // when body[data-state] first says ready, in the page's own clock (any
+  // version of the dashboard sets it)
+  await page.addInitScript(() => {
+    new MutationObserver((_, obs) => {
+      if (document.body && document.body.dataset.state === 'ready') {
+        window.__hsReadyAt = performance.now();
+        obs.disconnect();
+      }
+    }).observe(document, { attributes: true, subtree: true, attributeFilter: ['data-state'] });
+  });
   const t0 = Date.now();
   await page.goto(`${base}/#${hash}`);
   await ready(page, view);
@@ -96,10 +106,7 @@ async function round(webRoot, r) {
     const mid = (runs.runs[0].duration_ns / 2e9).toFixed(3);
     const { page, ms } = await timeView(browser, base, `/run/${id}?at=peak`, 'run');
     r.run.push(ms);
-    r.page.push(await page.evaluate(() => {
-      const m = performance.getEntriesByName('heapstore:ready');
-      return m.length ? m[m.length - 1].startTime : NaN;
-    }));
+    r.page.push(await page.evaluate(() => window.__hsReadyAt));
     const f = await page.evaluate(() => {
       const g = window.heapstore.flame;
       const out = {};
