@@ -130,6 +130,11 @@ export async function mount(root, { args, params, stale }) {
   let gone = false; // destroy() ran: a late answer has nowhere to go
   if (wantStacks) {
     plotBox.dataset.stacks = 'loading';
+    // asked once the view is drawn: on a big run the server's work for the
+    // series would compete with the page's for the same cores
+    setTimeout(() => { if (!gone) loadStacks(); }, 0);
+  }
+  function loadStacks() {
     get(base + '/history' + qs({ top: topN || undefined, trace: trace || undefined })).then((full) => {
       if (gone) return;
       const extra = stackSeries(full.series || []);
