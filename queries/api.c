@@ -3,6 +3,7 @@
  * answer is JSON or a file with a status, and every failure is an error body
  * with a 4xx/5xx status, never a partial answer. */
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 
 #define MAX_PARAMS 32
 #define MAX_QUERY  8192
+/* trace nodes read from the database past which a request counts as big */
+#define BIG_REQUEST_NODES 65536
 
 struct hs__params {
     int n;
@@ -36,6 +39,20 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err)
     *out = strtod(ms, &end);
     if (!*ms || *end || !(*out >= 0 && *out <= 1))
         return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
+    return 0;
+}
+
+int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err)
+{
+    *out = HS_STACK_FRAMES;
+    const char *v = hs__param(p, "max_frames");
+    if (!v) return 0;
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < 1 || x > HS_MAX_DEPTH)
+        return hs__err(err, 400, "max_frames must be an integer from 1 to %d (not '%s')",
+                       HS_MAX_DEPTH, v);
+    *out = (int)x;
     return 0;
 }
 
@@ -190,7 +207,10 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         hs__err(&err, 500, "the database cannot be opened");
         goto fail;
     }
-    hs__cache_trim(q);
+    /* the last big answer was freed after its request returned */
+    if (hs__cache_trim(q) || q->big) malloc_trim(0);
+    q->big = 0;
+    q->node_misses = 0;
     if (!strcmp(path, "/api/sql")) {
         if (strcmp(method, "POST")) goto bad_method;
         if ((rc = hs__view_sql(q, body, body_len, &j, &err))) goto fail;
@@ -267,4 +287,12 @@ done:
      * would pin an old snapshot and keep the WAL from being checkpointed). */
     for (int i = 0; q && i < ST__COUNT; i++)
         if (q->st[i]) sqlite3_reset(q->st[i]);
+    /* Give back what a big request used: the caches past what an idle
+     * connection keeps, and malloc's free pages (glibc keeps them, and
+     * raises its mmap threshold after a big free, so that two big requests
+     * in a row would otherwise each leave hundreds of MB held). */
+    if (q && (hs__cache_trim(q) || q->node_misses > BIG_REQUEST_NODES)) {
+        malloc_trim(0);
+        q->big = 1;
+    }
 }

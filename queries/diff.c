@@ -38,6 +38,8 @@ typedef struct dctx {
     size_t tn, tcap;
     hs__buf key;
     size_t stamp;
+    size_t omitted; /* stacks left out when the request's frames ran out */
+    int64_t omitted_bytes;
 } dctx;
 
 static size_t drow_get(dctx *c, const char *k, size_t len, const char *name)
@@ -81,10 +83,18 @@ static size_t tnode_get(dctx *c, size_t parent, const char *name)
     return i;
 }
 
-static int add_state(dctx *c, const hs__state *s, int side)
+static int add_state(dctx *c, hs__state *s, int side)
 {
+    /* largest first: the stacks left when the frames a request may hold run
+     * out are the smallest (the answer counts them) */
+    qsort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < s->n; i++) {
         const hs__live *lv = &s->rows[i];
+        if (hs__frames_full(c->q)) {
+            c->omitted++;
+            c->omitted_bytes += lv->bytes;
+            continue;
+        }
         int64_t frames[HS_MAX_DEPTH];
         const hs__frame *fr[HS_MAX_DEPTH];
         int d = hs__stack(c->q, lv->trace, frames, HS_MAX_DEPTH, c->err);
@@ -149,16 +159,37 @@ static int cmp_delta(const void *x, const void *y)
     return strcmp(a->name, b->name);
 }
 
-static json_t *dflame_json(dctx *c, size_t i, int depth)
+/* The differential flame holds the DFLAME_NODES widest nodes (by the larger
+ * side) down to DFLAME_DEPTH, as the flame view does. */
+#define DFLAME_NODES 5000
+#define DFLAME_DEPTH 256
+
+static int64_t dwidth(const dnode *n)
+{
+    return n->a_bytes > n->b_bytes ? n->a_bytes : n->b_bytes;
+}
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+static json_t *dflame_json(dctx *c, size_t i, int depth, int64_t min_w, size_t *left, int *cut)
 {
     dnode *n = &c->t[i];
     json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "name", n->name, "a_bytes", (json_int_t)n->a_bytes,
                           "b_bytes", (json_int_t)n->b_bytes, "delta_bytes",
                           (json_int_t)(n->b_bytes - n->a_bytes));
     json_t *kids = json_array();
-    for (size_t k = n->first_child; k != NONE && depth < HS_MAX_DEPTH; k = c->t[k].next_sibling) {
+    for (size_t k = n->first_child; k != NONE; k = c->t[k].next_sibling) {
         if (!c->t[k].a_bytes && !c->t[k].b_bytes) continue;
-        json_array_append_new(kids, dflame_json(c, k, depth + 1));
+        if (depth >= DFLAME_DEPTH || dwidth(&c->t[k]) < min_w || !*left) {
+            *cut = 1;
+            continue;
+        }
+        (*left)--;
+        json_array_append_new(kids, dflame_json(c, k, depth + 1, min_w, left, cut));
     }
     json_object_set_new(o, "children", kids);
     return o;
@@ -188,7 +219,7 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
     dctx c = {.q = q, .err = err};
     json_t *rows = NULL;
     int64_t limit = 100;
-    int rc;
+    int rc, max_frames, frames_cut = 0;
     const char *by = hs__param(p, "by");
     if (!by) by = "stack";
     c.mode = !strcmp(by, "stack") ? 0 : !strcmp(by, "site") ? 1 : !strcmp(by, "function") ? 2 : -1;
@@ -200,6 +231,7 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
         if (!*ls || *end || limit < 1 || limit > 1000000)
             return hs__err(err, 400, "limit must be an integer from 1 to 1000000");
     }
+    if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
     const char *format = hs__param(p, "format");
     if (format && strcmp(format, "json") && strcmp(format, "collapsed"))
         return hs__err(err, 400, "diff formats: json, collapsed (not '%s')", format);
@@ -241,27 +273,37 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
                                 (json_int_t)r->a_count, "b_count", (json_int_t)r->b_count,
                                 "delta_count", (json_int_t)(r->b_count - r->a_count));
         if (!row) goto oom;
-        if (c.mode != 2) {
-            int64_t frames[HS_MAX_DEPTH];
-            int d = hs__stack(q, r->trace, frames, HS_MAX_DEPTH, err);
-            json_t *st = d < 0 ? NULL : hs__stack_json(q, frames, d, err);
-            if (!st) {
-                json_decref(row);
-                rc = HS_EDB;
-                goto out;
-            }
-            json_object_set_new(row, "stack", st);
+        if (c.mode != 2 && (rc = hs__row_stack(q, row, r->trace, max_frames, &frames_cut, err))) {
+            json_decref(row);
+            goto out;
         }
         json_array_append_new(rows, row);
     }
-    json_t *flame = dflame_json(&c, 0, 0);
+    int64_t min_w = 1;
+    if (c.tn > DFLAME_NODES + 1) { /* the width of the DFLAME_NODES-th widest */
+        int64_t *w = malloc(c.tn * sizeof *w);
+        if (!w) goto oom;
+        for (size_t i = 1; i < c.tn; i++) w[i - 1] = dwidth(&c.t[i]);
+        qsort(w, c.tn - 1, sizeof *w, cmp_i64_desc);
+        min_w = w[DFLAME_NODES - 1] > 1 ? w[DFLAME_NODES - 1] : 1;
+        free(w);
+    }
+    size_t left = DFLAME_NODES;
+    int flame_cut = 0;
+    json_t *flame = dflame_json(&c, 0, 0, min_w, &left, &flame_cut);
+    json_t *cut = json_null();
+    if (flame_cut || frames_cut || c.omitted)
+        cut = json_pack("{s:b,s:o,s:I,s:I}", "flame", flame_cut, "max_frames",
+                        frames_cut ? json_integer(max_frames) : json_null(), "stacks",
+                        (json_int_t)c.omitted, "stacks_bytes", (json_int_t)c.omitted_bytes);
     char t1[32], t2[32];
-    out->json = json_pack(
-        "{s:{s:O,s:s,s:I,s:I},s:{s:O,s:s,s:I,s:I},s:s,s:o,s:o,s:{s:O,s:O}}", "a", "run", ra.info,
-        "at", hs__at_name(&aa, t1, sizeof t1), "at_ns", (json_int_t)aa.at_ns, "total_bytes",
-        (json_int_t)sa.total_bytes, "b", "run", rb.info, "at", hs__at_name(&ab, t2, sizeof t2),
-        "at_ns", (json_int_t)ab.at_ns, "total_bytes", (json_int_t)sb.total_bytes, "by", by, "rows",
-        rows, "flame", flame, "sampling", "a", ra.sampling, "b", rb.sampling);
+    out->json =
+        json_pack("{s:{s:O,s:s,s:I,s:I},s:{s:O,s:s,s:I,s:I},s:s,s:o,s:o,s:o,s:{s:O,s:O}}", "a",
+                  "run", ra.info, "at", hs__at_name(&aa, t1, sizeof t1), "at_ns",
+                  (json_int_t)aa.at_ns, "total_bytes", (json_int_t)sa.total_bytes, "b", "run",
+                  rb.info, "at", hs__at_name(&ab, t2, sizeof t2), "at_ns", (json_int_t)ab.at_ns,
+                  "total_bytes", (json_int_t)sb.total_bytes, "by", by, "rows", rows, "flame", flame,
+                  "truncated", cut, "sampling", "a", ra.sampling, "b", rb.sampling);
     rows = NULL;
     if (!out->json) goto oom;
     out->status = 200;

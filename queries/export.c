@@ -51,10 +51,20 @@ static void pb_bytes(hs__buf *b, int field, const void *p, size_t n) /* wire typ
 
 /* ---- common: the live traces with their frames ------------------------------ */
 
+/* Bounds: a stack keeps its XSET_FRAMES innermost frames (the allocation
+ * site and its callers, as a collector's depth limit keeps them), and the
+ * set takes stacks, largest first, while it names fewer than XSET_MAX_FRAMES
+ * distinct frames: each export reads every frame it names, and a frame costs
+ * the request about 270 B in the frame cache. What was cut is said in the
+ * file (pprof's comments, speedscope's name, dot's label, a "[truncated]"
+ * outermost frame in collapsed lines). */
+#define XSET_FRAMES     64
+#define XSET_MAX_FRAMES (96u << 10)
+
 typedef struct xtrace {
     int64_t trace, bytes, count;
     double alloc_objects, alloc_space;
-    int depth;
+    int depth, cut;  /* frames kept; cut: the stack was deeper */
     int64_t *frames; /* leaf first */
 } xtrace;
 
@@ -63,6 +73,10 @@ typedef struct xset {
     size_t n, cap;
     hs__map idx; /* trace -> index */
     int64_t total_bytes, total_count;
+    hs__map seen;   /* frame ids named */
+    size_t omitted; /* stacks left out (frames ran out) */
+    int64_t omitted_bytes;
+    size_t cut; /* stacks cut to XSET_FRAMES */
 } xset;
 
 static void xset_free(xset *x)
@@ -70,8 +84,10 @@ static void xset_free(xset *x)
     for (size_t i = 0; i < x->n; i++) free(x->t[i].frames);
     free(x->t);
     hs__map_free(&x->idx);
+    hs__map_free(&x->seen);
 }
 
+/* Returns 0 with *ix, 1 when the stack is left out, or an HS_E code. */
 static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
 {
     uint64_t v;
@@ -80,8 +96,19 @@ static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
         return 0;
     }
     int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err), cut = 0;
     if (d < 0) return d;
+    if (d > XSET_FRAMES) {
+        d = XSET_FRAMES;
+        cut = 1;
+    }
+    size_t fresh = 0;
+    for (int k = 0; k < d; k++) fresh += !hs__map_get(&x->seen, (uint64_t)frames[k], &v);
+    if (x->seen.n + fresh > XSET_MAX_FRAMES) return 1;
+    for (int k = 0; k < d; k++)
+        if (hs__map_put(&x->seen, (uint64_t)frames[k], 1))
+            return hs__err(err, 500, "out of memory");
+    x->cut += (size_t)cut;
     if (x->n == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 256;
         xtrace *np = realloc(x->t, x->cap * sizeof *np);
@@ -92,6 +119,7 @@ static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
     memset(t, 0, sizeof *t);
     t->trace = trace;
     t->depth = d;
+    t->cut = cut;
     t->frames = malloc((size_t)(d ? d : 1) * sizeof *t->frames);
     if (!t->frames || hs__map_put(&x->idx, (uint64_t)trace, x->n)) {
         free(t->frames);
@@ -102,13 +130,19 @@ static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
     return 0;
 }
 
-static int xset_live(hs_q *q, const hs__state *s, xset *x, hs_qerr *err)
+static int xset_live(hs_q *q, hs__state *s, xset *x, hs_qerr *err)
 {
     x->total_bytes = s->total_bytes;
     x->total_count = s->total_count;
+    qsort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < s->n; i++) {
         size_t ix;
         int rc = xset_add(q, x, s->rows[i].trace, &ix, err);
+        if (rc == 1) {
+            x->omitted++;
+            x->omitted_bytes += s->rows[i].bytes;
+            continue;
+        }
         if (rc) return rc;
         x->t[ix].bytes += s->rows[i].bytes;
         x->t[ix].count += s->rows[i].count;
@@ -149,7 +183,8 @@ static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_q
             uint64_t trace;
             if (!hs__map_get(&stacks, ev.stack_id, &trace)) continue;
             size_t ix;
-            if ((rc = xset_add(q, x, (int64_t)trace, &ix, err))) goto out;
+            if ((rc = xset_add(q, x, (int64_t)trace, &ix, err)) == 1) continue;
+            if (rc) goto out;
             x->t[ix].alloc_space += (double)ev.weight;
             x->t[ix].alloc_objects += ev.size ? (double)ev.weight / (double)ev.size : 1.0;
         }
@@ -184,13 +219,20 @@ static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const ch
 
 /* What the numbers rest on, for the formats that carry a note: the sampling
  * interval and what the collector dropped. */
-static void sampling_note(char *buf, size_t len, const hs__run *run)
+static void sampling_note(char *buf, size_t len, const hs__run *run, const xset *x)
 {
     const json_t *d = json_object_get(run->sampling, "dropped");
-    snprintf(buf, len,
-             "sample_bytes %" PRId64 ", dropped %" PRId64 " alloc and %" PRId64 " free events",
-             run->sample_bytes, (int64_t)json_integer_value(json_object_get(d, "alloc_events")),
-             (int64_t)json_integer_value(json_object_get(d, "free_events")));
+    int n = snprintf(
+        buf, len, "sample_bytes %" PRId64 ", dropped %" PRId64 " alloc and %" PRId64 " free events",
+        run->sample_bytes, (int64_t)json_integer_value(json_object_get(d, "alloc_events")),
+        (int64_t)json_integer_value(json_object_get(d, "free_events")));
+    if (n > 0 && (size_t)n < len && x->cut)
+        n += snprintf(buf + n, len - (size_t)n, "; %zu stacks cut to their %d innermost frames",
+                      x->cut, XSET_FRAMES);
+    if (n > 0 && (size_t)n < len && x->omitted)
+        snprintf(buf + n, len - (size_t)n,
+                 "; %zu smallest stacks (%" PRId64 " bytes) left out of this export", x->omitted,
+                 x->omitted_bytes);
 }
 
 /* ---- collapsed ------------------------------------------------------------ */
@@ -207,6 +249,7 @@ static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *o
         xtrace *t = &x->t[i];
         if (t->bytes <= 0 || !t->depth) continue;
         key.n = 0;
+        if (t->cut) hs__buf_put(&key, "[truncated];", 12);
         for (int j = t->depth - 1; j >= 0; j--) {
             const hs__frame *f = hs__frame_get(q, t->frames[j], err);
             if (!f) goto out;
@@ -235,6 +278,11 @@ static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *o
     for (size_t i = 0; i < lines.cap; i++)
         if (lines.keys[i] && sums[lines.vals[i]] >= min_bytes)
             hs__buf_printf(&b, "%s %" PRId64 "\n", lines.keys[i], sums[lines.vals[i]]);
+    /* stacks the export left out, as one line, so that the total is right
+     * and the graph shows they are missing */
+    if (x->omitted && x->omitted_bytes >= min_bytes)
+        hs__buf_printf(&b, "[%zu_smallest_stacks_left_out] %" PRId64 "\n", x->omitted,
+                       x->omitted_bytes);
     rc = file_reply(out, &b, "text/plain; charset=utf-8", "heap.folded", err);
     b.p = NULL;
     goto out;
@@ -454,8 +502,8 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
     free(fns.p);
     int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
     int64_t c1 = pstr_id(&s, "heapstore: estimated live heap, sum of sampling weights");
-    char comment[512], note[256];
-    sampling_note(note, sizeof note, run);
+    char comment[768], note[512];
+    sampling_note(note, sizeof note, run, x);
     snprintf(comment, sizeof comment, "run %" PRId64 " at %.3f s, %s", run->id, at->at_ns / 1e9,
              note);
     int64_t c2 = pstr_id(&s, comment);
@@ -495,71 +543,112 @@ out:
 
 /* ---- speedscope ------------------------------------------------------------- */
 
+/* s as a JSON string: quotes, backslashes and control characters escaped
+ * (the text of the frames table is UTF-8 already). */
+static void json_str(hs__buf *b, const char *s)
+{
+    hs__buf_put(b, "\"", 1);
+    for (const char *r = s; *r; r++) {
+        unsigned char c = (unsigned char)*r;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            hs__buf_put(b, e, 2);
+        } else if (c < 0x20) {
+            hs__buf_printf(b, "\\u%04x", c);
+        } else {
+            hs__buf_put(b, r, 1);
+        }
+    }
+    hs__buf_put(b, "\"", 1);
+}
+
+/* Written as text in three passes over the stacks (frames, samples,
+ * weights), not built as a JSON tree and then dumped: the file is the only
+ * copy. */
 static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset *x,
                              hs_api_reply *out, hs_qerr *err)
 {
-    json_t *frames = json_array(), *samples = json_array(), *weights = json_array();
+    hs__buf b = {0};
     hs__map fidx = {0};
     size_t nf = 0;
     int64_t total = 0;
+    int rc = HS_EDB;
+    hs__buf_printf(&b, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+                       "\"shared\":{\"frames\":[");
     for (size_t i = 0; i < x->n; i++) {
         xtrace *t = &x->t[i];
         if (t->bytes <= 0 || !t->depth) continue;
-        json_t *stack = json_array();
-        for (int j = t->depth - 1; j >= 0; j--) { /* root first */
-            uint64_t fi;
-            if (!hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) {
-                const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-                if (!f) {
-                    json_decref(stack);
-                    goto fail;
-                }
-                json_t *fj = json_pack("{s:s}", "name", f->name);
-                if (f->file[0]) {
-                    json_object_set_new(fj, "file", json_string(f->file));
-                    json_object_set_new(fj, "line", json_integer(f->line));
-                }
-                json_array_append_new(frames, fj);
-                fi = nf++;
-                hs__map_put(&fidx, (uint64_t)t->frames[j], fi);
-            }
-            json_array_append_new(stack, json_integer((json_int_t)fi));
-        }
-        json_array_append_new(samples, stack);
-        json_array_append_new(weights, json_integer(t->bytes));
         total += t->bytes;
+        for (int j = t->depth - 1; j >= 0; j--) {
+            uint64_t fi;
+            if (hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) continue;
+            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
+            if (!f) goto out;
+            hs__buf_printf(&b, "%s{\"name\":", nf ? "," : "");
+            json_str(&b, f->name);
+            if (f->file[0]) {
+                hs__buf_put(&b, ",\"file\":", 8);
+                json_str(&b, f->file);
+                hs__buf_printf(&b, ",\"line\":%" PRId64, f->line);
+            }
+            hs__buf_put(&b, "}", 1);
+            if (hs__map_put(&fidx, (uint64_t)t->frames[j], nf++)) goto oom;
+        }
     }
-    hs__map_free(&fidx);
     const char *prog = json_string_value(json_object_get(run->info, "program"));
-    char name[1024], note[256];
-    sampling_note(note, sizeof note, run);
+    char name[1536], note[512];
+    sampling_note(note, sizeof note, run, x);
     snprintf(name, sizeof name, "%s (run %" PRId64 ") live heap at %.3f s (%s)", prog ? prog : "?",
              run->id, at->at_ns / 1e9, note);
-    json_t *doc =
-        json_pack("{s:s,s:{s:o},s:[{s:s,s:s,s:s,s:i,s:I,s:o,s:o}],s:s,s:i,s:s}", "$schema",
-                  "https://www.speedscope.app/file-format-schema.json", "shared", "frames", frames,
-                  "profiles", "type", "sampled", "name", name, "unit", "bytes", "startValue", 0,
-                  "endValue", (json_int_t)total, "samples", samples, "weights", weights, "name",
-                  name, "activeProfileIndex", 0, "exporter", "heapstore " HEAPSTORE_VERSION);
-    if (!doc) return hs__err(err, 500, "out of memory");
-    char *text = json_dumps(doc, JSON_COMPACT);
-    json_decref(doc);
-    if (!text) return hs__err(err, 500, "out of memory");
-    out->status = 200;
-    out->content_type = "application/json";
-    out->body = text;
-    out->len = strlen(text);
-    out->filename = "heap.speedscope.json";
-    return 0;
-fail:
+    hs__buf_printf(&b, "]},\"profiles\":[{\"type\":\"sampled\",\"name\":");
+    json_str(&b, name);
+    hs__buf_printf(
+        &b, ",\"unit\":\"bytes\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":[", total);
+    int first = 1;
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (t->bytes <= 0 || !t->depth) continue;
+        hs__buf_put(&b, first ? "[" : ",[", first ? 1 : 2);
+        first = 0;
+        for (int j = t->depth - 1; j >= 0; j--) { /* root first */
+            uint64_t fi = 0;
+            hs__map_get(&fidx, (uint64_t)t->frames[j], &fi);
+            hs__buf_printf(&b, "%s%" PRIu64, j == t->depth - 1 ? "" : ",", fi);
+        }
+        hs__buf_put(&b, "]", 1);
+    }
+    hs__buf_put(&b, "],\"weights\":[", 13);
+    first = 1;
+    for (size_t i = 0; i < x->n; i++) {
+        xtrace *t = &x->t[i];
+        if (t->bytes <= 0 || !t->depth) continue;
+        hs__buf_printf(&b, "%s%" PRId64, first ? "" : ",", t->bytes);
+        first = 0;
+    }
+    hs__buf_put(&b, "]}],\"name\":", 11);
+    json_str(&b, name);
+    hs__buf_printf(&b,
+                   ",\"activeProfileIndex\":0,\"exporter\":\"heapstore " HEAPSTORE_VERSION "\"}");
+    rc = file_reply(out, &b, "application/json", "heap.speedscope.json", err);
+    b.p = NULL;
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    free(b.p);
     hs__map_free(&fidx);
-    json_decref(frames);
-    json_decref(samples);
-    json_decref(weights);
-    return HS_EDB;
+    return rc;
 }
 
 /* ---- dot ------------------------------------------------------------------ */
+
+#define DOT_NODES 2000
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
 
 static void dot_escape(hs__buf *b, const char *s)
 {
@@ -626,14 +715,31 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
             prev = k;
         }
     }
-    char note[256];
-    sampling_note(note, sizeof note, run);
+    /* Graphviz lays out a few thousand nodes, not a hundred thousand: the
+     * DOT_NODES functions of most inclusive bytes, and the edges between them */
+    int64_t min_incl = INT64_MIN;
+    size_t dropped = 0;
+    if (nn > DOT_NODES) {
+        int64_t *w = malloc(nn * sizeof *w);
+        if (!w) goto oom;
+        for (size_t i = 0; i < nn; i++) w[i] = nodes[i].incl;
+        qsort(w, nn, sizeof *w, cmp_i64_desc);
+        min_incl = w[DOT_NODES - 1];
+        free(w);
+        for (size_t i = 0; i < nn; i++) dropped += nodes[i].incl < min_incl;
+    }
+    char note[512], more[128] = "";
+    sampling_note(note, sizeof note, run, x);
+    if (dropped)
+        snprintf(more, sizeof more, "; %zu functions of less than %" PRId64 " bytes left out",
+                 dropped, min_incl);
     hs__buf_printf(&b,
                    "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
-                   " bytes (%s)\";\n  node [shape=box];\n",
-                   run->id, at->at_ns / 1e9, x->total_bytes, note);
+                   " bytes (%s%s)\";\n  node [shape=box];\n",
+                   run->id, at->at_ns / 1e9, x->total_bytes, note, more);
     double tot = x->total_bytes > 0 ? (double)x->total_bytes : 1;
     for (size_t i = 0; i < nn; i++) {
+        if (nodes[i].incl < min_incl) continue;
         hs__buf_printf(&b, "  n%zu [label=\"", i);
         dot_escape(&b, nodes[i].name);
         hs__buf_printf(
@@ -645,6 +751,7 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
         if (!edges.keys[i]) continue;
         size_t a, c;
         if (sscanf(edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
+        if (nodes[a].incl < min_incl || nodes[c].incl < min_incl) continue;
         int64_t w = ew[edges.vals[i]];
         hs__buf_printf(&b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
                        1.0 + 4.0 * (double)w / tot);

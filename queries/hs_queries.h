@@ -7,6 +7,11 @@
  * the same request (method, "/api/…?query", body), so the two cannot give
  * different answers; the CLI's HTTP mode sends that request to a server.
  *
+ * Every answer is bounded whatever the data (nodes, rows, frames per stack,
+ * bytes; docs/api.md says how, and each answer says what it left out), and
+ * so is what a request holds: about 200 MB at most, the caches dropping back
+ * to a few MB between requests.
+ *
  * An hs_q owns one connection, its prepared statements and caches of the
  * immutable tables (frames, traces); it is used by one thread at a time. The
  * selector parsers (RUN, T, RUN@T) are pure functions and may be called from

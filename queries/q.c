@@ -284,8 +284,6 @@ sqlite3_stmt *hs__stmt(hs_q *q, int id, hs_qerr *err)
 
 /* ---- open/close ----------------------------------------------------------- */
 
-int hs__sql_register(hs_q *q);
-
 int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
 {
     *out = NULL;
@@ -333,6 +331,7 @@ void hs_q_free(hs_q *q)
 {
     if (!q) return;
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
+    hs__sql_free(q);
     sqlite3_close_v2(q->db);
     frames_clear(q);
     free(q->nodes);
@@ -852,9 +851,16 @@ void hs__tsums_clear(hs__tsums *t)
 
 /* ---- stacks and frames ---------------------------------------------------- */
 
-/* The caches only grow; past these sizes they are dropped and refilled. */
-#define NODE_CACHE_MAX  (4u << 20)
-#define FRAME_CACHE_MAX (1u << 20)
+/* The caches of trace nodes and frames. A request may grow them up to the
+ * caps (nodes past NODE_CACHE_MAX are looked up but not kept; a view stops
+ * taking new stacks once FRAME_CACHE_MAX frames are cached, see
+ * hs__frames_full); between requests they are dropped when past the KEEP
+ * sizes, so that an idle pooled connection holds a few MB, not a big
+ * request's working set. About 56 B a cached node, 270 B a cached frame. */
+#define NODE_CACHE_MAX   (512u << 10)
+#define NODE_CACHE_KEEP  (256u << 10)
+#define FRAME_CACHE_MAX  (200u << 10)
+#define FRAME_CACHE_KEEP (64u << 10)
 
 static int node_get(hs_q *q, int64_t id, struct hs__node *out, hs_qerr *err)
 {
@@ -865,6 +871,7 @@ static int node_get(hs_q *q, int64_t id, struct hs__node *out, hs_qerr *err)
     }
     sqlite3_stmt *st = hs__stmt(q, ST_NODE, err);
     if (!st) return HS_EDB;
+    q->node_misses++;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
     if (rc == SQLITE_DONE) return hs__err(err, 500, "trace node %" PRId64 " is missing", id);
@@ -872,6 +879,7 @@ static int node_get(hs_q *q, int64_t id, struct hs__node *out, hs_qerr *err)
     *out = (struct hs__node){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                              sqlite3_column_int(st, 2)};
     sqlite3_reset(st);
+    if (q->nnodes >= NODE_CACHE_MAX) return 0; /* answered, not kept */
     if (q->nnodes == q->capnodes) {
         size_t ncap = q->capnodes ? q->capnodes * 2 : 1024;
         struct hs__node *np = realloc(q->nodes, ncap * sizeof *np);
@@ -883,14 +891,20 @@ static int node_get(hs_q *q, int64_t id, struct hs__node *out, hs_qerr *err)
     return 0;
 }
 
-int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, hs_qerr *err)
+int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, int *depth, hs_qerr *err)
 {
     struct hs__node nd;
     int rc = node_get(q, id, &nd, err);
     if (rc) return rc;
     *parent = nd.parent;
     *frame = nd.frame;
+    *depth = nd.depth;
     return 0;
+}
+
+int hs__frames_full(const hs_q *q)
+{
+    return q->nframes >= FRAME_CACHE_MAX;
 }
 
 int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err)
@@ -982,13 +996,21 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
     return fp;
 }
 
-void hs__cache_trim(hs_q *q)
+int hs__cache_trim(hs_q *q)
 {
-    if (q->nframes >= FRAME_CACHE_MAX) frames_clear(q);
-    if (q->nnodes >= NODE_CACHE_MAX) {
-        q->nnodes = 0;
-        hs__map_free(&q->node_idx);
+    int freed = 0;
+    if (q->nframes > FRAME_CACHE_KEEP) {
+        frames_clear(q);
+        freed = 1;
     }
+    if (q->nnodes > NODE_CACHE_KEEP) {
+        free(q->nodes);
+        q->nodes = NULL;
+        q->nnodes = q->capnodes = 0;
+        hs__map_free(&q->node_idx);
+        freed = 1;
+    }
+    return freed;
 }
 
 json_t *hs__frame_json(const hs__frame *f)
@@ -1009,4 +1031,19 @@ json_t *hs__stack_json(hs_q *q, const int64_t *frames, int depth, hs_qerr *err)
         json_array_append_new(a, hs__frame_json(f));
     }
     return a;
+}
+
+int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut, hs_qerr *err)
+{
+    int64_t frames[HS_MAX_DEPTH];
+    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return d;
+    json_t *stack = hs__stack_json(q, frames, d < max_frames ? d : max_frames, err);
+    if (!stack) return HS_EDB;
+    json_object_set_new(row, "stack", stack);
+    if (d > max_frames) {
+        json_object_set_new(row, "stack_depth", json_integer(d));
+        *cut = 1;
+    }
+    return 0;
 }

@@ -88,6 +88,9 @@ struct hs_q {
     hs__map frame_idx;  /* frame id -> index into frames */
     hs__frame **frames; /* each allocated alone: pointers stay valid until hs__cache_trim */
     size_t nframes, capframes;
+    struct hs__sqlfn *sqlfn; /* sql.c: the checked functions of user SQL (owned) */
+    size_t node_misses;      /* trace nodes read from the database in this request */
+    int big;                 /* the last request was big: trim malloc's pages */
 };
 
 /* Returns the statement, reset and with bindings cleared, or NULL (err set). */
@@ -160,16 +163,28 @@ void hs__tsums_clear(hs__tsums *t);
  * (>= 0) or a negative HS_E code. */
 int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err);
 const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err);
-/* Drops the caches if they grew past their bounds; only between requests. */
-void hs__cache_trim(hs_q *q);
+/* Drops the caches if they grew past what an idle connection keeps; only
+ * between requests. Returns 1 when it freed something. */
+int hs__cache_trim(hs_q *q);
+/* 1 when the frame cache is at its cap: a view takes no more new stacks
+ * (and says so in its answer), which bounds a request's memory. */
+int hs__frames_full(const hs_q *q);
 /* [FRAME…] leaf first. */
 json_t *hs__stack_json(hs_q *q, const int64_t *frames, int depth, hs_qerr *err);
 json_t *hs__frame_json(const hs__frame *f);
+/* Sets row's "stack": the FRAMEs of trace, leaf first, at most max_frames
+ * of them; a stack cut short also gets "stack_depth" (its whole depth) and
+ * sets *cut. 0 or an HS_E code. */
+int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut, hs_qerr *err);
+/* Frames per stack in a JSON answer's stacks (?max_frames=, docs/api.md). */
+#define HS_STACK_FRAMES 64
+/* An answer stops taking rows past about this many bytes of JSON. */
+#define HS_ANSWER_BYTES (8u << 20)
 
 #define HS_MAX_DEPTH 1024
 
-/* One trace node (parent node id, frame id), cached. */
-int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, hs_qerr *err);
+/* One trace node (parent node id, frame id, depth: 1 at a root), cached. */
+int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, int *depth, hs_qerr *err);
 
 /* The flame tree of a state: nodes are trace nodes; n[0] is the root "all". */
 typedef struct hs__fnode {
@@ -181,8 +196,19 @@ typedef struct hs__flame {
     hs__fnode *n;
     size_t len, cap;
     hs__map idx; /* trace node id -> index */
+    /* what the build left out: stacks past the node budget (the smallest),
+     * frames deeper than max_depth */
+    size_t stacks_omitted;
+    int64_t omitted_bytes, omitted_count;
+    int depth_cut;
 } hs__flame;
-int hs__flame_build(hs_q *q, const hs__state *s, hs__flame *f, hs_qerr *err);
+/* Sorts s's rows by bytes, largest first, and builds the tree of their
+ * frames down to max_depth, taking stacks while the tree has fewer than
+ * max_nodes nodes. */
+int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__flame *f,
+                    hs_qerr *err);
+/* Live rows by bytes, largest first (then by trace). */
+int hs__cmp_live_bytes(const void *a, const void *b);
 void hs__flame_free(hs__flame *f);
 
 /* ?at= (default def) resolved against run. */
@@ -195,6 +221,8 @@ const char *hs__at_name(const hs__at *at, char *buf, size_t len);
 
 /* The views; each returns 0 or an HS_E code with err filled. */
 const char *hs__param(const hs__params *p, const char *key);
+/* max_frames: 1 to HS_MAX_DEPTH, HS_STACK_FRAMES when absent. */
+int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
 /* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
 int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
@@ -206,6 +234,10 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
 int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
 int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);
+/* Registers event_rows and the checked SQL functions on q's connection;
+ * hs__sql_free releases what they hold. */
+int hs__sql_register(hs_q *q);
+void hs__sql_free(hs_q *q);
 
 /* Files: collapsed, pprof, speedscope, dot (export) and csv (history). */
 int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, hs_api_reply *out,

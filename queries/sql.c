@@ -6,6 +6,7 @@
  * changes, transactions or extension loading), and a statement that SQLite
  * does not call read-only is refused. A progress handler ends a statement
  * past its time limit; rows and bytes are capped and the answer says so. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -81,6 +82,9 @@ static int progress(void *data)
     }
     return 0;
 }
+
+/* Gives the checked functions the running user query's deadline (or none). */
+static void fn_arm(hs_q *q, deadline *dl);
 
 static json_t *column_json(sqlite3_stmt *st, int i, size_t *bytes)
 {
@@ -201,7 +205,8 @@ int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *e
         dl.end.tv_sec++;
         dl.end.tv_nsec -= 1000000000;
     }
-    sqlite3_progress_handler(q->db, 1000, progress, &dl);
+    sqlite3_progress_handler(q->db, 100, progress, &dl);
+    fn_arm(q, &dl);
     int s, truncated = 0;
     size_t bytes = 0;
     int64_t n = 0;
@@ -222,6 +227,7 @@ int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *e
         n++;
     }
     sqlite3_progress_handler(q->db, 0, NULL, NULL);
+    fn_arm(q, NULL);
     if (s != SQLITE_ROW && s != SQLITE_DONE) {
         if (dl.hit) {
             rc = hs__err(err, 400,
@@ -458,7 +464,343 @@ static const sqlite3_module event_rows_module = {
     .xRowid = er_rowid,
 };
 
-int hs__sql_register(hs_q *q);
+/* ---- checked functions --------------------------------------------------------
+ *
+ * The progress handler runs only between VM instructions, and one call of a
+ * built-in function is one instruction, so a single call can outrun any time
+ * limit: SQLite 3.40's printf repeats '%.*c' byte by byte (2^31 times for
+ * printf('%.*c', 2147483647, 'x'), 9 s, and only then finds the result too
+ * long), and instr, replace, LIKE, GLOB and trim with a character set compare
+ * in O(n * m) (instr of a 1 MB string and a 100 kB needle: 1.3 s; LIKE
+ * '%aaa…b' on 1 MB: minutes). On the connections of queries/ those names are
+ * replaced by checked versions. Each first checks the time limit of the user
+ * query running (none for queries/' own statements), then refuses arguments
+ * whose cost would pass the length limit or FN_MAX_COST comparisons, then
+ * computes the answer itself (instr and replace, in linear time with memmem)
+ * or asks the built-in of the same name on a private in-memory connection
+ * with the same length limit. A row of many calls is stopped at the first
+ * call past the deadline. */
+
+#define FN_MAX_ARGS 127         /* SQLITE_MAX_FUNCTION_ARG */
+#define FN_MAX_COST 100000000.0 /* byte comparisons one call may cost: about 0.1 s */
+
+enum {
+    FN_PRINTF,
+    FN_FORMAT,
+    FN_LIKE,
+    FN_GLOB,
+    FN_TRIM,
+    FN_LTRIM,
+    FN_RTRIM,
+    FN_UPPER,
+    FN_LOWER,
+    FN_QUOTE,
+    FN_CHAR,
+    FN_ZEROBLOB,
+    FN_RANDOMBLOB,
+    FN_INSTR,
+    FN_REPLACE,
+    FN__COUNT
+};
+
+static const struct {
+    const char *name;
+    int nargs[2]; /* argument counts to register (0: none); -1 any */
+    int flags;
+} fn_defs[FN__COUNT] = {
+    [FN_PRINTF] = {"printf", {-1, 0}, SQLITE_DETERMINISTIC},
+    [FN_FORMAT] = {"format", {-1, 0}, SQLITE_DETERMINISTIC},
+    [FN_LIKE] = {"like", {2, 3}, SQLITE_DETERMINISTIC},
+    [FN_GLOB] = {"glob", {2, 0}, SQLITE_DETERMINISTIC},
+    [FN_TRIM] = {"trim", {1, 2}, SQLITE_DETERMINISTIC},
+    [FN_LTRIM] = {"ltrim", {1, 2}, SQLITE_DETERMINISTIC},
+    [FN_RTRIM] = {"rtrim", {1, 2}, SQLITE_DETERMINISTIC},
+    [FN_UPPER] = {"upper", {1, 0}, SQLITE_DETERMINISTIC},
+    [FN_LOWER] = {"lower", {1, 0}, SQLITE_DETERMINISTIC},
+    [FN_QUOTE] = {"quote", {1, 0}, SQLITE_DETERMINISTIC},
+    [FN_CHAR] = {"char", {-1, 0}, SQLITE_DETERMINISTIC},
+    [FN_ZEROBLOB] = {"zeroblob", {1, 0}, SQLITE_DETERMINISTIC},
+    [FN_RANDOMBLOB] = {"randomblob", {1, 0}, 0},
+    [FN_INSTR] = {"instr", {2, 0}, SQLITE_DETERMINISTIC},
+    [FN_REPLACE] = {"replace", {3, 0}, SQLITE_DETERMINISTIC},
+};
+
+typedef struct fn_ctx {
+    struct hs__sqlfn *x;
+    int id;
+} fn_ctx;
+
+struct hs__sqlfn {
+    sqlite3 *db;           /* the connection of queries/ (borrowed) */
+    sqlite3 *ref;          /* the built-ins, opened on first use */
+    deadline *dl;          /* the running user query's, or NULL */
+    fn_ctx ctx[FN__COUNT]; /* user data of each registration */
+    sqlite3_stmt **st;     /* [id * (FN_MAX_ARGS + 1) + nargs]: SELECT name(?1, …) */
+};
+
+static int deadline_passed(deadline *d)
+{
+    return d && (d->hit || progress(d));
+}
+
+/* The built-in of fn with argv, on the private connection. */
+static void fn_builtin(sqlite3_context *ctx, struct hs__sqlfn *x, int id, int argc,
+                       sqlite3_value **argv)
+{
+    assert(argc >= 0 && argc <= FN_MAX_ARGS);
+    if (!x->ref) {
+        if (sqlite3_open_v2(":memory:", &x->ref, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE,
+                            NULL) != SQLITE_OK) {
+            sqlite3_close(x->ref);
+            x->ref = NULL;
+            sqlite3_result_error_nomem(ctx);
+            return;
+        }
+    }
+    /* the same longest value as the caller's (user SQL lowers it) */
+    sqlite3_limit(x->ref, SQLITE_LIMIT_LENGTH, sqlite3_limit(x->db, SQLITE_LIMIT_LENGTH, -1));
+    sqlite3_stmt **slot = &x->st[id * (FN_MAX_ARGS + 1) + argc];
+    if (!*slot) {
+        char sql[16 + 32 + 6 * FN_MAX_ARGS];
+        int n = snprintf(sql, sizeof sql, "SELECT %s(", fn_defs[id].name);
+        for (int i = 0; i < argc; i++)
+            n += snprintf(sql + n, sizeof sql - (size_t)n, "%s?%d", i ? "," : "", i + 1);
+        snprintf(sql + n, sizeof sql - (size_t)n, ")");
+        if (sqlite3_prepare_v3(x->ref, sql, -1, SQLITE_PREPARE_PERSISTENT, slot, NULL) !=
+            SQLITE_OK) {
+            sqlite3_result_error(ctx, sqlite3_errmsg(x->ref), -1);
+            return;
+        }
+    }
+    sqlite3_stmt *st = *slot;
+    for (int i = 0; i < argc; i++) sqlite3_bind_value(st, i + 1, argv[i]);
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_ROW)
+        sqlite3_result_value(ctx, sqlite3_column_value(st, 0));
+    else if (sqlite3_errcode(x->ref) == SQLITE_TOOBIG)
+        sqlite3_result_error_toobig(ctx);
+    else
+        sqlite3_result_error(ctx, sqlite3_errmsg(x->ref), -1);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st); /* let go of large arguments now */
+}
+
+/* printf's widths and precisions, '*' taken from the arguments as SQLite
+ * takes them: NULL, or why the call is refused. A width pads with spaces
+ * and a precision repeats %c or pads numbers with zeros, so either past the
+ * length limit asks for more than can be answered. */
+static const char *printf_check(int argc, sqlite3_value **argv, int64_t limit)
+{
+    const char *f = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
+    int a = 1;
+    for (; f && *f; f++) {
+        if (*f != '%') continue;
+        f++;
+        while (*f && strchr("-+ #!0,", *f)) f++;
+        int64_t width = 0, prec = 0;
+        if (*f == '*') {
+            width = a < argc ? sqlite3_value_int64(argv[a++]) : 0;
+            width = width < 0 ? (width == INT64_MIN ? INT64_MAX : -width) : width;
+            f++;
+        } else {
+            for (; *f >= '0' && *f <= '9'; f++)
+                width = width > limit ? width : width * 10 + (*f - '0');
+        }
+        if (*f == '.') {
+            f++;
+            if (*f == '*') {
+                prec = a < argc ? sqlite3_value_int64(argv[a++]) : 0;
+                prec = prec < 0 ? (prec == INT64_MIN ? INT64_MAX : -prec) : prec;
+                f++;
+            } else {
+                for (; *f >= '0' && *f <= '9'; f++)
+                    prec = prec > limit ? prec : prec * 10 + (*f - '0');
+            }
+        }
+        while (*f == 'l') f++;
+        if (!*f) break;
+        int64_t unit = 1; /* bytes one repetition adds */
+        if (*f == 'c' && a < argc) {
+            const unsigned char *c = sqlite3_value_text(argv[a]);
+            if (c && *c >= 0xc0) unit = *c >= 0xf0 ? 4 : *c >= 0xe0 ? 3 : 2;
+        }
+        if (width > limit) return "printf: a field width longer than the longest string allowed";
+        if (strchr("cdiuxXoefEgG", *f) && prec > limit / unit)
+            return "printf: a precision longer than the longest string allowed";
+        if (*f != '%' && *f != 'n') a++;
+    }
+    return NULL;
+}
+
+static int has_any(const unsigned char *s, int n, const char *set)
+{
+    for (int i = 0; i < n; i++)
+        if (strchr(set, s[i])) return 1;
+    return 0;
+}
+
+/* The first nn bytes of h equal to n, or NULL, in time linear in how far it
+ * is. memmem over growing windows rather than over the whole rest: a
+ * sanitizer's memmem checks its whole range on every call, which would make
+ * replace (a call per match) quadratic. */
+static const unsigned char *find(const unsigned char *h, size_t nh, const unsigned char *n,
+                                 size_t nn)
+{
+    if (nn == 1) return memchr(h, n[0], nh);
+    size_t w = nn + 64;
+    for (size_t at = 0; at + nn <= nh;) {
+        size_t len = nh - at < w ? nh - at : w;
+        const unsigned char *m = memmem(h + at, len, n, nn);
+        if (m || len == nh - at) return m;
+        at += len - nn + 1;
+        w *= 2;
+    }
+    return NULL;
+}
+
+/* instr(X, Y) as SQLite answers it (characters for text, bytes for two blobs),
+ * in linear time. */
+static void fn_instr(sqlite3_context *ctx, sqlite3_value **argv)
+{
+    int th = sqlite3_value_type(argv[0]), tn = sqlite3_value_type(argv[1]);
+    if (th == SQLITE_NULL || tn == SQLITE_NULL) return;
+    int text = !(th == SQLITE_BLOB && tn == SQLITE_BLOB);
+    const unsigned char *h = text ? sqlite3_value_text(argv[0]) : sqlite3_value_blob(argv[0]);
+    size_t nh = (size_t)sqlite3_value_bytes(argv[0]);
+    const unsigned char *n = text ? sqlite3_value_text(argv[1]) : sqlite3_value_blob(argv[1]);
+    size_t nn = (size_t)sqlite3_value_bytes(argv[1]);
+    if ((!h && nh) || (!n && nn)) {
+        sqlite3_result_error_nomem(ctx);
+        return;
+    }
+    if (!nn) {
+        sqlite3_result_int(ctx, 1);
+        return;
+    }
+    size_t from = 0;
+    const unsigned char *m = NULL;
+    while (from + nn <= nh && (m = find(h + from, nh - from, n, nn))) {
+        if (!text || (*m & 0xc0) != 0x80) break; /* a match starts a character */
+        from = (size_t)(m - h) + 1;
+        m = NULL;
+    }
+    if (!m) {
+        sqlite3_result_int(ctx, 0);
+        return;
+    }
+    int64_t pos = 1;
+    for (const unsigned char *p = h; p < m; p++) pos += !text || (*p & 0xc0) != 0x80;
+    sqlite3_result_int64(ctx, pos);
+}
+
+/* replace(X, Y, Z) as SQLite answers it, in linear time. */
+static void fn_replace(sqlite3_context *ctx, sqlite3_value **argv)
+{
+    const unsigned char *s = sqlite3_value_text(argv[0]);
+    if (!s) return;
+    size_t ns = (size_t)sqlite3_value_bytes(argv[0]);
+    const unsigned char *pat = sqlite3_value_text(argv[1]);
+    if (!pat) return;
+    if (!pat[0]) {
+        sqlite3_result_value(ctx, argv[0]);
+        return;
+    }
+    size_t np = (size_t)sqlite3_value_bytes(argv[1]);
+    const unsigned char *rep = sqlite3_value_text(argv[2]);
+    if (!rep) return;
+    size_t nr = (size_t)sqlite3_value_bytes(argv[2]);
+    s = sqlite3_value_text(argv[0]); /* the conversions above may have moved it */
+    pat = sqlite3_value_text(argv[1]);
+    size_t limit = (size_t)sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1);
+    hs__buf b = {0};
+    size_t at = 0;
+    const unsigned char *m;
+    while (at < ns && (m = find(s + at, ns - at, pat, np))) {
+        hs__buf_put(&b, s + at, (size_t)(m - s) - at);
+        hs__buf_put(&b, rep, nr);
+        at = (size_t)(m - s) + np;
+        if (b.n > limit) break;
+    }
+    if (at < ns && b.n <= limit) hs__buf_put(&b, s + at, ns - at);
+    if (b.oom) {
+        free(b.p);
+        sqlite3_result_error_nomem(ctx);
+    } else if (b.n > limit) {
+        free(b.p);
+        sqlite3_result_error_toobig(ctx);
+    } else {
+        sqlite3_result_text64(ctx, b.p ? b.p : "", b.n, b.p ? free : SQLITE_TRANSIENT, SQLITE_UTF8);
+    }
+}
+
+static void fn_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
+{
+    fn_ctx *c = sqlite3_user_data(ctx);
+    struct hs__sqlfn *x = c->x;
+    if (deadline_passed(x->dl)) {
+        sqlite3_result_error(ctx, "the query ran past its time limit", -1);
+        return;
+    }
+    if (argc > FN_MAX_ARGS) {
+        sqlite3_result_error(ctx, "too many arguments", -1);
+        return;
+    }
+    int64_t limit = sqlite3_limit(x->db, SQLITE_LIMIT_LENGTH, -1);
+    const char *why = NULL;
+    double cost = 0;
+    switch (c->id) {
+    case FN_PRINTF:
+    case FN_FORMAT:
+        why = printf_check(argc, argv, limit);
+        break;
+    case FN_LIKE:
+    case FN_GLOB: /* (pattern, string): each wildcard may rescan the string */
+        if (has_any(sqlite3_value_text(argv[0]), sqlite3_value_bytes(argv[0]),
+                    c->id == FN_LIKE ? "%_" : "*?["))
+            cost = (double)sqlite3_value_bytes(argv[0]) * (double)sqlite3_value_bytes(argv[1]);
+        if (cost > FN_MAX_COST)
+            why = "LIKE or GLOB: pattern and string too long together (their lengths multiplied "
+                  "pass 1e8); shorten one";
+        break;
+    case FN_TRIM:
+    case FN_LTRIM:
+    case FN_RTRIM: /* each character trimmed is looked for in the set */
+        if (argc == 2)
+            cost = (double)sqlite3_value_bytes(argv[0]) * (double)sqlite3_value_bytes(argv[1]);
+        if (cost > FN_MAX_COST)
+            why = "trim: string and character set too long together (their lengths multiplied "
+                  "pass 1e8); shorten one";
+        break;
+    case FN_INSTR:
+        fn_instr(ctx, argv);
+        return;
+    case FN_REPLACE:
+        fn_replace(ctx, argv);
+        return;
+    }
+    if (why) {
+        sqlite3_result_error(ctx, why, -1);
+        return;
+    }
+    fn_builtin(ctx, x, c->id, argc, argv);
+}
+
+static void fn_arm(hs_q *q, deadline *dl)
+{
+    if (q->sqlfn) q->sqlfn->dl = dl;
+}
+
+void hs__sql_free(hs_q *q)
+{
+    struct hs__sqlfn *x = q->sqlfn;
+    if (!x) return;
+    for (size_t i = 0; x->st && i < (size_t)FN__COUNT * (FN_MAX_ARGS + 1); i++)
+        sqlite3_finalize(x->st[i]);
+    free(x->st);
+    sqlite3_close_v2(x->ref);
+    free(x);
+    q->sqlfn = NULL;
+}
 
 int hs__sql_register(hs_q *q)
 {
@@ -469,5 +811,24 @@ int hs__sql_register(hs_q *q)
     sqlite3_stmt *st = NULL;
     sqlite3_prepare_v2(q->db, "SELECT 1 FROM event_rows(0) LIMIT 0", -1, &st, NULL);
     sqlite3_finalize(st);
+
+    struct hs__sqlfn *x = calloc(1, sizeof *x);
+    if (!x || !(x->st = calloc((size_t)FN__COUNT * (FN_MAX_ARGS + 1), sizeof *x->st))) {
+        free(x);
+        return HS_ENOMEM;
+    }
+    x->db = q->db;
+    q->sqlfn = x;
+    for (int id = 0; id < FN__COUNT; id++) {
+        x->ctx[id] = (fn_ctx){x, id};
+        for (int k = 0; k < 2; k++) {
+            int n = fn_defs[id].nargs[k];
+            if (!n) continue;
+            if (sqlite3_create_function_v2(q->db, fn_defs[id].name, n,
+                                           SQLITE_UTF8 | fn_defs[id].flags, &x->ctx[id], fn_call,
+                                           NULL, NULL, NULL) != SQLITE_OK)
+                return HS_EDB;
+        }
+    }
     return 0;
 }

@@ -121,6 +121,42 @@ static int64_t bucket_end_ns(const hs__run *run, int64_t bucket)
     return t > run->end_ns && run->end_ns > bucket * run->g ? run->end_ns : t;
 }
 
+/* History's bounds: at most HISTORY_POINTS points a line. A longer run's
+ * buckets are merged k at a time (k = buckets / HISTORY_POINTS, rounded
+ * up): a merged point is at the end of its k buckets, with the heap as it
+ * was there and the highest heap_max_bytes of the k; the answer's
+ * granularity_ns is then k buckets, and "truncated" says k. RSS samples keep
+ * the highest of each such span; the stacks' series keep their last value of
+ * each span, and stop at HISTORY_SERIES_POINTS points in all. */
+#define HISTORY_POINTS        10000
+#define HISTORY_SERIES_POINTS 500000
+
+typedef struct series_out {
+    int64_t k;   /* buckets a point stands for */
+    size_t left; /* points the series may still take */
+    int cut;     /* the series stopped at HISTORY_SERIES_POINTS */
+} series_out;
+
+/* Appends (bucket, bytes) to pts, or moves its last point when bucket is
+ * in the same span of k buckets. */
+static void series_point(const hs__run *run, series_out *so, json_t *pts, int64_t bucket,
+                         int64_t bytes)
+{
+    int64_t span = bucket / so->k, end = span * so->k + so->k - 1;
+    json_t *last = json_array_get(pts, json_array_size(pts) - 1);
+    json_int_t t = (json_int_t)bucket_end_ns(run, end);
+    if (last && json_integer_value(json_object_get(last, "t_ns")) == t) {
+        json_object_set_new(last, "bytes", json_integer(bytes));
+        return;
+    }
+    if (!so->left) {
+        so->cut = 1;
+        return;
+    }
+    so->left--;
+    json_array_append_new(pts, json_pack("{s:I,s:I}", "t_ns", t, "bytes", (json_int_t)bytes));
+}
+
 /* A series' points come from its delta rows, either looked up trace by
  * trace (a key lookup per bucket in the trace's range) or from one pass
  * over all of the run's delta rows; a lookup costs several rows of a pass,
@@ -128,7 +164,7 @@ static int64_t bucket_end_ns(const hs__run *run, int64_t bucket)
 #define SERIES_LOOKUP_COST 8
 
 static int series_points_lookup(hs_q *q, const hs__run *run, const trace_series *ts, size_t n,
-                                json_t **pts, hs_qerr *err)
+                                json_t **pts, series_out *so, hs_qerr *err)
 {
     for (size_t i = 0; i < n; i++) {
         if (ts[i].first > ts[i].last) continue; /* no delta rows */
@@ -142,10 +178,7 @@ static int series_points_lookup(hs_q *q, const hs__run *run, const trace_series 
         int s;
         while ((s = sqlite3_step(st)) == SQLITE_ROW) {
             cur += sqlite3_column_int64(st, 1);
-            json_array_append_new(
-                pts[i], json_pack("{s:I,s:I}", "t_ns",
-                                  (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
-                                  "bytes", (json_int_t)cur));
+            series_point(run, so, pts[i], sqlite3_column_int64(st, 0), cur);
         }
         sqlite3_reset(st);
         if (s != SQLITE_DONE) return hs__dberr(q, err);
@@ -154,7 +187,7 @@ static int series_points_lookup(hs_q *q, const hs__run *run, const trace_series 
 }
 
 static int series_points_scan(hs_q *q, const hs__run *run, const trace_series *ts, size_t n,
-                              json_t **pts, hs_qerr *err)
+                              json_t **pts, series_out *so, hs_qerr *err)
 {
     hs__map idx = {0};
     int64_t *cur = calloc(n ? n : 1, sizeof *cur);
@@ -170,10 +203,7 @@ static int series_points_scan(hs_q *q, const hs__run *run, const trace_series *t
         uint64_t i;
         if (!hs__map_get(&idx, (uint64_t)sqlite3_column_int64(st, 1), &i)) continue;
         cur[i] += sqlite3_column_int64(st, 2);
-        json_array_append_new(pts[i],
-                              json_pack("{s:I,s:I}", "t_ns",
-                                        (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
-                                        "bytes", (json_int_t)cur[i]));
+        series_point(run, so, pts[i], sqlite3_column_int64(st, 0), cur[i]);
     }
     sqlite3_reset(st);
     rc = s == SQLITE_DONE ? 0 : hs__dberr(q, err);
@@ -190,7 +220,7 @@ out:
  * The ranking reads one summary per trace (hs__tsums_load), the points only
  * the chosen traces' delta rows. */
 static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *extra, size_t nextra,
-                          json_t *series, hs_qerr *err)
+                          json_t *series, series_out *so, hs_qerr *err)
 {
     hs__tsums sums;
     trace_series *ts = NULL;
@@ -225,12 +255,15 @@ static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *ex
         if (ts[i].first <= ts[i].last) span += ts[i].last - ts[i].first + 1;
     }
     int lookup = q->series_path ? q->series_path == 1 : span * SERIES_LOOKUP_COST < sums.delta_rows;
-    rc = lookup ? series_points_lookup(q, run, ts, n, pts, err)
-                : series_points_scan(q, run, ts, n, pts, err);
+    rc = lookup ? series_points_lookup(q, run, ts, n, pts, so, err)
+                : series_points_scan(q, run, ts, n, pts, so, err);
     for (size_t i = 0; i < n; i++) {
         int64_t frames[HS_MAX_DEPTH];
         int d = rc ? 0 : hs__stack(q, ts[i].trace, frames, HS_MAX_DEPTH, err);
-        json_t *stack = d >= 0 && !rc ? hs__stack_json(q, frames, d, err) : NULL;
+        json_t *stack =
+            d >= 0 && !rc
+                ? hs__stack_json(q, frames, d < HS_STACK_FRAMES ? d : HS_STACK_FRAMES, err)
+                : NULL;
         if (d < 0 || !stack) rc = rc ? rc : HS_EDB;
         const hs__frame *leaf = !rc && d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
         if (!rc) {
@@ -271,33 +304,65 @@ int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, h
         c = *end ? end + 1 : end;
     }
     json_t *points = json_array(), *rss = json_array(), *series = json_array();
+    int64_t nb = run->last_bucket + 1,
+            k = nb > HISTORY_POINTS ? (nb + HISTORY_POINTS - 1) / HISTORY_POINTS : 1;
+    series_out so = {.k = k, .left = HISTORY_SERIES_POINTS};
     sqlite3_stmt *st = hs__stmt(q, ST_SERIES, err);
     if (!st) goto fail;
     sqlite3_bind_int64(st, 1, run->id);
     int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(points,
-                              json_pack("{s:I,s:I,s:I,s:I}", "t_ns",
-                                        (json_int_t)bucket_end_ns(run, sqlite3_column_int64(st, 0)),
-                                        "heap_bytes", (json_int_t)sqlite3_column_int64(st, 1),
-                                        "heap_max_bytes", (json_int_t)sqlite3_column_int64(st, 2),
-                                        "heap_count", (json_int_t)sqlite3_column_int64(st, 3)));
+    int64_t span = -1, hmax = 0;
+    json_t *last = NULL;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(st, 0), m = sqlite3_column_int64(st, 2);
+        if (b / k != span || !last) {
+            span = b / k;
+            hmax = m;
+            last = json_pack("{s:I,s:I,s:I,s:I}", "t_ns",
+                             (json_int_t)bucket_end_ns(run, k > 1 ? span * k + k - 1 : b),
+                             "heap_bytes", (json_int_t)0, "heap_max_bytes", (json_int_t)0,
+                             "heap_count", (json_int_t)0);
+            json_array_append_new(points, last);
+        }
+        if (m > hmax) hmax = m;
+        json_object_set_new(last, "heap_bytes", json_integer(sqlite3_column_int64(st, 1)));
+        json_object_set_new(last, "heap_max_bytes", json_integer(hmax));
+        json_object_set_new(last, "heap_count", json_integer(sqlite3_column_int64(st, 3)));
+    }
     if (s != SQLITE_DONE) goto dbfail;
     sqlite3_reset(st);
     if (!(st = hs__stmt(q, ST_RSS, err))) goto fail;
     sqlite3_bind_int64(st, 1, run->id);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        json_array_append_new(rss, json_pack("{s:I,s:I,s:I}", "t_ns",
-                                             (json_int_t)sqlite3_column_int64(st, 0), "rss_bytes",
-                                             (json_int_t)sqlite3_column_int64(st, 1), "vsize_bytes",
-                                             (json_int_t)sqlite3_column_int64(st, 2)));
+    /* one sample, the highest, per span of k buckets (and per 1/HISTORY_POINTS of the run) */
+    int64_t w = k * run->g, w2 = run->end_ns / HISTORY_POINTS + 1;
+    if (w < w2) w = w2;
+    span = -1;
+    last = NULL;
+    size_t nrss = 0;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_int64(st, 0), r = sqlite3_column_int64(st, 1);
+        nrss++;
+        if (last && t / w == span) {
+            if (r <= json_integer_value(json_object_get(last, "rss_bytes"))) continue;
+            json_array_remove(rss, json_array_size(rss) - 1);
+        }
+        span = t / w;
+        last = json_pack("{s:I,s:I,s:I}", "t_ns", (json_int_t)t, "rss_bytes", (json_int_t)r,
+                         "vsize_bytes", (json_int_t)sqlite3_column_int64(st, 2));
+        json_array_append_new(rss, last);
+    }
     if (s != SQLITE_DONE) goto dbfail;
     sqlite3_reset(st);
-    if ((topn > 0 || nextra) && (rc = history_series(q, run, topn, extra, nextra, series, err)))
+    if ((topn > 0 || nextra) &&
+        (rc = history_series(q, run, topn, extra, nextra, series, &so, err)))
         goto fail;
-    *out = json_pack("{s:O,s:I,s:o,s:o,s:o,s:O}", "run", run->info, "granularity_ns",
-                     (json_int_t)run->g, "points", points, "rss", rss, "series", series, "sampling",
-                     run->sampling);
+    json_t *cut = json_null();
+    if (k > 1 || so.cut || nrss > json_array_size(rss))
+        cut = json_pack("{s:I,s:I,s:b}", "buckets_per_point", (json_int_t)k, "rss_samples",
+                        (json_int_t)nrss, "series_points", so.cut);
+    *out = json_pack("{s:O,s:I,s:o,s:o,s:o,s:o,s:O}", "run", run->info, "granularity_ns",
+                     (json_int_t)(run->g * k), "points", points, "rss", rss, "series", series,
+                     "truncated", cut, "sampling", run->sampling);
     return *out ? 0 : hs__err(err, 500, "out of memory");
 dbfail:
     hs__dberr(q, err);
@@ -392,6 +457,8 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
                                          : -1;
     if (mode < 0) return hs__err(err, 400, "by must be site, function or stack (not '%s')", by);
     if ((rc = param_int(p, "limit", 50, 1, 1000000, &limit, err))) return rc;
+    int max_frames, frames_cut = 0, bytes_cut = 0;
+    if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
     if ((rc = hs__at_param(q, run, p, "peak", &at, err))) return rc;
     hs__state state;
     if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
@@ -399,12 +466,22 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
     hs__map idx = {0};
     hs__smap fidx = {0};
     top_row *rows = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = 0, cap = 0, omitted = 0, shown = 0, out_bytes = 0;
+    int64_t omitted_bytes = 0;
     json_t *jrows = NULL;
     rc = HS_EDB;
+    /* largest first: when the frames a request may hold run out (by
+     * function, a stack's every frame is read), the stacks left are the
+     * smallest, and the answer says how many */
+    qsort(state.rows, state.n, sizeof *state.rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < state.n; i++) {
         int64_t frames[HS_MAX_DEPTH];
         const hs__live *lv = &state.rows[i];
+        if (hs__frames_full(q)) {
+            omitted++;
+            omitted_bytes += lv->bytes;
+            continue;
+        }
         int d = hs__stack(q, lv->trace, frames, HS_MAX_DEPTH, err);
         if (d < 0) goto out;
         if (d == 0) continue;
@@ -455,6 +532,10 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
     jrows = json_array();
     for (size_t i = 0; i < n && (int64_t)i < limit; i++) {
         top_row *r = &rows[i];
+        if (out_bytes >= HS_ANSWER_BYTES) {
+            bytes_cut = 1;
+            break;
+        }
         json_t *row = json_pack(
             "{s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:f}", "name", r->frame->name, "file",
             mode == 1 ? "" : r->frame->file, "line", (json_int_t)(mode == 1 ? 0 : r->frame->line),
@@ -465,24 +546,32 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
                 ? (double)(mode == 1 ? r->self_bytes : r->total_bytes) / (double)state.total_bytes
                 : 0.0);
         if (!row) goto oom;
+        out_bytes +=
+            200 + strlen(r->frame->name) + strlen(r->frame->file) + strlen(r->frame->module);
         if (mode != 1) {
-            int64_t frames[HS_MAX_DEPTH];
-            int d = hs__stack(q, r->trace, frames, HS_MAX_DEPTH, err);
-            json_t *stack = d < 0 ? NULL : hs__stack_json(q, frames, d, err);
-            if (!stack) {
+            if ((rc = hs__row_stack(q, row, r->trace, max_frames, &frames_cut, err))) {
                 json_decref(row);
                 goto out;
             }
-            json_object_set_new(row, "stack", stack);
+            rc = HS_EDB;
+            out_bytes += 120 * (size_t)json_array_size(json_object_get(row, "stack"));
         }
         json_array_append_new(jrows, row);
+        shown++;
     }
+    json_t *cut = json_null();
+    if (frames_cut || omitted || bytes_cut)
+        cut = json_pack("{s:o,s:I,s:I,s:I,s:b}", "max_frames",
+                        frames_cut ? json_integer(max_frames) : json_null(), "stacks",
+                        (json_int_t)omitted, "stacks_bytes", (json_int_t)omitted_bytes, "rows",
+                        (json_int_t)((int64_t)n < limit ? n - shown : (size_t)limit - shown),
+                        "answer_bytes", bytes_cut);
     char tb[32];
-    *out = json_pack("{s:O,s:s,s:I,s:s,s:I,s:I,s:I,s:O,s:O}", "run", run->info, "at",
+    *out = json_pack("{s:O,s:s,s:I,s:s,s:I,s:I,s:I,s:O,s:o,s:O}", "run", run->info, "at",
                      hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "by", by,
                      "total_bytes", (json_int_t)state.total_bytes, "total_count",
                      (json_int_t)state.total_count, "rows_total", (json_int_t)n, "rows", jrows,
-                     "sampling", run->sampling);
+                     "truncated", cut, "sampling", run->sampling);
     rc = *out ? 0 : hs__err(err, 500, "out of memory");
     goto out;
 oom:
@@ -499,10 +588,30 @@ out:
 /* ---- flame ---------------------------------------------------------------- */
 
 /* The flame tree of one run is a subtree of the traces prefix tree: its nodes
- * are trace nodes, so nothing needs merging by name. Index 0 is the root. */
-#define NONE ((size_t)-1)
+ * are trace nodes, so nothing needs merging by name. Index 0 is the root.
+ *
+ * Bounds (docs/api.md, "truncated"): the tree is built from the largest
+ * stacks down while it has fewer than FLAME_BUILD_NODES nodes (about 64 B a
+ * node, plus its map slot), frames deeper than max_depth are not built, and
+ * the answer holds at most max_nodes nodes, the widest, and about
+ * FLAME_ANSWER_BYTES of JSON. A crafted run of 1,000 stacks of 1,024
+ * distinct frames once answered 158 MB and took the server to 3 GB. */
+#define NONE               ((size_t)-1)
+#define FLAME_BUILD_NODES  (512u << 10)
+#define FLAME_MAX_DEPTH    256
+#define FLAME_MAX_NODES    5000
+#define FLAME_NODES_LIMIT  100000
+#define FLAME_ANSWER_BYTES (8u << 20)
 
-int hs__flame_build(hs_q *q, const hs__state *s, hs__flame *f, hs_qerr *err)
+int hs__cmp_live_bytes(const void *a, const void *b)
+{
+    const hs__live *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__flame *f,
+                    hs_qerr *err)
 {
     memset(f, 0, sizeof *f);
     f->cap = 1024;
@@ -511,8 +620,15 @@ int hs__flame_build(hs_q *q, const hs__state *s, hs__flame *f, hs_qerr *err)
     f->n[0].bytes = s->total_bytes;
     f->n[0].count = s->total_count;
     f->len = 1;
+    qsort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < s->n; i++) {
         const hs__live *lv = &s->rows[i];
+        if (f->len >= max_nodes) { /* the rest are smaller: counted, not drawn */
+            f->stacks_omitted++;
+            f->omitted_bytes += lv->bytes;
+            f->omitted_count += lv->count;
+            continue;
+        }
         int64_t node = lv->trace;
         size_t prev = NONE;
         int prev_new = 0, first = 1;
@@ -521,7 +637,15 @@ int hs__flame_build(hs_q *q, const hs__state *s, hs__flame *f, hs_qerr *err)
             int known = hs__map_get(&f->idx, (uint64_t)node, &ix);
             if (!known) {
                 int64_t parent, frame;
-                if (hs__node(q, node, &parent, &frame, err)) return HS_EDB;
+                int depth;
+                if (hs__node(q, node, &parent, &frame, &depth, err)) return HS_EDB;
+                if (depth > max_depth) { /* below the deepest row drawn */
+                    f->depth_cut = 1;
+                    first = 0;
+                    if (parent == node) break; /* defensive */
+                    node = parent;
+                    continue;
+                }
                 if (f->len == f->cap) {
                     f->cap *= 2;
                     hs__fnode *np = realloc(f->n, f->cap * sizeof *np);
@@ -568,32 +692,50 @@ void hs__flame_free(hs__flame *f)
     memset(f, 0, sizeof *f);
 }
 
-static json_t *flame_json(hs_q *q, const hs__flame *f, size_t ix, int64_t min_bytes, int depth,
-                          hs_qerr *err)
+typedef struct flame_out {
+    hs_q *q;
+    const hs__flame *f;
+    int64_t min_bytes;  /* nodes narrower are left out */
+    size_t left, shown; /* nodes the answer may still hold; nodes it holds */
+    size_t bytes;       /* the answer's JSON so far, about */
+    int bytes_cut;      /* stopped at FLAME_ANSWER_BYTES */
+    hs_qerr *err;
+} flame_out;
+
+static int flame_visible(const flame_out *o, size_t c)
 {
+    return o->f->n[c].bytes >= o->min_bytes && o->f->n[c].bytes > 0;
+}
+
+static json_t *flame_json(flame_out *o, size_t ix)
+{
+    const hs__flame *f = o->f;
     const hs__fnode *n = &f->n[ix];
-    json_t *o;
+    json_t *o_ = NULL, *kids = NULL;
+    size_t *order = NULL;
     if (ix == 0) {
-        o = json_pack("{s:s,s:I,s:I,s:I}", "name", "all", "bytes", (json_int_t)n->bytes, "count",
-                      (json_int_t)n->count, "self_bytes", (json_int_t)0);
+        o_ = json_pack("{s:s,s:I,s:I,s:I}", "name", "all", "bytes", (json_int_t)n->bytes, "count",
+                       (json_int_t)n->count, "self_bytes", (json_int_t)0);
     } else {
-        const hs__frame *fr = hs__frame_get(q, n->frame, err);
+        const hs__frame *fr = hs__frame_get(o->q, n->frame, o->err);
         if (!fr) return NULL;
-        o = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", fr->label, "function", fr->name,
-                      "file", fr->file, "line", (json_int_t)fr->line, "module", fr->module, "bytes",
-                      (json_int_t)n->bytes, "count", (json_int_t)n->count, "self_bytes",
-                      (json_int_t)n->self_bytes);
+        o_ = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", fr->label, "function", fr->name,
+                       "file", fr->file, "line", (json_int_t)fr->line, "module", fr->module,
+                       "bytes", (json_int_t)n->bytes, "count", (json_int_t)n->count, "self_bytes",
+                       (json_int_t)n->self_bytes);
+        o->bytes +=
+            120 + strlen(fr->label) + strlen(fr->name) + strlen(fr->file) + strlen(fr->module);
     }
-    json_t *kids = json_array();
-    if (!o || !kids) goto oom;
+    o->shown++;
+    kids = json_array();
+    if (!o_ || !kids) goto oom;
     /* children by bytes, descending */
     size_t nk = 0;
-    for (size_t c = n->first_child; c != NONE; c = f->n[c].next_sibling) nk++;
-    size_t *order = malloc((nk ? nk : 1) * sizeof *order);
-    if (!order) goto oom;
+    for (size_t c = n->first_child; c != NONE; c = f->n[c].next_sibling) nk += flame_visible(o, c);
+    if (!(order = malloc((nk ? nk : 1) * sizeof *order))) goto oom;
     nk = 0;
     for (size_t c = n->first_child; c != NONE; c = f->n[c].next_sibling)
-        if (f->n[c].bytes >= min_bytes && f->n[c].bytes > 0) order[nk++] = c;
+        if (flame_visible(o, c)) order[nk++] = c;
     for (size_t a = 1; a < nk; a++) { /* insertion sort: most nodes have few children */
         size_t v = order[a], b = a;
         while (b > 0 && f->n[order[b - 1]].bytes < f->n[v].bytes) {
@@ -602,49 +744,97 @@ static json_t *flame_json(hs_q *q, const hs__flame *f, size_t ix, int64_t min_by
         }
         order[b] = v;
     }
-    for (size_t k = 0; k < nk; k++) {
-        json_t *c =
-            depth < HS_MAX_DEPTH ? flame_json(q, f, order[k], min_bytes, depth + 1, err) : NULL;
-        if (!c && depth < HS_MAX_DEPTH) {
+    for (size_t k = 0; k < nk && o->left > 0; k++) {
+        if (o->bytes >= FLAME_ANSWER_BYTES) {
+            o->bytes_cut = 1;
+            break;
+        }
+        o->left--;
+        json_t *c = flame_json(o, order[k]);
+        if (!c) {
             free(order);
-            json_decref(o);
+            json_decref(o_);
             json_decref(kids);
             return NULL;
         }
-        if (c) json_array_append_new(kids, c);
+        json_array_append_new(kids, c);
     }
     free(order);
-    json_object_set_new(o, "children", kids);
-    return o;
+    json_object_set_new(o_, "children", kids);
+    return o_;
 oom:
-    json_decref(o);
+    json_decref(o_);
     json_decref(kids);
-    hs__err(err, 500, "out of memory");
+    hs__err(o->err, 500, "out of memory");
     return NULL;
+}
+
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+/* The narrowest node the answer can hold: min_bytes, or the width of the
+ * max_nodes-th widest node when more are at least min_bytes wide. A node is
+ * never wider than its parent, so the nodes at least that wide form a tree. */
+static int64_t flame_threshold(const hs__flame *f, int64_t min_bytes, size_t max_nodes)
+{
+    size_t n = 0;
+    for (size_t i = 1; i < f->len; i++) n += f->n[i].bytes >= min_bytes && f->n[i].bytes > 0;
+    if (n <= max_nodes) return min_bytes;
+    int64_t *w = malloc(n * sizeof *w);
+    if (!w) return INT64_MAX; /* only the root, rather than fail */
+    n = 0;
+    for (size_t i = 1; i < f->len; i++)
+        if (f->n[i].bytes >= min_bytes && f->n[i].bytes > 0) w[n++] = f->n[i].bytes;
+    qsort(w, n, sizeof *w, cmp_i64_desc);
+    int64_t t = w[max_nodes - 1];
+    /* ties at t may still pass max_nodes: the walk stops there */
+    free(w);
+    return t > min_bytes ? t : min_bytes;
 }
 
 int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
 {
     hs__at at;
+    int64_t max_nodes, max_depth;
     int rc = hs__at_param(q, run, p, "peak", &at, err);
     if (rc) return rc;
     double min_share;
     if ((rc = hs__min_share_param(p, &min_share, err))) return rc;
+    if ((rc = param_int(p, "max_nodes", FLAME_MAX_NODES, 1, FLAME_NODES_LIMIT, &max_nodes, err)))
+        return rc;
+    if ((rc = param_int(p, "max_depth", FLAME_MAX_DEPTH, 1, HS_MAX_DEPTH, &max_depth, err)))
+        return rc;
     hs__state state;
     if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
     hs__flame f;
-    if ((rc = hs__flame_build(q, &state, &f, err))) goto out;
+    if ((rc = hs__flame_build(q, &state, (int)max_depth, FLAME_BUILD_NODES, &f, err))) goto out;
     int64_t min_bytes = (int64_t)(min_share * (double)state.total_bytes);
-    json_t *root = flame_json(q, &f, 0, min_bytes, 0, err);
+    flame_out o = {.q = q,
+                   .f = &f,
+                   .min_bytes = flame_threshold(&f, min_bytes, (size_t)max_nodes),
+                   .left = (size_t)max_nodes,
+                   .err = err};
+    json_t *root = flame_json(&o, 0);
     if (!root) {
         rc = HS_EDB;
         goto out;
     }
+    size_t built = f.len - 1, shown = o.shown - 1;
+    json_t *cut = json_null();
+    if (shown < built || f.depth_cut || f.stacks_omitted || o.bytes_cut)
+        cut = json_pack("{s:I,s:I,s:I,s:o,s:I,s:I,s:b}", "nodes", (json_int_t)(built - shown),
+                        "nodes_shown", (json_int_t)shown, "min_bytes", (json_int_t)o.min_bytes,
+                        "depth", f.depth_cut ? json_integer(max_depth) : json_null(), "stacks",
+                        (json_int_t)f.stacks_omitted, "stacks_bytes", (json_int_t)f.omitted_bytes,
+                        "answer_bytes", o.bytes_cut);
     char tb[32];
-    *out = json_pack("{s:O,s:s,s:I,s:I,s:I,s:o,s:O}", "run", run->info, "at",
+    *out = json_pack("{s:O,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", run->info, "at",
                      hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "total_bytes",
                      (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
-                     "root", root, "sampling", run->sampling);
+                     "root", root, "truncated", cut, "sampling", run->sampling);
     rc = *out ? 0 : hs__err(err, 500, "out of memory");
 out:
     hs__flame_free(&f);
@@ -673,8 +863,8 @@ out:
 #define TREND_MIN_SPAN   0.5
 
 typedef struct leak_cand {
-    json_t *row;
-    double score;
+    int64_t trace, end_bytes;
+    double slope, r2, steady, span, score;
     size_t order; /* equal scores keep the order of their first delta row */
 } leak_cand;
 
@@ -685,31 +875,29 @@ static int cmp_score(const void *a, const void *b)
     return (x->order > y->order) - (x->order < y->order);
 }
 
-static int cmp_live_bytes(const void *a, const void *b)
+static json_t *trace_row(hs_q *q, int64_t trace, int max_frames, int *cut, hs_qerr *err)
 {
-    const hs__live *x = a, *y = b;
-    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
-    return (x->trace > y->trace) - (x->trace < y->trace);
-}
-
-static json_t *trace_row(hs_q *q, int64_t trace, hs_qerr *err)
-{
-    int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    int64_t frames[1];
+    int d = hs__stack(q, trace, frames, 1, err);
     if (d < 0) return NULL;
-    json_t *stack = hs__stack_json(q, frames, d, err);
-    if (!stack) return NULL;
     const hs__frame *leaf = d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
-    return json_pack("{s:s,s:s,s:I,s:I,s:o}", "name", leaf ? leaf->name : "?", "file",
-                     leaf ? leaf->file : "", "line", (json_int_t)(leaf ? leaf->line : 0), "trace",
-                     (json_int_t)trace, "stack", stack);
+    if (d > 0 && !leaf) return NULL;
+    json_t *row = json_pack("{s:s,s:s,s:I,s:I}", "name", leaf ? leaf->name : "?", "file",
+                            leaf ? leaf->file : "", "line", (json_int_t)(leaf ? leaf->line : 0),
+                            "trace", (json_int_t)trace);
+    if (row && hs__row_stack(q, row, trace, max_frames, cut, err)) {
+        json_decref(row);
+        return NULL;
+    }
+    return row;
 }
 
 int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
 {
     int64_t limit;
-    int rc = param_int(p, "limit", 20, 1, 100000, &limit, err);
+    int rc = param_int(p, "limit", 20, 1, 100000, &limit, err), max_frames, frames_cut = 0;
     if (rc) return rc;
+    if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
     hs__at at;
     hs_t_sel tend = {.kind = HS_TSEL_END};
     if ((rc = hs__at_resolve(q, run, &tend, &at, err))) return rc;
@@ -721,10 +909,17 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
     hs__tsums sums = {0};
     rc = HS_EDB;
 
-    qsort(state.rows, state.n, sizeof *state.rows, cmp_live_bytes);
+    qsort(state.rows, state.n, sizeof *state.rows, hs__cmp_live_bytes);
+    size_t out_frames = 0; /* frames in the answer's stacks: bounds its size */
+    int bytes_cut = 0;
     for (size_t i = 0; i < state.n && (int64_t)i < limit; i++) {
-        json_t *row = trace_row(q, state.rows[i].trace, err);
+        if (out_frames * 120 >= HS_ANSWER_BYTES || hs__frames_full(q)) {
+            bytes_cut = 1;
+            break;
+        }
+        json_t *row = trace_row(q, state.rows[i].trace, max_frames, &frames_cut, err);
         if (!row) goto out;
+        out_frames += 1 + json_array_size(json_object_get(row, "stack"));
         json_object_set_new(row, "bytes", json_integer(state.rows[i].bytes));
         json_object_set_new(row, "count", json_integer(state.rows[i].count));
         json_object_set_new(row, "share",
@@ -755,37 +950,44 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
         int steady_growth = steady >= TREND_MIN_STEADY && span >= TREND_MIN_SPAN;
         if (r2 < TREND_MIN_R2 && !steady_growth) continue;
         double fit = steady_growth && steady * span > r2 ? steady * span : r2;
-        json_t *row = trace_row(q, sums.rows[i].trace, err);
-        if (!row) goto out;
-        json_object_set_new(row, "slope_bytes_per_s", json_real(slope * 1e9 / (double)run->g));
-        json_object_set_new(row, "r2", json_real(r2));
-        json_object_set_new(row, "steadiness", json_real(steady));
-        json_object_set_new(row, "span", json_real(span));
-        json_object_set_new(row, "end_bytes", json_integer(t->bytes));
-        double score = (double)t->bytes * fit;
-        json_object_set_new(row, "score", json_real(score));
-        cand[ncand] = (leak_cand){row, score, ncand};
+        cand[ncand] = (leak_cand){
+            sums.rows[i].trace,     t->bytes, slope * 1e9 / (double)run->g, r2, steady, span,
+            (double)t->bytes * fit, ncand};
         ncand++;
     }
+    /* stacks only for the rows answered */
     qsort(cand, ncand, sizeof *cand, cmp_score);
-    for (size_t i = 0; i < ncand; i++) {
-        if ((int64_t)i < limit)
-            json_array_append_new(growing, cand[i].row);
-        else
-            json_decref(cand[i].row);
+    for (size_t i = 0; i < ncand && (int64_t)i < limit; i++) {
+        if (out_frames * 120 >= HS_ANSWER_BYTES || hs__frames_full(q)) {
+            bytes_cut = 1;
+            break;
+        }
+        json_t *row = trace_row(q, cand[i].trace, max_frames, &frames_cut, err);
+        if (!row) goto out;
+        out_frames += 1 + json_array_size(json_object_get(row, "stack"));
+        json_object_set_new(row, "slope_bytes_per_s", json_real(cand[i].slope));
+        json_object_set_new(row, "r2", json_real(cand[i].r2));
+        json_object_set_new(row, "steadiness", json_real(cand[i].steady));
+        json_object_set_new(row, "span", json_real(cand[i].span));
+        json_object_set_new(row, "end_bytes", json_integer(cand[i].end_bytes));
+        json_object_set_new(row, "score", json_real(cand[i].score));
+        json_array_append_new(growing, row);
     }
-    ncand = 0;
-    *out = json_pack("{s:O,s:I,s:I,s:I,s:o,s:o,s:O}", "run", run->info, "at_ns",
-                     (json_int_t)at.at_ns, "total_bytes", (json_int_t)state.total_bytes,
-                     "total_count", (json_int_t)state.total_count, "live_at_end", live, "growing",
-                     growing, "sampling", run->sampling);
+    *out = json_pack(
+        "{s:O,s:I,s:I,s:I,s:o,s:o,s:o,s:O}", "run", run->info, "at_ns", (json_int_t)at.at_ns,
+        "total_bytes", (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
+        "live_at_end", live, "growing", growing, "truncated",
+        frames_cut || bytes_cut ? json_pack("{s:o,s:b}", "max_frames",
+                                            frames_cut ? json_integer(max_frames) : json_null(),
+                                            "answer_bytes", bytes_cut)
+                                : json_null(),
+        "sampling", run->sampling);
     live = growing = NULL;
     rc = *out ? 0 : hs__err(err, 500, "out of memory");
     goto out;
 oom:
     rc = hs__err(err, 500, "out of memory");
 out:
-    for (size_t i = 0; i < ncand; i++) json_decref(cand[i].row);
     free(cand);
     json_decref(live);
     json_decref(growing);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -635,6 +636,119 @@ static void test_sql(void **state)
     json_decref(sql("{\"sql\": \"PRAGMA table_info(runs)\"}", 200, NULL));
 }
 
+/* One call of a built-in function is one VM instruction, which the progress
+ * handler cannot interrupt: each of these once ran for seconds or forever
+ * whatever the time limit (printf('%.*c', 2147483647, 'x'): 9 s; instr,
+ * replace, LIKE, GLOB and trim in O(n * m)). Each now ends well within 2 s,
+ * with an error or the right answer. */
+static void test_sql_single_calls(void **state)
+{
+    (void)state;
+    enum { OK, TIMEOUT, REFUSED };
+    static const struct {
+        const char *sql;
+        int timeout_ms, expect;
+        const char *want; /* OK: the first cell as text; REFUSED: a part of the message */
+    } cases[] = {
+        {"SELECT printf('%.*c', 2147483647, 'x')", 1, REFUSED, "precision"},
+        {"SELECT printf('%.*c', 2147483647, 'x'), printf('%.*c', 2147483647, 'x'), "
+         "printf('%.*c', 2147483647, 'x'), printf('%.*c', 2147483647, 'x')",
+         30000, REFUSED, "precision"},
+        {"SELECT format('%.*c', 2147483647, 'x')", 1, REFUSED, "precision"},
+        {"SELECT printf('%2147483647d', 1)", 1, REFUSED, "width"},
+        {"SELECT printf('%.*c', 3, 'é')", 1000, OK, "ééé"},
+        {"SELECT printf('%5.2f|%-4d|%s|%%|%c', 3.14159, 7, 'ab', 'z')", 1000, OK,
+         " 3.14|7   |ab|%|z"},
+        /* 20 calls in one row, none of them past the length limit: stopped
+         * at the first call after the deadline */
+        {"SELECT length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x'))",
+         1, TIMEOUT, NULL},
+        /* quadratic built-ins: linear now, or refused */
+        {"SELECT instr(printf('%.*c', 4000000, 'a'), printf('%.*c', 2000000, 'a') || 'b')", 30000,
+         OK, "0"},
+        {"SELECT instr(printf('%.*c', 4000000, 'a') || 'b', printf('%.*c', 2000000, 'a') || 'b')",
+         30000, OK, "2000001"},
+        {"SELECT instr('héllo wörld', 'wö') || ',' || instr(x'0102030405', x'0304') || ',' || "
+         "instr('abc', '') || ',' || ifnull(instr(NULL, 'a'), 'null') || ',' || instr(12345, 34)",
+         1000, OK, "7,3,1,null,3"},
+        {"SELECT length(replace(printf('%.*c', 4000000, 'a'), printf('%.*c', 2000000, 'a') || 'b', "
+         "'c'))",
+         30000, OK, "4000000"},
+        {"SELECT replace('aaa', 'a', 'bb') || ',' || replace('hello', 'l', '') || ',' || "
+         "replace('abc', '', 'x') || ',' || typeof(replace(12, '', 'x'))",
+         1000, OK, "bbbbbb,heo,abc,integer"},
+        {"SELECT length(replace(printf('%.*c', 5000000, 'a'), 'a', 'bbbb'))", 30000, REFUSED,
+         "too big"},
+        {"SELECT printf('%.*c', 4000000, 'a') LIKE '%' || printf('%.*c', 40000, 'a') || 'b'", 30000,
+         REFUSED, "LIKE"},
+        {"SELECT printf('%.*c', 4000000, 'a') GLOB '*' || printf('%.*c', 40000, 'a') || 'b'", 30000,
+         REFUSED, "GLOB"},
+        {"SELECT ('abcdef' LIKE 'ABC%') || ('abc' GLOB 'a*') || ('a_c' LIKE 'a!_c' ESCAPE '!') || "
+         "('abc' LIKE 'b%')",
+         1000, OK, "1110"},
+        {"SELECT trim(printf('%.*c', 1000000, 'a'), printf('%.*c', 1000000, 'b') || 'a')", 30000,
+         REFUSED, "trim"},
+        {"SELECT trim('  x  ') || ltrim('xxay', 'x') || upper('abc') || lower('DEF') || "
+         "quote('it''s') || char(72, 105)",
+         1000, OK, "xayABCdef'it''s'Hi"},
+        /* the others, at the length limit: one bounded call each */
+        {"SELECT zeroblob(2000000000)", 1, REFUSED, "too big"},
+        {"SELECT randomblob(2000000000)", 1, REFUSED, "too big"},
+        {"SELECT length(zeroblob(16000000)) + length(randomblob(1000000))", 30000, OK, "17000000"},
+        {"SELECT length(substr(printf('%.*c', 8000000, 'x'), 2))", 30000, OK, "7999999"},
+        {"SELECT length(json_array(printf('%.*c', 4000000, '\"')))", 30000, OK, "8000004"},
+        {"WITH s(x) AS MATERIALIZED (SELECT printf('%.*c', 1000000, 'x')), c(n) AS (SELECT 1 UNION "
+         "ALL SELECT n + 1 FROM c LIMIT 100) SELECT length(group_concat(x)) FROM c, s",
+         30000, REFUSED, "too big"},
+        {"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT "
+         "length(group_concat(x)) FROM c",
+         100, TIMEOUT, NULL},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(cases); i++) {
+        json_t *req =
+            json_pack("{s:s,s:i}", "sql", cases[i].sql, "timeout_ms", cases[i].timeout_ms);
+        char *body = json_dumps(req, 0);
+        json_decref(req);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        hs_api_reply r;
+        hs_api_handle(q, "POST", "/api/sql", body, strlen(body), &r);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+        char *text = json_dumps(r.json, 0);
+        fprintf(stderr, "sql case %zu: %.0f ms, %d %.200s\n", i, ms, r.status, text);
+        assert_true(ms < 2000);
+        json_t *e = json_object_get(r.json, "error");
+        if (cases[i].expect == OK) {
+            assert_int_equal(r.status, 200);
+            json_t *cell = json_array_get(json_array_get(json_object_get(r.json, "rows"), 0), 0);
+            char got[64];
+            if (json_is_integer(cell))
+                snprintf(got, sizeof got, "%" JSON_INTEGER_FORMAT, json_integer_value(cell));
+            else
+                snprintf(got, sizeof got, "%s", json_string_value(cell));
+            assert_string_equal(got, cases[i].want);
+        } else {
+            assert_int_equal(r.status, 400);
+            assert_string_equal(js(e, "code"),
+                                cases[i].expect == TIMEOUT ? "timeout" : "bad_request");
+            if (cases[i].want) assert_non_null(strstr(js(e, "message"), cases[i].want));
+        }
+        free(text);
+        free(body);
+        hs_api_reply_clear(&r);
+    }
+}
+
 /* ---- exports ---------------------------------------------------------------------------- */
 
 static void test_exports(void **state)
@@ -751,13 +865,21 @@ static void test_plans(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_selectors),   cmocka_unit_test(test_runs),
-        cmocka_unit_test(test_api_errors),  cmocka_unit_test(test_history),
-        cmocka_unit_test(test_top),         cmocka_unit_test(test_flame),
-        cmocka_unit_test(test_collapsed),   cmocka_unit_test(test_leaks),
-        cmocka_unit_test(test_leak_trends), cmocka_unit_test(test_diff),
-        cmocka_unit_test(test_sizes),       cmocka_unit_test(test_sql),
-        cmocka_unit_test(test_exports),     cmocka_unit_test(test_plans),
+        cmocka_unit_test(test_selectors),
+        cmocka_unit_test(test_runs),
+        cmocka_unit_test(test_api_errors),
+        cmocka_unit_test(test_history),
+        cmocka_unit_test(test_top),
+        cmocka_unit_test(test_flame),
+        cmocka_unit_test(test_collapsed),
+        cmocka_unit_test(test_leaks),
+        cmocka_unit_test(test_leak_trends),
+        cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_sql),
+        cmocka_unit_test(test_sql_single_calls),
+        cmocka_unit_test(test_exports),
+        cmocka_unit_test(test_plans),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,6 +10,9 @@
 // build's): a fresh heapstore-server on that database, a fresh browser, and
 // times:
 //   run view   from navigation to the view being ready (plot and flame drawn)
+//   page       the same, as the page sees it: from its navigation start to
+//              body[data-state] first saying ready (without the harness's
+//              own latency: opening the tab, polling for the state)
 //   flame      laying out and drawing the flame graph again, zooming into the
 //              first frame and out, a search over every node, one hover
 //   diff       the view of two moments, ready
@@ -73,6 +76,16 @@ async function ready(page, view) {
 
 async function timeView(browser, base, hash, view) {
   const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+  // when body[data-state] first says ready, in the page's own clock (any
+  // version of the dashboard sets it)
+  await page.addInitScript(() => {
+    new MutationObserver((_, obs) => {
+      if (document.body && document.body.dataset.state === 'ready') {
+        window.__hsReadyAt = performance.now();
+        obs.disconnect();
+      }
+    }).observe(document, { attributes: true, subtree: true, attributeFilter: ['data-state'] });
+  });
   const t0 = Date.now();
   await page.goto(`${base}/#${hash}`);
   await ready(page, view);
@@ -93,6 +106,7 @@ async function round(webRoot, r) {
     const mid = (runs.runs[0].duration_ns / 2e9).toFixed(3);
     const { page, ms } = await timeView(browser, base, `/run/${id}?at=peak`, 'run');
     r.run.push(ms);
+    r.page.push(await page.evaluate(() => window.__hsReadyAt));
     const f = await page.evaluate(() => {
       const g = window.heapstore.flame;
       const out = {};
@@ -141,14 +155,14 @@ try {
   const roots = [];
   if (process.env.BASELINE_WEB_ROOT) roots.push({ label: 'baseline', dir: process.env.BASELINE_WEB_ROOT });
   roots.push({ label: 'this build', dir: WEB_ROOT });
-  for (const root of roots) root.r = { run: [], render: [], zoom: [], search: [], hover: [], diff: [], leaks: [] };
+  for (const root of roots) root.r = { run: [], page: [], render: [], zoom: [], search: [], hover: [], diff: [], leaks: [] };
   for (let i = 0; i < REPEAT; i++) for (const root of roots) await round(root.dir, root.r);
   const rows = roots.map(({ label, r }) => {
     const row = { label };
     for (const [k, v] of Object.entries(r)) row[k] = median(v);
     return row;
   });
-  const cols = ['run', 'render', 'zoom', 'search', 'hover', 'diff', 'leaks'];
+  const cols = ['run', 'page', 'render', 'zoom', 'search', 'hover', 'diff', 'leaks'];
   console.log(`\nmedians of ${REPEAT}, milliseconds`);
   console.log(['web root'.padEnd(12), ...cols.map((c) => c.padStart(9))].join(' '));
   for (const row of rows) console.log([row.label.padEnd(12), ...cols.map((c) => row[c].toFixed(1).padStart(9))].join(' '));

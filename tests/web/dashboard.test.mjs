@@ -391,6 +391,47 @@ async function main() {
     await shot(page, '3-flame-at-peak');
   });
 
+  await check('the flame graph is asked pruned to the pixel, and a zoom asks for the detail below', async () => {
+    await page.goto(`${srv.base}/#/run/${leaky.id}?at=peak`);
+    await waitReady(page);
+    const first = await page.evaluate(() => performance.getEntriesByType('resource')
+      .map((e) => e.name).filter((n) => /\/flame\?/.test(n)));
+    assert(first.length && first.every((n) => /min_share=0\.000/.test(n)), `flame asked with min_share: ${first}`);
+    const cut = await page.evaluate(() => window.heapstore.flameAnswer.truncated);
+    // the narrowest frame drawn that has children, zoomed into: when the
+    // answer left its detail out, the view asks again at its pixel
+    const target = await page.evaluate(() => {
+      const g = window.heapstore.flame;
+      let best = null;
+      for (const row of g.rows) for (const r of row || []) {
+        if (r.n.parent && r.n.children.length && (!best || r.w < best.w)) best = r;
+      }
+      return best && { x: best.x + best.w / 2, y: best.depth * 18 + 9, name: best.n.name, v: best.n.v };
+    });
+    assert(target, 'a frame with children is drawn');
+    const needs = cut && target.v / (2 * 1280) < cut.min_bytes;
+    const more = needs ? page.waitForRequest((r) => /\/flame\?/.test(r.url()) && !first.includes(r.url()), { timeout: 10000 }) : null;
+    log(`     zoom into ${target.name}: ${needs ? 'detail asked' : 'all its detail was sent'}`);
+    const fbox = await page.locator('canvas.flame').boundingBox();
+    await page.mouse.click(fbox.x + target.x, fbox.y + target.y);
+    if (more) {
+      const req = await more;
+      await req.response();
+      await page.waitForFunction((name) => window.heapstore.flame.focus.name === name, target.name);
+    }
+    const focus = await page.evaluate(() => window.heapstore.flame.focus.name);
+    assert(focus === target.name, `zoomed into ${focus}, wanted ${target.name}`);
+    // a more detailed answer keeps the zoom and the search (setRoot)
+    const kept = await page.evaluate(async () => {
+      const g = window.heapstore.flame;
+      const before = g.focus.name;
+      const full = await (await fetch(`/api/runs/${window.heapstore.run.id}/flame?at=peak&max_nodes=100000`)).json();
+      g.setRoot(full.root);
+      return { before, after: g.focus.name, root: g.root.name };
+    });
+    assert(kept.before === kept.after && kept.root === 'all', `setRoot kept the zoom: ${JSON.stringify(kept)}`);
+  });
+
   await check('the Peak button, search and zoom go into the URL, and the link reopens the view', async () => {
     await page.click('button[data-act="peak"]');
     await page.waitForFunction(() => /[?&]at=peak/.test(location.hash));

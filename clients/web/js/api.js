@@ -42,7 +42,10 @@ function headers() {
 export function get(path, { fresh = false } = {}) {
   const hit = cache.get(path);
   if (!fresh && hit && Date.now() - hit.t < CACHE_MS) return hit.p;
-  const p = fetch(path, { headers: headers() }).then(async (res) => {
+  // index.html may have asked already, while the modules loaded
+  const pre = window.heapstorePrefetch && window.heapstorePrefetch[path];
+  if (pre) delete window.heapstorePrefetch[path];
+  const p = (pre && !fresh ? pre : fetch(path, { headers: headers() })).then(async (res) => {
     const text = await res.text();
     let body = null;
     try { body = text ? JSON.parse(text) : null; } catch { /* reported below */ }
@@ -119,9 +122,13 @@ export function fmtSignedBytes(n) {
   return (n > 0 ? '+' : '') + fmtBytes(n);
 }
 
+// 1234567 → "1,234,567" (toLocaleString costs tens of ms on its first call).
 export function fmtInt(n) {
   if (n === null || n === undefined) return '–';
-  return Number(n).toLocaleString('en-US');
+  const x = Number(n);
+  if (!Number.isSafeInteger(x)) return x.toLocaleString('en-US');
+  const s = String(Math.abs(x)).replace(/\B(?=(\d{3})+$)/g, ',');
+  return x < 0 ? '-' + s : s;
 }
 
 export function fmtExactBytes(n) {

@@ -122,6 +122,7 @@ export async function route() {
     window.scrollTo(0, keepScroll);
     document.body.dataset.hash = hash;
     document.body.dataset.state = 'ready';
+    performance.mark('heapstore:ready'); // for tests/web/bench-big.mjs
   } catch (err) {
     if (gen !== generation) return;
     console.error(err);

@@ -100,6 +100,17 @@ export class FlameGraph {
     hideTip();
   }
 
+  // A more detailed answer for the same moment: the zoom and the search stay.
+  setRoot(root) {
+    const path = this.pathOf(this.focus);
+    this.root = normalize(root, this.diff);
+    if (this.diff) this.maxAbsDelta = Math.max(1, maxAbs(this.root));
+    this.focus = this.find(path) || this.root;
+    this.hover = null;
+    if (this.search) this.setSearch(this.search, { silent: true });
+    this.render();
+  }
+
   // The node reached by following names from the root's children down.
   find(path) {
     let n = this.root;

@@ -1,4 +1,4 @@
-// #/run/RUN?at=peak|end|SECONDS&tab=flame|table&by=site|function|stack&q=&z=&top=N
+// #/run/RUN?at=peak|end|SECONDS&tab=flame|table&by=site|function|stack&q=&z=&top=N&rows=more
 //
 // One run: the live heap over time with RSS (and the top N stacks as lines),
 // then what was live at the picked moment as a flame graph or a table.
@@ -29,9 +29,15 @@ export async function mount(root, { args, params, stale }) {
   const base = runPath(runArg);
   // The plot's heap and RSS come first; the top stacks' series (a slower
   // question on a big run) are added to the drawn plot when they arrive.
+  // The flame graph asks only for frames at least half a pixel wide at the
+  // page's width (a run of 20,000 stacks has tens of thousands of frames, a
+  // few hundred of them visible); zooming asks for the detail below.
+  // (index.html asks for the same URL while the modules load: same width)
+  const flameWidth = Math.max(200, Math.min(1600, document.documentElement.clientWidth || 1200) - 32);
+  const flameQuery = (share) => base + '/flame' + qs({ at, min_share: pixelShare(share, flameWidth) });
   const [hist, flame] = await Promise.all([
     get(base + '/history'),
-    get(base + '/flame' + qs({ at })),
+    get(flameQuery(1)),
   ]);
   if (stale()) return null;
   const run = hist.run;
@@ -42,7 +48,8 @@ export async function mount(root, { args, params, stale }) {
     // order does not carry over to another grouping.
     const cur = parseHash().params;
     const p = {
-      at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '', ...changes,
+      at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '',
+      rows: cur.get('rows') || '', ...changes,
     };
     if (p.by !== by) p.sort = '';
     go(`/run/${id}`, p);
@@ -123,6 +130,11 @@ export async function mount(root, { args, params, stale }) {
   let gone = false; // destroy() ran: a late answer has nowhere to go
   if (wantStacks) {
     plotBox.dataset.stacks = 'loading';
+    // asked once the view is drawn: on a big run the server's work for the
+    // series would compete with the page's for the same cores
+    setTimeout(() => { if (!gone) loadStacks(); }, 0);
+  }
+  function loadStacks() {
     get(base + '/history' + qs({ top: topN || undefined, trace: trace || undefined })).then((full) => {
       if (gone) return;
       const extra = stackSeries(full.series || []);
@@ -176,16 +188,30 @@ export async function mount(root, { args, params, stale }) {
       h('span.muted', 'click a frame to zoom · Esc zooms out')));
     const box = h('div.flame-box');
     moment.append(box);
+    // Detail on demand: a zoom into a frame whose children were too narrow
+    // to be sent asks for the flame again, pruned at that frame's pixel.
+    let sentBytes = flame.truncated ? flame.truncated.min_bytes : 0;
+    const detail = (node) => {
+      if (!sentBytes || !total) return;
+      const share = node.v / total;
+      if (node.v / (2 * flameWidth) >= sentBytes) return; // what it needs was sent
+      get(flameQuery(share)).then((more) => {
+        if (gone || !graph) return;
+        sentBytes = more.truncated ? more.truncated.min_bytes : 0;
+        graph.setRoot(more.root);
+      }, () => { /* the coarser graph stays */ });
+    };
     graph = new FlameGraph(box, {
       root: flame.root,
       totalBytes: total,
       zoomPath: zoom,
       search,
-      onZoom: (path) => replaceParams({ z: path.join(';') }),
+      onZoom: (path) => { replaceParams({ z: path.join(';') }); detail(graph.focus); },
       onSearch: (m) => {
         info.textContent = m ? `matched ${fmtBytes(m.bytes)} (${fmtShare(m.share)})` : '';
       },
     });
+    if (graph.focus !== graph.root) detail(graph.focus);
     input.addEventListener('input', () => {
       graph.setSearch(input.value);
       replaceParams({ q: input.value.trim() });
@@ -196,15 +222,19 @@ export async function mount(root, { args, params, stale }) {
       on: { click: () => here({ by: b }) },
     }, 'by ' + b)));
     moment.append(h('div.toolbar', byBar));
-    const top = await get(base + '/top' + qs({ at, by, limit: 1000 }));
+    // The rows a reader looks at first; more on demand (each row's stack
+    // costs the server and the page alike).
+    const limit = params.get('rows') === 'more' ? 1000 : 200;
+    const top = await get(base + '/top' + qs({ at, by, limit }));
     if (stale()) { gone = true; plot.destroy(); return null; }
     moment.append(topTable(top, by, id, params.get('sort'),
-      (o) => replaceParams({ sort: sortToParam(o) })));
+      (o) => replaceParams({ sort: sortToParam(o) }),
+      limit < 1000 ? () => here({ rows: 'more' }) : null));
   }
 
   section.append(sizesPanel(base));
 
-  window.heapstore = { view: 'run', run, history: hist, plot, flame: graph };
+  window.heapstore = { view: 'run', run, history: hist, plot, flame: graph, flameAnswer: flame };
   return {
     destroy() {
       gone = true;
@@ -213,6 +243,13 @@ export async function mount(root, { args, params, stale }) {
       window.heapstore = null;
     },
   };
+}
+
+// min_share for frames half a pixel wide when a frame of this share of the
+// total fills width pixels, rounded so that answers cache by URL.
+function pixelShare(share, width) {
+  const x = share / (2 * width);
+  return x >= 1 ? '1' : Number(x.toPrecision(1)).toString();
 }
 
 // The history lists a point per bucket that changed: t_ns is the bucket's
@@ -289,7 +326,7 @@ async function fillOthers(run, select) {
   } catch { /* the picker stays empty */ }
 }
 
-function topTable(top, by, id, sortParam, onSort) {
+function topTable(top, by, id, sortParam, onSort, onMore) {
   const rows = top.rows || [];
   const nameCell = (r) => {
     const stack = (r.stack || []).map(frameLabel).join('\n');
@@ -316,7 +353,9 @@ function topTable(top, by, id, sortParam, onSort) {
   const sort = sortFromParam(sortParam, columns,
     by === 'function' ? { key: 'self_bytes', dir: -1 } : { key: 'total_bytes', dir: -1 });
   const more = top.rows_total > rows.length
-    ? h('p.muted', `the ${fmtInt(rows.length)} largest of ${fmtInt(top.rows_total)} rows`) : null;
+    ? h('p.muted', `the ${fmtInt(rows.length)} largest of ${fmtInt(top.rows_total)} rows `,
+      onMore ? h('button', { dataset: { act: 'more-rows' }, on: { click: onMore } }, 'show up to 1,000') : null)
+    : null;
   return h('div.top-table', { dataset: { by } }, more,
     sortableTable({ columns, rows, sort, onSort, className: 'top', rowAttrs: (r) => ({ dataset: { name: r.name || '' } }) }));
 }
