@@ -797,7 +797,9 @@ static void on_signal(uv_signal_t *h, int signum)
     stop_begin(s);
 }
 
-static int bind_listener(server *s)
+/* Binds and listens; *port_out is the port bound (the one asked, or the one
+ * the kernel picked for port 0). */
+static int bind_listener(server *s, int *port_out)
 {
     const hs_server_config *cfg = s->cfg;
     struct sockaddr_storage addr;
@@ -823,7 +825,7 @@ static int bind_listener(server *s)
     uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
     int port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
                                                  : ((struct sockaddr_in *)&bound)->sin_port);
-    hs_log("listening on %s:%d (database %s)", cfg->host, port, cfg->db_path);
+    *port_out = port;
     return 0;
 }
 
@@ -861,7 +863,8 @@ int hs_server_run(const hs_server_config *cfg)
         hs_log("cannot start the HTTP side: %s", hs_strerror(rc));
         goto fail_store;
     }
-    if ((rc = bind_listener(s))) goto fail_http;
+    int port;
+    if ((rc = bind_listener(s, &port))) goto fail_http;
     uv_timer_init(&s->loop, &s->sweep);
     s->sweep.data = s;
     uv_timer_init(&s->loop, &s->timeouts);
@@ -889,6 +892,9 @@ int hs_server_run(const hs_server_config *cfg)
     s->sigint.data = s->sigterm.data = s;
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    /* Said only now: whoever waits for this line may stop the server at once,
+     * and SIGINT/SIGTERM must find their handlers (not the default action). */
+    hs_log("listening on %s:%d (database %s)", cfg->host, port, cfg->db_path);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     hs_writer_join(s->writer);
     uv_run(&s->loop, UV_RUN_DEFAULT);
