@@ -385,6 +385,18 @@ static int restore_reg(row *s, const row *init, uint64_t reg)
     return 0;
 }
 
+/* A factored operand times its alignment factor: an offset in bytes. A
+ * product past int64 (no compiler emits one) fails the read. */
+static int64_t factored(hs_rd *r, int64_t f, int64_t align)
+{
+    int64_t v;
+    if (__builtin_mul_overflow(f, align, &v)) {
+        rd_bad(r);
+        return 0;
+    }
+    return v;
+}
+
 /* Runs call frame instructions until the location passes target. init is
  * the row after the CIE's instructions (for DW_CFA_restore). */
 static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_t target, row *s,
@@ -401,7 +413,8 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             delta = op & 0x3f;
             goto advance;
         case 2:
-            if (set_reg(s, op & 0x3f, BP_SAVED, (int64_t)hs_rd_varint(r) * c->data_align))
+            if (set_reg(s, op & 0x3f, BP_SAVED,
+                        factored(r, (int64_t)hs_rd_varint(r), c->data_align)))
                 return -1;
             continue;
         case 3:
@@ -427,7 +440,8 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             goto advance;
         case 0x05:
             reg = hs_rd_varint(r);
-            if (set_reg(s, reg, BP_SAVED, (int64_t)hs_rd_varint(r) * c->data_align)) return -1;
+            if (set_reg(s, reg, BP_SAVED, factored(r, (int64_t)hs_rd_varint(r), c->data_align)))
+                return -1;
             continue;
         case 0x06:
             if (restore_reg(s, init, hs_rd_varint(r))) return -1;
@@ -474,14 +488,14 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             continue;
         case 0x11:
             reg = hs_rd_varint(r);
-            if (set_reg(s, reg, BP_SAVED, rd_sleb(r) * c->data_align)) return -1;
+            if (set_reg(s, reg, BP_SAVED, factored(r, rd_sleb(r), c->data_align))) return -1;
             continue;
         case 0x12:
             s->cfa_reg = hs_rd_varint(r);
-            s->cfa_off = rd_sleb(r) * c->data_align;
+            s->cfa_off = factored(r, rd_sleb(r), c->data_align);
             continue;
         case 0x13:
-            s->cfa_off = rd_sleb(r) * c->data_align;
+            s->cfa_off = factored(r, rd_sleb(r), c->data_align);
             continue;
         case 0x14:
         case 0x15: /* DW_CFA_val_offset(_sf) */
@@ -497,7 +511,7 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             continue; /* DW_CFA_GNU_args_size */
         case 0x2f:
             reg = hs_rd_varint(r);
-            off = -(int64_t)hs_rd_varint(r) * c->data_align;
+            off = factored(r, factored(r, (int64_t)hs_rd_varint(r), c->data_align), -1);
             if (set_reg(s, reg, BP_SAVED, off)) return -1;
             continue;
         default:
