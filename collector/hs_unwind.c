@@ -69,13 +69,6 @@ __asm__(".pushsection .text\n"
         ".size hs__unw_here, .-hs__unw_here\n"
         ".popsection\n");
 
-static uint64_t pack(const rule *r)
-{
-    return (uint64_t)(r->gen & 0xffff) | (uint64_t)r->kind << 16 | (uint64_t)r->cfa_rbp << 18 |
-           (uint64_t)r->bp_how << 19 | (uint64_t)(uint8_t)(int8_t)(r->bp_off / 8) << 24 |
-           (uint64_t)(uint8_t)(int8_t)(r->ra_off / 8) << 32 | (uint64_t)r->cfa_off << 40;
-}
-
 static void unpack(uint64_t v, rule *r)
 {
     r->kind = (uint8_t)(v >> 16 & 3);
@@ -84,6 +77,24 @@ static void unpack(uint64_t v, rule *r)
     r->bp_off = (int8_t)(uint8_t)(v >> 24) * 8;
     r->ra_off = (int8_t)(uint8_t)(v >> 32) * 8;
     r->cfa_off = (int32_t)(v >> 40);
+}
+
+static uint64_t pack(const rule *r)
+{
+    uint64_t v = (uint64_t)(r->gen & 0xffff) | (uint64_t)r->kind << 16 |
+                 (uint64_t)r->cfa_rbp << 18 | (uint64_t)r->bp_how << 19 |
+                 (uint64_t)(uint8_t)(int8_t)(r->bp_off / 8) << 24 |
+                 (uint64_t)(uint8_t)(int8_t)(r->ra_off / 8) << 32 | (uint64_t)r->cfa_off << 40;
+#ifndef NDEBUG
+    /* A STEP rule comes back whole (hs__unwind_parse keeps it in range). */
+    rule back;
+    unpack(v, &back);
+    assert(back.kind == r->kind);
+    assert(r->kind != K_STEP ||
+           (back.cfa_rbp == r->cfa_rbp && back.bp_how == r->bp_how && back.cfa_off == r->cfa_off &&
+            back.ra_off == r->ra_off && (r->bp_how != BP_SAVED || back.bp_off == r->bp_off)));
+#endif
+    return v;
 }
 
 /* Nearby return addresses get nearby slots, so the frames of one stack,
@@ -116,6 +127,7 @@ static int lookup(uint64_t ip, uint32_t gen, rule *out)
 static table *table_new(uint64_t cap)
 {
     if (tables_made == TABLES_MAX) return NULL;
+    assert(cap >= TABLE_MIN && cap <= TABLE_MAX && !(cap & (cap - 1)));
     table *t = hs_mem_map(sizeof(table) + cap * sizeof(slot));
     if (t) {
         t->mask = cap - 1;
@@ -154,6 +166,7 @@ static void insert(uint64_t ip, const rule *r)
             atomic_store_explicit(&s->val, pack(r), memory_order_relaxed);
             atomic_store_explicit(&s->key, ip, memory_order_release);
             t->used++;
+            assert(t->used * 8 <= (t->mask + 1) * 7);
             break;
         }
     }
@@ -695,6 +708,7 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
     if (!(++b->walks & 1023) && b->lookups) b->lookups--;
     if (sp < b->lo || sp >= b->hi) {
         if (!refresh(b, sp)) return -1;
+        assert(b->lo <= sp && sp < b->hi);
         w.fresh = 1;
     }
     uint32_t gen = atomic_load_explicit(&cur_gen, memory_order_acquire);

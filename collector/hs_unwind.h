@@ -25,6 +25,12 @@
  * loaded at the same address later: hs__unwind_invalidate (called by the
  * sender when glibc's dlclose counter moves, and by a miss that sees it move)
  * starts a new generation; older rules are ignored from then on.
+ *
+ * Invariants (asserted in debug builds): a STEP rule fits its packed slot
+ * (CFA offset 1 .. 2^24 - 1, register offsets multiples of 8 in
+ * [-1024, 1016]) and unpacks to itself; tables are powers of two at most 7/8
+ * full; the reader of .eh_frame never leaves the segment it was given (the
+ * fuzzer fuzz_cfa checks that one under ASan).
  */
 #ifndef HS_UNWIND_H
 #define HS_UNWIND_H
