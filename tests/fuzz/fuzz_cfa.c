@@ -7,7 +7,9 @@
  * Input: int64 pc relative to .eh_frame_hdr, uint32 offset of .eh_frame_hdr
  * in the segment (clamped to its length), then the segment. The segment is
  * copied to a buffer of its exact size so that ASan sees a read on either
- * side of it. Seeds: tests/fuzz/cfa_seeds.py. */
+ * side of it. Corpus: seeds cut from real objects by tests/fuzz/cfa_seeds.py,
+ * found-NN (inputs the fuzzer found, chosen so that with the seeds they reach
+ * every line of the reader) and regress-* (what it once broke). */
 #include <stdlib.h>
 #include <string.h>
 
