@@ -1,6 +1,7 @@
 /* hs_liveset: counting filter plus sharded open-addressing table (see hs_liveset.h). */
 #include "hs_liveset.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "hs_error.h"
@@ -37,6 +38,7 @@ void hs__liveset_init(uint64_t max_entries)
     uint64_t cap = SHARD_MIN;
     while (cap < per) cap *= 2;
     shard_max = cap;
+    assert(shard_max >= SHARD_MIN && !(shard_max & (shard_max - 1)));
 }
 
 static void filter_inc(uint32_t i)
@@ -55,6 +57,7 @@ static void filter_dec(uint32_t i)
 /* Inserts without checking capacity; the table has a free slot. */
 static void put(shard *s, const hs_live *e)
 {
+    assert(s->count < s->cap && e->addr);
     uint32_t m = s->cap - 1;
     for (uint32_t i = (uint32_t)mix(e->addr) & m;; i = (i + 1) & m) {
         if (s->tab[i].addr == 0) {
@@ -75,15 +78,19 @@ static int grow(shard *s)
     uint32_t ocap = s->cap;
     s->tab = nt;
     s->cap = ncap;
+    uint32_t ocount = s->count;
     s->count = 0;
     for (uint32_t i = 0; i < ocap; i++)
         if (old[i].addr) put(s, &old[i]);
+    assert(s->count == ocount);
+    (void)ocount;
     hs_mem_unmap(old, (size_t)ocap * sizeof(hs_live));
     return 0;
 }
 
 int hs__liveset_insert(uintptr_t addr, uint64_t size, uint64_t stack_id)
 {
+    assert(addr != 0);
     uint32_t fi = hs__filter_index(addr);
     shard *s = &shards[fi % NSHARDS];
     int err = 0;
@@ -104,6 +111,8 @@ int hs__liveset_insert(uintptr_t addr, uint64_t size, uint64_t stack_id)
         }
     }
 out:
+    assert(err || (s->cap && (uint64_t)s->count * 4 <= (uint64_t)s->cap * 3));
+    assert(err || atomic_load_explicit(&hs__filter[fi], memory_order_relaxed) != 0);
     hs_lock_release(&s->lock);
     return err;
 }
@@ -127,6 +136,7 @@ int hs__liveset_remove(uintptr_t addr, hs_live *out, int try_only)
     }
     *out = s->tab[i];
     found = 1;
+    assert(s->count > 0 && atomic_load_explicit(&hs__filter[fi], memory_order_relaxed) != 0);
     filter_dec(fi);
     s->count--;
     /* Backward-shift deletion: pull later members of the probe run into the

@@ -15,6 +15,11 @@
  * Ordering: a block is inserted before malloc returns it and removed before
  * the real free runs, so an address reused by the allocator can never be
  * mistaken for the block that held it before.
+ *
+ * Invariants (asserted in debug builds, never in hs__liveset_maybe): address
+ * 0 is never a key (it marks an empty slot); a shard's table is a power of
+ * two at most 3/4 full, so every probe run ends at an empty slot; every live
+ * entry's filter counter is non-zero.
  */
 #ifndef HS_LIVESET_H
 #define HS_LIVESET_H

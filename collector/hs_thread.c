@@ -57,6 +57,7 @@ uint64_t hs__sampler_next(hs_tls *t)
 {
     if (sample_mean == 1) return 0;
     if (!t->rng) seed_thread(t);
+    assert(t->rng != 0);
     /* xorshift64* */
     uint64_t x = t->rng;
     x ^= x >> 12;
@@ -75,6 +76,7 @@ uint64_t hs__sampler_weight(uint64_t size)
     if (sample_mean == 1 || size == 0) return size;
     double m = (double)sample_mean;
     double p = -expm1(-(double)size / m); /* probability that a block of this size is sampled */
+    assert(p > 0 && p <= 1);
     double w = (double)size / p;
     if (w > 1.8e19) return UINT64_MAX;
     uint64_t r = (uint64_t)(w + 0.5);
@@ -116,6 +118,7 @@ int hs__threads_init(void)
 
 int hs__thread_attach(hs_tls *t)
 {
+    assert(!t->ring && t->state != HS_T_DEAD && t->state != HS_T_INTERNAL);
     hs_ring *r = NULL;
     hs_lock_acquire(&reg_lock);
     /* Reuse the ring of an exited thread once the sender has emptied it. */
@@ -128,6 +131,7 @@ int hs__thread_attach(hs_tls *t)
         }
     }
     if (r) {
+        assert(!r->owner);
         r->owner = t;
         atomic_store_explicit(&r->live, 1, memory_order_release);
     }
@@ -152,8 +156,10 @@ int hs__thread_attach(hs_tls *t)
 int hs__ring_push(hs_tls *t, const hs_rec *rec)
 {
     hs_ring *r = t->ring;
+    assert(r && r->owner == t);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
+    assert(h - tail <= HS_RING_CAP);
     if (h - tail >= HS_RING_CAP) {
         /* Full: the sender is behind (typically symbolizing a batch of new
          * stacks). Wait while it makes progress, at most 10 s; drop (and
@@ -190,6 +196,7 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
             if ((i & 63) == 63) hs__sender_wake();
         }
     }
+    assert(h - tail < HS_RING_CAP);
     r->recs[h & (HS_RING_CAP - 1)] = *rec;
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
     if (h - tail == HS_RING_CAP / 2) hs__sender_wake();
@@ -211,6 +218,7 @@ void hs__rings_drain(hs_ring_fn fn, void *data)
         uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
         uint64_t head = r->snap;
         if (head - tail > HS_RING_CAP) head = tail; /* a ring created after the snapshot */
+        assert(atomic_load_explicit(&r->head, memory_order_acquire) - head <= HS_RING_CAP);
         if (head != tail) fn(r, tail, head, data);
         atomic_store_explicit(&r->tail, head, memory_order_release);
     }

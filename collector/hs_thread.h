@@ -14,10 +14,19 @@
  * live in a registry (a list under one lock taken only at thread start and
  * exit and by the sender); a ring whose thread has exited is drained and then
  * reused by the next new thread. Memory comes from hs_mem.
+ *
+ * Invariants (asserted in debug builds, never on the unsampled path): a
+ * ring's owner never has more than HS_RING_CAP records unread (head - tail
+ * <= HS_RING_CAP) and the sender never reads past the owner's head; a ring
+ * is handed to a new thread only once its old thread has exited and the
+ * sender has read it empty; a thread attaches at most once; guard_leave
+ * pairs with a guard_enter; the sampler's generator state is never 0 (a
+ * xorshift stuck at 0 would sample at a fixed interval).
  */
 #ifndef HS_THREAD_H
 #define HS_THREAD_H
 
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
@@ -89,6 +98,7 @@ static inline void hs__guard_enter(hs_tls *t)
 
 static inline void hs__guard_leave(hs_tls *t)
 {
+    assert(t->guard > 0);
     if (--t->guard == 0) t->countdown = t->saved_countdown;
 }
 

@@ -1,6 +1,7 @@
 /* hs_unwind: the sampled path's own x86-64 unwinder (see hs_unwind.h). */
 #include "hs_unwind.h"
 
+#include <assert.h>
 #include <link.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -18,16 +19,10 @@
 #define REG_RSP 7
 #define REG_RA  16
 
-enum { K_STEP = 1, K_END = 2, K_FALLBACK = 3 };
-enum { BP_SAME = 0, BP_SAVED = 1, BP_LOST = 2 };
+enum { K_STEP = HS_UNW_STEP, K_END = HS_UNW_END, K_FALLBACK = HS_UNW_FALLBACK };
+enum { BP_SAME = HS_UNW_BP_SAME, BP_SAVED = HS_UNW_BP_SAVED, BP_LOST = HS_UNW_BP_LOST };
 
-/* How to step from a frame to its caller's, decoded. */
-typedef struct rule {
-    uint32_t gen;
-    uint8_t kind, cfa_rbp, bp_how;
-    int32_t cfa_off;        /* 1 .. CFA_MAX */
-    int32_t bp_off, ra_off; /* multiples of 8 in [-1024, 1016] */
-} rule;
+typedef hs_unw_rule rule;
 
 /* A table slot: 16 bytes, four to a cache line. The value packs the rule:
  * gen:16 kind:2 cfa_rbp:1 bp_how:2 (3 spare) bp_off/8:8 ra_off/8:8 cfa_off:24.
@@ -74,13 +69,6 @@ __asm__(".pushsection .text\n"
         ".size hs__unw_here, .-hs__unw_here\n"
         ".popsection\n");
 
-static uint64_t pack(const rule *r)
-{
-    return (uint64_t)(r->gen & 0xffff) | (uint64_t)r->kind << 16 | (uint64_t)r->cfa_rbp << 18 |
-           (uint64_t)r->bp_how << 19 | (uint64_t)(uint8_t)(int8_t)(r->bp_off / 8) << 24 |
-           (uint64_t)(uint8_t)(int8_t)(r->ra_off / 8) << 32 | (uint64_t)r->cfa_off << 40;
-}
-
 static void unpack(uint64_t v, rule *r)
 {
     r->kind = (uint8_t)(v >> 16 & 3);
@@ -89,6 +77,24 @@ static void unpack(uint64_t v, rule *r)
     r->bp_off = (int8_t)(uint8_t)(v >> 24) * 8;
     r->ra_off = (int8_t)(uint8_t)(v >> 32) * 8;
     r->cfa_off = (int32_t)(v >> 40);
+}
+
+static uint64_t pack(const rule *r)
+{
+    uint64_t v = (uint64_t)(r->gen & 0xffff) | (uint64_t)r->kind << 16 |
+                 (uint64_t)r->cfa_rbp << 18 | (uint64_t)r->bp_how << 19 |
+                 (uint64_t)(uint8_t)(int8_t)(r->bp_off / 8) << 24 |
+                 (uint64_t)(uint8_t)(int8_t)(r->ra_off / 8) << 32 | (uint64_t)r->cfa_off << 40;
+#ifndef NDEBUG
+    /* A STEP rule comes back whole (hs__unwind_parse keeps it in range). */
+    rule back;
+    unpack(v, &back);
+    assert(back.kind == r->kind);
+    assert(r->kind != K_STEP ||
+           (back.cfa_rbp == r->cfa_rbp && back.bp_how == r->bp_how && back.cfa_off == r->cfa_off &&
+            back.ra_off == r->ra_off && (r->bp_how != BP_SAVED || back.bp_off == r->bp_off)));
+#endif
+    return v;
 }
 
 /* Nearby return addresses get nearby slots, so the frames of one stack,
@@ -121,6 +127,7 @@ static int lookup(uint64_t ip, uint32_t gen, rule *out)
 static table *table_new(uint64_t cap)
 {
     if (tables_made == TABLES_MAX) return NULL;
+    assert(cap >= TABLE_MIN && cap <= TABLE_MAX && !(cap & (cap - 1)));
     table *t = hs_mem_map(sizeof(table) + cap * sizeof(slot));
     if (t) {
         t->mask = cap - 1;
@@ -159,6 +166,7 @@ static void insert(uint64_t ip, const rule *r)
             atomic_store_explicit(&s->val, pack(r), memory_order_relaxed);
             atomic_store_explicit(&s->key, ip, memory_order_release);
             t->used++;
+            assert(t->used * 8 <= (t->mask + 1) * 7);
             break;
         }
     }
@@ -177,13 +185,11 @@ void hs__unwind_invalidate(void)
 
 typedef struct obj {
     uintptr_t pc; /* the address looked up */
-    struct rule *out;
+    rule *out;
     const uint8_t *hdr, *beg, *end; /* .eh_frame_hdr and its segment */
     unsigned long long subs;
     int have_subs;
 } obj;
-
-static void parse_rule(const obj *o);
 
 static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -208,7 +214,7 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
             }
         }
     }
-    if (o->hdr) parse_rule(o);
+    if (o->hdr) hs__unwind_parse(o->out, o->hdr, o->beg, o->end, o->pc);
     return 1;
 }
 
@@ -392,6 +398,18 @@ static int restore_reg(row *s, const row *init, uint64_t reg)
     return 0;
 }
 
+/* A factored operand times its alignment factor: an offset in bytes. A
+ * product past int64 (no compiler emits one) fails the read. */
+static int64_t factored(hs_rd *r, int64_t f, int64_t align)
+{
+    int64_t v;
+    if (__builtin_mul_overflow(f, align, &v)) {
+        rd_bad(r);
+        return 0;
+    }
+    return v;
+}
+
 /* Runs call frame instructions until the location passes target. init is
  * the row after the CIE's instructions (for DW_CFA_restore). */
 static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_t target, row *s,
@@ -408,7 +426,8 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             delta = op & 0x3f;
             goto advance;
         case 2:
-            if (set_reg(s, op & 0x3f, BP_SAVED, (int64_t)hs_rd_varint(r) * c->data_align))
+            if (set_reg(s, op & 0x3f, BP_SAVED,
+                        factored(r, (int64_t)hs_rd_varint(r), c->data_align)))
                 return -1;
             continue;
         case 3:
@@ -434,7 +453,8 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             goto advance;
         case 0x05:
             reg = hs_rd_varint(r);
-            if (set_reg(s, reg, BP_SAVED, (int64_t)hs_rd_varint(r) * c->data_align)) return -1;
+            if (set_reg(s, reg, BP_SAVED, factored(r, (int64_t)hs_rd_varint(r), c->data_align)))
+                return -1;
             continue;
         case 0x06:
             if (restore_reg(s, init, hs_rd_varint(r))) return -1;
@@ -481,14 +501,14 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             continue;
         case 0x11:
             reg = hs_rd_varint(r);
-            if (set_reg(s, reg, BP_SAVED, rd_sleb(r) * c->data_align)) return -1;
+            if (set_reg(s, reg, BP_SAVED, factored(r, rd_sleb(r), c->data_align))) return -1;
             continue;
         case 0x12:
             s->cfa_reg = hs_rd_varint(r);
-            s->cfa_off = rd_sleb(r) * c->data_align;
+            s->cfa_off = factored(r, rd_sleb(r), c->data_align);
             continue;
         case 0x13:
-            s->cfa_off = rd_sleb(r) * c->data_align;
+            s->cfa_off = factored(r, rd_sleb(r), c->data_align);
             continue;
         case 0x14:
         case 0x15: /* DW_CFA_val_offset(_sf) */
@@ -504,7 +524,7 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
             continue; /* DW_CFA_GNU_args_size */
         case 0x2f:
             reg = hs_rd_varint(r);
-            off = -(int64_t)hs_rd_varint(r) * c->data_align;
+            off = factored(r, factored(r, (int64_t)hs_rd_varint(r), c->data_align), -1);
             if (set_reg(s, reg, BP_SAVED, off)) return -1;
             continue;
         default:
@@ -523,20 +543,17 @@ static int fits8(int64_t off)
     return off % 8 == 0 && off >= -1024 && off <= 1016;
 }
 
-/* Fills o->out from the object's tables. Runs inside dl_iterate_phdr's
- * callback, so the object cannot be unloaded meanwhile. */
-static void parse_rule(const obj *o)
+static void parse_rule(rule *out, const uint8_t *hdr, const uint8_t *beg, const uint8_t *end,
+                       uintptr_t target)
 {
-    rule *out = o->out;
-    uintptr_t target = o->pc;
     /* .eh_frame_hdr: version, encodings, then a sorted search table. */
     hs_rd r;
-    hs_rd_init(&r, o->hdr, (size_t)(o->end - o->hdr));
+    hs_rd_init(&r, hdr, (size_t)(end - hdr));
     if (rd_n(&r, 1) != 1) return;
     uint8_t ptr_enc = hs_rd_u8(&r), cnt_enc = hs_rd_u8(&r);
     uint8_t tab_enc = hs_rd_u8(&r);
-    rd_enc(&r, ptr_enc, (uintptr_t)o->hdr);
-    uint64_t count = rd_enc(&r, cnt_enc, (uintptr_t)o->hdr);
+    rd_enc(&r, ptr_enc, (uintptr_t)hdr);
+    uint64_t count = rd_enc(&r, cnt_enc, (uintptr_t)hdr);
     if (r.err || tab_enc != 0x3b /* datarel | sdata4 */ || !count ||
         count > (uint64_t)(r.end - r.p) / 8)
         return;
@@ -546,7 +563,7 @@ static void parse_rule(const obj *o)
         uint64_t mid = lo + (hi - lo) / 2;
         int32_t start;
         memcpy(&start, tab + mid * 8, 4);
-        if ((uintptr_t)o->hdr + (intptr_t)start <= target)
+        if ((uintptr_t)hdr + (intptr_t)start <= target)
             lo = mid + 1;
         else
             hi = mid;
@@ -554,19 +571,19 @@ static void parse_rule(const obj *o)
     if (!lo) return;
     int32_t rel;
     memcpy(&rel, tab + (lo - 1) * 8 + 4, 4);
-    const uint8_t *fde = o->hdr + rel;
-    if (fde < o->beg || fde >= o->end) return;
+    const uint8_t *fde = hdr + rel;
+    if (fde < beg || fde >= end) return;
 
     /* The FDE and its CIE. The segment bounds every read. */
-    hs_rd_init(&r, fde, (size_t)(o->end - fde));
+    hs_rd_init(&r, fde, (size_t)(end - fde));
     uint64_t len = rd_n(&r, 4);
-    if (r.err || len == 0 || len == 0xffffffffu || len > (uint64_t)(o->end - r.p)) return;
+    if (r.err || len == 0 || len == 0xffffffffu || len > (uint64_t)(end - r.p)) return;
     r.end = r.p + len;
     const uint8_t *cie_field = r.p;
     uint32_t cie_off = (uint32_t)rd_n(&r, 4);
-    if (r.err || !cie_off || cie_off > (uintptr_t)(cie_field - o->beg)) return;
+    if (r.err || !cie_off || cie_off > (uintptr_t)(cie_field - beg)) return;
     cie c;
-    if (parse_cie(cie_field - cie_off, o->end, &c) != 0) return;
+    if (parse_cie(cie_field - cie_off, end, &c) != 0) return;
     uintptr_t pc_begin = rd_enc(&r, c.fde_enc, 0);
     uintptr_t pc_range = rd_enc(&r, (uint8_t)(c.fde_enc & 0x0f), 0);
     if (r.err || target < pc_begin || target - pc_begin >= pc_range) return;
@@ -597,6 +614,21 @@ static void parse_rule(const obj *o)
     out->ra_off = (int32_t)s.ra.off;
     out->bp_how = s.bp.how;
     out->bp_off = (int32_t)s.bp.off;
+}
+
+/* On a miss it runs inside dl_iterate_phdr's callback, so the object cannot
+ * be unloaded meanwhile. */
+int hs__unwind_parse(hs_unw_rule *out, const uint8_t *hdr, const uint8_t *beg, const uint8_t *end,
+                     uintptr_t target)
+{
+    assert(beg <= hdr && hdr <= end);
+    *out = (rule){.kind = K_FALLBACK};
+    parse_rule(out, hdr, beg, end, target);
+    /* What pack() can hold, and what the walk relies on. */
+    assert(out->kind != K_STEP ||
+           (out->cfa_off > 0 && out->cfa_off <= CFA_MAX && fits8(out->ra_off) &&
+            fits8(out->bp_off) && out->bp_how <= BP_LOST && out->cfa_rbp <= 1));
+    return out->kind;
 }
 
 /* The rule for the frame whose return address (or, for the innermost frame,
@@ -676,6 +708,7 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
     if (!(++b->walks & 1023) && b->lookups) b->lookups--;
     if (sp < b->lo || sp >= b->hi) {
         if (!refresh(b, sp)) return -1;
+        assert(b->lo <= sp && sp < b->hi);
         w.fresh = 1;
     }
     uint32_t gen = atomic_load_explicit(&cur_gen, memory_order_acquire);
@@ -718,6 +751,14 @@ int hs__unwind_fast(void **out, int cap, hs_stack_bounds *b)
 
 void hs__unwind_invalidate(void)
 {
+}
+
+int hs__unwind_parse(hs_unw_rule *out, const uint8_t *hdr, const uint8_t *beg, const uint8_t *end,
+                     uintptr_t pc)
+{
+    (void)hdr, (void)beg, (void)end, (void)pc;
+    *out = (hs_unw_rule){.kind = HS_UNW_FALLBACK};
+    return out->kind;
 }
 
 #endif

@@ -25,6 +25,12 @@
  * loaded at the same address later: hs__unwind_invalidate (called by the
  * sender when glibc's dlclose counter moves, and by a miss that sees it move)
  * starts a new generation; older rules are ignored from then on.
+ *
+ * Invariants (asserted in debug builds): a STEP rule fits its packed slot
+ * (CFA offset 1 .. 2^24 - 1, register offsets multiples of 8 in
+ * [-1024, 1016]) and unpacks to itself; tables are powers of two at most 7/8
+ * full; the reader of .eh_frame never leaves the segment it was given (the
+ * fuzzer fuzz_cfa checks that one under ASan).
  */
 #ifndef HS_UNWIND_H
 #define HS_UNWIND_H
@@ -57,5 +63,26 @@ int hs__unwind_fast(void **out, int cap, hs_stack_bounds *b);
 
 /* Rules cached so far are not to be trusted any more. */
 void hs__unwind_invalidate(void);
+
+/* How to step from a frame to its caller's, as read from the unwind tables:
+ * the CFA is rsp (or rbp) plus cfa_off, the return address lies at
+ * CFA + ra_off, and the caller's rbp is unchanged, at CFA + bp_off, or lost. */
+enum { HS_UNW_STEP = 1, HS_UNW_END = 2, HS_UNW_FALLBACK = 3 };
+enum { HS_UNW_BP_SAME = 0, HS_UNW_BP_SAVED = 1, HS_UNW_BP_LOST = 2 };
+typedef struct hs_unw_rule {
+    uint32_t gen; /* the generation it was computed in (the walk's) */
+    uint8_t kind, cfa_rbp, bp_how;
+    int32_t cfa_off;        /* STEP: 1 .. 2^24 - 1 */
+    int32_t bp_off, ra_off; /* STEP: multiples of 8 in [-1024, 1016] */
+} hs_unw_rule;
+
+/* The rule for the code address pc, from an object's .eh_frame_hdr at hdr
+ * and the segment [beg, end) that holds it and the .eh_frame it indexes
+ * (beg <= hdr <= end). A pure function over those bytes: nothing outside the
+ * segment is read, whatever it holds. Returns out->kind; anything the walk
+ * cannot follow (no entry, DWARF expressions, signal frames, malformed
+ * tables) is HS_UNW_FALLBACK. */
+int hs__unwind_parse(hs_unw_rule *out, const uint8_t *hdr, const uint8_t *beg, const uint8_t *end,
+                     uintptr_t pc);
 
 #endif
