@@ -232,7 +232,7 @@ int hs__dberr(hs_q *q, hs_qerr *err)
     "dropped_free_events, dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, "             \
     "unwind_failed, live_set_full, keyframe_every, total_alloc_count, max_depth, "                 \
     "(SELECT MAX(bucket) FROM heap_series WHERE run = runs.id), collector_version, "               \
-    "bye_alloc_events, bye_free_events"
+    "bye_alloc_events, bye_free_events, python_fallback"
 
 const char *const hs__stmt_sql[ST__COUNT] = {
     [ST_RUN] = "SELECT " RUN_COLS " FROM runs WHERE id = ?1",
@@ -389,14 +389,15 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
         json_decref(argv);
         argv = json_array();
     }
-    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
+    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
                                 (json_int_t)sqlite3_column_int64(st, 22), "free_events",
                                 (json_int_t)sqlite3_column_int64(st, 23), "alloc_bytes",
                                 (json_int_t)sqlite3_column_int64(st, 24), "free_bytes",
                                 (json_int_t)sqlite3_column_int64(st, 25), "stacks_truncated",
                                 (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
                                 (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
-                                (json_int_t)sqlite3_column_int64(st, 28));
+                                (json_int_t)sqlite3_column_int64(st, 28), "python_fallback",
+                                (json_int_t)sqlite3_column_int64(st, 36));
     json_t *sampling =
         json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)out->sample_bytes, "max_depth",
                   (json_int_t)sqlite3_column_int64(st, 31), "dropped", dropped);

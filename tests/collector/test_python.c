@@ -195,6 +195,16 @@ static void check_frames(const pyrun *p, const char *version)
     assert_int_equal(m->drops[HS_DROP_PYTHON_FALLBACK], 0);
 }
 
+/* Runs the heapstore CLI (not profiled); its output stays in r. */
+static void cli(hs_testrun *r, const char *const *argv)
+{
+    hs_testrun_exec(r, argv, NULL, 0, 120);
+    if (!r->exited || r->status != 0)
+        fprintf(stderr, "%s %s failed:\n%s%s\n", argv[0], argv[1], r->out, r->err);
+    assert_true(r->exited);
+    assert_int_equal(r->status, 0);
+}
+
 static void test_debian_python3(void **state)
 {
     (void)state;
@@ -206,6 +216,82 @@ static void test_debian_python3(void **state)
     run_script(&p, "/usr/bin/python3", "debian");
     check_frames(&p, "debian");
     hsp_free(&p.m);
+
+    /* Stored by the server's own code (import), a stack reads as the script
+     * does; a second run of the script brings no new frame. */
+    char db[600], hsp[600], hsp2[600], want[128];
+    snprintf(db, sizeof db, "%s/pyframes.db", hs_testrun_dir());
+    snprintf(hsp, sizeof hsp, "%s/pyframes-debian.hsp", hs_testrun_dir());
+    snprintf(hsp2, sizeof hsp2, "%s/pyframes-debian2.hsp", hs_testrun_dir());
+    unlink(db);
+    run_script(&p, "/usr/bin/python3", "debian2");
+    hsp_free(&p.m);
+    const char *bin = hs_build_path("bin/heapstore");
+    hs_testrun r;
+    const char *imp[] = {bin, "import", "--db", db, hsp, NULL};
+    cli(&r, imp);
+    hs_testrun_free(&r);
+    const char *imp2[] = {bin, "import", "--db", db, hsp2, NULL};
+    cli(&r, imp2);
+    hs_testrun_free(&r);
+    const char *same[] = {
+        bin,
+        "sql",
+        "--db",
+        db,
+        "SELECT 'shared ' || count(DISTINCT p.frame) || ' ' || "
+        "count(DISTINCT CASE WHEN p.frame IN (SELECT frame FROM run_pcs WHERE run = 1) "
+        "THEN p.frame END) AS x FROM run_pcs p JOIN frames f ON f.id = p.frame "
+        "WHERE p.run = 2 AND f.module = '' AND f.file LIKE '%wl_pyframes.py'",
+        NULL};
+    cli(&r, same);
+    unsigned long frames = 0, known = 0;
+    const char *q = strstr(r.out, "shared ");
+    assert_non_null(q);
+    assert_int_equal(sscanf(q, "shared %lu %lu", &frames, &known), 2);
+    fprintf(stderr, "second run: %lu frames of the script, %lu of them the first run's\n", frames,
+            known);
+    assert_true(frames >= 6);
+    assert_int_equal(known, frames);
+    hs_testrun_free(&r);
+    const char *top[] = {bin, "top", "1", "--by", "stack", "--limit", "1", "--db", db, NULL};
+    cli(&r, top);
+    snprintf(want, sizeof want, "leak_big (wl_pyframes.py:%d)", script_line("leak_big"));
+    assert_non_null(strstr(r.out, want));
+    assert_non_null(strstr(r.out, "Holder.grow (wl_pyframes.py:"));
+    assert_non_null(strstr(r.out, "<module> (wl_pyframes.py:"));
+    hs_testrun_free(&r);
+}
+
+/* heapstore run against a real server: the summary says how many samples
+ * kept native frames only. */
+static void expect_fallback_said(const char *python, const char *version)
+{
+    char db[600];
+    snprintf(db, sizeof db, "%s/fallback-%s.db", hs_testrun_dir(), version);
+    unlink(db);
+    const char *argv[] = {hs_build_path("bin/heapstore"),
+                          "run",
+                          "--sample",
+                          "1",
+                          "--db",
+                          db,
+                          "--",
+                          python,
+                          script(),
+                          NULL};
+    hs_testrun r;
+    hs_testrun_exec(&r, argv, NULL, 0, 300);
+    assert_true(r.exited);
+    assert_int_equal(r.status, 0);
+    const char *line = strstr(r.err, "  python ");
+    if (!line) fprintf(stderr, "%s\n", r.err);
+    assert_non_null(line);
+    unsigned long n = 0;
+    assert_int_equal(sscanf(line, "  python %lu samples", &n), 1);
+    fprintf(stderr, "%s: heapstore run says %lu samples lack their Python frames\n", version, n);
+    assert_true(n > 0);
+    hs_testrun_free(&r);
 }
 
 /* Every pyenv CPython 3 present: 3.8-3.13 as Debian's; older ones fall back
@@ -241,6 +327,7 @@ static void test_pyenv_versions(void **state)
         } else {
             assert_int_equal(npy, 0);
             assert_true(p.m.drops[HS_DROP_PYTHON_FALLBACK] > 0);
+            expect_fallback_said(py, e->d_name);
         }
         hsp_free(&p.m);
         tested++;
