@@ -580,23 +580,60 @@ static int32_t find_line(int kind, tbl *t, int32_t first, int32_t off)
     return line;
 }
 
+/* What a location needs of its code object. */
+typedef struct code_hdr {
+    uintptr_t type, name, file, table;
+    int32_t first;
+} code_hdr;
+
+/* The fields a code object's location needs lie in [lo, hi) (ob_type apart). */
+static void code_span(const py_layout *L, uint32_t *lo, uint32_t *hi)
+{
+    uint32_t f[] = {L->co_name, L->co_file, L->co_table, L->co_first};
+    *lo = f[0];
+    *hi = f[0] + 8;
+    for (int i = 1; i < 4; i++) {
+        if (f[i] < *lo) *lo = f[i];
+        if (f[i] + 8 > *hi) *hi = f[i] + 8;
+    }
+}
+
+#define SPAN_MAX 120
+
+static void code_parse(const py_layout *L, uint32_t lo, uintptr_t type, const uint8_t *span,
+                       code_hdr *h)
+{
+    h->type = type;
+    memcpy(&h->name, span + L->co_name - lo, 8);
+    memcpy(&h->file, span + L->co_file - lo, 8);
+    memcpy(&h->table, span + L->co_table - lo, 8);
+    memcpy(&h->first, span + L->co_first - lo, 4);
+}
+
+static int code_read(const py_layout *L, uintptr_t code, code_hdr *h)
+{
+    uint32_t lo, hi;
+    code_span(L, &lo, &hi);
+    uint8_t span[SPAN_MAX];
+    uintptr_t type;
+    if (hi - lo > sizeof span || rd(&type, code + 8, 8) || rd(span, code + lo, hi - lo)) return -1;
+    code_parse(L, lo, type, span, h);
+    return 0;
+}
+
 /* The interned location of (code object, instruction), or NULL. */
-static py_loc *locate(const py_interp *ip, uintptr_t code, uintptr_t instr, int32_t lasti)
+static py_loc *locate(const py_interp *ip, uintptr_t code, const code_hdr *h, uintptr_t instr,
+                      int32_t lasti)
 {
     const py_layout *L = &ip->L;
-    uint8_t h[256];
-    uint32_t need = L->co_code ? L->co_code : L->co_table + 8;
-    if (need > sizeof h || rd(h, code, need)) return NULL;
-    uintptr_t type;
-    memcpy(&type, h + 8, 8);
-    if (type != ip->code_type) return NULL;
+    if (h->type != ip->code_type) return NULL;
     py_loc k;
     memset(&k, 0, sizeof k);
     k.code = code;
-    memcpy(&k.name, h + L->co_name, 8);
-    memcpy(&k.file, h + L->co_file, 8);
-    memcpy(&k.table, h + L->co_table, 8);
-    memcpy(&k.first, h + L->co_first, 4);
+    k.name = h->name;
+    k.file = h->file;
+    k.table = h->table;
+    k.first = h->first;
     if (L->co_code) {
         intptr_t d = (intptr_t)(instr - (code + L->co_code));
         k.off = d < 0 || d > (intptr_t)INT32_MAX ? -1 : (int32_t)(d / 2);
@@ -620,6 +657,84 @@ static py_loc *locate(const py_interp *ip, uintptr_t code, uintptr_t instr, int3
 
 /* ---- walking the thread's Python stack -------------------------------- */
 
+/* Reads are system calls (a few hundred ns on bare metal, microseconds in a
+ * VM), so a walk makes few: frames from 3.11 on lie in the thread's data
+ * stack, each caller below its callee, and one read of up to a page (never
+ * below the page of the frame asked for, which is mapped if the frame is)
+ * serves the frames under it; the code objects of a batch of frames are read
+ * in one process_vm_readv. */
+typedef struct frame_win {
+    uintptr_t lo, hi;
+    uint8_t buf[2048];
+} frame_win;
+
+static int win_read(frame_win *w, int contiguous, void *dst, uintptr_t src, size_t n)
+{
+    if (src >= w->lo && src + n <= w->hi) {
+        memcpy(dst, w->buf + (src - w->lo), n);
+        return 0;
+    }
+    uintptr_t end = src + n, page = src & ~(uintptr_t)4095;
+    uintptr_t lo = end - page > sizeof w->buf ? end - sizeof w->buf : page;
+    if (contiguous && end - lo > n && lo <= src && rd(w->buf, lo, end - lo) == 0) {
+        w->lo = lo;
+        w->hi = end;
+        memcpy(dst, w->buf + (src - lo), n);
+        return 0;
+    }
+    return rd(dst, src, n);
+}
+
+#define BATCH 32
+
+typedef struct pend {
+    uintptr_t code, instr;
+    int32_t lasti;
+    int seg; /* the first frame of its evaluation-loop invocation */
+} pend;
+
+/* Turns a batch of frames into synthetic pcs at out[cap - 1 - *n] downward.
+ * Returns 0, or -1 when a frame could not be read (the walk ends there). */
+static int resolve(const py_interp *ip, const pend *p, int np, uint64_t *out, uint32_t cap,
+                   uint32_t *n)
+{
+    const py_layout *L = &ip->L;
+    uint32_t lo, hi;
+    code_span(L, &lo, &hi);
+    if (hi - lo > SPAN_MAX) return -1;
+    uint8_t span[BATCH][SPAN_MAX];
+    uintptr_t type[BATCH];
+    int done = 0;
+    if (use_vm) {
+        struct iovec l[2 * BATCH], r[2 * BATCH];
+        for (int i = 0; i < np; i++) {
+            l[2 * i] = (struct iovec){&type[i], 8};
+            r[2 * i] = (struct iovec){(void *)(p[i].code + 8), 8};
+            l[2 * i + 1] = (struct iovec){span[i], hi - lo};
+            r[2 * i + 1] = (struct iovec){(void *)(p[i].code + lo), hi - lo};
+        }
+        ssize_t got = process_vm_readv(hs__run.pid ? hs__run.pid : getpid(), l,
+                                       (unsigned long)(2 * np), r, (unsigned long)(2 * np), 0);
+        done = got > 0 ? (int)((size_t)got / (8 + hi - lo)) : 0;
+    }
+    for (int i = 0; i < np; i++) {
+        code_hdr h;
+        if (i < done)
+            code_parse(L, lo, type[i], span[i], &h);
+        else if (code_read(L, p[i].code, &h))
+            return -1;
+        py_loc *loc = locate(ip, p[i].code, &h, p[i].instr, p[i].lasti);
+        if (!loc) {
+            /* 3.13 frames whose executable is not code (none so far run
+             * Python) are skipped; anything else ends the walk. */
+            if (L->frames == FR_SHIM) continue;
+            return -1;
+        }
+        out[cap - 1 - (*n)++] = HS_PY_PC_TAG | (uint64_t)(uintptr_t)loc | (p[i].seg ? 1u : 0u);
+    }
+    return 0;
+}
+
 /* Writes the thread's Python frames, innermost first, at out[cap - 1],
  * out[cap - 2], ... (at most max). Each is a synthetic pc whose bit 0 says
  * the frame is the first its evaluation-loop invocation ran (the innermost
@@ -629,52 +744,54 @@ static py_loc *locate(const py_interp *ip, uintptr_t code, uintptr_t instr, int3
 static int walk(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, int *partial)
 {
     const py_layout *L = &ip->L;
-    struct {
-        int init;
-        pthread_key_t key;
-    } tss;
-    if (rd(&tss, ip->runtime + L->tss, sizeof tss) || tss.init != 1) return -1;
-    uintptr_t ts = (uintptr_t)pthread_getspecific(tss.key), f;
+    /* Read in place: a return address inside this interpreter is on our
+     * stack, so the object holding _PyRuntime is loaded. */
+    const volatile int *tss = (const volatile int *)(ip->runtime + L->tss);
+    if (tss[0] != 1) return -1;
+    uintptr_t ts = (uintptr_t)pthread_getspecific((pthread_key_t)tss[1]), f;
     if (!ts || rd_ptr(&f, ts + L->ts_frame)) return -1;
     if (L->cframe_cur != NONE && f && rd_ptr(&f, f + L->cframe_cur)) return -1;
-    uint32_t n = 0;
-    for (uint32_t steps = 0; f && n < max; steps++) {
+    uint32_t n = 0, need = L->f_instr + 8;
+    if (L->f_owner != NONE && L->f_owner + 1 > need) need = L->f_owner + 1;
+    if (need > 128) return -1;
+    frame_win w = {0, 0, {0}};
+    pend p[BATCH];
+    int np = 0;
+    for (uint32_t steps = 0; f && n + (uint32_t)np < max; steps++) {
         uint8_t fr[128];
-        uint32_t need = L->f_instr + 8;
-        if (L->f_owner != NONE && L->f_owner + 1 > need) need = L->f_owner + 1;
-        if (steps > max + 64 || need > sizeof fr || rd(fr, f, need)) {
+        if (steps > max + 64 || win_read(&w, L->frames != FR_OBJECT, fr, f, need)) {
             *partial = 1;
             break;
         }
-        uintptr_t code, instr = 0, prev;
-        memcpy(&code, fr + L->f_code, 8);
+        uintptr_t prev;
         memcpy(&prev, fr + L->f_prev, 8);
-        int32_t lasti = -1;
-        if (L->frames == FR_OBJECT)
-            memcpy(&lasti, fr + L->f_instr, 4);
-        else
-            memcpy(&instr, fr + L->f_instr, 8);
         if (L->frames == FR_SHIM && fr[L->f_owner] == OWNED_C) {
-            if (n) out[cap - n] |= 1; /* the invocation's first frame */
+            if (np)
+                p[np - 1].seg = 1;
+            else if (n)
+                out[cap - n] |= 1;
             f = prev;
             continue;
         }
-        py_loc *loc = locate(ip, code, instr, lasti);
-        if (!loc) {
-            /* 3.13 frames whose executable is not code (none so far run
-             * Python) are skipped; anything else ends the walk. */
-            if (L->frames == FR_SHIM) {
-                f = prev;
-                continue;
-            }
-            *partial = 1;
-            break;
-        }
-        uint64_t pc = HS_PY_PC_TAG | (uint64_t)(uintptr_t)loc;
-        if (L->frames == FR_OBJECT || (L->frames == FR_INTERP && fr[L->f_entry])) pc |= 1;
-        out[cap - 1 - n++] = pc;
+        pend *e = &p[np++];
+        memcpy(&e->code, fr + L->f_code, 8);
+        e->instr = 0;
+        e->lasti = -1;
+        if (L->frames == FR_OBJECT)
+            memcpy(&e->lasti, fr + L->f_instr, 4);
+        else
+            memcpy(&e->instr, fr + L->f_instr, 8);
+        e->seg = L->frames == FR_OBJECT || (L->frames == FR_INTERP && fr[L->f_entry]);
         f = prev;
+        if (np == BATCH) {
+            if (resolve(ip, p, np, out, cap, &n)) {
+                *partial = 1;
+                return (int)n;
+            }
+            np = 0;
+        }
     }
+    if (np && resolve(ip, p, np, out, cap, &n)) *partial = 1;
     if (f && n == max) *partial = 1;
     return (int)n;
 }
