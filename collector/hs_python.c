@@ -100,6 +100,7 @@ static struct {
 } seen[MAX_SEEN];
 static int nseen;
 static hs_lock scan_lock;
+static hs_lock loc_lock; /* inserts into the location table */
 
 /* ---- reading interpreter memory without faulting ---------------------- */
 
@@ -137,6 +138,10 @@ static void reader_init(void)
 
 void hs_py_fork_child(void)
 {
+    /* Nobody held them at the fork: it waits for samples and the sender's
+     * cycle; reset them all the same, as hs_stacks does its own. */
+    hs_lock_release(&scan_lock);
+    hs_lock_release(&loc_lock);
     if (mem_fd >= 0) {
         close(mem_fd);
         mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
@@ -335,7 +340,6 @@ typedef struct py_loc {
 #define LOC_SLOTS   (1u << 18)
 #define LOC_MEM_MAX (64u << 20)
 static _Atomic(py_loc *) *loc_slot; /* mapped at the first insert */
-static hs_lock loc_lock;
 static uint32_t loc_count;
 static size_t loc_mem;
 static hs_arena loc_arena;
@@ -685,7 +689,7 @@ static int win_read(frame_win *w, int contiguous, void *dst, uintptr_t src, size
     return rd(dst, src, n);
 }
 
-#define BATCH 32
+#define BATCH 16 /* frames whose code objects one read fetches (stack use) */
 
 typedef struct pend {
     uintptr_t code, instr;
@@ -754,7 +758,8 @@ static int walk(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, 
     uint32_t n = 0, need = L->f_instr + 8;
     if (L->f_owner != NONE && L->f_owner + 1 > need) need = L->f_owner + 1;
     if (need > 128) return -1;
-    frame_win w = {0, 0, {0}};
+    frame_win w;
+    w.lo = w.hi = 0;
     pend p[BATCH];
     int np = 0;
     for (uint32_t steps = 0; f && n + (uint32_t)np < max; steps++) {
