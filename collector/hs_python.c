@@ -748,11 +748,15 @@ static int resolve(const py_interp *ip, const pend *p, int np, uint64_t *out, ui
 static int walk(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, int *partial)
 {
     const py_layout *L = &ip->L;
-    /* Read in place: a return address inside this interpreter is on our
-     * stack, so the object holding _PyRuntime is loaded. */
-    const volatile int *tss = (const volatile int *)(ip->runtime + L->tss);
-    if (tss[0] != 1) return -1;
-    uintptr_t ts = (uintptr_t)pthread_getspecific((pthread_key_t)tss[1]), f;
+    /* Through rd as well: the object that had this evaluation loop may have
+     * been unloaded and its addresses given to another since the sender last
+     * looked. */
+    struct {
+        int init;
+        pthread_key_t key;
+    } tss;
+    if (rd(&tss, ip->runtime + L->tss, sizeof tss) || tss.init != 1) return -1;
+    uintptr_t ts = (uintptr_t)pthread_getspecific(tss.key), f;
     if (!ts || rd_ptr(&f, ts + L->ts_frame)) return -1;
     if (L->cframe_cur != NONE && f && rd_ptr(&f, f + L->cframe_cur)) return -1;
     uint32_t n = 0, need = L->f_instr + 8;
