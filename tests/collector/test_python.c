@@ -60,14 +60,14 @@ typedef struct pyrun {
     double seconds;
 } pyrun;
 
-static void run_script(pyrun *p, const char *python, const char *tag)
+static void run_script_env(pyrun *p, const char *python, const char *tag, const char *extra)
 {
     static char out[600], url[700];
     snprintf(out, sizeof out, "%s/pyframes-%s.hsp", hs_testrun_dir(), tag);
     snprintf(url, sizeof url, "HEAPSTORE_URL=file://%s", out);
     unlink(out);
     const char *argv[] = {python, script(), NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", url, "PYTHONHASHSEED=0", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", url, "PYTHONHASHSEED=0", extra, NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 300);
     if (!r.exited || r.status != 0 || !hs_testrun_clean(&r))
@@ -85,6 +85,11 @@ static void run_script(pyrun *p, const char *python, const char *tag)
     if (p->m.error[0]) fprintf(stderr, "%s: %s\n", out, p->m.error);
     assert_string_equal(p->m.error, "");
     assert_true(p->m.has_bye);
+}
+
+static void run_script(pyrun *p, const char *python, const char *tag)
+{
+    run_script_env(p, python, tag, NULL);
 }
 
 /* Index of the innermost Python frame of s, or -1. */
@@ -215,6 +220,24 @@ static void test_debian_python3(void **state)
     pyrun p;
     run_script(&p, "/usr/bin/python3", "debian");
     check_frames(&p, "debian");
+    hsp_free(&p.m);
+
+    /* HEAPSTORE_DEPTH bounds native frames only: at 8, the 200 recursive
+     * Python frames are all there, with at most 8 native ones. */
+    run_script_env(&p, "/usr/bin/python3", "debian-depth8", "HEAPSTORE_DEPTH=8");
+    const hsp_stack *d = by_function(&p.m, "deep", script_line("deep")).one;
+    assert_non_null(d);
+    uint32_t ndeep = 0, native = 0;
+    for (uint32_t k = 0; k < d->depth; k++) {
+        if (!is_py(d->pcs[k]))
+            native++;
+        else
+            ndeep += !strcmp(frame_fn(&p.m, d->pcs[k]), "deep");
+    }
+    fprintf(stderr, "HEAPSTORE_DEPTH=8: %u frames of deep(), %u native frames\n", ndeep, native);
+    assert_int_equal(ndeep, p.depth);
+    assert_true(native >= 1 && native <= 8);
+    assert_true(p.m.drops[HS_DROP_STACKS_TRUNCATED] > 0);
     hsp_free(&p.m);
 
     /* Stored by the server's own code (import), a stack reads as the script
