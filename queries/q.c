@@ -232,7 +232,7 @@ int hs__dberr(hs_q *q, hs_qerr *err)
     "dropped_free_events, dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, "             \
     "unwind_failed, live_set_full, keyframe_every, total_alloc_count, max_depth, "                 \
     "(SELECT MAX(bucket) FROM heap_series WHERE run = runs.id), collector_version, "               \
-    "bye_alloc_events, bye_free_events, python_fallback"
+    "bye_alloc_events, bye_free_events"
 
 const char *const hs__stmt_sql[ST__COUNT] = {
     [ST_RUN] = "SELECT " RUN_COLS " FROM runs WHERE id = ?1",
@@ -355,6 +355,21 @@ static const char *col_text(sqlite3_stmt *st, int i)
     return s ? (const char *)s : "";
 }
 
+/* The runs column schema 4 added; 0 in older databases (read as they are). */
+static int64_t python_fallback(hs_q *q, int64_t id)
+{
+    if (q->schema < 4) return 0;
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    if (sqlite3_prepare_v2(q->db, "SELECT python_fallback FROM runs WHERE id = ?1", -1, &st,
+                           NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
 {
     memset(out, 0, sizeof *out);
@@ -397,7 +412,7 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
                                 (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
                                 (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
                                 (json_int_t)sqlite3_column_int64(st, 28), "python_fallback",
-                                (json_int_t)sqlite3_column_int64(st, 36));
+                                (json_int_t)python_fallback(q, id));
     json_t *sampling =
         json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)out->sample_bytes, "max_depth",
                   (json_int_t)sqlite3_column_int64(st, 31), "dropped", dropped);
