@@ -57,6 +57,7 @@ static int script_line(const char *name)
 typedef struct pyrun {
     hsp_model m;
     unsigned long big_n, big, churn_n, churn, deep, depth, threads_n, thread;
+    unsigned long gen_n, gen, cb_n, cb;
     double seconds;
 } pyrun;
 
@@ -76,9 +77,10 @@ static void run_script_env(pyrun *p, const char *python, const char *tag, const 
     assert_true(r.exited);
     assert_int_equal(r.status, 0);
     assert_true(hs_testrun_clean(&r));
-    assert_int_equal(sscanf(r.out, "pyframes %lu %lu %lu %lu %lu %lu %lu %lu", &p->big_n, &p->big,
-                            &p->churn_n, &p->churn, &p->deep, &p->depth, &p->threads_n, &p->thread),
-                     8);
+    assert_int_equal(sscanf(r.out, "pyframes %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
+                            &p->big_n, &p->big, &p->churn_n, &p->churn, &p->deep, &p->depth,
+                            &p->threads_n, &p->thread, &p->gen_n, &p->gen, &p->cb_n, &p->cb),
+                     12);
     p->seconds = r.seconds;
     hs_testrun_free(&r);
     assert_int_equal(hsp_load(&p->m, out, 0), 0);
@@ -153,6 +155,23 @@ static const char *frame_fn(const hsp_model *m, uint64_t pc)
     return y ? y->function : "";
 }
 
+/* In fn's stack, the next Python frame is main at the line marked
+ * caller_mark, with native frames (the C code that called back) between. */
+static void expect_caller(const hsp_model *m, const char *fn, const char *caller_mark)
+{
+    const hsp_stack *s = by_function(m, fn, script_line(fn)).one;
+    assert_non_null(s);
+    int k = innermost_py(s), native = 0;
+    assert_true(k >= 0);
+    uint32_t j = (uint32_t)k + 1;
+    for (; j < s->depth && !is_py(s->pcs[j]); j++) native++;
+    assert_true(j < s->depth);
+    const hsp_sym *y = hsp_sym_of(m, s->pcs[j]);
+    assert_string_equal(y->function, "main");
+    assert_int_equal(y->line, script_line(caller_mark));
+    assert_true(native >= 1);
+}
+
 /* Everything the script says, checked in one run of one interpreter. */
 static void check_frames(const pyrun *p, const char *version)
 {
@@ -197,6 +216,14 @@ static void check_frames(const pyrun *p, const char *version)
             boot |= ends_with(y->file, "threading.py") && strstr(y->function, "_bootstrap");
         }
     assert_true(boot);
+
+    /* Python called back from C (a generator resumed by list(), a function
+     * called by map()): each Python frame stands where its own evaluation
+     * loop was, so the C frames in between stay between them. */
+    expect_bytes(m, version, "gen", "gen", p->gen_n, p->gen);
+    expect_bytes(m, version, "via_c", "via_c", p->cb_n, p->cb);
+    expect_caller(m, "gen", "main_gen");
+    expect_caller(m, "via_c", "main_map");
     assert_int_equal(m->drops[HS_DROP_PYTHON_FALLBACK], 0);
 }
 

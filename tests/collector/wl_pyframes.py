@@ -1,7 +1,7 @@
 # python3 workload with known bytes per function, for Python frames in stacks.
 # Each marked line allocates one bytearray of a size used nowhere else
 # (CPython asks malloc for SIZE + 1 bytes). Prints
-# "pyframes BIG_N BIG CHURN_N CHURN DEEP DEPTH THREADS_N THREAD".
+# "pyframes BIG_N BIG CHURN_N CHURN DEEP DEPTH THREADS_N THREAD GEN_N GEN CB_N CB".
 import sys
 import threading
 
@@ -9,6 +9,8 @@ BIG, BIG_N = 1 << 20, 8
 CHURN, CHURN_N = 1 << 19, 6
 DEEP, DEPTH = 300007, 200
 THREAD, THREADS_N = 777777, 4
+GEN, GEN_N = 654321, 3
+CB, CB_N = 543210, 2
 keep = []
 
 
@@ -28,6 +30,17 @@ def deep(n):
     return 0
 
 
+def gen():
+    for _ in range(GEN_N):
+        keep.append(bytearray(GEN))  # LINE gen
+        yield 0
+
+
+def via_c(x):
+    keep.append(bytearray(CB))  # LINE via_c
+    return x
+
+
 def worker():
     keep.append(bytearray(THREAD))  # LINE worker
 
@@ -43,6 +56,8 @@ def main():
     for _ in range(CHURN_N):
         churn()
     deep(DEPTH)
+    list(gen())  # LINE main_gen
+    list(map(via_c, range(CB_N)))  # LINE main_map
     threads = [threading.Thread(target=worker) for _ in range(THREADS_N)]
     for t in threads:
         t.start()
@@ -51,5 +66,6 @@ def main():
 
 
 main()
-print("pyframes", BIG_N, BIG, CHURN_N, CHURN, DEEP, DEPTH, THREADS_N, THREAD)
+print("pyframes", BIG_N, BIG, CHURN_N, CHURN, DEEP, DEPTH, THREADS_N, THREAD, GEN_N, GEN, CB_N,
+      CB)
 sys.stdout.flush()
