@@ -37,21 +37,25 @@ typedef struct py_layout {
     uint32_t s_ascii, s_compact, s_utf8len, s_utf8; /* unicode object sizes and fields */
 } py_layout;
 
+/* clang-format off */
 static const py_layout layouts[] = {
-    {8,    FR_OBJECT, LN_LNOTAB, 1392, 24,  NONE, 24, 32, 104, NONE,
-     NONE, 112,       104,       40,   120, 0,    48, 72, 48,  56},
-    {9,    FR_OBJECT, LN_LNOTAB, 584, 24,  NONE, 24, 32, 104, NONE,
-     NONE, 112,       104,       40,  120, 0,    48, 72, 48,  56},
-    {10,   FR_OBJECT, LN_310, 584, 24,  NONE, 24, 32, 96, NONE,
-     NONE, 112,       104,    40,  120, 0,    48, 72, 48, 56},
-    {11, FR_INTERP, LN_LOCATIONS, 592, 56,  8,   48, 32, 56, 69,
-     68, 128,       112,          72,  136, 184, 48, 72, 48, 56},
-    {12,   FR_SHIM, LN_LOCATIONS, 1544, 56,  0,   8,  0,  56, 70,
-     NONE, 128,     112,          68,   136, 192, 40, 56, 40, 56},
+    /* minor frames     lines         tss   ts  cframe prev code instr owner entry
+     *   name file first table code  ascii compact utf8len utf8 */
+    {8,  FR_OBJECT, LN_LNOTAB,    1392, 24, NONE,  24,  32,  104,  NONE, NONE,
+         112, 104, 40, 120, 0,    48, 72, 48, 56},
+    {9,  FR_OBJECT, LN_LNOTAB,     584, 24, NONE,  24,  32,  104,  NONE, NONE,
+         112, 104, 40, 120, 0,    48, 72, 48, 56},
+    {10, FR_OBJECT, LN_310,        584, 24, NONE,  24,  32,   96,  NONE, NONE,
+         112, 104, 40, 120, 0,    48, 72, 48, 56},
+    {11, FR_INTERP, LN_LOCATIONS,  592, 56, 8,     48,  32,   56,  69,   68,
+         128, 112, 72, 136, 184,  48, 72, 48, 56},
+    {12, FR_SHIM,   LN_LOCATIONS, 1544, 56, 0,      8,   0,   56,  70,   NONE,
+         128, 112, 68, 136, 192,  40, 56, 40, 48},
     /* 3.13: everything but tss is replaced by the debug offsets */
-    {13,   FR_SHIM, LN_LOCATIONS, 2160, 72,  NONE, 8,  0,  56, 70,
-     NONE, 128,     112,          68,   136, 200,  40, 56, 40, 56},
+    {13, FR_SHIM,   LN_LOCATIONS, 2160, 72, NONE,   8,   0,   56,  70,   NONE,
+         128, 112, 68, 136, 200,  40, 56, 40, 48},
 };
+/* clang-format on */
 
 /* The head of 3.13's _Py_DebugOffsets, the first member of _PyRuntime: our
  * own declaration of the fields we use, in the order CPython 3.13 puts them. */
@@ -437,13 +441,15 @@ static size_t put_utf8(char *out, size_t room, uint32_t c)
 static int read_str(const py_layout *L, uintptr_t p, char *out, size_t max)
 {
     uint8_t h[80];
-    if (L->s_compact > sizeof h - 8 || rd(h, p, L->s_compact)) return -1;
+    if (L->s_compact > sizeof h || L->s_utf8 + 8 > L->s_compact ||
+        L->s_utf8len + 8 > L->s_compact || rd(h, p, L->s_compact))
+        return -1;
     uint64_t len;
     uint32_t state;
     memcpy(&len, h + 16, 8);
     memcpy(&state, h + 32, 4);
     unsigned kind = (state >> 2) & 7, compact = (state >> 5) & 1, ascii = (state >> 6) & 1;
-    if (!compact || (kind != 1 && kind != 2 && kind != 4)) return -1;
+    if (!compact || (kind != 1 && kind != 2 && kind != 4) || len > (1u << 20)) return -1;
     if (ascii) {
         size_t n = len < max ? (size_t)len : max;
         return rd(out, p + L->s_ascii, n) ? -1 : (int)n;
@@ -454,7 +460,21 @@ static int read_str(const py_layout *L, uintptr_t p, char *out, size_t max)
     memcpy(&u, h + L->s_utf8, 8);
     if (u) {
         size_t n = ulen < max ? (size_t)ulen : max;
-        return rd(out, u, n) ? -1 : (int)n;
+        if (rd(out, u, n)) return -1;
+        /* Cut whole characters only: names are stored and shown as UTF-8. */
+        if (n < ulen) {
+            size_t k = n;
+            while (k > 0 && ((uint8_t)out[k - 1] & 0xc0) == 0x80) k--;
+            if (k > 0 && (uint8_t)out[k - 1] >= 0xc0) k--;
+            size_t whole = k, need = 0;
+            if (k < n) {
+                uint8_t lead = (uint8_t)out[k];
+                need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : 2;
+                if (n - k >= need) whole = k + need;
+            }
+            n = whole;
+        }
+        return (int)n;
     }
     uint8_t raw[256];
     size_t o = 0;
@@ -464,9 +484,14 @@ static int read_str(const py_layout *L, uintptr_t p, char *out, size_t max)
         if (chunk > sizeof raw) chunk = sizeof raw / kind * kind;
         if (rd(raw, src + i * kind, chunk)) return -1;
         for (size_t j = 0; j < chunk && o < max; j += kind, i++) {
-            uint32_t c = kind == 1   ? raw[j]
-                         : kind == 2 ? *(uint16_t *)(raw + j)
-                                     : *(uint32_t *)(raw + j);
+            uint32_t c = raw[j];
+            if (kind == 2) {
+                uint16_t c2;
+                memcpy(&c2, raw + j, 2);
+                c = c2;
+            } else if (kind == 4) {
+                memcpy(&c, raw + j, 4);
+            }
             size_t w = put_utf8(out + o, max - o, c);
             if (!w) return (int)o;
             o += w;

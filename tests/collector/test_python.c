@@ -57,7 +57,7 @@ static int script_line(const char *name)
 typedef struct pyrun {
     hsp_model m;
     unsigned long big_n, big, churn_n, churn, deep, depth, threads_n, thread;
-    unsigned long gen_n, gen, cb_n, cb;
+    unsigned long gen_n, gen, cb_n, cb, named;
     double seconds;
 } pyrun;
 
@@ -77,10 +77,11 @@ static void run_script_env(pyrun *p, const char *python, const char *tag, const 
     assert_true(r.exited);
     assert_int_equal(r.status, 0);
     assert_true(hs_testrun_clean(&r));
-    assert_int_equal(sscanf(r.out, "pyframes %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
+    assert_int_equal(sscanf(r.out, "pyframes %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
                             &p->big_n, &p->big, &p->churn_n, &p->churn, &p->deep, &p->depth,
-                            &p->threads_n, &p->thread, &p->gen_n, &p->gen, &p->cb_n, &p->cb),
-                     12);
+                            &p->threads_n, &p->thread, &p->gen_n, &p->gen, &p->cb_n, &p->cb,
+                            &p->named),
+                     13);
     p->seconds = r.seconds;
     hs_testrun_free(&r);
     assert_int_equal(hsp_load(&p->m, out, 0), 0);
@@ -224,6 +225,12 @@ static void check_frames(const pyrun *p, const char *version)
     expect_bytes(m, version, "via_c", "via_c", p->cb_n, p->cb);
     expect_caller(m, "gen", "main_gen");
     expect_caller(m, "via_c", "main_map");
+    /* A name outside ASCII (Latin-1 and Greek: two bytes a character in the
+     * interpreter) arrives as UTF-8. */
+    expect_bytes(m, version,
+                 "gr\xc3\xb6\xc3\x9f"
+                 "e_\xce\xbb",
+                 "named", 1, p->named);
     assert_int_equal(m->drops[HS_DROP_PYTHON_FALLBACK], 0);
 }
 

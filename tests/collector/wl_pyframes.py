@@ -1,7 +1,7 @@
 # python3 workload with known bytes per function, for Python frames in stacks.
 # Each marked line allocates one bytearray of a size used nowhere else
 # (CPython asks malloc for SIZE + 1 bytes). Prints
-# "pyframes BIG_N BIG CHURN_N CHURN DEEP DEPTH THREADS_N THREAD GEN_N GEN CB_N CB".
+# "pyframes BIG_N BIG CHURN_N CHURN DEEP DEPTH THREADS_N THREAD GEN_N GEN CB_N CB NAMED".
 import sys
 import threading
 
@@ -11,6 +11,7 @@ DEEP, DEPTH = 300007, 200
 THREAD, THREADS_N = 777777, 4
 GEN, GEN_N = 654321, 3
 CB, CB_N = 543210, 2
+NAMED = 432101  # allocated by a function whose name is not ASCII
 keep = []
 
 
@@ -41,6 +42,10 @@ def via_c(x):
     return x
 
 
+def größe_λ():
+    keep.append(bytearray(NAMED))  # LINE named
+
+
 def worker():
     keep.append(bytearray(THREAD))  # LINE worker
 
@@ -58,6 +63,7 @@ def main():
     deep(DEPTH)
     list(gen())  # LINE main_gen
     list(map(via_c, range(CB_N)))  # LINE main_map
+    größe_λ()
     threads = [threading.Thread(target=worker) for _ in range(THREADS_N)]
     for t in threads:
         t.start()
@@ -67,5 +73,5 @@ def main():
 
 main()
 print("pyframes", BIG_N, BIG, CHURN_N, CHURN, DEEP, DEPTH, THREADS_N, THREAD, GEN_N, GEN, CB_N,
-      CB)
+      CB, NAMED)
 sys.stdout.flush()
