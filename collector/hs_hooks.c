@@ -33,6 +33,7 @@
 #include "hs_error.h"
 #include "hs_liveset.h"
 #include "hs_mem.h"
+#include "hs_python.h"
 #include "hs_sender.h"
 #include "hs_stacks.h"
 #include "hs_thread.h"
@@ -429,6 +430,7 @@ __attribute__((constructor(101))) static void hs_constructor(void)
     init();
     if (atomic_load(&hs__recording)) {
         hs__guard_enter(t);
+        hs_py_scan();
         hs__sender_start();
         hs__guard_leave(t);
     }
@@ -475,8 +477,8 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
     /* Unwinding takes libunwind's lock and the loader's: a fork meanwhile
      * would leave them held in the child (see hs__fork_quiesce). */
     hs__busy_enter(&r->busy);
-    uint32_t depth = hs__stack_capture(r->scratch, hs__cfg.depth + 9, r->pcs, hs__cfg.depth,
-                                       &truncated, &r->stack);
+    uint32_t depth = hs__stack_capture(r->scratch, HS_COUNTOF(r->scratch), r->pcs,
+                                       HS_COUNTOF(r->pcs), &truncated, &r->stack);
     hs__busy_leave(&r->busy);
     if (!depth) {
         hs__drop_add(HS_DROP_UNWIND_FAILED, 1);

@@ -26,6 +26,7 @@
 #include "hs_liveset.h"
 #include "hs_mem.h"
 #include "hs_proc.h"
+#include "hs_python.h"
 #include "hs_stacks.h"
 #include "hs_symbolize.h"
 #include "hs_thread.h"
@@ -284,7 +285,9 @@ static void send_stacks(void)
             }
             hs_symbol sy;
             atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
-            if (S.sym)
+            if (hs_py_is_pc(r->pcs[i]))
+                hs_py_symbol(r->pcs[i], &sy);
+            else if (S.sym)
                 hs_symbolizer_lookup(S.sym, r->pcs[i], &sy);
             else
                 hs_symbolize_basic(r->pcs[i], &sy);
@@ -432,6 +435,7 @@ static void cycle(uint64_t now, int final)
         /* An object went away: its unwinding rules must not serve
          * whatever gets its addresses next. */
         if (subs != S.subs) hs__unwind_invalidate();
+        if (adds != S.adds) hs_py_scan(); /* an embedder's libpython */
         S.adds = adds;
         S.subs = subs;
         send_mappings();

@@ -8,6 +8,7 @@
 
 #include "hs_collector.h"
 #include "hs_mem.h"
+#include "hs_python.h"
 #include "hs_unwind.h"
 
 typedef struct table {
@@ -28,25 +29,30 @@ void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi)
     hi = self_hi;
 }
 
-uint32_t hs__stack_capture(void **scratch, uint32_t scratch_len, uint64_t *pcs, uint32_t max,
+uint32_t hs__stack_capture(void **scratch, uint32_t scratch_cap, uint64_t *pcs, uint32_t pcs_cap,
                            int *truncated, hs_stack_bounds *bounds)
 {
     *truncated = 0;
+    uint32_t max = hs__cfg.depth < pcs_cap ? hs__cfg.depth : pcs_cap;
+    /* With an interpreter loaded, every evaluation frame must be seen to
+     * place the Python frames: unwind as far as the buffer goes. */
+    int py = hs_py_present();
+    uint32_t want = py || max + 9 > scratch_cap ? scratch_cap : max + 9;
     int n = -1;
-    if (hs__cfg.unwind != HS_UNWIND_LIBUNWIND)
-        n = hs__unwind_fast(scratch, (int)scratch_len, bounds);
-    if (n < 0 && hs__cfg.unwind != HS_UNWIND_OWN) n = unw_backtrace(scratch, (int)scratch_len);
+    if (hs__cfg.unwind != HS_UNWIND_LIBUNWIND) n = hs__unwind_fast(scratch, (int)want, bounds);
+    if (n < 0 && hs__cfg.unwind != HS_UNWIND_OWN) n = unw_backtrace(scratch, (int)want);
     if (n <= 0) return 0;
     int i = 0;
     while (i < n && (uintptr_t)scratch[i] >= lo && (uintptr_t)scratch[i] < hi) i++;
-    uint32_t d = 0;
-    for (; i < n && d < max; i++) {
-        if (!scratch[i]) break;
-        pcs[d++] = (uint64_t)(uintptr_t)scratch[i];
-    }
-    if (i < n && scratch[i]) *truncated = 1;
+    int end = i;
+    while (end < n && scratch[end]) end++;
     /* A full scratch buffer may hide more frames. */
-    if ((uint32_t)n == scratch_len && d == max) *truncated = 1;
+    int full = (uint32_t)n == want && end == n;
+    if (py)
+        return hs_py_merge(pcs, pcs_cap, scratch + i, (uint32_t)(end - i), max, full, truncated);
+    uint32_t d = 0;
+    for (; i < end && d < max; i++) pcs[d++] = (uint64_t)(uintptr_t)scratch[i];
+    if (i < end || full) *truncated = 1;
     return d;
 }
 
@@ -171,4 +177,5 @@ void hs__stacks_reset(void)
     count = 0;
     next_id = 1;
     mem_used = 0;
+    hs_py_fork_child();
 }

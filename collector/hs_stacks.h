@@ -37,9 +37,13 @@ typedef struct hs_stack_rec {
 
 /* Range of our own code, found once at start. */
 void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi);
-/* Unwinds into pcs (room for max frames). Returns the depth (0 when the
- * stack could not be unwound); *truncated is set when frames were cut. */
-uint32_t hs__stack_capture(void **scratch, uint32_t scratch_len, uint64_t *pcs, uint32_t max,
+/* Unwinds into pcs (room for pcs_cap frames, of which HEAPSTORE_DEPTH
+ * native ones), with scratch[scratch_cap] as the unwinder's buffer; in a
+ * process with a Python interpreter, the thread's Python frames take the
+ * place of the interpreter's evaluation frames (hs_python.h) and do not count
+ * against HEAPSTORE_DEPTH. Returns the depth (0 when the stack could not be
+ * unwound); *truncated is set when frames were cut. */
+uint32_t hs__stack_capture(void **scratch, uint32_t scratch_cap, uint64_t *pcs, uint32_t pcs_cap,
                            int *truncated, hs_stack_bounds *bounds);
 /* The id of the stack, or 0 when the table is out of memory. */
 uint64_t hs__stack_intern(const uint64_t *pcs, uint32_t depth);

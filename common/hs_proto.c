@@ -37,6 +37,7 @@ const char *hs_drop_name(int kind)
     case HS_DROP_STACKS_TRUNCATED: return "stacks_truncated";
     case HS_DROP_UNWIND_FAILED: return "unwind_failed";
     case HS_DROP_LIVE_SET_FULL: return "live_set_full";
+    case HS_DROP_PYTHON_FALLBACK: return "python_fallback";
     }
     return NULL;
 }

@@ -59,7 +59,9 @@ enum hs_drop_kind {
     HS_DROP_STACKS_TRUNCATED = 5, /* samples whose stack was deeper than the depth limit */
     HS_DROP_UNWIND_FAILED = 6,    /* samples whose stack could not be unwound */
     HS_DROP_LIVE_SET_FULL = 7,    /* sampled blocks whose free cannot be recognised */
-    HS_DROP_KIND_MAX = 7,
+    HS_DROP_PYTHON_FALLBACK = 8,  /* samples in Python code left with native frames only (an
+                                     unsupported interpreter) or with part of their Python stack */
+    HS_DROP_KIND_MAX = 8,
 };
 const char *hs_drop_name(int kind);
 

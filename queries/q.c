@@ -354,6 +354,21 @@ static const char *col_text(sqlite3_stmt *st, int i)
     return s ? (const char *)s : "";
 }
 
+/* The runs column schema 4 added; 0 in older databases (read as they are). */
+static int64_t python_fallback(hs_q *q, int64_t id)
+{
+    if (q->schema < 4) return 0;
+    sqlite3_stmt *st;
+    int64_t v = 0;
+    if (sqlite3_prepare_v2(q->db, "SELECT python_fallback FROM runs WHERE id = ?1", -1, &st,
+                           NULL) != SQLITE_OK)
+        return 0;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
 int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
 {
     memset(out, 0, sizeof *out);
@@ -388,14 +403,15 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
         json_decref(argv);
         argv = json_array();
     }
-    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
+    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
                                 (json_int_t)sqlite3_column_int64(st, 22), "free_events",
                                 (json_int_t)sqlite3_column_int64(st, 23), "alloc_bytes",
                                 (json_int_t)sqlite3_column_int64(st, 24), "free_bytes",
                                 (json_int_t)sqlite3_column_int64(st, 25), "stacks_truncated",
                                 (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
                                 (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
-                                (json_int_t)sqlite3_column_int64(st, 28));
+                                (json_int_t)sqlite3_column_int64(st, 28), "python_fallback",
+                                (json_int_t)python_fallback(q, id));
     json_t *sampling =
         json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)out->sample_bytes, "max_depth",
                   (json_int_t)sqlite3_column_int64(st, 31), "dropped", dropped);

@@ -44,7 +44,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                     "dropped_free_bytes = CASE ?2 WHEN 4 THEN ?3 ELSE dropped_free_bytes END, "
                     "stacks_truncated = CASE ?2 WHEN 5 THEN ?3 ELSE stacks_truncated END, "
                     "unwind_failed = CASE ?2 WHEN 6 THEN ?3 ELSE unwind_failed END, "
-                    "live_set_full = CASE ?2 WHEN 7 THEN ?3 ELSE live_set_full END WHERE id = ?1",
+                    "live_set_full = CASE ?2 WHEN 7 THEN ?3 ELSE live_set_full END, "
+                    "python_fallback = CASE ?2 WHEN 8 THEN ?3 ELSE python_fallback END "
+                    "WHERE id = ?1",
     [ST_MAPPING] = "INSERT OR REPLACE INTO mappings (run, t_ns, start, end, file_offset, "
                    "build_id, path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_FRAME_GET] = "SELECT id FROM frames WHERE key = ?1",

@@ -282,6 +282,13 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
                 dropped);
     else
         fprintf(stderr, "  dropped      nothing\n");
+    int64_t pyfb = hs_json_int(d, "python_fallback");
+    if (pyfb)
+        fprintf(stderr,
+                "  python       %" PRId64 " samples in Python code lack their Python frames (an "
+                "interpreter heapstore cannot read: not CPython 3.8-3.13, or a debug or "
+                "free-threaded build)\n",
+                pyfb);
 
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
     json_t *top = get_json(url, t, 0);
