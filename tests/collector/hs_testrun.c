@@ -1,6 +1,11 @@
 /* hs_testrun: fork/exec with the collector preloaded (see hs_testrun.h). */
 #include "hs_testrun.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -12,6 +17,8 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <cmocka.h>
 
 static char dir[256];
 
@@ -198,4 +205,27 @@ int hs_testrun_clean(const hs_testrun *r)
 {
     return !strstr(r->err, "AddressSanitizer") && !strstr(r->err, "runtime error:") &&
            !strstr(r->err, "LeakSanitizer");
+}
+
+void hs_testrun_expect_ok(const hs_testrun *r)
+{
+    if (!r->exited || r->status != 0 || !hs_testrun_clean(r))
+        fprintf(stderr, "program failed (exited=%d status=%d timeout=%d)\nstderr:\n%.4000s\n",
+                r->exited, r->status, r->timed_out, r->err);
+    assert_false(r->timed_out);
+    assert_true(r->exited);
+    assert_int_equal(r->status, 0);
+    assert_true(hs_testrun_clean(r));
+}
+
+char *hs_testrun_env(const char *fmt, ...)
+{
+    static char buf[16][600];
+    static int k;
+    char *b = buf[k++ % 16];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(b, sizeof buf[0], fmt, ap);
+    va_end(ap);
+    return b;
 }

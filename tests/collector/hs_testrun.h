@@ -42,4 +42,12 @@ void hs_testrun_free(hs_testrun *r);
 /* Fails the current test if the output holds a sanitizer report. */
 int hs_testrun_clean(const hs_testrun *r);
 
+/* Fails the current test (cmocka) unless the program exited 0, in time,
+ * with no sanitizer report; prints its stderr first when it did not. */
+void hs_testrun_expect_ok(const hs_testrun *r);
+
+/* A formatted string for an environment entry ("NAME=value"), in one of 16
+ * rotating static buffers: valid until 16 more calls. */
+char *hs_testrun_env(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
 #endif

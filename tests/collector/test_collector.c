@@ -114,29 +114,6 @@ static const char *tmpfile_path(const char *name)
     return b;
 }
 
-static char *env_str(const char *fmt, ...)
-{
-    static char buf[16][600];
-    static int k;
-    char *b = buf[k++ % 16];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof buf[0], fmt, ap);
-    va_end(ap);
-    return b;
-}
-
-static void expect_ok_run(const hs_testrun *r)
-{
-    if (!r->exited || r->status != 0 || !hs_testrun_clean(r))
-        fprintf(stderr, "program failed (exited=%d status=%d timeout=%d)\nstderr:\n%.4000s\n",
-                r->exited, r->status, r->timed_out, r->err);
-    assert_false(r->timed_out);
-    assert_true(r->exited);
-    assert_int_equal(r->status, 0);
-    assert_true(hs_testrun_clean(r));
-}
-
 static void load_ok(hsp_model *m, const char *path, uint64_t watch)
 {
     assert_int_equal(hsp_load(m, path, watch), 0);
@@ -154,11 +131,11 @@ static void test_sites_exact(void **state)
     (void)state;
     const char *out = tmpfile_path("exact.hsp");
     const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out),
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
                          "HEAPSTORE_LABELS=test=exact,suite=collector", NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     site s[32];
     int n = parse_sites(r.out, s, 32);
     assert_int_equal(n, 12);
@@ -257,10 +234,10 @@ static void test_sites_sampled(void **state)
     const char *out = tmpfile_path("sampled.hsp");
     const char *argv[] = {hs_build_path("tests/wl_sites"), "1", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1024", "HEAPSTORE_SEED=20261123",
-                         env_str("HEAPSTORE_URL=file://%s", out), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 300);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     site s[32];
     int n = parse_sites(r.out, s, 32);
     assert_int_equal(n, 12);
@@ -279,10 +256,10 @@ static void test_sites_default_rate(void **state)
     (void)state;
     const char *out = tmpfile_path("default.hsp");
     const char *argv[] = {hs_build_path("tests/wl_sites"), "1", "big", NULL};
-    const char *env[] = {"HEAPSTORE_SEED=11", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SEED=11", hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 300);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     site s[4];
     int n = parse_sites(r.out, s, 4);
     assert_int_equal(n, 2);
@@ -301,10 +278,11 @@ static void test_cxx_exact(void **state)
     (void)state;
     const char *out = tmpfile_path("cxx.hsp");
     const char *argv[] = {hs_build_path("tests/wl_cxx"), "4", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     site s[8];
     int n = parse_sites(r.out, s, 8);
     assert_int_equal(n, 3);
@@ -334,10 +312,10 @@ static void test_cxx_sampled(void **state)
     const char *out = tmpfile_path("cxx-sampled.hsp");
     const char *argv[] = {hs_build_path("tests/wl_cxx"), "1", "10", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1024", "HEAPSTORE_SEED=99",
-                         env_str("HEAPSTORE_URL=file://%s", out), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 300);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     site s[8];
     int n = parse_sites(r.out, s, 8);
     assert_int_equal(n, 3);
@@ -360,10 +338,11 @@ static void test_python(void **state)
      * program is a new run, written to PATH.<pid>). */
     const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     const char *argv[] = {py, script, "300", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     unsigned long n = 0, size = 0, dropped = 0;
     assert_int_equal(sscanf(r.out, "py %lu %lu %lu", &n, &size, &dropped), 3);
     hsp_model m;
@@ -390,9 +369,9 @@ static void test_python(void **state)
     /* Sampled: the bytes of the bytearrays within 5%. */
     const char *argv2[] = {py, script, "1000", NULL};
     const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=32768", "HEAPSTORE_SEED=7",
-                          env_str("HEAPSTORE_URL=file://%s", out2), NULL};
+                          hs_testrun_env("HEAPSTORE_URL=file://%s", out2), NULL};
     hs_testrun_exec(&r, argv2, env2, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     assert_int_equal(sscanf(r.out, "py %lu %lu %lu", &n, &size, &dropped), 3);
     load_ok(&m, out2, size + 1);
     double truth = (double)(n + dropped) * (double)(size + 1);
@@ -449,12 +428,13 @@ static void unwinders_agree(const char *name, const char *const *argv)
     hsp_model m[2];
     const char *mode[2] = {"own", "libunwind"};
     for (int k = 0; k < 2; k++) {
-        const char *out = tmpfile_path(env_str("unw-%s-%s.hsp", name, mode[k]));
-        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_UNWIND=%s", mode[k]),
-                             env_str("HEAPSTORE_URL=file://%s", out), "PYTHONHASHSEED=0", NULL};
+        const char *out = tmpfile_path(hs_testrun_env("unw-%s-%s.hsp", name, mode[k]));
+        const char *env[] = {
+            "HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_UNWIND=%s", mode[k]),
+            hs_testrun_env("HEAPSTORE_URL=file://%s", out), "PYTHONHASHSEED=0", NULL};
         hs_testrun r;
         hs_testrun_exec(&r, argv, env, 1, 120);
-        expect_ok_run(&r);
+        hs_testrun_expect_ok(&r);
         hs_testrun_free(&r);
         load_ok(&m[k], out, 0);
         assert_int_equal(m[k].drops[HS_DROP_UNWIND_FAILED], 0);
@@ -498,16 +478,17 @@ static void test_dump(void **state)
     (void)state;
     const char *out = tmpfile_path("dump.hsp");
     const char *argv[] = {hs_build_path("tests/wl_sites"), "100", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     hs_testrun_free(&r);
 
     const char *cli = hs_build_path("bin/heapstore");
     const char *d1[] = {cli, "dump", out, NULL};
     hs_testrun_exec(&r, d1, NULL, 0, 60);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     assert_non_null(strstr(r.out, " HELLO "));
     assert_non_null(strstr(r.out, "function=\"site_small\""));
     const char *last = strstr(r.out, "\ntotals:");
@@ -517,7 +498,7 @@ static void test_dump(void **state)
 
     const char *d2[] = {cli, "dump", out, "--json", NULL};
     hs_testrun_exec(&r, d2, NULL, 0, 60);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     int lines = 0;
     for (const char *p = r.out; *p; p = strchr(p, '\n') + 1) {
         assert_true(*p == '{');
@@ -606,11 +587,11 @@ static void test_lines_policy(void **state)
         const char *out = tmpfile_path("lines.hsp");
         unlink(out);
         const char *argv[] = {hs_build_path("tests/wl_split"), "50", NULL};
-        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out),
-                             cases[c].env, NULL};
+        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
+                             hs_testrun_env("HEAPSTORE_URL=file://%s", out), cases[c].env, NULL};
         hs_testrun r;
         hs_testrun_exec(&r, argv, env, 1, 120);
-        expect_ok_run(&r);
+        hs_testrun_expect_ok(&r);
         site s[4];
         assert_int_equal(parse_sites(r.out, s, 4), 2);
         hsp_model m;
@@ -660,15 +641,15 @@ static void test_no_debuginfod(void **state)
     const char *out = tmpfile_path("nodebug.hsp");
     const char *argv[] = {hs_build_path("tests/wl_split"), "20", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                         env_str("HEAPSTORE_URL=file://%s", out),
-                         env_str("LD_LIBRARY_PATH=%s", dir),
-                         env_str("DEBUGINFOD_URLS=http://127.0.0.1:%d", ntohs(a.sin_port)),
+                         hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         hs_testrun_env("LD_LIBRARY_PATH=%s", dir),
+                         hs_testrun_env("DEBUGINFOD_URLS=http://127.0.0.1:%d", ntohs(a.sin_port)),
                          "DEBUGINFOD_TIMEOUT=5",
                          "HEAPSTORE_LINES=all",
                          NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     hsp_model m;
     load_ok(&m, out, 0);
     /* The copy was the one loaded, and its frames were symbolized (to
@@ -692,10 +673,11 @@ static void test_underscore_exit(void **state)
     (void)state;
     const char *out = tmpfile_path("uexit.hsp");
     const char *argv[] = {hs_build_path("tests/wl_sites"), "100", "_exit", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 60);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     /* _exit runs no exit handlers, but the collector ends the run as exit
      * does: every site complete, then BYE. */
     site s[32];
@@ -730,10 +712,11 @@ static void test_exec(void **state)
     (void)state;
     const char *out = tmpfile_path("exec.hsp");
     const char *argv[] = {hs_build_path("tests/wl_life"), "exec", "500", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     int pid = 0;
     unsigned long n = 0;
     assert_int_equal(sscanf(r.out, "after %d %lu", &pid, &n), 2);
@@ -746,7 +729,7 @@ static void test_exec(void **state)
     assert_int_equal(b.allocs, 500);
     assert_int_equal(b.alloc_bytes, 500 * 100);
     /* After exec: PATH.<pid>, linked to the first run, complete. */
-    load_ok(&after, env_str("%s.%d", out, pid), 0);
+    load_ok(&after, hs_testrun_env("%s.%d", out, pid), 0);
     assert_memory_equal(after.hello.parent_run_id, before.hello.run_id, 16);
     assert_memory_not_equal(after.hello.run_id, before.hello.run_id, 16);
     assert_int_equal(after.bye.flags, HS_BYE_CLEAN);
@@ -766,10 +749,11 @@ static void test_usable_free_sized(void **state)
     (void)state;
     const char *out = tmpfile_path("usable.hsp");
     const char *argv[] = {hs_build_path("tests/wl_life"), "usable", "3000", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     unsigned long n = 0;
     int sized = -1;
     assert_int_equal(sscanf(r.out, "usable %lu %d", &n, &sized), 2);
@@ -796,10 +780,11 @@ static void test_signal_handlers(void **state)
     (void)state;
     const char *out = tmpfile_path("signal.hsp");
     const char *argv[] = {hs_build_path("tests/wl_life"), "signal", "2", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", out), NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, HS_PRELOAD_TEST_ALLOCATOR, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     unsigned long ca = 0, cf = 0, ha = 0;
     assert_int_equal(sscanf(r.out, "signal %lu %lu %lu", &ca, &cf, &ha), 3);
     hsp_model m;
@@ -833,12 +818,13 @@ static void test_stuck_sender(void **state)
     unlink(fifo);
     assert_int_equal(mkfifo(fifo, 0600), 0);
     const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", fifo),
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
+                         hs_testrun_env("HEAPSTORE_URL=file://%s", fifo),
                          "HEAPSTORE_EXIT_FLUSH_MS=1000", NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
     fprintf(stderr, "stuck sender: %.1fs\n%.500s", r.seconds, r.err);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     assert_non_null(strstr(r.err, "not delivered"));
     unlink(fifo);
     hs_testrun_free(&r);
@@ -862,19 +848,20 @@ static void test_server_down(void **state)
     (void)state;
     const char *argv[] = {hs_build_path("tests/wl_sites"), "4", NULL};
     const char *file_env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                              env_str("HEAPSTORE_URL=file://%s", tmpfile_path("up.hsp")), NULL};
+                              hs_testrun_env("HEAPSTORE_URL=file://%s", tmpfile_path("up.hsp")),
+                              NULL};
     hs_testrun base;
     hs_testrun_exec(&base, argv, file_env, 1, 120);
-    expect_ok_run(&base);
+    hs_testrun_expect_ok(&base);
 
     /* A flush allowance far beyond the run's timeout: the program must see
      * that nobody listens and not wait for it at exit. */
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1",
                          "HEAPSTORE_EXIT_FLUSH_MS=3600000",
-                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", closed_port()), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", closed_port()), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     /* Speed is the benchmark's business; the times are shown, not judged. */
     fprintf(stderr, "file run %.2fs, server-down run %.2fs\nstderr: %s", base.seconds, r.seconds,
             r.err);
@@ -904,16 +891,17 @@ static void test_buffer_bound(void **state)
     assert_int_equal(listen(lfd, 4), 0);
     const char *argv[] = {hs_build_path("tests/wl_sites"), "1", NULL};
     const char *file_env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                              env_str("HEAPSTORE_URL=file://%s", tmpfile_path("bound.hsp")), NULL};
+                              hs_testrun_env("HEAPSTORE_URL=file://%s", tmpfile_path("bound.hsp")),
+                              NULL};
     hs_testrun base, r;
     hs_testrun_exec(&base, argv, file_env, 1, 300);
-    expect_ok_run(&base);
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1",
-                         "HEAPSTORE_EXIT_FLUSH_MS=200",
-                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", ntohs(a.sin_port)), NULL};
+    hs_testrun_expect_ok(&base);
+    const char *env[] = {
+        "HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1", "HEAPSTORE_EXIT_FLUSH_MS=200",
+        hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", ntohs(a.sin_port)), NULL};
     hs_testrun_exec(&r, argv, env, 1, 300);
     close(lfd);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     fprintf(stderr, "file run peak RSS %ld KiB, stalled server %ld KiB\n%s", base.maxrss_kb,
             r.maxrss_kb, r.err);
     unsigned long da = 0, df = 0;
@@ -1054,10 +1042,10 @@ static void test_tcp_resume(void **state)
 
     const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=10000",
-                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", s.port), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", s.port), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     shutdown(s.lfd, SHUT_RDWR);
     close(s.lfd);
     pthread_join(th, NULL);

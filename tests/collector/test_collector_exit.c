@@ -58,29 +58,6 @@ static int64_t q_int(sqlite3 *db, const char *fmt, ...)
     return v;
 }
 
-static char *env_str(const char *fmt, ...)
-{
-    static char buf[16][600];
-    static int k;
-    char *b = buf[k++ % 16];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(b, sizeof buf[0], fmt, ap);
-    va_end(ap);
-    return b;
-}
-
-static void expect_ok_run(const hs_testrun *r)
-{
-    if (!r->exited || r->status != 0 || !hs_testrun_clean(r))
-        fprintf(stderr, "program failed (exited=%d status=%d timeout=%d)\nstderr:\n%.4000s\n",
-                r->exited, r->status, r->timed_out, r->err);
-    assert_false(r->timed_out);
-    assert_true(r->exited);
-    assert_int_equal(r->status, 0);
-    assert_true(hs_testrun_clean(r));
-}
-
 /* Live blocks (kind 1, the last keyframe: the end) of the sites in function
  * fn; bytes too when bytes is not NULL. */
 static int64_t site_live(sqlite3 *db, int64_t run, const char *fn, int64_t *bytes)
@@ -123,18 +100,18 @@ static void test_exit_children(void **state)
     const char *args[] = {"--granularity", "100ms", NULL};
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     const char *argv[] = {hs_build_path("tests/wl_exit"),
-                          env_str("%d", N),
-                          env_str("%d", K),
+                          hs_testrun_env("%d", N),
+                          hs_testrun_env("%d", K),
                           "25",
                           WL_EXIT_THREAD,
                           NULL};
     /* A generous flush bound: the machine running the tests may be slow;
      * what is checked is that the children deliver, not how fast. */
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=30000",
-                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 300);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     int pid = 0, n = 0, failed = -1;
     unsigned long k = 0;
     assert_int_equal(sscanf(r.out, "parent %d\nchildren %d %lu %d", &pid, &n, &k, &failed), 4);
@@ -213,13 +190,13 @@ static void test_exit_python(void **state)
     char dir[600], out[700];
     tk_tmpdir(dir, sizeof dir, "uexit_py");
     snprintf(out, sizeof out, "%s/py.hsp", dir);
-    const char *argv[] = {py, hs_source_path("tests/collector/wl_exit.py"), env_str("%d", N),
-                          env_str("%d", K), NULL};
+    const char *argv[] = {py, hs_source_path("tests/collector/wl_exit.py"), hs_testrun_env("%d", N),
+                          hs_testrun_env("%d", K), NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=30000",
-                         env_str("HEAPSTORE_URL=file://%s", out), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 300);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     int n = 0, k = 0, failed = -1;
     unsigned long size = 0;
     assert_int_equal(sscanf(r.out, "pyexit %d %d %lu %d", &n, &k, &size, &failed), 4);
@@ -312,11 +289,11 @@ static void test_bad_settings(void **state)
         const char *argv[] = {hs_build_path("tests/wl_exit"), "4", "10", "4", "calm", NULL};
         /* The case's own HEAPSTORE_URL, when it has one, comes last and wins. */
         const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                             env_str("HEAPSTORE_URL=file://%s/run%zu.hsp", dir, i),
+                             hs_testrun_env("HEAPSTORE_URL=file://%s/run%zu.hsp", dir, i),
                              cases[i].setting, NULL};
         hs_testrun r;
         hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 120);
-        expect_ok_run(&r);
+        hs_testrun_expect_ok(&r);
         int lines = count_lines(r.err, cases[i].name);
         char want[200];
         snprintf(want, sizeof want, "heapstore: %s=%s", cases[i].name, cases[i].value);
@@ -335,10 +312,10 @@ static void test_bad_settings(void **state)
     /* Good values say nothing. */
     const char *argv[] = {hs_build_path("tests/wl_exit"), "4", "10", "4", "calm", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_DEPTH=1024", "HEAPSTORE_LINES=all",
-                         env_str("HEAPSTORE_URL=file://%s/good.hsp", dir), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=file://%s/good.hsp", dir), NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 120);
-    expect_ok_run(&r);
+    hs_testrun_expect_ok(&r);
     assert_null(strstr(r.err, "heapstore:"));
     hs_testrun_free(&r);
 }
@@ -369,7 +346,7 @@ static void test_signal_dispositions(void **state)
     const char *argv[] = {hs_build_path("tests/wl_exit"), "sigs", NULL};
     hs_testrun plain, under;
     hs_testrun_exec(&plain, argv, NULL, HS_PRELOAD_NONE, 60);
-    expect_ok_run(&plain);
+    hs_testrun_expect_ok(&plain);
     assert_non_null(strstr(plain.out, "sigs "));
     char dir[600], db[700], fifo[700];
     tk_tmpdir(dir, sizeof dir, "sigs");
@@ -377,9 +354,9 @@ static void test_signal_dispositions(void **state)
     tk_server srv;
     assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                         env_str("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
+                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
     hs_testrun_exec(&under, argv, env, HS_PRELOAD_COLLECTOR, 60);
-    expect_ok_run(&under);
+    hs_testrun_expect_ok(&under);
     assert_string_equal(plain.out, under.out);
     hs_testrun_free(&under);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
@@ -388,11 +365,11 @@ static void test_signal_dispositions(void **state)
     assert_int_equal(mkfifo(fifo, 0600), 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, fifo_reader, fifo), 0);
-    const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=1", env_str("HEAPSTORE_URL=file://%s", fifo),
-                          NULL};
+    const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=1",
+                          hs_testrun_env("HEAPSTORE_URL=file://%s", fifo), NULL};
     hs_testrun_exec(&under, argv, env2, HS_PRELOAD_COLLECTOR, 60);
     pthread_join(th, NULL);
-    expect_ok_run(&under);
+    hs_testrun_expect_ok(&under);
     assert_string_equal(plain.out, under.out);
     assert_non_null(strstr(under.err, "not delivered")); /* the writes did fail */
     hs_testrun_free(&plain);
