@@ -10,6 +10,7 @@
 
 #include "hs_error.h"
 #include "hs_schema.h"
+#include "hs_text.h"
 #include "q_internal.h"
 
 #define MAX_PARAMS 32
@@ -67,36 +68,6 @@ void hs__param_at(const hs__params *p, int i, const char **k, const char **v)
     *v = p->v[i];
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-long hs_url_decode(char *out, size_t outlen, const char *s, size_t n)
-{
-    size_t w = 0;
-    for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)s[i];
-        if (c == '%') {
-            int hi, lo;
-            if (i + 2 >= n || (hi = hexval(s[i + 1])) < 0 || (lo = hexval(s[i + 2])) < 0) return -1;
-            c = hi * 16 + lo;
-            if (c == 0) return -1;
-            i += 2;
-        } else if (c == '+') {
-            c = ' ';
-        }
-        if (w + 1 >= outlen) return -1;
-        out[w++] = (char)c;
-    }
-    if (w >= outlen) return -1;
-    out[w] = '\0';
-    return (long)w;
-}
-
 static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
 {
     p->n = 0;
@@ -113,12 +84,12 @@ static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
             if (p->n == MAX_PARAMS) return hs__err(err, 400, "more than %d parameters", MAX_PARAMS);
             const char *eq = memchr(s, '=', n);
             size_t kl = eq ? (size_t)(eq - s) : n;
-            long a = hs_url_decode(w, (size_t)(end - w), s, kl);
+            long a = hs_pct_decode(w, (size_t)(end - w), s, kl, HS_PCT_PLUS);
             if (a < 0) return hs__err(err, 400, "malformed query string");
             p->k[p->n] = w;
             w += a + 1;
-            long b = eq ? hs_url_decode(w, (size_t)(end - w), eq + 1, n - kl - 1)
-                        : hs_url_decode(w, (size_t)(end - w), "", 0);
+            long b = eq ? hs_pct_decode(w, (size_t)(end - w), eq + 1, n - kl - 1, HS_PCT_PLUS)
+                        : hs_pct_decode(w, (size_t)(end - w), "", 0, HS_PCT_PLUS);
             if (b < 0) return hs__err(err, 400, "malformed query string");
             p->v[p->n++] = w;
             w += b + 1;
@@ -156,7 +127,7 @@ static void reply_json(hs_api_reply *out, json_t *j)
 static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs_qerr *err)
 {
     char dec[2100];
-    if (hs_url_decode(dec, sizeof dec, seg, n) < 0)
+    if (hs_pct_decode(dec, sizeof dec, seg, n, HS_PCT_PLUS) < 0)
         return hs__err(err, 400, "malformed run selector in the path");
     hs_run_sel sel;
     char msg[300];

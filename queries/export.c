@@ -104,7 +104,7 @@ static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
     }
     size_t fresh = 0;
     for (int k = 0; k < d; k++) fresh += !hs__map_get(&x->seen, (uint64_t)frames[k], &v);
-    if (x->seen.n + fresh > XSET_MAX_FRAMES) return 1;
+    if (x->seen.count + fresh > XSET_MAX_FRAMES) return 1;
     for (int k = 0; k < d; k++)
         if (hs__map_put(&x->seen, (uint64_t)frames[k], 1))
             return hs__err(err, 500, "out of memory");

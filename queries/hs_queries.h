@@ -97,8 +97,4 @@ void hs_api_reply_clear(hs_api_reply *r);
 /* The error body of docs/api.md for err, with out->status set. */
 void hs_api_error(hs_api_reply *out, const hs_qerr *err);
 
-/* Percent-decodes s[0..n) into out (outlen bytes, NUL-terminated); '+' is a
- * space. Returns the length or -1 if malformed or too long. */
-long hs_url_decode(char *out, size_t outlen, const char *s, size_t n);
-
 #endif

@@ -11,68 +11,6 @@
 #include "hs_schema.h"
 #include "q_internal.h"
 
-/* ---- map ------------------------------------------------------------------ */
-
-static size_t map_slot(const hs__map *m, uint64_t key)
-{
-    return (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & (m->cap - 1);
-}
-
-static int map_grow(hs__map *m)
-{
-    size_t ncap = m->cap ? m->cap * 2 : 256;
-    uint64_t *nk = calloc(ncap, sizeof *nk), *nv = malloc(ncap * sizeof *nv);
-    if (!nk || !nv) {
-        free(nk);
-        free(nv);
-        return HS_ENOMEM;
-    }
-    hs__map old = *m;
-    m->keys = nk;
-    m->vals = nv;
-    m->cap = ncap;
-    m->n = 0;
-    for (size_t i = 0; i < old.cap; i++)
-        if (old.keys[i]) hs__map_put(m, old.keys[i], old.vals[i]);
-    free(old.keys);
-    free(old.vals);
-    return 0;
-}
-
-int hs__map_put(hs__map *m, uint64_t key, uint64_t val)
-{
-    if ((m->n + 1) * 4 > m->cap * 3 && map_grow(m)) return HS_ENOMEM;
-    size_t i = map_slot(m, key);
-    while (m->keys[i] && m->keys[i] != key) i = (i + 1) & (m->cap - 1);
-    if (!m->keys[i]) {
-        m->keys[i] = key;
-        m->n++;
-    }
-    m->vals[i] = val;
-    return 0;
-}
-
-int hs__map_get(const hs__map *m, uint64_t key, uint64_t *val)
-{
-    if (!m->cap) return 0;
-    size_t i = map_slot(m, key);
-    while (m->keys[i]) {
-        if (m->keys[i] == key) {
-            *val = m->vals[i];
-            return 1;
-        }
-        i = (i + 1) & (m->cap - 1);
-    }
-    return 0;
-}
-
-void hs__map_free(hs__map *m)
-{
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
 /* ---- string map ----------------------------------------------------------- */
 
 static uint64_t fnv1a(const char *s, size_t n)

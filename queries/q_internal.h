@@ -12,22 +12,28 @@
 #include <sqlite3.h>
 #include <stdint.h>
 
+#include "hs_map.h"
 #include "hs_queries.h"
 #include "hs_tstats.h"
 
 typedef struct hs__params hs__params; /* a request's decoded query parameters */
 
-/* ---- a u64 -> u64 open-addressing map (key 0 is reserved as empty) ---- */
-typedef struct hs__map {
-    uint64_t *keys;
-    uint64_t *vals;
-    size_t cap, n;
-} hs__map;
+/* ---- the u64 -> u64 map of common/ (every key, 0 included, and value) ---- */
+typedef hs_map hs__map;
 
-int hs__map_put(hs__map *m, uint64_t key, uint64_t val);
+static inline int hs__map_put(hs__map *m, uint64_t key, uint64_t val)
+{
+    return hs_map_put(m, key, val);
+}
 /* Returns 1 and sets *val when key is present, else 0. */
-int hs__map_get(const hs__map *m, uint64_t key, uint64_t *val);
-void hs__map_free(hs__map *m);
+static inline int hs__map_get(const hs__map *m, uint64_t key, uint64_t *val)
+{
+    return hs_map_get(m, key, val);
+}
+static inline void hs__map_free(hs__map *m)
+{
+    hs_map_free(m);
+}
 
 /* A string -> index map; keys are copied. */
 typedef struct hs__smap {

@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hs_text.h"
+
 static int fail(hs_http_perr *err, int status, const char *code, const char *message)
 {
     err->status = status;
@@ -135,32 +137,14 @@ int hs_http_bearer_ok(const char *v, size_t n, const char *token)
     return hs_token_eq(v + 7, n - 7, token);
 }
 
-static int hexval(int ch)
-{
-    if (ch >= '0' && ch <= '9') return ch - '0';
-    if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-    return -1;
-}
-
 long hs_http_static_path(char *out, size_t cap, const char *target)
 {
     static const char index[] = "index.html";
-    size_t n = strcspn(target, "?#"), w = 0;
-    if (!cap || !n || target[0] != '/') return -1;
-    for (size_t i = 0; i < n; i++) {
-        int ch = (unsigned char)target[i];
-        if (ch == '%') {
-            int hi = i + 2 < n ? hexval(target[i + 1]) : -1;
-            int lo = hi >= 0 ? hexval(target[i + 2]) : -1;
-            if (lo < 0) return -1;
-            ch = hi * 16 + lo;
-            i += 2;
-        }
-        if (ch == 0 || ch == '\\' || w + 1 >= cap) return -1;
-        out[w++] = (char)ch;
-    }
-    out[w] = '\0';
+    size_t n = strcspn(target, "?#");
+    if (!n || target[0] != '/') return -1;
+    long dl = hs_pct_decode(out, cap, target, n, 0); /* '+' is itself in a path */
+    if (dl < 0 || memchr(out, '\\', (size_t)dl)) return -1;
+    size_t w = (size_t)dl;
     /* every segment between slashes must be a name: not empty, ".", ".." */
     for (const char *seg = out + 1;;) {
         const char *slash = strchr(seg, '/');

@@ -10,6 +10,7 @@
 #include "hs_error.h"
 #include "hs_paths.h"
 #include "hs_server.h"
+#include "hs_text.h"
 
 static void usage(FILE *f)
 {
@@ -45,34 +46,6 @@ static void usage(FILE *f)
         "  --web-root DIR       dashboard files (default <bindir>/../share/heapstore/web)\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
-}
-
-/* "100ms", "1s", "2m", "1h", "500us", "10ns"; a bare number is seconds. */
-static int parse_duration(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v >= 0) || !isfinite(v)) return HS_EINVAL;
-    double mult;
-    if (!*end || !strcmp(end, "s"))
-        mult = 1e9;
-    else if (!strcmp(end, "ms"))
-        mult = 1e6;
-    else if (!strcmp(end, "us"))
-        mult = 1e3;
-    else if (!strcmp(end, "ns"))
-        mult = 1;
-    else if (!strcmp(end, "m"))
-        mult = 60e9;
-    else if (!strcmp(end, "h"))
-        mult = 3600e9;
-    else
-        return HS_EINVAL;
-    double ns = v * mult;
-    if (ns > 1e18) return HS_ERANGE;
-    *out = (uint64_t)llround(ns);
-    return 0;
 }
 
 static int parse_listen(char *arg, const char **host, int *port)
@@ -163,7 +136,7 @@ int main(int argc, char **argv)
             snprintf(listen_buf, sizeof listen_buf, "%s", val);
             bad = parse_listen(listen_buf, &cfg.host, &cfg.port);
         } else if (!strcmp(name, "--granularity")) {
-            bad = parse_duration(val, &cfg.granularity_ns) || cfg.granularity_ns < 1000000;
+            bad = hs_parse_duration(val, &cfg.granularity_ns) || cfg.granularity_ns < 1000000;
             if (bad) {
                 fprintf(stderr,
                         "heapstore-server: bad --granularity '%s': a duration of at least 1ms, "
@@ -172,7 +145,7 @@ int main(int argc, char **argv)
                 return 2;
             }
         } else if (!strcmp(name, "--grace")) {
-            bad = parse_duration(val, &cfg.grace_ns);
+            bad = hs_parse_duration(val, &cfg.grace_ns);
         } else if (!strcmp(name, "--retain-events")) {
             char *end;
             double d = strtod(val, &end);
@@ -185,13 +158,13 @@ int main(int argc, char **argv)
             cfg.read_token = val[0] ? val : NULL;
             read_token_given = 1;
         } else if (!strcmp(name, "--header-timeout")) {
-            bad = parse_duration(val, &cfg.header_timeout_ns);
+            bad = hs_parse_duration(val, &cfg.header_timeout_ns);
         } else if (!strcmp(name, "--idle-timeout")) {
-            bad = parse_duration(val, &cfg.idle_timeout_ns);
+            bad = hs_parse_duration(val, &cfg.idle_timeout_ns);
         } else if (!strcmp(name, "--hello-timeout")) {
-            bad = parse_duration(val, &cfg.hello_timeout_ns);
+            bad = hs_parse_duration(val, &cfg.hello_timeout_ns);
         } else if (!strcmp(name, "--frame-timeout")) {
-            bad = parse_duration(val, &cfg.frame_timeout_ns);
+            bad = hs_parse_duration(val, &cfg.frame_timeout_ns);
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
         }

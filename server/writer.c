@@ -531,12 +531,13 @@ void hs_writer_join(hs_writer *w)
     w->store = NULL;
     /* The store is gone; the runs the connections still hold go with their
      * last reference. */
-    for (size_t i = 0; w->conns.slots && i <= w->conns.mask; i++)
-        if (w->conns.slots[i].val1 > 1) {
-            wconn *c = (wconn *)(uintptr_t)(w->conns.slots[i].val1 - 1);
-            hs_run_unref(c->run);
-            free(c);
-        }
+    uint64_t id, v;
+    for (size_t pos = 0; hs_map_next(&w->conns, &pos, &id, &v);) {
+        wconn *c = (wconn *)(uintptr_t)v;
+        if (!c) continue;
+        hs_run_unref(c->run);
+        free(c);
+    }
     hs_map_free(&w->conns);
     while (w->graces) {
         grace *g = w->graces;

@@ -3,9 +3,7 @@
  * hs_store_import_file() the server's store provides. An import is
  * idempotent: the HELLO is treated as a resumption, so frames already stored
  * are skipped. */
-#include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +13,7 @@
 #include "hs_paths.h"
 #include "hs_proto.h"
 #include "hs_store.h"
+#include "hs_text.h"
 
 static void usage(FILE *f)
 {
@@ -26,22 +25,6 @@ static void usage(FILE *f)
                "\n"
                "  --db PATH          database (default $XDG_DATA_HOME/heapstore/heapstore.db)\n"
                "  --granularity DUR  rollup bucket width for new runs: 100ms, 1s… (default 1s)\n");
-}
-
-static int parse_duration(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || errno || !(v > 0) || !isfinite(v)) return HS_EINVAL;
-    double mult = !*end || !strcmp(end, "s") ? 1e9
-                  : !strcmp(end, "ms")       ? 1e6
-                  : !strcmp(end, "us")       ? 1e3
-                  : !strcmp(end, "m")        ? 60e9
-                                             : -1;
-    if (mult < 0 || v * mult < 1e6 || v * mult > 1e15) return HS_EINVAL;
-    *out = (uint64_t)llround(v * mult);
-    return 0;
 }
 
 static int import_file(hs_store *store, const char *path)
@@ -92,11 +75,14 @@ int hs_cmd_import(int argc, char **argv)
         if (!strcmp(a, "--db")) {
             db = argv[++first];
         } else if (!strcmp(a, "--granularity")) {
-            if (parse_duration(argv[++first], &cfg.granularity_ns)) {
+            /* a bucket of 1ms to about 11 days */
+            uint64_t g;
+            if (hs_parse_duration(argv[++first], &g) || g < 1000000 || g > 1000000000000000) {
                 fprintf(stderr, "heapstore import: bad --granularity '%s' (e.g. 100ms, 1s)\n",
                         argv[first]);
                 return 2;
             }
+            cfg.granularity_ns = g;
         } else {
             fprintf(stderr, "heapstore import: unknown option '%s'\n", a);
             usage(stderr);
