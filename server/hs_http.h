@@ -56,6 +56,11 @@ size_t hs_http_clients(const hs_http *h);
 uint64_t hs_http_oldest_waiting(const hs_http *h);
 int hs_http_evict_oldest(hs_http *h);
 
+/* How often a sweep for timeouts a_ns and b_ns (0: off) runs: a few times
+ * per the shorter one, from 20 ms to one second. Shared by the HTTP side
+ * and the stream side (server/net.c). */
+uint64_t hs_http_tick_ms(uint64_t a_ns, uint64_t b_ns);
+
 /* Closes every client it owns; frees h once they are closed (call before the
  * final uv_run that drains close callbacks). Accepts NULL. */
 void hs_http_free(hs_http *h);

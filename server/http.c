@@ -240,12 +240,11 @@ static void lane_collect(uv_async_t *a)
 
 /* ---- timeouts ------------------------------------------------------------------ */
 
-/* A few checks per shortest timeout, at most a second apart. */
-static uint64_t sweep_tick_ms(const hs_http *h)
+uint64_t hs_http_tick_ms(uint64_t a_ns, uint64_t b_ns)
 {
     uint64_t least = UINT64_MAX;
-    if (h->header_timeout_ns) least = h->header_timeout_ns;
-    if (h->idle_timeout_ns && h->idle_timeout_ns < least) least = h->idle_timeout_ns;
+    if (a_ns) least = a_ns;
+    if (b_ns && b_ns < least) least = b_ns;
     uint64_t ms = least == UINT64_MAX ? 1000 : least / 4000000;
     return ms < 20 ? 20 : ms > 1000 ? 1000 : ms;
 }
@@ -343,7 +342,7 @@ int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg)
     l->async.data = h;
     uv_timer_init(loop, &h->sweep);
     h->sweep.data = h;
-    uint64_t tick = sweep_tick_ms(h);
+    uint64_t tick = hs_http_tick_ms(h->header_timeout_ns, h->idle_timeout_ns);
     uv_timer_start(&h->sweep, on_sweep, tick, tick);
     /* Opened here, before the loop runs: the loop thread never calls SQLite. */
     hs_qerr qerr;

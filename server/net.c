@@ -619,16 +619,6 @@ static void on_timeouts(uv_timer_t *t)
     }
 }
 
-/* Checks a few times per shortest timeout, at most every second. */
-static uint64_t timeout_tick_ms(const hs_server_config *cfg)
-{
-    uint64_t least = UINT64_MAX;
-    if (cfg->hello_timeout_ns) least = cfg->hello_timeout_ns;
-    if (cfg->frame_timeout_ns && cfg->frame_timeout_ns < least) least = cfg->frame_timeout_ns;
-    uint64_t ms = least == UINT64_MAX ? 1000 : least / 4000000;
-    return ms < 20 ? 20 : ms > 1000 ? 1000 : ms;
-}
-
 /* At the limit: a connection refused, or (displaced) one that waited was
  * closed to take a new one. */
 static void log_limit(server *s, size_t open, int displaced)
@@ -869,7 +859,7 @@ int hs_server_run(const hs_server_config *cfg)
     s->sweep.data = s;
     uv_timer_init(&s->loop, &s->timeouts);
     s->timeouts.data = s;
-    uint64_t tick = timeout_tick_ms(cfg);
+    uint64_t tick = hs_http_tick_ms(cfg->hello_timeout_ns, cfg->frame_timeout_ns);
     uv_timer_start(&s->timeouts, on_timeouts, tick, tick);
     uv_check_init(&s->loop, &s->tick);
     s->tick.data = s;
