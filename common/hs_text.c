@@ -58,3 +58,11 @@ long hs_pct_decode(char *out, size_t cap, const char *s, size_t n, int flags)
     out[w] = '\0';
     return (long)w;
 }
+
+int hs_ct_eq(const void *a, size_t an, const void *b, size_t bn)
+{
+    const unsigned char *x = a, *y = b;
+    unsigned diff = (unsigned)(an != bn);
+    for (size_t i = 0; i < an && i < bn; i++) diff |= (unsigned)(x[i] ^ y[i]);
+    return diff == 0; /* no early exit: the time does not tell how much matched */
+}

@@ -5,7 +5,8 @@
  * hs_pct_decode() undoes the percent-encoding of URL paths (the dashboard's
  * static files) and query strings (the JSON API). Each caller adds its own
  * rules on top (a minimum duration, characters a path may not hold); the
- * spelling is decided here, once.
+ * spelling is decided here, once. hs_ct_eq() compares secrets (tokens,
+ * resume keys) for the server's every check.
  */
 #ifndef HS_TEXT_H
 #define HS_TEXT_H
@@ -30,5 +31,9 @@ int hs_parse_duration(const char *s, uint64_t *out);
  * truncated or not hex ("%4", "%zz"), decodes to NUL ("%00"), or the result
  * and its NUL do not fit in cap. flags: 0 or HS_PCT_PLUS. */
 long hs_pct_decode(char *out, size_t cap, const char *s, size_t n, int flags);
+
+/* 1 if the an bytes at a equal the bn bytes at b, compared in a time that
+ * depends on the lengths only, never on how much of them matched. */
+int hs_ct_eq(const void *a, size_t an, const void *b, size_t bn);
 
 #endif

@@ -43,18 +43,29 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err)
     return 0;
 }
 
+int hs__param_int(const hs__params *p, const char *key, int64_t def, int64_t lo, int64_t hi,
+                  int64_t *out, hs_qerr *err)
+{
+    const char *v = hs__param(p, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    char *end;
+    long long x = strtoll(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi)
+        return hs__err(err, 400, "%s must be an integer from %" PRId64 " to %" PRId64 " (not '%s')",
+                       key, lo, hi, v);
+    *out = x;
+    return 0;
+}
+
 int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err)
 {
-    *out = HS_STACK_FRAMES;
-    const char *v = hs__param(p, "max_frames");
-    if (!v) return 0;
-    char *end;
-    long x = strtol(v, &end, 10);
-    if (!*v || *end || x < 1 || x > HS_MAX_DEPTH)
-        return hs__err(err, 400, "max_frames must be an integer from 1 to %d (not '%s')",
-                       HS_MAX_DEPTH, v);
+    int64_t x;
+    int rc = hs__param_int(p, "max_frames", HS_STACK_FRAMES, 1, HS_MAX_DEPTH, &x, err);
     *out = (int)x;
-    return 0;
+    return rc;
 }
 
 int hs__param_count(const hs__params *p)

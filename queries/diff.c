@@ -169,12 +169,6 @@ static int64_t dwidth(const dnode *n)
     return n->a_bytes > n->b_bytes ? n->a_bytes : n->b_bytes;
 }
 
-static int cmp_i64_desc(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
-}
-
 static json_t *dflame_json(dctx *c, size_t i, int depth, int64_t min_w, size_t *left, int *cut)
 {
     dnode *n = &c->t[i];
@@ -284,8 +278,8 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
         int64_t *w = malloc(c.tn * sizeof *w);
         if (!w) goto oom;
         for (size_t i = 1; i < c.tn; i++) w[i - 1] = dwidth(&c.t[i]);
-        qsort(w, c.tn - 1, sizeof *w, cmp_i64_desc);
-        min_w = w[DFLAME_NODES - 1] > 1 ? w[DFLAME_NODES - 1] : 1;
+        min_w = hs__kth_largest(w, c.tn - 1, DFLAME_NODES);
+        if (min_w < 1) min_w = 1;
         free(w);
     }
     size_t left = DFLAME_NODES;

@@ -644,12 +644,6 @@ out:
 
 #define DOT_NODES 2000
 
-static int cmp_i64_desc(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
-}
-
 static void dot_escape(hs__buf *b, const char *s)
 {
     for (; *s; s++) {
@@ -723,8 +717,7 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
         int64_t *w = malloc(nn * sizeof *w);
         if (!w) goto oom;
         for (size_t i = 0; i < nn; i++) w[i] = nodes[i].incl;
-        qsort(w, nn, sizeof *w, cmp_i64_desc);
-        min_incl = w[DOT_NODES - 1];
+        min_incl = hs__kth_largest(w, nn, DOT_NODES);
         free(w);
         for (size_t i = 0; i < nn; i++) dropped += nodes[i].incl < min_incl;
     }

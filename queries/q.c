@@ -1,6 +1,7 @@
 /* q: the connection of queries/, its statements and caches, and the pieces
  * every view stands on: resolving a run and a moment, the live state at that
  * moment (keyframe + deltas, or the peak snapshot), and stacks as frames. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -222,6 +223,19 @@ sqlite3_stmt *hs__stmt(hs_q *q, int id, hs_qerr *err)
 
 /* ---- open/close ----------------------------------------------------------- */
 
+static int cmp_i64_desc(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x < y) - (x > y);
+}
+
+int64_t hs__kth_largest(int64_t *w, size_t n, size_t k)
+{
+    assert(k >= 1 && k <= n);
+    qsort(w, n, sizeof *w, cmp_i64_desc);
+    return w[k - 1];
+}
+
 int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
 {
     *out = NULL;
@@ -243,6 +257,7 @@ int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
         if (sqlite3_step(st) == SQLITE_ROW) q->schema = sqlite3_column_int(st, 0);
         sqlite3_finalize(st);
     }
+    q->read_only = hs_schema_readonly_why(db_path, q->read_only_why, sizeof q->read_only_why);
     hs__sql_register(q);
     *out = q;
     return 0;

@@ -82,6 +82,10 @@ typedef struct hs__frame {
 struct hs_q {
     sqlite3 *db;
     char *path;
+    /* the database's location cannot be written, and why (a sentence after
+     * its path): found once at open, so health answers without a system call */
+    int read_only;
+    char read_only_why[256];
     int schema;      /* user_version when opened: below 2, no trace_stats */
     int series_path; /* history's points: 0 the cheaper way, 1 lookups, 2 a pass (tests) */
     sqlite3_stmt *st[ST__COUNT];
@@ -228,6 +232,10 @@ const char *hs__at_name(const hs__at *at, char *buf, size_t len);
 /* The views; each returns 0 or an HS_E code with err filled. */
 const char *hs__param(const hs__params *p, const char *key);
 /* max_frames: 1 to HS_MAX_DEPTH, HS_STACK_FRAMES when absent. */
+/* The integer parameter key, def when absent; a 400 unless a decimal in
+ * [lo, hi]. */
+int hs__param_int(const hs__params *p, const char *key, int64_t def, int64_t lo, int64_t hi,
+                  int64_t *out, hs_qerr *err);
 int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
 /* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
 int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
@@ -258,5 +266,9 @@ typedef struct hs__buf {
 } hs__buf;
 void hs__buf_put(hs__buf *b, const void *data, size_t n);
 void hs__buf_printf(hs__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The k-th largest of the n values at w (1 <= k <= n); sorts w, descending:
+ * where the answers cut a tree to its k widest nodes. */
+int64_t hs__kth_largest(int64_t *w, size_t n, size_t k);
 
 #endif

@@ -14,23 +14,6 @@
 int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
                     int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err);
 
-static int param_int(const hs__params *p, const char *key, int64_t def, int64_t lo, int64_t hi,
-                     int64_t *out, hs_qerr *err)
-{
-    const char *v = hs__param(p, key);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi)
-        return hs__err(err, 400, "%s must be an integer from %" PRId64 " to %" PRId64 " (not '%s')",
-                       key, lo, hi, v);
-    *out = x;
-    return 0;
-}
-
 int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *def, hs__at *at,
                  hs_qerr *err)
 {
@@ -57,7 +40,7 @@ int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
     char lkeys[MAX_RUN_FILTERS][128];
     int n = 0, rc;
     int64_t limit;
-    if ((rc = param_int(p, "limit", 100, 1, 100000, &limit, err))) return rc;
+    if ((rc = hs__param_int(p, "limit", 100, 1, 100000, &limit, err))) return rc;
     static const char *const direct[] = {"program", "host", "pid", "state"};
     for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
         const char *v = hs__param(p, direct[i]);
@@ -292,7 +275,7 @@ int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, h
 {
     int64_t topn, extra[64];
     size_t nextra = 0;
-    int rc = param_int(p, "top", 0, 0, 1000, &topn, err);
+    int rc = hs__param_int(p, "top", 0, 0, 1000, &topn, err);
     if (rc) return rc;
     const char *tl = hs__param(p, "trace");
     for (const char *c = tl; c && *c;) {
@@ -456,7 +439,7 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
                : !strcmp(by, "stack")    ? 2
                                          : -1;
     if (mode < 0) return hs__err(err, 400, "by must be site, function or stack (not '%s')", by);
-    if ((rc = param_int(p, "limit", 50, 1, 1000000, &limit, err))) return rc;
+    if ((rc = hs__param_int(p, "limit", 50, 1, 1000000, &limit, err))) return rc;
     int max_frames, frames_cut = 0, bytes_cut = 0;
     if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
     if ((rc = hs__at_param(q, run, p, "peak", &at, err))) return rc;
@@ -769,12 +752,6 @@ oom:
     return NULL;
 }
 
-static int cmp_i64_desc(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x < y) - (x > y);
-}
-
 /* The narrowest node the answer can hold: min_bytes, or the width of the
  * max_nodes-th widest node when more are at least min_bytes wide. A node is
  * never wider than its parent, so the nodes at least that wide form a tree. */
@@ -788,8 +765,7 @@ static int64_t flame_threshold(const hs__flame *f, int64_t min_bytes, size_t max
     n = 0;
     for (size_t i = 1; i < f->len; i++)
         if (f->n[i].bytes >= min_bytes && f->n[i].bytes > 0) w[n++] = f->n[i].bytes;
-    qsort(w, n, sizeof *w, cmp_i64_desc);
-    int64_t t = w[max_nodes - 1];
+    int64_t t = hs__kth_largest(w, n, max_nodes);
     /* ties at t may still pass max_nodes: the walk stops there */
     free(w);
     return t > min_bytes ? t : min_bytes;
@@ -803,9 +779,10 @@ int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
     if (rc) return rc;
     double min_share;
     if ((rc = hs__min_share_param(p, &min_share, err))) return rc;
-    if ((rc = param_int(p, "max_nodes", FLAME_MAX_NODES, 1, FLAME_NODES_LIMIT, &max_nodes, err)))
+    if ((rc =
+             hs__param_int(p, "max_nodes", FLAME_MAX_NODES, 1, FLAME_NODES_LIMIT, &max_nodes, err)))
         return rc;
-    if ((rc = param_int(p, "max_depth", FLAME_MAX_DEPTH, 1, HS_MAX_DEPTH, &max_depth, err)))
+    if ((rc = hs__param_int(p, "max_depth", FLAME_MAX_DEPTH, 1, HS_MAX_DEPTH, &max_depth, err)))
         return rc;
     hs__state state;
     if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
@@ -895,7 +872,7 @@ static json_t *trace_row(hs_q *q, int64_t trace, int max_frames, int *cut, hs_qe
 int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
 {
     int64_t limit;
-    int rc = param_int(p, "limit", 20, 1, 100000, &limit, err), max_frames, frames_cut = 0;
+    int rc = hs__param_int(p, "limit", 20, 1, 100000, &limit, err), max_frames, frames_cut = 0;
     if (rc) return rc;
     if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
     hs__at at;

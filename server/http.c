@@ -4,7 +4,8 @@
  * request at a time with hs_http_parse_request() (bounded: HS_HTTP_HEAD_MAX
  * bytes of head, HS_HTTP_BODY_MAX of body, Content-Length only), checks the
  * bearer token (--token or --read-token), then answers GET /api/health on
- * the spot (it reads no table) and hands other work to a thread: POST
+ * the spot (it reads no table and makes no system call: what it says was
+ * found when its connection opened) and hands other work to a thread: POST
  * /api/sql to the SQL lane (one thread of its own, HS_HTTP_SQL_QUEUE
  * waiting at most), the rest to libuv's thread pool. API requests run
  * hs_api_handle() (queries/) on a read-only connection taken from a small

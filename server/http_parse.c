@@ -124,11 +124,7 @@ int hs_http_parse_request(hs_http_req *out, const char *buf, size_t len, hs_http
 
 int hs_token_eq(const char *v, size_t n, const char *token)
 {
-    if (!v || !token) return 0;
-    size_t tl = strlen(token);
-    unsigned diff = (unsigned)(n != tl);
-    for (size_t i = 0; i < n && i < tl; i++) diff |= (unsigned char)(v[i] ^ token[i]);
-    return diff == 0; /* no early exit: the time does not tell how much matched */
+    return v && token && hs_ct_eq(v, n, token, strlen(token));
 }
 
 int hs_http_bearer_ok(const char *v, size_t n, const char *token)

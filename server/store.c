@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "hs_error.h"
+#include "hs_text.h"
 #include "hs_schema.h"
 #include "store_int.h"
 
@@ -609,11 +610,7 @@ static int key_refused(const hs_store *s, const hs_run *r, const hs_hello *h, ch
                          r->id);
         return HS_EAUTH;
     }
-    unsigned char diff = h->resume_key.len != r->key_len;
-    for (uint32_t i = 0; i < r->key_len; i++)
-        diff |= (unsigned char)(r->key[i] ^
-                                (i < h->resume_key.len ? (uint8_t)h->resume_key.ptr[i] : 0));
-    if (diff) {
+    if (!hs_ct_eq(h->resume_key.ptr, h->resume_key.len, r->key, r->key_len)) {
         hs__store_seterr(err, errlen, "resumed HELLO for run %" PRId64 " refused: %s", r->id,
                          h->resume_key.len ? "wrong resume key" : "no resume key");
         return HS_EAUTH;
