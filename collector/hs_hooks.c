@@ -326,6 +326,19 @@ static void new_run_id(void)
     hs__run.start_ns = hs_now_ns();
 }
 
+/* HEAPSTORE_RUN_ID: the launcher (`heapstore run`) chose this process's run
+ * id, so that it can ask for the run by it. Only the process it started
+ * takes it: the variable leaves the environment here, before any fork or
+ * exec could hand it on. */
+static void take_given_run_id(void)
+{
+    const char *v = getenv("HEAPSTORE_RUN_ID");
+    if (!v) return;
+    uint8_t id[16];
+    if (unhex16(id, v) == 0) memcpy(hs__run.run_id, id, 16);
+    unsetenv("HEAPSTORE_RUN_ID");
+}
+
 /* HEAPSTORE_PARENT_RUN carries our run id to exec'd programs. It is set once
  * with setenv and afterwards rewritten in place (same length), so that a fork
  * child can update it without taking the environment lock. */
@@ -409,6 +422,7 @@ static void init(void)
     if (hs__threads_init() != 0) goto done;
     unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     new_run_id();
+    take_given_run_id();
     hs__run.pid = getpid();
     const char *parent = getenv("HEAPSTORE_PARENT_RUN");
     if (parent && unhex16(hs__run.parent_run_id, parent) == 0)

@@ -52,6 +52,7 @@ typedef struct hs_server_config {
     const char *token;      /* NULL: none required; collectors' token, admits HTTP too */
     const char *read_token; /* NULL: none; else HTTP also admits it (never HELLO) */
     const char *web_root;   /* NULL: none */
+    int ready_fd;           /* says "PORT\n" there once listening (hs_spawn.h); -1: none */
     uint64_t granularity_ns;
     uint64_t grace_ns;
     uint64_t retain_events_ns;  /* 0: forever */

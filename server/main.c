@@ -1,5 +1,6 @@
 /* heapstore-server: command line, defaults, then hs_server_run(). */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -44,6 +45,8 @@ static void usage(FILE *f)
         "  --frame-timeout DUR  close a stream whose partly sent frame gets no byte for DUR\n"
         "                       (default 60s); 0 turns any of these timeouts off\n"
         "  --web-root DIR       dashboard files (default <bindir>/../share/heapstore/web)\n"
+        "  --ready-fd N         once accepting connections, write the port and a newline to\n"
+        "                       the inherited descriptor N and close it (for launchers)\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
 }
@@ -96,6 +99,7 @@ int main(int argc, char **argv)
         .frame_timeout_ns = 60ull * 1000000000ull,
         .header_timeout_ns = 10ull * 1000000000ull,
         .idle_timeout_ns = 30ull * 1000000000ull,
+        .ready_fd = -1,
     };
     char *web_root = NULL;
     int token_given = 0, read_token_given = 0;
@@ -118,7 +122,8 @@ int main(int argc, char **argv)
         static const char *const known[] = {"--db",           "--listen",        "--granularity",
                                             "--grace",        "--retain-events", "--token",
                                             "--read-token",   "--web-root",      "--header-timeout",
-                                            "--idle-timeout", "--hello-timeout", "--frame-timeout"};
+                                            "--idle-timeout", "--hello-timeout", "--frame-timeout",
+                                            "--ready-fd"};
         int ok = 0;
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
@@ -165,6 +170,14 @@ int main(int argc, char **argv)
             bad = hs_parse_duration(val, &cfg.hello_timeout_ns);
         } else if (!strcmp(name, "--frame-timeout")) {
             bad = hs_parse_duration(val, &cfg.frame_timeout_ns);
+        } else if (!strcmp(name, "--ready-fd")) {
+            char *end;
+            long fd = strtol(val, &end, 10);
+            bad = end == val || *end || fd < 0 || fd > INT_MAX || fcntl((int)fd, F_GETFD) < 0;
+            if (!bad) {
+                cfg.ready_fd = (int)fd;
+                fcntl(cfg.ready_fd, F_SETFD, FD_CLOEXEC);
+            }
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
         }

@@ -15,6 +15,7 @@
 #include "hs_log.h"
 #include "hs_proto.h"
 #include "hs_server.h"
+#include "hs_spawn.h"
 #include "hs_store.h"
 #include "hs_writer.h"
 
@@ -885,6 +886,7 @@ int hs_server_run(const hs_server_config *cfg)
     /* Said only now: whoever waits for this line may stop the server at once,
      * and SIGINT/SIGTERM must find their handlers (not the default action). */
     hs_log("listening on %s:%d (database %s)", cfg->host, port, cfg->db_path);
+    hs_spawn_say_ready(cfg->ready_fd, port);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     hs_writer_join(s->writer);
     uv_run(&s->loop, UV_RUN_DEFAULT);

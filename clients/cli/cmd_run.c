@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -24,6 +25,7 @@
 #include "cli_query.h"
 #include "hs_cli.h"
 #include "hs_paths.h"
+#include "hs_spawn.h"
 #include "http_client.h"
 
 static const char usage[] =
@@ -92,58 +94,21 @@ static int server_start(server_proc *sp, const char *bindir, const char *db)
         fprintf(stderr, "heapstore run: cannot create a log file: %s\n", strerror(errno));
         return -1;
     }
-    sp->pid = fork();
-    if (sp->pid < 0) {
-        close(fd);
-        unlink(sp->log);
-        return -1;
-    }
-    if (sp->pid == 0) {
-        dup2(fd, 2);
-        int devnull = open("/dev/null", O_RDWR);
-        if (devnull >= 0) {
-            dup2(devnull, 0);
-            dup2(devnull, 1);
-        }
-        /* its own process group: a Ctrl-C meant for the program spares it */
-        setpgid(0, 0);
-        unsetenv("LD_PRELOAD");
-        execl(exe, exe, "--db", db, "--listen", DEFAULT_HOST ":0", "--granularity", "100ms",
-              "--grace", "2s", (char *)NULL);
-        fprintf(stderr, "cannot run %s: %s\n", exe, strerror(errno));
-        _exit(127);
-    }
+    const char *args[] = {"--db",    db,   "--listen", DEFAULT_HOST ":0", "--granularity", "100ms",
+                          "--grace", "2s", NULL};
+    hs_spawn_opts o = {.exe = exe,
+                       .args = args,
+                       .log_fd = fd,
+                       .quiet = 1,
+                       .own_group = 1,
+                       .no_preload = 1,
+                       .timeout_ms = 10000};
+    char why[256];
+    int rc = hs_spawn_server(&o, &sp->pid, &sp->port, why, sizeof why);
     close(fd);
-    /* the server logs "listening on HOST:PORT" once it accepts connections */
-    for (int i = 0; i < 200; i++) {
-        FILE *f = fopen(sp->log, "r");
-        char line[1024];
-        while (f && fgets(line, sizeof line, f)) {
-            char *p = strstr(line, "listening on ");
-            if (!p) continue;
-            char *colon = strchr(p + 13, ' ');
-            (void)colon;
-            char *c = strrchr(p, ':');
-            if (c && sscanf(c + 1, "%d", &sp->port) == 1 && sp->port > 0) {
-                fclose(f);
-                return 0;
-            }
-        }
-        if (f) fclose(f);
-        int st;
-        if (waitpid(sp->pid, &st, WNOHANG) == sp->pid) {
-            fprintf(stderr, "heapstore run: the server for %s did not start:\n", db);
-            print_log_tail(sp->log);
-            unlink(sp->log);
-            sp->pid = 0;
-            return -1;
-        }
-        sleep_ms(50);
-    }
-    fprintf(stderr, "heapstore run: the server for %s did not start within 10 s:\n", db);
+    if (rc == 0) return 0;
+    fprintf(stderr, "heapstore run: the server for %s did not start (%s):\n", db, why);
     print_log_tail(sp->log);
-    kill(sp->pid, SIGKILL);
-    waitpid(sp->pid, NULL, 0);
     unlink(sp->log);
     sp->pid = 0;
     return -1;
@@ -190,8 +155,30 @@ done:
     sp->pid = 0;
 }
 
+/* The run id the collector of the program we start will use (32 hex). */
+static void new_run_id(char hex[33])
+{
+    uint8_t id[16];
+    if (getrandom(id, sizeof id, 0) != (ssize_t)sizeof id) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t a = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        uint64_t b = (uint64_t)getpid() * 0x9E3779B97F4A7C15ull ^ (uint64_t)(uintptr_t)&ts;
+        for (int i = 0; i < 8; i++) {
+            id[i] = (uint8_t)(a >> (8 * i));
+            id[8 + i] = (uint8_t)(b >> (8 * i));
+        }
+    }
+    static const char d[] = "0123456789abcdef";
+    for (int i = 0; i < 16; i++) {
+        hex[2 * i] = d[id[i] >> 4];
+        hex[2 * i + 1] = d[id[i] & 15];
+    }
+    hex[32] = 0;
+}
+
 static pid_t start_program(char **argv, const char *lib, const char *url, const char *sample,
-                           const char *labels)
+                           const char *labels, const char *run_id)
 {
     pid_t pid = fork();
     if (pid != 0) return pid;
@@ -224,6 +211,7 @@ static pid_t start_program(char **argv, const char *lib, const char *url, const 
     if (!getenv("HEAPSTORE_EXIT_FLUSH_MS")) setenv("HEAPSTORE_EXIT_FLUSH_MS", "30000", 1);
     if (sample) setenv("HEAPSTORE_SAMPLE_BYTES", sample, 1);
     if (labels && *labels) setenv("HEAPSTORE_LABELS", labels, 1);
+    setenv("HEAPSTORE_RUN_ID", run_id, 1);
     execvp(argv[0], argv);
     fprintf(stderr, "heapstore run: cannot run %s: %s\n", argv[0], strerror(errno));
     _exit(127);
@@ -254,6 +242,29 @@ static json_t *get_json(const char *url, const char *target, int quiet)
         return NULL;
     }
     return j;
+}
+
+/* The run of the image that replaced run's process by exec: same pid, run
+ * as its parent. Returns 0 with its uuid in out, -1 when there is none. */
+static int exec_successor(const char *url, const json_t *run, char *out, size_t len)
+{
+    char target[128];
+    int64_t id = hs_json_int(run, "id"), pid = hs_json_int(run, "pid");
+    snprintf(target, sizeof target, "/api/runs?pid=%" PRId64 "&limit=100", pid);
+    json_t *j = get_json(url, target, 1);
+    json_t *runs = json_object_get(j, "runs"), *r;
+    size_t i;
+    int rc = -1;
+    json_array_foreach(runs, i, r)
+    {
+        if (hs_json_int(r, "parent_id") == id && hs_json_int(r, "pid") == pid) {
+            snprintf(out, len, "%s", hs_json_str(r, "uuid"));
+            rc = out[0] ? 0 : -1;
+            break;
+        }
+    }
+    json_decref(j);
+    return rc;
 }
 
 static void summary(const char *url, const json_t *run, int code, const char *how)
@@ -422,7 +433,9 @@ int hs_cmd_run(int argc, char **argv)
     struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
     sigaction(SIGINT, &ign, &old_int);
     sigaction(SIGQUIT, &ign, &old_quit);
-    pid_t pid = start_program(a.rest, lib, url, a.sample, labels);
+    char run_id[33];
+    new_run_id(run_id);
+    pid_t pid = start_program(a.rest, lib, url, a.sample, labels, run_id);
     int status = 0, code;
     if (pid < 0) {
         fprintf(stderr, "heapstore run: cannot start a process: %s\n", strerror(errno));
@@ -458,7 +471,7 @@ int hs_cmd_run(int argc, char **argv)
      * as the run makes progress, and give up only when nothing has changed
      * for a while (or the server we started has died). */
     char target[256];
-    snprintf(target, sizeof target, "/api/runs?pid=%d&limit=1", (int)pid);
+    snprintf(target, sizeof target, "/api/runs/%s", run_id);
     json_t *run = NULL;
     int stored = 0, server_died = 0;
     int64_t seen_progress = -1;
@@ -469,7 +482,7 @@ int hs_cmd_run(int argc, char **argv)
             break;
         }
         json_t *j = get_json(url, target, 1);
-        json_t *r = json_array_get(json_object_get(j, "runs"), 0);
+        json_t *r = json_object_get(j, "run");
         if (r) {
             int64_t progress = run_progress(r);
             if (progress != seen_progress) {
@@ -481,7 +494,17 @@ int hs_cmd_run(int argc, char **argv)
             if (strcmp(hs_json_str(r, "state"), "open")) stored = 1;
         }
         json_decref(j);
-        if (stored) break;
+        if (stored) {
+            /* A new image of the process (exec) is a run of its own, whose
+             * parent is the one that ended: follow it to the last image. */
+            char next[40];
+            if (exec_successor(url, run, next, sizeof next)) break;
+            snprintf(target, sizeof target, "/api/runs/%s", next);
+            stored = 0;
+            seen_progress = -1;
+            idle_since = now_s();
+            continue;
+        }
         double idle = now_s() - idle_since;
         /* nothing at all: the collector did not run (a static program?) */
         if (!run && idle >= NOTHING_ARRIVED_S) break;

@@ -1,6 +1,8 @@
 /* qkit: servers, HTTP exchanges and CLI runs for the tests of queries/. */
 #include "qkit.h"
 
+#include "hs_spawn.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,37 +36,19 @@ int qk_server_start(qk_server *s, const char *db, const char *const *extra)
     qk_bin(exe, sizeof exe, "heapstore-server");
     snprintf(s->log, sizeof s->log, "%s.server.log", db);
     s->port = 0;
-    s->pid = fork();
-    if (s->pid < 0) return -1;
-    if (s->pid == 0) {
-        int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) dup2(fd, 2);
-        const char *argv[32] = {exe, "--db", db, "--listen", "127.0.0.1:0"};
-        int n = 5;
-        for (int i = 0; extra && extra[i] && n < 31; i++) argv[n++] = extra[i];
-        argv[n] = NULL;
-        execv(exe, (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < 400; i++) {
-        FILE *f = fopen(s->log, "r");
-        char line[1024];
-        while (f && fgets(line, sizeof line, f)) {
-            char *p = strstr(line, "listening on ");
-            char *c = p ? strchr(p + 13, ':') : NULL;
-            if (c && sscanf(c + 1, "%d", &s->port) == 1 && s->port > 0) {
-                fclose(f);
-                return 0;
-            }
-        }
-        if (f) fclose(f);
-        if (waitpid(s->pid, NULL, WNOHANG) == s->pid) break;
-        sleep_ms(25);
-    }
-    fprintf(stderr, "qkit: the server did not start (log %s)\n", s->log);
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    return -1;
+    s->pid = 0;
+    const char *args[32] = {"--db", db, "--listen", "127.0.0.1:0"};
+    int n = 4;
+    for (int i = 0; extra && extra[i] && n < 31; i++) args[n++] = extra[i];
+    args[n] = NULL;
+    int fd = open(s->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return -1;
+    hs_spawn_opts o = {.exe = exe, .args = args, .log_fd = fd, .timeout_ms = 10000};
+    char why[256];
+    int rc = hs_spawn_server(&o, &s->pid, &s->port, why, sizeof why);
+    close(fd);
+    if (rc) fprintf(stderr, "qkit: the server did not start: %s (log %s)\n", why, s->log);
+    return rc;
 }
 
 void qk_server_stop(qk_server *s)

@@ -248,13 +248,64 @@ static void test_exit_codes(void **state)
     qk_out_free(&o);
 }
 
+/* `heapstore run` gives the program its run id and follows exec: here a
+ * shell starts a short hs-example in the background (another process, its
+ * own run), then replaces itself with the full workload. The summary must be
+ * that last image's run: the child of the shell's own run, same pid. */
+static void test_run_follows_exec(void **state)
+{
+    (void)state;
+    const char *argv[] = {
+        cli,
+        "run",
+        "--sample",
+        "1",
+        "--db",
+        db,
+        "--label",
+        "version=exec",
+        "--",
+        "/bin/sh",
+        "-c",
+        "\"$0\" --rounds 2 --round-ms 1 >/dev/null & wait; exec \"$0\" --rounds 20 "
+        "--round-ms " ROUND_MS,
+        example,
+        NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
+    assert_int_equal(o.code, 0);
+    const char *h = strstr(o.err, "heapstore: run ");
+    assert_non_null(h);
+    long shown = strtol(h + 15, NULL, 10);
+    assert_true(shown > 0);
+    qk_out_free(&o);
+
+    json_t *runs = cli_json((const char *const[]){"runs", "--label", "version=exec", NULL});
+    json_t *r, *mine = NULL, *parent = NULL;
+    size_t i;
+    json_array_foreach(json_object_get(runs, "runs"), i, r)
+    {
+        if (json_integer_value(json_object_get(r, "id")) == shown) mine = r;
+    }
+    assert_non_null(mine);
+    json_array_foreach(json_object_get(runs, "runs"), i, r)
+    {
+        if (json_equal(json_object_get(r, "id"), json_object_get(mine, "parent_id"))) parent = r;
+    }
+    assert_non_null(parent);
+    assert_true(json_equal(json_object_get(parent, "pid"), json_object_get(mine, "pid")));
+    assert_non_null(strstr(json_string_value(json_object_get(mine, "program")), "hs-example"));
+    near(json_integer_value(json_object_get(mine, "peak_bytes")), PEAK_BYTES, "exec'd peak");
+    json_decref(runs);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_leaky_run),
-        cmocka_unit_test(test_fixed_run_and_diff),
-        cmocka_unit_test(test_collapsed_and_pprof),
-        cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_leaky_run),           cmocka_unit_test(test_fixed_run_and_diff),
+        cmocka_unit_test(test_collapsed_and_pprof), cmocka_unit_test(test_exit_codes),
+        cmocka_unit_test(test_run_follows_exec),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

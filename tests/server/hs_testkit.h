@@ -83,7 +83,7 @@ typedef struct tk_server {
 
 /* Starts build/bin/heapstore-server with --db db --listen 127.0.0.1:port
  * (0: ephemeral) and extra arguments (NULL-terminated), stderr to a log file
- * next to db; waits for "listening on". Returns 0 or -1. */
+ * next to db; waits for its readiness (hs_spawn.h). Returns 0 or -1. */
 int tk_server_start(tk_server *s, const char *db, int port, const char *const *extra);
 /* Sends sig and waits for the exit; returns the exit status (or 128+signal). */
 int tk_server_stop(tk_server *s, int sig);

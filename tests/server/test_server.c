@@ -977,6 +977,18 @@ static void test_command_line(void **state)
     snprintf(args, sizeof args, "--db '%s/other.db' --listen 127.0.0.1:%d", dir, srv.port);
     assert_int_equal(server_cmd(args, out), 1);
     assert_true(file_contains(out, "address already in use"));
+    /* The readiness handshake: a descriptor that is not open is refused; a
+     * server that cannot listen closes its ready pipe by exiting, and the
+     * launcher says so at once instead of waiting out its time limit. */
+    assert_int_equal(server_cmd("--ready-fd 987 --listen 127.0.0.1:0", out), 2);
+    assert_true(file_contains(out, "bad value '987' for --ready-fd"));
+    char other[700];
+    snprintf(other, sizeof other, "%s/other2.db", dir);
+    tk_server busy;
+    uint64_t t0 = tk_now_ms();
+    assert_int_equal(tk_server_start(&busy, other, srv.port, NULL), -1);
+    assert_true(tk_now_ms() - t0 < 30000); /* not the kit's 60 s limit */
+    assert_true(tk_log_contains(&busy, "address already in use"));
     /* The same port speaks HTTP to a client whose first byte is not 0x89. */
     int fd = tk_connect(srv.port);
     assert_true(fd >= 0);

@@ -1,6 +1,8 @@
 /* hs_testkit: stream encoding, a blocking client and a child server. */
 #include "hs_testkit.h"
 
+#include "hs_spawn.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -353,28 +355,6 @@ static void remember(pid_t pid)
     if (nstarted < 64) started[nstarted++] = pid;
 }
 
-static int read_port(const char *log, int *port)
-{
-    FILE *f = fopen(log, "r");
-    if (!f) return -1;
-    char line[1024];
-    int rc = -1;
-    while (fgets(line, sizeof line, f)) {
-        char *p = strstr(line, "listening on ");
-        if (!p) continue;
-        char *colon = strchr(p + 13, ' ');
-        if (!colon) continue;
-        *colon = 0;
-        char *c = strrchr(p, ':');
-        if (c) {
-            *port = atoi(c + 1);
-            rc = 0;
-        }
-    }
-    fclose(f);
-    return rc;
-}
-
 int tk_server_start(tk_server *s, const char *db, int port, const char *const *extra)
 {
     const char *bdir = getenv("HS_BUILD_DIR");
@@ -383,54 +363,25 @@ int tk_server_start(tk_server *s, const char *db, int port, const char *const *e
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(s->db, sizeof s->db, "%s", db);
     snprintf(s->log, sizeof s->log, "%s.log", db);
-    const char *argv[32] = {bin, "--db", db, "--listen", listen};
-    int n = 5;
-    for (int i = 0; extra && extra[i] && n < 30; i++) argv[n++] = extra[i];
-    argv[n] = NULL;
+    const char *args[32] = {"--db", db, "--listen", listen};
+    int n = 4;
+    for (int i = 0; extra && extra[i] && n < 31; i++) args[n++] = extra[i];
+    args[n] = NULL;
     /* Appends: a restarted server's lines follow the first one's. */
-    FILE *lf = fopen(s->log, "a");
-    if (!lf) return -1;
-    long start_off = ftell(lf);
-    pid_t pid = fork();
-    if (pid < 0) return -1;
-    if (pid == 0) {
-        dup2(fileno(lf), 2);
-        execv(bin, (char *const *)argv);
-        _exit(127);
+    int lf = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (lf < 0) return -1;
+    hs_spawn_opts o = {.exe = bin, .args = args, .log_fd = lf, .timeout_ms = 60000};
+    char why[256];
+    pid_t pid;
+    int rc = hs_spawn_server(&o, &pid, &s->port, why, sizeof why);
+    close(lf);
+    s->pid = rc ? 0 : pid;
+    if (rc) {
+        fprintf(stderr, "testkit: %s (log %s)\n", why, s->log);
+        return -1;
     }
-    fclose(lf);
-    s->pid = pid;
     remember(pid);
-    uint64_t deadline = tk_now_ms() + 60000;
-    while (tk_now_ms() < deadline) {
-        /* Only lines after start_off count: read the tail. */
-        FILE *f = fopen(s->log, "r");
-        if (f) {
-            fseek(f, start_off, SEEK_SET);
-            char tail[600];
-            snprintf(tail, sizeof tail, "%s.tail", s->log);
-            FILE *t = fopen(tail, "w");
-            char line[1024];
-            while (t && fgets(line, sizeof line, f)) fputs(line, t);
-            if (t) fclose(t);
-            fclose(f);
-            if (read_port(tail, &s->port) == 0) {
-                unlink(tail);
-                return 0;
-            }
-            unlink(tail);
-        }
-        int st;
-        if (waitpid(pid, &st, WNOHANG) == pid) {
-            s->pid = 0;
-            return -1;
-        }
-        usleep(20000);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    s->pid = 0;
-    return -1;
+    return 0;
 }
 
 int tk_server_stop(tk_server *s, int sig)

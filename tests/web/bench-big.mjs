@@ -46,14 +46,15 @@ const db = path.join(tmp, 'big.db');
 function startServer(webRoot) {
   return new Promise((resolve, reject) => {
     const child = spawn(SERVER, ['--db', db, '--listen', '127.0.0.1:0', '--granularity', GRANULARITY,
-      '--web-root', webRoot], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let seen = '';
-    child.stderr.on('data', (d) => {
-      seen += d;
-      const m = /listening on [^\s]*:(\d+)\b/.exec(seen);
+      '--web-root', webRoot, '--ready-fd', '3'], { stdio: ['ignore', 'ignore', 'pipe', 'pipe'] });
+    let log = '', ready = '';
+    child.stderr.on('data', (d) => { log += d; });
+    child.stdio[3].on('data', (d) => {
+      ready += d;
+      const m = /^(\d+)\n/.exec(ready);
       if (m) resolve({ child, port: Number(m[1]) });
     });
-    child.once('exit', (code, sig) => reject(new Error(`server exited ${code ?? sig}: ${seen}`)));
+    child.once('exit', (code, sig) => reject(new Error(`server exited ${code ?? sig}: ${log}`)));
   });
 }
 

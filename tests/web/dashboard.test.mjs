@@ -79,7 +79,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 // Generous limits: the suite runs under ctest -j2 next to stress tests on a
 // slow shared machine. Nothing here is a measure of speed; each is only how
 // long to keep trying before calling something broken.
-const SERVER_START_MS = 60000; // until "listening on" and /api/health answers
+const SERVER_START_MS = 60000; // until the server is ready and /api/health answers
 const FETCH_RETRY_MS = 60000; // a request that fails to connect is retried this long
 const RECORD_MS = 180000; // one workload run under the collector
 const RUNS_END_MS = 120000; // until the server has seen both runs end
@@ -130,33 +130,33 @@ async function getJson(base, p) {
   return JSON.parse(text);
 }
 
-// The server picks its own port (--listen 127.0.0.1:0) and says which in its
-// "listening on HOST:PORT" line: no window in which another test could take
-// a port picked for it. Its stderr is copied to server.log as it comes.
+// The server picks its own port (--listen 127.0.0.1:0) and writes it to the
+// descriptor given by --ready-fd (here 3, a pipe) once it accepts
+// connections: no window in which another test could take a port picked for
+// it, and no reading of its log. Its stderr is copied to server.log.
 async function startServer(tmp) {
   const db = path.join(tmp, 'web.db');
   const logFile = path.join(tmp, 'server.log');
   const out = fs.createWriteStream(logFile);
   const child = spawn(SERVER, ['--db', db, '--listen', '127.0.0.1:0', '--granularity', '100ms',
-    '--web-root', WEB_ROOT], { stdio: ['ignore', 'pipe', 'pipe'] });
+    '--web-root', WEB_ROOT, '--ready-fd', '3'], { stdio: ['ignore', 'pipe', 'pipe', 'pipe'] });
   server = { child, logFile };
   cleanups.push(() => { if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM'); });
+  child.stdout.on('data', (chunk) => out.write(chunk));
+  child.stderr.on('data', (chunk) => out.write(chunk));
   const port = await new Promise((resolve, reject) => {
     let seen = '';
     const timer = setTimeout(() => reject(new Error(
-      `heapstore-server did not say "listening on" within ${SERVER_START_MS / 1000} s${serverLog()}`)), SERVER_START_MS);
-    const onData = (chunk) => {
-      out.write(chunk);
+      `heapstore-server was not ready within ${SERVER_START_MS / 1000} s${serverLog()}`)), SERVER_START_MS);
+    child.stdio[3].on('data', (chunk) => {
       seen += chunk.toString();
-      const m = /listening on [^\s]*:(\d+)\b/.exec(seen);
+      const m = /^(\d+)\n/.exec(seen);
       if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-    };
-    child.stdout.on('data', (chunk) => out.write(chunk));
-    child.stderr.on('data', onData);
+    });
     child.once('error', (err) => { clearTimeout(timer); reject(err); });
     child.once('exit', (code, sig) => {
       clearTimeout(timer);
-      reject(new Error(`heapstore-server exited (${code ?? sig}) before listening${serverLog()}`));
+      reject(new Error(`heapstore-server exited (${code ?? sig}) before it was ready${serverLog()}`));
     });
   });
   const base = `http://127.0.0.1:${port}`;
