@@ -20,6 +20,7 @@
 # in the cli_warm column) and the database's size.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/bench/server_start.sh"
 if [ "${1:-}" = --compare ]; then
     [ $# -eq 3 ] || { echo "usage: $0 --compare BEFORE.tsv AFTER.tsv" >&2; exit 2; }
     # Rows of both tables with the same run and query; warm medians and CPU,
@@ -76,18 +77,7 @@ now_ns() { date +%s%N; }
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 start_server() { # db
-    rm -f "$tmp/server.log" # a stale log would name the previous server's port
-    "$server" --db "$1" --listen 127.0.0.1:0 --granularity "$gran" 2> "$tmp/server.log" &
-    pid=$!
-    port=
-    for _ in $(seq 200); do
-        # the log appears when the server's shell has opened it: maybe not yet
-        port=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\) .*/\1/p' "$tmp/server.log" \
-            2> /dev/null | head -1 || true)
-        [ -n "$port" ] && break
-        sleep 0.05
-    done
-    [ -n "$port" ] || { echo "server did not start" >&2; cat "$tmp/server.log" >&2; exit 1; }
+    hs_bench_server "$server" "$tmp/server.log" --db "$1" --listen 127.0.0.1:0 --granularity "$gran"
 }
 stop_server() { kill -TERM "$pid"; wait "$pid" || true; pid=; }
 

@@ -13,6 +13,7 @@
 # ("1 16 64"), PER_FRAME (4096), STACKS (256), SAMPLE_BYTES (524288).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
+. "$root/bench/server_start.sh"
 build=${1:-$root/build}
 server=$build/bin/heapstore-server
 loadgen=$build/bin/hs-loadgen
@@ -36,15 +37,7 @@ for n in $CONNS; do
     for r in $(seq "$REPEAT"); do
         db=$tmp/bench-$n-$r.db
         log=$tmp/server-$n-$r.log
-        "$server" --db "$db" --listen 127.0.0.1:0 2> "$log" &
-        pid=$!
-        port=
-        for _ in $(seq 200); do
-            port=$(sed -n 's/.*listening on [^ ]*:\([0-9][0-9]*\) .*/\1/p' "$log" | head -1)
-            [ -n "$port" ] && break
-            sleep 0.05
-        done
-        [ -n "$port" ] || { echo "server did not start:" >&2; cat "$log" >&2; exit 1; }
+        hs_bench_server "$server" "$log" --db "$db" --listen 127.0.0.1:0
         per_conn=$(( EVENTS / n ))
         out=$("$loadgen" --port "$port" --conns "$n" --events "$per_conn" \
               --per-frame "$PER_FRAME" --stacks "$STACKS" --sample-bytes "$SAMPLE_BYTES")

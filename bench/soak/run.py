@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import select
 import signal
 import sqlite3
 import statistics
@@ -53,19 +54,28 @@ def rss_kb(pid):
 
 
 def start_server(build, db, log_path):
+    """Starts the server; its port comes through its readiness pipe."""
     log = open(log_path, "w")
+    rfd, wfd = os.pipe()
     proc = subprocess.Popen(
-        [f"{build}/bin/heapstore-server", "--db", db, "--listen", "127.0.0.1:0"],
-        stderr=log, stdout=subprocess.DEVNULL)
+        [f"{build}/bin/heapstore-server", "--db", db, "--listen", "127.0.0.1:0",
+         "--ready-fd", str(wfd)],
+        stderr=log, stdout=subprocess.DEVNULL, pass_fds=(wfd,))
+    os.close(wfd)
+    line = b""
     deadline = time.time() + 30
-    while time.time() < deadline:
-        with open(log_path) as f:
-            m = re.search(r"listening on 127\.0\.0\.1:(\d+)", f.read())
-        if m:
-            return proc, int(m.group(1))
-        if proc.poll() is not None:
+    while time.time() < deadline and not line.endswith(b"\n"):
+        r, _, _ = select.select([rfd], [], [], max(0.0, deadline - time.time()))
+        if not r:
             break
-        time.sleep(0.05)
+        chunk = os.read(rfd, 32)
+        if not chunk:
+            break
+        line += chunk
+    os.close(rfd)
+    if line.endswith(b"\n"):
+        return proc, int(line)
+    proc.kill()
     sys.exit(f"the server did not start; see {log_path}")
 
 
