@@ -44,6 +44,8 @@ static void usage(FILE *f)
         "  --frame-timeout DUR  close a stream whose partly sent frame gets no byte for DUR\n"
         "                       (default 60s); 0 turns any of these timeouts off\n"
         "  --web-root DIR       dashboard files (default <bindir>/../share/heapstore/web)\n"
+        "  --alloc-wrappers LIST  allocation wrappers that do not name a site (comma-\n"
+        "                       separated, 'prefix*' allowed; sets HEAPSTORE_ALLOC_WRAPPERS)\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
 }
@@ -119,7 +121,7 @@ int main(int argc, char **argv)
                                             "--grace",        "--retain-events", "--token",
                                             "--read-token",   "--web-root",      "--header-timeout",
                                             "--idle-timeout", "--hello-timeout", "--frame-timeout"};
-        int ok = 0;
+        int ok = !strcmp(name, "--alloc-wrappers");
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
             fprintf(stderr, "heapstore-server: unknown option '%s' (see --help)\n", name);
@@ -167,6 +169,9 @@ int main(int argc, char **argv)
             bad = hs_parse_duration(val, &cfg.frame_timeout_ns);
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
+        } else if (!strcmp(name, "--alloc-wrappers")) {
+            /* read by queries/ (site.c) on every request; set before any thread starts */
+            bad = setenv("HEAPSTORE_ALLOC_WRAPPERS", val, 1) != 0;
         }
         if (bad) {
             fprintf(stderr, "heapstore-server: bad value '%s' for %s (see --help)\n", val, name);

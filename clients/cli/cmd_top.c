@@ -6,13 +6,15 @@
 #include "cli_query.h"
 #include "hs_cli.h"
 
-static const char usage[] = "top RUN [--at T] [--by site|function|stack] [--limit N] [--json] "
-                            "[--db PATH]\n  T: seconds from the start, 'peak' (default) or 'end'";
+static const char usage[] =
+    "top RUN [--at T] [--by site|function|stack] [--limit N] [--site user|alloc|leaf]\n"
+    "    [--wrappers LIST] [--json] [--db PATH]\n"
+    "  T: seconds from the start, 'peak' (default) or 'end'\n" HS_CLI_SITE_HELP;
 
 int hs_cmd_top(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "at,by,limit", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "at,by,limit,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
     char target[4096];
     if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
@@ -22,6 +24,7 @@ int hs_cmd_top(int argc, char **argv)
     hs_cli_pct(target, sizeof target, a.by ? a.by : "site");
     strcat(target, "&limit=");
     hs_cli_pct(target, sizeof target, a.limit ? a.limit : "20");
+    hs_cli_site_params(&a, target, sizeof target);
     hs_api_reply r;
     if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, 0, &r))) return rc;
     if (a.json) {
@@ -77,9 +80,11 @@ int hs_cmd_top(int argc, char **argv)
             if (stacks) {
                 size_t k;
                 json_t *f;
+                /* the frames under the site too: the full stack */
+                int64_t site = hs_json_int(row, "site_index");
                 json_array_foreach(json_object_get(row, "stack"), k, f)
                 {
-                    if (!k) continue;
+                    if ((int64_t)k == site) continue;
                     char fr[620], nm[600];
                     hs_cli_site(nm, sizeof nm, f, "function");
                     snprintf(fr, sizeof fr, "  ← %s", nm);
