@@ -129,6 +129,7 @@ static void qualname(const char *s, const char **b, const char **e)
             } else {
                 while (*c && strchr("<>=!+-*/%^&|~[],", *c)) c++;
             }
+            if (c[0] == ' ' && c[1] == '<') c++; /* "operator< <char>": its template arguments */
             continue;
         }
         switch (*c) {
