@@ -152,6 +152,10 @@ static void sites_match_stacks(const json_t *rows)
  * the vector's buffer ends at capacity 1024 (32 B an element). */
 #define INDEX_BYTES (NR * 50 * (96 + 71 + 301))
 #define NAMES_BYTES (NR * 50 * 1001 + 1024 * 32)
+/* the lines of wl_map.cpp that allocate */
+#define INDEX_APPEND_LINE  32
+#define INDEX_EMPLACE_LINE 33
+#define NAMES_LINE         40
 
 static void test_cxx_map(void **state)
 {
@@ -176,6 +180,33 @@ static void test_cxx_map(void **state)
     within(sum_named(rows, "leak_names(int)", "total_bytes"), NAMES_BYTES, 0.01, "leak_names");
     assert_false(has_named(rows, "operator new(unsigned long)"));
     sites_match_stacks(rows);
+    /* the sites are the user's lines: the containers' code inlined into
+     * the two functions shows as frames of its own (DWARF's inlined
+     * subroutines), and the user's frame carries the line of the call */
+    size_t i;
+    json_t *row;
+    int index_lines = 0;
+    json_array_foreach(rows, i, row)
+    {
+        const char *name = json_string_value(json_object_get(row, "name"));
+        if (strncmp(name, "leak_", 5)) continue;
+        const char *file = json_string_value(json_object_get(row, "file"));
+        size_t fl = strlen(file);
+        assert_true(fl >= 10 && !strcmp(file + fl - 10, "wl_map.cpp"));
+        int line = (int)json_integer_value(json_object_get(row, "line"));
+        if (!strcmp(name, "leak_names(int)"))
+            assert_int_equal(line, NAMES_LINE);
+        else
+            index_lines |= line == INDEX_APPEND_LINE ? 1 : line == INDEX_EMPLACE_LINE ? 2 : 4;
+        /* under the site, the inlined std::string or std::map code */
+        json_t *leaf_side =
+            json_array_get(json_object_get(row, "stack"),
+                           (size_t)json_integer_value(json_object_get(row, "site_index")) - 1);
+        assert_non_null(leaf_side);
+        assert_true(strstr(json_string_value(json_object_get(leaf_side, "function")), "std::") !=
+                    NULL);
+    }
+    assert_int_equal(index_lines, 3);
     json_decref(t);
 
     t = cli_json((const char *const[]){"top", "prog=map", "--by", "function", NULL});
