@@ -1,4 +1,5 @@
-/* hs_symbolize: program counters to function, file, line and module.
+/* hs_symbolize: program counters to function, file, line and module, and
+ * the functions inlined at a pc (DWARF's inlined subroutines).
  *
  * Runs only in the sender thread (whose allocations are never sampled), once
  * per distinct pc. Uses elfutils' libdwfl over the process's own mappings;
