@@ -124,10 +124,19 @@ static void qualname(const char *s, const char **b, const char **e)
             if (*c == ' ') { /* operator new[], operator delete, conversions */
                 c++;
                 while (*c && *c != '(' && *c != '<') c++;
-            } else if (c[0] == '(' && c[1] == ')') {
-                c += 2;
             } else {
-                while (*c && strchr("<>=!+-*/%^&|~[],", *c)) c++;
+                /* the longest operator token: "operator+<char>" is operator+
+                 * with template arguments, "operator<< <char>" operator<< */
+                static const char *const ops[] = {
+                    "<<=", ">>=", "<=>", "->*", "<<", ">>", "<=", ">=", "==", "!=",
+                    "&&",  "||",  "++",  "--",  "->", "+=", "-=", "*=", "/=", "%=",
+                    "^=",  "&=",  "|=",  "()",  "[]", "+",  "-",  "*",  "/",  "%",
+                    "^",   "&",   "|",   "~",   "!",  "=",  "<",  ">",  ","};
+                for (size_t k = 0; k < HS_COUNTOF(ops); k++)
+                    if (!strncmp(c, ops[k], strlen(ops[k]))) {
+                        c += strlen(ops[k]);
+                        break;
+                    }
             }
             if (c[0] == ' ' && c[1] == '<') c++; /* "operator< <char>": its template arguments */
             continue;

@@ -915,6 +915,13 @@ static void test_site_names(void **state)
          "std::allocator<std::pair<int const, int> > >&)",
          "a", HS_MACH_NONE},
         {"bool std::operator< <char>(std::string const&, std::string const&)", "a", HS_MACH_STDLIB},
+        {"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+         "std::operator+<char, std::char_traits<char>, std::allocator<char> "
+         ">(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >&&, "
+         "char const*)",
+         "a", HS_MACH_STDLIB},
+        {"Vec operator+<int>(Vec const&, Vec const&)", "a", HS_MACH_NONE},
+        {"std::ostream& operator<< <char>(std::ostream&, Point const&)", "a", HS_MACH_NONE},
         {"leak_a", "", HS_MACH_NONE}, /* Python */
         {"malloc", "", HS_MACH_NONE}, /* a Python function named malloc */
     };
