@@ -290,6 +290,7 @@ void hs_q_free(hs_q *q)
     free(q->nodes);
     hs__map_free(&q->node_idx);
     hs__map_free(&q->site_cache);
+    hs__map_free(&q->site_class);
     free(q->path);
     free(q);
 }

@@ -125,8 +125,9 @@ struct hs_q {
     /* sites (site.c): the current rules and trace -> site frame under them */
     int site_mode;            /* HS_SITE_* */
     char site_wrappers[2048]; /* comma-separated user wrappers */
-    hs__map site_cache;
-    int big; /* the last request was big: trim malloc's pages */
+    hs__map site_cache;       /* trace -> site frame id */
+    hs__map site_class;       /* frame id -> its class under the rules (site.c) */
+    int big;                  /* the last request was big: trim malloc's pages */
 };
 
 /* Returns the statement, reset and with bindings cleared, or NULL (err set). */

@@ -347,13 +347,22 @@ static int is_wrapper(const hs_q *q, const hs__frame *f)
     return in_list(q->site_wrappers, b, e);
 }
 
-/* ---- rules and the per-trace cache ---------------------------------------- */
+/* ---- rules and the caches ---------------------------------------------------- */
 
+/* trace -> site frame, kept between requests up to SITE_CACHE_KEEP traces;
+ * frame id -> its class under the rules (FB_*), up to SITE_CLASS_MAX frames
+ * (about 32 B each), then started again. A stack's every frame is
+ * classified, but only the site's frame is read into the frame cache
+ * (about 270 B a frame, and the views stop taking stacks when it is full). */
 #define SITE_CACHE_KEEP (256u << 10)
+#define SITE_CLASS_MAX  (512u << 10)
+#define FB_PYTHON       1u
+#define FB_MACHINERY    2u /* under the current mode and wrappers */
 
 static void site_cache_clear(hs_q *q)
 {
     hs__map_free(&q->site_cache);
+    hs__map_free(&q->site_class);
 }
 
 int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
@@ -379,22 +388,59 @@ int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
     return 0;
 }
 
+static unsigned frame_class(const hs_q *q, const hs__frame *f)
+{
+    if (f->python) return FB_PYTHON;
+    int mach = f->machinery == HS_MACH_ALLOC ||
+               (f->machinery == HS_MACH_STDLIB && q->site_mode == HS_SITE_USER) || is_wrapper(q, f);
+    return mach ? FB_MACHINERY : 0;
+}
+
+/* FB_* of frame id, or a negative HS_E code. A frame not in the frame
+ * cache is read (function and module) without being kept there. */
+static int frame_bits(hs_q *q, int64_t id, hs_qerr *err)
+{
+    uint64_t v;
+    if (hs__map_get(&q->site_class, (uint64_t)id, &v)) return (int)v;
+    unsigned bits;
+    if (hs__map_get(&q->frame_idx, (uint64_t)id, &v)) {
+        bits = frame_class(q, q->frames[v]);
+    } else {
+        sqlite3_stmt *st = hs__stmt(q, ST_FRAME, err);
+        if (!st) return HS_EDB;
+        sqlite3_bind_int64(st, 1, id);
+        int rc = sqlite3_step(st);
+        if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hs__dberr(q, err);
+        const unsigned char *fn = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
+        const unsigned char *mod = rc == SQLITE_ROW ? sqlite3_column_text(st, 3) : NULL;
+        hs__frame f = {.function = (char *)(fn ? (const char *)fn : ""),
+                       .module = (char *)(mod ? (const char *)mod : "")};
+        f.name = hs__fn_name(f.function, !f.module[0]);
+        if (!f.name) {
+            sqlite3_reset(st);
+            return hs__err(err, 500, "out of memory");
+        }
+        hs__frame_classify(&f);
+        bits = frame_class(q, &f);
+        free(f.name);
+        sqlite3_reset(st);
+    }
+    if (q->site_class.count >= SITE_CLASS_MAX) hs__map_free(&q->site_class);
+    (void)hs__map_put(&q->site_class, (uint64_t)id, bits); /* else asked again */
+    return (int)bits;
+}
+
 int hs__site_of(hs_q *q, const int64_t *frames, int depth, hs_qerr *err)
 {
     if (depth <= 0 || q->site_mode == HS_SITE_LEAF) return 0;
-    const hs__frame *fr[HS_MAX_DEPTH];
+    int site = -1;
     for (int k = 0; k < depth; k++) {
-        if (!(fr[k] = hs__frame_get(q, frames[k], err))) return HS_EDB;
-        if (fr[k]->python) return k;
+        int b = frame_bits(q, frames[k], err);
+        if (b < 0) return b;
+        if (b & FB_PYTHON) return k;
+        if (site < 0 && !(b & FB_MACHINERY)) site = k;
     }
-    for (int k = 0; k < depth; k++) {
-        const hs__frame *f = fr[k];
-        int mach = f->machinery == HS_MACH_ALLOC ||
-                   (f->machinery == HS_MACH_STDLIB && q->site_mode == HS_SITE_USER) ||
-                   is_wrapper(q, f);
-        if (!mach) return k;
-    }
-    return 0;
+    return site < 0 ? 0 : site;
 }
 
 int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)
@@ -420,9 +466,13 @@ int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)
 int hs__site_index(hs_q *q, int64_t trace, const int64_t *frames, int depth, hs_qerr *err)
 {
     if (depth <= 0) return 0;
-    int64_t f;
-    int rc = hs__site(q, trace, &f, err);
-    if (rc) return rc;
+    uint64_t v;
+    if (!hs__map_get(&q->site_cache, (uint64_t)trace, &v)) {
+        int k = hs__site_of(q, frames, depth, err);
+        if (k >= 0) (void)hs__map_put(&q->site_cache, (uint64_t)trace, (uint64_t)frames[k]);
+        return k;
+    }
+    int64_t f = (int64_t)v;
     /* the first occurrence from the leaf: a frame nearer the leaf with the
      * same id would have been the site already */
     for (int k = 0; k < depth; k++)
