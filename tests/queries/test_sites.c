@@ -74,14 +74,16 @@ static json_t *cli_call(const char *const *args, int json, const char *const *en
     const char *defenv[] = {url, "HEAPSTORE_SAMPLE_BYTES=", "HEAPSTORE_ALLOC_WRAPPERS=", NULL};
     qk_out o;
     assert_int_equal(qk_run(&o, argv, env ? env : defenv), 0);
-    if (o.code) fprintf(stderr, "heapstore %s: %s\n%s\n", args[0], o.out, o.err);
-    assert_int_equal(o.code, 0);
+    int code = o.code;
+    if (code) fprintf(stderr, "heapstore %s: %s\n%s\n", args[0], o.out, o.err);
     json_t *j = NULL;
-    if (json) {
+    if (json && !code) {
         json_error_t e;
         j = json_loads(o.out, 0, &e);
-        assert_non_null(j);
     }
+    if (code || (json && !j)) qk_out_free(&o);
+    assert_int_equal(code, 0);
+    if (json) assert_non_null(j);
     if (keep)
         *keep = o;
     else
@@ -160,6 +162,12 @@ static void sites_match_stacks(const json_t *rows)
 static void test_cxx_map(void **state)
 {
     (void)state;
+#ifdef HS_TEST_SANITIZED
+    /* heapstore run preloads ASan's runtime after the collector there, and
+     * its operator new does not go through malloc: no C++ allocation is seen */
+    fprintf(stderr, "a sanitized tree: skipped\n");
+    skip();
+#endif
     qk_out o;
     cli_call((const char *const[]){"run", "--sample", "1", "--label", "prog=map", "--", wl_map,
                                    ROUNDS, RMS, NULL},
