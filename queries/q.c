@@ -970,7 +970,7 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
 
 int hs__cache_trim(hs_q *q)
 {
-    int freed = 0;
+    int freed = hs__site_trim(q);
     if (q->nframes > FRAME_CACHE_KEEP) {
         frames_clear(q);
         freed = 1;

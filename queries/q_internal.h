@@ -93,6 +93,9 @@ void hs__frame_classify(hs__frame *f);
 /* The rules of a request (site=, wrappers=, HEAPSTORE_ALLOC_WRAPPERS); the
  * per-trace cache is dropped when they change. 0, or 400 in err. */
 int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err);
+/* Drops the site caches past what an idle connection keeps (between
+ * requests); 1 when it freed something. */
+int hs__site_trim(hs_q *q);
 /* The frame id of trace's site (0 for an empty stack), cached per trace.
  * 0 or an HS_E code. */
 int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err);

@@ -349,12 +349,14 @@ static int is_wrapper(const hs_q *q, const hs__frame *f)
 
 /* ---- rules and the caches ---------------------------------------------------- */
 
-/* trace -> site frame, kept between requests up to SITE_CACHE_KEEP traces;
- * frame id -> its class under the rules (FB_*), up to SITE_CLASS_MAX frames
- * (about 32 B each), then started again. A stack's every frame is
+/* trace -> site frame, and frame id -> its class under the rules (FB_*),
+ * each about 32 B an entry: kept between requests up to the KEEP sizes
+ * (hs__site_trim, a few MB), the classes started again within a request
+ * past SITE_CLASS_MAX. A stack's every frame is
  * classified, but only the site's frame is read into the frame cache
  * (about 270 B a frame, and the views stop taking stacks when it is full). */
-#define SITE_CACHE_KEEP (256u << 10)
+#define SITE_CACHE_KEEP (64u << 10)
+#define SITE_CLASS_KEEP (64u << 10)
 #define SITE_CLASS_MAX  (512u << 10)
 #define FB_PYTHON       1u
 #define FB_MACHINERY    2u /* under the current mode and wrappers */
@@ -384,8 +386,14 @@ int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
         q->site_mode = mode;
         memcpy(q->site_wrappers, w, (size_t)n + 1);
     }
-    if (q->site_cache.count > SITE_CACHE_KEEP) site_cache_clear(q);
     return 0;
+}
+
+int hs__site_trim(hs_q *q)
+{
+    if (q->site_cache.count <= SITE_CACHE_KEEP && q->site_class.count <= SITE_CLASS_KEEP) return 0;
+    site_cache_clear(q);
+    return 1;
 }
 
 static unsigned frame_class(const hs_q *q, const hs__frame *f)
