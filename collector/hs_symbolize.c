@@ -2,11 +2,14 @@
 #include "hs_symbolize.h"
 
 #include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
 #include <elfutils/libdwelf.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
 #include <gelf.h>
 #include <link.h>
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +25,7 @@ struct hs_symbolizer {
     char *demangled; /* owned result of the last demangling */
     char bare[1024]; /* the last symbol name without its version suffix */
     char *debuginfo_path;
+    char *inl_names[HS_INLINE_MAX + 1]; /* owned names of the last inline lookup */
 };
 
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
@@ -106,6 +110,7 @@ void hs_symbolizer_free(hs_symbolizer *s)
     dwfl_getmodules(s->dwfl, free_each, NULL, 0);
     dwfl_end(s->dwfl);
     free(s->demangled);
+    for (int i = 0; i <= HS_INLINE_MAX; i++) free(s->inl_names[i]);
     free(s);
 }
 
@@ -402,4 +407,120 @@ void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out)
         out->file = str_of(file);
         out->line = lineno > 0 ? (uint64_t)lineno : 0;
     }
+}
+
+/* The name of the function an inlined_subroutine DIE runs: its linkage name
+ * demangled (as the symbol tables name functions: with parameters), else
+ * its plain name; both found through DW_AT_abstract_origin and
+ * DW_AT_specification. NULL when it has none. */
+static const char *inlined_name(hs_symbolizer *s, Dwarf_Die *die)
+{
+    Dwarf_Attribute at;
+    const char *n = NULL;
+    if (dwarf_attr_integrate(die, DW_AT_linkage_name, &at) ||
+        dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &at))
+        n = dwarf_formstring(&at);
+    if (n) return demangle(s, n);
+    if (dwarf_attr_integrate(die, DW_AT_name, &at)) n = dwarf_formstring(&at);
+    return n;
+}
+
+/* The scopes holding a (a CU-relative address) under parent, outermost
+ * first, from chain[n] on: the subprogram, then the lexical blocks and
+ * inlined subroutines inside it whose ranges hold a. A directed descent:
+ * only the children of a scope that holds a (and of namespaces, which have
+ * no address of their own) are looked at, and dwarf_siblingof skips a
+ * child's subtree, where dwarf_getscopes walks every DIE of the unit on
+ * every call (0.4 ms a pc in a unit of templates). Returns the new n. */
+#define SCOPE_MAX 64
+static int scope_chain(Dwarf_Die *parent, Dwarf_Addr a, Dwarf_Die *chain, int n, int nest)
+{
+    Dwarf_Die child;
+    if (n >= SCOPE_MAX || nest > SCOPE_MAX || dwarf_child(parent, &child) != 0) return n;
+    do {
+        switch (dwarf_tag(&child)) {
+        case DW_TAG_namespace:
+        case DW_TAG_module: {
+            int m = scope_chain(&child, a, chain, n, nest + 1);
+            if (m > n) return m;
+            break;
+        }
+        case DW_TAG_subprogram:
+        case DW_TAG_inlined_subroutine:
+        case DW_TAG_lexical_block:
+        case DW_TAG_try_block:
+        case DW_TAG_catch_block:
+            if (dwarf_haspc(&child, a) == 1) {
+                chain[n] = child;
+                return scope_chain(&chain[n], a, chain, n + 1, nest + 1);
+            }
+            break;
+        default:
+            break;
+        }
+    } while (dwarf_siblingof(&child, &child) == 0);
+    return n;
+}
+
+int hs_symbolizer_lookup_inline(hs_symbolizer *s, uint64_t pc, hs_symbol *out, int max)
+{
+    assert(max >= 1);
+    hs_symbol outer;
+    hs_symbolizer_lookup(s, pc, &outer);
+    for (int i = 0; i <= HS_INLINE_MAX; i++) {
+        free(s->inl_names[i]);
+        s->inl_names[i] = NULL;
+    }
+    /* the holder's name lives in buffers the inlined names' demangling
+     * reuses: keep a copy */
+    if (outer.function.len &&
+        (s->inl_names[HS_INLINE_MAX] = strndup(outer.function.ptr, outer.function.len)))
+        outer.function.ptr = s->inl_names[HS_INLINE_MAX];
+    int n = 1;
+    Dwarf_Addr a = pc ? pc - 1 : 0, bias = 0;
+    Dwfl_Module *m = pc ? dwfl_addrmodule(s->dwfl, a) : NULL;
+    modinfo *mi = m ? module_info(s, m) : NULL;
+    Dwarf_Die *cu = mi && mi->lines && outer.file.len ? dwfl_module_addrdie(m, a, &bias) : NULL;
+    Dwarf_Die chain[SCOPE_MAX];
+    int nc = cu ? scope_chain(cu, a - bias, chain, 0, 0) : 0;
+    Dwarf_Files *files = NULL;
+    size_t nfiles = 0;
+    /* from the innermost scope out: the inlined subroutines (lexical
+     * blocks between them skipped) up to the subprogram that holds them */
+    Dwarf_Die *inl[HS_INLINE_MAX];
+    int ninl = 0;
+    for (int i = nc - 1; i >= 0 && ninl < max - 1 && ninl < HS_INLINE_MAX; i--) {
+        int tag = dwarf_tag(&chain[i]);
+        if (tag == DW_TAG_subprogram) break;
+        if (tag == DW_TAG_inlined_subroutine) inl[ninl++] = &chain[i];
+    }
+    if (ninl == 0 || dwarf_getsrcfiles(cu, &files, &nfiles) != 0) {
+        out[0] = outer;
+        return 1;
+    }
+    /* frame k (k < ninl) runs the function of inl[k]; its location is the
+     * line table's for k = 0, else the call site inl[k - 1] records; the
+     * last frame is the holding function at inl[ninl - 1]'s call */
+    for (int k = 0; k <= ninl; k++) {
+        hs_symbol *f = &out[k];
+        *f = outer;
+        if (k < ninl) {
+            const char *name = inlined_name(s, inl[k]);
+            if (name && (s->inl_names[k] = strdup(name))) {
+                f->function = str_of(s->inl_names[k]);
+                if (f->function.len > HS_FUNC_MAX) f->function.len = HS_FUNC_MAX;
+            }
+        }
+        if (k > 0) {
+            Dwarf_Attribute at;
+            Dwarf_Word file = 0, line = 0;
+            if (dwarf_formudata(dwarf_attr(inl[k - 1], DW_AT_call_file, &at), &file) != 0) file = 0;
+            if (dwarf_formudata(dwarf_attr(inl[k - 1], DW_AT_call_line, &at), &line) != 0) line = 0;
+            const char *fn = file < nfiles ? dwarf_filesrc(files, file, NULL, NULL) : NULL;
+            f->file = str_of(fn);
+            f->line = line;
+        }
+    }
+    n = ninl + 1;
+    return n;
 }

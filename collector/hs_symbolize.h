@@ -1,4 +1,5 @@
-/* hs_symbolize: program counters to function, file, line and module.
+/* hs_symbolize: program counters to function, file, line and module, and
+ * the functions inlined at a pc (DWARF's inlined subroutines).
  *
  * Runs only in the sender thread (whose allocations are never sampled), once
  * per distinct pc. Uses elfutils' libdwfl over the process's own mappings;
@@ -44,6 +45,28 @@ void hs_symbolizer_free(hs_symbolizer *s);
 /* Fills out (pc, function, file, line, module, module_offset) for the return
  * address pc. Never fails: unknown parts are left empty. */
 void hs_symbolizer_lookup(hs_symbolizer *s, uint64_t pc, hs_symbol *out);
+/* The functions inlined at pc, as DWARF records them (modules whose lines
+ * are read, see enum hs_lines): out[0] the innermost inlined function at the
+ * line pc is on, each next one its caller (inlined too) at the line of the
+ * call, out[n - 1] the function that holds the code (what
+ * hs_symbolizer_lookup names) at the line of the outermost inlined call.
+ * Returns n, 1 to max (1: nothing inlined there; out[0] is then
+ * hs_symbolizer_lookup's answer). */
+#define HS_INLINE_MAX 16
+int hs_symbolizer_lookup_inline(hs_symbolizer *s, uint64_t pc, hs_symbol *out, int max);
+/* A frame inlined at pc travels as a synthetic pc of its own,
+ * HS_INL_PC_TAG | k << 48 | pc (k = 0 the innermost, out[k] above), defined
+ * by SYMBOLS like any pc; pc itself stands for the holder. Below Python's
+ * tag (hs_python.h) and above every user-space address (< 2^47). */
+#define HS_INL_PC_TAG 0xfe00000000000000ull
+static inline uint64_t hs_inl_pc(uint64_t pc, int k)
+{
+    return HS_INL_PC_TAG | (uint64_t)k << 48 | pc;
+}
+static inline int hs_inl_pc_ok(uint64_t pc) /* a pc that may have inlined frames */
+{
+    return pc && pc < (1ull << 48);
+}
 /* Without a symbolizer: module and module offset only. */
 void hs_symbolize_basic(uint64_t pc, hs_symbol *out);
 /* The set of loaded objects changed: re-read it at the next miss. */

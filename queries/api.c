@@ -200,6 +200,7 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         goto done;
     }
     if (!is_get) goto bad_method;
+    if ((rc = hs__site_rules(q, params, &err))) goto fail;
     if (!strcmp(path, "/api/runs")) {
         if ((rc = hs__view_runs(q, params, &j, &err))) goto fail;
         reply_json(out, j);

@@ -1,7 +1,8 @@
 /* diff: two moments of one run, or of two runs, matched by symbolized
- * stacks. Frames match by name only (function, or module+offset when the
- * function is unknown), so a changed line number or another build of the
- * same program still matches; trace ids are not used for matching. */
+ * stacks. Frames match by name only (function less clone suffixes, or
+ * module+offset when the function is unknown), so a changed line number or
+ * another build of the same program still matches; trace ids are not used
+ * for matching. By site, a stack counts for its site (site.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,16 +104,18 @@ static int add_state(dctx *c, hs__state *s, int side)
         for (int k = 0; k < d; k++)
             if (!(fr[k] = hs__frame_get(c->q, frames[k], c->err))) return HS_EDB;
         c->stamp++;
-        int nkeys = c->mode == 2 ? d : 1;
-        for (int k = 0; k < nkeys; k++) {
+        int site = hs__site_index(c->q, lv->trace, frames, d, c->err);
+        if (site < 0) return site;
+        int lo = c->mode == 2 ? 0 : c->mode == 1 ? site : 0, hi = c->mode == 2 ? d : lo + 1;
+        for (int k = lo; k < hi; k++) {
             c->key.n = 0;
             const char *name = fr[k]->name;
-            if (c->mode == 0) { /* the whole stack, root first */
+            if (c->mode == 0) { /* the whole stack, root first, named by its site */
                 for (int j = d - 1; j >= 0; j--) {
                     hs__buf_put(&c->key, fr[j]->name, strlen(fr[j]->name));
                     if (j) hs__buf_put(&c->key, ";", 1);
                 }
-                name = fr[0]->name;
+                name = fr[site]->name;
             } else {
                 hs__buf_put(&c->key, name, strlen(name));
             }

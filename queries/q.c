@@ -289,6 +289,8 @@ void hs_q_free(hs_q *q)
     frames_clear(q);
     free(q->nodes);
     hs__map_free(&q->node_idx);
+    hs__map_free(&q->site_cache);
+    hs__map_free(&q->site_class);
     free(q->path);
     free(q);
 }
@@ -932,7 +934,7 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
     sqlite3_reset(st);
     char tmp[512];
     if (f.function && f.function[0]) {
-        f.name = xstrdup(f.function);
+        f.name = hs__fn_name(f.function, f.module && !f.module[0]);
     } else {
         const char *base = f.module ? strrchr(f.module, '/') : NULL;
         base = base ? base + 1 : (f.module && f.module[0] ? f.module : "?");
@@ -960,6 +962,7 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
         hs__err(err, 500, "out of memory");
         return NULL;
     }
+    hs__frame_classify(&f);
     *fp = f;
     q->frames[q->nframes++] = fp;
     return fp;
@@ -967,7 +970,7 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
 
 int hs__cache_trim(hs_q *q)
 {
-    int freed = 0;
+    int freed = hs__site_trim(q);
     if (q->nframes > FRAME_CACHE_KEEP) {
         frames_clear(q);
         freed = 1;
@@ -1010,6 +1013,9 @@ int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut,
     json_t *stack = hs__stack_json(q, frames, d < max_frames ? d : max_frames, err);
     if (!stack) return HS_EDB;
     json_object_set_new(row, "stack", stack);
+    int site = hs__site_index(q, trace, frames, d, err);
+    if (site < 0) return site;
+    json_object_set_new(row, "site_index", json_integer(site));
     if (d > max_frames) {
         json_object_set_new(row, "stack_depth", json_integer(d));
         *cut = 1;

@@ -75,9 +75,34 @@ enum hs__stmt_id {
 typedef struct hs__frame {
     char *function, *file, *module;
     int64_t line, module_offset;
-    char *name;  /* function, or "module+0xoff" when unknown */
+    char *name;  /* function less clone suffixes (site.c), or "module+0xoff" when unknown */
     char *label; /* "name (file:line)" when a file is known, else name */
+    unsigned char python;    /* a Python frame: a function and no module */
+    unsigned char machinery; /* HS_MACH_*: what site.c skips to find a stack's site */
 } hs__frame;
+
+/* ---- sites (site.c) ---------------------------------------------------------- */
+
+enum { HS_MACH_NONE, HS_MACH_ALLOC, HS_MACH_STDLIB };
+enum { HS_SITE_USER, HS_SITE_ALLOC, HS_SITE_LEAF };
+/* function's display name: clone suffixes removed (malloc'd; NULL when out
+ * of memory). python: a Python qualified name, kept as it is. */
+char *hs__fn_name(const char *function, int python);
+/* Sets f->python and f->machinery from its names. */
+void hs__frame_classify(hs__frame *f);
+/* The rules of a request (site=, wrappers=, HEAPSTORE_ALLOC_WRAPPERS); the
+ * per-trace cache is dropped when they change. 0, or 400 in err. */
+int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err);
+/* Drops the site caches past what an idle connection keeps (between
+ * requests); 1 when it freed something. */
+int hs__site_trim(hs_q *q);
+/* The frame id of trace's site (0 for an empty stack), cached per trace.
+ * 0 or an HS_E code. */
+int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err);
+/* The index of the site in frames[0..depth) (leaf first), trace's stack. */
+int hs__site_index(hs_q *q, int64_t trace, const int64_t *frames, int depth, hs_qerr *err);
+/* The site's index in a stack of frames, uncached (>= 0, or an HS_E code). */
+int hs__site_of(hs_q *q, const int64_t *frames, int depth, hs_qerr *err);
 
 struct hs_q {
     sqlite3 *db;
@@ -100,7 +125,12 @@ struct hs_q {
     size_t nframes, capframes;
     struct hs__sqlfn *sqlfn; /* sql.c: the checked functions of user SQL (owned) */
     size_t node_misses;      /* trace nodes read from the database in this request */
-    int big;                 /* the last request was big: trim malloc's pages */
+    /* sites (site.c): the current rules and trace -> site frame under them */
+    int site_mode;            /* HS_SITE_* */
+    char site_wrappers[2048]; /* comma-separated user wrappers */
+    hs__map site_cache;       /* trace -> site frame id */
+    hs__map site_class;       /* frame id -> its class under the rules (site.c) */
+    int big;                  /* the last request was big: trim malloc's pages */
 };
 
 /* Returns the statement, reset and with bindings cleared, or NULL (err set). */

@@ -248,12 +248,16 @@ static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *ex
                 ? hs__stack_json(q, frames, d < HS_STACK_FRAMES ? d : HS_STACK_FRAMES, err)
                 : NULL;
         if (d < 0 || !stack) rc = rc ? rc : HS_EDB;
-        const hs__frame *leaf = !rc && d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
+        int site = !rc && d > 0 ? hs__site_index(q, ts[i].trace, frames, d, err) : 0;
+        if (site < 0) rc = site;
+        const hs__frame *sf = !rc && d > 0 ? hs__frame_get(q, frames[site], err) : NULL;
+        if (!rc && d > 0 && !sf) rc = HS_EDB;
         if (!rc) {
-            json_array_append_new(
-                series, json_pack("{s:I,s:s,s:o,s:o,s:I}", "trace", (json_int_t)ts[i].trace, "name",
-                                  leaf ? leaf->label : "?", "stack", stack, "points", pts[i],
-                                  "max_bytes", (json_int_t)ts[i].max));
+            json_array_append_new(series,
+                                  json_pack("{s:I,s:s,s:o,s:I,s:o,s:I}", "trace",
+                                            (json_int_t)ts[i].trace, "name", sf ? sf->label : "?",
+                                            "stack", stack, "site_index", (json_int_t)site,
+                                            "points", pts[i], "max_bytes", (json_int_t)ts[i].max));
         } else {
             json_decref(stack);
             json_decref(pts[i]);
@@ -402,7 +406,7 @@ int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
 /* ---- top ------------------------------------------------------------------ */
 
 typedef struct top_row {
-    int64_t key; /* site: leaf frame id; stack: trace; function: interned index */
+    int64_t key; /* site: the site's frame id; stack: trace; function: interned index */
     const hs__frame *frame;
     int64_t trace, trace_bytes; /* the largest trace of the row, for its stack */
     int64_t self_bytes, self_count, total_bytes, total_count;
@@ -468,11 +472,15 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
         int d = hs__stack(q, lv->trace, frames, HS_MAX_DEPTH, err);
         if (d < 0) goto out;
         if (d == 0) continue;
-        int lim = mode == 1 ? d : 1;
-        for (int k = 0; k < lim; k++) {
+        /* by site and stack a row is named by its site; by function the
+         * site's function gets the self bytes, every function the total */
+        int site = hs__site_index(q, lv->trace, frames, d, err);
+        if (site < 0) goto out;
+        int lo = mode == 1 ? 0 : site, hi = mode == 1 ? d : site + 1;
+        for (int k = lo; k < hi; k++) {
             const hs__frame *f = hs__frame_get(q, frames[k], err);
             if (!f) goto out;
-            uint64_t key = mode == 0 ? (uint64_t)frames[0] : mode == 2 ? (uint64_t)lv->trace : 0;
+            uint64_t key = mode == 0 ? (uint64_t)frames[k] : mode == 2 ? (uint64_t)lv->trace : 0;
             uint64_t ri;
             int found, added = 0;
             if (mode == 1) {
@@ -496,7 +504,7 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
                 ri = n++;
             }
             top_row *r = &rows[ri];
-            if (k == 0) {
+            if (k == site) {
                 r->self_bytes += lv->bytes;
                 r->self_count += lv->count;
             }
@@ -854,13 +862,12 @@ static int cmp_score(const void *a, const void *b)
 
 static json_t *trace_row(hs_q *q, int64_t trace, int max_frames, int *cut, hs_qerr *err)
 {
-    int64_t frames[1];
-    int d = hs__stack(q, trace, frames, 1, err);
-    if (d < 0) return NULL;
-    const hs__frame *leaf = d > 0 ? hs__frame_get(q, frames[0], err) : NULL;
-    if (d > 0 && !leaf) return NULL;
-    json_t *row = json_pack("{s:s,s:s,s:I,s:I}", "name", leaf ? leaf->name : "?", "file",
-                            leaf ? leaf->file : "", "line", (json_int_t)(leaf ? leaf->line : 0),
+    int64_t sf;
+    if (hs__site(q, trace, &sf, err)) return NULL;
+    const hs__frame *site = sf ? hs__frame_get(q, sf, err) : NULL;
+    if (sf && !site) return NULL;
+    json_t *row = json_pack("{s:s,s:s,s:I,s:I}", "name", site ? site->name : "?", "file",
+                            site ? site->file : "", "line", (json_int_t)(site ? site->line : 0),
                             "trace", (json_int_t)trace);
     if (row && hs__row_stack(q, row, trace, max_frames, cut, err)) {
         json_decref(row);

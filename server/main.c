@@ -47,6 +47,8 @@ static void usage(FILE *f)
         "  --web-root DIR       dashboard files (default <bindir>/../share/heapstore/web)\n"
         "  --ready-fd N         once accepting connections, write the port and a newline to\n"
         "                       the inherited descriptor N and close it (for launchers)\n"
+        "  --alloc-wrappers LIST  allocation wrappers that do not name a site (comma-\n"
+        "                       separated, 'prefix*' allowed; sets HEAPSTORE_ALLOC_WRAPPERS)\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
 }
@@ -123,7 +125,7 @@ int main(int argc, char **argv)
                                             "--grace",        "--retain-events", "--token",
                                             "--read-token",   "--web-root",      "--header-timeout",
                                             "--idle-timeout", "--hello-timeout", "--frame-timeout",
-                                            "--ready-fd"};
+                                            "--ready-fd",     "--alloc-wrappers"};
         int ok = 0;
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
@@ -180,6 +182,9 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
+        } else if (!strcmp(name, "--alloc-wrappers")) {
+            /* read by queries/ (site.c) on every request; set before any thread starts */
+            bad = setenv("HEAPSTORE_ALLOC_WRAPPERS", val, 1) != 0;
         }
         if (bad) {
             fprintf(stderr, "heapstore-server: bad value '%s' for %s (see --help)\n", val, name);

@@ -32,6 +32,8 @@ static const struct {
     O("program", program),
     O("host", host),
     O("sample", sample),
+    O("site", site),
+    O("wrappers", wrappers),
 #undef O
 };
 
@@ -246,6 +248,19 @@ const char *hs_json_str(const json_t *o, const char *key)
 {
     const char *s = json_string_value(json_object_get(o, key));
     return s ? s : "";
+}
+
+void hs_cli_site_params(const hs_cli_args *a, char *target, size_t len)
+{
+    if (a->site) {
+        strncat(target, strchr(target, '?') ? "&site=" : "?site=", len - strlen(target) - 1);
+        hs_cli_pct(target, len, a->site);
+    }
+    if (a->wrappers) {
+        strncat(target,
+                strchr(target, '?') ? "&wrappers=" : "?wrappers=", len - strlen(target) - 1);
+        hs_cli_pct(target, len, a->wrappers);
+    }
 }
 
 int hs_cli_run_target(const hs_cli_args *a, const char *usage, char *target, size_t len)

@@ -24,6 +24,7 @@ typedef struct hs_cli_args {
     int npos;
     const char *at, *by, *limit, *top, *format, *out_file, *min_share, *trace, *timeout_ms;
     const char *program, *host, *sample;
+    const char *site, *wrappers; /* --site user|alloc|leaf, --wrappers LIST (site.c) */
     const char *labels[32];
     int nlabels;
     char **rest; /* after "--" (heapstore run) */
@@ -40,6 +41,19 @@ int hs_cli_parse(hs_cli_args *a, int argc, char **argv, const char *opts, const 
  * "heapstore CMD: message" to stderr and returns 1 (the exit code). */
 int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, const char *body,
                 size_t body_len, int file, hs_api_reply *out);
+
+/* The help lines of --site and --wrappers (a string literal). */
+#define HS_CLI_SITE_HELP                                                                           \
+    "  --site MODE     what names a stack: user (default: the innermost Python line, or the\n"     \
+    "                  first frame outside allocators, wrappers and the C++ standard\n"            \
+    "                  library), alloc (standard library containers count as sites), leaf\n"       \
+    "                  (the frame that called the allocator)\n"                                    \
+    "  --wrappers LIST more allocation wrappers to look through, comma-separated (a trailing\n"    \
+    "                  '*' matches a prefix); adds to HEAPSTORE_ALLOC_WRAPPERS"
+
+/* Appends "&site=…&wrappers=…" (or "?…" when target has no query) for the
+ * --site and --wrappers options given. */
+void hs_cli_site_params(const hs_cli_args *a, char *target, size_t len);
 
 /* Appends s percent-encoded (for a path segment or a query value) to dst. */
 void hs_cli_pct(char *dst, size_t len, const char *s);

@@ -7,15 +7,16 @@
 #include "hs_cli.h"
 
 static const char usage[] =
-    "diff RUN[@T] RUN[@T] [--by stack|site|function] [--limit N] [--format collapsed] [--json] "
-    "[--db PATH]\n  T: seconds from the start, 'peak' or 'end' (default)\n"
+    "diff RUN[@T] RUN[@T] [--by stack|site|function] [--limit N] [--format collapsed]\n"
+    "    [--site user|alloc|leaf] [--wrappers LIST] [--json] [--db PATH]\n"
+    "  T: seconds from the start, 'peak' or 'end' (default)\n" HS_CLI_SITE_HELP
     "  e.g. heapstore diff 7@1.5 7@end, or heapstore diff program=app,version=1 "
     "program=app,version=2";
 
 int hs_cmd_diff(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "by,limit,format", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "by,limit,format,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
     if (a.npos != 2) {
         fprintf(stderr, "heapstore diff: give two RUN@T\nusage: heapstore %s\n", usage);
@@ -35,6 +36,7 @@ int hs_cmd_diff(int argc, char **argv)
     strcat(target, "&limit=");
     hs_cli_pct(target, sizeof target, a.limit ? a.limit : "20");
     if (collapsed) strcat(target, "&format=collapsed");
+    hs_cli_site_params(&a, target, sizeof target);
     hs_api_reply r;
     if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, collapsed, &r))) return rc;
     if (collapsed) {

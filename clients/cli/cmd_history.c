@@ -6,8 +6,9 @@
 #include "cli_query.h"
 #include "hs_cli.h"
 
-static const char usage[] = "history RUN [--top N] [--trace ID[,ID…]] [--format csv] [--json] "
-                            "[--db PATH]";
+static const char usage[] =
+    "history RUN [--top N] [--trace ID[,ID…]] [--format csv]\n"
+    "    [--site user|alloc|leaf] [--wrappers LIST] [--json] [--db PATH]\n" HS_CLI_SITE_HELP;
 
 /* The RSS sample at or before t (samples are sorted by time). */
 static int64_t rss_at(const json_t *rss, int64_t t, size_t *cursor)
@@ -22,7 +23,7 @@ static int64_t rss_at(const json_t *rss, int64_t t, size_t *cursor)
 int hs_cmd_history(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "top,trace,format", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "top,trace,format,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
     char target[4096];
     if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
@@ -38,6 +39,7 @@ int hs_cmd_history(int argc, char **argv)
         return 2;
     }
     if (csv) strcat(target, "&format=csv");
+    hs_cli_site_params(&a, target, sizeof target);
     hs_api_reply r;
     if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, csv, &r))) return rc;
     if (csv) {

@@ -6,28 +6,31 @@
 #include "cli_query.h"
 #include "hs_cli.h"
 
-static const char usage[] = "leaks RUN [--limit N] [--json] [--db PATH]";
+static const char usage[] = "leaks RUN [--limit N] [--site user|alloc|leaf] [--wrappers LIST] "
+                            "[--json] [--db PATH]\n" HS_CLI_SITE_HELP;
 
 static void site(char *buf, size_t len, const json_t *row)
 {
     hs_cli_site(buf, len, row, "name");
-    /* the first caller helps tell sites apart */
+    /* the site's caller helps tell sites apart */
     const json_t *stack = json_object_get(row, "stack");
-    if (json_array_size(stack) > 1) {
+    size_t caller = (size_t)hs_json_int(row, "site_index") + 1;
+    if (json_array_size(stack) > caller) {
         size_t n = strlen(buf);
-        snprintf(buf + n, len - n, " ← %s", hs_json_str(json_array_get(stack, 1), "function"));
+        snprintf(buf + n, len - n, " ← %s", hs_json_str(json_array_get(stack, caller), "function"));
     }
 }
 
 int hs_cmd_leaks(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "limit", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "limit,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
     char target[4096];
     if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
     strcat(target, "/leaks?limit=");
     hs_cli_pct(target, sizeof target, a.limit ? a.limit : "10");
+    hs_cli_site_params(&a, target, sizeof target);
     hs_api_reply r;
     if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, 0, &r))) return rc;
     if (a.json) {

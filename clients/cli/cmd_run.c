@@ -29,11 +29,13 @@
 #include "http_client.h"
 
 static const char usage[] =
-    "run [--sample BYTES] [--label k=v]… [--db PATH] -- PROGRAM ARGS…\n"
+    "run [--sample BYTES] [--label k=v]… [--site MODE] [--wrappers LIST] [--db PATH] -- PROGRAM "
+    "ARGS…\n"
     "  --sample BYTES  mean bytes between samples (1: every allocation; default: the\n"
     "                  collector's, 512 KiB, or HEAPSTORE_SAMPLE_BYTES)\n"
     "  --db PATH       store the run in PATH (a server is started for it)\n"
-    "  HEAPSTORE_URL   send to that server instead of the default 127.0.0.1:7459";
+    "  HEAPSTORE_URL   send to that server instead of the default "
+    "127.0.0.1:7459\n" HS_CLI_SITE_HELP;
 
 /* How long `run` waits, after the program has exited, for its run to appear
  * on the server, and then for a stored run that stays open to change. */
@@ -267,10 +269,11 @@ static int exec_successor(const char *url, const json_t *run, char *out, size_t 
     return rc;
 }
 
-static void summary(const char *url, const json_t *run, int code, const char *how)
+static void summary(const hs_cli_args *a, const char *url, const json_t *run, int code,
+                    const char *how)
 {
     int64_t id = hs_json_int(run, "id");
-    char t[256], b1[32], b2[32], b3[32];
+    char t[4096], b1[32], b2[32], b3[32];
     json_t *samp = json_object_get(run, "sampling");
     int64_t sb = hs_json_int(samp, "sample_bytes");
     char sampling[64];
@@ -302,6 +305,7 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
                 pyfb);
 
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
+    hs_cli_site_params(a, t, sizeof t);
     json_t *top = get_json(url, t, 0);
     size_t i;
     json_t *row;
@@ -318,6 +322,7 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
     }
     json_decref(top);
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/leaks?limit=5", id);
+    hs_cli_site_params(a, t, sizeof t);
     json_t *leaks = get_json(url, t, 0);
     json_t *growing = json_object_get(leaks, "growing");
     if (leaks) {
@@ -366,7 +371,7 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
 int hs_cmd_run(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "sample,label", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "sample,label,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
     if (!a.nrest) {
         fprintf(stderr, "heapstore run: give the program after --\nusage: heapstore %s\n", usage);
@@ -532,7 +537,7 @@ int hs_cmd_run(int argc, char **argv)
                     "\nheapstore run: run %" PRId64 " is still open (nothing new arrived for "
                     "%d s); the summary shows what is stored so far\n",
                     hs_json_int(run, "id"), STALLED_S);
-        summary(url, run, code, how);
+        summary(&a, url, run, code, how);
     }
     json_decref(run);
     server_stop(&sp, 0);

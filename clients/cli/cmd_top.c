@@ -6,13 +6,23 @@
 #include "cli_query.h"
 #include "hs_cli.h"
 
-static const char usage[] = "top RUN [--at T] [--by site|function|stack] [--limit N] [--json] "
-                            "[--db PATH]\n  T: seconds from the start, 'peak' (default) or 'end'";
+static const char usage[] =
+    "top RUN [--at T] [--by site|function|stack] [--limit N] [--site user|alloc|leaf]\n"
+    "    [--wrappers LIST] [--json] [--db PATH]\n"
+    "  T: seconds from the start, 'peak' (default) or 'end'\n" HS_CLI_SITE_HELP;
+
+static void stack_line(hs_table *t, const char *arrow, const json_t *frame)
+{
+    char fr[620], nm[600];
+    hs_cli_site(nm, sizeof nm, frame, "function");
+    snprintf(fr, sizeof fr, "  %s %s", arrow, nm);
+    hs_table_row(t, "", "", "", "", fr);
+}
 
 int hs_cmd_top(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "at,by,limit", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "at,by,limit,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
     char target[4096];
     if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
@@ -22,6 +32,7 @@ int hs_cmd_top(int argc, char **argv)
     hs_cli_pct(target, sizeof target, a.by ? a.by : "site");
     strcat(target, "&limit=");
     hs_cli_pct(target, sizeof target, a.limit ? a.limit : "20");
+    hs_cli_site_params(&a, target, sizeof target);
     hs_api_reply r;
     if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, 0, &r))) return rc;
     if (a.json) {
@@ -75,16 +86,14 @@ int hs_cmd_top(int argc, char **argv)
             hs_table_row(&t, hs_cli_bytes(hs_json_int(row, "total_bytes"), b3), share, blocks,
                          trace, name);
             if (stacks) {
-                size_t k;
-                json_t *f;
-                json_array_foreach(json_object_get(row, "stack"), k, f)
-                {
-                    if (!k) continue;
-                    char fr[620], nm[600];
-                    hs_cli_site(nm, sizeof nm, f, "function");
-                    snprintf(fr, sizeof fr, "  ← %s", nm);
-                    hs_table_row(&t, "", "", "", "", fr);
-                }
+                /* the full stack around the row's site: what the site
+                 * called down to the allocator (→), then its callers (←) */
+                const json_t *st = json_object_get(row, "stack");
+                int64_t site = hs_json_int(row, "site_index"), d = (int64_t)json_array_size(st);
+                for (int64_t k = site - 1; k >= 0; k--)
+                    stack_line(&t, "→", json_array_get(st, (size_t)k));
+                for (int64_t k = site + 1; k < d; k++)
+                    stack_line(&t, "←", json_array_get(st, (size_t)k));
             }
         }
         hs_table_print(&t);

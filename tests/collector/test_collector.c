@@ -618,6 +618,66 @@ static void test_lines_policy(void **state)
     }
 }
 
+/* Functions inlined at a pc (DWARF's inlined subroutines) are frames of
+ * their own, each under a synthetic pc (0xfe << 56 | k << 48 | pc) defined
+ * in SYMBOLS before the stack that uses it: grab at its malloc line, fill
+ * at the line that calls grab, holder at the line that calls fill. Without
+ * lines (HEAPSTORE_LINES=none) there are none. */
+static void test_inlined_frames(void **state)
+{
+    (void)state;
+    for (int lines = 1; lines >= 0; lines--) {
+        const char *out = tmpfile_path("inline.hsp");
+        unlink(out);
+        const char *argv[] = {hs_build_path("tests/wl_inline"), NULL};
+        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
+                             hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                             lines ? "HEAPSTORE_LINES=auto" : "HEAPSTORE_LINES=none", NULL};
+        hs_testrun r;
+        hs_testrun_exec(&r, argv, env, 1, 120);
+        hs_testrun_expect_ok(&r);
+        char fn[3][32];
+        int line[3];
+        const char *p = r.out;
+        for (int i = 0; i < 3; i++) {
+            assert_non_null(p = strstr(p, "inline "));
+            assert_int_equal(sscanf(p, "inline %31s %d", fn[i], &line[i]), 2);
+            p++;
+        }
+        hsp_model m;
+        load_ok(&m, out, 0);
+        uint64_t found = 0, synthetic = 0;
+        for (size_t i = 0; i < m.nstacks; i++) {
+            const hsp_stack *st = &m.stacks[i];
+            for (uint32_t k = 0; k < st->depth; k++) synthetic += (st->pcs[k] >> 56) == 0xfe;
+            for (uint32_t k = 0; k + 2 < st->depth; k++) {
+                if (strcmp(hsp_frame_fn(&m, st, k), "grab")) continue;
+                int ok = 1;
+                for (int j = 0; j < 3; j++) {
+                    const hsp_sym *y = hsp_sym_of(&m, st->pcs[k + (uint32_t)j]);
+                    const char *f = y ? y->file : "";
+                    size_t fl = strlen(f);
+                    ok &= y && !strcmp(y->function, fn[j]) && (int)y->line == line[j] && fl >= 11 &&
+                          !strcmp(f + fl - 11, "wl_inline.c");
+                    /* the inlined ones synthetic, the holder the real pc */
+                    ok &= ((st->pcs[k + (uint32_t)j] >> 56) == 0xfe) == (j < 2);
+                }
+                if (ok) found += st->allocs;
+            }
+        }
+        fprintf(stderr,
+                "HEAPSTORE_LINES=%s: %llu allocations under grab <- fill <- holder, %llu "
+                "synthetic pcs in stacks\n",
+                lines ? "auto" : "none", (unsigned long long)found, (unsigned long long)synthetic);
+        if (lines)
+            assert_int_equal(found, 64);
+        else
+            assert_int_equal(synthetic, 0);
+        hsp_free(&m);
+        hs_testrun_free(&r);
+    }
+}
+
 /* Debug information is looked up on this machine only. With DEBUGINFOD_URLS
  * naming a listening server, a library whose separate debug file is missing
  * (a copy of libwl_split.so without its .debug) makes no connection, where
@@ -1067,15 +1127,25 @@ static void test_tcp_resume(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sites_exact),        cmocka_unit_test(test_sites_sampled),
-        cmocka_unit_test(test_sites_default_rate), cmocka_unit_test(test_cxx_exact),
-        cmocka_unit_test(test_cxx_sampled),        cmocka_unit_test(test_python),
-        cmocka_unit_test(test_unwinders_agree),    cmocka_unit_test(test_dump),
-        cmocka_unit_test(test_lines_policy),       cmocka_unit_test(test_no_debuginfod),
-        cmocka_unit_test(test_underscore_exit),    cmocka_unit_test(test_exec),
-        cmocka_unit_test(test_usable_free_sized),  cmocka_unit_test(test_signal_handlers),
-        cmocka_unit_test(test_stuck_sender),       cmocka_unit_test(test_server_down),
-        cmocka_unit_test(test_buffer_bound),       cmocka_unit_test(test_tcp_resume),
+        cmocka_unit_test(test_sites_exact),
+        cmocka_unit_test(test_sites_sampled),
+        cmocka_unit_test(test_sites_default_rate),
+        cmocka_unit_test(test_cxx_exact),
+        cmocka_unit_test(test_cxx_sampled),
+        cmocka_unit_test(test_python),
+        cmocka_unit_test(test_unwinders_agree),
+        cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_lines_policy),
+        cmocka_unit_test(test_inlined_frames),
+        cmocka_unit_test(test_no_debuginfod),
+        cmocka_unit_test(test_underscore_exit),
+        cmocka_unit_test(test_exec),
+        cmocka_unit_test(test_usable_free_sized),
+        cmocka_unit_test(test_signal_handlers),
+        cmocka_unit_test(test_stuck_sender),
+        cmocka_unit_test(test_server_down),
+        cmocka_unit_test(test_buffer_bound),
+        cmocka_unit_test(test_tcp_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -862,24 +862,92 @@ static void test_plans(void **state)
     sqlite3_finalize(st);
 }
 
+/* site.c's names: clone suffixes dropped, machinery recognized by the
+ * qualified name (a return type of std:: does not make a user's function
+ * the standard library's). */
+static void test_site_names(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int python;
+        const char *out;
+    } names[] = {
+        {"keep_block.cold", 0, "keep_block"},
+        {"fill.constprop.0", 0, "fill"},
+        {"fill.part.0.isra.0", 0, "fill"},
+        {"fill.lto_priv.0", 0, "fill"},
+        {"f(int) [clone .constprop.0] [clone .cold]", 0, "f(int)"},
+        {"main", 0, "main"},
+        {"Foo.cold", 1, "Foo.cold"}, /* a Python method called cold */
+        {"a.b.c", 0, "a.b.c"},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(names); i++) {
+        char *n = hs__fn_name(names[i].in, names[i].python);
+        assert_non_null(n);
+        assert_string_equal(n, names[i].out);
+        free(n);
+    }
+    static const struct {
+        const char *fn, *module;
+        int mach;
+    } kinds[] = {
+        {"operator new(unsigned long)", "libstdc++.so.6", HS_MACH_ALLOC},
+        {"operator delete[](void*)", "libstdc++.so.6", HS_MACH_ALLOC},
+        {"malloc", "libc.so.6", HS_MACH_ALLOC},
+        {"__GI___strdup", "libc.so.6", HS_MACH_ALLOC},
+        {"__gnu_cxx::new_allocator<char>::allocate(unsigned long, void const*)", "a",
+         HS_MACH_ALLOC},
+        {"std::allocator_traits<std::allocator<int> >::allocate(std::allocator<int>&, unsigned "
+         "long)",
+         "a", HS_MACH_ALLOC},
+        {"void std::vector<int, std::allocator<int> >::_M_realloc_insert<int const&>(__gnu_cxx::"
+         "__normal_iterator<int*, std::vector<int, std::allocator<int> > >, int const&)",
+         "a", HS_MACH_STDLIB},
+        {"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> "
+         ">::_M_mutate(unsigned long, unsigned long, char const*, unsigned long)",
+         "libstdc++.so.6", HS_MACH_STDLIB},
+        {"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+         "make_name(int)",
+         "a", HS_MACH_NONE},
+        {"main::{lambda()#1}::operator()() const", "a", HS_MACH_NONE},
+        {"(anonymous namespace)::grow(std::map<int, int, std::less<int>, "
+         "std::allocator<std::pair<int const, int> > >&)",
+         "a", HS_MACH_NONE},
+        {"bool std::operator< <char>(std::string const&, std::string const&)", "a", HS_MACH_STDLIB},
+        {"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> > "
+         "std::operator+<char, std::char_traits<char>, std::allocator<char> "
+         ">(std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >&&, "
+         "char const*)",
+         "a", HS_MACH_STDLIB},
+        {"Vec operator+<int>(Vec const&, Vec const&)", "a", HS_MACH_NONE},
+        {"std::ostream& operator<< <char>(std::ostream&, Point const&)", "a", HS_MACH_NONE},
+        {"leak_a", "", HS_MACH_NONE}, /* Python */
+        {"malloc", "", HS_MACH_NONE}, /* a Python function named malloc */
+    };
+    for (size_t i = 0; i < HS_COUNTOF(kinds); i++) {
+        hs__frame f = {
+            .function = (char *)kinds[i].fn, .file = "", .module = (char *)kinds[i].module};
+        f.name = hs__fn_name(f.function, !f.module[0]);
+        hs__frame_classify(&f);
+        if (f.machinery != kinds[i].mach) fprintf(stderr, "%s: %d\n", kinds[i].fn, f.machinery);
+        assert_int_equal(f.machinery, kinds[i].mach);
+        assert_int_equal(f.python, !kinds[i].module[0]);
+        free(f.name);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_selectors),
-        cmocka_unit_test(test_runs),
-        cmocka_unit_test(test_api_errors),
-        cmocka_unit_test(test_history),
-        cmocka_unit_test(test_top),
-        cmocka_unit_test(test_flame),
-        cmocka_unit_test(test_collapsed),
-        cmocka_unit_test(test_leaks),
-        cmocka_unit_test(test_leak_trends),
-        cmocka_unit_test(test_diff),
-        cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_sql),
-        cmocka_unit_test(test_sql_single_calls),
-        cmocka_unit_test(test_exports),
-        cmocka_unit_test(test_plans),
+        cmocka_unit_test(test_selectors), cmocka_unit_test(test_site_names),
+        cmocka_unit_test(test_runs),      cmocka_unit_test(test_api_errors),
+        cmocka_unit_test(test_history),   cmocka_unit_test(test_top),
+        cmocka_unit_test(test_flame),     cmocka_unit_test(test_collapsed),
+        cmocka_unit_test(test_leaks),     cmocka_unit_test(test_leak_trends),
+        cmocka_unit_test(test_diff),      cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_sql),       cmocka_unit_test(test_sql_single_calls),
+        cmocka_unit_test(test_exports),   cmocka_unit_test(test_plans),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -184,6 +184,18 @@ export function frameLabel(f) {
   return fn;
 }
 
+// The frame that names a row's stack (the server's site: the innermost
+// Python line, or the first frame outside the allocator), and the full
+// stack as a tooltip with that frame marked.
+export function siteFrame(r) {
+  return r && r.stack ? r.stack[r.site_index || 0] : undefined;
+}
+
+export function stackTitle(r) {
+  const site = (r && r.site_index) || 0;
+  return ((r && r.stack) || []).map((f, i) => (i === site ? '▶ ' : '   ') + frameLabel(f)).join('\n');
+}
+
 export function where(f) {
   if (!f) return '';
   if (f.file) return `${f.file}${f.line ? ':' + f.line : ''}`;

@@ -5,6 +5,7 @@
 
 import {
   get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel, where,
+  siteFrame, stackTitle,
 } from '../api.js';
 import { go, setCrumbs, replaceParams, parseHash } from '../app.js';
 import { FlameGraph } from '../flame.js';
@@ -116,10 +117,10 @@ function pickers(a, b, submit) {
 }
 
 function changesTable(rows, by, sortParam) {
-  const name = (r) => r.name || frameLabel(r.stack && r.stack[0]);
+  const name = (r) => r.name || frameLabel(siteFrame(r));
   const columns = [
-    { key: 'name', label: by, value: name, cell: (r) => h('span', { title: (r.stack || []).map(frameLabel).join('\n') || name(r) }, name(r)) },
-    { key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where' },
+    { key: 'name', label: by, value: name, cell: (r) => h('span', { title: stackTitle(r) || name(r) }, name(r)) },
+    { key: 'where', label: 'where', value: (r) => where(r) || where(siteFrame(r)), className: 'where' },
     { key: 'a_bytes', label: 'A bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.a_bytes) }, fmtBytes(r.a_bytes)) },
     { key: 'b_bytes', label: 'B bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.b_bytes) }, fmtBytes(r.b_bytes)) },
     {

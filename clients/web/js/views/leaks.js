@@ -2,7 +2,7 @@
 // ranked, each linked to its flame graph (at the end, searched for the site)
 // and to its history (the run's plot with that stack as a series).
 
-import { get, qs, h, runPath, fmtBytes, fmtInt, fmtExactBytes, basename, frameLabel, where } from '../api.js';
+import { get, qs, h, runPath, fmtBytes, fmtInt, fmtExactBytes, basename, frameLabel, where, siteFrame, stackTitle } from '../api.js';
 import { setCrumbs, replaceParams } from '../app.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 import { runHeader, shareCell, dl } from './run.js';
@@ -21,8 +21,8 @@ export async function mount(root, { args, params, stale }) {
   root.append(section);
   section.append(runHeader(run, res.sampling));
 
-  const siteName = (r) => r.name || frameLabel(r.stack && r.stack[0]);
-  const fnOf = (r) => (r.stack && r.stack[0] && r.stack[0].function) || r.name || '';
+  const siteName = (r) => r.name || frameLabel(siteFrame(r));
+  const fnOf = (r) => (siteFrame(r) && siteFrame(r).function) || r.name || '';
   const links = (r) => h('span.links',
     h('a', { href: `#/run/${id}?${new URLSearchParams({ at: 'end', q: fnOf(r) })}`, dataset: { link: 'flame' } }, 'flame'),
     ' · ',
@@ -30,9 +30,9 @@ export async function mount(root, { args, params, stale }) {
   const rank = { key: 'rank', label: '#', num: true };
   const site = {
     key: 'name', label: 'site', value: siteName,
-    cell: (r) => h('span', { title: (r.stack || []).map(frameLabel).join('\n') }, siteName(r)),
+    cell: (r) => h('span', { title: stackTitle(r) }, siteName(r)),
   };
-  const loc = { key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where' };
+  const loc = { key: 'where', label: 'where', value: (r) => where(r) || where(siteFrame(r)), className: 'where' };
 
   const live = (res.live_at_end || []).map((r, i) => ({ ...r, rank: i + 1 }));
   const growing = (res.growing || []).map((r, i) => ({ ...r, rank: i + 1 }));

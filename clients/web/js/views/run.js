@@ -6,7 +6,7 @@
 
 import {
   get, qs, h, runPath, nsToAt, download, forget, fmtBytes, fmtDuration, fmtDate, fmtInt, fmtTime,
-  fmtShare, fmtExactBytes, basename, droppedTotal, where, frameLabel,
+  fmtShare, fmtExactBytes, basename, droppedTotal, where, frameLabel, siteFrame, stackTitle,
 } from '../api.js';
 import { go, setCrumbs, replaceParams, route, parseHash } from '../app.js';
 import { TimePlot } from '../plot.js';
@@ -78,7 +78,7 @@ export async function mount(root, { args, params, stale }) {
   const stackSeries = (list) => list.map((s, i) => ({
     id: 'trace-' + s.trace,
     name: s.name || `stack ${s.trace}`,
-    title: (s.stack || []).map(frameLabel).join('\n'),
+    title: stackTitle(s),
     color: SERIES_COLORS[i % SERIES_COLORS.length],
     kind: 'line',
     step: true,
@@ -329,14 +329,14 @@ async function fillOthers(run, select) {
 function topTable(top, by, id, sortParam, onSort, onMore) {
   const rows = top.rows || [];
   const nameCell = (r) => {
-    const stack = (r.stack || []).map(frameLabel).join('\n');
-    const q = r.name || (r.stack && r.stack[0] && r.stack[0].function) || '';
+    const stack = stackTitle(r);
+    const q = r.name || (siteFrame(r) && siteFrame(r).function) || '';
     return h('a', { href: `#/run/${id}?${new URLSearchParams({ at: top.at || 'peak', q })}`, title: stack || where(r) },
-      r.name || frameLabel(r.stack && r.stack[0]));
+      r.name || frameLabel(siteFrame(r)));
   };
   const columns = [
-    { key: 'name', label: by === 'function' ? 'function' : by === 'stack' ? 'stack (leaf)' : 'site', cell: nameCell },
-    { key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where' },
+    { key: 'name', label: by === 'function' ? 'function' : by === 'stack' ? 'stack (site)' : 'site', cell: nameCell },
+    { key: 'where', label: 'where', value: (r) => where(r) || where(siteFrame(r)), className: 'where' },
   ];
   if (by === 'function') {
     columns.push(
