@@ -24,9 +24,11 @@ the median ratio over the rounds with its range (min-max), the overhead of
 every allocation (ratio - 1) over tracemalloc's, and then, from one more
 run at every allocation per workload: the stream bytes and the database
 bytes per event (the stream imported with `heapstore import` into a fresh
-file), the share of sampled allocations whose stack holds Python frames,
-and, with perf installed, what the Python walk (hs_py_merge, its system
-calls included) and the whole stack capture cost per sample.
+file), the share of the run's stacks that hold Python frames, and, with
+perf installed, the process_vm_readv calls per sample (perf stat), the CPU
+per sample of the Python walk (perf record: hs_python.c's functions, their
+system calls and the rest of the kernel's time, an upper bound) and the
+run's whole CPU per sample (the interpreter's own work included).
 
     python3 bench/python/run.py [--build DIR] [--rounds N] [--scale K]
                                 [--workloads json,regex,…] [--no-heaptrack] [--no-perf]
@@ -83,39 +85,59 @@ def bye_of(cli, path):
     return int(m.group(1)), int(m.group(2))
 
 
-def perf_costs(argv, env, tmp):
-    """(µs per sample in hs_py_merge, µs per sample in the whole stack
-    capture, samples) from perf's DWARF call graphs of one run at every
-    allocation: each function's inclusive share of the CPU time, over the
-    sampled allocations. None when perf cannot record."""
+def python_walk_functions():
+    """Names of the functions defined in collector/hs_python.c: the walk."""
+    src = os.path.join(HERE, "..", "..", "collector", "hs_python.c")
+    names = set()
+    for line in open(src):
+        m = re.match(r"^(?:static\s+)?[A-Za-z_][\w\s\*]*?\b(\w+)\([^;]*$", line)
+        if m and not line.startswith((" ", "\t", "#", "/")):
+            names.add(m.group(1))
+    return names
+
+
+def perf_costs(argv, env, tmp, samples):
+    """What the Python walk costs per sampled allocation, from perf, on one
+    run at every allocation: (process_vm_readv calls a sample, µs of CPU a
+    sample in the walk, µs of CPU a sample in all). The walk's CPU is that of
+    perf's samples in hs_python.c's functions, in process_vm_readv and in the
+    kernel (the kernel's share is nearly all those system calls at every
+    allocation: an upper bound). None when perf cannot record."""
     data = os.path.join(tmp, "perf.data")
-    hsp = env["HEAPSTORE_URL"][len("file://"):]
-    rec = subprocess.run(["perf", "record", "-q", "-F", "1999", "--call-graph", "dwarf,8192", "-o",
-                          data, "--", "env"] + [f"{k}={v}" for k, v in env.items()] + argv,
+    stat = os.path.join(tmp, "perf.stat")
+    cmd = ["env"] + [f"{k}={v}" for k, v in env.items()] + argv
+    st = subprocess.run(["perf", "stat", "-x,", "-o", stat, "-e",
+                         "syscalls:sys_enter_process_vm_readv,task-clock", "--"] + cmd,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    rec = subprocess.run(["perf", "record", "-q", "-F", "999", "-o", data, "--"] + cmd,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if rec.returncode != 0:
-        print(f"perf record failed: {rec.stderr.strip()[:200]}", file=sys.stderr)
+    if st.returncode != 0 or rec.returncode != 0:
+        print(f"perf failed: {(st.stderr + rec.stderr).strip()[:200]}", file=sys.stderr)
         return None
-    rep = subprocess.run(["perf", "report", "-i", data, "--children", "--sort", "symbol",
-                          "--stdio", "-g", "none"], capture_output=True, text=True).stdout
-    m = re.search(r"Event count \(approx\.\): (\d+)", rep)
-    if not m:
+    readv = task_ms = None
+    for line in open(stat):
+        f = line.strip().split(",")
+        if len(f) > 2 and f[2].startswith("syscalls:sys_enter_process_vm_readv"):
+            readv = float(f[0])
+        elif len(f) > 2 and f[2] == "task-clock":
+            task_ms = float(f[0])
+    rep = subprocess.run(["perf", "report", "-i", data, "--comm", "python3", "--sort",
+                          "dso,symbol", "--stdio"], capture_output=True, text=True).stdout
+    walk_fns = python_walk_functions()
+    walk = total = 0.0
+    for line in rep.splitlines():
+        m = re.match(r"^\s+([\d.]+)%\s+(\S+)\s+\[([.k])\]\s+(\S+)", line)
+        if not m:
+            continue
+        pct, dso, kind, sym = float(m.group(1)), m.group(2), m.group(3), m.group(4)
+        total += pct
+        if kind == "k" or sym == "process_vm_readv" or (
+                dso.startswith("libheapstore") and sym in walk_fns):
+            walk += pct
+    if readv is None or task_ms is None or not total or not samples:
         return None
-    cpu_ns = int(m.group(1))  # cpu-clock counts nanoseconds
-
-    def share(fn):
-        m = re.search(r"^\s+([\d.]+)%\s+[\d.]+%\s+\[\.\]\s+" + re.escape(fn) + r"\s", rep, re.M)
-        return float(m.group(1)) / 100 if m else 0.0
-
-    # env's run ends at its exec; python's goes on in a file of its own
-    # (PATH.<pid>): the python run is the one with the most samples.
-    d, base = os.path.dirname(hsp), os.path.basename(hsp)
-    samples = max([bye_of(perf_costs.cli, os.path.join(d, f))[0] for f in os.listdir(d)
-                   if f.startswith(base)] or [0])
-    if not samples:
-        return None
-    return (share("hs_py_merge") * cpu_ns / 1e3 / samples,
-            share("hs__stack_capture") * cpu_ns / 1e3 / samples, samples)
+    return (readv / samples, walk / total * task_ms * 1e3 / samples,
+            task_ms * 1e3 / samples)
 
 
 def db_bytes(path):
@@ -141,7 +163,6 @@ def main():
     for f in (lib, cli, os.path.join(build, "bin/heapstore-server"), PYTHON):
         if not os.path.exists(f):
             sys.exit(f"missing {f}")
-    perf_costs.cli = cli
     names = a.workloads.split(",")
     tmp = tempfile.mkdtemp(prefix="hs-bench-python.")
     srv, port = start_server(build, os.path.join(tmp, "bench.db"), os.path.join(tmp, "server.log"))
@@ -210,7 +231,7 @@ def main():
                     if f.startswith("perf"):
                         os.unlink(os.path.join(tmp, f))
                 penv = dict(env, HEAPSTORE_URL="file://" + os.path.join(tmp, "perf.hsp"))
-                extra[n]["perf"] = perf_costs(wl, penv, tmp)
+                extra[n]["perf"] = perf_costs(wl, penv, tmp, allocs)
     finally:
         srv.terminate()
         srv.wait()
@@ -238,19 +259,20 @@ def main():
     print("\n(ovh s1/tm: overhead (ratio - 1) at every allocation over tracemalloc's; "
           "<= 1 means no more costly)\n")
     print(f"{'workload':<9} {'events':>9} {'stream B/ev':>12} {'db B/ev':>9} "
-          f"{'py stacks':>10} {'walk us/sample':>15} {'capture us/sample':>18}")
+          f"{'py stacks':>10} {'readv/sample':>13} {'walk us/sample':>15} {'CPU us/sample':>14}")
     for n in names:
         e = extra[n]
         p = e["perf"]
-        walk = f"{p[0]:.1f}" if p else "-"
-        cap = f"{p[1]:.1f}" if p else "-"
+        readv, walk, cpu = (f"{p[0]:.1f}", f"{p[1]:.1f}", f"{p[2]:.1f}") if p else ("-",) * 3
         print(f"{n:<9} {e['events']:>9} {e['stream']:>12.1f} {e['db']:>9.1f} "
-              f"{100 * e['py_stacks']:>9.0f}% {walk:>15} {cap:>18}")
+              f"{100 * e['py_stacks']:>9.0f}% {readv:>13} {walk:>15} {cpu:>14}")
     print("\n(events: sampled allocations and their frees at every allocation; B/ev: whole "
           "stream or database file over them, stacks and symbols included; py stacks: share "
-          "of the run's stacks holding Python frames; walk: hs_py_merge, capture: "
-          "hs__stack_capture (native unwinding and the walk), inclusive CPU per sampled "
-          "allocation from perf's call graphs)")
+          "of the run's stacks holding Python frames; readv: process_vm_readv calls per "
+          "sampled allocation; walk: CPU per sampled allocation in the Python walk (its "
+          "functions, its system calls and the rest of the kernel's time: an upper bound); "
+          "CPU: the whole run's CPU over its sampled allocations, the interpreter's own "
+          "work included)")
     shutil.rmtree(tmp, ignore_errors=True)
 
 
