@@ -6,7 +6,7 @@
 import {
   get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel, where,
 } from '../api.js';
-import { go, setCrumbs, replaceParams, parseHash } from '../app.js';
+import { go, setCrumbs, replaceParams, parseHash } from '../nav.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 import { atLabel, dl } from './run.js';

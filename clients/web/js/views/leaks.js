@@ -3,7 +3,7 @@
 // and to its history (the run's plot with that stack as a series).
 
 import { get, qs, h, runPath, fmtBytes, fmtInt, fmtExactBytes, basename, frameLabel, where } from '../api.js';
-import { setCrumbs, replaceParams } from '../app.js';
+import { setCrumbs, replaceParams } from '../nav.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 import { runHeader, shareCell, dl } from './run.js';
 

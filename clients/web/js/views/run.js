@@ -8,7 +8,7 @@ import {
   get, qs, h, runPath, nsToAt, download, forget, fmtBytes, fmtDuration, fmtDate, fmtInt, fmtTime,
   fmtShare, fmtExactBytes, basename, droppedTotal, where, frameLabel,
 } from '../api.js';
-import { go, setCrumbs, replaceParams, route, parseHash } from '../app.js';
+import { go, setCrumbs, replaceParams, rerender, parseHash } from '../nav.js';
 import { TimePlot } from '../plot.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
@@ -99,7 +99,7 @@ export async function mount(root, { args, params, stale }) {
       h('span.spacer'),
       run.state === 'open' ? h('button', {
         title: 'the run is still being recorded: fetch the newest numbers',
-        on: { click: () => { forget(); route(); } },
+        on: { click: () => { forget(); rerender(); } },
       }, 'Refresh') : null,
       h('button', { dataset: { act: 'peak' }, on: { click: () => here({ at: 'peak', z: '' }) } }, `Peak (${fmtTime(run.peak_t_ns || 0)})`),
       h('button', { dataset: { act: 'end' }, on: { click: () => here({ at: 'end', z: '' }) } }, 'End'),

@@ -2,7 +2,7 @@
 // that tell whether it is worth opening; tick two to compare them.
 
 import { get, qs, h, fmtBytes, fmtDuration, fmtDate, fmtInt, basename, droppedTotal } from '../api.js';
-import { go, setCrumbs, replaceParams } from '../app.js';
+import { go, setCrumbs, replaceParams } from '../nav.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 
 export async function mount(root, { params }) {
