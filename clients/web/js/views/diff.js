@@ -4,12 +4,12 @@
 // differential flame graph (red grew, blue shrank) and the largest changes.
 
 import {
-  get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel, where,
+  get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel,
 } from '../api.js';
 import { go, setCrumbs, replaceParams, parseHash } from '../nav.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
-import { atLabel, dl } from './run.js';
+import { atLabel, dl, exportLinks, bytesCell, whereColumn } from '../components.js';
 
 export async function mount(root, { params, stale }) {
   const a = params.get('a') || '';
@@ -55,12 +55,8 @@ export async function mount(root, { params, stale }) {
       ...[['A', d.a, a], ['B', d.b, b]].flatMap(([letter, s, spec]) => {
         const run = s.run || {};
         const at = spec.includes('@') ? spec.slice(spec.lastIndexOf('@') + 1) : 'end';
-        const ex = (format) => `${runPath(run.id)}/export${qs({ at, format })}`;
-        const stem = `heapstore-${run.id}-${at}`;
         return [h('span.muted', `${letter}:`),
-          dl(ex('collapsed'), `${stem}.collapsed.txt`, 'collapsed'),
-          dl(ex('pprof'), `${stem}.pb.gz`, 'pprof'),
-          dl(ex('speedscope'), `${stem}.speedscope.json`, 'speedscope')];
+          ...exportLinks(runPath(run.id), run.id, at, ['collapsed', 'pprof', 'speedscope'])];
       })));
   section.append(panel);
 
@@ -119,9 +115,9 @@ function changesTable(rows, by, sortParam) {
   const name = (r) => r.name || frameLabel(r.stack && r.stack[0]);
   const columns = [
     { key: 'name', label: by, value: name, cell: (r) => h('span', { title: (r.stack || []).map(frameLabel).join('\n') || name(r) }, name(r)) },
-    { key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where' },
-    { key: 'a_bytes', label: 'A bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.a_bytes) }, fmtBytes(r.a_bytes)) },
-    { key: 'b_bytes', label: 'B bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.b_bytes) }, fmtBytes(r.b_bytes)) },
+    whereColumn,
+    { key: 'a_bytes', label: 'A bytes', num: true, cell: (r) => bytesCell(r.a_bytes) },
+    { key: 'b_bytes', label: 'B bytes', num: true, cell: (r) => bytesCell(r.b_bytes) },
     {
       key: 'delta_bytes', label: 'change', num: true, value: (r) => Math.abs(r.delta_bytes),
       cell: (r) => h('span', { class: r.delta_bytes > 0 ? 'grow' : r.delta_bytes < 0 ? 'shrink' : '', title: `${fmtInt(r.delta_bytes)} B` }, fmtSignedBytes(r.delta_bytes)),

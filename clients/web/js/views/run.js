@@ -5,14 +5,16 @@
 // Click the plot to pick a moment, drag to compare two.
 
 import {
-  get, qs, h, runPath, nsToAt, download, forget, fmtBytes, fmtDuration, fmtDate, fmtInt, fmtTime,
-  fmtShare, fmtExactBytes, basename, droppedTotal, where, frameLabel,
+  get, qs, h, runPath, nsToAt, forget, fmtBytes, fmtDate, fmtInt, fmtTime, fmtShare, fmtExactBytes, basename,
+  frameLabel, where,
 } from '../api.js';
 import { go, setCrumbs, replaceParams, rerender, parseHash } from '../nav.js';
 import { TimePlot } from '../plot.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
-import { stateText, droppedTitle } from './runs.js';
+import {
+  atLabel, runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn,
+} from '../components.js';
 
 const SERIES_COLORS = ['#7b2cbf', '#2b9348', '#d00000', '#f48c06', '#0077b6', '#6a4c93', '#8d6e63', '#c9184a', '#386641', '#5e548e'];
 
@@ -169,10 +171,7 @@ export async function mount(root, { args, params, stale }) {
       h('span.spacer'), tabs),
     h('div.toolbar.downloads',
       h('span.muted', 'download:'),
-      dl(`${base}/export${qs({ at, format: 'collapsed' })}`, `heapstore-${id}-${at}.collapsed.txt`, 'collapsed'),
-      dl(`${base}/export${qs({ at, format: 'pprof' })}`, `heapstore-${id}-${at}.pb.gz`, 'pprof'),
-      dl(`${base}/export${qs({ at, format: 'speedscope' })}`, `heapstore-${id}-${at}.speedscope.json`, 'speedscope'),
-      dl(`${base}/export${qs({ at, format: 'dot' })}`, `heapstore-${id}-${at}.dot`, 'dot'),
+      exportLinks(base, id, at, ['collapsed', 'pprof', 'speedscope', 'dot']),
       h('span.spacer'),
       h('a', { href: `#/leaks/${id}` }, 'leaks of this run'),
       others));
@@ -271,50 +270,6 @@ function maxBand(points, g, durationNs) {
   return out;
 }
 
-export function atLabel(at, atNs) {
-  if (at === 'peak') return `the peak (${fmtTime(atNs)})`;
-  if (at === 'end') return `the end (${fmtTime(atNs)})`;
-  return fmtTime(atNs !== undefined ? atNs : Number(at) * 1e9);
-}
-
-export function runHeader(run, sampling) {
-  const s = sampling || run.sampling || {};
-  const dropped = droppedTotal(s);
-  const labels = Object.entries(run.labels || {}).map(([k, v]) => h('span.chip', `${k}=${v}`));
-  const exact = s.sample_bytes === 1;
-  return h('div.run-head',
-    h('h1', basename(run.program), h('span.argv', ' ' + (run.argv || []).slice(1).join(' ')),
-      h('span.runid', ` #${run.id}`)),
-    h('div.meta',
-      h('span', { title: run.program }, `host ${run.host || '?'} · pid ${run.pid ?? '?'}`),
-      h('span', `started ${fmtDate(run.start_unix_ms)}`),
-      h('span', `lasted ${fmtDuration(run.duration_ns)}`),
-      h('span', { class: 'state' }, stateText(run)),
-      h('span', `peak ${fmtBytes(run.peak_bytes)}`),
-      h('span', `end ${fmtBytes(run.end_bytes)}`),
-      run.parent_id ? h('a', { href: `#/run/${run.parent_id}` }, `parent #${run.parent_id}`) : null,
-      labels),
-    h('div.meta.sampling',
-      h('span', exact ? 'every allocation recorded (exact)'
-        : `sampled every ${fmtBytes(s.sample_bytes)} on average: bytes are unbiased estimates`),
-      h('span', { class: dropped ? 'warn' : 'muted', title: droppedTitle(s) },
-        dropped ? `${fmtInt(dropped)} events dropped: numbers are low by that much` : 'nothing dropped')));
-}
-
-export function dl(href, filename, text) {
-  return h('a.dl', {
-    href, download: filename,
-    on: {
-      click: (e) => {
-        // With a token the plain link would be refused; fetch with the header.
-        if (!localStorage.getItem('heapstore-token')) return;
-        e.preventDefault();
-        download(href, filename).catch((err) => alert(err.message));
-      },
-    },
-  }, text);
-}
-
 async function fillOthers(run, select) {
   try {
     const res = await get('/api/runs' + qs({ program: basename(run.program), limit: 50 }), { fresh: true });
@@ -336,7 +291,7 @@ function topTable(top, by, id, sortParam, onSort, onMore) {
   };
   const columns = [
     { key: 'name', label: by === 'function' ? 'function' : by === 'stack' ? 'stack (leaf)' : 'site', cell: nameCell },
-    { key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where' },
+    whereColumn,
   ];
   if (by === 'function') {
     columns.push(
@@ -391,13 +346,4 @@ function sizesPanel(base) {
     }
   });
   return panel;
-}
-
-export function bytesCell(n) {
-  return h('span', { title: fmtExactBytes(n) }, fmtBytes(n));
-}
-
-export function shareCell(x) {
-  const pct = Math.max(0, Math.min(1, x || 0)) * 100;
-  return h('span.share', h('span.bar', { style: { width: pct + '%' } }), h('span.pct', fmtShare(x)));
 }

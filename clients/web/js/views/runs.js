@@ -4,6 +4,7 @@
 import { get, qs, h, fmtBytes, fmtDuration, fmtDate, fmtInt, basename, droppedTotal } from '../api.js';
 import { go, setCrumbs, replaceParams } from '../nav.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
+import { stateText, stateClass, droppedTitle } from '../components.js';
 
 export async function mount(root, { params }) {
   const filter = {
@@ -109,21 +110,4 @@ export async function mount(root, { params }) {
     onSort: (o) => replaceParams({ sort: sortToParam(o) }),
     rowAttrs: (r) => ({ dataset: { run: r.id, program: basename(r.program) } }),
   }));
-}
-
-export function stateText(r) {
-  if (r.state === 'open') return 'running';
-  if (r.state === 'lost') return 'lost';
-  return r.clean_exit ? 'clean' : 'not clean';
-}
-
-function stateClass(r) {
-  if (r.state === 'open') return 'open';
-  if (r.state === 'lost' || !r.clean_exit) return 'bad';
-  return 'good';
-}
-
-export function droppedTitle(s) {
-  const d = (s && s.dropped) || {};
-  return Object.entries(d).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${fmtInt(v)}`).join('\n') || 'nothing dropped';
 }
