@@ -62,19 +62,7 @@ export async function mount(root, { params, stale }) {
 
   let graph = null;
   if (tab === 'flame') {
-    const info = h('span.muted.match');
-    const input = h('input', { type: 'search', placeholder: 'search functions', value: search, 'aria-label': 'search functions' });
-    panel.append(h('div.toolbar', input, info, h('span.spacer'),
-      h('button', { on: { click: () => graph.zoom(null) } }, 'Reset zoom'),
-      h('span.muted', 'width: the larger side · click a frame to zoom · Esc zooms out')));
-    const box = h('div.flame-box');
-    panel.append(box);
-    graph = new FlameGraph(box, {
-      root: d.flame, diff: true, zoomPath: zoom, search,
-      onZoom: (p) => replaceParams({ z: p.join(';') }),
-      onSearch: (m) => { info.textContent = m ? `matched ${fmtBytes(m.bytes)} in B` : ''; },
-    });
-    input.addEventListener('input', () => { graph.setSearch(input.value); replaceParams({ q: input.value.trim() }); });
+    graph = diffFlame(panel, d.flame, zoom, search);
   } else {
     panel.append(h('div.toolbar', h('div.tabs.small', ['site', 'function', 'stack'].map((x) => h('button', {
       class: x === by ? 'on' : '', dataset: { by: x }, on: { click: () => here({ by: x }) },
@@ -88,6 +76,25 @@ export async function mount(root, { params, stale }) {
 
   window.heapstore = { view: 'diff', diff: d, flame: graph };
   return { destroy() { if (graph) graph.destroy(); window.heapstore = null; } };
+}
+
+// The differential flame graph, with its search box; returns the FlameGraph.
+function diffFlame(panel, root, zoom, search) {
+  let graph = null;
+  const info = h('span.muted.match');
+  const input = h('input', { type: 'search', placeholder: 'search functions', value: search, 'aria-label': 'search functions' });
+  panel.append(h('div.toolbar', input, info, h('span.spacer'),
+    h('button', { on: { click: () => graph.zoom(null) } }, 'Reset zoom'),
+    h('span.muted', 'width: the larger side · click a frame to zoom · Esc zooms out')));
+  const box = h('div.flame-box');
+  panel.append(box);
+  graph = new FlameGraph(box, {
+    root, diff: true, zoomPath: zoom, search,
+    onZoom: (p) => replaceParams({ z: p.join(';') }),
+    onSearch: (m) => { info.textContent = m ? `matched ${fmtBytes(m.bytes)} in B` : ''; },
+  });
+  input.addEventListener('input', () => { graph.setSearch(input.value); replaceParams({ q: input.value.trim() }); });
+  return graph;
 }
 
 function side(letter, s, spec) {
