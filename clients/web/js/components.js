@@ -76,9 +76,9 @@ export function shareCell(x) {
 }
 
 // The table column giving a row's source location (its leaf's, for a stack).
-export const whereColumn = {
+export const whereColumn = Object.freeze({
   key: 'where', label: 'where', value: (r) => where(r) || where(r.stack && r.stack[0]), className: 'where',
-};
+});
 
 export function stateText(r) {
   if (r.state === 'open') return 'running';

@@ -12,14 +12,13 @@ import { go, setCrumbs, replaceParams, rerender, parseHash } from '../nav.js';
 import { TimePlot } from '../plot.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
-import {
-  atLabel, runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn,
-} from '../components.js';
+import { atLabel, runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn } from '../components.js';
 
 const SERIES_COLORS = ['#7b2cbf', '#2b9348', '#d00000', '#f48c06', '#0077b6', '#6a4c93', '#8d6e63', '#c9184a', '#386641', '#5e548e'];
 
 export async function mount(root, { args, params, stale }) {
-  const at = params.get('at') || 'peak';
+  const opts = viewParams(params);
+  const { at } = opts;
   const base = runPath(args[0]);
   // The plot's heap and RSS come first; the top stacks' series (a slower
   // question on a big run) are added to the drawn plot when they arrive.
@@ -36,9 +35,9 @@ export async function mount(root, { args, params, stale }) {
   if (stale()) return null;
   // What the parts of the view share; gone: destroy() ran, a late answer has
   // nowhere to go.
-  const v = { ...viewParams(params), params, base, flameWidth, flameQuery, hist, flame, run: hist.run, gone: false };
-  const { run } = v;
-  const id = v.id = run.id;
+  const run = hist.run;
+  const id = run.id;
+  const v = { ...opts, params, base, flameWidth, flameQuery, hist, flame, run, id, gone: false };
   v.here = (changes) => goHere(v, changes);
 
   setCrumbs([
