@@ -1,12 +1,8 @@
-// The dashboard's entry point: hash routing, the crumbs and the error banner.
-//
-// Every view is a URL: #/runs?program=…, #/run/ID?at=…&tab=…, #/diff?a=…&b=…,
-// #/leaks/ID. A view is rebuilt from its URL alone, so a copied link reopens
-// it. Changes that must not rebuild the view (typing in a search box, zooming
-// the flame graph) rewrite the URL with history.replaceState, which fires no
-// hashchange; everything else assigns location.hash.
+// The dashboard's entry point: the routes, the router and the error banner.
+// It imports the views; the views import nav.js (URLs, crumbs), never this.
 
 import { get, ApiError, setToken, token, h } from './api.js';
+import { parseHash, setCrumbs, onRerender } from './nav.js';
 import { hideTip } from './tip.js';
 import * as runsView from './views/runs.js';
 import * as runView from './views/run.js';
@@ -21,52 +17,9 @@ const routes = [
   { re: /^\/leaks\/([^/]+)$/, view: leaksView },
 ];
 
-// Parse location.hash into {path, params, args}.
-export function parseHash(hash = location.hash) {
-  const s = hash.replace(/^#/, '');
-  const q = s.indexOf('?');
-  const path = q >= 0 ? s.slice(0, q) : s;
-  const params = new URLSearchParams(q >= 0 ? s.slice(q + 1) : '');
-  return { path, params };
-}
+// ---- the error banner ---------------------------------------------------------
 
-export function hashFor(path, params) {
-  const p = new URLSearchParams();
-  for (const [k, v] of Object.entries(params || {})) {
-    if (v === undefined || v === null || v === '') continue;
-    p.set(k, v);
-  }
-  const s = p.toString();
-  return '#' + path + (s ? '?' + s : '');
-}
-
-export function go(path, params) {
-  location.hash = hashFor(path, params);
-}
-
-// Rewrite the current URL's parameters without rebuilding the view.
-export function replaceParams(changes) {
-  const { path, params } = parseHash();
-  for (const [k, v] of Object.entries(changes)) {
-    if (v === undefined || v === null || v === '') params.delete(k);
-    else params.set(k, v);
-  }
-  const s = params.toString();
-  history.replaceState(null, '', '#' + path + (s ? '?' + s : ''));
-  document.body.dataset.hash = location.hash; // the view still shows this URL
-}
-
-// ---- shared chrome ------------------------------------------------------------
-
-export function setCrumbs(items) {
-  const nav = document.getElementById('crumbs');
-  nav.replaceChildren(...items.flatMap((it, i) => [
-    ...(i ? [h('span.sep', '›')] : []),
-    it.href ? h('a', { href: it.href }, it.text) : h('span', it.text),
-  ]));
-}
-
-export function showError(err) {
+function showError(err) {
   const box = document.getElementById('error');
   if (!err) { box.hidden = true; box.replaceChildren(); return; }
   const msg = err instanceof ApiError ? `${err.message} (${err.code})` : String(err.message || err);
@@ -90,7 +43,7 @@ let lastPath = null;
 // When a view is done, body[data-state] is "ready" (or "error") and
 // body[data-hash] the URL it shows: a test, or anything else waiting for a
 // view, waits until that hash is the current one.
-export async function route() {
+async function route() {
   const hash = location.hash;
   const { path, params } = parseHash();
   const gen = ++generation;
@@ -142,6 +95,7 @@ async function health() {
 }
 
 window.addEventListener('hashchange', route);
+onRerender(route);
 // Module scripts run once the document is parsed: the view's element exists.
 route();
 health();

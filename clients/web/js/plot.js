@@ -115,7 +115,27 @@ export class TimePlot {
     const y1 = this.height - PAD.bottom;
     c.font = '11px system-ui, sans-serif';
 
-    // grid and axes
+    this.drawAxes(c, x0, x1, y0, y1);
+
+    // the picked range
+    const range = this.drag ? [this.tOf(Math.min(this.drag.x0, this.drag.x1)), this.tOf(Math.max(this.drag.x0, this.drag.x1))]
+      : this.range;
+    if (range) {
+      c.fillStyle = 'rgba(80, 120, 220, 0.12)';
+      c.fillRect(this.xOf(range[0]), y0, this.xOf(range[1]) - this.xOf(range[0]), y1 - y0);
+    }
+
+    c.save();
+    c.beginPath(); c.rect(x0, y0 - 2, x1 - x0 + 2, y1 - y0 + 2); c.clip();
+    for (const s of this.series) if (!s.hidden) this.drawSeries(c, s, y1);
+    c.restore();
+
+    this.drawMarkers(c, x1, y0, y1);
+    this.drawHover(c, y0, y1);
+  }
+
+  // The grid, the axes and their ticks.
+  drawAxes(c, x0, x1, y0, y1) {
     c.strokeStyle = '#e3e6ea';
     c.fillStyle = '#667';
     c.lineWidth = 1;
@@ -135,20 +155,10 @@ export class TimePlot {
     }
     c.strokeStyle = '#99a';
     c.beginPath(); c.moveTo(x0 + 0.5, y0); c.lineTo(x0 + 0.5, y1 + 0.5); c.lineTo(x1, y1 + 0.5); c.stroke();
+  }
 
-    // the picked range
-    const range = this.drag ? [this.tOf(Math.min(this.drag.x0, this.drag.x1)), this.tOf(Math.max(this.drag.x0, this.drag.x1))]
-      : this.range;
-    if (range) {
-      c.fillStyle = 'rgba(80, 120, 220, 0.12)';
-      c.fillRect(this.xOf(range[0]), y0, this.xOf(range[1]) - this.xOf(range[0]), y1 - y0);
-    }
-
-    c.save();
-    c.beginPath(); c.rect(x0, y0 - 2, x1 - x0 + 2, y1 - y0 + 2); c.clip();
-    for (const s of this.series) if (!s.hidden) this.drawSeries(c, s, y1);
-    c.restore();
-
+  // The markers' lines, and their labels where they do not overlap.
+  drawMarkers(c, x1, y0, y1) {
     const labelled = [];
     for (const m of this.markers) {
       const x = Math.round(this.xOf(m.t_ns)) + 0.5;
@@ -168,20 +178,22 @@ export class TimePlot {
         c.fillText(m.label, x + (right ? -4 : 4), y0 + 2);
       }
     }
+  }
 
-    if (this.hoverX !== null && !this.drag) {
-      const t = this.tOf(this.hoverX);
-      const x = Math.round(this.xOf(t)) + 0.5;
-      c.strokeStyle = 'rgba(0,0,0,0.35)';
-      c.lineWidth = 1;
-      c.beginPath(); c.moveTo(x, y0); c.lineTo(x, y1); c.stroke();
-      for (const s of this.series) {
-        if (s.hidden) continue;
-        const p = valueAt(s, t);
-        if (!p) continue;
-        c.fillStyle = s.color;
-        c.beginPath(); c.arc(this.xOf(s.step ? t : p[0]), this.yOf(p[1]), 3, 0, Math.PI * 2); c.fill();
-      }
+  // The hovered moment's line and each series' value at it.
+  drawHover(c, y0, y1) {
+    if (this.hoverX === null || this.drag) return;
+    const t = this.tOf(this.hoverX);
+    const x = Math.round(this.xOf(t)) + 0.5;
+    c.strokeStyle = 'rgba(0,0,0,0.35)';
+    c.lineWidth = 1;
+    c.beginPath(); c.moveTo(x, y0); c.lineTo(x, y1); c.stroke();
+    for (const s of this.series) {
+      if (s.hidden) continue;
+      const p = valueAt(s, t);
+      if (!p) continue;
+      c.fillStyle = s.color;
+      c.beginPath(); c.arc(this.xOf(s.step ? t : p[0]), this.yOf(p[1]), 3, 0, Math.PI * 2); c.fill();
     }
   }
 

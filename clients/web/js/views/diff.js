@@ -4,13 +4,13 @@
 // differential flame graph (red grew, blue shrank) and the largest changes.
 
 import {
-  get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel, where,
+  get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel,
   siteFrame, stackTitle,
 } from '../api.js';
-import { go, setCrumbs, replaceParams, parseHash } from '../app.js';
+import { go, setCrumbs, replaceParams, parseHash } from '../nav.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
-import { atLabel, dl } from './run.js';
+import { atLabel, dl, exportLinks, bytesCell, whereColumn } from '../components.js';
 
 export async function mount(root, { params, stale }) {
   const a = params.get('a') || '';
@@ -56,30 +56,14 @@ export async function mount(root, { params, stale }) {
       ...[['A', d.a, a], ['B', d.b, b]].flatMap(([letter, s, spec]) => {
         const run = s.run || {};
         const at = spec.includes('@') ? spec.slice(spec.lastIndexOf('@') + 1) : 'end';
-        const ex = (format) => `${runPath(run.id)}/export${qs({ at, format })}`;
-        const stem = `heapstore-${run.id}-${at}`;
         return [h('span.muted', `${letter}:`),
-          dl(ex('collapsed'), `${stem}.collapsed.txt`, 'collapsed'),
-          dl(ex('pprof'), `${stem}.pb.gz`, 'pprof'),
-          dl(ex('speedscope'), `${stem}.speedscope.json`, 'speedscope')];
+          ...exportLinks(runPath(run.id), run.id, at, ['collapsed', 'pprof', 'speedscope'])];
       })));
   section.append(panel);
 
   let graph = null;
   if (tab === 'flame') {
-    const info = h('span.muted.match');
-    const input = h('input', { type: 'search', placeholder: 'search functions', value: search, 'aria-label': 'search functions' });
-    panel.append(h('div.toolbar', input, info, h('span.spacer'),
-      h('button', { on: { click: () => graph.zoom(null) } }, 'Reset zoom'),
-      h('span.muted', 'width: the larger side · click a frame to zoom · Esc zooms out')));
-    const box = h('div.flame-box');
-    panel.append(box);
-    graph = new FlameGraph(box, {
-      root: d.flame, diff: true, zoomPath: zoom, search,
-      onZoom: (p) => replaceParams({ z: p.join(';') }),
-      onSearch: (m) => { info.textContent = m ? `matched ${fmtBytes(m.bytes)} in B` : ''; },
-    });
-    input.addEventListener('input', () => { graph.setSearch(input.value); replaceParams({ q: input.value.trim() }); });
+    graph = diffFlame(panel, d.flame, zoom, search);
   } else {
     panel.append(h('div.toolbar', h('div.tabs.small', ['site', 'function', 'stack'].map((x) => h('button', {
       class: x === by ? 'on' : '', dataset: { by: x }, on: { click: () => here({ by: x }) },
@@ -93,6 +77,25 @@ export async function mount(root, { params, stale }) {
 
   window.heapstore = { view: 'diff', diff: d, flame: graph };
   return { destroy() { if (graph) graph.destroy(); window.heapstore = null; } };
+}
+
+// The differential flame graph, with its search box; returns the FlameGraph.
+function diffFlame(panel, root, zoom, search) {
+  let graph = null;
+  const info = h('span.muted.match');
+  const input = h('input', { type: 'search', placeholder: 'search functions', value: search, 'aria-label': 'search functions' });
+  panel.append(h('div.toolbar', input, info, h('span.spacer'),
+    h('button', { on: { click: () => graph.zoom(null) } }, 'Reset zoom'),
+    h('span.muted', 'width: the larger side · click a frame to zoom · Esc zooms out')));
+  const box = h('div.flame-box');
+  panel.append(box);
+  graph = new FlameGraph(box, {
+    root, diff: true, zoomPath: zoom, search,
+    onZoom: (p) => replaceParams({ z: p.join(';') }),
+    onSearch: (m) => { info.textContent = m ? `matched ${fmtBytes(m.bytes)} in B` : ''; },
+  });
+  input.addEventListener('input', () => { graph.setSearch(input.value); replaceParams({ q: input.value.trim() }); });
+  return graph;
 }
 
 function side(letter, s, spec) {
@@ -120,9 +123,9 @@ function changesTable(rows, by, sortParam) {
   const name = (r) => r.name || frameLabel(siteFrame(r));
   const columns = [
     { key: 'name', label: by, value: name, cell: (r) => h('span', { title: stackTitle(r) || name(r) }, name(r)) },
-    { key: 'where', label: 'where', value: (r) => where(r) || where(siteFrame(r)), className: 'where' },
-    { key: 'a_bytes', label: 'A bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.a_bytes) }, fmtBytes(r.a_bytes)) },
-    { key: 'b_bytes', label: 'B bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.b_bytes) }, fmtBytes(r.b_bytes)) },
+    whereColumn,
+    { key: 'a_bytes', label: 'A bytes', num: true, cell: (r) => bytesCell(r.a_bytes) },
+    { key: 'b_bytes', label: 'B bytes', num: true, cell: (r) => bytesCell(r.b_bytes) },
     {
       key: 'delta_bytes', label: 'change', num: true, value: (r) => Math.abs(r.delta_bytes),
       cell: (r) => h('span', { class: r.delta_bytes > 0 ? 'grow' : r.delta_bytes < 0 ? 'shrink' : '', title: `${fmtInt(r.delta_bytes)} B` }, fmtSignedBytes(r.delta_bytes)),

@@ -2,10 +2,10 @@
 // ranked, each linked to its flame graph (at the end, searched for the site)
 // and to its history (the run's plot with that stack as a series).
 
-import { get, qs, h, runPath, fmtBytes, fmtInt, fmtExactBytes, basename, frameLabel, where, siteFrame, stackTitle } from '../api.js';
-import { setCrumbs, replaceParams } from '../app.js';
+import { get, qs, h, runPath, fmtBytes, fmtInt, basename, frameLabel, siteFrame, stackTitle } from '../api.js';
+import { setCrumbs, replaceParams } from '../nav.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
-import { runHeader, shareCell, dl } from './run.js';
+import { runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn } from '../components.js';
 
 export async function mount(root, { args, params, stale }) {
   const res = await get(runPath(args[0]) + '/leaks' + qs({ limit: 50 }));
@@ -32,20 +32,19 @@ export async function mount(root, { args, params, stale }) {
     key: 'name', label: 'site', value: siteName,
     cell: (r) => h('span', { title: stackTitle(r) }, siteName(r)),
   };
-  const loc = { key: 'where', label: 'where', value: (r) => where(r) || where(siteFrame(r)), className: 'where' };
 
   const live = (res.live_at_end || []).map((r, i) => ({ ...r, rank: i + 1 }));
   const growing = (res.growing || []).map((r, i) => ({ ...r, rank: i + 1 }));
 
-  const liveCols = [rank, site, loc,
-    { key: 'bytes', label: 'bytes', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.bytes) }, fmtBytes(r.bytes)) },
+  const liveCols = [rank, site, whereColumn,
+    { key: 'bytes', label: 'bytes', num: true, cell: (r) => bytesCell(r.bytes) },
     { key: 'count', label: 'blocks', num: true },
     { key: 'share', label: 'share', num: true, cell: (r) => shareCell(r.share) },
     { key: 'links', label: '', value: () => 0, cell: links }];
-  const growCols = [rank, site, loc,
+  const growCols = [rank, site, whereColumn,
     { key: 'slope_bytes_per_s', label: 'growth', num: true, cell: (r) => `${fmtBytes(Math.round(r.slope_bytes_per_s))}/s` },
     { key: 'r2', label: 'fit (r²)', num: true, cell: (r) => (r.r2 ?? 0).toFixed(3) },
-    { key: 'end_bytes', label: 'at end', num: true, cell: (r) => h('span', { title: fmtExactBytes(r.end_bytes) }, fmtBytes(r.end_bytes)) },
+    { key: 'end_bytes', label: 'at end', num: true, cell: (r) => bytesCell(r.end_bytes) },
     { key: 'score', label: 'score', num: true, cell: (r) => Math.round(r.score).toLocaleString('en-US') },
     { key: 'links', label: '', value: () => 0, cell: links }];
   const byRank = { key: 'rank', dir: 1 };
@@ -57,9 +56,7 @@ export async function mount(root, { args, params, stale }) {
       h('a', { href: `#/run/${id}?at=end` }, 'flame graph at the end')),
     h('div.toolbar.downloads',
       h('span.muted', 'download the end:'),
-      dl(`${base}/export${qs({ at: 'end', format: 'collapsed' })}`, `heapstore-${id}-end.collapsed.txt`, 'collapsed'),
-      dl(`${base}/export${qs({ at: 'end', format: 'pprof' })}`, `heapstore-${id}-end.pb.gz`, 'pprof'),
-      dl(`${base}/export${qs({ at: 'end', format: 'speedscope' })}`, `heapstore-${id}-end.speedscope.json`, 'speedscope'),
+      exportLinks(base, id, 'end', ['collapsed', 'pprof', 'speedscope']),
       dl(`${base}/history?format=csv`, `heapstore-${id}-history.csv`, 'history CSV')),
     sortableTable({
       rows: live, columns: liveCols, className: 'leaks',

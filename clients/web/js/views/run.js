@@ -5,28 +5,21 @@
 // Click the plot to pick a moment, drag to compare two.
 
 import {
-  get, qs, h, runPath, nsToAt, download, forget, fmtBytes, fmtDuration, fmtDate, fmtInt, fmtTime,
-  fmtShare, fmtExactBytes, basename, droppedTotal, where, frameLabel, siteFrame, stackTitle,
+  get, qs, h, runPath, nsToAt, forget, fmtBytes, fmtDate, fmtInt, fmtTime, fmtShare, fmtExactBytes, basename,
+  frameLabel, where, siteFrame, stackTitle,
 } from '../api.js';
-import { go, setCrumbs, replaceParams, route, parseHash } from '../app.js';
+import { go, setCrumbs, replaceParams, rerender, parseHash } from '../nav.js';
 import { TimePlot } from '../plot.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
-import { stateText, droppedTitle } from './runs.js';
+import { atLabel, runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn } from '../components.js';
 
 const SERIES_COLORS = ['#7b2cbf', '#2b9348', '#d00000', '#f48c06', '#0077b6', '#6a4c93', '#8d6e63', '#c9184a', '#386641', '#5e548e'];
 
 export async function mount(root, { args, params, stale }) {
-  const runArg = args[0];
-  const at = params.get('at') || 'peak';
-  const tab = params.get('tab') === 'table' ? 'table' : 'flame';
-  const by = ['site', 'function', 'stack'].includes(params.get('by')) ? params.get('by') : 'site';
-  const topN = params.has('top') ? Math.max(0, Math.min(20, parseInt(params.get('top'), 10) || 0)) : 5;
-  const trace = params.get('trace') || '';
-  const search = params.get('q') || '';
-  const zoom = params.get('z') ? params.get('z').split(';') : [];
-
-  const base = runPath(runArg);
+  const opts = viewParams(params);
+  const { at } = opts;
+  const base = runPath(args[0]);
   // The plot's heap and RSS come first; the top stacks' series (a slower
   // question on a big run) are added to the drawn plot when they arrive.
   // The flame graph asks only for frames at least half a pixel wide at the
@@ -40,20 +33,12 @@ export async function mount(root, { args, params, stale }) {
     get(flameQuery(1)),
   ]);
   if (stale()) return null;
+  // What the parts of the view share; gone: destroy() ran, a late answer has
+  // nowhere to go.
   const run = hist.run;
   const id = run.id;
-  const here = (changes) => {
-    // The search and the table's order stay while the moment changes (read
-    // from the URL: they may have changed since this view was built); the
-    // order does not carry over to another grouping.
-    const cur = parseHash().params;
-    const p = {
-      at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '',
-      rows: cur.get('rows') || '', ...changes,
-    };
-    if (p.by !== by) p.sort = '';
-    go(`/run/${id}`, p);
-  };
+  const v = { ...opts, params, base, flameWidth, flameQuery, hist, flame, run, id, gone: false };
+  v.here = (changes) => goHere(v, changes);
 
   setCrumbs([
     { text: 'runs', href: '#/runs' },
@@ -65,7 +50,61 @@ export async function mount(root, { args, params, stale }) {
   root.append(section);
   section.append(runHeader(run, hist.sampling || run.sampling));
 
-  // ---- the time plot ----
+  const plot = plotPanel(section, v);
+  const moment = momentPanel(section, v);
+  let graph = null;
+  if (v.tab === 'flame') {
+    graph = flamePart(moment, v);
+  } else if (!(await tablePart(moment, v, stale))) {
+    v.gone = true;
+    plot.destroy();
+    return null;
+  }
+
+  section.append(sizesPanel(base));
+
+  window.heapstore = { view: 'run', run, history: hist, plot, flame: graph, flameAnswer: flame };
+  return {
+    destroy() {
+      v.gone = true;
+      plot.destroy();
+      if (graph) graph.destroy();
+      window.heapstore = null;
+    },
+  };
+}
+
+// The view's URL parameters, checked.
+function viewParams(params) {
+  return {
+    at: params.get('at') || 'peak',
+    tab: params.get('tab') === 'table' ? 'table' : 'flame',
+    by: ['site', 'function', 'stack'].includes(params.get('by')) ? params.get('by') : 'site',
+    topN: params.has('top') ? Math.max(0, Math.min(20, parseInt(params.get('top'), 10) || 0)) : 5,
+    trace: params.get('trace') || '',
+    search: params.get('q') || '',
+    zoom: params.get('z') ? params.get('z').split(';') : [],
+  };
+}
+
+// To this run's view with changes to its parameters.
+function goHere({ id, at, tab, by, topN, trace }, changes) {
+  // The search and the table's order stay while the moment changes (read
+  // from the URL: they may have changed since this view was built); the
+  // order does not carry over to another grouping.
+  const cur = parseHash().params;
+  const p = {
+    at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '',
+    rows: cur.get('rows') || '', ...changes,
+  };
+  if (p.by !== by) p.sort = '';
+  go(`/run/${id}`, p);
+}
+
+// ---- the time plot ----
+
+// The plot's own series: the heap (and its maximum in each bucket), RSS.
+function baseSeries(hist, run) {
   const series = [];
   const g = hist.granularity_ns || run.granularity_ns || 0;
   const heap = (hist.points || []).map((p) => [p.t_ns, p.heap_bytes]);
@@ -75,7 +114,12 @@ export async function mount(root, { args, params, stale }) {
   series.push({ id: 'heap', name: exact ? 'live heap' : 'live heap (estimated)', color: '#3b6fd6', kind: 'area', alpha: 0.3, step: true, points: heap });
   const rss = (hist.rss || []).map((p) => [p.t_ns, p.rss_bytes]);
   if (rss.length) series.push({ id: 'rss', name: 'RSS', color: '#333', kind: 'line', dash: [5, 3], points: rss });
-  const stackSeries = (list) => list.map((s, i) => ({
+  return series;
+}
+
+// The top stacks' series, the ones named in trace drawn thicker.
+function stackSeries(list, trace) {
+  return list.map((s, i) => ({
     id: 'trace-' + s.trace,
     name: s.name || `stack ${s.trace}`,
     title: stackTitle(s),
@@ -85,11 +129,17 @@ export async function mount(root, { args, params, stale }) {
     width: trace.split(',').includes(String(s.trace)) ? 3 : 1.5,
     points: (s.points || []).map((p) => [p.t_ns, p.bytes]),
   }));
-  const wantStacks = topN > 0 || !!trace;
+}
+
+// The panel of the live heap over time; returns its TimePlot.
+function plotPanel(section, v) {
+  const { run, id, base, here } = v;
+  const series = baseSeries(v.hist, run);
+  const wantStacks = v.topN > 0 || !!v.trace;
   const seriesNote = h('span.muted.series-note', wantStacks ? 'loading the top stacks…' : '');
 
   const topSel = h('select', { 'aria-label': 'top stacks', on: { change: () => here({ top: topSel.value }) } },
-    [0, 5, 10, 20].map((n) => h('option', { value: n, selected: n === topN }, n ? `top ${n} stacks` : 'no stack series')));
+    [0, 5, 10, 20].map((n) => h('option', { value: n, selected: n === v.topN }, n ? `top ${n} stacks` : 'no stack series')));
   const rangeBar = h('div.rangebar', { hidden: true });
   const plotBox = h('div.plot-box');
   section.append(h('div.panel',
@@ -99,7 +149,7 @@ export async function mount(root, { args, params, stale }) {
       h('span.spacer'),
       run.state === 'open' ? h('button', {
         title: 'the run is still being recorded: fetch the newest numbers',
-        on: { click: () => { forget(); route(); } },
+        on: { click: () => { forget(); rerender(); } },
       }, 'Refresh') : null,
       h('button', { dataset: { act: 'peak' }, on: { click: () => here({ at: 'peak', z: '' }) } }, `Peak (${fmtTime(run.peak_t_ns || 0)})`),
       h('button', { dataset: { act: 'end' }, on: { click: () => here({ at: 'end', z: '' }) } }, 'End'),
@@ -108,7 +158,7 @@ export async function mount(root, { args, params, stale }) {
       dl(`${base}/history?format=csv`, `heapstore-${id}-history.csv`, 'CSV')),
     plotBox, rangeBar));
 
-  const markers = [{ t_ns: flame.at_ns, color: '#111', label: atLabel(at, flame.at_ns) }];
+  const markers = [{ t_ns: v.flame.at_ns, color: '#111', label: atLabel(v.at, v.flame.at_ns) }];
   if (run.peak_t_ns !== undefined) markers.push({ t_ns: run.peak_t_ns, color: '#b02a2a', dash: [3, 3], label: 'peak' });
   const plot = new TimePlot(plotBox, {
     series,
@@ -127,32 +177,47 @@ export async function mount(root, { args, params, stale }) {
     },
   });
 
-  let gone = false; // destroy() ran: a late answer has nowhere to go
   if (wantStacks) {
     plotBox.dataset.stacks = 'loading';
     // asked once the view is drawn: on a big run the server's work for the
     // series would compete with the page's for the same cores
-    setTimeout(() => { if (!gone) loadStacks(); }, 0);
+    setTimeout(() => { if (!v.gone) loadStacks(v, plot, series, plotBox, seriesNote); }, 0);
   }
-  function loadStacks() {
-    get(base + '/history' + qs({ top: topN || undefined, trace: trace || undefined })).then((full) => {
-      if (gone) return;
-      const extra = stackSeries(full.series || []);
-      plot.setSeries([...series, ...extra]);
-      seriesNote.textContent = extra.length ? '' : 'no stacks to plot';
-      plotBox.dataset.stacks = 'ready';
-    }, (err) => {
-      if (gone) return;
-      seriesNote.textContent = `top stacks: ${err.message}`;
-      plotBox.dataset.stacks = 'error';
-    });
-  }
+  return plot;
+}
 
-  // ---- the moment ----
-  const total = flame.total_bytes !== undefined ? flame.total_bytes : flame.root.bytes;
-  const count = flame.total_count !== undefined ? flame.total_count : flame.root.count;
+// Adds the top stacks' series to the drawn plot.
+function loadStacks(v, plot, series, plotBox, seriesNote) {
+  get(v.base + '/history' + qs({ top: v.topN || undefined, trace: v.trace || undefined })).then((full) => {
+    if (v.gone) return;
+    const extra = stackSeries(full.series || [], v.trace);
+    plot.setSeries([...series, ...extra]);
+    seriesNote.textContent = extra.length ? '' : 'no stacks to plot';
+    plotBox.dataset.stacks = 'ready';
+  }, (err) => {
+    if (v.gone) return;
+    seriesNote.textContent = `top stacks: ${err.message}`;
+    plotBox.dataset.stacks = 'error';
+  });
+}
+
+// ---- the moment ----
+
+// The flame answer's total bytes and blocks.
+function flameTotals(flame) {
+  return {
+    total: flame.total_bytes !== undefined ? flame.total_bytes : flame.root.bytes,
+    count: flame.total_count !== undefined ? flame.total_count : flame.root.count,
+  };
+}
+
+// The panel of what was live at the moment: its totals, tabs and downloads;
+// returns the panel, for the flame graph or the table to go in.
+function momentPanel(section, v) {
+  const { at, id, base, flame, here } = v;
+  const { total, count } = flameTotals(flame);
   const tabs = h('div.tabs', ['flame', 'table'].map((t) => h('button', {
-    class: t === tab ? 'on' : '', dataset: { tab: t },
+    class: t === v.tab ? 'on' : '', dataset: { tab: t },
     on: { click: () => here({ tab: t }) },
   }, t === 'flame' ? 'Flame graph' : 'Table')));
   const atArg = at;
@@ -169,80 +234,76 @@ export async function mount(root, { args, params, stale }) {
       h('span.spacer'), tabs),
     h('div.toolbar.downloads',
       h('span.muted', 'download:'),
-      dl(`${base}/export${qs({ at, format: 'collapsed' })}`, `heapstore-${id}-${at}.collapsed.txt`, 'collapsed'),
-      dl(`${base}/export${qs({ at, format: 'pprof' })}`, `heapstore-${id}-${at}.pb.gz`, 'pprof'),
-      dl(`${base}/export${qs({ at, format: 'speedscope' })}`, `heapstore-${id}-${at}.speedscope.json`, 'speedscope'),
-      dl(`${base}/export${qs({ at, format: 'dot' })}`, `heapstore-${id}-${at}.dot`, 'dot'),
+      exportLinks(base, id, at, ['collapsed', 'pprof', 'speedscope', 'dot']),
       h('span.spacer'),
       h('a', { href: `#/leaks/${id}` }, 'leaks of this run'),
       others));
   section.append(moment);
-  fillOthers(run, others);
+  fillOthers(v.run, others);
+  return moment;
+}
 
+// The flame graph of the moment, with its search box; returns the FlameGraph.
+function flamePart(moment, v) {
+  const { flame, flameWidth, flameQuery, search } = v;
+  const { total } = flameTotals(flame);
   let graph = null;
-  if (tab === 'flame') {
-    const info = h('span.muted.match');
-    const input = h('input', { type: 'search', placeholder: 'search functions', value: search, 'aria-label': 'search functions' });
-    const reset = h('button', { on: { click: () => graph.zoom(null) } }, 'Reset zoom');
-    moment.append(h('div.toolbar', input, info, h('span.spacer'), reset,
-      h('span.muted', 'click a frame to zoom · Esc zooms out')));
-    const box = h('div.flame-box');
-    moment.append(box);
-    // Detail on demand: a zoom into a frame whose children were too narrow
-    // to be sent asks for the flame again, pruned at that frame's pixel.
-    let sentBytes = flame.truncated ? flame.truncated.min_bytes : 0;
-    const detail = (node) => {
-      if (!sentBytes || !total) return;
-      const share = node.v / total;
-      if (node.v / (2 * flameWidth) >= sentBytes) return; // what it needs was sent
-      get(flameQuery(share)).then((more) => {
-        if (gone || !graph) return;
-        sentBytes = more.truncated ? more.truncated.min_bytes : 0;
-        graph.setRoot(more.root);
-      }, () => { /* the coarser graph stays */ });
-    };
-    graph = new FlameGraph(box, {
-      root: flame.root,
-      totalBytes: total,
-      zoomPath: zoom,
-      search,
-      onZoom: (path) => { replaceParams({ z: path.join(';') }); detail(graph.focus); },
-      onSearch: (m) => {
-        info.textContent = m ? `matched ${fmtBytes(m.bytes)} (${fmtShare(m.share)})` : '';
-      },
-    });
-    if (graph.focus !== graph.root) detail(graph.focus);
-    input.addEventListener('input', () => {
-      graph.setSearch(input.value);
-      replaceParams({ q: input.value.trim() });
-    });
-  } else {
-    const byBar = h('div.tabs.small', ['site', 'function', 'stack'].map((b) => h('button', {
-      class: b === by ? 'on' : '', dataset: { by: b },
-      on: { click: () => here({ by: b }) },
-    }, 'by ' + b)));
-    moment.append(h('div.toolbar', byBar));
-    // The rows a reader looks at first; more on demand (each row's stack
-    // costs the server and the page alike).
-    const limit = params.get('rows') === 'more' ? 1000 : 200;
-    const top = await get(base + '/top' + qs({ at, by, limit }));
-    if (stale()) { gone = true; plot.destroy(); return null; }
-    moment.append(topTable(top, by, id, params.get('sort'),
-      (o) => replaceParams({ sort: sortToParam(o) }),
-      limit < 1000 ? () => here({ rows: 'more' }) : null));
-  }
-
-  section.append(sizesPanel(base));
-
-  window.heapstore = { view: 'run', run, history: hist, plot, flame: graph, flameAnswer: flame };
-  return {
-    destroy() {
-      gone = true;
-      plot.destroy();
-      if (graph) graph.destroy();
-      window.heapstore = null;
-    },
+  const info = h('span.muted.match');
+  const input = h('input', { type: 'search', placeholder: 'search functions', value: search, 'aria-label': 'search functions' });
+  const reset = h('button', { on: { click: () => graph.zoom(null) } }, 'Reset zoom');
+  moment.append(h('div.toolbar', input, info, h('span.spacer'), reset,
+    h('span.muted', 'click a frame to zoom · Esc zooms out')));
+  const box = h('div.flame-box');
+  moment.append(box);
+  // Detail on demand: a zoom into a frame whose children were too narrow
+  // to be sent asks for the flame again, pruned at that frame's pixel.
+  let sentBytes = flame.truncated ? flame.truncated.min_bytes : 0;
+  const detail = (node) => {
+    if (!sentBytes || !total) return;
+    const share = node.v / total;
+    if (node.v / (2 * flameWidth) >= sentBytes) return; // what it needs was sent
+    get(flameQuery(share)).then((more) => {
+      if (v.gone || !graph) return;
+      sentBytes = more.truncated ? more.truncated.min_bytes : 0;
+      graph.setRoot(more.root);
+    }, () => { /* the coarser graph stays */ });
   };
+  graph = new FlameGraph(box, {
+    root: flame.root,
+    totalBytes: total,
+    zoomPath: v.zoom,
+    search,
+    onZoom: (path) => { replaceParams({ z: path.join(';') }); detail(graph.focus); },
+    onSearch: (m) => {
+      info.textContent = m ? `matched ${fmtBytes(m.bytes)} (${fmtShare(m.share)})` : '';
+    },
+  });
+  if (graph.focus !== graph.root) detail(graph.focus);
+  input.addEventListener('input', () => {
+    graph.setSearch(input.value);
+    replaceParams({ q: input.value.trim() });
+  });
+  return graph;
+}
+
+// The table of the moment, grouped by v.by; false if the view went stale
+// while it was asked for.
+async function tablePart(moment, v, stale) {
+  const { at, by, id, base, params, here } = v;
+  const byBar = h('div.tabs.small', ['site', 'function', 'stack'].map((b) => h('button', {
+    class: b === by ? 'on' : '', dataset: { by: b },
+    on: { click: () => here({ by: b }) },
+  }, 'by ' + b)));
+  moment.append(h('div.toolbar', byBar));
+  // The rows a reader looks at first; more on demand (each row's stack
+  // costs the server and the page alike).
+  const limit = params.get('rows') === 'more' ? 1000 : 200;
+  const top = await get(base + '/top' + qs({ at, by, limit }));
+  if (stale()) return false;
+  moment.append(topTable(top, by, id, params.get('sort'),
+    (o) => replaceParams({ sort: sortToParam(o) }),
+    limit < 1000 ? () => here({ rows: 'more' }) : null));
+  return true;
 }
 
 // min_share for frames half a pixel wide when a frame of this share of the
@@ -271,50 +332,6 @@ function maxBand(points, g, durationNs) {
   return out;
 }
 
-export function atLabel(at, atNs) {
-  if (at === 'peak') return `the peak (${fmtTime(atNs)})`;
-  if (at === 'end') return `the end (${fmtTime(atNs)})`;
-  return fmtTime(atNs !== undefined ? atNs : Number(at) * 1e9);
-}
-
-export function runHeader(run, sampling) {
-  const s = sampling || run.sampling || {};
-  const dropped = droppedTotal(s);
-  const labels = Object.entries(run.labels || {}).map(([k, v]) => h('span.chip', `${k}=${v}`));
-  const exact = s.sample_bytes === 1;
-  return h('div.run-head',
-    h('h1', basename(run.program), h('span.argv', ' ' + (run.argv || []).slice(1).join(' ')),
-      h('span.runid', ` #${run.id}`)),
-    h('div.meta',
-      h('span', { title: run.program }, `host ${run.host || '?'} · pid ${run.pid ?? '?'}`),
-      h('span', `started ${fmtDate(run.start_unix_ms)}`),
-      h('span', `lasted ${fmtDuration(run.duration_ns)}`),
-      h('span', { class: 'state' }, stateText(run)),
-      h('span', `peak ${fmtBytes(run.peak_bytes)}`),
-      h('span', `end ${fmtBytes(run.end_bytes)}`),
-      run.parent_id ? h('a', { href: `#/run/${run.parent_id}` }, `parent #${run.parent_id}`) : null,
-      labels),
-    h('div.meta.sampling',
-      h('span', exact ? 'every allocation recorded (exact)'
-        : `sampled every ${fmtBytes(s.sample_bytes)} on average: bytes are unbiased estimates`),
-      h('span', { class: dropped ? 'warn' : 'muted', title: droppedTitle(s) },
-        dropped ? `${fmtInt(dropped)} events dropped: numbers are low by that much` : 'nothing dropped')));
-}
-
-export function dl(href, filename, text) {
-  return h('a.dl', {
-    href, download: filename,
-    on: {
-      click: (e) => {
-        // With a token the plain link would be refused; fetch with the header.
-        if (!localStorage.getItem('heapstore-token')) return;
-        e.preventDefault();
-        download(href, filename).catch((err) => alert(err.message));
-      },
-    },
-  }, text);
-}
-
 async function fillOthers(run, select) {
   try {
     const res = await get('/api/runs' + qs({ program: basename(run.program), limit: 50 }), { fresh: true });
@@ -336,7 +353,7 @@ function topTable(top, by, id, sortParam, onSort, onMore) {
   };
   const columns = [
     { key: 'name', label: by === 'function' ? 'function' : by === 'stack' ? 'stack (site)' : 'site', cell: nameCell },
-    { key: 'where', label: 'where', value: (r) => where(r) || where(siteFrame(r)), className: 'where' },
+    whereColumn,
   ];
   if (by === 'function') {
     columns.push(
@@ -391,13 +408,4 @@ function sizesPanel(base) {
     }
   });
   return panel;
-}
-
-export function bytesCell(n) {
-  return h('span', { title: fmtExactBytes(n) }, fmtBytes(n));
-}
-
-export function shareCell(x) {
-  const pct = Math.max(0, Math.min(1, x || 0)) * 100;
-  return h('span.share', h('span.bar', { style: { width: pct + '%' } }), h('span.pct', fmtShare(x)));
 }

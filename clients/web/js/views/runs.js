@@ -2,8 +2,9 @@
 // that tell whether it is worth opening; tick two to compare them.
 
 import { get, qs, h, fmtBytes, fmtDuration, fmtDate, fmtInt, basename, droppedTotal } from '../api.js';
-import { go, setCrumbs, replaceParams } from '../app.js';
+import { go, setCrumbs, replaceParams } from '../nav.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
+import { stateText, stateClass, droppedTitle } from '../components.js';
 
 export async function mount(root, { params }) {
   const filter = {
@@ -13,29 +14,10 @@ export async function mount(root, { params }) {
   };
   setCrumbs([{ text: 'runs' }]);
 
-  const inputs = {
-    program: h('input', { name: 'program', placeholder: 'program', value: filter.program }),
-    host: h('input', { name: 'host', placeholder: 'host', value: filter.host }),
-    label: h('input', { name: 'label', placeholder: 'label key=value', value: filter.label }),
-  };
-  const form = h('form.filters', {
-    on: {
-      submit: (e) => {
-        e.preventDefault();
-        go('/runs', {
-          program: inputs.program.value.trim(),
-          host: inputs.host.value.trim(),
-          label: inputs.label.value.trim(),
-        });
-      },
-    },
-  }, inputs.program, inputs.host, inputs.label, h('button', { type: 'submit' }, 'Filter'),
-  (filter.program || filter.host || filter.label) ? h('a.clear', { href: '#/runs' }, 'clear') : null);
-
   const picked = [];
   const compareBtn = h('button', { disabled: true, on: { click: compare } }, 'Compare two runs');
   const hint = h('span.muted', 'tick two runs to compare them at their ends');
-  const bar = h('div.toolbar', form, h('span.spacer'), hint, compareBtn);
+  const bar = h('div.toolbar', filterForm(filter), h('span.spacer'), hint, compareBtn);
   root.append(h('section.view-runs', { dataset: { view: 'runs' } }, bar));
 
   const res = await get('/api/runs' + qs({ ...filter, limit: 500 }), { fresh: true });
@@ -60,7 +42,43 @@ export async function mount(root, { params }) {
     hint.textContent = picked.length === 2 ? `runs ${picked.map((p) => p.id).join(' and ')}` : 'tick two runs to compare them at their ends';
   }
 
-  const columns = [
+  const columns = runColumns(picked, toggle);
+  root.firstChild.append(h('p.count.muted', `${runs.length} run${runs.length === 1 ? '' : 's'}` +
+    (runs.length >= 500 ? ' (the newest 500)' : '')));
+  root.firstChild.append(sortableTable({
+    columns, rows: runs, className: 'runs',
+    sort: sortFromParam(params.get('sort'), columns, { key: 'start_unix_ms', dir: -1 }),
+    onSort: (o) => replaceParams({ sort: sortToParam(o) }),
+    rowAttrs: (r) => ({ dataset: { run: r.id, program: basename(r.program) } }),
+  }));
+}
+
+// The form of the filters, as in the URL.
+function filterForm(filter) {
+  const inputs = {
+    program: h('input', { name: 'program', placeholder: 'program', value: filter.program }),
+    host: h('input', { name: 'host', placeholder: 'host', value: filter.host }),
+    label: h('input', { name: 'label', placeholder: 'label key=value', value: filter.label }),
+  };
+  const form = h('form.filters', {
+    on: {
+      submit: (e) => {
+        e.preventDefault();
+        go('/runs', {
+          program: inputs.program.value.trim(),
+          host: inputs.host.value.trim(),
+          label: inputs.label.value.trim(),
+        });
+      },
+    },
+  }, inputs.program, inputs.host, inputs.label, h('button', { type: 'submit' }, 'Filter'),
+  (filter.program || filter.host || filter.label) ? h('a.clear', { href: '#/runs' }, 'clear') : null);
+  return form;
+}
+
+// The runs table's columns; the first ticks runs into picked, through toggle.
+function runColumns(picked, toggle) {
+  return [
     {
       key: 'pick', label: '', value: () => 0,
       cell: (r) => {
@@ -101,29 +119,4 @@ export async function mount(root, { params }) {
       cell: (r) => h('a', { href: `#/leaks/${r.id}` }, 'leaks'),
     },
   ];
-  root.firstChild.append(h('p.count.muted', `${runs.length} run${runs.length === 1 ? '' : 's'}` +
-    (runs.length >= 500 ? ' (the newest 500)' : '')));
-  root.firstChild.append(sortableTable({
-    columns, rows: runs, className: 'runs',
-    sort: sortFromParam(params.get('sort'), columns, { key: 'start_unix_ms', dir: -1 }),
-    onSort: (o) => replaceParams({ sort: sortToParam(o) }),
-    rowAttrs: (r) => ({ dataset: { run: r.id, program: basename(r.program) } }),
-  }));
-}
-
-export function stateText(r) {
-  if (r.state === 'open') return 'running';
-  if (r.state === 'lost') return 'lost';
-  return r.clean_exit ? 'clean' : 'not clean';
-}
-
-function stateClass(r) {
-  if (r.state === 'open') return 'open';
-  if (r.state === 'lost' || !r.clean_exit) return 'bad';
-  return 'good';
-}
-
-export function droppedTitle(s) {
-  const d = (s && s.dropped) || {};
-  return Object.entries(d).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${fmtInt(v)}`).join('\n') || 'nothing dropped';
 }
