@@ -33,6 +33,7 @@
 #include "hs_error.h"
 #include "hs_liveset.h"
 #include "hs_mem.h"
+#include "hs_pymem.h"
 #include "hs_python.h"
 #include "hs_sender.h"
 #include "hs_stacks.h"
@@ -511,6 +512,7 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
 static void alloc_slow(void *p, size_t n)
 {
     hs_tls *t = &hs__tls;
+    t->slow_seq++;
     if (t->guard) return; /* collector code, or a signal handler inside it */
     asan_fresh_stack();
     hs__guard_enter(t);
@@ -583,6 +585,44 @@ static void free_slow(void *p)
     real.free(p);
 }
 
+/* A block whose free free_record recorded is the program's after all (a
+ * failed realloc): live again, with an allocation event. */
+static void put_back(hs_tls *t, void *p, const hs_live *l)
+{
+    int reentrant = t->guard != 0;
+    hs__guard_enter(t); /* the shard lock: see free_record */
+    if (hs__liveset_insert((uintptr_t)p, l->size, l->stack_id) == 0 && !reentrant && t->ring)
+        push_event(t, l->stack_id, 0, l->size, hs__sampler_weight(l->size));
+    hs__guard_leave(t);
+}
+
+/* ---- for the Python allocator's wrappers (hs_pymem.c) ---- */
+
+void hs__alloc_slow(void *p, size_t n)
+{
+    int e = errno;
+    alloc_slow(p, n);
+    errno = e;
+}
+
+int hs__free_forget(void *p, hs_live *l)
+{
+    hs_tls *t = &hs__tls;
+    if (!p || is_boot(p) || t->state == HS_T_INTERNAL) return 0;
+    asan_fresh_stack();
+    int e = errno;
+    int was = free_record(t, p, l);
+    errno = e;
+    return was;
+}
+
+void hs__live_put_back(void *p, const hs_live *l)
+{
+    int e = errno;
+    put_back(&hs__tls, p, l);
+    errno = e;
+}
+
 static void *realloc_slow(void *p, size_t n)
 {
     hs_tls *t = &hs__tls;
@@ -601,12 +641,7 @@ static void *realloc_slow(void *p, size_t n)
     e = errno;
     if (!q && n != 0) {
         /* The move failed and p is still the program's: put it back. */
-        int reentrant = t->guard != 0;
-        hs__guard_enter(t); /* the shard lock: see free_record */
-        if (was && hs__liveset_insert((uintptr_t)p, l.size, l.stack_id) == 0 && !reentrant &&
-            t->ring)
-            push_event(t, l.stack_id, 0, l.size, hs__sampler_weight(l.size));
-        hs__guard_leave(t);
+        if (was) put_back(t, p, &l);
         errno = e;
         return NULL;
     }

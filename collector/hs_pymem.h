@@ -1,0 +1,69 @@
+/* hs_pymem: Python's object allocator seen, and the end of a Python program.
+ *
+ * CPython serves most objects (512 bytes and less) from its own pools
+ * (pymalloc), which take memory from the system in 256 KiB arenas: the
+ * malloc hooks never see those objects. When hs_py_scan finds a supported
+ * interpreter (CPython 3.8-3.13, not a debug or free-threaded build) whose
+ * runtime has not begun initialising, hs__pymem_attach wraps its
+ * PYMEM_DOMAIN_MEM and PYMEM_DOMAIN_OBJ allocators (PyMem_GetAllocator and
+ * PyMem_SetAllocator, the only interpreter functions the collector calls, and
+ * only then: before Python's main for python3, before Py_Initialize for an
+ * embedder that dlopens libpython). The wrappers keep the original context,
+ * so a thread reading the allocator while it is replaced never pairs our
+ * function with a context it does not expect.
+ *
+ * The wrappers sample on the same countdown as the malloc hooks. Blocks of
+ * more than 512 bytes (and pymalloc's fallbacks) reach malloc through
+ * PyMem_RawMalloc, where the hooks count them: a wrapper reads the thread's
+ * countdown and its slow-path sequence before calling the original, and when
+ * either moved the block was counted below it, so the wrapper does nothing
+ * more. Otherwise it takes the hooks' fast path itself: one subtraction and a
+ * branch (hs_hooks.c's hs__alloc_slow when the countdown runs out). A free or
+ * realloc removes a sampled block from the live set before the original runs
+ * (a block freed below it by the free hook is then not found twice, and an
+ * address handed to another thread meanwhile is never removed wrongly); a
+ * failed realloc puts it back.
+ *
+ * PYTHONMALLOC=malloc sends everything to malloc (the hooks see it all);
+ * PYTHONMALLOC=debug, pymalloc, pymalloc_debug and -X dev make the
+ * interpreter install its own allocators at start-up over ours, and small
+ * objects are then not seen, as before.
+ *
+ * The end of a Python program: the free and realloc wrappers watch the
+ * runtime's `_finalizing` word (set by Py_FinalizeEx after the main code,
+ * its thread joins and atexit handlers, before any module is torn down).
+ * The first call that finds it set stores the time, once, as the run's
+ * HS_DROP_MAIN_END_NS, which the queries take as the run's "end".
+ */
+#ifndef HS_PYMEM_H
+#define HS_PYMEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hs_liveset.h"
+
+/* Wraps the interpreter's allocators once per process. get and set are its
+ * PyMem_GetAllocator and PyMem_SetAllocator; finalizing is the address of
+ * _PyRuntime's finalizing word. initialized says the runtime has begun
+ * initialising (then nothing is installed and hs__pymem_state says so).
+ * Called by hs_py_scan, under the scan lock and the re-entry guard. */
+void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialized);
+
+enum hs_pymem_state {
+    HS_PYMEM_NONE = 0,     /* no supported interpreter seen */
+    HS_PYMEM_WRAPPED = 1,  /* small objects are seen */
+    HS_PYMEM_TOO_LATE = 2, /* the runtime was initialised before we found it */
+};
+int hs__pymem_state(void);
+
+/* The malloc hooks' slow paths, for the wrappers (hs_hooks.c). */
+/* The countdown ran out on an allocation of n bytes at p (maybe NULL). */
+void hs__alloc_slow(void *p, size_t n);
+/* p is about to be freed or moved: records the free of a sampled block;
+ * returns 1 with *l when p was live. */
+int hs__free_forget(void *p, hs_live *l);
+/* The move failed: p, forgotten with *l, is live again. */
+void hs__live_put_back(void *p, const hs_live *l);
+
+#endif
