@@ -70,12 +70,41 @@ static inline void account(hs_tls *t, uint64_t c, uint32_t s, void *p, size_t n)
     sampled(p, n);
 }
 
-__attribute__((noinline, cold)) static int forget(void *p, hs_live *l)
+static inline int fin_pending(void)
 {
-    return hs__free_forget(p, l);
+    const _Atomic uintptr_t *w = atomic_load_explicit(&fin_word, memory_order_relaxed);
+    return atomic_load_explicit(w, memory_order_relaxed) != 0;
 }
 
-/* One set of wrappers per domain: the context stays the original's. */
+__attribute__((noinline, cold)) static void free_slow(int d, void *ctx, void *p)
+{
+    hs_live l;
+    if (hs__liveset_maybe(p)) hs__free_forget(p, &l);
+    fin_check();
+    orig[d].free(ctx, p);
+}
+
+__attribute__((noinline, cold)) static void *realloc_slow(int d, void *ctx, void *p, size_t n)
+{
+    hs_live l;
+    int was = hs__liveset_maybe(p) ? hs__free_forget(p, &l) : 0;
+    fin_check();
+    hs_tls *t = &hs__tls;
+    uint64_t c = t->countdown;
+    uint32_t s = t->slow_seq;
+    void *q = orig[d].realloc(ctx, p, n);
+    if (!q) {
+        if (was) hs__live_put_back(p, &l);
+        return q;
+    }
+    account(t, c, s, q, n);
+    return q;
+}
+
+/* One set of wrappers per domain; the context stays the original's. The
+ * unsampled free is a filter load, a load of the finalizing word and a tail
+ * call; an unsampled allocation adds to the call two loads before it and two
+ * compares, a subtraction and the size histogram after it. */
 #define WRAPPERS(D)                                                                                \
     static void *malloc_##D(void *ctx, size_t n)                                                   \
     {                                                                                              \
@@ -98,25 +127,21 @@ __attribute__((noinline, cold)) static int forget(void *p, hs_live *l)
     }                                                                                              \
     static void *realloc_##D(void *ctx, void *p, size_t n)                                         \
     {                                                                                              \
-        hs_live l;                                                                                 \
-        int was = p && HS_UNLIKELY(hs__liveset_maybe(p)) ? forget(p, &l) : 0;                      \
-        fin_check();                                                                               \
+        if (HS_UNLIKELY(hs__liveset_maybe(p)) || HS_UNLIKELY(fin_pending()))                       \
+            return realloc_slow(D, ctx, p, n);                                                     \
         hs_tls *t = &hs__tls;                                                                      \
         uint64_t c = t->countdown;                                                                 \
         uint32_t s = t->slow_seq;                                                                  \
         void *q = orig[D].realloc(ctx, p, n);                                                      \
-        if (HS_UNLIKELY(!q)) {                                                                     \
-            if (was) hs__live_put_back(p, &l);                                                     \
-            return q;                                                                              \
-        }                                                                                          \
-        account(t, c, s, q, n);                                                                    \
+        if (HS_LIKELY(q != NULL)) account(t, c, s, q, n);                                          \
         return q;                                                                                  \
     }                                                                                              \
     static void free_##D(void *ctx, void *p)                                                       \
     {                                                                                              \
-        hs_live l;                                                                                 \
-        if (p && HS_UNLIKELY(hs__liveset_maybe(p))) forget(p, &l);                                 \
-        fin_check();                                                                               \
+        if (HS_UNLIKELY(hs__liveset_maybe(p)) || HS_UNLIKELY(fin_pending())) {                     \
+            free_slow(D, ctx, p);                                                                  \
+            return;                                                                                \
+        }                                                                                          \
         orig[D].free(ctx, p);                                                                      \
     }
 
