@@ -2,6 +2,7 @@
 #include "hs_pymem.h"
 
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "hs_collector.h"
@@ -101,29 +102,56 @@ __attribute__((noinline, cold)) static void *realloc_slow(int d, void *ctx, void
     return q;
 }
 
+/* pymalloc serves requests of 1 to 512 bytes itself (3.8 to 3.13) and hands
+ * the others to PyMem_RawMalloc, where the malloc hooks count them. */
+#define PYMALLOC_MAX 512
+
+/* A small request whose countdown ran out (or whose thread is new, or in
+ * collector code), or a request for malloc's hooks. */
+__attribute__((noinline, cold)) static void *malloc_slow(int d, void *ctx, size_t n)
+{
+    void *p = orig[d].malloc(ctx, n);
+    if (n - 1 < PYMALLOC_MAX) sampled(p, n);
+    return p;
+}
+
+__attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_t a, size_t b)
+{
+    void *p = orig[d].calloc(ctx, a, b);
+    size_t n;
+    if (!__builtin_mul_overflow(a, b, &n) && n - 1 < PYMALLOC_MAX) sampled(p, n);
+    return p;
+}
+
 /* One set of wrappers per domain; the context stays the original's. The
  * unsampled free is a filter load, a load of the finalizing word and a tail
- * call; an unsampled allocation adds to the call two loads before it and two
- * compares, a subtraction and the size histogram after it. */
+ * call; an unsampled small allocation the hooks' fast path (a compare, a
+ * subtraction, the size histogram) and a tail call. A realloc, which
+ * pymalloc may hand to PyMem_RawRealloc whatever the size, looks at the
+ * countdown and the slow-path sequence around the call instead. */
 #define WRAPPERS(D)                                                                                \
     static void *malloc_##D(void *ctx, size_t n)                                                   \
     {                                                                                              \
         hs_tls *t = &hs__tls;                                                                      \
         uint64_t c = t->countdown;                                                                 \
-        uint32_t s = t->slow_seq;                                                                  \
-        void *p = orig[D].malloc(ctx, n);                                                          \
-        account(t, c, s, p, n);                                                                    \
-        return p;                                                                                  \
+        if (HS_LIKELY(n - 1 < PYMALLOC_MAX && n < c)) {                                            \
+            t->countdown = c - n;                                                                  \
+            hs__hist_add(t, n);                                                                    \
+            return orig[D].malloc(ctx, n);                                                         \
+        }                                                                                          \
+        return malloc_slow(D, ctx, n);                                                             \
     }                                                                                              \
     static void *calloc_##D(void *ctx, size_t a, size_t b)                                         \
     {                                                                                              \
         hs_tls *t = &hs__tls;                                                                      \
         uint64_t c = t->countdown;                                                                 \
-        uint32_t s = t->slow_seq;                                                                  \
-        void *p = orig[D].calloc(ctx, a, b);                                                       \
         size_t n;                                                                                  \
-        if (!__builtin_mul_overflow(a, b, &n)) account(t, c, s, p, n);                             \
-        return p;                                                                                  \
+        if (HS_LIKELY(!__builtin_mul_overflow(a, b, &n) && n - 1 < PYMALLOC_MAX && n < c)) {       \
+            t->countdown = c - n;                                                                  \
+            hs__hist_add(t, n);                                                                    \
+            return orig[D].calloc(ctx, a, b);                                                      \
+        }                                                                                          \
+        return calloc_slow(D, ctx, a, b);                                                          \
     }                                                                                              \
     static void *realloc_##D(void *ctx, void *p, size_t n)                                         \
     {                                                                                              \
@@ -151,7 +179,12 @@ WRAPPERS(1)
 void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialized)
 {
     if (atomic_load_explicit(&state, memory_order_relaxed) == HS_PYMEM_WRAPPED) return;
-    if (initialized || !get || !set) {
+    /* PYTHONMALLOC (any value) makes the interpreter install allocators of
+     * its own at start-up, over ours: malloc's hooks then see everything
+     * (malloc, malloc_debug) or small objects are not seen (pymalloc,
+     * debug, pymalloc_debug), but an interpreter already past that point
+     * (an embedder's) must not have small requests counted twice. */
+    if (initialized || !get || !set || getenv("PYTHONMALLOC")) {
         atomic_store_explicit(&state, HS_PYMEM_TOO_LATE, memory_order_relaxed);
         return;
     }

@@ -12,22 +12,25 @@
  * so a thread reading the allocator while it is replaced never pairs our
  * function with a context it does not expect.
  *
- * The wrappers sample on the same countdown as the malloc hooks. Blocks of
- * more than 512 bytes (and pymalloc's fallbacks) reach malloc through
- * PyMem_RawMalloc, where the hooks count them: a wrapper reads the thread's
- * countdown and its slow-path sequence before calling the original, and when
- * either moved the block was counted below it, so the wrapper does nothing
- * more. Otherwise it takes the hooks' fast path itself: one subtraction and a
- * branch (hs_hooks.c's hs__alloc_slow when the countdown runs out). A free or
- * realloc removes a sampled block from the live set before the original runs
- * (a block freed below it by the free hook is then not found twice, and an
- * address handed to another thread meanwhile is never removed wrongly); a
- * failed realloc puts it back.
+ * The wrappers sample on the same countdown as the malloc hooks. pymalloc
+ * serves requests of 1 to 512 bytes from its pools and hands the others to
+ * PyMem_RawMalloc, where the hooks count them: a malloc or calloc wrapper
+ * takes the hooks' fast path (a compare, a subtraction, the size histogram,
+ * a tail call) for the small ones only, and calls hs_hooks.c's
+ * hs__alloc_slow when the countdown runs out. A realloc may go to
+ * PyMem_RawRealloc whatever the size, so its wrapper reads the thread's
+ * countdown and slow-path sequence before calling the original: when
+ * either moved, a hook counted the block. A free or realloc removes a
+ * sampled block from the live set before the original runs (a block freed
+ * below it by the free hook is then not found twice, and an address handed
+ * to another thread meanwhile is never removed wrongly); a failed realloc
+ * puts it back.
  *
- * PYTHONMALLOC=malloc sends everything to malloc (the hooks see it all);
- * PYTHONMALLOC=debug, pymalloc, pymalloc_debug and -X dev make the
- * interpreter install its own allocators at start-up over ours, and small
- * objects are then not seen, as before.
+ * With PYTHONMALLOC set nothing is wrapped: the interpreter installs its own
+ * allocators at start-up (malloc and malloc_debug send everything to the
+ * hooks; with pymalloc, debug and pymalloc_debug small objects are not
+ * seen). -X dev installs the debug hooks over ours at start-up: small
+ * objects are then not seen either.
  *
  * The end of a Python program: the free and realloc wrappers watch the
  * runtime's `_finalizing` word (set by Py_FinalizeEx after the main code,
