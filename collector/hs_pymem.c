@@ -184,8 +184,12 @@ void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialize
      * (malloc, malloc_debug) or small objects are not seen (pymalloc,
      * debug, pymalloc_debug), but an interpreter already past that point
      * (an embedder's) must not have small requests counted twice. */
-    if (initialized || !get || !set || getenv("PYTHONMALLOC")) {
+    const char *pm = getenv("PYTHONMALLOC");
+    if (pm && !*pm) pm = NULL; /* as CPython reads it */
+    if (initialized || !get || !set || pm) {
         atomic_store_explicit(&state, HS_PYMEM_TOO_LATE, memory_order_relaxed);
+        if (initialized || !pm || strncmp(pm, "malloc", 6))
+            atomic_store_explicit(&hs__drops[HS_DROP_PYTHON_SMALL_UNSEEN], 1, memory_order_relaxed);
         return;
     }
     get_fn g = (get_fn)get;

@@ -292,7 +292,9 @@ static void add_interp(const char *path, const syms *s)
     }
     if (ip->ok) {
         /* The runtime has begun initialising once its thread-state key
-         * exists (core initialisation creates it). */
+         * exists (created by core initialisation in 3.8-3.11, by
+         * _PyRuntime_Initialize, the first step of Py_Initialize and of
+         * python's main, from 3.12 on). */
         struct {
             int init;
             pthread_key_t key;

@@ -64,7 +64,10 @@ enum hs_drop_kind {
     HS_DROP_MAIN_END_NS = 9,      /* not a count: the time (ns from the run's start, > 0) when
                                      the program's main code finished and its Python
                                      interpreter began its teardown; 0 while it has not */
-    HS_DROP_KIND_MAX = 9,
+    HS_DROP_PYTHON_SMALL_UNSEEN = 10, /* 1: a Python interpreter whose small objects (pymalloc's)
+                                         the collector cannot see: found after its start-up, or
+                                         PYTHONMALLOC keeps them from malloc */
+    HS_DROP_KIND_MAX = 10,
 };
 const char *hs_drop_name(int kind);
 

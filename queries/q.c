@@ -363,7 +363,7 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
         json_decref(argv);
         argv = json_array();
     }
-    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
+    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
                                 (json_int_t)sqlite3_column_int64(st, 22), "free_events",
                                 (json_int_t)sqlite3_column_int64(st, 23), "alloc_bytes",
                                 (json_int_t)sqlite3_column_int64(st, 24), "free_bytes",
@@ -371,7 +371,8 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
                                 (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
                                 (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
                                 (json_int_t)sqlite3_column_int64(st, 28), "python_fallback",
-                                (json_int_t)run_column(q, id, 4, "python_fallback"));
+                                (json_int_t)run_column(q, id, 4, "python_fallback"), "python_small_unseen",
+                                (json_int_t)run_column(q, id, 5, "python_small_unseen"));
     json_t *sampling =
         json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)out->sample_bytes, "max_depth",
                   (json_int_t)sqlite3_column_int64(st, 31), "dropped", dropped);

@@ -311,6 +311,10 @@ static void summary(const char *url, const json_t *run, int code, const char *ho
                 "interpreter heapstore cannot read: not CPython 3.8-3.13, or a debug or "
                 "free-threaded build)\n",
                 pyfb);
+    if (hs_json_int(d, "python_small_unseen"))
+        fprintf(stderr, "  python       small objects (pymalloc's) not seen: the interpreter was "
+                        "found after its start-up, or PYTHONMALLOC keeps them from malloc (unset "
+                        "it, or set it to malloc)\n");
 
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
     json_t *top = get_json(url, t, 0);

@@ -19,6 +19,8 @@
  * At the default rate (Debian's python3, 200,000 objects of each kind), the
  * estimate of pymem_keep's bytes is within 5 standard deviations of the
  * truth (the estimator's variance is about bytes * sample_bytes).
+ * With PYTHONMALLOC=malloc everything is counted once, through malloc; with
+ * PYTHONMALLOC=pymalloc small objects are not seen, and the run says so.
  * Finally `heapstore run` says what its "end" is. */
 #include <dirent.h>
 #include <math.h>
@@ -45,24 +47,27 @@ typedef struct answer {
 } answer;
 
 /* Runs the script under the collector, sending to port; returns the truth. */
-static answer run_script(const char *python, int port, const char *sample, int n, int iters, int k,
-                         const char *pause)
+static answer run_script_env(const char *python, int port, const char *sample, int n, int iters,
+                             int k, const char *pause, const char *pymalloc)
 {
-    /* -E: PYTHON* variables (PYTHONMALLOC) of the test's environment do not
-     * apply. pyenv's interpreters also without site: some import a hundred
-     * modules through .pth files, which at every allocation costs seconds. */
-    const char *opt = strncmp(python, "/usr/bin/", 9) ? "-ES" : "-E";
-    const char *argv[] = {python,
-                          opt,
-                          hs_source_path("tests/collector/wl_pymem.py"),
-                          hs_testrun_env("%d", n),
-                          hs_testrun_env("%d", iters),
-                          hs_testrun_env("%d", k),
-                          pause,
-                          NULL};
+    const char *argv[9];
+    int i = 0;
+    argv[i++] = python;
+    /* pyenv's interpreters without site: some import a hundred modules
+     * through .pth files, which at every allocation costs seconds */
+    if (strncmp(python, "/usr/bin/", 9)) argv[i++] = "-S";
+    argv[i++] = hs_source_path("tests/collector/wl_pymem.py");
+    argv[i++] = hs_testrun_env("%d", n);
+    argv[i++] = hs_testrun_env("%d", iters);
+    argv[i++] = hs_testrun_env("%d", k);
+    argv[i++] = pause;
+    argv[i] = NULL;
     const char *env[] = {hs_testrun_env("HEAPSTORE_SAMPLE_BYTES=%s", sample),
-                         "HEAPSTORE_EXIT_FLUSH_MS=30000", "HEAPSTORE_SEED=12345",
-                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port), NULL};
+                         "HEAPSTORE_EXIT_FLUSH_MS=30000",
+                         "HEAPSTORE_SEED=12345",
+                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port),
+                         hs_testrun_env("PYTHONMALLOC=%s", pymalloc),
+                         NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 300);
     hs_testrun_expect_ok(&r);
@@ -70,6 +75,13 @@ static answer run_script(const char *python, int port, const char *sample, int n
     assert_int_equal(sscanf(r.out, "pymem %lld %lld", &a.keep, &a.leak), 2);
     hs_testrun_free(&r);
     return a;
+}
+
+/* PYTHONMALLOC empty: as if unset, whatever the test's environment says. */
+static answer run_script(const char *python, int port, const char *sample, int n, int iters, int k,
+                         const char *pause)
+{
+    return run_script_env(python, port, sample, n, iters, k, pause, "");
 }
 
 static json_t *api(hs_q *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -278,6 +290,52 @@ static void test_default_rate(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
+/* PYTHONMALLOC: the interpreter installs allocators of its own, and nothing
+ * is wrapped. With malloc, every object reaches malloc's hooks and is
+ * counted once; with pymalloc, small objects are not seen, and the run says
+ * so (sampling.dropped.python_small_unseen). Either way the main code's end
+ * is not known (the wrappers watch for it): "end" is the process's. */
+static void test_pythonmalloc(void **state)
+{
+    (void)state;
+    char dir[600], db[700];
+    tk_tmpdir(dir, sizeof dir, "pymem-env");
+    snprintf(db, sizeof db, "%s/hs.db", dir);
+    unlink(db);
+    tk_server srv;
+    assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
+    hs_q *q;
+    hs_qerr err;
+    assert_int_equal(hs_q_open(&q, db, &err), 0);
+    static const struct {
+        const char *env;
+        int unseen;
+    } cases[] = {{"malloc", 0}, {"pymalloc", 1}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        answer a =
+            run_script_env("/usr/bin/python3", srv.port, "1", 2000, 1, 10, "0", cases[c].env);
+        int64_t run = ended_run(q);
+        json_t *info = api(q, "/api/runs/%lld", (long long)run);
+        json_t *d =
+            json_object_get(json_object_get(json_object_get(info, "run"), "sampling"), "dropped");
+        int64_t unseen = json_integer_value(json_object_get(d, "python_small_unseen"));
+        /* At the peak: without the wrappers, the main code's end is not
+         * known, and the run's end is after the teardown. */
+        assert_null(json_object_get(json_object_get(info, "run"), "main_end_ns"));
+        int64_t keep = fn_bytes(q, run, "peak", "pymem_keep");
+        json_decref(info);
+        fprintf(stderr, "PYTHONMALLOC=%s: pymem_keep %lld (true %lld), python_small_unseen %lld\n",
+                cases[c].env, (long long)keep, a.keep, (long long)unseen);
+        assert_int_equal(unseen, cases[c].unseen);
+        if (cases[c].unseen)
+            assert_true(keep * 2 < a.keep); /* only the objects of 1033 bytes */
+        else
+            expect_near("pymem_keep through malloc", keep, a.keep);
+    }
+    hs_q_free(q);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+}
+
 /* heapstore run names its end: the main program's, before teardown. */
 static void test_run_summary(void **state)
 {
@@ -314,9 +372,8 @@ static void test_run_summary(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_debian),
-        cmocka_unit_test(test_pyenv),
-        cmocka_unit_test(test_default_rate),
+        cmocka_unit_test(test_debian),       cmocka_unit_test(test_pyenv),
+        cmocka_unit_test(test_default_rate), cmocka_unit_test(test_pythonmalloc),
         cmocka_unit_test(test_run_summary),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
