@@ -382,7 +382,10 @@ static void fork_child(void)
         hex16(hex, hs__run.run_id);
         char *v = getenv("HEAPSTORE_PARENT_RUN");
         if (v && strlen(v) == 32) memcpy(v, hex, 32);
-        for (int k = 0; k <= HS_DROP_KIND_MAX; k++) atomic_store(&hs__drops[k], 0);
+        /* Counts start afresh; the interpreter the child shares with its
+         * parent stays as it was (its small objects seen or not). */
+        for (int k = 0; k <= HS_DROP_KIND_MAX; k++)
+            if (k != HS_DROP_PYTHON_SMALL_UNSEEN) atomic_store(&hs__drops[k], 0);
         hs__liveset_reset();
         boot_remark();
         hs__stacks_reset();
