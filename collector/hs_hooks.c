@@ -511,8 +511,9 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
 }
 
 /* The thread's countdown ran out (or it is new, or inside the collector).
- * p is the block the real allocator returned for n bytes (maybe NULL). */
-static void alloc_slow(void *p, size_t n)
+ * p is the block the real allocator returned for n bytes (maybe NULL).
+ * hist: count the request in the size histogram. */
+static void alloc_slow_h(void *p, size_t n, int hist)
 {
     hs_tls *t = &hs__tls;
     t->slow_seq++;
@@ -527,7 +528,7 @@ static void alloc_slow(void *p, size_t n)
         t->saved_countdown = UINT64_MAX; /* forward from now on */
         goto out;
     }
-    hs__hist_add(t, n);
+    if (hist) hs__hist_add(t, n);
     if (t->state == HS_T_NEW) {
         if (hs__thread_attach(t) != 0) {
             t->saved_countdown = UINT64_MAX;
@@ -588,6 +589,11 @@ static void free_slow(void *p)
     real.free(p);
 }
 
+static void alloc_slow(void *p, size_t n)
+{
+    alloc_slow_h(p, n, 1);
+}
+
 /* A block whose free free_record recorded is the program's after all (a
  * failed realloc): live again, with an allocation event. */
 static void put_back(hs_tls *t, void *p, const hs_live *l)
@@ -604,7 +610,7 @@ static void put_back(hs_tls *t, void *p, const hs_live *l)
 void hs__alloc_slow(void *p, size_t n)
 {
     int e = errno;
-    alloc_slow(p, n);
+    alloc_slow_h(p, n, 0);
     errno = e;
 }
 

@@ -65,7 +65,6 @@ static inline void account(hs_tls *t, uint64_t c, uint32_t s, void *p, size_t n)
     if (t->countdown != c || t->slow_seq != s) return; /* a malloc hook counted it */
     if (HS_LIKELY(n < c)) {
         t->countdown = c - n;
-        hs__hist_add(t, n);
         return;
     }
     sampled(p, n);
@@ -125,8 +124,8 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
 
 /* One set of wrappers per domain; the context stays the original's. The
  * unsampled free is a filter load, a load of the finalizing word and a tail
- * call; an unsampled small allocation the hooks' fast path (a compare, a
- * subtraction, the size histogram) and a tail call. A realloc, which
+ * call; an unsampled small allocation the hooks' fast path (a compare and a
+ * subtraction) and a tail call. A realloc, which
  * pymalloc may hand to PyMem_RawRealloc whatever the size, looks at the
  * countdown and the slow-path sequence around the call instead. */
 #define WRAPPERS(D)                                                                                \
@@ -136,7 +135,6 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
         uint64_t c = t->countdown;                                                                 \
         if (HS_LIKELY(n - 1 < PYMALLOC_MAX && n < c)) {                                            \
             t->countdown = c - n;                                                                  \
-            hs__hist_add(t, n);                                                                    \
             return orig[D].malloc(ctx, n);                                                         \
         }                                                                                          \
         return malloc_slow(D, ctx, n);                                                             \
@@ -148,7 +146,6 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
         size_t n;                                                                                  \
         if (HS_LIKELY(!__builtin_mul_overflow(a, b, &n) && n - 1 < PYMALLOC_MAX && n < c)) {       \
             t->countdown = c - n;                                                                  \
-            hs__hist_add(t, n);                                                                    \
             return orig[D].calloc(ctx, a, b);                                                      \
         }                                                                                          \
         return calloc_slow(D, ctx, a, b);                                                          \

@@ -15,8 +15,8 @@
  * The wrappers sample on the same countdown as the malloc hooks. pymalloc
  * serves requests of 1 to 512 bytes from its pools and hands the others to
  * PyMem_RawMalloc, where the hooks count them: a malloc or calloc wrapper
- * takes the hooks' fast path (a compare, a subtraction, the size histogram,
- * a tail call) for the small ones only, and calls hs_hooks.c's
+ * takes the hooks' fast path (a compare, a subtraction, a tail call) for the
+ * small ones only, and calls hs_hooks.c's
  * hs__alloc_slow when the countdown runs out. A realloc may go to
  * PyMem_RawRealloc whatever the size, so its wrapper reads the thread's
  * countdown and slow-path sequence before calling the original: when
@@ -24,7 +24,9 @@
  * sampled block from the live set before the original runs (a block freed
  * below it by the free hook is then not found twice, and an address handed
  * to another thread meanwhile is never removed wrongly); a failed realloc
- * puts it back.
+ * puts it back. The size histogram (SIZES) counts malloc's requests only:
+ * counting Python's small ones too would cost more than half again of the
+ * wrapper's fast path.
  *
  * With PYTHONMALLOC set nothing is wrapped: the interpreter installs its own
  * allocators at start-up (malloc and malloc_debug send everything to the
@@ -61,7 +63,8 @@ enum hs_pymem_state {
 int hs__pymem_state(void);
 
 /* The malloc hooks' slow paths, for the wrappers (hs_hooks.c). */
-/* The countdown ran out on an allocation of n bytes at p (maybe NULL). */
+/* The countdown ran out on an allocation of n bytes at p (maybe NULL); the
+ * size histogram does not count it. */
 void hs__alloc_slow(void *p, size_t n);
 /* p is about to be freed or moved: records the free of a sampled block;
  * returns 1 with *l when p was live. */
