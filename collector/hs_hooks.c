@@ -33,6 +33,7 @@
 #include "hs_error.h"
 #include "hs_liveset.h"
 #include "hs_mem.h"
+#include "hs_pymem.h"
 #include "hs_python.h"
 #include "hs_sender.h"
 #include "hs_stacks.h"
@@ -394,7 +395,10 @@ static void fork_child(void)
         hex16(hex, hs__run.run_id);
         char *v = getenv("HEAPSTORE_PARENT_RUN");
         if (v && strlen(v) == 32) memcpy(v, hex, 32);
-        for (int k = 0; k <= HS_DROP_KIND_MAX; k++) atomic_store(&hs__drops[k], 0);
+        /* Counts start afresh; the interpreter the child shares with its
+         * parent stays as it was (its small objects seen or not). */
+        for (int k = 0; k <= HS_DROP_KIND_MAX; k++)
+            if (k != HS_DROP_PYTHON_SMALL_UNSEEN) atomic_store(&hs__drops[k], 0);
         hs__liveset_reset();
         boot_remark();
         hs__stacks_reset();
@@ -521,10 +525,12 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
 }
 
 /* The thread's countdown ran out (or it is new, or inside the collector).
- * p is the block the real allocator returned for n bytes (maybe NULL). */
-static void alloc_slow(void *p, size_t n)
+ * p is the block the real allocator returned for n bytes (maybe NULL).
+ * hist: count the request in the size histogram. */
+static void alloc_slow_h(void *p, size_t n, int hist)
 {
     hs_tls *t = &hs__tls;
+    t->slow_seq++;
     if (t->guard) return; /* collector code, or a signal handler inside it */
     asan_fresh_stack();
     hs__guard_enter(t);
@@ -536,7 +542,7 @@ static void alloc_slow(void *p, size_t n)
         t->saved_countdown = UINT64_MAX; /* forward from now on */
         goto out;
     }
-    hs__hist_add(t, n);
+    if (hist) hs__hist_add(t, n);
     if (t->state == HS_T_NEW) {
         if (hs__thread_attach(t) != 0) {
             t->saved_countdown = UINT64_MAX;
@@ -597,6 +603,49 @@ static void free_slow(void *p)
     real.free(p);
 }
 
+static void alloc_slow(void *p, size_t n)
+{
+    alloc_slow_h(p, n, 1);
+}
+
+/* A block whose free free_record recorded is the program's after all (a
+ * failed realloc): live again, with an allocation event. */
+static void put_back(hs_tls *t, void *p, const hs_live *l)
+{
+    int reentrant = t->guard != 0;
+    hs__guard_enter(t); /* the shard lock: see free_record */
+    if (hs__liveset_insert((uintptr_t)p, l->size, l->stack_id) == 0 && !reentrant && t->ring)
+        push_event(t, l->stack_id, 0, l->size, hs__sampler_weight(l->size));
+    hs__guard_leave(t);
+}
+
+/* ---- for the Python allocator's wrappers (hs_pymem.c) ---- */
+
+void hs__alloc_slow(void *p, size_t n)
+{
+    int e = errno;
+    alloc_slow_h(p, n, 0);
+    errno = e;
+}
+
+int hs__free_forget(void *p, hs_live *l)
+{
+    hs_tls *t = &hs__tls;
+    if (!p || is_boot(p) || t->state == HS_T_INTERNAL) return 0;
+    asan_fresh_stack();
+    int e = errno;
+    int was = free_record(t, p, l);
+    errno = e;
+    return was;
+}
+
+void hs__live_put_back(void *p, const hs_live *l)
+{
+    int e = errno;
+    put_back(&hs__tls, p, l);
+    errno = e;
+}
+
 static void *realloc_slow(void *p, size_t n)
 {
     hs_tls *t = &hs__tls;
@@ -615,12 +664,7 @@ static void *realloc_slow(void *p, size_t n)
     e = errno;
     if (!q && n != 0) {
         /* The move failed and p is still the program's: put it back. */
-        int reentrant = t->guard != 0;
-        hs__guard_enter(t); /* the shard lock: see free_record */
-        if (was && hs__liveset_insert((uintptr_t)p, l.size, l.stack_id) == 0 && !reentrant &&
-            t->ring)
-            push_event(t, l.stack_id, 0, l.size, hs__sampler_weight(l.size));
-        hs__guard_leave(t);
+        if (was) put_back(t, p, &l);
         errno = e;
         return NULL;
     }

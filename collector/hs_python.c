@@ -15,6 +15,7 @@
 
 #include "hs_collector.h"
 #include "hs_mem.h"
+#include "hs_pymem.h"
 
 /* ---- layouts ---------------------------------------------------------- */
 
@@ -92,6 +93,7 @@ typedef struct py_interp {
     int neval;
     int ok; /* a layout is known: walk its frames */
     py_layout L;
+    uint32_t rt_fin; /* _PyRuntime's finalizing word (3.13: from the debug offsets) */
 } py_interp;
 
 static py_interp interps[MAX_INTERPS];
@@ -157,6 +159,7 @@ void hs_py_fork_child(void)
 
 typedef struct syms {
     uintptr_t runtime, version, code_type;
+    uintptr_t mem_get, mem_set; /* PyMem_GetAllocator, PyMem_SetAllocator */
     uintptr_t eval_lo[MAX_EVAL], eval_hi[MAX_EVAL];
     int neval, debug;
 } syms;
@@ -178,6 +181,8 @@ static void sym_seen(syms *s, const char *name, uintptr_t addr, uint64_t size)
     } else if (name[0] == 'P' && name[1] == 'y') {
         if (!strcmp(name, "Py_Version")) s->version = addr;
         if (!strcmp(name, "PyCode_Type")) s->code_type = addr;
+        if (!strcmp(name, "PyMem_GetAllocator")) s->mem_get = addr;
+        if (!strcmp(name, "PyMem_SetAllocator")) s->mem_set = addr;
     }
 }
 
@@ -247,6 +252,7 @@ static int setup_313(py_interp *ip)
     L->s_compact = L->s_ascii + 16;
     L->s_utf8len = L->s_ascii;
     L->s_utf8 = L->s_ascii + 8;
+    ip->rt_fin = (uint32_t)d.runtime_state[1];
     /* Anything out of proportion means the offsets are not what we think. */
     uint32_t all[] = {L->ts_frame, L->f_prev,   L->f_code,   L->f_instr, L->f_owner, L->co_name,
                       L->co_file,  L->co_first, L->co_table, L->co_code, L->s_ascii};
@@ -278,7 +284,24 @@ static void add_interp(const char *path, const syms *s)
     for (size_t i = 0; minor >= 0 && i < sizeof layouts / sizeof layouts[0]; i++) {
         if (layouts[i].minor != minor) continue;
         ip->L = layouts[i];
+        /* _PyRuntime's finalizing word, checked on 3.8.18, 3.9.18, 3.10.13,
+         * 3.11.2 and .7, 3.12.1: 3.8-3.10 open with four ints, 3.11 and
+         * 3.12 with five (_initialized first) */
+        ip->rt_fin = minor <= 10 ? 16 : 24;
         ip->ok = minor != 13 || setup_313(ip) == 0;
+    }
+    if (ip->ok) {
+        /* The runtime has begun initialising once its thread-state key
+         * exists (created by core initialisation in 3.8-3.11, by
+         * _PyRuntime_Initialize, the first step of Py_Initialize and of
+         * python's main, from 3.12 on). */
+        struct {
+            int init;
+            pthread_key_t key;
+        } tss = {1, 0};
+        int started = rd(&tss, ip->runtime + ip->L.tss, sizeof tss) != 0 || tss.init != 0;
+        hs__pymem_attach((void *)s->mem_get, (void *)s->mem_set,
+                         ip->rt_fin && ip->rt_fin < 4096 ? ip->runtime + ip->rt_fin : 0, started);
     }
     atomic_store_explicit(&ninterps, n + 1, memory_order_release);
 }

@@ -48,6 +48,12 @@ uint32_t hs__stack_capture(void **scratch, uint32_t scratch_cap, uint64_t *pcs, 
     while (end < n && scratch[end]) end++;
     /* A full scratch buffer may hide more frames. */
     int full = (uint32_t)n == want && end == n;
+    /* Our frames further out: a Python allocator's wrapper (hs_pymem.c)
+     * under which pymalloc called malloc. */
+    int w = i;
+    for (int k = i; k < end; k++)
+        if ((uintptr_t)scratch[k] < lo || (uintptr_t)scratch[k] >= hi) scratch[w++] = scratch[k];
+    end = w;
     if (py)
         return hs_py_merge(pcs, pcs_cap, scratch + i, (uint32_t)(end - i), max, full, truncated);
     uint32_t d = 0;

@@ -3,7 +3,8 @@
  * hs__stack_capture unwinds with hs_unwind (libunwind's unw_backtrace for the
  * stacks that one cannot walk, or always with HEAPSTORE_UNWIND=libunwind),
  * within the thread's stack bounds, and cuts off every
- * leading frame inside libheapstore.so, so pcs[0] is the return address in
+ * frame inside libheapstore.so (the leading ones, and a Python allocator
+ * wrapper further out), so pcs[0] is the return address in
  * the function that called the allocator. For C++ `new` that function is
  * libstdc++'s operator new: those frames are kept, consistently, and the
  * caller of `new` is pcs[1]. Every pc is a return address (the symbolizer

@@ -77,6 +77,10 @@ typedef struct hs_tls {
     uint32_t guard;
     uint32_t state; /* enum hs_thread_state */
     uint64_t saved_countdown;
+    /* Bumped by every allocation slow path (hs_hooks.c): with countdown, it
+     * tells the Python allocator's wrappers that a malloc hook counted the
+     * block under them (hs_pymem.h). */
+    uint32_t slow_seq;
     uint64_t rng;
     hs_ring *ring;
     int boot; /* this thread is resolving the real allocator */

@@ -38,6 +38,8 @@ const char *hs_drop_name(int kind)
     case HS_DROP_UNWIND_FAILED: return "unwind_failed";
     case HS_DROP_LIVE_SET_FULL: return "live_set_full";
     case HS_DROP_PYTHON_FALLBACK: return "python_fallback";
+    case HS_DROP_MAIN_END_NS: return "main_end_ns";
+    case HS_DROP_PYTHON_SMALL_UNSEEN: return "python_small_unseen";
     }
     return NULL;
 }

@@ -61,7 +61,13 @@ enum hs_drop_kind {
     HS_DROP_LIVE_SET_FULL = 7,    /* sampled blocks whose free cannot be recognised */
     HS_DROP_PYTHON_FALLBACK = 8,  /* samples in Python code left with native frames only (an
                                      unsupported interpreter) or with part of their Python stack */
-    HS_DROP_KIND_MAX = 8,
+    HS_DROP_MAIN_END_NS = 9,      /* not a count: the time (ns from the run's start, > 0) when
+                                     the program's main code finished and its Python
+                                     interpreter began its teardown; 0 while it has not */
+    HS_DROP_PYTHON_SMALL_UNSEEN = 10, /* 1: a Python interpreter whose small objects (pymalloc's)
+                                         the collector cannot see: found after its start-up, or
+                                         PYTHONMALLOC keeps them from malloc */
+    HS_DROP_KIND_MAX = 10,
 };
 const char *hs_drop_name(int kind);
 

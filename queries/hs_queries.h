@@ -60,7 +60,10 @@ typedef struct hs_run_sel {
     } kv[HS_SEL_MAX_KV];
 } hs_run_sel;
 
-enum hs_t_sel_kind { HS_TSEL_SECONDS, HS_TSEL_PEAK, HS_TSEL_END };
+/* END is the end of the program's main code where the run knows it (a
+ * Python program: before its interpreter's teardown), else the process's
+ * end; EXIT is always the process's end. */
+enum hs_t_sel_kind { HS_TSEL_SECONDS, HS_TSEL_PEAK, HS_TSEL_END, HS_TSEL_EXIT };
 
 typedef struct hs_t_sel {
     int kind;

@@ -3,12 +3,14 @@
  * moment (keyframe + deltas, or the peak snapshot), and stacks as frames. */
 #include <assert.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_proto.h"
 #include "hs_schema.h"
 #include "q_internal.h"
 
@@ -309,15 +311,16 @@ static const char *col_text(sqlite3_stmt *st, int i)
     return s ? (const char *)s : "";
 }
 
-/* The runs column schema 4 added; 0 in older databases (read as they are). */
-static int64_t python_fallback(hs_q *q, int64_t id)
+/* A runs column that schema `since` added; 0 in older databases (read as
+ * they are) and when NULL. */
+static int64_t run_column(hs_q *q, int64_t id, int since, const char *col)
 {
-    if (q->schema < 4) return 0;
+    if (q->schema < since) return 0;
     sqlite3_stmt *st;
     int64_t v = 0;
-    if (sqlite3_prepare_v2(q->db, "SELECT python_fallback FROM runs WHERE id = ?1", -1, &st,
-                           NULL) != SQLITE_OK)
-        return 0;
+    char sql[128];
+    snprintf(sql, sizeof sql, "SELECT %s FROM runs WHERE id = ?1", col);
+    if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) return 0;
     sqlite3_bind_int64(st, 1, id);
     if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
@@ -348,6 +351,10 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
     if (end_ns <= 0) end_ns = data_end;
     if (end_ns < peak_t) end_ns = peak_t;
     out->end_ns = end_ns;
+    /* The end of a Python program's main code (schema 5): only a moment
+     * inside the run counts. */
+    int64_t main_end = run_column(q, id, 5, "main_end_ns");
+    out->main_end_ns = main_end > 0 && main_end <= end_ns ? main_end : 0;
     out->peak_t_ns = peak_t;
     out->peak_bytes = sqlite3_column_int64(st, 12);
     out->end_bytes = sqlite3_column_int64(st, 15);
@@ -358,7 +365,7 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
         json_decref(argv);
         argv = json_array();
     }
-    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
+    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
                                 (json_int_t)sqlite3_column_int64(st, 22), "free_events",
                                 (json_int_t)sqlite3_column_int64(st, 23), "alloc_bytes",
                                 (json_int_t)sqlite3_column_int64(st, 24), "free_bytes",
@@ -366,7 +373,8 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
                                 (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
                                 (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
                                 (json_int_t)sqlite3_column_int64(st, 28), "python_fallback",
-                                (json_int_t)python_fallback(q, id));
+                                (json_int_t)run_column(q, id, 4, "python_fallback"), "python_small_unseen",
+                                (json_int_t)run_column(q, id, 5, "python_small_unseen"));
     json_t *sampling =
         json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)out->sample_bytes, "max_depth",
                   (json_int_t)sqlite3_column_int64(st, 31), "dropped", dropped);
@@ -403,6 +411,8 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
         json_object_set_new(info, "bye_alloc_events", json_integer(sqlite3_column_int64(st, 34)));
     if (sqlite3_column_type(st, 35) != SQLITE_NULL)
         json_object_set_new(info, "bye_free_events", json_integer(sqlite3_column_int64(st, 35)));
+    if (out->main_end_ns)
+        json_object_set_new(info, "main_end_ns", json_integer((json_int_t)out->main_end_ns));
     json_object_set_new(info, "sampling", sampling);
     out->info = info;
     out->sampling = sampling;
@@ -597,6 +607,7 @@ int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, 
 {
     (void)q;
     out->kind = t->kind;
+    out->exact = 0;
     int64_t last = run->last_bucket;
     if (last < (run->end_ns - 1) / run->g) last = run->end_ns > 0 ? (run->end_ns - 1) / run->g : 0;
     switch (t->kind) {
@@ -605,6 +616,17 @@ int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, 
         out->at_ns = run->peak_t_ns;
         return 0;
     case HS_TSEL_END:
+        if (run->main_end_ns > 0) {
+            /* What the program held when its main code finished: the
+             * teardown that follows (a Python interpreter's frees its
+             * modules' globals) may share that moment's bucket. */
+            out->bucket = run->main_end_ns / run->g - 1;
+            out->at_ns = run->main_end_ns;
+            out->exact = 1;
+            return 0;
+        }
+        /* fall through */
+    case HS_TSEL_EXIT:
         out->bucket = last;
         out->at_ns = run->end_ns;
         return 0;
@@ -663,6 +685,83 @@ static int acc_rows(hs_q *q, sqlite3_stmt *st, state_acc *a, hs_qerr *err)
     return 0;
 }
 
+/* Adds the stored events with from <= t <= upto, per trace. They are read
+ * from the batches that reach into that span (the events_time index), so the
+ * cost is that of the events of one bucket or so. Counts are rounded per
+ * trace, as the rollups' are. */
+static int acc_events(hs_q *q, const hs__run *run, int64_t from, int64_t upto, state_acc *a,
+                      hs_qerr *err)
+{
+    hs__map stacks = {0}, cidx = {0};
+    double *cnt = NULL;
+    size_t ncnt = 0, capcnt = 0;
+    int rc = HS_EDB, s;
+    sqlite3_stmt *st = hs__stmt(q, ST_RUN_STACKS, err), *ev = NULL;
+    if (!st) goto out;
+    sqlite3_bind_int64(st, 1, run->id);
+    while ((s = sqlite3_step(st)) == SQLITE_ROW)
+        if (hs__map_put(&stacks, (uint64_t)sqlite3_column_int64(st, 0),
+                        (uint64_t)sqlite3_column_int64(st, 1)))
+            goto oom;
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE) goto dbfail;
+    if (sqlite3_prepare_v2(q->db,
+                           "SELECT data FROM events WHERE run = ?1 AND t_last_ns >= ?2 AND "
+                           "t_first_ns <= ?3 ORDER BY seq",
+                           -1, &ev, NULL) != SQLITE_OK)
+        goto dbfail;
+    sqlite3_bind_int64(ev, 1, run->id);
+    sqlite3_bind_int64(ev, 2, from);
+    sqlite3_bind_int64(ev, 3, upto);
+    while ((s = sqlite3_step(ev)) == SQLITE_ROW) {
+        hs_batch_it it;
+        hs_event e;
+        const uint8_t *data = sqlite3_column_blob(ev, 0);
+        if (hs_events_begin(&it, data, (size_t)sqlite3_column_bytes(ev, 0))) continue;
+        while (hs_events_next(&it, &e) == 1) {
+            if ((int64_t)e.t_ns < from || (int64_t)e.t_ns > upto) continue;
+            uint64_t trace, i;
+            if (!hs__map_get(&stacks, e.stack_id, &trace)) continue;
+            int64_t w = (int64_t)e.weight;
+            double c = e.size ? (double)e.weight / (double)e.size : 1.0;
+            if (acc_add(a, (int64_t)trace, e.is_free ? -w : w, 0)) goto oom;
+            if (!hs__map_get(&cidx, trace, &i)) {
+                if (ncnt == capcnt) {
+                    size_t ncap = capcnt ? capcnt * 2 : 256;
+                    double *np = realloc(cnt, ncap * sizeof *np);
+                    if (!np) goto oom;
+                    cnt = np;
+                    capcnt = ncap;
+                }
+                i = ncnt;
+                cnt[ncnt++] = 0;
+                if (hs__map_put(&cidx, trace, i)) goto oom;
+            }
+            cnt[i] += e.is_free ? -c : c;
+        }
+    }
+    if (s != SQLITE_DONE) goto dbfail;
+    for (size_t k = 0; k < a->s->n; k++) {
+        uint64_t i;
+        if (hs__map_get(&cidx, (uint64_t)a->s->rows[k].trace, &i))
+            a->s->rows[k].count += (int64_t)llround(cnt[i]);
+    }
+    rc = 0;
+    goto out;
+dbfail:
+    rc = hs__dberr(q, err);
+    goto out;
+oom:
+    rc = hs__err(err, 500, "out of memory");
+out:
+    if (st) sqlite3_reset(st);
+    sqlite3_finalize(ev);
+    free(cnt);
+    hs__map_free(&stacks);
+    hs__map_free(&cidx);
+    return rc;
+}
+
 int hs__state_at(hs_q *q, const hs__run *run, const hs__at *at, hs__state *out, hs_qerr *err)
 {
     memset(out, 0, sizeof *out);
@@ -699,6 +798,8 @@ int hs__state_at(hs_q *q, const hs__run *run, const hs__at *at, hs__state *out, 
     sqlite3_bind_int64(st, 2, kb);
     sqlite3_bind_int64(st, 3, at->bucket);
     if ((rc = acc_rows(q, st, &a, err))) goto out;
+    if (at->exact && (rc = acc_events(q, run, (at->bucket + 1) * run->g, at->at_ns, &a, err)))
+        goto out;
 done : {
     size_t w = 0;
     for (size_t i = 0; i < out->n; i++) {

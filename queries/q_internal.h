@@ -146,6 +146,7 @@ typedef struct hs__run {
     int64_t g;              /* granularity_ns */
     int64_t keyframe_every; /* buckets */
     int64_t end_ns;         /* duration so far */
+    int64_t main_end_ns;    /* when the program's main code finished, 0 when unknown */
     int64_t last_bucket;    /* last bucket with data, -1 when none */
     int64_t peak_t_ns, peak_bytes, end_bytes;
     int64_t sample_bytes;
@@ -160,8 +161,12 @@ void hs__run_clear(hs__run *r);
 /* A moment of a run. */
 typedef struct hs__at {
     int kind;       /* HS_TSEL_* */
-    int64_t bucket; /* state at the end of this bucket (unless peak) */
+    int64_t bucket; /* state at the end of this bucket (unless peak); -1: none */
     int64_t at_ns;
+    /* 1: the state is the one at at_ns exactly (the end of a program's main
+     * code): bucket's state (bucket is the last one that ends before at_ns)
+     * plus the stored events from then up to at_ns */
+    int exact;
 } hs__at;
 
 int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, hs_qerr *err);

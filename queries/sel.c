@@ -106,13 +106,18 @@ int hs_sel_parse_run(hs_run_sel *out, const char *s, char *err, size_t errlen)
 int hs_sel_parse_t(hs_t_sel *out, const char *s, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
-    if (!s || !*s) return fail(err, errlen, "empty time (expected seconds, 'peak' or 'end')");
+    if (!s || !*s)
+        return fail(err, errlen, "empty time (expected seconds, 'peak', 'end' or 'exit')");
     if (!strcmp(s, "peak")) {
         out->kind = HS_TSEL_PEAK;
         return 0;
     }
     if (!strcmp(s, "end")) {
         out->kind = HS_TSEL_END;
+        return 0;
+    }
+    if (!strcmp(s, "exit")) {
+        out->kind = HS_TSEL_EXIT;
         return 0;
     }
     /* digits[.digits][s]: exact integer arithmetic, no locale, no float. */
@@ -142,7 +147,7 @@ int hs_sel_parse_t(hs_t_sel *out, const char *s, char *err, size_t errlen)
 bad:
     return fail(err, errlen,
                 "malformed time '%.64s': expected seconds from the run's start (e.g. 1.5), "
-                "'peak' or 'end'",
+                "'peak', 'end' or 'exit'",
                 s);
 }
 

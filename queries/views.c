@@ -28,6 +28,7 @@ const char *hs__at_name(const hs__at *at, char *buf, size_t len)
 {
     if (at->kind == HS_TSEL_PEAK) return "peak";
     if (at->kind == HS_TSEL_END) return "end";
+    if (at->kind == HS_TSEL_EXIT) return "exit";
     snprintf(buf, len, "%.9g", at->at_ns / 1e9);
     return buf;
 }

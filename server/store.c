@@ -46,7 +46,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                     "stacks_truncated = CASE ?2 WHEN 5 THEN ?3 ELSE stacks_truncated END, "
                     "unwind_failed = CASE ?2 WHEN 6 THEN ?3 ELSE unwind_failed END, "
                     "live_set_full = CASE ?2 WHEN 7 THEN ?3 ELSE live_set_full END, "
-                    "python_fallback = CASE ?2 WHEN 8 THEN ?3 ELSE python_fallback END "
+                    "python_fallback = CASE ?2 WHEN 8 THEN ?3 ELSE python_fallback END, "
+                    "main_end_ns = CASE ?2 WHEN 9 THEN nullif(?3, 0) ELSE main_end_ns END, "
+                    "python_small_unseen = CASE ?2 WHEN 10 THEN ?3 ELSE python_small_unseen END "
                     "WHERE id = ?1",
     [ST_MAPPING] = "INSERT OR REPLACE INTO mappings (run, t_ns, start, end, file_offset, "
                    "build_id, path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",

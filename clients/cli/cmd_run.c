@@ -286,9 +286,31 @@ static void summary(const hs_cli_args *a, const char *url, const json_t *run, in
             sampling);
     fprintf(stderr, "  peak heap    %s at %s\n", hs_cli_bytes(hs_json_int(run, "peak_bytes"), b2),
             hs_cli_secs(hs_json_int(run, "peak_t_ns"), b3));
-    fprintf(stderr, "  at the end   %s in %" PRId64 " blocks%s\n",
-            hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"),
-            !strcmp(hs_json_str(run, "state"), "ended") ? "" : " (the run did not end cleanly)");
+    const char *unclean =
+        !strcmp(hs_json_str(run, "state"), "ended") ? "" : " (the run did not end cleanly)";
+    /* A Python program's end is its main code's, before the interpreter's
+     * teardown frees its globals; the process's exit comes after. */
+    json_t *main_end = NULL;
+    if (json_object_get(run, "main_end_ns")) {
+        snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=end&limit=1", id);
+        main_end = get_json(url, t, 0);
+    }
+    if (main_end) {
+        fprintf(stderr,
+                "  at the end   %s in %" PRId64 " blocks, when the main program finished at %s "
+                "(before interpreter teardown)\n",
+                hs_cli_bytes(hs_json_int(main_end, "total_bytes"), b2),
+                hs_json_int(main_end, "total_count"),
+                hs_cli_secs(hs_json_int(run, "main_end_ns"), b3));
+        fprintf(stderr, "  at exit      %s in %" PRId64 " blocks%s\n",
+                hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"),
+                unclean);
+        json_decref(main_end);
+    } else {
+        fprintf(stderr, "  at the end   %s in %" PRId64 " blocks%s\n",
+                hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"),
+                unclean);
+    }
     json_t *d = json_object_get(samp, "dropped");
     int64_t dropped = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events");
     if (dropped)
@@ -303,6 +325,10 @@ static void summary(const hs_cli_args *a, const char *url, const json_t *run, in
                 "interpreter heapstore cannot read: not CPython 3.8-3.13, or a debug or "
                 "free-threaded build)\n",
                 pyfb);
+    if (hs_json_int(d, "python_small_unseen"))
+        fprintf(stderr, "  python       small objects (pymalloc's) not seen: the interpreter was "
+                        "found after its start-up, or PYTHONMALLOC keeps them from malloc (unset "
+                        "it, or set it to malloc)\n");
 
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
     hs_cli_site_params(a, t, sizeof t);

@@ -122,7 +122,9 @@ static fn_sum by_function(const hsp_model *m, const char *fn, int line)
     for (size_t i = 0; i < m->nstacks; i++) {
         const hsp_stack *s = &m->stacks[i];
         int k = innermost_py(s);
-        if (k < 0 || !s->allocs) continue;
+        /* Python's small objects (pymalloc's, 512 bytes or less) that the
+         * function makes on its other lines are not what is measured. */
+        if (k < 0 || !s->allocs || s->alloc_bytes <= 512 * s->allocs) continue;
         const hsp_sym *y = hsp_sym_of(m, s->pcs[k]);
         if (!y || strcmp(y->function, fn)) continue;
         if (!ends_with(y->file, "wl_pyframes.py") || (int)y->line != line) r.where_ok = 0;

@@ -1,0 +1,208 @@
+/* hs_pymem: wrappers of Python's object allocator (see hs_pymem.h). */
+#include "hs_pymem.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_collector.h"
+#include "hs_mem.h"
+#include "hs_thread.h"
+
+/* CPython's PyMemAllocatorEx (3.5 and later) and its domains. */
+typedef struct py_alloc {
+    void *ctx;
+    void *(*malloc)(void *ctx, size_t size);
+    void *(*calloc)(void *ctx, size_t nelem, size_t elsize);
+    void *(*realloc)(void *ctx, void *ptr, size_t new_size);
+    void (*free)(void *ctx, void *ptr);
+} py_alloc;
+
+enum { DOMAIN_MEM = 1, DOMAIN_OBJ = 2 };
+
+typedef void (*get_fn)(int domain, py_alloc *out);
+typedef void (*set_fn)(int domain, py_alloc *in);
+
+/* The originals, written once before the wrappers are installed and never
+ * again: index 0 is PYMEM_DOMAIN_MEM, 1 PYMEM_DOMAIN_OBJ. */
+static py_alloc orig[2];
+static _Atomic int state;
+
+/* The word that turns non-zero when the interpreter's teardown begins; once
+ * seen, the wrappers look at a zero of ours instead. */
+static const _Atomic uintptr_t zero;
+static _Atomic(const _Atomic uintptr_t *) fin_word = &zero;
+
+int hs__pymem_state(void)
+{
+    return atomic_load_explicit(&state, memory_order_relaxed);
+}
+
+__attribute__((noinline, cold)) static void main_ended(void)
+{
+    atomic_store_explicit(&fin_word, &zero, memory_order_relaxed);
+    if (!atomic_load_explicit(&hs__recording, memory_order_relaxed)) return;
+    uint64_t t = hs_now_ns() - hs__run.start_ns, none = 0;
+    atomic_compare_exchange_strong(&hs__drops[HS_DROP_MAIN_END_NS], &none, t ? t : 1);
+}
+
+static inline void fin_check(void)
+{
+    const _Atomic uintptr_t *w = atomic_load_explicit(&fin_word, memory_order_relaxed);
+    if (HS_UNLIKELY(atomic_load_explicit(w, memory_order_relaxed) != 0)) main_ended();
+}
+
+__attribute__((noinline, cold)) static void sampled(void *p, size_t n)
+{
+    fin_check();
+    hs__alloc_slow(p, n);
+}
+
+/* After the original allocated n bytes at p: c and s are the thread's
+ * countdown and slow-path sequence from before the call. */
+static inline void account(hs_tls *t, uint64_t c, uint32_t s, void *p, size_t n)
+{
+    if (t->countdown != c || t->slow_seq != s) return; /* a malloc hook counted it */
+    if (HS_LIKELY(n < c)) {
+        t->countdown = c - n;
+        return;
+    }
+    sampled(p, n);
+}
+
+static inline int fin_pending(void)
+{
+    const _Atomic uintptr_t *w = atomic_load_explicit(&fin_word, memory_order_relaxed);
+    return atomic_load_explicit(w, memory_order_relaxed) != 0;
+}
+
+__attribute__((noinline, cold)) static void free_slow(int d, void *ctx, void *p)
+{
+    hs_live l;
+    if (hs__liveset_maybe(p)) hs__free_forget(p, &l);
+    fin_check();
+    orig[d].free(ctx, p);
+}
+
+__attribute__((noinline, cold)) static void *realloc_slow(int d, void *ctx, void *p, size_t n)
+{
+    hs_live l;
+    int was = hs__liveset_maybe(p) ? hs__free_forget(p, &l) : 0;
+    fin_check();
+    hs_tls *t = &hs__tls;
+    uint64_t c = t->countdown;
+    uint32_t s = t->slow_seq;
+    void *q = orig[d].realloc(ctx, p, n);
+    if (!q) {
+        if (was) hs__live_put_back(p, &l);
+        return q;
+    }
+    account(t, c, s, q, n);
+    return q;
+}
+
+/* pymalloc serves requests of 1 to 512 bytes itself (3.8 to 3.13) and hands
+ * the others to PyMem_RawMalloc, where the malloc hooks count them. */
+#define PYMALLOC_MAX 512
+
+/* A small request whose countdown ran out (or whose thread is new, or in
+ * collector code), or a request for malloc's hooks. */
+__attribute__((noinline, cold)) static void *malloc_slow(int d, void *ctx, size_t n)
+{
+    void *p = orig[d].malloc(ctx, n);
+    if (n - 1 < PYMALLOC_MAX) sampled(p, n);
+    return p;
+}
+
+__attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_t a, size_t b)
+{
+    void *p = orig[d].calloc(ctx, a, b);
+    size_t n;
+    if (!__builtin_mul_overflow(a, b, &n) && n - 1 < PYMALLOC_MAX) sampled(p, n);
+    return p;
+}
+
+/* One set of wrappers per domain; the context stays the original's. The
+ * unsampled free is a filter load, a load of the finalizing word and a tail
+ * call; an unsampled small allocation the hooks' fast path (a compare and a
+ * subtraction) and a tail call. A realloc, which
+ * pymalloc may hand to PyMem_RawRealloc whatever the size, looks at the
+ * countdown and the slow-path sequence around the call instead. */
+#define WRAPPERS(D)                                                                                \
+    static void *malloc_##D(void *ctx, size_t n)                                                   \
+    {                                                                                              \
+        hs_tls *t = &hs__tls;                                                                      \
+        uint64_t c = t->countdown;                                                                 \
+        if (HS_LIKELY(n - 1 < PYMALLOC_MAX && n < c)) {                                            \
+            t->countdown = c - n;                                                                  \
+            return orig[D].malloc(ctx, n);                                                         \
+        }                                                                                          \
+        return malloc_slow(D, ctx, n);                                                             \
+    }                                                                                              \
+    static void *calloc_##D(void *ctx, size_t a, size_t b)                                         \
+    {                                                                                              \
+        hs_tls *t = &hs__tls;                                                                      \
+        uint64_t c = t->countdown;                                                                 \
+        size_t n;                                                                                  \
+        if (HS_LIKELY(!__builtin_mul_overflow(a, b, &n) && n - 1 < PYMALLOC_MAX && n < c)) {       \
+            t->countdown = c - n;                                                                  \
+            return orig[D].calloc(ctx, a, b);                                                      \
+        }                                                                                          \
+        return calloc_slow(D, ctx, a, b);                                                          \
+    }                                                                                              \
+    static void *realloc_##D(void *ctx, void *p, size_t n)                                         \
+    {                                                                                              \
+        if (HS_UNLIKELY(hs__liveset_maybe(p)) || HS_UNLIKELY(fin_pending()))                       \
+            return realloc_slow(D, ctx, p, n);                                                     \
+        hs_tls *t = &hs__tls;                                                                      \
+        uint64_t c = t->countdown;                                                                 \
+        uint32_t s = t->slow_seq;                                                                  \
+        void *q = orig[D].realloc(ctx, p, n);                                                      \
+        if (HS_LIKELY(q != NULL)) account(t, c, s, q, n);                                          \
+        return q;                                                                                  \
+    }                                                                                              \
+    static void free_##D(void *ctx, void *p)                                                       \
+    {                                                                                              \
+        if (HS_UNLIKELY(hs__liveset_maybe(p)) || HS_UNLIKELY(fin_pending())) {                     \
+            free_slow(D, ctx, p);                                                                  \
+            return;                                                                                \
+        }                                                                                          \
+        orig[D].free(ctx, p);                                                                      \
+    }
+
+WRAPPERS(0)
+WRAPPERS(1)
+
+void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialized)
+{
+    if (atomic_load_explicit(&state, memory_order_relaxed) == HS_PYMEM_WRAPPED) return;
+    /* PYTHONMALLOC (any value) makes the interpreter install allocators of
+     * its own at start-up, over ours: malloc's hooks then see everything
+     * (malloc, malloc_debug) or small objects are not seen (pymalloc,
+     * debug, pymalloc_debug), but an interpreter already past that point
+     * (an embedder's) must not have small requests counted twice. */
+    const char *pm = getenv("PYTHONMALLOC");
+    if (pm && !*pm) pm = NULL; /* as CPython reads it */
+    if (initialized || !get || !set || pm) {
+        atomic_store_explicit(&state, HS_PYMEM_TOO_LATE, memory_order_relaxed);
+        if (initialized || !pm || strncmp(pm, "malloc", 6))
+            atomic_store_explicit(&hs__drops[HS_DROP_PYTHON_SMALL_UNSEEN], 1, memory_order_relaxed);
+        return;
+    }
+    get_fn g = (get_fn)get;
+    set_fn st = (set_fn)set;
+    g(DOMAIN_MEM, &orig[0]);
+    g(DOMAIN_OBJ, &orig[1]);
+    if (!orig[0].malloc || !orig[0].calloc || !orig[0].realloc || !orig[0].free ||
+        !orig[1].malloc || !orig[1].calloc || !orig[1].realloc || !orig[1].free)
+        return;
+    py_alloc w0 = {orig[0].ctx, malloc_0, calloc_0, realloc_0, free_0};
+    py_alloc w1 = {orig[1].ctx, malloc_1, calloc_1, realloc_1, free_1};
+    if (finalizing)
+        atomic_store_explicit(&fin_word, (const _Atomic uintptr_t *)finalizing,
+                              memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst); /* orig before the wrappers are reachable */
+    st(DOMAIN_MEM, &w0);
+    st(DOMAIN_OBJ, &w1);
+    atomic_store_explicit(&state, HS_PYMEM_WRAPPED, memory_order_relaxed);
+}
