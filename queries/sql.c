@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "hs_error.h"
+#include "hs_evcodec.h"
 #include "hs_proto.h"
 #include "q_internal.h"
 
@@ -274,7 +275,7 @@ typedef struct er_cursor {
     int64_t run, rowid, seq;
     uint8_t *data;
     size_t len;
-    hs_batch_it it;
+    hs_evdec dec;
     hs_event ev;
     int eof;
 } er_cursor;
@@ -336,9 +337,20 @@ static int er_close(sqlite3_vtab_cursor *cur)
     er_cursor *c = (er_cursor *)cur;
     sqlite3_finalize(c->frames);
     hs__map_free(&c->stacks);
+    hs_evdec_free(&c->dec);
     free(c->data);
     sqlite3_free(c);
     return SQLITE_OK;
+}
+
+/* A stored events row that cannot be decoded (common/hs_evcodec.h). */
+static int er_corrupt(er_cursor *c, int rc)
+{
+    sqlite3_vtab *v = c->base.pVtab;
+    sqlite3_free(v->zErrMsg);
+    v->zErrMsg = sqlite3_mprintf("event_rows: events row seq %lld of run %lld: %s",
+                                 (long long)c->seq, (long long)c->run, hs_strerror(rc));
+    return rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_CORRUPT;
 }
 
 /* Loads the next EVENTS frame that has entries; sets eof at the end. */
@@ -359,8 +371,9 @@ static int er_next_frame(er_cursor *c)
         free(c->data);
         c->data = p;
         c->len = n;
-        if (hs_events_begin(&c->it, c->data, c->len)) continue;
-        if (hs_events_next(&c->it, &c->ev) == 1) return SQLITE_OK;
+        int rc = hs_evdec_open(&c->dec, c->data, c->len);
+        if (!rc && (rc = hs_evdec_next(&c->dec, &c->ev)) == 1) return SQLITE_OK;
+        if (rc) return er_corrupt(c, rc);
     }
 }
 
@@ -368,7 +381,9 @@ static int er_next(sqlite3_vtab_cursor *cur)
 {
     er_cursor *c = (er_cursor *)cur;
     c->rowid++;
-    if (hs_events_next(&c->it, &c->ev) == 1) return SQLITE_OK;
+    int rc = hs_evdec_next(&c->dec, &c->ev);
+    if (rc == 1) return SQLITE_OK;
+    if (rc) return er_corrupt(c, rc);
     return er_next_frame(c);
 }
 

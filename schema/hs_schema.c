@@ -12,13 +12,20 @@
 #include <unistd.h>
 
 #include "hs_error.h"
+#include "hs_evrecode.h"
 #include "hs_tstats.h"
 
 /* What a migration does beyond its SQL file, in the same transaction: the
  * backfills that SQL cannot do the way the code does them. */
 static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
 {
-    return version == 2 ? hs_tstats_backfill(db, errmsg, errlen) : 0;
+    switch (version) {
+    case 2:
+        return hs_tstats_backfill(db, errmsg, errlen);
+    case 6:
+        return hs_events_recode(db, errmsg, errlen);
+    }
+    return 0;
 }
 
 static void set_err(char *buf, size_t len, const char *fmt, ...)

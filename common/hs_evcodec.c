@@ -1,0 +1,292 @@
+/* hs_evcodec: the storage codec of events (see hs_evcodec.h).
+ *
+ * Blob layout, version 1 (all varints LEB128):
+ *
+ *   u8      version (1)
+ *   varint  n, events in the blob (>= 1)
+ *   varint  t0, time of the first event, ns
+ *   varint  q, time quantum, ns (>= 1)
+ *   u8      method: 0 columns stored as they are, 1 deflated (zlib format)
+ *   varint  len[4], bytes of each column once inflated
+ *   ...     the columns, concatenated in HS_EVCOL_* order (deflated for 1)
+ *
+ * Column DT holds n - 1 steps k[i] - k[i-1], where k[i] = (t[i] - t0) / q
+ * (rounded down), so the decoded time of event i is t0 + k[i] * q: exact
+ * for q = 1. HEAD, SIZE and EXTRA hold n values each.
+ */
+#include "hs_evcodec.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+#include "hs_error.h"
+
+/* zlib level 1: within a few per cent of level 6 on event columns (their
+ * entropy is in the time steps, which no level finds a pattern in) at a
+ * fraction of the writer's time. */
+#define EVCODEC_LEVEL 1
+
+enum { METHOD_STORED = 0, METHOD_DEFLATE = 1 };
+
+/* ---- encoder ------------------------------------------------------------ */
+
+static void col_put(hs_evenc *enc, int c, uint64_t v)
+{
+    if (enc->cap[c] - enc->len[c] < HS_VARINT_MAX) {
+        size_t ncap = enc->cap[c] ? enc->cap[c] * 2 : 4096;
+        uint8_t *np = realloc(enc->col[c], ncap);
+        if (!np) {
+            enc->oom = 1;
+            return;
+        }
+        enc->col[c] = np;
+        enc->cap[c] = ncap;
+    }
+    enc->len[c] += hs_varint_encode(enc->col[c] + enc->len[c], v);
+}
+
+void hs_evenc_begin(hs_evenc *enc, uint64_t q)
+{
+    assert(q >= 1);
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) enc->len[c] = 0;
+    enc->n = enc->t0 = enc->k = 0;
+    enc->q = q;
+    enc->oom = 0;
+}
+
+void hs_evenc_add(hs_evenc *enc, const hs_event *e)
+{
+    assert(e->weight >= e->size);
+    if (enc->n == 0) {
+        enc->t0 = e->t_ns;
+    } else {
+        assert(e->t_ns >= enc->t0);
+        uint64_t k = (e->t_ns - enc->t0) / enc->q;
+        assert(k >= enc->k);
+        col_put(enc, HS_EVCOL_DT, k - enc->k);
+        enc->k = k;
+    }
+    col_put(enc, HS_EVCOL_HEAD, e->stack_id << 1 | (uint64_t)(e->is_free != 0));
+    col_put(enc, HS_EVCOL_SIZE, e->size);
+    col_put(enc, HS_EVCOL_EXTRA, e->weight - e->size);
+    enc->n++;
+}
+
+static int out_reserve(hs_evenc *enc, size_t need)
+{
+    if (need <= enc->out_cap) return 0;
+    uint8_t *np = realloc(enc->out, need);
+    if (!np) return HS_ENOMEM;
+    enc->out = np;
+    enc->out_cap = need;
+    return 0;
+}
+
+/* Deflates the columns after the header's hdr bytes; 1 when the result is
+ * no smaller than the columns themselves (store them instead). */
+static int deflate_cols(hs_evenc *enc, size_t hdr, size_t raw, size_t *outlen)
+{
+    z_stream *z = enc->z;
+    if (!z) {
+        if (!(z = calloc(1, sizeof *z))) return HS_ENOMEM;
+        if (deflateInit(z, EVCODEC_LEVEL) != Z_OK) {
+            free(z);
+            return HS_ENOMEM;
+        }
+        enc->z = z;
+    } else if (deflateReset(z) != Z_OK) {
+        return HS_ENOMEM;
+    }
+    size_t bound = deflateBound(z, (uLong)raw);
+    if (out_reserve(enc, hdr + bound)) return HS_ENOMEM;
+    z->next_out = enc->out + hdr;
+    z->avail_out = (uInt)bound;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        z->next_in = enc->col[c];
+        z->avail_in = (uInt)enc->len[c];
+        int flush = c == HS_EVCOL_COUNT - 1 ? Z_FINISH : Z_NO_FLUSH;
+        int rc = deflate(z, flush);
+        if (flush == Z_FINISH ? rc != Z_STREAM_END : rc != Z_OK && rc != Z_BUF_ERROR)
+            return HS_ENOMEM;
+        assert(z->avail_in == 0);
+    }
+    *outlen = bound - z->avail_out;
+    return *outlen >= raw;
+}
+
+int hs_evenc_finish(hs_evenc *enc, const uint8_t **out, size_t *len)
+{
+    if (enc->oom) return HS_ENOMEM;
+    if (enc->n == 0) return HS_EINVAL;
+    uint8_t hdr[2 + HS_VARINT_MAX * (3 + HS_EVCOL_COUNT)];
+    hs_wr wr;
+    hs_wr_init(&wr, hdr, sizeof hdr);
+    hs_wr_u8(&wr, HS_EVCODEC_VERSION);
+    hs_wr_varint(&wr, enc->n);
+    hs_wr_varint(&wr, enc->t0);
+    hs_wr_varint(&wr, enc->q);
+    uint8_t *method = wr.p;
+    hs_wr_u8(&wr, METHOD_DEFLATE);
+    size_t raw = 0;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        hs_wr_varint(&wr, enc->len[c]);
+        raw += enc->len[c];
+    }
+    assert(!wr.err);
+    size_t h = hs_wr_len(&wr), body = 0;
+    int rc = deflate_cols(enc, h, raw, &body);
+    if (rc < 0) return rc;
+    if (rc == 1) { /* incompressible: store the columns */
+        *method = METHOD_STORED;
+        if (out_reserve(enc, h + raw)) return HS_ENOMEM;
+        body = 0;
+        for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+            if (enc->len[c]) memcpy(enc->out + h + body, enc->col[c], enc->len[c]);
+            body += enc->len[c];
+        }
+    }
+    memcpy(enc->out, hdr, h);
+    *out = enc->out;
+    *len = h + body;
+    return 0;
+}
+
+void hs_evenc_free(hs_evenc *enc)
+{
+    if (!enc) return;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) free(enc->col[c]);
+    free(enc->out);
+    if (enc->z) {
+        deflateEnd(enc->z);
+        free(enc->z);
+    }
+    memset(enc, 0, sizeof *enc);
+}
+
+/* ---- decoder ------------------------------------------------------------ */
+
+static int inflate_cols(hs_evdec *dec, const uint8_t *p, size_t len, size_t raw)
+{
+    if (raw > dec->buf_cap) {
+        uint8_t *nb = realloc(dec->buf, raw);
+        if (!nb) return HS_ENOMEM;
+        dec->buf = nb;
+        dec->buf_cap = raw;
+    }
+    z_stream *z = dec->z;
+    if (!z) {
+        if (!(z = calloc(1, sizeof *z))) return HS_ENOMEM;
+        if (inflateInit(z) != Z_OK) {
+            free(z);
+            return HS_ENOMEM;
+        }
+        dec->z = z;
+    } else if (inflateReset(z) != Z_OK) {
+        return HS_ENOMEM;
+    }
+    /* Both lengths are at most HS_EVCODEC_RAW_MAX (checked) and fit uInt. */
+    z->next_in = (Bytef *)(uintptr_t)p;
+    z->avail_in = (uInt)len;
+    z->next_out = dec->buf;
+    z->avail_out = (uInt)raw;
+    int rc = inflate(z, Z_FINISH);
+    if (rc == Z_MEM_ERROR) return HS_ENOMEM;
+    /* exactly raw bytes out, the whole stream in, nothing after it */
+    if (rc != Z_STREAM_END || z->avail_out || z->avail_in) return HS_ECORRUPT;
+    dec->cols = dec->buf;
+    return 0;
+}
+
+int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len)
+{
+    hs_rd rd;
+    hs_rd_init(&rd, p, len);
+    dec->n = dec->left = 0;
+    uint8_t version = hs_rd_u8(&rd);
+    if (rd.err) return HS_ECORRUPT;
+    if (version != HS_EVCODEC_VERSION) return version ? HS_EVERSION : HS_ECORRUPT;
+    uint64_t n = hs_rd_varint(&rd);
+    uint64_t t0 = hs_rd_varint(&rd);
+    uint64_t q = hs_rd_varint(&rd);
+    uint8_t method = hs_rd_u8(&rd);
+    uint64_t raw = 0, lens[HS_EVCOL_COUNT];
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        lens[c] = hs_rd_varint_max(&rd, HS_EVCODEC_RAW_MAX);
+        raw += lens[c];
+    }
+    /* every event has a head, a size and an extra of at least a byte each */
+    if (rd.err || n == 0 || q == 0 || raw > HS_EVCODEC_RAW_MAX || n > lens[HS_EVCOL_HEAD] ||
+        n > lens[HS_EVCOL_SIZE] || n > lens[HS_EVCOL_EXTRA] || n - 1 > lens[HS_EVCOL_DT])
+        return HS_ECORRUPT;
+    const uint8_t *body = p + hs_rd_offset(&rd);
+    size_t blen = hs_rd_left(&rd);
+    if (method == METHOD_STORED) {
+        if (blen != raw) return HS_ECORRUPT;
+        dec->cols = body;
+    } else if (method == METHOD_DEFLATE) {
+        if (blen > HS_EVCODEC_RAW_MAX + (HS_EVCODEC_RAW_MAX >> 8) + 64) return HS_ECORRUPT;
+        int rc = inflate_cols(dec, body, blen, (size_t)raw);
+        if (rc) return rc;
+    } else {
+        return HS_ECORRUPT;
+    }
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) dec->lens[c] = (size_t)lens[c];
+    dec->n = n;
+    dec->t0 = t0;
+    dec->q = q;
+    hs_evdec_rewind(dec);
+    return 0;
+}
+
+void hs_evdec_rewind(hs_evdec *dec)
+{
+    size_t off = 0;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        hs_rd_init(&dec->col[c], dec->cols + off, dec->lens[c]);
+        off += dec->lens[c];
+    }
+    dec->left = dec->n;
+    dec->k = 0;
+}
+
+int hs_evdec_next(hs_evdec *dec, hs_event *out)
+{
+    if (!dec->left) {
+        for (int c = 0; c < HS_EVCOL_COUNT; c++)
+            if (hs_rd_left(&dec->col[c])) return HS_ECORRUPT; /* bytes no event used */
+        return 0;
+    }
+    if (dec->left != dec->n) {
+        uint64_t dk = hs_rd_varint(&dec->col[HS_EVCOL_DT]);
+        if (dk > UINT64_MAX - dec->k) return HS_ECORRUPT;
+        dec->k += dk;
+    }
+    uint64_t head = hs_rd_varint(&dec->col[HS_EVCOL_HEAD]);
+    uint64_t size = hs_rd_varint(&dec->col[HS_EVCOL_SIZE]);
+    uint64_t extra = hs_rd_varint(&dec->col[HS_EVCOL_EXTRA]);
+    for (int c = 0; c < HS_EVCOL_COUNT; c++)
+        if (dec->col[c].err) return HS_ECORRUPT;
+    if ((dec->k && dec->k > (UINT64_MAX - dec->t0) / dec->q) || extra > UINT64_MAX - size ||
+        head >> 1 == 0)
+        return HS_ECORRUPT;
+    out->t_ns = dec->t0 + dec->k * dec->q;
+    out->stack_id = head >> 1;
+    out->is_free = (int)(head & 1);
+    out->size = size;
+    out->weight = size + extra;
+    dec->left--;
+    return 1;
+}
+
+void hs_evdec_free(hs_evdec *dec)
+{
+    if (!dec) return;
+    free(dec->buf);
+    if (dec->z) {
+        inflateEnd(dec->z);
+        free(dec->z);
+    }
+    memset(dec, 0, sizeof *dec);
+}
