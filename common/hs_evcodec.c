@@ -204,6 +204,7 @@ int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len)
     hs_rd rd;
     hs_rd_init(&rd, p, len);
     dec->n = dec->left = 0;
+    dec->wire1 = 0;
     uint8_t version = hs_rd_u8(&rd);
     if (rd.err) return HS_ECORRUPT;
     if (version != HS_EVCODEC_VERSION) return version ? HS_EVERSION : HS_ECORRUPT;
@@ -240,8 +241,22 @@ int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len)
     return 0;
 }
 
+int hs_evdec_open_row(hs_evdec *dec, int schema, const uint8_t *p, size_t len)
+{
+    if (schema >= HS_EVCODEC_SCHEMA) return hs_evdec_open(dec, p, len);
+    dec->wire1 = 1;
+    dec->wp = p;
+    dec->wlen = len;
+    dec->n = len / 4; /* an entry takes 4 bytes at least */
+    return hs_events_begin(&dec->it, p, len) ? HS_ECORRUPT : 0;
+}
+
 void hs_evdec_rewind(hs_evdec *dec)
 {
+    if (dec->wire1) {
+        hs_events_begin(&dec->it, dec->wp, dec->wlen);
+        return;
+    }
     size_t off = 0;
     for (int c = 0; c < HS_EVCOL_COUNT; c++) {
         hs_rd_init(&dec->col[c], dec->cols + off, dec->lens[c]);
@@ -253,6 +268,10 @@ void hs_evdec_rewind(hs_evdec *dec)
 
 int hs_evdec_next(hs_evdec *dec, hs_event *out)
 {
+    if (dec->wire1) {
+        int rc = hs_events_next(&dec->it, out);
+        return rc < 0 ? HS_ECORRUPT : rc;
+    }
     if (!dec->left) {
         for (int c = 0; c < HS_EVCOL_COUNT; c++)
             if (hs_rd_left(&dec->col[c])) return HS_ECORRUPT; /* bytes no event used */

@@ -64,18 +64,30 @@ typedef struct hs_evdec {
     size_t buf_cap;
     void *z; /* inflate state, kept between blobs */
     uint64_t n, left, t0, q, k;
+    int wire1; /* the open row is a protocol version 1 EVENTS payload */
+    hs_batch_it it;
+    const uint8_t *wp;
+    size_t wlen;
 } hs_evdec;
 
 /* Reads the header of blob p (borrowed until the next open) and inflates its
  * columns. 0, or HS_ECORRUPT / HS_EVERSION / HS_ENOMEM. dec must be zeroed
  * before its first use. */
 int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len);
+/* The first schema version (schema/006_event_codec.sql) whose events rows
+ * are in this codec; below it they are protocol version 1 EVENTS payloads. */
+#define HS_EVCODEC_SCHEMA 6
+/* Opens a row of a database at schema version `schema`: the codec from
+ * HS_EVCODEC_SCHEMA on, else the EVENTS payload such a database held (a
+ * read-only reader may see a database no writer has migrated yet). */
+int hs_evdec_open_row(hs_evdec *dec, int schema, const uint8_t *p, size_t len);
 /* The next event: 1, 0 after the last (when every column was used up
  * exactly), or HS_ECORRUPT. */
 int hs_evdec_next(hs_evdec *dec, hs_event *out);
 /* Back to the first event of the open blob. */
 void hs_evdec_rewind(hs_evdec *dec);
-/* Events in the open blob (from its header). */
+/* Events in the open blob (from its header); for an EVENTS payload, a
+ * bound (its bytes / 4). */
 static inline uint64_t hs_evdec_count(const hs_evdec *dec)
 {
     return dec->n;

@@ -19,6 +19,7 @@
 #include "hs_error.h"
 #include "hs_evcodec.h"
 #include "hs_proto.h"
+#include "hs_schema.h"
 #include "q_internal.h"
 
 /* ---- protobuf encoding ---------------------------------------------------- */
@@ -174,11 +175,12 @@ static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_q
     if (!(st = hs__stmt(q, ST_EVENTS, err))) goto out;
     sqlite3_bind_int64(st, 1, run->id);
     sqlite3_bind_int64(st, 2, at_ns);
+    int schema = hs_schema_db_version(q->db);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         hs_event ev;
         const uint8_t *data = sqlite3_column_blob(st, 0);
         size_t len = (size_t)sqlite3_column_bytes(st, 0);
-        if ((more = hs_evdec_open(&dec, data, len))) goto corrupt;
+        if ((more = hs_evdec_open_row(&dec, schema, data, len))) goto corrupt;
         while ((more = hs_evdec_next(&dec, &ev)) == 1) {
             if (ev.is_free || (int64_t)ev.t_ns > at_ns) continue;
             uint64_t trace;

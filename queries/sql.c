@@ -16,6 +16,7 @@
 #include "hs_error.h"
 #include "hs_evcodec.h"
 #include "hs_proto.h"
+#include "hs_schema.h"
 #include "q_internal.h"
 
 #define SQL_MAX_LEN      (64 * 1024)
@@ -273,6 +274,7 @@ typedef struct er_cursor {
     sqlite3_stmt *frames; /* SELECT seq, data FROM events WHERE run = ? ORDER BY seq */
     hs__map stacks;
     int64_t run, rowid, seq;
+    int schema; /* the database's: says how its events rows are encoded */
     uint8_t *data;
     size_t len;
     hs_evdec dec;
@@ -371,7 +373,7 @@ static int er_next_frame(er_cursor *c)
         free(c->data);
         c->data = p;
         c->len = n;
-        int rc = hs_evdec_open(&c->dec, c->data, c->len);
+        int rc = hs_evdec_open_row(&c->dec, c->schema, c->data, c->len);
         if (!rc && (rc = hs_evdec_next(&c->dec, &c->ev)) == 1) return SQLITE_OK;
         if (rc) return er_corrupt(c, rc);
     }
@@ -395,6 +397,7 @@ static int er_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr, int 
     er_vtab *v = (er_vtab *)cur->pVtab;
     if (idx != 1 || argc < 1) return SQLITE_CONSTRAINT;
     c->run = sqlite3_value_int64(argv[0]);
+    c->schema = hs_schema_db_version(v->db);
     c->eof = 0;
     c->rowid = 0;
     hs__map_free(&c->stacks);

@@ -52,6 +52,12 @@ static int user_version(sqlite3 *db, int *out)
     return rc == SQLITE_ROW ? 0 : HS_EDB;
 }
 
+int hs_schema_db_version(sqlite3 *db)
+{
+    int v = 0;
+    return user_version(db, &v) ? 0 : v;
+}
+
 int hs_schema_migrate(sqlite3 *db, char *errmsg, size_t errlen)
 {
     int have;
