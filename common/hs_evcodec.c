@@ -6,9 +6,9 @@
  *   varint  n, events in the blob (>= 1)
  *   varint  t0, time of the first event, ns
  *   varint  q, time quantum, ns (>= 1)
- *   u8      method: 0 columns stored as they are, 1 deflated (zlib format)
- *   varint  len[4], bytes of each column once inflated
- *   ...     the columns, concatenated in HS_EVCOL_* order (deflated for 1)
+ *   u8      method: 0 columns stored as they are, 1 one zstd frame
+ *   varint  len[4], bytes of each column once decompressed
+ *   ...     the columns, concatenated in HS_EVCOL_* order (compressed for 1)
  *
  * Column DT holds n - 1 steps k[i] - k[i-1], where k[i] = (t[i] - t0) / q
  * (rounded down), so the decoded time of event i is t0 + k[i] * q: exact
@@ -19,16 +19,16 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zlib.h>
+#include <zstd.h>
+#include <zstd_errors.h>
 
 #include "hs_error.h"
 
-/* zlib level 1: within a few per cent of level 6 on event columns (their
- * entropy is in the time steps, which no level finds a pattern in) at a
- * fraction of the writer's time. */
+/* zstd level 1: the columns' entropy is in the time steps, which no level
+ * finds a pattern in; higher levels cost the writer more for a few per cent. */
 #define EVCODEC_LEVEL 1
 
-enum { METHOD_STORED = 0, METHOD_DEFLATE = 1 };
+enum { METHOD_STORED = 0, METHOD_ZSTD = 1 };
 
 /* ---- encoder ------------------------------------------------------------ */
 
@@ -84,36 +84,28 @@ static int out_reserve(hs_evenc *enc, size_t need)
     return 0;
 }
 
-/* Deflates the columns after the header's hdr bytes; 1 when the result is
- * no smaller than the columns themselves (store them instead). */
-static int deflate_cols(hs_evenc *enc, size_t hdr, size_t raw, size_t *outlen)
+/* Compresses the columns (raw bytes) after the header's hdr bytes; 1 when
+ * the result is no smaller than the columns themselves (store them). */
+static int compress_cols(hs_evenc *enc, size_t hdr, size_t raw, size_t *outlen)
 {
-    z_stream *z = enc->z;
-    if (!z) {
-        if (!(z = calloc(1, sizeof *z))) return HS_ENOMEM;
-        if (deflateInit(z, EVCODEC_LEVEL) != Z_OK) {
-            free(z);
-            return HS_ENOMEM;
-        }
-        enc->z = z;
-    } else if (deflateReset(z) != Z_OK) {
-        return HS_ENOMEM;
+    if (!enc->z && !(enc->z = ZSTD_createCCtx())) return HS_ENOMEM;
+    if (raw > enc->cat_cap) {
+        uint8_t *np = realloc(enc->cat, raw);
+        if (!np) return HS_ENOMEM;
+        enc->cat = np;
+        enc->cat_cap = raw;
     }
-    size_t bound = deflateBound(z, (uLong)raw);
-    if (out_reserve(enc, hdr + bound)) return HS_ENOMEM;
-    z->next_out = enc->out + hdr;
-    z->avail_out = (uInt)bound;
+    size_t off = 0;
     for (int c = 0; c < HS_EVCOL_COUNT; c++) {
-        z->next_in = enc->col[c];
-        z->avail_in = (uInt)enc->len[c];
-        int flush = c == HS_EVCOL_COUNT - 1 ? Z_FINISH : Z_NO_FLUSH;
-        int rc = deflate(z, flush);
-        if (flush == Z_FINISH ? rc != Z_STREAM_END : rc != Z_OK && rc != Z_BUF_ERROR)
-            return HS_ENOMEM;
-        assert(z->avail_in == 0);
+        if (enc->len[c]) memcpy(enc->cat + off, enc->col[c], enc->len[c]);
+        off += enc->len[c];
     }
-    *outlen = bound - z->avail_out;
-    return *outlen >= raw;
+    size_t bound = ZSTD_compressBound(raw);
+    if (out_reserve(enc, hdr + bound)) return HS_ENOMEM;
+    size_t n = ZSTD_compressCCtx(enc->z, enc->out + hdr, bound, enc->cat, raw, EVCODEC_LEVEL);
+    if (ZSTD_isError(n)) return HS_ENOMEM;
+    *outlen = n;
+    return n >= raw;
 }
 
 int hs_evenc_finish(hs_evenc *enc, const uint8_t **out, size_t *len)
@@ -128,7 +120,7 @@ int hs_evenc_finish(hs_evenc *enc, const uint8_t **out, size_t *len)
     hs_wr_varint(&wr, enc->t0);
     hs_wr_varint(&wr, enc->q);
     uint8_t *method = wr.p;
-    hs_wr_u8(&wr, METHOD_DEFLATE);
+    hs_wr_u8(&wr, METHOD_ZSTD);
     size_t raw = 0;
     for (int c = 0; c < HS_EVCOL_COUNT; c++) {
         hs_wr_varint(&wr, enc->len[c]);
@@ -136,16 +128,12 @@ int hs_evenc_finish(hs_evenc *enc, const uint8_t **out, size_t *len)
     }
     assert(!wr.err);
     size_t h = hs_wr_len(&wr), body = 0;
-    int rc = deflate_cols(enc, h, raw, &body);
+    int rc = compress_cols(enc, h, raw, &body);
     if (rc < 0) return rc;
     if (rc == 1) { /* incompressible: store the columns */
         *method = METHOD_STORED;
-        if (out_reserve(enc, h + raw)) return HS_ENOMEM;
-        body = 0;
-        for (int c = 0; c < HS_EVCOL_COUNT; c++) {
-            if (enc->len[c]) memcpy(enc->out + h + body, enc->col[c], enc->len[c]);
-            body += enc->len[c];
-        }
+        memcpy(enc->out + h, enc->cat, raw); /* out holds the bound, at least raw */
+        body = raw;
     }
     memcpy(enc->out, hdr, h);
     *out = enc->out;
@@ -158,16 +146,14 @@ void hs_evenc_free(hs_evenc *enc)
     if (!enc) return;
     for (int c = 0; c < HS_EVCOL_COUNT; c++) free(enc->col[c]);
     free(enc->out);
-    if (enc->z) {
-        deflateEnd(enc->z);
-        free(enc->z);
-    }
+    free(enc->cat);
+    ZSTD_freeCCtx(enc->z);
     memset(enc, 0, sizeof *enc);
 }
 
 /* ---- decoder ------------------------------------------------------------ */
 
-static int inflate_cols(hs_evdec *dec, const uint8_t *p, size_t len, size_t raw)
+static int decompress_cols(hs_evdec *dec, const uint8_t *p, size_t len, size_t raw)
 {
     if (raw > dec->buf_cap) {
         uint8_t *nb = realloc(dec->buf, raw);
@@ -175,26 +161,13 @@ static int inflate_cols(hs_evdec *dec, const uint8_t *p, size_t len, size_t raw)
         dec->buf = nb;
         dec->buf_cap = raw;
     }
-    z_stream *z = dec->z;
-    if (!z) {
-        if (!(z = calloc(1, sizeof *z))) return HS_ENOMEM;
-        if (inflateInit(z) != Z_OK) {
-            free(z);
-            return HS_ENOMEM;
-        }
-        dec->z = z;
-    } else if (inflateReset(z) != Z_OK) {
-        return HS_ENOMEM;
-    }
-    /* Both lengths are at most HS_EVCODEC_RAW_MAX (checked) and fit uInt. */
-    z->next_in = (Bytef *)(uintptr_t)p;
-    z->avail_in = (uInt)len;
-    z->next_out = dec->buf;
-    z->avail_out = (uInt)raw;
-    int rc = inflate(z, Z_FINISH);
-    if (rc == Z_MEM_ERROR) return HS_ENOMEM;
-    /* exactly raw bytes out, the whole stream in, nothing after it */
-    if (rc != Z_STREAM_END || z->avail_out || z->avail_in) return HS_ECORRUPT;
+    if (!dec->z && !(dec->z = ZSTD_createDCtx())) return HS_ENOMEM;
+    /* exactly raw bytes out of whole frames, nothing after them; the output
+     * is bounded by raw whatever a frame claims */
+    size_t n = ZSTD_decompressDCtx(dec->z, dec->buf, raw, p, len);
+    if (ZSTD_isError(n))
+        return ZSTD_getErrorCode(n) == ZSTD_error_memory_allocation ? HS_ENOMEM : HS_ECORRUPT;
+    if (n != raw) return HS_ECORRUPT;
     dec->cols = dec->buf;
     return 0;
 }
@@ -226,9 +199,8 @@ int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len)
     if (method == METHOD_STORED) {
         if (blen != raw) return HS_ECORRUPT;
         dec->cols = body;
-    } else if (method == METHOD_DEFLATE) {
-        if (blen > HS_EVCODEC_RAW_MAX + (HS_EVCODEC_RAW_MAX >> 8) + 64) return HS_ECORRUPT;
-        int rc = inflate_cols(dec, body, blen, (size_t)raw);
+    } else if (method == METHOD_ZSTD) {
+        int rc = decompress_cols(dec, body, blen, (size_t)raw);
         if (rc) return rc;
     } else {
         return HS_ECORRUPT;
@@ -303,9 +275,6 @@ void hs_evdec_free(hs_evdec *dec)
 {
     if (!dec) return;
     free(dec->buf);
-    if (dec->z) {
-        inflateEnd(dec->z);
-        free(dec->z);
-    }
+    ZSTD_freeDCtx(dec->z);
     memset(dec, 0, sizeof *dec);
 }

@@ -10,9 +10,10 @@
  * A blob is a small header and four columns, one value per event, each a run
  * of LEB128 varints: the time step (in units of the blob's time quantum),
  * the head (stack_id << 1 | is_free), the requested size and the weight's
- * excess over the size. The columns are deflated together (zlib), which
- * turns the repetitive stack, size and weight columns of an every-allocation
- * run into a few bits an event; time steps carry the real information.
+ * excess over the size. The columns are compressed together (one zstd
+ * frame), which turns the repetitive stack, size and weight columns of an
+ * every-allocation run into a few bits an event; time steps carry the real
+ * information.
  *
  * Decoding is a pure function of (bytes, len) up to one buffer the iterator
  * owns: every length is checked against HS_EVCODEC_RAW_MAX and against the
@@ -30,7 +31,7 @@
 #include "hs_proto.h"
 
 #define HS_EVCODEC_VERSION 1
-/* Bytes of a blob's columns once inflated: an EVENTS frame's payload never
+/* Bytes of a blob's columns once decompressed: an EVENTS frame's payload never
  * exceeds HS_FRAME_MAX, and its columns take no more than its entries. */
 #define HS_EVCODEC_RAW_MAX HS_FRAME_MAX
 
@@ -39,9 +40,11 @@ enum { HS_EVCOL_DT, HS_EVCOL_HEAD, HS_EVCOL_SIZE, HS_EVCOL_EXTRA, HS_EVCOL_COUNT
 typedef struct hs_evenc {
     uint8_t *col[HS_EVCOL_COUNT];
     size_t len[HS_EVCOL_COUNT], cap[HS_EVCOL_COUNT];
+    uint8_t *cat; /* the columns end to end, compressor input */
+    size_t cat_cap;
     uint8_t *out; /* the last blob finished; lent until the next begin */
     size_t out_cap;
-    void *z; /* deflate state, kept between blobs */
+    void *z; /* ZSTD_CCtx, kept between blobs */
     uint64_t n, t0, q, k;
     int oom;
 } hs_evenc;
@@ -58,11 +61,11 @@ void hs_evenc_free(hs_evenc *enc);
 
 typedef struct hs_evdec {
     hs_rd col[HS_EVCOL_COUNT];
-    const uint8_t *cols; /* the columns: into the blob, or buf when inflated */
+    const uint8_t *cols; /* the columns: into the blob, or buf when decompressed */
     size_t lens[HS_EVCOL_COUNT];
     uint8_t *buf;
     size_t buf_cap;
-    void *z; /* inflate state, kept between blobs */
+    void *z; /* ZSTD_DCtx, kept between blobs */
     uint64_t n, left, t0, q, k;
     int wire1; /* the open row is a protocol version 1 EVENTS payload */
     hs_batch_it it;
@@ -70,8 +73,8 @@ typedef struct hs_evdec {
     size_t wlen;
 } hs_evdec;
 
-/* Reads the header of blob p (borrowed until the next open) and inflates its
- * columns. 0, or HS_ECORRUPT / HS_EVERSION / HS_ENOMEM. dec must be zeroed
+/* Reads the header of blob p (borrowed until the next open) and
+ * decompresses its columns. 0, or HS_ECORRUPT / HS_EVERSION / HS_ENOMEM. dec must be zeroed
  * before its first use. */
 int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len);
 /* The first schema version (schema/006_event_codec.sql) whose events rows

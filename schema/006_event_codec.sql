@@ -4,7 +4,7 @@
 -- collector sent it (protocol version 1), so a change of the wire format
 -- would have changed what stored runs mean. From version 6 it holds the
 -- same entries in the storage codec of common/hs_evcodec.h (a version byte,
--- then deflated columns: time steps, stack heads, sizes, weights), versioned
+-- then zstd-compressed columns: time steps, stack heads, sizes, weights), versioned
 -- apart from the protocol and a fraction of the size (docs/protocol.md,
 -- "Stored events"). Nothing else changes: seq, t_first_ns, t_last_ns and
 -- n_events keep their meaning, and every reader decodes the new blobs.

@@ -133,7 +133,7 @@ static void test_round_trip_large(void **state)
         check_round_trip(ev, n, 1000);
         size_t len;
         uint8_t *blob = encode(ev, n, 1, &len);
-        if (!random) assert_true(len < n * 3); /* deflated: the columns take 5 bytes an event */
+        if (!random) assert_true(len < n * 3); /* compressed: the columns take 5 bytes an event */
         if (random) assert_true(len < n * 40 + 64); /* stored: never much above the columns */
         free(blob);
         free(ev);
@@ -252,7 +252,7 @@ static void test_corrupt_headers(void **state)
         {"\x01\x01\x00\x01\x00\x00\xff\xff\xff\xff\x0f\x01\x01\x02\x01\x01", 16, HS_ECORRUPT},
         /* stored columns longer than the bytes present */
         {"\x01\x01\x00\x01\x00\x00\x01\x01\x05\x02\x01", 11, HS_ECORRUPT},
-        /* deflate that is not a zlib stream */
+        /* a compressed body that is not a zstd frame */
         {"\x01\x01\x00\x01\x01\x00\x01\x01\x01\xde\xad\xbe\xef", 13, HS_ECORRUPT},
     };
     hs_evdec dec = {0};
