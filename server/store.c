@@ -15,6 +15,7 @@
 #include "hs_error.h"
 #include "hs_text.h"
 #include "hs_schema.h"
+#include "hs_snap.h"
 #include "store_int.h"
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -61,7 +62,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                   "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_SNAP] = "INSERT OR REPLACE INTO snapshots (run, kind, bucket, trace, bytes, count) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshots WHERE run = ?1 AND kind = 2",
+    [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL,
     [ST_SERIES] = "INSERT OR REPLACE INTO heap_series (run, bucket, live_bytes, live_count, "
                   "max_bytes, alloc_bytes, free_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_PROCESS] = "INSERT OR REPLACE INTO process_samples (run, t_ns, rss_bytes, vsize_bytes) "

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_snap.h"
 #include "store_int.h"
 
 static int grow_slots(hs_run *r)
@@ -378,7 +379,7 @@ static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_
         else
             src_next(src, &e);
         if (seq >= 0) hs_evenc_add(&s->enc, ep);
-        int64_t b = (int64_t)(ep->t_ns / r->g);
+        int64_t b = hs_bucket_of(ep->t_ns, r->g);
         /* Batches from different threads may overlap in time: an event older
          * than the current bucket counts in the current bucket. */
         if (b > r->bucket && (rc = hs__rollup_advance(s, r, b))) return rc;

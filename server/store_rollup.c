@@ -16,6 +16,7 @@
  * than that many per trace plus one bucket's. */
 #include <math.h>
 
+#include "hs_snap.h"
 #include "store_int.h"
 
 #define HS_TSTATS_ROWS_PER_SUMMARY 16
@@ -39,7 +40,7 @@ static int write_keyframe(hs_store *s, hs_run *r, int64_t bucket)
         const hs_slot *sl = &r->slots[i];
         int64_t c = llround(sl->count);
         if (!sl->bytes && !c) continue;
-        int rc = snap_row(s, r, 1, bucket, sl->trace, sl->bytes, c);
+        int rc = snap_row(s, r, HS_SNAP_KEYFRAME, bucket, sl->trace, sl->bytes, c);
         if (rc) return rc;
     }
     return 0;
@@ -55,7 +56,7 @@ static int write_peak(hs_store *s, hs_run *r)
         int saved = sl->pk_ver == r->peak_ver;
         int64_t b = saved ? sl->pk_bytes : sl->bytes;
         int64_t c = llround(saved ? sl->pk_count : sl->count);
-        if (b || c) rc = snap_row(s, r, 2, r->peak_bucket, sl->trace, b, c);
+        if (b || c) rc = snap_row(s, r, HS_SNAP_PEAK, r->peak_bucket, sl->trace, b, c);
     }
     if (!rc) r->peak_dirty = 0;
     return rc;
@@ -105,7 +106,7 @@ static int flush_bucket(hs_store *s, hs_run *r)
         int64_t c = llround(sl->count);
         int64_t db = sl->bytes - sl->b0_bytes, dc = c - sl->b0_count;
         if (db || dc) {
-            rc = snap_row(s, r, 0, r->bucket, sl->trace, db, dc);
+            rc = snap_row(s, r, HS_SNAP_DELTA, r->bucket, sl->trace, db, dc);
             hs_tstats_add(&sl->ts, r->bucket, db);
             r->ts_rows++;
             if (!sl->ts_dirty) r->ts_ndirty++;
@@ -140,7 +141,7 @@ int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb)
         /* A keyframe closes every k-th bucket; with buckets skipped (no
          * events), the last boundary crossed gets it: the state has not
          * changed since the current bucket ended. */
-        int64_t kb = (nb / r->k) * r->k - 1;
+        int64_t kb = hs_keyframe_before(nb, r->k);
         if (kb >= r->bucket && (rc = write_keyframe(s, r, kb))) return rc;
     }
     r->bucket = nb;

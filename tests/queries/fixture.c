@@ -6,7 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "hs_error.h"
+#include "hs_evcodec.h"
 #include "hs_proto.h"
 #include "hs_store.h"
 
@@ -416,4 +419,50 @@ void fx_tmp_path(char *out, size_t len, const char *name)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(out, len, "%s/hsq-%d-%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(), name);
+}
+
+int fx_events_to_wire(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *rd = NULL, *wr = NULL;
+    hs_evdec dec = {0};
+    static uint8_t buf[HS_FRAME_MAX];
+    int rc = HS_EDB;
+    if (sqlite3_open(path, &db) != SQLITE_OK) goto out;
+    if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT rowid, data FROM events ORDER BY rowid", -1, &rd, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db, "UPDATE events SET data = ?2 WHERE rowid = ?1", -1, &wr, NULL) !=
+            SQLITE_OK)
+        goto out;
+    /* the rows are read whole before each is rewritten in place (same rowid) */
+    while (sqlite3_step(rd) == SQLITE_ROW) {
+        if ((rc = hs_evdec_open(&dec, sqlite3_column_blob(rd, 1),
+                                (size_t)sqlite3_column_bytes(rd, 1))))
+            goto out;
+        hs_wr w;
+        hs_wr_init(&w, buf, sizeof buf);
+        hs_event e;
+        uint64_t prev = 0;
+        int more, first = 1;
+        while ((more = hs_evdec_next(&dec, &e)) == 1) {
+            if (first) hs_wr_varint(&w, prev = e.t_ns);
+            first = 0;
+            hs_event_put(&w, e.t_ns - prev, e.stack_id, e.is_free, e.size, e.weight);
+            prev = e.t_ns;
+        }
+        if ((rc = more ? more : w.err)) goto out;
+        sqlite3_bind_int64(wr, 1, sqlite3_column_int64(rd, 0));
+        sqlite3_bind_blob(wr, 2, buf, (int)hs_wr_len(&w), SQLITE_TRANSIENT);
+        rc = sqlite3_step(wr) == SQLITE_DONE ? 0 : HS_EDB;
+        sqlite3_reset(wr);
+        if (rc) goto out;
+    }
+    rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : HS_EDB;
+out:
+    sqlite3_finalize(rd);
+    sqlite3_finalize(wr);
+    sqlite3_close(db);
+    hs_evdec_free(&dec);
+    return rc;
 }

@@ -84,6 +84,12 @@ int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *d
  * work goes on from there). 0 or a negative code. */
 int fx_rank_step(void);
 
+/* Rewrites every events row of the database at path as what schemas before
+ * 6 stored (the EVENTS payload, protocol version 1), leaving user_version
+ * alone: with it set below 6 the file is such a database. 0 or a negative
+ * code. */
+int fx_events_to_wire(const char *path);
+
 /* A fresh temporary path (in $TMPDIR or /tmp) ending in name. */
 void fx_tmp_path(char *out, size_t len, const char *name);
 
