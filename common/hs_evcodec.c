@@ -32,19 +32,41 @@ enum { METHOD_STORED = 0, METHOD_ZSTD = 1 };
 
 /* ---- encoder ------------------------------------------------------------ */
 
-static void col_put(hs_evenc *enc, int c, uint64_t v)
+/* Events every column has room for (HS_VARINT_MAX bytes each), so that
+ * adding one writes without a check per value. */
+static size_t col_room(const hs_evenc *enc)
 {
-    if (enc->cap[c] - enc->len[c] < HS_VARINT_MAX) {
+    size_t room = SIZE_MAX;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        size_t r = (enc->cap[c] - enc->len[c]) / HS_VARINT_MAX;
+        if (r < room) room = r;
+    }
+    return room;
+}
+
+static int col_grow(hs_evenc *enc)
+{
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        if (enc->cap[c] - enc->len[c] >= 64 * HS_VARINT_MAX) continue;
         size_t ncap = enc->cap[c] ? enc->cap[c] * 2 : 4096;
         uint8_t *np = realloc(enc->col[c], ncap);
-        if (!np) {
-            enc->oom = 1;
-            return;
-        }
+        if (!np) return HS_ENOMEM;
         enc->col[c] = np;
         enc->cap[c] = ncap;
     }
-    enc->len[c] += hs_varint_encode(enc->col[c] + enc->len[c], v);
+    enc->room = col_room(enc);
+    return 0;
+}
+
+static inline void col_put(hs_evenc *enc, int c, uint64_t v)
+{
+    uint8_t *p = enc->col[c] + enc->len[c], *p0 = p;
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    enc->len[c] += (size_t)(p - p0);
 }
 
 void hs_evenc_begin(hs_evenc *enc, uint64_t q)
@@ -54,16 +76,22 @@ void hs_evenc_begin(hs_evenc *enc, uint64_t q)
     enc->n = enc->t0 = enc->k = 0;
     enc->q = q;
     enc->oom = 0;
+    enc->room = col_room(enc);
 }
 
 void hs_evenc_add(hs_evenc *enc, const hs_event *e)
 {
     assert(e->weight >= e->size);
+    if (!enc->room && (enc->oom || col_grow(enc))) {
+        enc->oom = 1;
+        return;
+    }
+    enc->room--;
     if (enc->n == 0) {
         enc->t0 = e->t_ns;
     } else {
         assert(e->t_ns >= enc->t0);
-        uint64_t k = (e->t_ns - enc->t0) / enc->q;
+        uint64_t d = e->t_ns - enc->t0, k = enc->q == 1 ? d : d / enc->q;
         assert(k >= enc->k);
         col_put(enc, HS_EVCOL_DT, k - enc->k);
         enc->k = k;

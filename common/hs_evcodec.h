@@ -44,7 +44,8 @@ typedef struct hs_evenc {
     size_t cat_cap;
     uint8_t *out; /* the last blob finished; lent until the next begin */
     size_t out_cap;
-    void *z; /* ZSTD_CCtx, kept between blobs */
+    void *z;     /* ZSTD_CCtx, kept between blobs */
+    size_t room; /* events every column has room for */
     uint64_t n, t0, q, k;
     int oom;
 } hs_evenc;
