@@ -113,6 +113,7 @@ struct hs_run {
 
     int64_t bucket;     /* current bucket, -1 before the first event */
     int64_t ts_rows;    /* delta rows written since the trace_stats rows were */
+    int64_t kf_deltas;  /* delta rows written since the last keyframe */
     uint32_t ts_ndirty; /* slots with ts_dirty */
     int64_t live_bytes;
     double live_count;

@@ -466,3 +466,61 @@ out:
     hs_evdec_free(&dec);
     return rc;
 }
+
+int fx_build_quiet(const char *path)
+{
+    fx *f = calloc(1, sizeof *f);
+    char err[256];
+    unlink(path);
+    hs_store_config cfg = {.granularity_ns = 100 * MS, .keyframe_every = 4};
+    int rc = hs_store_open(&f->s, path, &cfg, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: %s\n", err);
+        free(f);
+        return rc;
+    }
+    hs_hello h;
+    memset(&h, 0, sizeof h);
+    h.run_id[0] = 0xc1;
+    h.pid = 3000;
+    h.ppid = 1;
+    h.start_unix_ns = 1700000000000000000ull;
+    h.sample_bytes = 1;
+    h.max_depth = 64;
+    h.rss_interval_ms = 100;
+    h.program = str("/opt/app/bin/quiet");
+    h.hostname = str("testhost");
+    h.collector_version = str("test");
+    if (!(rc = hs_store_begin(f->s))) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
+    hs_wr wr;
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    for (uint64_t i = 0; i <= FX_QUIET_STACKS; i++) {
+        char fn[32];
+        snprintf(fn, sizeof fn, "site%llu", (unsigned long long)i);
+        hs_symbol sym = {.pc = 0x1000 + i,
+                         .function = str(fn),
+                         .file = str("/src/quiet.c"),
+                         .line = i + 1,
+                         .module = str("/opt/app/bin/quiet"),
+                         .module_offset = 0x1000 + i};
+        hs_symbol_put(&wr, &sym);
+    }
+    if (!rc) rc = frame(f, HS_FRAME_SYMBOLS, &wr);
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    for (uint64_t i = 0; i <= FX_QUIET_STACKS; i++) {
+        uint64_t pc = 0x1000 + i;
+        hs_stack_put(&wr, i + 1, &pc, 1);
+    }
+    if (!rc) rc = frame(f, HS_FRAME_STACKS, &wr);
+    /* stacks 2.. hold a block each from the start; stack 1 allocates a
+     * block in each bucket and frees it in the next */
+    for (uint64_t i = 1; i <= FX_QUIET_STACKS && !rc; i++) rc = ev(f, MS, i + 1, 0, 100);
+    for (uint64_t b = 0; b < FX_QUIET_BUCKETS && !rc; b++) {
+        if (b) rc = ev(f, b * 100 * MS + 5 * MS, 1, 1, 1000);
+        if (!rc) rc = ev(f, b * 100 * MS + 10 * MS, 1, 0, 1000);
+    }
+    if (!rc) rc = end_run(f, FX_QUIET_BUCKETS * 100 * MS - MS);
+    hs_store_free(f->s);
+    free(f);
+    return rc;
+}
