@@ -10,9 +10,11 @@
  *   varint  len[4], bytes of each column once decompressed
  *   ...     the columns, concatenated in HS_EVCOL_* order (compressed for 1)
  *
- * Column DT holds n - 1 steps k[i] - k[i-1], where k[i] = (t[i] - t0) / q
- * (rounded down), so the decoded time of event i is t0 + k[i] * q: exact
- * for q = 1. HEAD, SIZE and EXTRA hold n values each.
+ * Times are rounded down to a multiple of q (so that a q dividing a bucket
+ * width keeps every time in its bucket): t0 is the first one, and column DT
+ * holds n - 1 steps k[i] - k[i-1], where k[i] = (t[i] - t0) / q, so the
+ * decoded time of event i is t0 + k[i] * q: exact for q = 1. HEAD, SIZE and
+ * EXTRA hold n values each.
  */
 #include "hs_evcodec.h"
 
@@ -87,11 +89,12 @@ void hs_evenc_add(hs_evenc *enc, const hs_event *e)
         return;
     }
     enc->room--;
+    uint64_t t = enc->q == 1 ? e->t_ns : e->t_ns - e->t_ns % enc->q;
     if (enc->n == 0) {
-        enc->t0 = e->t_ns;
+        enc->t0 = t;
     } else {
-        assert(e->t_ns >= enc->t0);
-        uint64_t d = e->t_ns - enc->t0, k = enc->q == 1 ? d : d / enc->q;
+        assert(t >= enc->t0);
+        uint64_t d = t - enc->t0, k = enc->q == 1 ? d : d / enc->q;
         assert(k >= enc->k);
         col_put(enc, HS_EVCOL_DT, k - enc->k);
         enc->k = k;

@@ -50,8 +50,8 @@ typedef struct hs_evenc {
     int oom;
 } hs_evenc;
 
-/* Starts a blob whose times are kept to multiples of q ns past its first
- * event's (q = 1: exact). enc must be zeroed before its first use. */
+/* Starts a blob whose times are rounded down to multiples of q ns (q = 1:
+ * exact). enc must be zeroed before its first use. */
 void hs_evenc_begin(hs_evenc *enc, uint64_t q);
 /* Appends one event; times must not decrease within a blob. */
 void hs_evenc_add(hs_evenc *enc, const hs_event *e);

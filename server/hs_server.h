@@ -53,6 +53,7 @@ typedef struct hs_server_config {
     const char *read_token; /* NULL: none; else HTTP also admits it (never HELLO) */
     const char *web_root;   /* NULL: none */
     uint64_t granularity_ns;
+    uint64_t event_time_ns; /* stored event times to multiples of it; 0: exact */
     uint64_t grace_ns;
     uint64_t retain_events_ns;  /* 0: forever */
     uint64_t hello_timeout_ns;  /* accept to a complete HELLO; 0: none */

@@ -371,7 +371,9 @@ static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_
     /* Pass 2: apply, from the entries decoded above when they all fit. */
     int cached = n <= s->evcache_cap;
     if (!cached) src_begin(src);
-    if (seq >= 0) hs_evenc_begin(&s->enc, s->event_quantum_ns);
+    /* a quantum that divides the run's bucket width keeps each stored time
+     * in the bucket its event was counted in (a replay rebuilds the same) */
+    if (seq >= 0) hs_evenc_begin(&s->enc, r->g % s->event_quantum_ns ? 1 : s->event_quantum_ns);
     for (uint32_t i = 0; i < n; i++) {
         const hs_event *ep = &e;
         if (cached)
