@@ -47,7 +47,7 @@ PY
 workload() {
     case $1 in
     sqlite3) echo "sqlite3 $tmp/work/w.db" ;;
-    cc1) echo "$cc1 -quiet -imultiarch $(gcc -print-multiarch) -D_GNU_SOURCE -O2 -I$root/common -I$root/schema -I$root/queries $root/queries/q.c -o $tmp/work/q.s" ;;
+    cc1) echo "$cc1 -quiet -imultiarch $(gcc -print-multiarch) -D_GNU_SOURCE -O2 -I$root/common $root/common/hs_wire.c -o $tmp/work/w.s" ;;
     python3) echo "env PYTHONMALLOC=malloc $python $tmp/work.py $PY_ITEMS" ;;
     esac
 }
