@@ -48,7 +48,7 @@ workload() {
     case $1 in
     sqlite3) echo "sqlite3 $tmp/work/w.db" ;;
     cc1) echo "$cc1 -quiet -imultiarch $(gcc -print-multiarch) -D_GNU_SOURCE -O2 -I$root/common $root/common/hs_wire.c -o $tmp/work/w.s" ;;
-    python3) echo "env PYTHONMALLOC=malloc $python $tmp/work.py $PY_ITEMS" ;;
+    python3) echo "$python $tmp/work.py $PY_ITEMS" ;; # with PYTHONMALLOC=malloc (below)
     esac
 }
 stdin_of() { [ "$1" = sqlite3 ] && echo "$tmp/insert.sql" || echo /dev/null; }
@@ -56,6 +56,8 @@ stdin_of() { [ "$1" = sqlite3 ] && echo "$tmp/insert.sql" || echo /dev/null; }
 printf '%-8s %10s %14s %14s %7s %10s %10s %10s %10s\n' program events heaptrack_B db_B ratio \
     events_B rollups_B stacks_B other_B
 for w in $WORKLOADS; do
+    # every allocation through malloc; exported, since heaptrack follows no exec (env)
+    if [ "$w" = python3 ]; then export PYTHONMALLOC=malloc; else unset PYTHONMALLOC; fi
     rm -rf "$tmp/work" && mkdir "$tmp/work"
     db=$tmp/$w.db
     # shellcheck disable=SC2046
