@@ -27,7 +27,8 @@
     X(TIMEOUT, "timed out")                                                                        \
     X(NOTSUP, "not supported")                                                                     \
     X(CLOSED, "connection closed")                                                                 \
-    X(NOSPC, "no space left on device")
+    X(NOSPC, "no space left on device")                                                            \
+    X(CORRUPT, "stored data is corrupt")
 
 enum {
     HS_OK = 0,

@@ -12,17 +12,28 @@ const uint8_t hs_magic[HS_MAGIC_LEN] = {0x89, 'H', 'S', 'P', '\r', '\n', 0x1a, '
 const char *hs_frame_name(int type)
 {
     switch (type) {
-    case HS_FRAME_HELLO: return "HELLO";
-    case HS_FRAME_MAPPINGS: return "MAPPINGS";
-    case HS_FRAME_SYMBOLS: return "SYMBOLS";
-    case HS_FRAME_STACKS: return "STACKS";
-    case HS_FRAME_EVENTS: return "EVENTS";
-    case HS_FRAME_PROCESS: return "PROCESS";
-    case HS_FRAME_SIZES: return "SIZES";
-    case HS_FRAME_DROPS: return "DROPS";
-    case HS_FRAME_BYE: return "BYE";
-    case HS_FRAME_ACK: return "ACK";
-    case HS_FRAME_REFUSE: return "REFUSE";
+    case HS_FRAME_HELLO:
+        return "HELLO";
+    case HS_FRAME_MAPPINGS:
+        return "MAPPINGS";
+    case HS_FRAME_SYMBOLS:
+        return "SYMBOLS";
+    case HS_FRAME_STACKS:
+        return "STACKS";
+    case HS_FRAME_EVENTS:
+        return "EVENTS";
+    case HS_FRAME_PROCESS:
+        return "PROCESS";
+    case HS_FRAME_SIZES:
+        return "SIZES";
+    case HS_FRAME_DROPS:
+        return "DROPS";
+    case HS_FRAME_BYE:
+        return "BYE";
+    case HS_FRAME_ACK:
+        return "ACK";
+    case HS_FRAME_REFUSE:
+        return "REFUSE";
     }
     return NULL;
 }
@@ -30,16 +41,26 @@ const char *hs_frame_name(int type)
 const char *hs_drop_name(int kind)
 {
     switch (kind) {
-    case HS_DROP_ALLOC_EVENTS: return "alloc_events";
-    case HS_DROP_FREE_EVENTS: return "free_events";
-    case HS_DROP_ALLOC_BYTES: return "alloc_bytes";
-    case HS_DROP_FREE_BYTES: return "free_bytes";
-    case HS_DROP_STACKS_TRUNCATED: return "stacks_truncated";
-    case HS_DROP_UNWIND_FAILED: return "unwind_failed";
-    case HS_DROP_LIVE_SET_FULL: return "live_set_full";
-    case HS_DROP_PYTHON_FALLBACK: return "python_fallback";
-    case HS_DROP_MAIN_END_NS: return "main_end_ns";
-    case HS_DROP_PYTHON_SMALL_UNSEEN: return "python_small_unseen";
+    case HS_DROP_ALLOC_EVENTS:
+        return "alloc_events";
+    case HS_DROP_FREE_EVENTS:
+        return "free_events";
+    case HS_DROP_ALLOC_BYTES:
+        return "alloc_bytes";
+    case HS_DROP_FREE_BYTES:
+        return "free_bytes";
+    case HS_DROP_STACKS_TRUNCATED:
+        return "stacks_truncated";
+    case HS_DROP_UNWIND_FAILED:
+        return "unwind_failed";
+    case HS_DROP_LIVE_SET_FULL:
+        return "live_set_full";
+    case HS_DROP_PYTHON_FALLBACK:
+        return "python_fallback";
+    case HS_DROP_MAIN_END_NS:
+        return "main_end_ns";
+    case HS_DROP_PYTHON_SMALL_UNSEEN:
+        return "python_small_unseen";
     }
     return NULL;
 }

@@ -60,6 +60,7 @@ uint64_t hs_rd_varint(hs_rd *rd)
 {
     uint64_t v = 0;
     if (rd->err) return 0;
+    if (rd->p < rd->end && *rd->p < 0x80) return *rd->p++; /* most values: one byte */
     int n = hs_varint_decode(rd->p, rd->end, &v);
     if (n <= 0) {
         rd_fail(rd, n == 0 ? HS_ETRUNC : HS_EPROTO);

@@ -17,7 +17,9 @@
 #include <zlib.h>
 
 #include "hs_error.h"
+#include "hs_evcodec.h"
 #include "hs_proto.h"
+#include "hs_schema.h"
 #include "q_internal.h"
 
 /* ---- protobuf encoding ---------------------------------------------------- */
@@ -154,7 +156,8 @@ static int xset_live(hs_q *q, hs__state *s, xset *x, hs_qerr *err)
 static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_qerr *err)
 {
     hs__map stacks = {0};
-    int rc = HS_EDB, s;
+    hs_evdec dec = {0};
+    int rc = HS_EDB, s, more;
     sqlite3_stmt *st = hs__stmt(q, ST_RUN_STACKS, err);
     if (!st) goto out;
     sqlite3_bind_int64(st, 1, run->id);
@@ -172,13 +175,13 @@ static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_q
     if (!(st = hs__stmt(q, ST_EVENTS, err))) goto out;
     sqlite3_bind_int64(st, 1, run->id);
     sqlite3_bind_int64(st, 2, at_ns);
+    int schema = hs_schema_db_version(q->db);
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        hs_batch_it it;
         hs_event ev;
         const uint8_t *data = sqlite3_column_blob(st, 0);
         size_t len = (size_t)sqlite3_column_bytes(st, 0);
-        if (hs_events_begin(&it, data, len)) continue;
-        while (hs_events_next(&it, &ev) == 1) {
+        if ((more = hs_evdec_open_row(&dec, schema, data, len))) goto corrupt;
+        while ((more = hs_evdec_next(&dec, &ev)) == 1) {
             if (ev.is_free || (int64_t)ev.t_ns > at_ns) continue;
             uint64_t trace;
             if (!hs__map_get(&stacks, ev.stack_id, &trace)) continue;
@@ -188,6 +191,7 @@ static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_q
             x->t[ix].alloc_space += (double)ev.weight;
             x->t[ix].alloc_objects += ev.size ? (double)ev.weight / (double)ev.size : 1.0;
         }
+        if (more) goto corrupt;
     }
     sqlite3_reset(st);
     if (s != SQLITE_DONE) {
@@ -196,8 +200,14 @@ static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_q
         goto out;
     }
     rc = 0;
+    goto out;
+corrupt:
+    sqlite3_reset(st);
+    rc = hs__err(err, 500, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
+                 hs_strerror(more));
 out:
     hs__map_free(&stacks);
+    hs_evdec_free(&dec);
     return rc;
 }
 

@@ -12,6 +12,7 @@
 #include "hs_error.h"
 #include "hs_proto.h"
 #include "hs_schema.h"
+#include "hs_snap.h"
 #include "q_internal.h"
 
 /* ---- string map ----------------------------------------------------------- */
@@ -179,27 +180,34 @@ const char *const hs__stmt_sql[ST__COUNT] = {
     [ST_RUN] = "SELECT " RUN_COLS " FROM runs WHERE id = ?1",
     [ST_LABELS] = "SELECT key, value FROM run_labels WHERE run = ?1 ORDER BY key",
     [ST_KEYFRAME] =
-        "SELECT MAX(bucket) FROM snapshots WHERE run = ?1 AND kind = 1 AND bucket <= ?2",
-    [ST_KF_ROWS] = "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = 1 AND "
-                   "bucket = ?2",
-    [ST_DELTA_ROWS] = "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = 0 AND "
-                      "bucket > ?2 AND bucket <= ?3",
-    [ST_PEAK_BUCKET] = "SELECT MAX(bucket) FROM snapshots WHERE run = ?1 AND kind = 2",
-    [ST_PEAK_ROWS] = "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = 2 AND "
-                     "bucket = ?2",
+        "SELECT MAX(bucket) FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_KEYFRAME_SQL
+        " AND bucket <= ?2",
+    [ST_KF_ROWS] =
+        "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_KEYFRAME_SQL
+        " AND bucket = ?2",
+    [ST_DELTA_ROWS] =
+        "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_DELTA_SQL
+        " AND bucket > ?2 AND bucket <= ?3",
+    [ST_PEAK_BUCKET] =
+        "SELECT MAX(bucket) FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL,
+    [ST_PEAK_ROWS] =
+        "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL
+        " AND bucket = ?2",
     [ST_NODE] = "SELECT parent, frame, depth FROM traces WHERE id = ?1",
     [ST_FRAME] = "SELECT function, file, line, module, module_offset FROM frames WHERE id = ?1",
     [ST_SERIES] = "SELECT bucket, live_bytes, max_bytes, live_count FROM heap_series WHERE run = "
                   "?1 ORDER BY bucket",
     [ST_RSS] = "SELECT t_ns, rss_bytes, vsize_bytes FROM process_samples WHERE run = ?1 ORDER BY "
                "t_ns",
-    [ST_DELTAS_AFTER] = "SELECT bucket, trace, bytes FROM snapshots WHERE run = ?1 AND kind = 0 "
-                        "AND bucket > ?2 ORDER BY bucket",
+    [ST_DELTAS_AFTER] =
+        "SELECT bucket, trace, bytes FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_DELTA_SQL
+        " AND bucket > ?2 ORDER BY bucket",
     /* one trace's delta rows, by the buckets that have rows at all: a key
      * lookup per bucket rather than a pass over every trace's rows */
-    [ST_TRACE_DELTAS] = "SELECT h.bucket, s.bytes FROM heap_series h CROSS JOIN snapshots s ON "
-                        "s.run = h.run AND s.kind = 0 AND s.bucket = h.bucket AND s.trace = ?4 "
-                        "WHERE h.run = ?1 AND h.bucket >= ?2 AND h.bucket <= ?3 ORDER BY h.bucket",
+    [ST_TRACE_DELTAS] =
+        "SELECT h.bucket, s.bytes FROM heap_series h CROSS JOIN snapshots s ON "
+        "s.run = h.run AND s.kind = " HS_SNAP_DELTA_SQL " AND s.bucket = h.bucket AND s.trace = ?4 "
+        "WHERE h.run = ?1 AND h.bucket >= ?2 AND h.bucket <= ?3 ORDER BY h.bucket",
     [ST_TSTATS_MARK] = "SELECT stats_bucket FROM runs WHERE id = ?1",
     [ST_TSTATS_ROWS] = "SELECT trace, " HS_TSTATS_COLS " FROM trace_stats WHERE run = ?1",
     [ST_SIZES] = "SELECT bucket, allocs, bytes FROM size_hist WHERE run = ?1 ORDER BY bucket",
@@ -346,7 +354,7 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
     int64_t end_ns = sqlite3_column_int64(st, 9);
     if (sqlite3_column_type(st, 9) == SQLITE_NULL) end_ns = 0;
     /* An open run's end_ns may lag its data; the data's extent is a floor. */
-    int64_t data_end = (out->last_bucket + 1) * out->g;
+    int64_t data_end = hs_bucket_end(out->last_bucket, out->g);
     int64_t peak_t = sqlite3_column_int64(st, 14);
     if (end_ns <= 0) end_ns = data_end;
     if (end_ns < peak_t) end_ns = peak_t;
@@ -609,10 +617,10 @@ int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, 
     out->kind = t->kind;
     out->exact = 0;
     int64_t last = run->last_bucket;
-    if (last < (run->end_ns - 1) / run->g) last = run->end_ns > 0 ? (run->end_ns - 1) / run->g : 0;
+    if (last < hs_bucket_at(run->end_ns, run->g)) last = hs_bucket_at(run->end_ns, run->g);
     switch (t->kind) {
     case HS_TSEL_PEAK:
-        out->bucket = run->peak_t_ns / run->g;
+        out->bucket = hs_bucket_of((uint64_t)run->peak_t_ns, (uint64_t)run->g);
         out->at_ns = run->peak_t_ns;
         return 0;
     case HS_TSEL_END:
@@ -638,9 +646,9 @@ int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, 
                            t->ns / 1e9, run->id, run->end_ns / 1e9, run->end_ns / 1e9);
         /* the bucket (b*g, (b+1)*g] holding T, so that T = a bucket's end is
          * that bucket, as history's points show it */
-        out->bucket = t->ns > 0 ? (t->ns - 1) / run->g : 0;
+        out->bucket = hs_bucket_at(t->ns, run->g);
         if (out->bucket > last) out->bucket = last;
-        out->at_ns = (out->bucket + 1) * run->g;
+        out->at_ns = hs_bucket_end(out->bucket, run->g);
         if (out->at_ns > run->end_ns) out->at_ns = run->end_ns;
         return 0;
     }

@@ -14,7 +14,9 @@
 #include <time.h>
 
 #include "hs_error.h"
+#include "hs_evcodec.h"
 #include "hs_proto.h"
+#include "hs_schema.h"
 #include "q_internal.h"
 
 #define SQL_MAX_LEN      (64 * 1024)
@@ -272,9 +274,10 @@ typedef struct er_cursor {
     sqlite3_stmt *frames; /* SELECT seq, data FROM events WHERE run = ? ORDER BY seq */
     hs__map stacks;
     int64_t run, rowid, seq;
+    int schema; /* the database's: says how its events rows are encoded */
     uint8_t *data;
     size_t len;
-    hs_batch_it it;
+    hs_evdec dec;
     hs_event ev;
     int eof;
 } er_cursor;
@@ -336,9 +339,20 @@ static int er_close(sqlite3_vtab_cursor *cur)
     er_cursor *c = (er_cursor *)cur;
     sqlite3_finalize(c->frames);
     hs__map_free(&c->stacks);
+    hs_evdec_free(&c->dec);
     free(c->data);
     sqlite3_free(c);
     return SQLITE_OK;
+}
+
+/* A stored events row that cannot be decoded (common/hs_evcodec.h). */
+static int er_corrupt(er_cursor *c, int rc)
+{
+    sqlite3_vtab *v = c->base.pVtab;
+    sqlite3_free(v->zErrMsg);
+    v->zErrMsg = sqlite3_mprintf("event_rows: events row seq %lld of run %lld: %s",
+                                 (long long)c->seq, (long long)c->run, hs_strerror(rc));
+    return rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_CORRUPT;
 }
 
 /* Loads the next EVENTS frame that has entries; sets eof at the end. */
@@ -359,8 +373,9 @@ static int er_next_frame(er_cursor *c)
         free(c->data);
         c->data = p;
         c->len = n;
-        if (hs_events_begin(&c->it, c->data, c->len)) continue;
-        if (hs_events_next(&c->it, &c->ev) == 1) return SQLITE_OK;
+        int rc = hs_evdec_open_row(&c->dec, c->schema, c->data, c->len);
+        if (!rc && (rc = hs_evdec_next(&c->dec, &c->ev)) == 1) return SQLITE_OK;
+        if (rc) return er_corrupt(c, rc);
     }
 }
 
@@ -368,7 +383,9 @@ static int er_next(sqlite3_vtab_cursor *cur)
 {
     er_cursor *c = (er_cursor *)cur;
     c->rowid++;
-    if (hs_events_next(&c->it, &c->ev) == 1) return SQLITE_OK;
+    int rc = hs_evdec_next(&c->dec, &c->ev);
+    if (rc == 1) return SQLITE_OK;
+    if (rc) return er_corrupt(c, rc);
     return er_next_frame(c);
 }
 
@@ -380,6 +397,7 @@ static int er_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr, int 
     er_vtab *v = (er_vtab *)cur->pVtab;
     if (idx != 1 || argc < 1) return SQLITE_CONSTRAINT;
     c->run = sqlite3_value_int64(argv[0]);
+    c->schema = hs_schema_db_version(v->db);
     c->eof = 0;
     c->rowid = 0;
     hs__map_free(&c->stacks);

@@ -12,13 +12,20 @@
 #include <unistd.h>
 
 #include "hs_error.h"
+#include "hs_evrecode.h"
 #include "hs_tstats.h"
 
 /* What a migration does beyond its SQL file, in the same transaction: the
  * backfills that SQL cannot do the way the code does them. */
 static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
 {
-    return version == 2 ? hs_tstats_backfill(db, errmsg, errlen) : 0;
+    switch (version) {
+    case 2:
+        return hs_tstats_backfill(db, errmsg, errlen);
+    case 6:
+        return hs_events_recode(db, errmsg, errlen);
+    }
+    return 0;
 }
 
 static void set_err(char *buf, size_t len, const char *fmt, ...)
@@ -43,6 +50,12 @@ static int user_version(sqlite3 *db, int *out)
     *out = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) : 0;
     sqlite3_finalize(st);
     return rc == SQLITE_ROW ? 0 : HS_EDB;
+}
+
+int hs_schema_db_version(sqlite3 *db)
+{
+    int v = 0;
+    return user_version(db, &v) ? 0 : v;
 }
 
 int hs_schema_migrate(sqlite3 *db, char *errmsg, size_t errlen)

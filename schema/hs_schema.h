@@ -61,4 +61,8 @@ int hs_schema_readonly_why(const char *path, char *why, size_t whylen);
 /* The schema version this build writes. */
 int hs_schema_version(void);
 
+/* The schema version db is at (PRAGMA user_version); 0 when unreadable. A
+ * read-only reader may open a database older than hs_schema_version(). */
+int hs_schema_db_version(sqlite3 *db);
+
 #endif

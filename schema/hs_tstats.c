@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_snap.h"
 
 void hs_tstats_close(hs_tstats *t, int64_t upto)
 {
@@ -111,8 +112,8 @@ int hs_tstats_backfill(sqlite3 *db, char *errmsg, size_t errlen)
 {
     static const char *const sql[] = {
         "SELECT id FROM runs ORDER BY id",
-        "SELECT trace, bucket, bytes FROM snapshots WHERE run = ?1 AND kind = 0 "
-        "ORDER BY trace, bucket",
+        "SELECT trace, bucket, bytes FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_DELTA_SQL
+        " ORDER BY trace, bucket",
         "INSERT OR REPLACE INTO trace_stats (run, trace, " HS_TSTATS_COLS ") VALUES (?1, ?2, ?3, "
         "?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
         "UPDATE runs SET stats_bucket = ?2 WHERE id = ?1",

@@ -54,6 +54,7 @@ typedef struct hs_server_config {
     const char *web_root;   /* NULL: none */
     int ready_fd;           /* says "PORT\n" there once listening (hs_spawn.h); -1: none */
     uint64_t granularity_ns;
+    uint64_t event_time_ns; /* stored event times to multiples of it; 0: exact */
     uint64_t grace_ns;
     uint64_t retain_events_ns;  /* 0: forever */
     uint64_t hello_timeout_ns;  /* accept to a complete HELLO; 0: none */

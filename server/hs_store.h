@@ -8,9 +8,9 @@
  * bucket, the peak). Not thread-safe: exactly one thread uses an hs_store.
  *
  * Rows written per run: the runs row (counters and next_seq updated in each
- * transaction that touched the run), one events row per EVENTS frame (the
- * payload verbatim), and, whenever a run's events leave a time bucket, that
- * bucket's snapshot deltas and heap_series row, a keyframe every
+ * transaction that touched the run), one events row per EVENTS frame (its
+ * entries in the storage codec, common/hs_evcodec.h), and, whenever a run's
+ * events leave a time bucket, that bucket's snapshot deltas and heap_series row, a keyframe every
  * keyframe_every buckets and at the run's end, and the state at the peak.
  * The bucket in progress lives only in memory: after a restart a resumed or
  * lost run is rebuilt by replaying its stored events (hs_store_run_open), so
@@ -40,6 +40,7 @@ typedef struct hs_run hs_run;
 typedef struct hs_store_config {
     uint64_t granularity_ns; /* width of a rollup bucket for new runs; 0: 1 s */
     uint32_t keyframe_every; /* a keyframe every K buckets; 0: 32 */
+    uint64_t event_time_ns;  /* stored events keep times to multiples of it; 0: 1 (exact) */
 } hs_store_config;
 
 /* Opens (creating and migrating) the database at path. On failure writes a

@@ -27,6 +27,10 @@ static void usage(FILE *f)
         "  --listen HOST:PORT   address to listen on (default 127.0.0.1:%d; port 0 picks a\n"
         "                       free port, logged as \"listening on HOST:PORT\")\n"
         "  --granularity DUR    width of a rollup bucket, e.g. 100ms, 1s, 1m (default 1s)\n"
+        "  --event-time DUR     keep stored event times to multiples of DUR, which must\n"
+        "                       divide the granularity (default 1ns: exact); e.g. 100us\n"
+        "                       makes every-allocation runs several times smaller, the\n"
+        "                       rollups still come from exact times\n"
         "  --grace DUR          how long a run whose connection was lost waits for the\n"
         "                       collector to reconnect before it is closed as lost (default 10s)\n"
         "  --retain-events DAYS delete raw events older than DAYS (a decimal number) of runs\n"
@@ -121,11 +125,12 @@ int main(int argc, char **argv)
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
         char name[32];
         snprintf(name, sizeof name, "%.*s", (int)(nlen < 31 ? nlen : 31), a);
-        static const char *const known[] = {"--db",           "--listen",        "--granularity",
-                                            "--grace",        "--retain-events", "--token",
-                                            "--read-token",   "--web-root",      "--header-timeout",
-                                            "--idle-timeout", "--hello-timeout", "--frame-timeout",
-                                            "--ready-fd",     "--alloc-wrappers"};
+        static const char *const known[] = {
+            "--db",           "--listen",         "--granularity",
+            "--grace",        "--retain-events",  "--token",
+            "--read-token",   "--web-root",       "--header-timeout",
+            "--idle-timeout", "--hello-timeout",  "--frame-timeout",
+            "--ready-fd",     "--alloc-wrappers", "--event-time"};
         int ok = 0;
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
@@ -148,6 +153,15 @@ int main(int argc, char **argv)
                 fprintf(stderr,
                         "heapstore-server: bad --granularity '%s': a duration of at least 1ms, "
                         "such as 100ms or 1s\n",
+                        val);
+                return 2;
+            }
+        } else if (!strcmp(name, "--event-time")) {
+            bad = hs_parse_duration(val, &cfg.event_time_ns) || cfg.event_time_ns < 1;
+            if (bad) {
+                fprintf(stderr,
+                        "heapstore-server: bad --event-time '%s': a duration of at least 1ns, "
+                        "such as 1us or 100us\n",
                         val);
                 return 2;
             }
@@ -207,6 +221,11 @@ int main(int argc, char **argv)
         cfg.db_path = db_buf;
     }
     if (!cfg.web_root) cfg.web_root = web_root = default_web_root();
+    if (cfg.event_time_ns && cfg.granularity_ns % cfg.event_time_ns) {
+        fprintf(stderr, "heapstore-server: --event-time must divide --granularity, so that a "
+                        "stored event stays in the bucket it was counted in\n");
+        return 2;
+    }
     int rc = hs_server_run(&cfg);
     free(web_root);
     return rc ? 1 : 0;

@@ -839,7 +839,8 @@ int hs_server_run(const hs_server_config *cfg)
     }
     char err[512] = "";
     hs_store *store = NULL;
-    hs_store_config scfg = {.granularity_ns = cfg->granularity_ns};
+    hs_store_config scfg = {.granularity_ns = cfg->granularity_ns,
+                            .event_time_ns = cfg->event_time_ns};
     if ((rc = hs_store_open(&store, cfg->db_path, &scfg, err, sizeof err))) {
         hs_log("%s", err[0] ? err : hs_strerror(rc));
         goto fail_loop;

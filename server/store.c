@@ -15,6 +15,7 @@
 #include "hs_error.h"
 #include "hs_text.h"
 #include "hs_schema.h"
+#include "hs_snap.h"
 #include "store_int.h"
 
 static const char *const stmt_sql[ST_COUNT] = {
@@ -63,7 +64,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                   "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_SNAP] = "INSERT OR REPLACE INTO snapshots (run, kind, bucket, trace, bytes, count) "
                 "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshots WHERE run = ?1 AND kind = 2",
+    [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL,
     [ST_SERIES] = "INSERT OR REPLACE INTO heap_series (run, bucket, live_bytes, live_count, "
                   "max_bytes, alloc_bytes, free_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_PROCESS] = "INSERT OR REPLACE INTO process_samples (run, t_ns, rss_bytes, vsize_bytes) "
@@ -162,6 +163,7 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
     s->lock_fd = -1;
     s->granularity_ns = cfg && cfg->granularity_ns ? cfg->granularity_ns : 1000000000ull;
     s->keyframe_every = cfg && cfg->keyframe_every ? cfg->keyframe_every : 32;
+    s->event_quantum_ns = cfg && cfg->event_time_ns ? cfg->event_time_ns : 1;
     int rc = take_lock(s, path, err, errlen);
     if (rc) goto fail;
     rc = hs_schema_open(&s->db, path, HS_SCHEMA_ALLOW_READONLY, err, errlen);
@@ -250,6 +252,8 @@ void hs_store_free(hs_store *s)
     if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
     free(s->scratch);
     free(s->evcache);
+    hs_evenc_free(&s->enc);
+    hs_evdec_free(&s->dec);
     free(s);
 }
 
@@ -560,7 +564,7 @@ static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
     while (!rc && (step = sqlite3_step(ev)) == SQLITE_ROW) {
         const uint8_t *p = sqlite3_column_blob(ev, 1);
         size_t n = (size_t)sqlite3_column_bytes(ev, 1);
-        rc = hs__store_events(s, r, p ? p : (const uint8_t *)"", n, -1, err, errlen);
+        rc = hs__store_replay_events(s, r, p ? p : (const uint8_t *)"", n, err, errlen);
     }
     if (!rc && step != SQLITE_DONE) rc = HS_EDB;
     sqlite3_finalize(ev);

@@ -2,6 +2,7 @@
  * rows and rollup changes. Every entry is checked against the protocol's
  * rules before it is used; see hs_store_run_frame() for what an error
  * leaves behind. */
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_snap.h"
 #include "store_int.h"
 
 static int grow_slots(hs_run *r)
@@ -264,16 +266,37 @@ static void apply_event(hs_run *r, uint32_t idx, const hs_event *e)
     if (e->t_ns > r->end_ns) r->end_ns = e->t_ns;
 }
 
-int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64_t seq, char *err,
-                     size_t errlen)
+/* Where the entries of an EVENTS batch come from: a frame off the wire, or
+ * a stored blob being replayed (dec, already open). Both can be read twice. */
+typedef struct ev_src {
+    const uint8_t *p;
+    size_t len;
+    hs_batch_it wire;
+    hs_evdec *dec;
+} ev_src;
+
+static int src_begin(ev_src *src)
 {
-    hs_batch_it it;
+    if (!src->dec) return hs_events_begin(&src->wire, src->p, src->len);
+    hs_evdec_rewind(src->dec);
+    return 0;
+}
+
+static int src_next(ev_src *src, hs_event *e)
+{
+    return src->dec ? hs_evdec_next(src->dec, e) : hs_events_next(&src->wire, e);
+}
+
+/* The entries of src, at most nmax, applied to the rollups; with seq >= 0
+ * also stored, encoded, as events row seq. */
+static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_t seq, char *err,
+                        size_t errlen)
+{
     hs_event e;
-    int rc = hs_events_begin(&it, p, len), more;
+    int rc = src_begin(src), more;
     if (rc) goto bad;
-    /* Pass 1: validate every entry and resolve its slot. An entry takes at
-     * least 4 bytes, so len / 4 bounds the scratch space. */
-    size_t need = len / 4 + 1;
+    /* Pass 1: validate every entry and resolve its slot. */
+    size_t need = nmax + 1;
     if (need > s->scratch_cap) {
         uint32_t *ns = realloc(s->scratch, need * sizeof *ns);
         if (!ns) return HS_ENOMEM;
@@ -289,15 +312,16 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
         }
     }
     uint32_t n = 0;
-    uint64_t t_first = it.t, t_last = it.t;
+    uint64_t t_first = 0, t_last = 0;
     /* The run's byte totals as the frame would leave them: each must stay
      * within +-2^61 (2 EiB), so that no sum or difference the store and the
      * queries compute from them can overflow. Each weight is below 2^61, so
      * this arithmetic cannot overflow either. */
     const int64_t lim = INT64_MAX / 4;
     int64_t live = r->live_bytes, total = r->total_alloc_bytes;
-    while ((more = hs_events_next(&it, &e)) == 1) {
+    while ((more = src_next(src, &e)) == 1) {
         uint64_t idx;
+        assert(n < need);
         if (!hs_map_get(&r->stacks, e.stack_id, &idx)) {
             hs__store_seterr(err, errlen,
                              "EVENTS entry %u uses stack id %" PRIu64 " never defined by STACKS", n,
@@ -346,33 +370,65 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
     }
     /* Pass 2: apply, from the entries decoded above when they all fit. */
     int cached = n <= s->evcache_cap;
-    hs_events_begin(&it, p, len);
+    if (!cached) src_begin(src);
+    /* a quantum that divides the run's bucket width keeps each stored time
+     * in the bucket its event was counted in (a replay rebuilds the same) */
+    if (seq >= 0) hs_evenc_begin(&s->enc, r->g % s->event_quantum_ns ? 1 : s->event_quantum_ns);
     for (uint32_t i = 0; i < n; i++) {
         const hs_event *ep = &e;
         if (cached)
             ep = &s->evcache[i];
         else
-            hs_events_next(&it, &e);
-        int64_t b = (int64_t)(ep->t_ns / r->g);
+            src_next(src, &e);
+        if (seq >= 0) hs_evenc_add(&s->enc, ep);
+        int64_t b = hs_bucket_of(ep->t_ns, r->g);
         /* Batches from different threads may overlap in time: an event older
          * than the current bucket counts in the current bucket. */
         if (b > r->bucket && (rc = hs__rollup_advance(s, r, b))) return rc;
         apply_event(r, s->scratch[i], ep);
     }
     if (seq >= 0 && n > 0) {
+        const uint8_t *blob;
+        size_t bloblen;
+        if ((rc = hs_evenc_finish(&s->enc, &blob, &bloblen))) return rc;
         sqlite3_stmt *st = s->st[ST_EVENTS];
         sqlite3_bind_int64(st, 1, r->id);
         sqlite3_bind_int64(st, 2, seq);
         sqlite3_bind_int64(st, 3, (int64_t)t_first);
         sqlite3_bind_int64(st, 4, (int64_t)t_last);
         sqlite3_bind_int64(st, 5, n);
-        sqlite3_bind_blob(st, 6, p, (int)len, SQLITE_STATIC);
+        sqlite3_bind_blob(st, 6, blob, (int)bloblen, SQLITE_STATIC);
         if ((rc = hs__store_step_done(s, st))) return rc;
     }
     return 0;
 bad:
-    hs__store_seterr(err, errlen, "malformed EVENTS frame: %s", hs_strerror(rc));
+    if (src->dec)
+        hs__store_seterr(err, errlen, "events row of run %" PRId64 " cannot be read: %s", r->id,
+                         hs_strerror(rc));
+    else
+        hs__store_seterr(err, errlen, "malformed EVENTS frame: %s", hs_strerror(rc));
     return rc;
+}
+
+int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64_t seq, char *err,
+                     size_t errlen)
+{
+    /* An entry takes at least 4 bytes on the wire. */
+    ev_src src = {.p = p, .len = len};
+    return apply_events(s, r, &src, len / 4, seq, err, errlen);
+}
+
+int hs__store_replay_events(hs_store *s, hs_run *r, const uint8_t *blob, size_t len, char *err,
+                            size_t errlen)
+{
+    int rc = hs_evdec_open(&s->dec, blob, len);
+    if (rc) {
+        hs__store_seterr(err, errlen, "events row of run %" PRId64 " cannot be read: %s", r->id,
+                         hs_strerror(rc));
+        return rc;
+    }
+    ev_src src = {.dec = &s->dec};
+    return apply_events(s, r, &src, (size_t)hs_evdec_count(&s->dec), -1, err, errlen);
 }
 
 /* ---- PROCESS, SIZES, DROPS --------------------------------------------- */

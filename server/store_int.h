@@ -13,6 +13,7 @@
 #ifndef HS_STORE_INT_H
 #define HS_STORE_INT_H
 
+#include "hs_evcodec.h"
 #include "hs_map.h"
 #include "hs_store.h"
 #include "hs_tstats.h"
@@ -112,6 +113,7 @@ struct hs_run {
 
     int64_t bucket;     /* current bucket, -1 before the first event */
     int64_t ts_rows;    /* delta rows written since the trace_stats rows were */
+    int64_t kf_deltas;  /* delta rows written since the last keyframe */
     uint32_t ts_ndirty; /* slots with ts_dirty */
     int64_t live_bytes;
     double live_count;
@@ -150,8 +152,11 @@ struct hs_store {
     int wal_stuck;     /* readers kept the WAL from being copied or starting over */
     uint32_t *scratch; /* slot of each entry of the EVENTS frame being applied */
     size_t scratch_cap;
-    hs_event *evcache;  /* the entries decoded by the validating pass, so that the */
-    size_t evcache_cap; /* applying pass need not decode them again (bounded) */
+    hs_event *evcache;         /* the entries decoded by the validating pass, so that the */
+    size_t evcache_cap;        /* applying pass need not decode them again (bounded) */
+    hs_evenc enc;              /* encodes each EVENTS frame into its events row */
+    hs_evdec dec;              /* decodes events rows replayed into the rollups */
+    uint64_t event_quantum_ns; /* stored event times are kept to multiples of it */
     char key[HS_FUNC_MAX + HS_STR_MAX + 64];
 };
 
@@ -167,6 +172,10 @@ int hs__store_bind_stack(hs_run *r, uint64_t stack_id, int64_t trace);
  * valid. */
 int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64_t seq, char *err,
                      size_t errlen);
+/* Applies a stored events row (common/hs_evcodec.h) to the rollups, as
+ * hs__store_events does a frame; a corrupt row is an error (HS_ECORRUPT). */
+int hs__store_replay_events(hs_store *s, hs_run *r, const uint8_t *blob, size_t len, char *err,
+                            size_t errlen);
 /* Writes the rows of the current bucket and moves to bucket nb. */
 int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb);
 /* Writes the final rows of a run: its last bucket, a keyframe, the peak. */

@@ -16,6 +16,7 @@
  * than that many per trace plus one bucket's. */
 #include <math.h>
 
+#include "hs_snap.h"
 #include "store_int.h"
 
 #define HS_TSTATS_ROWS_PER_SUMMARY 16
@@ -33,13 +34,29 @@ static int snap_row(hs_store *s, hs_run *r, int kind, int64_t bucket, int64_t tr
     return hs__store_step_done(s, st);
 }
 
+/* A keyframe is due at a boundary once the delta rows written since the
+ * last one reach a quarter of the traces it would list: a reader of a
+ * bucket after a skipped boundary reads the older keyframe and fewer delta
+ * rows than a new keyframe would have cost, so the state at any moment
+ * still costs O(live traces) rows, while a run whose many live traces
+ * rarely change (an interpreter's heap) no longer writes every one of them
+ * every keyframe_every buckets. */
+static int keyframe_due(const hs_run *r)
+{
+    uint64_t live = 0;
+    for (uint32_t i = 0; i < r->nslots; i++)
+        live += r->slots[i].bytes || llround(r->slots[i].count);
+    return (uint64_t)r->kf_deltas * 4 >= live;
+}
+
 static int write_keyframe(hs_store *s, hs_run *r, int64_t bucket)
 {
+    r->kf_deltas = 0;
     for (uint32_t i = 0; i < r->nslots; i++) {
         const hs_slot *sl = &r->slots[i];
         int64_t c = llround(sl->count);
         if (!sl->bytes && !c) continue;
-        int rc = snap_row(s, r, 1, bucket, sl->trace, sl->bytes, c);
+        int rc = snap_row(s, r, HS_SNAP_KEYFRAME, bucket, sl->trace, sl->bytes, c);
         if (rc) return rc;
     }
     return 0;
@@ -55,7 +72,7 @@ static int write_peak(hs_store *s, hs_run *r)
         int saved = sl->pk_ver == r->peak_ver;
         int64_t b = saved ? sl->pk_bytes : sl->bytes;
         int64_t c = llround(saved ? sl->pk_count : sl->count);
-        if (b || c) rc = snap_row(s, r, 2, r->peak_bucket, sl->trace, b, c);
+        if (b || c) rc = snap_row(s, r, HS_SNAP_PEAK, r->peak_bucket, sl->trace, b, c);
     }
     if (!rc) r->peak_dirty = 0;
     return rc;
@@ -105,7 +122,8 @@ static int flush_bucket(hs_store *s, hs_run *r)
         int64_t c = llround(sl->count);
         int64_t db = sl->bytes - sl->b0_bytes, dc = c - sl->b0_count;
         if (db || dc) {
-            rc = snap_row(s, r, 0, r->bucket, sl->trace, db, dc);
+            rc = snap_row(s, r, HS_SNAP_DELTA, r->bucket, sl->trace, db, dc);
+            r->kf_deltas++;
             hs_tstats_add(&sl->ts, r->bucket, db);
             r->ts_rows++;
             if (!sl->ts_dirty) r->ts_ndirty++;
@@ -140,8 +158,8 @@ int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb)
         /* A keyframe closes every k-th bucket; with buckets skipped (no
          * events), the last boundary crossed gets it: the state has not
          * changed since the current bucket ended. */
-        int64_t kb = (nb / r->k) * r->k - 1;
-        if (kb >= r->bucket && (rc = write_keyframe(s, r, kb))) return rc;
+        int64_t kb = hs_keyframe_before(nb, r->k);
+        if (kb >= r->bucket && keyframe_due(r) && (rc = write_keyframe(s, r, kb))) return rc;
     }
     r->bucket = nb;
     r->bucket_max = r->live_bytes;

@@ -6,7 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "hs_error.h"
+#include "hs_evcodec.h"
 #include "hs_proto.h"
 #include "hs_store.h"
 
@@ -416,4 +419,108 @@ void fx_tmp_path(char *out, size_t len, const char *name)
 {
     const char *tmp = getenv("TMPDIR");
     snprintf(out, len, "%s/hsq-%d-%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(), name);
+}
+
+int fx_events_to_wire(const char *path)
+{
+    sqlite3 *db;
+    sqlite3_stmt *rd = NULL, *wr = NULL;
+    hs_evdec dec = {0};
+    static uint8_t buf[HS_FRAME_MAX];
+    int rc = HS_EDB;
+    if (sqlite3_open(path, &db) != SQLITE_OK) goto out;
+    if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(db, "SELECT rowid, data FROM events ORDER BY rowid", -1, &rd, NULL) !=
+            SQLITE_OK ||
+        sqlite3_prepare_v2(db, "UPDATE events SET data = ?2 WHERE rowid = ?1", -1, &wr, NULL) !=
+            SQLITE_OK)
+        goto out;
+    /* the rows are read whole before each is rewritten in place (same rowid) */
+    while (sqlite3_step(rd) == SQLITE_ROW) {
+        if ((rc = hs_evdec_open(&dec, sqlite3_column_blob(rd, 1),
+                                (size_t)sqlite3_column_bytes(rd, 1))))
+            goto out;
+        hs_wr w;
+        hs_wr_init(&w, buf, sizeof buf);
+        hs_event e;
+        uint64_t prev = 0;
+        int more, first = 1;
+        while ((more = hs_evdec_next(&dec, &e)) == 1) {
+            if (first) hs_wr_varint(&w, prev = e.t_ns);
+            first = 0;
+            hs_event_put(&w, e.t_ns - prev, e.stack_id, e.is_free, e.size, e.weight);
+            prev = e.t_ns;
+        }
+        if ((rc = more ? more : w.err)) goto out;
+        sqlite3_bind_int64(wr, 1, sqlite3_column_int64(rd, 0));
+        sqlite3_bind_blob(wr, 2, buf, (int)hs_wr_len(&w), SQLITE_TRANSIENT);
+        rc = sqlite3_step(wr) == SQLITE_DONE ? 0 : HS_EDB;
+        sqlite3_reset(wr);
+        if (rc) goto out;
+    }
+    rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : HS_EDB;
+out:
+    sqlite3_finalize(rd);
+    sqlite3_finalize(wr);
+    sqlite3_close(db);
+    hs_evdec_free(&dec);
+    return rc;
+}
+
+int fx_build_quiet(const char *path)
+{
+    fx *f = calloc(1, sizeof *f);
+    char err[256];
+    unlink(path);
+    hs_store_config cfg = {.granularity_ns = 100 * MS, .keyframe_every = 4};
+    int rc = hs_store_open(&f->s, path, &cfg, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: %s\n", err);
+        free(f);
+        return rc;
+    }
+    hs_hello h;
+    memset(&h, 0, sizeof h);
+    h.run_id[0] = 0xc1;
+    h.pid = 3000;
+    h.ppid = 1;
+    h.start_unix_ns = 1700000000000000000ull;
+    h.sample_bytes = 1;
+    h.max_depth = 64;
+    h.rss_interval_ms = 100;
+    h.program = str("/opt/app/bin/quiet");
+    h.hostname = str("testhost");
+    h.collector_version = str("test");
+    if (!(rc = hs_store_begin(f->s))) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
+    hs_wr wr;
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    for (uint64_t i = 0; i <= FX_QUIET_STACKS; i++) {
+        char fn[32];
+        snprintf(fn, sizeof fn, "site%llu", (unsigned long long)i);
+        hs_symbol sym = {.pc = 0x1000 + i,
+                         .function = str(fn),
+                         .file = str("/src/quiet.c"),
+                         .line = i + 1,
+                         .module = str("/opt/app/bin/quiet"),
+                         .module_offset = 0x1000 + i};
+        hs_symbol_put(&wr, &sym);
+    }
+    if (!rc) rc = frame(f, HS_FRAME_SYMBOLS, &wr);
+    hs_wr_init(&wr, f->buf, sizeof f->buf);
+    for (uint64_t i = 0; i <= FX_QUIET_STACKS; i++) {
+        uint64_t pc = 0x1000 + i;
+        hs_stack_put(&wr, i + 1, &pc, 1);
+    }
+    if (!rc) rc = frame(f, HS_FRAME_STACKS, &wr);
+    /* stacks 2.. hold a block each from the start; stack 1 allocates a
+     * block in each bucket and frees it in the next */
+    for (uint64_t i = 1; i <= FX_QUIET_STACKS && !rc; i++) rc = ev(f, MS, i + 1, 0, 100);
+    for (uint64_t b = 0; b < FX_QUIET_BUCKETS && !rc; b++) {
+        if (b) rc = ev(f, b * 100 * MS + 5 * MS, 1, 1, 1000);
+        if (!rc) rc = ev(f, b * 100 * MS + 10 * MS, 1, 0, 1000);
+    }
+    if (!rc) rc = end_run(f, FX_QUIET_BUCKETS * 100 * MS - MS);
+    hs_store_free(f->s);
+    free(f);
+    return rc;
 }

@@ -84,6 +84,20 @@ int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *d
  * work goes on from there). 0 or a negative code. */
 int fx_rank_step(void);
 
+/* Run 1: FX_QUIET_STACKS traces each holding a block of 100 bytes from the
+ * start, and one more that allocates 1000 bytes in every one of
+ * FX_QUIET_BUCKETS buckets of 100 ms (keyframe_every 4) and frees it in the
+ * next: many live traces, one change a bucket. */
+#define FX_QUIET_STACKS  64
+#define FX_QUIET_BUCKETS 100
+int fx_build_quiet(const char *path);
+
+/* Rewrites every events row of the database at path as what schemas before
+ * 6 stored (the EVENTS payload, protocol version 1), leaving user_version
+ * alone: with it set below 6 the file is such a database. 0 or a negative
+ * code. */
+int fx_events_to_wire(const char *path);
+
 /* A fresh temporary path (in $TMPDIR or /tmp) ending in name. */
 void fx_tmp_path(char *out, size_t len, const char *name);
 

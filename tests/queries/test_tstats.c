@@ -318,6 +318,8 @@ static void make_v1(const char *src, const char *dst)
     assert_true(copied >= 10);
     assert_int_equal(sqlite3_exec(db, "DETACH src", NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close_v2(db);
+    /* events rows as schema 1 held them */
+    assert_int_equal(fx_events_to_wire(dst), 0);
 }
 
 /* ---- the rank run -------------------------------------------------------- */

@@ -1,0 +1,15 @@
+-- heapstore schema, version 6: events rows in their own storage codec.
+--
+-- Up to version 5, events.data held an EVENTS frame's payload as the
+-- collector sent it (protocol version 1), so a change of the wire format
+-- would have changed what stored runs mean. From version 6 it holds the
+-- same entries in the storage codec of common/hs_evcodec.h (a version byte,
+-- then zstd-compressed columns: time steps, stack heads, sizes, weights), versioned
+-- apart from the protocol and a fraction of the size (docs/protocol.md,
+-- "Stored events"). Nothing else changes: seq, t_first_ns, t_last_ns and
+-- n_events keep their meaning, and every reader decodes the new blobs.
+--
+-- This migration converts the rows already stored, in C after this file
+-- (schema/hs_evrecode.c, hs_events_recode()), in the same transaction: an
+-- old row that is not a valid EVENTS payload fails the migration, which then
+-- changes nothing, rather than being dropped.

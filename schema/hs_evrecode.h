@@ -1,0 +1,13 @@
+/* hs_evrecode: migration 6 (schema/006_event_codec.sql), which rewrites the
+ * events rows stored as protocol version 1 EVENTS payloads in the storage
+ * codec of common/hs_evcodec.h. Runs inside the migration's transaction. */
+#ifndef HS_EVRECODE_H
+#define HS_EVRECODE_H
+
+#include <stddef.h>
+#include <sqlite3.h>
+
+/* 0, or a negative HS_E* code with a message for a person in errmsg. */
+int hs_events_recode(sqlite3 *db, char *errmsg, size_t errlen);
+
+#endif
