@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_evcodec.h"
 #include "hs_proto.h"
 #include "hs_schema.h"
 #include "hs_snap.h"
@@ -373,16 +374,17 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
         json_decref(argv);
         argv = json_array();
     }
-    json_t *dropped = json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
-                                (json_int_t)sqlite3_column_int64(st, 22), "free_events",
-                                (json_int_t)sqlite3_column_int64(st, 23), "alloc_bytes",
-                                (json_int_t)sqlite3_column_int64(st, 24), "free_bytes",
-                                (json_int_t)sqlite3_column_int64(st, 25), "stacks_truncated",
-                                (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
-                                (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
-                                (json_int_t)sqlite3_column_int64(st, 28), "python_fallback",
-                                (json_int_t)run_column(q, id, 4, "python_fallback"), "python_small_unseen",
-                                (json_int_t)run_column(q, id, 5, "python_small_unseen"));
+    json_t *dropped =
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
+                  (json_int_t)sqlite3_column_int64(st, 22), "free_events",
+                  (json_int_t)sqlite3_column_int64(st, 23), "alloc_bytes",
+                  (json_int_t)sqlite3_column_int64(st, 24), "free_bytes",
+                  (json_int_t)sqlite3_column_int64(st, 25), "stacks_truncated",
+                  (json_int_t)sqlite3_column_int64(st, 26), "unwind_failed",
+                  (json_int_t)sqlite3_column_int64(st, 27), "live_set_full",
+                  (json_int_t)sqlite3_column_int64(st, 28), "python_fallback",
+                  (json_int_t)run_column(q, id, 4, "python_fallback"), "python_small_unseen",
+                  (json_int_t)run_column(q, id, 5, "python_small_unseen"));
     json_t *sampling =
         json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)out->sample_bytes, "max_depth",
                   (json_int_t)sqlite3_column_int64(st, 31), "dropped", dropped);
@@ -701,6 +703,7 @@ static int acc_events(hs_q *q, const hs__run *run, int64_t from, int64_t upto, s
                       hs_qerr *err)
 {
     hs__map stacks = {0}, cidx = {0};
+    hs_evdec dec = {0};
     double *cnt = NULL;
     size_t ncnt = 0, capcnt = 0;
     int rc = HS_EDB, s;
@@ -721,12 +724,13 @@ static int acc_events(hs_q *q, const hs__run *run, int64_t from, int64_t upto, s
     sqlite3_bind_int64(ev, 1, run->id);
     sqlite3_bind_int64(ev, 2, from);
     sqlite3_bind_int64(ev, 3, upto);
+    int schema = hs_schema_db_version(q->db), more = 0;
     while ((s = sqlite3_step(ev)) == SQLITE_ROW) {
-        hs_batch_it it;
         hs_event e;
         const uint8_t *data = sqlite3_column_blob(ev, 0);
-        if (hs_events_begin(&it, data, (size_t)sqlite3_column_bytes(ev, 0))) continue;
-        while (hs_events_next(&it, &e) == 1) {
+        if ((more = hs_evdec_open_row(&dec, schema, data, (size_t)sqlite3_column_bytes(ev, 0))))
+            goto corrupt;
+        while ((more = hs_evdec_next(&dec, &e)) == 1) {
             if ((int64_t)e.t_ns < from || (int64_t)e.t_ns > upto) continue;
             uint64_t trace, i;
             if (!hs__map_get(&stacks, e.stack_id, &trace)) continue;
@@ -747,6 +751,7 @@ static int acc_events(hs_q *q, const hs__run *run, int64_t from, int64_t upto, s
             }
             cnt[i] += e.is_free ? -c : c;
         }
+        if (more) goto corrupt;
     }
     if (s != SQLITE_DONE) goto dbfail;
     for (size_t k = 0; k < a->s->n; k++) {
@@ -756,6 +761,10 @@ static int acc_events(hs_q *q, const hs__run *run, int64_t from, int64_t upto, s
     }
     rc = 0;
     goto out;
+corrupt:
+    rc = hs__err(err, 500, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
+                 hs_strerror(more));
+    goto out;
 dbfail:
     rc = hs__dberr(q, err);
     goto out;
@@ -764,6 +773,7 @@ oom:
 out:
     if (st) sqlite3_reset(st);
     sqlite3_finalize(ev);
+    hs_evdec_free(&dec);
     free(cnt);
     hs__map_free(&stacks);
     hs__map_free(&cidx);
