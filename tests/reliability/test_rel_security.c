@@ -190,7 +190,8 @@ static void test_sql_read_only_and_bounded(void **state)
     free(body);
     /* ...and a row of several large ones is cut, not sent whole (32 MiB). */
     st = sql(srv.port,
-             "{\"sql\": \"SELECT zeroblob(16000000), zeroblob(16000000), zeroblob(16000000)\"}",
+             "{\"sql\": \"SELECT zeroblob(16000000), zeroblob(16000000), zeroblob(16000000)\", "
+             "\"timeout_ms\": 30000}",
              &body);
     assert_int_equal(st, 200);
     assert_true(strlen(body) < 1000);
