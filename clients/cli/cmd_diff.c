@@ -9,7 +9,8 @@
 static const char usage[] =
     "diff RUN[@T] RUN[@T] [--by stack|site|function] [--limit N] [--format collapsed]\n"
     "    [--site user|alloc|leaf] [--wrappers LIST] [--json] [--db PATH]\n"
-    "  T: seconds from the start, 'peak' or 'end' (default)\n" HS_CLI_SITE_HELP
+    "  T: seconds from the start, 'peak', 'end' (default; a Python program: when its main\n"
+    "     code finished, before teardown) or 'exit' (the process's last moment)\n" HS_CLI_SITE_HELP
     "  e.g. heapstore diff 7@1.5 7@end, or heapstore diff program=app,version=1 "
     "program=app,version=2";
 

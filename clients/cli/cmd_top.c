@@ -9,7 +9,8 @@
 static const char usage[] =
     "top RUN [--at T] [--by site|function|stack] [--limit N] [--site user|alloc|leaf]\n"
     "    [--wrappers LIST] [--json] [--db PATH]\n"
-    "  T: seconds from the start, 'peak' (default) or 'end'\n" HS_CLI_SITE_HELP;
+    "  T: seconds from the start, 'peak' (default), 'end' (a Python program: when its main\n"
+    "     code finished, before teardown) or 'exit' (the process's last moment)\n" HS_CLI_SITE_HELP;
 
 static void stack_line(hs_table *t, const char *arrow, const json_t *frame)
 {
