@@ -114,10 +114,17 @@ static hs_lock loc_lock; /* inserts into the location table */
 static int mem_fd = -1;
 static int use_vm = 1; /* process_vm_readv works; else pread(mem_fd) */
 
-/* 0 when all n bytes at src were read. */
+__thread int hs_py_gil_held __attribute__((tls_model("initial-exec")));
+
+/* 0 when all n bytes at src were read. With the GIL held (hs_py_gil_held)
+ * the interpreter's objects are consistent and alive: plain loads. */
 static int rd(void *dst, uintptr_t src, size_t n)
 {
     if (!src || src + n < src) return -1;
+    if (hs_py_gil_held) {
+        memcpy(dst, (const void *)src, n);
+        return 0;
+    }
     if (use_vm) {
         struct iovec l = {dst, n}, r = {(void *)src, n};
         return process_vm_readv(hs__run.pid ? hs__run.pid : getpid(), &l, 1, &r, 1, 0) == (ssize_t)n
@@ -486,8 +493,10 @@ static size_t put_utf8(char *out, size_t room, uint32_t c)
 static int read_str(const py_layout *L, uintptr_t p, char *out, size_t max)
 {
     uint8_t h[80];
-    if (L->s_compact > sizeof h || L->s_utf8 + 8 > L->s_compact ||
-        L->s_utf8len + 8 > L->s_compact || rd(h, p, L->s_compact))
+    /* An ASCII str's header is s_ascii bytes (its text follows): read the
+     * rest of a compact one's only when it is not ASCII. */
+    if (L->s_compact > sizeof h || L->s_ascii < 40 || L->s_utf8 + 8 > L->s_compact ||
+        L->s_utf8len + 8 > L->s_compact || rd(h, p, L->s_ascii))
         return -1;
     uint64_t len;
     uint32_t state;
@@ -499,6 +508,7 @@ static int read_str(const py_layout *L, uintptr_t p, char *out, size_t max)
         size_t n = len < max ? (size_t)len : max;
         return rd(out, p + L->s_ascii, n) ? -1 : (int)n;
     }
+    if (rd(h + L->s_ascii, p + L->s_ascii, L->s_compact - L->s_ascii)) return -1;
     uint64_t ulen;
     uintptr_t u;
     memcpy(&ulen, h + L->s_utf8len, 8);
@@ -744,6 +754,7 @@ typedef struct frame_win {
 
 static int win_read(frame_win *w, int contiguous, void *dst, uintptr_t src, size_t n)
 {
+    if (hs_py_gil_held) return rd(dst, src, n); /* loads: a window saves nothing */
     if (src >= w->lo && src + n <= w->hi) {
         memcpy(dst, w->buf + (src - w->lo), n);
         return 0;
@@ -779,7 +790,7 @@ static int resolve(const py_interp *ip, const pend *p, int np, uint64_t *out, ui
     uint8_t span[BATCH][SPAN_MAX];
     uintptr_t type[BATCH];
     int done = 0;
-    if (use_vm) {
+    if (use_vm && !hs_py_gil_held) {
         struct iovec l[2 * BATCH], r[2 * BATCH];
         for (int i = 0; i < np; i++) {
             l[2 * i] = (struct iovec){&type[i], 8};
