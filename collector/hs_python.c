@@ -820,6 +820,36 @@ static int resolve(const py_interp *ip, const pend *p, int np, uint64_t *out, ui
     return 0;
 }
 
+/* The thread-state key each interpreter last had, plus 1 (0: none yet). */
+static _Atomic unsigned tss_key1[MAX_INTERPS];
+
+/* With process_vm_readv, the key's word and the thread state's frame in one
+ * call: the key last seen gives the thread state, and the word read with it
+ * says whether that key is still the interpreter's (else the caller reads
+ * them one after the other). tss points to the {int init; key} pair. */
+static int ts_frame_known(const py_interp *ip, void *tss, uintptr_t *ts, uintptr_t *f)
+{
+    unsigned k1 = atomic_load_explicit(&tss_key1[ip - interps], memory_order_relaxed);
+    if (hs_py_gil_held || !use_vm || !k1) return 0;
+    pthread_key_t key = (pthread_key_t)(k1 - 1);
+    uintptr_t t = (uintptr_t)pthread_getspecific(key);
+    if (!t) return 0;
+    struct {
+        int init;
+        pthread_key_t key;
+    } got;
+    _Static_assert(sizeof got == 8, "Py_tss_t is an int and a pthread_key_t");
+    struct iovec l[2] = {{&got, sizeof got}, {f, 8}};
+    struct iovec r[2] = {{(void *)(ip->runtime + ip->L.tss), sizeof got},
+                         {(void *)(t + ip->L.ts_frame), 8}};
+    if (process_vm_readv(hs__run.pid ? hs__run.pid : getpid(), l, 2, r, 2, 0) != 16 ||
+        got.init != 1 || got.key != key)
+        return 0;
+    memcpy(tss, &got, sizeof got);
+    *ts = t;
+    return 1;
+}
+
 /* Writes the thread's Python frames, innermost first, at out[cap - 1],
  * out[cap - 2], ... (at most max). Each is a synthetic pc whose bit 0 says
  * the frame is the first its evaluation-loop invocation ran (the innermost
@@ -836,9 +866,13 @@ static int walk(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, 
         int init;
         pthread_key_t key;
     } tss;
-    if (rd(&tss, ip->runtime + L->tss, sizeof tss) || tss.init != 1) return -1;
-    uintptr_t ts = (uintptr_t)pthread_getspecific(tss.key), f;
-    if (!ts || rd_ptr(&f, ts + L->ts_frame)) return -1;
+    uintptr_t ts = 0, f = 0;
+    if (!ts_frame_known(ip, &tss, &ts, &f)) {
+        if (rd(&tss, ip->runtime + L->tss, sizeof tss) || tss.init != 1) return -1;
+        ts = (uintptr_t)pthread_getspecific(tss.key);
+        if (!ts || rd_ptr(&f, ts + L->ts_frame)) return -1;
+        atomic_store_explicit(&tss_key1[ip - interps], (unsigned)tss.key + 1, memory_order_relaxed);
+    }
     if (L->cframe_cur != NONE && f && rd_ptr(&f, f + L->cframe_cur)) return -1;
     uint32_t n = 0, need = L->f_instr + 8;
     if (L->f_owner != NONE && L->f_owner + 1 > need) need = L->f_owner + 1;
