@@ -705,12 +705,35 @@ static int code_read(const py_layout *L, uintptr_t code, code_hdr *h)
     return 0;
 }
 
+/* Each thread's last locations by (code object, instruction), in front of
+ * the interned table (whose hash and probe cost more than the walk's loads).
+ * An entry is used only when the code object's fields, just read, are the
+ * record's: a code object freed and another made at its address is not
+ * taken for it. */
+#define MEMO 64
+typedef struct loc_memo {
+    uintptr_t code;
+    int32_t off;
+    py_loc *loc;
+} loc_memo;
+static __thread loc_memo memo[MEMO] __attribute__((tls_model("initial-exec")));
+
 /* The interned location of (code object, instruction), or NULL. */
 static py_loc *locate(const py_interp *ip, uintptr_t code, const code_hdr *h, uintptr_t instr,
                       int32_t lasti)
 {
     const py_layout *L = &ip->L;
     if (h->type != ip->code_type) return NULL;
+    int32_t off = lasti;
+    if (L->co_code) {
+        intptr_t d = (intptr_t)(instr - (code + L->co_code));
+        off = d < 0 || d > (intptr_t)INT32_MAX ? -1 : (int32_t)(d / 2);
+    }
+    loc_memo *m = &memo[((code >> 4) ^ (code >> 12) ^ (uint32_t)off * 0x9e3779b1u) % MEMO];
+    py_loc *r = m->loc;
+    if (r && m->code == code && m->off == off && r->name == h->name && r->file == h->file &&
+        r->table == h->table && r->first == h->first)
+        return r;
     py_loc k;
     memset(&k, 0, sizeof k);
     k.code = code;
@@ -718,15 +741,9 @@ static py_loc *locate(const py_interp *ip, uintptr_t code, const code_hdr *h, ui
     k.file = h->file;
     k.table = h->table;
     k.first = h->first;
-    if (L->co_code) {
-        intptr_t d = (intptr_t)(instr - (code + L->co_code));
-        k.off = d < 0 || d > (intptr_t)INT32_MAX ? -1 : (int32_t)(d / 2);
-    } else {
-        k.off = lasti;
-    }
+    k.off = off;
     k.hash = loc_hash(&k);
-    py_loc *r = loc_find(&k);
-    if (r) return r;
+    if ((r = loc_find(&k))) goto found;
     char name[NAME_MAX_], file[FILE_MAX_];
     int nn = read_str(L, k.name, name, sizeof name);
     int fn = read_str(L, k.file, file, sizeof file);
@@ -736,7 +753,10 @@ static py_loc *locate(const py_interp *ip, uintptr_t code, const code_hdr *h, ui
     tbl t;
     k.line = k.first;
     if (tbl_open(&t, k.table) == 0) k.line = find_line(L->lines, &t, k.first, k.off);
-    return loc_insert(&k, name, file);
+    if (!(r = loc_insert(&k, name, file))) return NULL;
+found:
+    *m = (loc_memo){code, k.off, r};
+    return r;
 }
 
 /* ---- walking the thread's Python stack -------------------------------- */
@@ -920,6 +940,71 @@ static int walk(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, 
     return (int)n;
 }
 
+static uintptr_t ld_ptr(uintptr_t p)
+{
+    uintptr_t v;
+    memcpy(&v, (const void *)p, sizeof v);
+    return v;
+}
+
+/* walk() with the GIL held (hs_py_gil_held): the thread's frames, their
+ * code objects and the runtime's key are consistent and alive, and are read
+ * with plain loads, one frame at a time (no window, no batch). The bounds
+ * are walk()'s. */
+static int walk_direct(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, int *partial)
+{
+    const py_layout *L = &ip->L;
+    struct {
+        int init;
+        pthread_key_t key;
+    } tss;
+    memcpy(&tss, (const void *)(ip->runtime + L->tss), sizeof tss);
+    if (tss.init != 1) return -1;
+    uintptr_t ts = (uintptr_t)pthread_getspecific(tss.key);
+    if (!ts) return -1;
+    uintptr_t f = ld_ptr(ts + L->ts_frame);
+    if (L->cframe_cur != NONE && f) f = ld_ptr(f + L->cframe_cur);
+    uint32_t n = 0;
+    for (uint32_t steps = 0; f && n < max; steps++) {
+        if (steps > max + 64) {
+            *partial = 1;
+            break;
+        }
+        const uint8_t *fr = (const uint8_t *)f;
+        f = ld_ptr((uintptr_t)fr + L->f_prev);
+        if (L->frames == FR_SHIM && fr[L->f_owner] == OWNED_C) {
+            if (n) out[cap - n] |= 1;
+            continue;
+        }
+        uintptr_t code = ld_ptr((uintptr_t)fr + L->f_code), instr = 0;
+        int32_t lasti = -1;
+        if (L->frames == FR_OBJECT)
+            memcpy(&lasti, fr + L->f_instr, 4);
+        else
+            instr = ld_ptr((uintptr_t)fr + L->f_instr);
+        int seg = L->frames == FR_OBJECT || (L->frames == FR_INTERP && fr[L->f_entry]);
+        py_loc *loc = NULL;
+        if (code) {
+            const uint8_t *co = (const uint8_t *)code;
+            code_hdr h;
+            h.type = ld_ptr(code + 8);
+            memcpy(&h.name, co + L->co_name, 8);
+            memcpy(&h.file, co + L->co_file, 8);
+            memcpy(&h.table, co + L->co_table, 8);
+            memcpy(&h.first, co + L->co_first, 4);
+            loc = locate(ip, code, &h, instr, lasti);
+        }
+        if (!loc) {
+            if (L->frames == FR_SHIM) continue; /* as in resolve() */
+            *partial = 1;
+            return (int)n;
+        }
+        out[cap - 1 - n++] = HS_PY_PC_TAG | (uint64_t)(uintptr_t)loc | (seg ? 1u : 0u);
+    }
+    if (f && n == max) *partial = 1;
+    return (int)n;
+}
+
 static const py_interp *eval_owner(uintptr_t pc, int n)
 {
     uintptr_t a = pc - 1; /* a return address: look at the call */
@@ -940,7 +1025,8 @@ uint32_t hs_py_merge(uint64_t *out, uint32_t cap, void *const *native, uint32_t 
         int partial = 0, got = -1;
         if (ip->ok) {
             uint32_t pymax = cap - (native_max < cap / 2 ? native_max : cap / 2);
-            got = walk(ip, out, cap, pymax, &partial);
+            got = hs_py_gil_held ? walk_direct(ip, out, cap, pymax, &partial)
+                                 : walk(ip, out, cap, pymax, &partial);
         }
         if (got <= 0 || partial) hs__drop_add(HS_DROP_PYTHON_FALLBACK, 1);
         if (partial) *truncated = 1;
