@@ -7,6 +7,7 @@
 
 #include "hs_collector.h"
 #include "hs_mem.h"
+#include "hs_python.h"
 #include "hs_thread.h"
 
 /* CPython's PyMemAllocatorEx (3.5 and later) and its domains. */
@@ -92,12 +93,15 @@ __attribute__((noinline, cold)) static void *realloc_slow(int d, void *ctx, void
     hs_tls *t = &hs__tls;
     uint64_t c = t->countdown;
     uint32_t s = t->slow_seq;
+    hs_py_gil_held = 1; /* as in malloc_slow */
     void *q = orig[d].realloc(ctx, p, n);
     if (!q) {
+        hs_py_gil_held = 0;
         if (was) hs__live_put_back(p, &l);
         return q;
     }
     account(t, c, s, q, n);
+    hs_py_gil_held = 0;
     return q;
 }
 
@@ -106,19 +110,26 @@ __attribute__((noinline, cold)) static void *realloc_slow(int d, void *ctx, void
 #define PYMALLOC_MAX 512
 
 /* A small request whose countdown ran out (or whose thread is new, or in
- * collector code), or a request for malloc's hooks. */
+ * collector code), or a request for malloc's hooks. The caller holds the GIL
+ * (the allocator API's contract) until we return, also while the original
+ * calls malloc: hs_py_gil_held tells a sample taken meanwhile, by us or by
+ * the hooks, that it may read the thread's Python frames directly. */
 __attribute__((noinline, cold)) static void *malloc_slow(int d, void *ctx, size_t n)
 {
+    hs_py_gil_held = 1;
     void *p = orig[d].malloc(ctx, n);
     if (n - 1 < PYMALLOC_MAX) sampled(p, n);
+    hs_py_gil_held = 0;
     return p;
 }
 
 __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_t a, size_t b)
 {
+    hs_py_gil_held = 1;
     void *p = orig[d].calloc(ctx, a, b);
     size_t n;
     if (!__builtin_mul_overflow(a, b, &n) && n - 1 < PYMALLOC_MAX) sampled(p, n);
+    hs_py_gil_held = 0;
     return p;
 }
 
@@ -157,8 +168,10 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
         hs_tls *t = &hs__tls;                                                                      \
         uint64_t c = t->countdown;                                                                 \
         uint32_t s = t->slow_seq;                                                                  \
+        hs_py_gil_held = 1; /* as in malloc_slow */                                                \
         void *q = orig[D].realloc(ctx, p, n);                                                      \
         if (HS_LIKELY(q != NULL)) account(t, c, s, q, n);                                          \
+        hs_py_gil_held = 0;                                                                        \
         return q;                                                                                  \
     }                                                                                              \
     static void free_##D(void *ctx, void *p)                                                       \

@@ -114,10 +114,17 @@ static hs_lock loc_lock; /* inserts into the location table */
 static int mem_fd = -1;
 static int use_vm = 1; /* process_vm_readv works; else pread(mem_fd) */
 
-/* 0 when all n bytes at src were read. */
+__thread int hs_py_gil_held __attribute__((tls_model("initial-exec")));
+
+/* 0 when all n bytes at src were read. With the GIL held (hs_py_gil_held)
+ * the interpreter's objects are consistent and alive: plain loads. */
 static int rd(void *dst, uintptr_t src, size_t n)
 {
     if (!src || src + n < src) return -1;
+    if (hs_py_gil_held) {
+        memcpy(dst, (const void *)src, n);
+        return 0;
+    }
     if (use_vm) {
         struct iovec l = {dst, n}, r = {(void *)src, n};
         return process_vm_readv(hs__run.pid ? hs__run.pid : getpid(), &l, 1, &r, 1, 0) == (ssize_t)n
@@ -486,8 +493,10 @@ static size_t put_utf8(char *out, size_t room, uint32_t c)
 static int read_str(const py_layout *L, uintptr_t p, char *out, size_t max)
 {
     uint8_t h[80];
-    if (L->s_compact > sizeof h || L->s_utf8 + 8 > L->s_compact ||
-        L->s_utf8len + 8 > L->s_compact || rd(h, p, L->s_compact))
+    /* An ASCII str's header is s_ascii bytes (its text follows): read the
+     * rest of a compact one's only when it is not ASCII. */
+    if (L->s_compact > sizeof h || L->s_ascii < 40 || L->s_utf8 + 8 > L->s_compact ||
+        L->s_utf8len + 8 > L->s_compact || rd(h, p, L->s_ascii))
         return -1;
     uint64_t len;
     uint32_t state;
@@ -499,6 +508,7 @@ static int read_str(const py_layout *L, uintptr_t p, char *out, size_t max)
         size_t n = len < max ? (size_t)len : max;
         return rd(out, p + L->s_ascii, n) ? -1 : (int)n;
     }
+    if (rd(h + L->s_ascii, p + L->s_ascii, L->s_compact - L->s_ascii)) return -1;
     uint64_t ulen;
     uintptr_t u;
     memcpy(&ulen, h + L->s_utf8len, 8);
@@ -695,12 +705,35 @@ static int code_read(const py_layout *L, uintptr_t code, code_hdr *h)
     return 0;
 }
 
+/* Each thread's last locations by (code object, instruction), in front of
+ * the interned table (whose hash and probe cost more than the walk's loads).
+ * An entry is used only when the code object's fields, just read, are the
+ * record's: a code object freed and another made at its address is not
+ * taken for it. */
+#define MEMO 64
+typedef struct loc_memo {
+    uintptr_t code;
+    int32_t off;
+    py_loc *loc;
+} loc_memo;
+static __thread loc_memo memo[MEMO] __attribute__((tls_model("initial-exec")));
+
 /* The interned location of (code object, instruction), or NULL. */
 static py_loc *locate(const py_interp *ip, uintptr_t code, const code_hdr *h, uintptr_t instr,
                       int32_t lasti)
 {
     const py_layout *L = &ip->L;
     if (h->type != ip->code_type) return NULL;
+    int32_t off = lasti;
+    if (L->co_code) {
+        intptr_t d = (intptr_t)(instr - (code + L->co_code));
+        off = d < 0 || d > (intptr_t)INT32_MAX ? -1 : (int32_t)(d / 2);
+    }
+    loc_memo *m = &memo[((code >> 4) ^ (code >> 12) ^ (uint32_t)off * 0x9e3779b1u) % MEMO];
+    py_loc *r = m->loc;
+    if (r && m->code == code && m->off == off && r->name == h->name && r->file == h->file &&
+        r->table == h->table && r->first == h->first)
+        return r;
     py_loc k;
     memset(&k, 0, sizeof k);
     k.code = code;
@@ -708,15 +741,9 @@ static py_loc *locate(const py_interp *ip, uintptr_t code, const code_hdr *h, ui
     k.file = h->file;
     k.table = h->table;
     k.first = h->first;
-    if (L->co_code) {
-        intptr_t d = (intptr_t)(instr - (code + L->co_code));
-        k.off = d < 0 || d > (intptr_t)INT32_MAX ? -1 : (int32_t)(d / 2);
-    } else {
-        k.off = lasti;
-    }
+    k.off = off;
     k.hash = loc_hash(&k);
-    py_loc *r = loc_find(&k);
-    if (r) return r;
+    if ((r = loc_find(&k))) goto found;
     char name[NAME_MAX_], file[FILE_MAX_];
     int nn = read_str(L, k.name, name, sizeof name);
     int fn = read_str(L, k.file, file, sizeof file);
@@ -726,7 +753,10 @@ static py_loc *locate(const py_interp *ip, uintptr_t code, const code_hdr *h, ui
     tbl t;
     k.line = k.first;
     if (tbl_open(&t, k.table) == 0) k.line = find_line(L->lines, &t, k.first, k.off);
-    return loc_insert(&k, name, file);
+    if (!(r = loc_insert(&k, name, file))) return NULL;
+found:
+    *m = (loc_memo){code, k.off, r};
+    return r;
 }
 
 /* ---- walking the thread's Python stack -------------------------------- */
@@ -744,6 +774,7 @@ typedef struct frame_win {
 
 static int win_read(frame_win *w, int contiguous, void *dst, uintptr_t src, size_t n)
 {
+    if (hs_py_gil_held) return rd(dst, src, n); /* loads: a window saves nothing */
     if (src >= w->lo && src + n <= w->hi) {
         memcpy(dst, w->buf + (src - w->lo), n);
         return 0;
@@ -779,7 +810,7 @@ static int resolve(const py_interp *ip, const pend *p, int np, uint64_t *out, ui
     uint8_t span[BATCH][SPAN_MAX];
     uintptr_t type[BATCH];
     int done = 0;
-    if (use_vm) {
+    if (use_vm && !hs_py_gil_held) {
         struct iovec l[2 * BATCH], r[2 * BATCH];
         for (int i = 0; i < np; i++) {
             l[2 * i] = (struct iovec){&type[i], 8};
@@ -809,6 +840,36 @@ static int resolve(const py_interp *ip, const pend *p, int np, uint64_t *out, ui
     return 0;
 }
 
+/* The thread-state key each interpreter last had, plus 1 (0: none yet). */
+static _Atomic unsigned tss_key1[MAX_INTERPS];
+
+/* With process_vm_readv, the key's word and the thread state's frame in one
+ * call: the key last seen gives the thread state, and the word read with it
+ * says whether that key is still the interpreter's (else the caller reads
+ * them one after the other). tss points to the {int init; key} pair. */
+static int ts_frame_known(const py_interp *ip, void *tss, uintptr_t *ts, uintptr_t *f)
+{
+    unsigned k1 = atomic_load_explicit(&tss_key1[ip - interps], memory_order_relaxed);
+    if (hs_py_gil_held || !use_vm || !k1) return 0;
+    pthread_key_t key = (pthread_key_t)(k1 - 1);
+    uintptr_t t = (uintptr_t)pthread_getspecific(key);
+    if (!t) return 0;
+    struct {
+        int init;
+        pthread_key_t key;
+    } got;
+    _Static_assert(sizeof got == 8, "Py_tss_t is an int and a pthread_key_t");
+    struct iovec l[2] = {{&got, sizeof got}, {f, 8}};
+    struct iovec r[2] = {{(void *)(ip->runtime + ip->L.tss), sizeof got},
+                         {(void *)(t + ip->L.ts_frame), 8}};
+    if (process_vm_readv(hs__run.pid ? hs__run.pid : getpid(), l, 2, r, 2, 0) != 16 ||
+        got.init != 1 || got.key != key)
+        return 0;
+    memcpy(tss, &got, sizeof got);
+    *ts = t;
+    return 1;
+}
+
 /* Writes the thread's Python frames, innermost first, at out[cap - 1],
  * out[cap - 2], ... (at most max). Each is a synthetic pc whose bit 0 says
  * the frame is the first its evaluation-loop invocation ran (the innermost
@@ -825,9 +886,13 @@ static int walk(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, 
         int init;
         pthread_key_t key;
     } tss;
-    if (rd(&tss, ip->runtime + L->tss, sizeof tss) || tss.init != 1) return -1;
-    uintptr_t ts = (uintptr_t)pthread_getspecific(tss.key), f;
-    if (!ts || rd_ptr(&f, ts + L->ts_frame)) return -1;
+    uintptr_t ts = 0, f = 0;
+    if (!ts_frame_known(ip, &tss, &ts, &f)) {
+        if (rd(&tss, ip->runtime + L->tss, sizeof tss) || tss.init != 1) return -1;
+        ts = (uintptr_t)pthread_getspecific(tss.key);
+        if (!ts || rd_ptr(&f, ts + L->ts_frame)) return -1;
+        atomic_store_explicit(&tss_key1[ip - interps], (unsigned)tss.key + 1, memory_order_relaxed);
+    }
     if (L->cframe_cur != NONE && f && rd_ptr(&f, f + L->cframe_cur)) return -1;
     uint32_t n = 0, need = L->f_instr + 8;
     if (L->f_owner != NONE && L->f_owner + 1 > need) need = L->f_owner + 1;
@@ -875,6 +940,71 @@ static int walk(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, 
     return (int)n;
 }
 
+static uintptr_t ld_ptr(uintptr_t p)
+{
+    uintptr_t v;
+    memcpy(&v, (const void *)p, sizeof v);
+    return v;
+}
+
+/* walk() with the GIL held (hs_py_gil_held): the thread's frames, their
+ * code objects and the runtime's key are consistent and alive, and are read
+ * with plain loads, one frame at a time (no window, no batch). The bounds
+ * are walk()'s. */
+static int walk_direct(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_t max, int *partial)
+{
+    const py_layout *L = &ip->L;
+    struct {
+        int init;
+        pthread_key_t key;
+    } tss;
+    memcpy(&tss, (const void *)(ip->runtime + L->tss), sizeof tss);
+    if (tss.init != 1) return -1;
+    uintptr_t ts = (uintptr_t)pthread_getspecific(tss.key);
+    if (!ts) return -1;
+    uintptr_t f = ld_ptr(ts + L->ts_frame);
+    if (L->cframe_cur != NONE && f) f = ld_ptr(f + L->cframe_cur);
+    uint32_t n = 0;
+    for (uint32_t steps = 0; f && n < max; steps++) {
+        if (steps > max + 64) {
+            *partial = 1;
+            break;
+        }
+        const uint8_t *fr = (const uint8_t *)f;
+        f = ld_ptr((uintptr_t)fr + L->f_prev);
+        if (L->frames == FR_SHIM && fr[L->f_owner] == OWNED_C) {
+            if (n) out[cap - n] |= 1;
+            continue;
+        }
+        uintptr_t code = ld_ptr((uintptr_t)fr + L->f_code), instr = 0;
+        int32_t lasti = -1;
+        if (L->frames == FR_OBJECT)
+            memcpy(&lasti, fr + L->f_instr, 4);
+        else
+            instr = ld_ptr((uintptr_t)fr + L->f_instr);
+        int seg = L->frames == FR_OBJECT || (L->frames == FR_INTERP && fr[L->f_entry]);
+        py_loc *loc = NULL;
+        if (code) {
+            const uint8_t *co = (const uint8_t *)code;
+            code_hdr h;
+            h.type = ld_ptr(code + 8);
+            memcpy(&h.name, co + L->co_name, 8);
+            memcpy(&h.file, co + L->co_file, 8);
+            memcpy(&h.table, co + L->co_table, 8);
+            memcpy(&h.first, co + L->co_first, 4);
+            loc = locate(ip, code, &h, instr, lasti);
+        }
+        if (!loc) {
+            if (L->frames == FR_SHIM) continue; /* as in resolve() */
+            *partial = 1;
+            return (int)n;
+        }
+        out[cap - 1 - n++] = HS_PY_PC_TAG | (uint64_t)(uintptr_t)loc | (seg ? 1u : 0u);
+    }
+    if (f && n == max) *partial = 1;
+    return (int)n;
+}
+
 static const py_interp *eval_owner(uintptr_t pc, int n)
 {
     uintptr_t a = pc - 1; /* a return address: look at the call */
@@ -895,7 +1025,8 @@ uint32_t hs_py_merge(uint64_t *out, uint32_t cap, void *const *native, uint32_t 
         int partial = 0, got = -1;
         if (ip->ok) {
             uint32_t pymax = cap - (native_max < cap / 2 ? native_max : cap / 2);
-            got = walk(ip, out, cap, pymax, &partial);
+            got = hs_py_gil_held ? walk_direct(ip, out, cap, pymax, &partial)
+                                 : walk(ip, out, cap, pymax, &partial);
         }
         if (got <= 0 || partial) hs__drop_add(HS_DROP_PYTHON_FALLBACK, 1);
         if (partial) *truncated = 1;

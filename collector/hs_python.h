@@ -15,11 +15,18 @@
  * per invocation; 3.11+: the interpreter frames down to the entry frame). The
  * thread's PyThreadState is the interpreter's own per-thread key
  * (`autoTSSkey`, read with pthread_getspecific); the GIL is never taken, no
- * interpreter function is called and no object is created. Every read of
- * interpreter memory goes through process_vm_readv on our own process (or
- * pread of /proc/self/mem where that is refused), so a pointer into memory
- * being freed or unmapped by another thread gives an error, never a fault;
- * every walk is bounded in frames and every string in bytes.
+ * interpreter function is called and no object is created. A sample taken
+ * by Python's allocator wrappers (hs_pymem.c) runs with the GIL held, by the
+ * allocator API's contract, and CPython keeps the thread's frames, code
+ * objects and strings consistent whenever an allocator runs (tracemalloc
+ * reads them from its own allocator hooks): the wrapper says so through
+ * hs_py_gil_held, and the walk then reads them with plain loads. Elsewhere
+ * (the malloc hooks, where a C extension may have released the GIL and
+ * another thread may be tearing frames down) every read of interpreter
+ * memory goes through process_vm_readv on our own process (or pread of
+ * /proc/self/mem where that is refused), so a pointer into memory being
+ * freed or unmapped gives an error, never a fault. Every walk is bounded in
+ * frames and every string in bytes, in both ways.
  *
  * A Python frame travels as a synthetic pc, HS_PY_PC_TAG | the address of an
  * immutable record of (code object, instruction) holding its qualified name,
@@ -42,6 +49,11 @@ static inline int hs_py_is_pc(uint64_t pc)
 {
     return (pc & HS_PY_PC_TAG) == HS_PY_PC_TAG;
 }
+
+/* Set (to 1) by Python's allocator wrappers around a sample they take, and
+ * only there: the calling thread holds the GIL, so hs_py_merge may read the
+ * interpreter's memory directly. Never guessed elsewhere. */
+extern __thread int hs_py_gil_held __attribute__((tls_model("initial-exec")));
 
 /* Looks for interpreters among the loaded objects not seen yet. Takes the
  * loader's lock and allocates (libelf): call it from the constructor and from
