@@ -68,7 +68,11 @@ static void run_script_env(pyrun *p, const char *python, const char *tag, const 
     snprintf(url, sizeof url, "HEAPSTORE_URL=file://%s", out);
     unlink(out);
     const char *argv[] = {python, script(), NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", url, "PYTHONHASHSEED=0", extra, NULL};
+    /* Frames are the subject here, on blocks the script makes: an explicit
+     * PYTHONMALLOC keeps Python's small objects (test_pymem's subject, each
+     * a sample at this rate) out; the finalization test below keeps them. */
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", url,   "PYTHONHASHSEED=0",
+                         "PYTHONMALLOC=pymalloc",    extra, NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, 1, 300);
     if (!r.exited || r.status != 0 || !hs_testrun_clean(&r))
