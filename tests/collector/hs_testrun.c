@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -228,4 +229,34 @@ char *hs_testrun_env(const char *fmt, ...)
     vsnprintf(b, sizeof buf[0], fmt, ap);
     va_end(ap);
     return b;
+}
+
+int hs_testrun_pyenv(unsigned lo, unsigned hi,
+                     void (*fn)(const char *py, const char *version, unsigned minor, void *ctx),
+                     void *ctx)
+{
+    const char *root = getenv("PYENV_ROOT");
+    char vdir[512];
+    snprintf(vdir, sizeof vdir, "%s/versions", root ? root : "/root/.pyenv");
+    DIR *dp = opendir(vdir);
+    if (!dp) {
+        fprintf(stderr, "no pyenv versions in %s: nothing to test\n", vdir);
+        return 0;
+    }
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(dp))) {
+        unsigned major, minor;
+        if (sscanf(e->d_name, "%u.%u", &major, &minor) != 2 || major != 3 || minor < lo ||
+            minor > hi)
+            continue;
+        char py[1024];
+        snprintf(py, sizeof py, "%s/%s/bin/python%u.%u", vdir, e->d_name, major, minor);
+        if (access(py, X_OK) != 0) continue;
+        fn(py, e->d_name, minor, ctx);
+        n++;
+    }
+    closedir(dp);
+    fprintf(stderr, "%d pyenv versions tested\n", n);
+    return n;
 }

@@ -50,4 +50,11 @@ void hs_testrun_expect_ok(const hs_testrun *r);
  * rotating static buffers: valid until 16 more calls. */
 char *hs_testrun_env(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* Calls fn for every pyenv CPython 3.lo to 3.hi present ($PYENV_ROOT, else
+ * /root/.pyenv): its interpreter's path, its version ("3.12.1") and minor
+ * number. Returns how many there were (0, said on stderr, when none). */
+int hs_testrun_pyenv(unsigned lo, unsigned hi,
+                     void (*fn)(const char *py, const char *version, unsigned minor, void *ctx),
+                     void *ctx);
+
 #endif

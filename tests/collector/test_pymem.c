@@ -22,7 +22,6 @@
  * With PYTHONMALLOC=malloc everything is counted once, through malloc; with
  * PYTHONMALLOC=pymalloc small objects are not seen, and the run says so.
  * Finally `heapstore run` says what its "end" is. */
-#include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -236,32 +235,17 @@ static void test_debian(void **state)
     check_exact("/usr/bin/python3", "python3");
 }
 
+static void pyenv_one(const char *py, const char *version, unsigned minor, void *ctx)
+{
+    (void)minor;
+    (void)ctx;
+    check_exact(py, version);
+}
+
 static void test_pyenv(void **state)
 {
     (void)state;
-    const char *root = getenv("PYENV_ROOT");
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/versions", root ? root : "/root/.pyenv");
-    DIR *dp = opendir(dir);
-    if (!dp) {
-        fprintf(stderr, "no pyenv versions in %s: nothing to test\n", dir);
-        return;
-    }
-    int tested = 0;
-    struct dirent *e;
-    while ((e = readdir(dp))) {
-        unsigned major, minor;
-        if (sscanf(e->d_name, "%u.%u", &major, &minor) != 2 || major != 3 || minor < 8 ||
-            minor > 13)
-            continue;
-        char py[1024];
-        snprintf(py, sizeof py, "%s/%s/bin/python%u.%u", dir, e->d_name, major, minor);
-        if (access(py, X_OK) != 0) continue;
-        check_exact(py, e->d_name);
-        tested++;
-    }
-    closedir(dp);
-    fprintf(stderr, "%d pyenv versions tested\n", tested);
+    hs_testrun_pyenv(8, 13, pyenv_one, NULL);
 }
 
 /* The default rate: an unbiased estimate, within its statistical bound. */
