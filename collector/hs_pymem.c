@@ -1,9 +1,11 @@
 /* hs_pymem: wrappers of Python's object allocator (see hs_pymem.h). */
 #include "hs_pymem.h"
 
+#include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hs_collector.h"
 #include "hs_mem.h"
@@ -186,6 +188,60 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
 WRAPPERS(0)
 WRAPPERS(1)
 
+/* What python's own command line says of the allocators (CPython's options
+ * precede the script: "-X dev" or "-Xdev", options grouped as in "-uXdev",
+ * and -E or -I, which make it ignore PYTHON* variables). Read from
+ * /proc/self/cmdline into a static buffer, once, with no allocation; only
+ * when the program is python itself (an embedder's argv is its own). */
+typedef struct py_cmdline {
+    int dev;        /* -X dev */
+    int ignore_env; /* -E or -I */
+} py_cmdline;
+
+static void scan_option(py_cmdline *c, const char *a, const char *next, int *skip, int *stop)
+{
+    for (const char *p = a + 1; *p; p++) {
+        if (*p == 'E' || *p == 'I') c->ignore_env = 1;
+        if (*p == 'c' || *p == 'm') { /* the rest is the program's */
+            *stop = 1;
+            return;
+        }
+        if (*p == 'X' || *p == 'W') { /* takes the rest of a, or the next argument */
+            const char *v = p[1] ? p + 1 : next;
+            if (!p[1]) *skip = 1;
+            if (*p == 'X' && v && (!strcmp(v, "dev") || !strncmp(v, "dev=", 4))) c->dev = 1;
+            return;
+        }
+    }
+}
+
+static py_cmdline read_cmdline(void)
+{
+    static char buf[4096];
+    py_cmdline c = {0, 0};
+    int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return c;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return c;
+    buf[n] = 0;
+    const char *end = buf + n, *a0 = strrchr(buf, '/');
+    if (strncmp(a0 ? a0 + 1 : buf, "python", 6)) return c;
+    for (const char *a = buf + strlen(buf) + 1; a < end; a += strlen(a) + 1) {
+        if (a[0] != '-' || !a[1] || !strcmp(a, "--")) break; /* the script, "-" or "--" */
+        if (a[1] == '-') {                                   /* long options */
+            if (!strcmp(a, "--check-hash-based-pycs")) a += strlen(a) + 1;
+            continue;
+        }
+        const char *next = a + strlen(a) + 1;
+        int skip = 0, stop = 0;
+        scan_option(&c, a, next < end ? next : NULL, &skip, &stop);
+        if (stop) break;
+        if (skip && next < end) a = next;
+    }
+    return c;
+}
+
 void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialized)
 {
     if (atomic_load_explicit(&state, memory_order_relaxed) == HS_PYMEM_WRAPPED) return;
@@ -193,10 +249,15 @@ void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialize
      * its own at start-up, over ours: malloc's hooks then see everything
      * (malloc, malloc_debug) or small objects are not seen (pymalloc,
      * debug, pymalloc_debug), but an interpreter already past that point
-     * (an embedder's) must not have small requests counted twice. */
-    const char *pm = getenv("PYTHONMALLOC");
+     * (an embedder's) must not have small requests counted twice. Dev mode
+     * (-X dev, PYTHONDEVMODE) installs the debug hooks over pymalloc unless
+     * PYTHONMALLOC says otherwise: small objects are not seen either. */
+    py_cmdline cl = initialized ? (py_cmdline){0, 0} : read_cmdline();
+    const char *pm = cl.ignore_env ? NULL : getenv("PYTHONMALLOC");
     if (pm && !*pm) pm = NULL; /* as CPython reads it */
-    if (initialized || !get || !set || pm) {
+    const char *dm = cl.ignore_env ? NULL : getenv("PYTHONDEVMODE");
+    int dev = cl.dev || (dm && *dm);
+    if (initialized || !get || !set || pm || dev) {
         atomic_store_explicit(&state, HS_PYMEM_TOO_LATE, memory_order_relaxed);
         if (initialized || !pm || strncmp(pm, "malloc", 6))
             atomic_store_explicit(&hs__drops[HS_DROP_PYTHON_SMALL_UNSEEN], 1, memory_order_relaxed);

@@ -31,8 +31,10 @@
  * With PYTHONMALLOC set nothing is wrapped: the interpreter installs its own
  * allocators at start-up (malloc and malloc_debug send everything to the
  * hooks; with pymalloc, debug and pymalloc_debug small objects are not
- * seen). -X dev installs the debug hooks over ours at start-up: small
- * objects are then not seen either.
+ * seen). Development mode (-X dev on python's command line, or
+ * PYTHONDEVMODE) installs the debug hooks over pymalloc at start-up:
+ * nothing is wrapped then either, and small objects are not seen. -E and -I
+ * make python ignore both variables, and the collector with it.
  *
  * The end of a Python program: the free and realloc wrappers watch the
  * runtime's `_finalizing` word (set by Py_FinalizeEx after the main code,

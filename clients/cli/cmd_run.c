@@ -327,8 +327,8 @@ static void summary(const hs_cli_args *a, const char *url, const json_t *run, in
                 pyfb);
     if (hs_json_int(d, "python_small_unseen"))
         fprintf(stderr, "  python       small objects (pymalloc's) not seen: the interpreter was "
-                        "found after its start-up, or PYTHONMALLOC keeps them from malloc (unset "
-                        "it, or set it to malloc)\n");
+                        "found after its start-up, or PYTHONMALLOC or development mode (-X dev) "
+                        "keeps them from malloc (unset it, or set PYTHONMALLOC=malloc)\n");
 
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
     hs_cli_site_params(a, t, sizeof t);

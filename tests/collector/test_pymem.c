@@ -46,12 +46,22 @@ typedef struct answer {
 } answer;
 
 /* Runs the script under the collector, sending to port; returns the truth. */
+/* How python is started besides the script: PYTHONMALLOC's value ("" as if
+ * unset), up to two options before the script, one more variable. */
+typedef struct py_start {
+    const char *pymalloc;
+    const char *opt[2];
+    const char *env;
+} py_start;
+
 static answer run_script_env(const char *python, int port, const char *sample, int n, int iters,
-                             int k, const char *pause, const char *pymalloc)
+                             int k, const char *pause, const py_start *how)
 {
-    const char *argv[9];
+    const char *argv[11];
     int i = 0;
     argv[i++] = python;
+    for (int o = 0; o < 2; o++)
+        if (how->opt[o]) argv[i++] = how->opt[o];
     /* pyenv's interpreters without site: some import a hundred modules
      * through .pth files, which at every allocation costs seconds */
     if (strncmp(python, "/usr/bin/", 9)) argv[i++] = "-S";
@@ -65,7 +75,8 @@ static answer run_script_env(const char *python, int port, const char *sample, i
                          "HEAPSTORE_EXIT_FLUSH_MS=30000",
                          "HEAPSTORE_SEED=12345",
                          hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port),
-                         hs_testrun_env("PYTHONMALLOC=%s", pymalloc),
+                         hs_testrun_env("PYTHONMALLOC=%s", how->pymalloc),
+                         how->env,
                          NULL};
     hs_testrun r;
     hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 300);
@@ -80,7 +91,8 @@ static answer run_script_env(const char *python, int port, const char *sample, i
 static answer run_script(const char *python, int port, const char *sample, int n, int iters, int k,
                          const char *pause)
 {
-    return run_script_env(python, port, sample, n, iters, k, pause, "");
+    static const py_start plain = {"", {NULL, NULL}, NULL};
+    return run_script_env(python, port, sample, n, iters, k, pause, &plain);
 }
 
 static json_t *api(hs_q *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -277,8 +289,12 @@ static void test_default_rate(void **state)
 /* PYTHONMALLOC: the interpreter installs allocators of its own, and nothing
  * is wrapped. With malloc, every object reaches malloc's hooks and is
  * counted once; with pymalloc, small objects are not seen, and the run says
- * so (sampling.dropped.python_small_unseen). Either way the main code's end
- * is not known (the wrappers watch for it): "end" is the process's. */
+ * so (sampling.dropped.python_small_unseen). Development mode, given as
+ * -X dev, grouped as -bXdev or by PYTHONDEVMODE, replaces the allocators
+ * with its debug hooks: not seen either. -I and -E make python ignore
+ * PYTHONMALLOC and PYTHONDEVMODE, and the wrappers then see everything.
+ * Where nothing is wrapped the main code's end is not known (the wrappers
+ * watch for it): "end" is the process's. */
 static void test_pythonmalloc(void **state)
 {
     (void)state;
@@ -292,12 +308,20 @@ static void test_pythonmalloc(void **state)
     hs_qerr err;
     assert_int_equal(hs_q_open(&q, db, &err), 0);
     static const struct {
-        const char *env;
-        int unseen;
-    } cases[] = {{"malloc", 0}, {"pymalloc", 1}};
+        py_start how;
+        int unseen, wrapped;
+    } cases[] = {
+        {{"malloc", {NULL, NULL}, NULL}, 0, 0},
+        {{"pymalloc", {NULL, NULL}, NULL}, 1, 0},
+        {{"", {"-X", "dev"}, NULL}, 1, 0},
+        {{"", {"-bXdev", NULL}, NULL}, 1, 0},
+        {{"", {NULL, NULL}, "PYTHONDEVMODE=1"}, 1, 0},
+        {{"pymalloc", {"-I", NULL}, "PYTHONDEVMODE=1"}, 0, 1},
+        {{"", {"-X", "utf8"}, NULL}, 0, 1}, /* another -X: still wrapped */
+    };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        answer a =
-            run_script_env("/usr/bin/python3", srv.port, "1", 2000, 1, 10, "0", cases[c].env);
+        const py_start *how = &cases[c].how;
+        answer a = run_script_env("/usr/bin/python3", srv.port, "1", 2000, 1, 10, "0", how);
         int64_t run = ended_run(q);
         json_t *info = api(q, "/api/runs/%lld", (long long)run);
         json_t *d =
@@ -305,11 +329,15 @@ static void test_pythonmalloc(void **state)
         int64_t unseen = json_integer_value(json_object_get(d, "python_small_unseen"));
         /* At the peak: without the wrappers, the main code's end is not
          * known, and the run's end is after the teardown. */
-        assert_null(json_object_get(json_object_get(info, "run"), "main_end_ns"));
+        json_t *main_end = json_object_get(json_object_get(info, "run"), "main_end_ns");
+        assert_int_equal(main_end != NULL && !json_is_null(main_end), cases[c].wrapped);
         int64_t keep = fn_bytes(q, run, "peak", "pymem_keep");
         json_decref(info);
-        fprintf(stderr, "PYTHONMALLOC=%s: pymem_keep %lld (true %lld), python_small_unseen %lld\n",
-                cases[c].env, (long long)keep, a.keep, (long long)unseen);
+        fprintf(stderr,
+                "case %zu (PYTHONMALLOC=%s %s %s %s): pymem_keep %lld (true %lld), "
+                "python_small_unseen %lld\n",
+                c, how->pymalloc, how->opt[0] ? how->opt[0] : "", how->opt[1] ? how->opt[1] : "",
+                how->env ? how->env : "", (long long)keep, a.keep, (long long)unseen);
         assert_int_equal(unseen, cases[c].unseen);
         if (cases[c].unseen)
             assert_true(keep * 2 < a.keep); /* only the objects of 1033 bytes */
