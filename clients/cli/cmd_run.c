@@ -141,6 +141,13 @@ static int64_t run_progress(const json_t *run)
            hs_json_int(run, "duration_ns");
 }
 
+/* Whether the run sampled any allocation (most of a shell script's helper
+ * processes do not, at the default rate). */
+static int has_samples(const json_t *run)
+{
+    return hs_json_int(run, "alloc_events") > 0 || hs_json_int(run, "peak_bytes") > 0;
+}
+
 static void server_stop(server_proc *sp, int show_log)
 {
     if (sp->pid <= 0) return;
@@ -344,8 +351,8 @@ static void summary_head(const char *url, const json_t *run, int code)
                         "it, or set it to malloc)\n");
 }
 
-/* The run's top sites at its peak, its likely leaks, and where to look next. */
-static void summary_body(const hs_cli_args *a, const char *url, const json_t *run, const char *how)
+/* The run's top sites at its peak and its likely leaks. */
+static void summary_sites(const hs_cli_args *a, const char *url, const json_t *run)
 {
     int64_t id = hs_json_int(run, "id");
     char t[4096], b1[32], b2[32];
@@ -402,6 +409,16 @@ static void summary_body(const hs_cli_args *a, const char *url, const json_t *ru
         }
     }
     json_decref(leaks);
+}
+
+/* What the run allocated, and where to look next. */
+static void summary_body(const hs_cli_args *a, const char *url, const json_t *run, const char *how)
+{
+    int64_t id = hs_json_int(run, "id");
+    if (has_samples(run))
+        summary_sites(a, url, run);
+    else
+        fprintf(stderr, "\n  no allocation was sampled (--sample 1 records every one)\n");
     fprintf(stderr,
             "\n  dig further (%s):\n"
             "    heapstore top %" PRId64 " --at peak          heapstore history %" PRId64
@@ -540,11 +557,6 @@ static int tree_wait(run_tree *out, const char *url, int64_t root)
         tree_clear(out);
         sleep_ms(200);
     }
-}
-
-static int has_samples(const json_t *run)
-{
-    return hs_json_int(run, "alloc_events") > 0 || hs_json_int(run, "peak_bytes") > 0;
 }
 
 /* Largest peak first; then the older run. */

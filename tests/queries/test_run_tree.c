@@ -56,20 +56,37 @@ static json_t *all_runs(void)
     return j;
 }
 
-/* The run of wl_tree MODE (its argv[1]) that allocated (the fork children
- * of root share its argv until they exec); NULL when there is none. */
+/* The run of wl_tree MODE (its argv[1]) of the largest peak: the fork
+ * children of root share its argv until they exec, and allocate little or
+ * nothing. NULL when there is none. */
 static json_t *run_of(json_t *runs, const char *mode)
 {
     size_t i;
-    json_t *r;
+    json_t *r, *best = NULL;
     json_array_foreach(json_object_get(runs, "runs"), i, r)
     {
         const char *a1 = json_string_value(json_array_get(json_object_get(r, "argv"), 1));
-        if (a1 && !strcmp(a1, mode) && json_integer_value(json_object_get(r, "peak_bytes")) &&
-            strstr(json_string_value(json_object_get(r, "program")), "wl_tree"))
-            return r;
+        if (!a1 || strcmp(a1, mode) ||
+            !strstr(json_string_value(json_object_get(r, "program")), "wl_tree"))
+            continue;
+        if (!best || json_integer_value(json_object_get(r, "peak_bytes")) >
+                         json_integer_value(json_object_get(best, "peak_bytes")))
+            best = r;
     }
-    return NULL;
+    return best;
+}
+
+/* How many runs sampled nothing. */
+static size_t without_samples(json_t *runs)
+{
+    size_t i, n = 0;
+    json_t *r;
+    json_array_foreach(json_object_get(runs, "runs"), i, r)
+    {
+        n += !json_integer_value(json_object_get(r, "alloc_events")) &&
+             !json_integer_value(json_object_get(r, "peak_bytes"));
+    }
+    return n;
 }
 
 static int64_t num(const json_t *o, const char *key)
@@ -141,12 +158,14 @@ static void test_tree_summary(void **state)
         prev = at;
         free(line);
     }
-    /* the two fork children before their exec sampled nothing: one line */
+    /* the two fork children before their exec sample nothing (a sanitizer's
+     * runtime may allocate there): those without samples make one line */
+    assert_true(nruns == 5);
+    size_t empty = without_samples(runs);
     char fold[96];
-    snprintf(fold, sizeof fold, "    %zu more processes without samples: wl_tree×%zu\n", nruns - 3,
-             nruns - 3);
-    assert_true(nruns > 3);
-    assert_non_null(strstr(o.err, fold));
+    snprintf(fold, sizeof fold, "    %zu more process%s without samples: wl_tree×%zu\n", empty,
+             empty == 1 ? "" : "es", empty);
+    assert_true(empty ? strstr(o.err, fold) != NULL : strstr(o.err, "without samples") == NULL);
 
     /* then the largest in detail */
     json_t *big = run_of(runs, "big");
