@@ -459,6 +459,17 @@ static void tree_clear(run_tree *t)
     memset(t, 0, sizeof *t);
 }
 
+typedef struct id_index {
+    int64_t id;
+    size_t index; /* in the listing */
+} id_index;
+
+static int cmp_id(const void *a, const void *b)
+{
+    const id_index *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
 /* The runs of root's tree: root, then its descendants, newest first. */
 static int tree_fetch(run_tree *out, const char *url, int64_t root)
 {
@@ -485,29 +496,35 @@ static int tree_fetch(run_tree *out, const char *url, int64_t root)
             return -1;
         }
         /* Rows 0..at are newer than the root; a run is in the tree when its
-         * parent is. Parents usually start first (listed later), so one pass
+         * parent is. Parents usually start first (listed later), so a pass
          * from the oldest settles most trees; repeat until nothing changes. */
         char *in = calloc(at + 1, 1);
-        if (!in) {
+        id_index *by_id = malloc((at + 1) * sizeof *by_id);
+        if (!in || !by_id) {
+            free(in);
+            free(by_id);
             json_decref(j);
             return -1;
         }
+        for (size_t i = 0; i <= at; i++)
+            by_id[i] = (id_index){hs_json_int(json_array_get(rows, i), "id"), i};
+        qsort(by_id, at + 1, sizeof *by_id, cmp_id);
         in[at] = 1;
         size_t count = 1;
         for (int changed = 1; changed;) {
             changed = 0;
             for (size_t i = at; i-- > 0;) {
                 if (in[i]) continue;
-                int64_t parent = hs_json_int(json_array_get(rows, i), "parent_id");
-                for (size_t k = i + 1; k <= at && parent; k++)
-                    if (in[k] && hs_json_int(json_array_get(rows, k), "id") == parent) {
-                        in[i] = 1;
-                        count++;
-                        changed = 1;
-                        break;
-                    }
+                id_index key = {hs_json_int(json_array_get(rows, i), "parent_id"), 0};
+                const id_index *parent = bsearch(&key, by_id, at + 1, sizeof *by_id, cmp_id);
+                if (key.id && parent && in[parent->index]) {
+                    in[i] = 1;
+                    count++;
+                    changed = 1;
+                }
             }
         }
+        free(by_id);
         out->run = malloc(count * sizeof *out->run);
         if (!out->run) {
             free(in);
