@@ -176,7 +176,7 @@ async function startServer(tmp) {
   }
 }
 
-function record(prog, port, labels, { args = [], code: want = 0 } = {}) {
+function record(prog, port, labels, { args = [], code: want = 0, env = {} } = {}) {
   return new Promise((resolve, reject) => {
     const child = spawn(prog, args, {
       stdio: ['ignore', 'inherit', 'inherit'],
@@ -186,6 +186,7 @@ function record(prog, port, labels, { args = [], code: want = 0 } = {}) {
         HEAPSTORE_URL: `tcp://127.0.0.1:${port}`,
         HEAPSTORE_SAMPLE_BYTES: '1',
         HEAPSTORE_LABELS: labels,
+        ...env,
       },
     });
     const timer = setTimeout(() => {
@@ -259,7 +260,9 @@ async function main() {
 
   const srv = await startServer(tmp);
   log(`server on ${srv.base}`);
-  await record(TREE, srv.port, 'suite=tree', { args: ['root'], code: 3 });
+  // wl_tree big allocates 86 frames deep: recorded whole, longer than an
+  // answer's default 64 frames
+  await record(TREE, srv.port, 'suite=tree', { args: ['root'], code: 3, env: { HEAPSTORE_DEPTH: '128' } });
   await record(FIXED, srv.port, 'version=fixed,suite=web');
   await record(LEAKY, srv.port, 'version=leaky,suite=web');
   // the tree: its root, the root's two fork children (before their exec), small, big
@@ -576,6 +579,24 @@ async function main() {
     const opened = stacks.length;
     await page.click(`.top-table tr[data-name="${BIGGEST_AT_PEAK}"] button[data-act="stack"]`);
     assert(await page.locator('tr.stack-row').count() === opened - 1, 'a click closes the stack');
+  });
+
+  await check('a stack longer than the answer\'s frames opens whole on request', async () => {
+    await page.goto(`${srv.base}/#/run/${tree.big.id}?at=peak&tab=table&by=stack`);
+    await waitReady(page);
+    await page.click('.top-table tbody tr[data-name] button[data-act="stack"]');
+    const frames = () => page.$$eval('tr.stack-row li', (lis) => lis.map((li) => li.dataset.fn));
+    let fns = await frames();
+    const more = page.locator('tr.stack-row button[data-act="whole-stack"]');
+    const label = await more.innerText();
+    const depth = Number((/all (\d+) frames/.exec(label) || [])[1]);
+    assert(fns.length === 64 && depth > 80, `the answer's 64 frames, and a button for all: ${fns.length}, "${label}"`);
+    await more.click();
+    await page.waitForFunction((n) => document.querySelectorAll('tr.stack-row li').length === n, depth);
+    fns = await frames();
+    assert(fns[0] === 'heap' && fns.filter((f) => f === 'descend').length === 81 && fns.includes('main'),
+      `the whole stack: ${fns.length} frames, ${fns.slice(0, 3)} … ${fns.slice(-4)}`);
+    assert(await more.count() === 0, 'the button is gone');
   });
 
   await check('the diff of the fixed and the leaking version names the leaking site', async () => {
