@@ -8,6 +8,7 @@
  * prints a summary on stderr (the program keeps stdout) and exits with the
  * program's exit code (128 + N for a program killed by signal N).
  */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -140,6 +141,13 @@ static int64_t run_progress(const json_t *run)
            hs_json_int(run, "duration_ns");
 }
 
+/* Whether the run sampled any allocation (most of a shell script's helper
+ * processes do not, at the default rate). */
+static int has_samples(const json_t *run)
+{
+    return hs_json_int(run, "alloc_events") > 0 || hs_json_int(run, "peak_bytes") > 0;
+}
+
 static void server_stop(server_proc *sp, int show_log)
 {
     if (sp->pid <= 0) return;
@@ -269,21 +277,33 @@ static int exec_successor(const char *url, const json_t *run, char *out, size_t 
     return rc;
 }
 
-static void summary(const hs_cli_args *a, const char *url, const json_t *run, int code,
-                    const char *how)
+static const char *sampling_text(const json_t *run, char *buf, size_t len)
+{
+    char b[32];
+    int64_t sb = hs_json_int(json_object_get(run, "sampling"), "sample_bytes");
+    if (sb == 1)
+        snprintf(buf, len, "every allocation");
+    else
+        snprintf(buf, len, "one sample per %s", hs_cli_bytes(sb, b));
+    return buf;
+}
+
+/* The run's heap in a few lines. code: the command's exit code when run is
+ * the command's own process, else -1 (run is the largest of its tree). */
+static void summary_head(const char *url, const json_t *run, int code)
 {
     int64_t id = hs_json_int(run, "id");
-    char t[4096], b1[32], b2[32], b3[32];
+    char t[4096], b1[32], b2[32], b3[32], sampling[64];
     json_t *samp = json_object_get(run, "sampling");
-    int64_t sb = hs_json_int(samp, "sample_bytes");
-    char sampling[64];
-    if (sb == 1)
-        snprintf(sampling, sizeof sampling, "every allocation");
+    sampling_text(run, sampling, sizeof sampling);
+    if (code >= 0)
+        fprintf(stderr, "\nheapstore: run %" PRId64 " of %s: exit code %d, %s, sampling %s\n", id,
+                hs_json_str(run, "program"), code, hs_cli_secs(hs_json_int(run, "duration_ns"), b1),
+                sampling);
     else
-        snprintf(sampling, sizeof sampling, "one sample per %s", hs_cli_bytes(sb, b1));
-    fprintf(stderr, "\nheapstore: run %" PRId64 " of %s: exit code %d, %s, sampling %s\n", id,
-            hs_json_str(run, "program"), code, hs_cli_secs(hs_json_int(run, "duration_ns"), b1),
-            sampling);
+        fprintf(stderr, "\nheapstore: run %" PRId64 " of %s, the largest: %s, pid %" PRId64 "\n",
+                id, hs_json_str(run, "program"), hs_cli_secs(hs_json_int(run, "duration_ns"), b1),
+                hs_json_int(run, "pid"));
     fprintf(stderr, "  peak heap    %s at %s\n", hs_cli_bytes(hs_json_int(run, "peak_bytes"), b2),
             hs_cli_secs(hs_json_int(run, "peak_t_ns"), b3));
     const char *unclean =
@@ -329,7 +349,13 @@ static void summary(const hs_cli_args *a, const char *url, const json_t *run, in
         fprintf(stderr, "  python       small objects (pymalloc's) not seen: the interpreter was "
                         "found after its start-up, or PYTHONMALLOC or development mode (-X dev) "
                         "keeps them from malloc (unset it, or set PYTHONMALLOC=malloc)\n");
+}
 
+/* The run's top sites at its peak and its likely leaks. */
+static void summary_sites(const hs_cli_args *a, const char *url, const json_t *run)
+{
+    int64_t id = hs_json_int(run, "id");
+    char t[4096], b1[32], b2[32];
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
     hs_cli_site_params(a, t, sizeof t);
     json_t *top = get_json(url, t, 0);
@@ -383,6 +409,16 @@ static void summary(const hs_cli_args *a, const char *url, const json_t *run, in
         }
     }
     json_decref(leaks);
+}
+
+/* What the run allocated, and where to look next. */
+static void summary_body(const hs_cli_args *a, const char *url, const json_t *run, const char *how)
+{
+    int64_t id = hs_json_int(run, "id");
+    if (has_samples(run))
+        summary_sites(a, url, run);
+    else
+        fprintf(stderr, "\n  no allocation was sampled (--sample 1 records every one)\n");
     fprintf(stderr,
             "\n  dig further (%s):\n"
             "    heapstore top %" PRId64 " --at peak          heapstore history %" PRId64
@@ -392,6 +428,326 @@ static void summary(const hs_cli_args *a, const char *url, const json_t *run, in
             "    heapstore export %" PRId64 " --format pprof -o heap.pb.gz && go tool pprof -top "
             "heap.pb.gz\n",
             how, id, id, id, id, id);
+}
+
+/* ---- the process tree ------------------------------------------------------
+ *
+ * A program that starts others (a compiler driver, a shell script, pyenv's
+ * shims) leaves one run per process image, linked by parent_id. The summary
+ * speaks of the whole tree: each process's peak and what it still held at
+ * its end, the largest first, and then the largest one in detail. The API has
+ * no filter by parent, so the tree is gathered from /api/runs rows: every run
+ * of the tree started after its root, and the listing is newest first, so a
+ * listing that reaches the root holds the whole tree. */
+
+/* At most this many processes with samples get a line of their own; the
+ * rest, and the processes without samples, are folded into a line each. */
+#define TREE_LINES 10
+/* How many program names a folded line lists. */
+#define FOLD_NAMES 6
+
+typedef struct run_tree {
+    json_t *all;  /* the /api/runs answer the rows below belong to */
+    json_t **run; /* borrowed from all: the root and its descendants */
+    size_t n;
+} run_tree;
+
+static void tree_clear(run_tree *t)
+{
+    free(t->run);
+    json_decref(t->all);
+    memset(t, 0, sizeof *t);
+}
+
+typedef struct id_index {
+    int64_t id;
+    size_t index; /* in the listing */
+} id_index;
+
+static int cmp_id(const void *a, const void *b)
+{
+    const id_index *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The runs of root's tree: root, then its descendants, newest first. */
+static int tree_fetch(run_tree *out, const char *url, int64_t root)
+{
+    memset(out, 0, sizeof *out);
+    for (int64_t limit = 200;; limit *= 4) {
+        if (limit > 100000) limit = 100000;
+        char target[64];
+        snprintf(target, sizeof target, "/api/runs?limit=%" PRId64, limit);
+        json_t *j = get_json(url, target, 1);
+        json_t *rows = json_object_get(j, "runs");
+        if (!rows) {
+            json_decref(j);
+            return -1;
+        }
+        size_t n = json_array_size(rows), at = n;
+        for (size_t i = 0; i < n && at == n; i++)
+            if (hs_json_int(json_array_get(rows, i), "id") == root) at = i;
+        if (at == n && n == (size_t)limit && limit < 100000) {
+            json_decref(j); /* the root is older than the listing: ask for more */
+            continue;
+        }
+        if (at == n) {
+            json_decref(j);
+            return -1;
+        }
+        /* Rows 0..at are newer than the root; a run is in the tree when its
+         * parent is. Parents usually start first (listed later), so a pass
+         * from the oldest settles most trees; repeat until nothing changes. */
+        char *in = calloc(at + 1, 1);
+        id_index *by_id = malloc((at + 1) * sizeof *by_id);
+        if (!in || !by_id) {
+            free(in);
+            free(by_id);
+            json_decref(j);
+            return -1;
+        }
+        for (size_t i = 0; i <= at; i++)
+            by_id[i] = (id_index){hs_json_int(json_array_get(rows, i), "id"), i};
+        qsort(by_id, at + 1, sizeof *by_id, cmp_id);
+        in[at] = 1;
+        size_t count = 1;
+        for (int changed = 1; changed;) {
+            changed = 0;
+            for (size_t i = at; i-- > 0;) {
+                if (in[i]) continue;
+                id_index key = {hs_json_int(json_array_get(rows, i), "parent_id"), 0};
+                const id_index *parent = bsearch(&key, by_id, at + 1, sizeof *by_id, cmp_id);
+                if (key.id && parent && in[parent->index]) {
+                    in[i] = 1;
+                    count++;
+                    changed = 1;
+                }
+            }
+        }
+        free(by_id);
+        out->run = malloc(count * sizeof *out->run);
+        if (!out->run) {
+            free(in);
+            json_decref(j);
+            return -1;
+        }
+        out->run[out->n++] = json_array_get(rows, at);
+        for (size_t i = 0; i < at; i++)
+            if (in[i]) out->run[out->n++] = json_array_get(rows, i);
+        assert(out->n == count);
+        free(in);
+        out->all = j;
+        return 0;
+    }
+}
+
+/* Whether run's process still runs on this machine (a background child
+ * that outlives the command: its run stays open, and is not waited for). */
+static int process_alive(const json_t *run)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) || strcmp(host, hs_json_str(run, "host"))) return 0;
+    pid_t pid = (pid_t)hs_json_int(run, "pid");
+    return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM);
+}
+
+/* Waits until every run of root's tree whose process has exited is stored
+ * (or nothing has changed for STALLED_S), then gathers the tree. */
+static int tree_wait(run_tree *out, const char *url, int64_t root)
+{
+    int64_t seen = -1;
+    double idle_since = now_s();
+    for (;;) {
+        if (tree_fetch(out, url, root)) return -1;
+        int64_t progress = (int64_t)out->n, pending = 0;
+        for (size_t i = 0; i < out->n; i++) {
+            progress += run_progress(out->run[i]);
+            if (!strcmp(hs_json_str(out->run[i], "state"), "open") && !process_alive(out->run[i]))
+                pending++;
+        }
+        if (!pending) return 0;
+        if (progress != seen) {
+            seen = progress;
+            idle_since = now_s();
+        }
+        if (now_s() - idle_since >= STALLED_S) return 0;
+        tree_clear(out);
+        sleep_ms(200);
+    }
+}
+
+/* Largest peak first; then the older run. */
+static int cmp_peak(const void *a, const void *b)
+{
+    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    int64_t px = hs_json_int(x, "peak_bytes"), py = hs_json_int(y, "peak_bytes");
+    if (px != py) return px < py ? 1 : -1;
+    int64_t ix = hs_json_int(x, "id"), iy = hs_json_int(y, "id");
+    return (ix > iy) - (ix < iy);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *s = strrchr(path, '/');
+    return s ? s + 1 : path;
+}
+
+/* "prog arg1 arg2…" of run, cut at about len - 4 bytes with an ellipsis. */
+static void command_line(char *buf, size_t len, const json_t *run)
+{
+    assert(len > 8);
+    size_t n = (size_t)snprintf(buf, len, "%s", base_name(hs_json_str(run, "program")));
+    json_t *argv = json_object_get(run, "argv"), *arg;
+    size_t i;
+    json_array_foreach(argv, i, arg)
+    {
+        if (i == 0) continue;
+        if (n >= len - 1) break;
+        n += (size_t)snprintf(buf + n, len - n, " %s", json_string_value(arg));
+    }
+    if (n >= len - 1) strcpy(buf + len - 5, "…");
+}
+
+/* "<lead>N <more>processes <what>: bash×40, env×20, …" for runs[0..n). */
+static void fold_line(json_t *const *runs, size_t n, const char *lead, const char *more,
+                      const char *what)
+{
+    if (!n) return;
+    const char **name = calloc(n, sizeof *name);
+    size_t *count = calloc(n, sizeof *count), k = 0;
+    if (!name || !count) {
+        free(name);
+        free(count);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const char *b = base_name(hs_json_str(runs[i], "program"));
+        size_t j = 0;
+        while (j < k && strcmp(name[j], b)) j++;
+        if (j == k) name[k++] = b;
+        count[j]++;
+    }
+    fprintf(stderr, "%s%zu %sprocess%s %s:", lead, n, more, n == 1 ? "" : "es", what);
+    for (size_t shown = 0; shown < k && shown < FOLD_NAMES; shown++) {
+        size_t best = shown; /* selection: the most frequent names first */
+        for (size_t j = shown + 1; j < k; j++)
+            if (count[j] > count[best]) best = j;
+        const char *bn = name[best];
+        size_t bc = count[best];
+        name[best] = name[shown], count[best] = count[shown];
+        name[shown] = bn, count[shown] = bc;
+        fprintf(stderr, "%s %s×%zu", shown ? "," : "", bn, bc);
+    }
+    fprintf(stderr, "%s\n", k > FOLD_NAMES ? ", …" : "");
+    free(name);
+    free(count);
+}
+
+/* Live bytes and blocks at run's end: before interpreter teardown for a
+ * Python program (its main code's end), else at the process's exit. */
+static void end_state(const char *url, const json_t *run, int64_t *bytes, int64_t *count)
+{
+    *bytes = hs_json_int(run, "end_bytes");
+    *count = hs_json_int(run, "end_count");
+    if (!json_object_get(run, "main_end_ns")) return;
+    char t[96];
+    snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=end&limit=1", hs_json_int(run, "id"));
+    json_t *j = get_json(url, t, 1);
+    if (j) {
+        *bytes = hs_json_int(j, "total_bytes");
+        *count = hs_json_int(j, "total_count");
+    }
+    json_decref(j);
+}
+
+static void tree_line(const char *url, const json_t *run)
+{
+    char b1[32], b2[32], end[64], cmd[72];
+    int64_t bytes, count;
+    end_state(url, run, &bytes, &count);
+    snprintf(end, sizeof end, "%s in %" PRId64 " block%s", hs_cli_bytes(bytes, b2), count,
+             count == 1 ? "" : "s");
+    command_line(cmd, sizeof cmd, run);
+    const char *open = strcmp(hs_json_str(run, "state"), "open") ? "" : " (still running)";
+    fprintf(stderr, "    %10s  %-26s  %6" PRId64 "  %7" PRId64 "  %s%s\n",
+            hs_cli_bytes(hs_json_int(run, "peak_bytes"), b1), end, hs_json_int(run, "id"),
+            hs_json_int(run, "pid"), cmd, open);
+}
+
+/* The tree's lines: processes with samples by peak, then the folded rest.
+ * sorted: the tree's runs with samples, largest peak first (ns of them). */
+static void tree_table(const char *url, const run_tree *t, json_t *const *sorted, size_t ns)
+{
+    fprintf(stderr, "    %10s  %-26s  %6s  %7s  %s\n", "peak heap", "live at the end", "run", "pid",
+            "program");
+    for (size_t i = 0; i < ns && i < TREE_LINES; i++) tree_line(url, sorted[i]);
+    if (ns > TREE_LINES) {
+        char b[32];
+        char what[64];
+        snprintf(what, sizeof what, "with samples (peaks up to %s)",
+                 hs_cli_bytes(hs_json_int(sorted[TREE_LINES], "peak_bytes"), b));
+        fold_line(sorted + TREE_LINES, ns - TREE_LINES, "    ", "more ", what);
+    }
+    fold_line(sorted + ns, t->n - ns, "    ", "more ", "without samples");
+}
+
+/* The summary of the command's process tree; last is the last image of the
+ * command's own process, root the first. */
+static void report(const hs_cli_args *a, const char *url, int64_t root, const json_t *last,
+                   int code, const char *how)
+{
+    run_tree t;
+    json_t **order = NULL;
+    if (tree_wait(&t, url, root) || !(order = malloc(t.n * sizeof *order))) {
+        tree_clear(&t);
+        summary_head(url, last, code);
+        summary_body(a, url, last, how);
+        return;
+    }
+    size_t ns = 0, k = t.n;
+    for (size_t i = 0; i < t.n; i++) /* with samples first, the rest from the end */
+        if (has_samples(t.run[i]))
+            order[ns++] = t.run[i];
+        else
+            order[--k] = t.run[i];
+    assert(k == ns);
+    qsort(order, ns, sizeof *order, cmp_peak);
+    const json_t *big = ns ? order[0] : last;
+    int64_t big_id = hs_json_int(big, "id");
+    if (ns <= 1 && big_id == hs_json_int(last, "id")) {
+        /* One process did all the allocating: its summary, as for a single
+         * process, and a line for the ones without samples. */
+        summary_head(url, last, code);
+        size_t rest = 0; /* the others (last too may have no sample) */
+        for (size_t i = ns; i < t.n; i++)
+            if (hs_json_int(order[i], "id") != big_id) order[ns + rest++] = order[i];
+        fold_line(order + ns, rest, "  also         ", "", "without samples");
+    } else {
+        char b1[32], sampling[64];
+        int64_t start = hs_json_int(t.run[0], "start_unix_ms") * 1000000, span = 0, dropped = 0;
+        for (size_t i = 0; i < t.n; i++) {
+            int64_t e = hs_json_int(t.run[i], "start_unix_ms") * 1000000 - start +
+                        hs_json_int(t.run[i], "duration_ns");
+            if (e > span) span = e;
+            json_t *d = json_object_get(json_object_get(t.run[i], "sampling"), "dropped");
+            dropped += hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events");
+        }
+        fprintf(stderr,
+                "\nheapstore: process tree of run %" PRId64
+                " (%s), %zu processes: exit code %d, %s, sampling %s\n",
+                root, base_name(hs_json_str(t.run[0], "program")), t.n, code, hs_cli_secs(span, b1),
+                sampling_text(t.run[0], sampling, sizeof sampling));
+        tree_table(url, &t, order, ns);
+        if (dropped)
+            fprintf(stderr, "  dropped      %" PRId64 " events (the numbers are lower bounds)\n",
+                    dropped);
+        else
+            fprintf(stderr, "  dropped      nothing\n");
+        summary_head(url, big, big_id == hs_json_int(last, "id") ? code : -1);
+    }
+    summary_body(a, url, big, how);
+    free(order);
+    tree_clear(&t);
 }
 
 int hs_cmd_run(int argc, char **argv)
@@ -505,7 +861,7 @@ int hs_cmd_run(int argc, char **argv)
     snprintf(target, sizeof target, "/api/runs/%s", run_id);
     json_t *run = NULL;
     int stored = 0, server_died = 0;
-    int64_t seen_progress = -1;
+    int64_t seen_progress = -1, root = 0;
     double idle_since = now_s();
     for (;;) {
         if (sp.pid > 0 && server_exited(&sp)) {
@@ -515,6 +871,7 @@ int hs_cmd_run(int argc, char **argv)
         json_t *j = get_json(url, target, 1);
         json_t *r = json_object_get(j, "run");
         if (r) {
+            if (!root) root = hs_json_int(r, "id");
             int64_t progress = run_progress(r);
             if (progress != seen_progress) {
                 seen_progress = progress;
@@ -563,7 +920,7 @@ int hs_cmd_run(int argc, char **argv)
                     "\nheapstore run: run %" PRId64 " is still open (nothing new arrived for "
                     "%d s); the summary shows what is stored so far\n",
                     hs_json_int(run, "id"), STALLED_S);
-        summary(&a, url, run, code, how);
+        report(&a, url, root, run, code, how);
     }
     json_decref(run);
     server_stop(&sp, 0);

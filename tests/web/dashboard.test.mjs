@@ -2,9 +2,11 @@
 //
 // 1. Starts build/bin/heapstore-server on 127.0.0.1 with a free port and a
 //    fresh database, serving the build's share/heapstore/web.
-// 2. Records two runs of tests/web/workload.c under the real collector, every
-//    allocation sampled (HEAPSTORE_SAMPLE_BYTES=1): web_fixed (version=fixed),
-//    then web_leaky (version=leaky), so the numbers are known exactly.
+// 2. Records a process tree, tests/queries/tree/wl_tree.c (a root that forks
+//    and execs two children of known peaks), then two runs of
+//    tests/web/workload.c under the real collector, every allocation sampled
+//    (HEAPSTORE_SAMPLE_BYTES=1): web_fixed (version=fixed), then web_leaky
+//    (version=leaky), so the numbers are known exactly.
 // 3. Drives headless Chromium (playwright-core, /usr/bin/chromium) through the
 //    views and checks what a reader would: the runs list, the plot, the flame
 //    graph at the peak, the diff, the leaks, a deep link. Screenshots go to
@@ -28,6 +30,7 @@ const COLLECTOR = path.join(BUILD, 'lib/libheapstore.so');
 const WEB_ROOT = path.join(BUILD, 'share/heapstore/web');
 const LEAKY = path.join(BUILD, 'tests/web_leaky');
 const FIXED = path.join(BUILD, 'tests/web_fixed');
+const TREE = path.join(BUILD, 'tests/wl_tree'); // tests/queries/tree/wl_tree.c
 const SCREENS = path.join(BUILD, 'tests/web-screens');
 const CHROMIUM = process.env.HS_CHROMIUM || '/usr/bin/chromium';
 
@@ -173,9 +176,9 @@ async function startServer(tmp) {
   }
 }
 
-function record(prog, port, labels) {
+function record(prog, port, labels, { args = [], code: want = 0, env = {} } = {}) {
   return new Promise((resolve, reject) => {
-    const child = spawn(prog, [], {
+    const child = spawn(prog, args, {
       stdio: ['ignore', 'inherit', 'inherit'],
       env: {
         ...process.env,
@@ -183,6 +186,7 @@ function record(prog, port, labels) {
         HEAPSTORE_URL: `tcp://127.0.0.1:${port}`,
         HEAPSTORE_SAMPLE_BYTES: '1',
         HEAPSTORE_LABELS: labels,
+        ...env,
       },
     });
     const timer = setTimeout(() => {
@@ -192,21 +196,21 @@ function record(prog, port, labels) {
     child.on('error', (err) => { clearTimeout(timer); reject(err); });
     child.on('exit', (code, sig) => {
       clearTimeout(timer);
-      if (code === 0) resolve();
+      if (code === want) resolve();
       else reject(new Error(`${prog} exited ${code ?? sig}${serverLog()}`));
     });
   });
 }
 
-// Wait until the server has n runs and has seen each of them end: a run is
-// final once its state is no longer "open".
+// Wait until the server has at least n runs and has seen every one of them
+// end: a run is final once its state is no longer "open".
 async function waitForRuns(base, n) {
   const until = Date.now() + RUNS_END_MS;
   let last = null;
   for (;;) {
     last = await getJson(base, '/api/runs');
     const final = last.runs.filter((r) => r.state !== 'open');
-    if (final.length >= n) return last.runs;
+    if (final.length >= n && final.length === last.runs.length) return last.runs;
     if (Date.now() >= until) break;
     await sleep(200);
   }
@@ -246,7 +250,7 @@ async function shot(page, name, { keepTip = false } = {}) {
 }
 
 async function main() {
-  for (const f of [SERVER, COLLECTOR, LEAKY, FIXED, path.join(WEB_ROOT, 'index.html'), CHROMIUM]) {
+  for (const f of [SERVER, COLLECTOR, LEAKY, FIXED, TREE, path.join(WEB_ROOT, 'index.html'), CHROMIUM]) {
     if (!fs.existsSync(f)) throw new Error(`missing ${f} (build the tree; chromium: apt-get install chromium)`);
   }
   const { chromium } = await loadPlaywright();
@@ -256,13 +260,22 @@ async function main() {
 
   const srv = await startServer(tmp);
   log(`server on ${srv.base}`);
+  // wl_tree big allocates 86 frames deep: recorded whole, longer than an
+  // answer's default 64 frames
+  await record(TREE, srv.port, 'suite=tree', { args: ['root'], code: 3, env: { HEAPSTORE_DEPTH: '128' } });
   await record(FIXED, srv.port, 'version=fixed,suite=web');
   await record(LEAKY, srv.port, 'version=leaky,suite=web');
-  const runs = await waitForRuns(srv.base, 2);
+  // the tree: its root, the root's two fork children (before their exec), small, big
+  const runs = await waitForRuns(srv.base, 2 + 5);
   const leaky = runs.find((r) => r.labels && r.labels.version === 'leaky');
   const fixed = runs.find((r) => r.labels && r.labels.version === 'fixed');
   assert(leaky && fixed, `both runs are listed with their labels: ${JSON.stringify(runs).slice(0, 400)}`);
-  log(`runs: leaky #${leaky.id}, fixed #${fixed.id}`);
+  const treeRuns = runs.filter((r) => r.labels && r.labels.suite === 'tree');
+  const treeRun = (mode) => treeRuns.find((r) => r.argv[1] === mode && r.peak_bytes > 0);
+  const tree = { runs: treeRuns, root: treeRun('root'), small: treeRun('small'), big: treeRun('big') };
+  assert(tree.root && tree.small && tree.big && tree.root.parent_id === null,
+    `the process tree's runs: ${JSON.stringify(treeRuns).slice(0, 400)}`);
+  log(`runs: leaky #${leaky.id}, fixed #${fixed.id}, tree #${tree.root.id} (${treeRuns.length} runs)`);
 
   const browser = await chromium.launch({
     executablePath: CHROMIUM,
@@ -340,11 +353,46 @@ async function main() {
     await page.goto(`${srv.base}/#/runs?host=${encodeURIComponent(leaky.host)}`);
     await waitReady(page);
     ids = await rows();
-    assert(ids.length === 2, `host=${leaky.host}: rows ${ids}`);
+    // the two runs and the tree's root (its processes folded under it)
+    assert(ids.length === 3 && ids.includes(tree.root.id), `host=${leaky.host}: rows ${ids}`);
     await page.goto(`${srv.base}/#/runs?host=no-such-host`);
     await waitReady(page);
     ids = await rows();
     assert(ids.length === 0, `host=no-such-host: rows ${ids}`);
+  });
+
+  await check('the runs page folds a process tree under its root, largest peak first', async () => {
+    const n = tree.runs.length;
+    const listed = () => page.$$eval('table.runs tbody tr', (trs) => trs.map((tr) => tr.dataset.run || tr.className));
+    await page.goto(srv.base + '/#/runs');
+    await waitReady(page);
+    const rootRow = page.locator(`table.runs tr[data-run="${tree.root.id}"]`);
+    const toggle = rootRow.locator('button[data-act="tree"]');
+    const text = await rootRow.innerText();
+    assert(text.includes(`${n} processes`) && text.includes('largest 3.00 MiB (wl_tree)'),
+      `the root row shows the tree's size and largest peak: ${text}`);
+    let rows = await listed();
+    assert(!rows.includes(String(tree.big.id)) && !rows.includes(String(tree.small.id)), `members folded: ${rows}`);
+    await toggle.click();
+    await page.waitForSelector('tr.tree-member');
+    rows = await listed();
+    const at = rows.indexOf(String(tree.root.id));
+    // under the root: the processes with samples, largest peak first, then
+    // the fork children that sampled nothing before their exec, in one row
+    assert(rows[at + 1] === String(tree.big.id) && rows[at + 2] === String(tree.small.id) && rows[at + 3] === 'tree-fold',
+      `rows under the root: ${rows.slice(at, at + 4)}`);
+    const fold = await page.locator('tr.tree-fold').innerText();
+    assert(fold.includes(`${n - 3} more processes without samples: wl_tree×${n - 3}`), `fold row: ${fold}`);
+    assert(new RegExp(`open=${tree.root.id}`).test(page.url()), `the open tree is in the URL: ${page.url()}`);
+    await shot(page, '1b-runs-tree');
+    await page.click('tr.tree-fold button[data-act="tree-all"]');
+    assert(await page.locator('tr.tree-member').count() === n - 1, 'every process listed');
+    await toggle.click();
+    assert(await page.locator('tr.tree-member').count() === 0, 'closed again');
+    // a link with the tree open reopens it
+    await page.goto(`${srv.base}/#/runs?open=${tree.root.id}`);
+    await waitReady(page);
+    assert(await page.locator('tr.tree-member').count() === 2, 'reopened from the URL');
   });
 
   let peakUrl = null;
@@ -483,6 +531,72 @@ async function main() {
     const fns = await page.$$eval('.top-table tbody tr', (trs) => trs.map((tr) => tr.dataset.name));
     assert(fns.includes('main') && fns.includes(BIGGEST_AT_PEAK), `functions ${fns.slice(0, 8)}`);
     await shot(page, '5-table-by-function');
+  });
+
+  await check('the table switches what names a site, and a row opens its whole stack', async () => {
+    const names = () => page.$$eval('.top-table tbody tr[data-name]', (trs) => trs.map((tr) => tr.dataset.name));
+    const legend = () => page.$$eval('.legend-item', (els) => els.map((e) => e.textContent));
+    // the user's site (default): xmalloc is a wrapper, its block is load_table's
+    await page.goto(`${srv.base}/#/run/${leaky.id}?at=peak&tab=table&by=site`);
+    await waitReady(page);
+    await page.waitForSelector('.plot-box[data-stacks="ready"]');
+    let list = await names();
+    assert(list[0] === BIGGEST_AT_PEAK && !list.includes('xmalloc'), `user sites: ${list}`);
+    assert(!(await legend()).some((x) => x.startsWith('xmalloc')), 'series named by the user site');
+    // the leaf: the wrapper is a site of its own, in the table and the series
+    await page.click('button[data-site="leaf"]');
+    await waitReady(page);
+    assert(/site=leaf/.test(page.url()), `the mode is in the URL: ${page.url()}`);
+    list = await names();
+    assert(list.includes('xmalloc') && list.includes(BIGGEST_AT_PEAK), `leaf sites: ${list}`);
+    await page.waitForSelector('.plot-box[data-stacks="ready"]');
+    assert((await legend()).some((x) => x.startsWith('xmalloc')), `series by leaf: ${await legend()}`);
+    // the wrapper's row, opened: its whole native stack, leaf first
+    await page.click('.top-table tr[data-name="xmalloc"] button[data-act="stack"]');
+    await page.waitForSelector('tr.stack-row li');
+    let frames = await page.$$eval('tr.stack-row li', (lis) => lis.map((li) => li.dataset.fn));
+    let site = await page.$eval('tr.stack-row li.site', (li) => li.dataset.fn);
+    assert(frames[0] === 'xmalloc' && frames[1] === BIGGEST_AT_PEAK && frames.includes('main') && site === 'xmalloc',
+      `stack by leaf: ${frames} (site ${site})`);
+    await shot(page, '5b-table-stack-leaf');
+    // by stack, user sites: the same stack is named load_table, its leaf xmalloc
+    await page.click('button[data-site="user"]');
+    await waitReady(page);
+    await page.click('button[data-by="stack"]');
+    await waitReady(page);
+    assert(!/site=/.test(page.url()), `the default mode leaves the URL: ${page.url()}`);
+    // each click draws the table again: find the buttons afresh
+    const buttons = page.locator(`.top-table tr[data-name="${BIGGEST_AT_PEAK}"] button[data-act="stack"]`);
+    const nb = await buttons.count();
+    for (let i = 0; i < nb; i++) await buttons.nth(i).click();
+    const stacks = await page.$$eval('tr.stack-row', (trs) => trs.map((tr) => ({
+      frames: [...tr.querySelectorAll('li')].map((li) => li.dataset.fn),
+      site: tr.querySelector('li.site') && tr.querySelector('li.site').dataset.fn,
+    })));
+    const wrapped = stacks.find((x) => x.frames[0] === 'xmalloc');
+    assert(wrapped && wrapped.site === BIGGEST_AT_PEAK, `by stack, user site: ${JSON.stringify(stacks)}`);
+    // a second click closes a row's stack
+    const opened = stacks.length;
+    await page.click(`.top-table tr[data-name="${BIGGEST_AT_PEAK}"] button[data-act="stack"]`);
+    assert(await page.locator('tr.stack-row').count() === opened - 1, 'a click closes the stack');
+  });
+
+  await check('a stack longer than the answer\'s frames opens whole on request', async () => {
+    await page.goto(`${srv.base}/#/run/${tree.big.id}?at=peak&tab=table&by=stack`);
+    await waitReady(page);
+    await page.click('.top-table tbody tr[data-name] button[data-act="stack"]');
+    const frames = () => page.$$eval('tr.stack-row li', (lis) => lis.map((li) => li.dataset.fn));
+    let fns = await frames();
+    const more = page.locator('tr.stack-row button[data-act="whole-stack"]');
+    const label = await more.innerText();
+    const depth = Number((/all (\d+) frames/.exec(label) || [])[1]);
+    assert(fns.length === 64 && depth > 80, `the answer's 64 frames, and a button for all: ${fns.length}, "${label}"`);
+    await more.click();
+    await page.waitForFunction((n) => document.querySelectorAll('tr.stack-row li').length === n, depth);
+    fns = await frames();
+    assert(fns[0] === 'heap' && fns.filter((f) => f === 'descend').length === 81 && fns.includes('main'),
+      `the whole stack: ${fns.length} frames, ${fns.slice(0, 3)} … ${fns.slice(-4)}`);
+    assert(await more.count() === 0, 'the button is gone');
   });
 
   await check('the diff of the fixed and the leaking version names the leaking site', async () => {

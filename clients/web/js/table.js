@@ -6,6 +6,9 @@
 // otherwise cost seconds); a button below shows the rest.
 // A view keeps the order in its URL with sortFromParam()/sortToParam():
 // "-bytes" is by bytes, largest first; "name" by name, ascending.
+// after(row) → [tr…] gives rows that follow a row whatever the order (a
+// process tree's members under its root, a row's stack); the returned
+// element's refresh() draws the body again when they change.
 
 import { h } from './api.js';
 
@@ -22,7 +25,7 @@ export function sortToParam({ key, dir }) {
   return (dir < 0 ? '-' : '') + key;
 }
 
-export function sortableTable({ columns, rows, sort, onSort, limit = 300, className = '', rowAttrs }) {
+export function sortableTable({ columns, rows, sort, onSort, limit = 300, className = '', rowAttrs, after }) {
   let key = sort ? sort.key : null;
   let dir = sort ? sort.dir : -1;
   let shown = limit;
@@ -74,9 +77,10 @@ export function sortableTable({ columns, rows, sort, onSort, limit = 300, classN
   function renderBody() {
     const all = sorted();
     const list = all.slice(0, shown);
-    tbody.replaceChildren(...list.map((row) => h('tr', rowAttrs ? rowAttrs(row) : null,
-      columns.map((c) => h('td', { class: c.num ? 'num' : c.className || null },
-        c.cell ? c.cell(row) : formatPlain(valueOf(c, row)))))));
+    tbody.replaceChildren(...list.flatMap((row) => [
+      tableRow(columns, row, rowAttrs ? rowAttrs(row) : null),
+      ...((after && after(row)) || []),
+    ]));
     if (all.length > shown) {
       more.replaceChildren(h('button', {
         on: { click: () => { shown = all.length; renderBody(); } },
@@ -89,7 +93,15 @@ export function sortableTable({ columns, rows, sort, onSort, limit = 300, classN
 
   renderHead();
   renderBody();
-  return h('div.table-wrap', table, more);
+  const wrap = h('div.table-wrap', table, more);
+  wrap.refresh = renderBody;
+  return wrap;
+}
+
+// One row of columns' cells, with the tr's attributes.
+export function tableRow(columns, row, attrs) {
+  return h('tr', attrs, columns.map((c) => h('td', { class: c.num ? 'num' : c.className || null },
+    c.cell ? c.cell(row) : formatPlain(c.value ? c.value(row) : row[c.key]))));
 }
 
 function formatPlain(v) {

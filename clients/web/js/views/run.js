@@ -1,8 +1,10 @@
-// #/run/RUN?at=peak|end|SECONDS&tab=flame|table&by=site|function|stack&q=&z=&top=N&rows=more
+// #/run/RUN?at=peak|end|SECONDS&tab=flame|table&by=site|function|stack&site=user|alloc|leaf&q=&z=&top=N&rows=more
 //
 // One run: the live heap over time with RSS (and the top N stacks as lines),
 // then what was live at the picked moment as a flame graph or a table.
-// Click the plot to pick a moment, drag to compare two.
+// Click the plot to pick a moment, drag to compare two. The table names a
+// stack by its site (site=: the user's frame, the allocator's caller, or the
+// leaf; docs/api.md), and a row's whole stack is a click away.
 
 import {
   get, qs, h, runPath, nsToAt, forget, fmtBytes, fmtDate, fmtInt, fmtTime, fmtShare, fmtExactBytes, basename,
@@ -13,6 +15,13 @@ import { TimePlot } from '../plot.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 import { atLabel, runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn } from '../components.js';
+
+// What names a stack in the table and the series (the API's site=).
+const SITE_MODES = [
+  { mode: 'user', text: 'user code', title: 'the innermost Python line, else the first frame outside allocators, wrappers and the C++ standard library' },
+  { mode: 'alloc', text: 'allocator\'s caller', title: 'the first frame outside allocators and wrappers (standard containers are sites)' },
+  { mode: 'leaf', text: 'leaf', title: 'the frame that called the allocator' },
+];
 
 const SERIES_COLORS = ['#7b2cbf', '#2b9348', '#d00000', '#f48c06', '#0077b6', '#6a4c93', '#8d6e63', '#c9184a', '#386641', '#5e548e'];
 
@@ -80,6 +89,7 @@ function viewParams(params) {
     at: params.get('at') || 'peak',
     tab: params.get('tab') === 'table' ? 'table' : 'flame',
     by: ['site', 'function', 'stack'].includes(params.get('by')) ? params.get('by') : 'site',
+    site: SITE_MODES.some((m) => m.mode === params.get('site')) ? params.get('site') : 'user',
     topN: params.has('top') ? Math.max(0, Math.min(20, parseInt(params.get('top'), 10) || 0)) : 5,
     trace: params.get('trace') || '',
     search: params.get('q') || '',
@@ -88,13 +98,13 @@ function viewParams(params) {
 }
 
 // To this run's view with changes to its parameters.
-function goHere({ id, at, tab, by, topN, trace }, changes) {
+function goHere({ id, at, tab, by, site, topN, trace }, changes) {
   // The search and the table's order stay while the moment changes (read
   // from the URL: they may have changed since this view was built); the
   // order does not carry over to another grouping.
   const cur = parseHash().params;
   const p = {
-    at, tab, by, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '',
+    at, tab, by, site: site === 'user' ? '' : site, top: topN === 5 ? '' : topN, trace, q: cur.get('q') || '', sort: cur.get('sort') || '',
     rows: cur.get('rows') || '', ...changes,
   };
   if (p.by !== by) p.sort = '';
@@ -188,7 +198,8 @@ function plotPanel(section, v) {
 
 // Adds the top stacks' series to the drawn plot.
 function loadStacks(v, plot, series, plotBox, seriesNote) {
-  get(v.base + '/history' + qs({ top: v.topN || undefined, trace: v.trace || undefined })).then((full) => {
+  const site = v.site === 'user' ? undefined : v.site;
+  get(v.base + '/history' + qs({ top: v.topN || undefined, trace: v.trace || undefined, site })).then((full) => {
     if (v.gone) return;
     const extra = stackSeries(full.series || [], v.trace);
     plot.setSeries([...series, ...extra]);
@@ -289,21 +300,58 @@ function flamePart(moment, v) {
 // The table of the moment, grouped by v.by; false if the view went stale
 // while it was asked for.
 async function tablePart(moment, v, stale) {
-  const { at, by, id, base, params, here } = v;
+  const { at, by, site, id, base, params, here } = v;
   const byBar = h('div.tabs.small', ['site', 'function', 'stack'].map((b) => h('button', {
     class: b === by ? 'on' : '', dataset: { by: b },
     on: { click: () => here({ by: b }) },
   }, 'by ' + b)));
-  moment.append(h('div.toolbar', byBar));
+  const siteBar = h('div.tabs.small.site-modes', SITE_MODES.map((m) => h('button', {
+    class: m.mode === site ? 'on' : '', dataset: { site: m.mode }, title: m.title,
+    on: { click: () => here({ site: m.mode === 'user' ? '' : m.mode }) },
+  }, m.text)));
+  moment.append(h('div.toolbar', byBar, h('span.spacer'), h('span.muted', 'a site is'), siteBar));
   // The rows a reader looks at first; more on demand (each row's stack
   // costs the server and the page alike).
   const limit = params.get('rows') === 'more' ? 1000 : 200;
-  const top = await get(base + '/top' + qs({ at, by, limit }));
+  const query = { at, by, limit, site: site === 'user' ? undefined : site };
+  const top = await get(base + '/top' + qs(query));
   if (stale()) return false;
   moment.append(topTable(top, by, id, params.get('sort'),
     (o) => replaceParams({ sort: sortToParam(o) }),
-    limit < 1000 ? () => here({ rows: 'more' }) : null));
+    limit < 1000 ? () => here({ rows: 'more' }) : null,
+    (extra) => get(base + '/top' + qs({ ...query, ...extra }))));
   return true;
+}
+
+// A row's whole stack, leaf first, its site marked; the row's stack may have
+// been cut at the answer's frame limit: then a button asks for all of it
+// (ask(params) → a top answer; the same row is the one of the same trace).
+function stackDetail(r, ask, colSpan) {
+  const list = h('ol.stack-frames');
+  const fill = (row) => list.replaceChildren(...(row.stack || []).map((f, i) => h('li', {
+    class: i === (row.site_index || 0) ? 'site' : null, dataset: { fn: f.function || '' },
+  }, h('span.fn', f.function || '??'), ' ', h('span.muted', where(f) || basename(f.module || '')),
+  f.file && f.module ? h('span.muted.module', ` [${basename(f.module)}]`) : null)));
+  fill(r);
+  const cut = r.stack_depth && r.stack_depth > (r.stack || []).length;
+  const more = cut ? h('button', {
+    dataset: { act: 'whole-stack' },
+    on: {
+      click: async () => {
+        more.disabled = true;
+        try {
+          const all = await ask({ max_frames: 1024 });
+          const same = (all.rows || []).find((x) => x.trace === r.trace);
+          if (same) fill(same);
+          more.remove();
+        } catch (err) {
+          more.replaceWith(h('span.warn', err.message));
+        }
+      },
+    },
+  }, `all ${fmtInt(r.stack_depth)} frames`) : null;
+  return h('tr.stack-row', h('td', { colSpan },
+    h('div.muted', `stack of ${fmtInt((r.stack || []).length)} frames, leaf first; ▶ names the row`), list, more));
 }
 
 // min_share for frames half a pixel wide when a frame of this share of the
@@ -343,8 +391,14 @@ async function fillOthers(run, select) {
   } catch { /* the picker stays empty */ }
 }
 
-function topTable(top, by, id, sortParam, onSort, onMore) {
+function topTable(top, by, id, sortParam, onSort, onMore, ask) {
   const rows = top.rows || [];
+  const opened = new Set();
+  let table = null;
+  const stackCell = (r) => (r.stack && r.stack.length ? h('button.stack-toggle', {
+    title: 'show the whole stack', 'aria-expanded': String(opened.has(r)), dataset: { act: 'stack' },
+    on: { click: () => { if (!opened.delete(r)) opened.add(r); table.refresh(); } },
+  }, opened.has(r) ? '▾' : '▸') : '');
   const nameCell = (r) => {
     const stack = stackTitle(r);
     const q = r.name || (siteFrame(r) && siteFrame(r).function) || '';
@@ -352,6 +406,7 @@ function topTable(top, by, id, sortParam, onSort, onMore) {
       r.name || frameLabel(siteFrame(r)));
   };
   const columns = [
+    { key: 'open', label: '', value: () => 0, cell: stackCell, title: 'a row\'s whole stack' },
     { key: 'name', label: by === 'function' ? 'function' : by === 'stack' ? 'stack (site)' : 'site', cell: nameCell },
     whereColumn,
   ];
@@ -373,8 +428,11 @@ function topTable(top, by, id, sortParam, onSort, onMore) {
     ? h('p.muted', `the ${fmtInt(rows.length)} largest of ${fmtInt(top.rows_total)} rows `,
       onMore ? h('button', { dataset: { act: 'more-rows' }, on: { click: onMore } }, 'show up to 1,000') : null)
     : null;
-  return h('div.top-table', { dataset: { by } }, more,
-    sortableTable({ columns, rows, sort, onSort, className: 'top', rowAttrs: (r) => ({ dataset: { name: r.name || '' } }) }));
+  table = sortableTable({
+    columns, rows, sort, onSort, className: 'top', rowAttrs: (r) => ({ dataset: { name: r.name || '' } }),
+    after: (r) => (opened.has(r) ? [stackDetail(r, ask, columns.length)] : []),
+  });
+  return h('div.top-table', { dataset: { by } }, more, table);
 }
 
 // Allocation sizes, fetched when first opened: a histogram of every

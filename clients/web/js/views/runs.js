@@ -1,10 +1,14 @@
-// #/runs?program=&host=&label=k=v : every run, newest first, with the numbers
-// that tell whether it is worth opening; tick two to compare them.
+// #/runs?program=&host=&label=k=v&open=ID,ID : every run, newest first, with
+// the numbers that tell whether it is worth opening; tick two to compare them.
+// A process tree is one row, its root's, with the tree's size and largest
+// peak; opening it lists its processes under it, largest peak first, the
+// ones without samples folded into one line (open= keeps the open trees).
 
 import { get, qs, h, fmtBytes, fmtDuration, fmtDate, fmtInt, basename, droppedTotal } from '../api.js';
 import { go, setCrumbs, replaceParams } from '../nav.js';
-import { sortableTable, sortFromParam, sortToParam } from '../table.js';
+import { sortableTable, sortFromParam, sortToParam, tableRow } from '../table.js';
 import { stateText, stateClass, droppedTitle } from '../components.js';
+import { foldTrees, hasSamples, programCounts } from '../trees.js';
 
 export async function mount(root, { params }) {
   const filter = {
@@ -42,15 +46,63 @@ export async function mount(root, { params }) {
     hint.textContent = picked.length === 2 ? `runs ${picked.map((p) => p.id).join(' and ')}` : 'tick two runs to compare them at their ends';
   }
 
-  const columns = runColumns(picked, toggle);
+  const { roots, trees } = foldTrees(runs);
+  const open = new Set((params.get('open') || '').split(',').filter(Boolean).map(Number));
+  let table = null;
+  const fold = { trees, open, everyone: new Set(), redraw: () => table.refresh() };
+  const columns = runColumns(picked, toggle, fold);
   root.firstChild.append(h('p.count.muted', `${runs.length} run${runs.length === 1 ? '' : 's'}` +
-    (runs.length >= 500 ? ' (the newest 500)' : '')));
-  root.firstChild.append(sortableTable({
-    columns, rows: runs, className: 'runs',
+    (runs.length >= 500 ? ' (the newest 500)' : '') +
+    (roots.length < runs.length ? ` in ${roots.length} rows: a process tree's runs are folded under its root` : '')));
+  table = sortableTable({
+    columns, rows: roots, className: 'runs',
     sort: sortFromParam(params.get('sort'), columns, { key: 'start_unix_ms', dir: -1 }),
     onSort: (o) => replaceParams({ sort: sortToParam(o) }),
     rowAttrs: (r) => ({ dataset: { run: r.id, program: basename(r.program) } }),
-  }));
+    after: (r) => treeRows(columns, fold, r),
+  });
+  root.firstChild.append(table);
+}
+
+// The rows under an open tree's root: its processes with samples, largest
+// peak first, then those without, folded into one row until asked for.
+function treeRows(columns, fold, root) {
+  const t = fold.trees.get(root.id);
+  if (!t || t.count < 2 || !fold.open.has(root.id)) return [];
+  const attrs = (r) => ({
+    class: 'tree-member', dataset: { run: r.id, program: basename(r.program), tree: root.id, depth: t.depth.get(r.id) },
+  });
+  const some = t.members.filter(hasSamples);
+  const none = t.members.filter((r) => !hasSamples(r));
+  const rows = some.map((r) => tableRow(columns, r, attrs(r)));
+  if (fold.everyone.has(root.id)) return rows.concat(none.map((r) => tableRow(columns, r, attrs(r))));
+  if (none.length) {
+    rows.push(h('tr.tree-fold', { dataset: { tree: root.id } }, h('td'), h('td', { colSpan: columns.length - 1 },
+      `${none.length} more process${none.length === 1 ? '' : 'es'} without samples: ${programCounts(none)} `,
+      h('button', { dataset: { act: 'tree-all' }, on: { click: () => { fold.everyone.add(root.id); fold.redraw(); } } }, 'list them'))));
+  }
+  return rows;
+}
+
+// The tree column's cell: for a root, its tree's size and largest peak and
+// the button that opens it; for a member, its depth and parent.
+function treeCell(fold, r) {
+  const t = fold.trees.get(r.id);
+  if (!t) return h('span.muted.tree-parent', { title: `started by run #${r.parent_id}` }, `↳ #${r.parent_id}`);
+  if (t.count < 2) return '';
+  const isOpen = fold.open.has(r.id);
+  const flip = () => {
+    if (isOpen) fold.open.delete(r.id);
+    else fold.open.add(r.id);
+    replaceParams({ open: [...fold.open].join(',') });
+    fold.redraw();
+  };
+  const big = t.largest;
+  return h('span.tree',
+    h('button.tree-toggle', { 'aria-expanded': String(isOpen), dataset: { act: 'tree', count: t.count }, on: { click: flip } },
+      `${isOpen ? '▾' : '▸'} ${t.count} processes`),
+    h('span.tree-peak', { title: `the tree's largest peak: run #${big.id}, ${[big.program, ...(big.argv || []).slice(1)].join(' ')}` },
+      ` largest ${fmtBytes(big.peak_bytes)} (${basename(big.program)})`));
 }
 
 // The form of the filters, as in the URL.
@@ -76,8 +128,9 @@ function filterForm(filter) {
   return form;
 }
 
-// The runs table's columns; the first ticks runs into picked, through toggle.
-function runColumns(picked, toggle) {
+// The runs table's columns; the first ticks runs into picked, through toggle;
+// the tree column opens and closes the trees of fold.
+function runColumns(picked, toggle, fold) {
   return [
     {
       key: 'pick', label: '', value: () => 0,
@@ -92,6 +145,10 @@ function runColumns(picked, toggle) {
       key: 'program', label: 'program', value: (r) => basename(r.program),
       cell: (r) => h('a.prog', { href: `#/run/${r.id}`, title: [r.program, ...(r.argv || []).slice(1)].join(' ') },
         basename(r.program), h('span.argv', ' ' + (r.argv || []).slice(1).join(' '))),
+    },
+    {
+      key: 'tree', label: 'processes', title: 'sort by the size of the process tree',
+      value: (r) => (fold.trees.get(r.id) || { count: 0 }).count, cell: (r) => treeCell(fold, r),
     },
     { key: 'host', label: 'host' },
     {
