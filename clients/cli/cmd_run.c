@@ -750,35 +750,200 @@ static void report(const hs_cli_args *a, const char *url, int64_t root, const js
     tree_clear(&t);
 }
 
-int hs_cmd_run(int argc, char **argv)
+/* The arguments heapstore run checks itself; labels gets HEAPSTORE_LABELS
+ * and every --label joined. Returns 0, or the exit code of a mistake. */
+static int check_args(const hs_cli_args *a, char *labels, size_t len)
 {
-    hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "sample,label,site,wrappers", usage);
-    if (rc) return rc < 0 ? 0 : rc;
-    if (!a.nrest) {
+    if (!a->nrest) {
         fprintf(stderr, "heapstore run: give the program after --\nusage: heapstore %s\n", usage);
         return 2;
     }
-    if (a.npos) {
+    if (a->npos) {
         fprintf(stderr, "heapstore run: put the program after -- (got '%s')\nusage: heapstore %s\n",
-                a.pos[0], usage);
+                a->pos[0], usage);
         return 2;
     }
-    if (a.sample) {
+    if (a->sample) {
         char *end;
-        unsigned long long v = strtoull(a.sample, &end, 10);
+        unsigned long long v = strtoull(a->sample, &end, 10);
         if (*end || !v) {
             fprintf(stderr, "heapstore run: --sample takes a positive number of bytes\n");
             return 2;
         }
     }
-    char labels[4096] = "";
     const char *envl = getenv("HEAPSTORE_LABELS");
-    if (envl) snprintf(labels, sizeof labels, "%s", envl);
-    for (int i = 0; i < a.nlabels; i++) {
+    snprintf(labels, len, "%s", envl ? envl : "");
+    for (int i = 0; i < a->nlabels; i++) {
         size_t n = strlen(labels);
-        snprintf(labels + n, sizeof labels - n, "%s%s", n ? "," : "", a.labels[i]);
+        snprintf(labels + n, len - n, "%s%s", n ? "," : "", a->labels[i]);
     }
+    return 0;
+}
+
+/* Where the run goes: HEAPSTORE_URL, else a server already listening on the
+ * default port, else one started here on --db or the default database (sp).
+ * Fills url and how (what the summary tells the user to add to reach the
+ * run again). Returns 0 or 1 with the reason printed. */
+static int destination(const hs_cli_args *a, const char *bindir, server_proc *sp, char *url,
+                       size_t ulen, char *how, size_t hlen)
+{
+    const char *envurl = getenv("HEAPSTORE_URL");
+    if (!a->db && envurl && *envurl) {
+        snprintf(url, ulen, "%s", envurl);
+        snprintf(how, hlen, "HEAPSTORE_URL=%s", url);
+        return 0;
+    }
+    if (!a->db && hs_http_port_open(DEFAULT_HOST, DEFAULT_PORT, 300)) {
+        snprintf(url, ulen, "tcp://%s:%d", DEFAULT_HOST, DEFAULT_PORT);
+        snprintf(how, hlen, "HEAPSTORE_URL=%s", url);
+        return 0;
+    }
+    char dbpath[PATH_MAX];
+    if (a->db)
+        snprintf(dbpath, sizeof dbpath, "%s", a->db);
+    else if (hs_default_db_path(dbpath, sizeof dbpath)) {
+        fprintf(stderr, "heapstore run: no home folder for the default database; use --db PATH\n");
+        return 1;
+    }
+    if (server_start(sp, bindir, dbpath)) return 1;
+    snprintf(url, ulen, "tcp://%s:%d", DEFAULT_HOST, sp->port);
+    snprintf(how, hlen, a->db ? "add --db %s" : "database %s", dbpath);
+    return 0;
+}
+
+/* Runs the program as system() would (the terminal's Ctrl-C goes to it;
+ * we wait) and returns its exit code (128+N for signal N), or -1 when no
+ * process could be started. */
+static int run_program(const hs_cli_args *a, const char *lib, const char *url, const char *labels,
+                       const char *run_id, pid_t *pid)
+{
+    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
+    sigaction(SIGINT, &ign, &old_int);
+    sigaction(SIGQUIT, &ign, &old_quit);
+    *pid = start_program(a->rest, lib, url, a->sample, labels, run_id);
+    int status = 0;
+    if (*pid >= 0)
+        while (waitpid(*pid, &status, 0) < 0 && errno == EINTR) {
+        }
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGQUIT, &old_quit, NULL);
+    if (*pid < 0) return -1;
+    /* From here on only the summary is written. If whoever reads it has gone
+     * (`heapstore run … 2>&1 | head -1`), writing it fails quietly instead of
+     * killing us: the server we started must still be stopped, and the
+     * program's exit code is still ours to return. (Set after the fork: the
+     * program keeps the disposition it was given.) */
+    struct sigaction nopipe = {.sa_handler = SIG_IGN};
+    sigaction(SIGPIPE, &nopipe, NULL);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/* What waiting for the run found. */
+typedef struct stored_run {
+    json_t *run;     /* the last image of the command's process, or NULL */
+    int64_t root;    /* the first image's run id */
+    int stored;      /* run has ended (else still open when we gave up) */
+    int server_died; /* the server we started stopped meanwhile */
+} stored_run;
+
+/* Waits until the server has stored the run (state ended or lost). The
+ * server may still be working through what the collector sent before the
+ * program exited, which on a busy machine takes a while: wait as long as
+ * the run makes progress, and give up only when nothing has changed for a
+ * while (or the server we started has died). A new image of the process
+ * (exec) is a run of its own, whose parent is the one that ended: follow it
+ * to the last image. */
+static void wait_stored(const char *url, server_proc *sp, const char *run_id, stored_run *out)
+{
+    char target[256];
+    snprintf(target, sizeof target, "/api/runs/%s", run_id);
+    *out = (stored_run){0};
+    int64_t seen_progress = -1;
+    double idle_since = now_s();
+    for (;;) {
+        if (sp->pid > 0 && server_exited(sp)) {
+            out->server_died = 1;
+            return;
+        }
+        json_t *j = get_json(url, target, 1);
+        json_t *r = json_object_get(j, "run");
+        if (r) {
+            if (!out->root) out->root = hs_json_int(r, "id");
+            int64_t progress = run_progress(r);
+            if (progress != seen_progress) {
+                seen_progress = progress;
+                idle_since = now_s();
+            }
+            json_decref(out->run);
+            out->run = json_incref(r);
+            out->stored = strcmp(hs_json_str(r, "state"), "open") != 0;
+        }
+        json_decref(j);
+        if (out->stored) {
+            char next[40];
+            if (exec_successor(url, out->run, next, sizeof next)) return;
+            snprintf(target, sizeof target, "/api/runs/%s", next);
+            out->stored = 0;
+            seen_progress = -1;
+            idle_since = now_s();
+            continue;
+        }
+        double idle = now_s() - idle_since;
+        /* nothing at all: the collector did not run (a static program?) */
+        if (!out->run && idle >= NOTHING_ARRIVED_S) return;
+        if (out->run && idle >= STALLED_S) return;
+        sleep_ms(100);
+    }
+}
+
+/* After the program: waits for its runs and prints what they hold. Returns
+ * the command's exit code. */
+static int after_program(const hs_cli_args *a, const char *url, server_proc *sp, const char *run_id,
+                         pid_t pid, int code, const char *how)
+{
+    if (!strncmp(url, "file://", 7)) { /* the collector wrote a stream file; no server */
+        fprintf(stderr,
+                "\nheapstore run: the profile is in %s (exit code %d); load it with: "
+                "heapstore import %s\n",
+                url + 7, code, url + 7);
+        return code;
+    }
+    stored_run w;
+    wait_stored(url, sp, run_id, &w);
+    if (w.server_died) {
+        fprintf(stderr,
+                "\nheapstore run: the server storing the run stopped unexpectedly (the program "
+                "exited with code %d); its log:\n",
+                code);
+        print_log_tail(sp->log);
+        unlink(sp->log);
+        json_decref(w.run);
+        return code ? code : 1;
+    }
+    if (!w.run) {
+        fprintf(stderr,
+                "\nheapstore run: no run of process %d reached %s (exit code %d); was the "
+                "program started, and is it dynamically linked?\n",
+                (int)pid, url, code);
+    } else {
+        if (!w.stored)
+            fprintf(stderr,
+                    "\nheapstore run: run %" PRId64 " is still open (nothing new arrived for "
+                    "%d s); the summary shows what is stored so far\n",
+                    hs_json_int(w.run, "id"), STALLED_S);
+        report(a, url, w.root, w.run, code, how);
+    }
+    json_decref(w.run);
+    return code;
+}
+
+int hs_cmd_run(int argc, char **argv)
+{
+    hs_cli_args a;
+    char labels[4096];
+    int rc = hs_cli_parse(&a, argc, argv, "sample,label,site,wrappers", usage);
+    if (rc) return rc < 0 ? 0 : rc;
+    if ((rc = check_args(&a, labels, sizeof labels))) return rc;
     char bindir[PATH_MAX], lib[PATH_MAX + 64];
     if (exe_dir(bindir, sizeof bindir)) {
         fprintf(stderr, "heapstore run: cannot find where heapstore is installed\n");
@@ -789,140 +954,18 @@ int hs_cmd_run(int argc, char **argv)
         fprintf(stderr, "heapstore run: the collector %s is missing\n", lib);
         return 1;
     }
-    char url[512], dbpath[PATH_MAX], how[PATH_MAX + 64];
+    char url[512], how[PATH_MAX + 64], run_id[33];
     server_proc sp = {0};
-    const char *envurl = getenv("HEAPSTORE_URL");
-    if (a.db || !(envurl && *envurl)) {
-        if (!a.db && hs_http_port_open(DEFAULT_HOST, DEFAULT_PORT, 300)) {
-            snprintf(url, sizeof url, "tcp://%s:%d", DEFAULT_HOST, DEFAULT_PORT);
-            snprintf(how, sizeof how, "HEAPSTORE_URL=%s", url);
-        } else {
-            if (a.db)
-                snprintf(dbpath, sizeof dbpath, "%s", a.db);
-            else if (hs_default_db_path(dbpath, sizeof dbpath)) {
-                fprintf(stderr, "heapstore run: no home folder for the default database; use "
-                                "--db PATH\n");
-                return 1;
-            }
-            if (server_start(&sp, bindir, dbpath)) return 1;
-            snprintf(url, sizeof url, "tcp://%s:%d", DEFAULT_HOST, sp.port);
-            if (a.db)
-                snprintf(how, sizeof how, "add --db %s", dbpath);
-            else
-                snprintf(how, sizeof how, "database %s", dbpath);
-        }
-    } else {
-        snprintf(url, sizeof url, "%s", envurl);
-        snprintf(how, sizeof how, "HEAPSTORE_URL=%s", url);
-    }
-
-    /* Like system(): the terminal's Ctrl-C goes to the program; we wait. */
-    struct sigaction ign = {.sa_handler = SIG_IGN}, old_int, old_quit;
-    sigaction(SIGINT, &ign, &old_int);
-    sigaction(SIGQUIT, &ign, &old_quit);
-    char run_id[33];
+    if (destination(&a, bindir, &sp, url, sizeof url, how, sizeof how)) return 1;
     new_run_id(run_id);
-    pid_t pid = start_program(a.rest, lib, url, a.sample, labels, run_id);
-    int status = 0, code;
-    if (pid < 0) {
+    pid_t pid;
+    int code = run_program(&a, lib, url, labels, run_id, &pid);
+    if (code < 0) {
         fprintf(stderr, "heapstore run: cannot start a process: %s\n", strerror(errno));
         server_stop(&sp, 0);
         return 1;
     }
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGQUIT, &old_quit, NULL);
-    /* From here on only the summary is written. If whoever reads it has gone
-     * (`heapstore run … 2>&1 | head -1`), writing it fails quietly instead of
-     * killing us: the server we started must still be stopped, and the
-     * program's exit code is still ours to return. (Set after the fork: the
-     * program keeps the disposition it was given.) */
-    struct sigaction nopipe = {.sa_handler = SIG_IGN};
-    sigaction(SIGPIPE, &nopipe, NULL);
-    code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (WIFEXITED(status) && code == 127) {
-        /* exec failed (the child said why) or the program returned 127 */
-    }
-
-    if (!strncmp(url, "file://", 7)) { /* the collector wrote a stream file; no server */
-        fprintf(stderr,
-                "\nheapstore run: the profile is in %s (exit code %d); load it with: "
-                "heapstore import %s\n",
-                url + 7, code, url + 7);
-        return code;
-    }
-    /* Wait until the server has stored the run (state ended or lost). The
-     * server may still be working through what the collector sent before
-     * the program exited, which on a busy machine takes a while: wait as long
-     * as the run makes progress, and give up only when nothing has changed
-     * for a while (or the server we started has died). */
-    char target[256];
-    snprintf(target, sizeof target, "/api/runs/%s", run_id);
-    json_t *run = NULL;
-    int stored = 0, server_died = 0;
-    int64_t seen_progress = -1, root = 0;
-    double idle_since = now_s();
-    for (;;) {
-        if (sp.pid > 0 && server_exited(&sp)) {
-            server_died = 1;
-            break;
-        }
-        json_t *j = get_json(url, target, 1);
-        json_t *r = json_object_get(j, "run");
-        if (r) {
-            if (!root) root = hs_json_int(r, "id");
-            int64_t progress = run_progress(r);
-            if (progress != seen_progress) {
-                seen_progress = progress;
-                idle_since = now_s();
-            }
-            json_decref(run);
-            run = json_incref(r);
-            if (strcmp(hs_json_str(r, "state"), "open")) stored = 1;
-        }
-        json_decref(j);
-        if (stored) {
-            /* A new image of the process (exec) is a run of its own, whose
-             * parent is the one that ended: follow it to the last image. */
-            char next[40];
-            if (exec_successor(url, run, next, sizeof next)) break;
-            snprintf(target, sizeof target, "/api/runs/%s", next);
-            stored = 0;
-            seen_progress = -1;
-            idle_since = now_s();
-            continue;
-        }
-        double idle = now_s() - idle_since;
-        /* nothing at all: the collector did not run (a static program?) */
-        if (!run && idle >= NOTHING_ARRIVED_S) break;
-        if (run && idle >= STALLED_S) break;
-        sleep_ms(100);
-    }
-    if (server_died) {
-        fprintf(stderr,
-                "\nheapstore run: the server storing the run stopped unexpectedly (the program "
-                "exited with code %d); its log:\n",
-                code);
-        print_log_tail(sp.log);
-        unlink(sp.log);
-        json_decref(run);
-        return code ? code : 1;
-    }
-    if (!run) {
-        fprintf(stderr,
-                "\nheapstore run: no run of process %d reached %s (exit code %d); was the "
-                "program started, and is it dynamically linked?\n",
-                (int)pid, url, code);
-    } else {
-        if (!stored)
-            fprintf(stderr,
-                    "\nheapstore run: run %" PRId64 " is still open (nothing new arrived for "
-                    "%d s); the summary shows what is stored so far\n",
-                    hs_json_int(run, "id"), STALLED_S);
-        report(&a, url, root, run, code, how);
-    }
-    json_decref(run);
+    code = after_program(&a, url, &sp, run_id, pid, code, how);
     server_stop(&sp, 0);
     return code;
 }
