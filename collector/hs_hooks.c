@@ -3,7 +3,10 @@
  * Every exported function here replaces the C library's. The unsampled path
  * of an allocation is a subtraction and a branch on the thread's countdown
  * (hs_thread.h) before a tail call to the real function; the unsampled path of
- * free is one load from the live set's filter (hs_liveset.h). Everything else
+ * free is one load from the live set's filter and a branch (hs_liveset.h),
+ * or, for the few blocks that share a filter granule with a sampled one, a
+ * lookup that takes no lock. Only the free of a sampled block takes its
+ * shard's lock. Everything else
  * is in the *_slow functions, which run under the thread's re-entry guard,
  * save and restore errno, and never call stdio.
  *
@@ -564,6 +567,9 @@ out:
  * realloc). Records its free; returns 1 with *l if it was live. */
 static int free_record(hs_tls *t, void *p, hs_live *l)
 {
+    /* Most blocks that get here only share a filter granule with a sampled
+     * one: a lookup that takes no lock tells them apart. */
+    if (hs__liveset_has((uintptr_t)p) == 0) return 0;
     int reentrant = t->guard != 0;
     /* Guarded from here on, the shard lock included: a signal handler that
      * allocates while this thread holds the lock must be forwarded, not
