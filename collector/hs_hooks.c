@@ -270,6 +270,13 @@ static size_t boot_usable_size(void *p)
 
 static atomic_int init_state; /* 0 not yet, 1 in progress, 2 done */
 
+extern char **environ;
+
+/* Allocations the program made before the collector could start recording
+ * (see early_start): counted here, and reported as dropped allocations
+ * (their count and bytes) when the run starts. */
+static _Atomic uint64_t early_calls, early_bytes;
+
 static int self_range_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
@@ -437,6 +444,11 @@ static void init(void)
     else
         memset(hs__run.parent_run_id, 0, 16);
     publish_run_id();
+    uint64_t early = atomic_exchange(&early_calls, 0);
+    if (early) {
+        hs__drop_add(HS_DROP_ALLOC_EVENTS, early);
+        hs__drop_add(HS_DROP_ALLOC_BYTES, atomic_exchange(&early_bytes, 0));
+    }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     atomic_store(&hs__recording, 1);
@@ -527,6 +539,28 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
     hs__sender_activate();
 }
 
+/* The program allocates before our constructor has run: in the constructor
+ * of a library initialised before us (libstdc++'s emergency pool, and many
+ * libraries' set-up). Everything init needs works once the C library is
+ * initialised (the environment is set), so the run starts here and these
+ * allocations are recorded like any other; the sender thread, which only
+ * the constructor starts, finds their events waiting in the rings (or, past
+ * a ring's capacity, counted as dropped). Not in a sanitized tree: the
+ * sanitizer runtime may itself be initialising, and every module but this
+ * one is instrumented. 1 once the collector is initialised. Under guard. */
+static int early_start(hs_tls *t)
+{
+#ifdef HS_ASAN_RUNTIME
+    (void)t;
+    return 0;
+#else
+    if (t->boot || atomic_load_explicit(&resolve_state, memory_order_acquire) != 2 || !environ)
+        return 0;
+    init();
+    return atomic_load_explicit(&init_state, memory_order_acquire) == 2;
+#endif
+}
+
 /* The thread's countdown ran out (or it is new, or inside the collector).
  * p is the block the real allocator returned for n bytes (maybe NULL).
  * hist: count the request in the size histogram. */
@@ -534,12 +568,14 @@ static void alloc_slow_h(void *p, size_t n, int hist)
 {
     hs_tls *t = &hs__tls;
     t->slow_seq++;
-    if (t->guard) return; /* collector code, or a signal handler inside it */
+    if (t->guard || t->boot) return; /* collector code, or a signal handler inside it */
     asan_fresh_stack();
     hs__guard_enter(t);
-    /* Before our constructor has run, forward: a sanitizer runtime may still
-     * be initialising, and everything but this file may be instrumented. */
-    if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) goto out;
+    if (atomic_load_explicit(&init_state, memory_order_acquire) != 2 && !early_start(t)) {
+        atomic_fetch_add_explicit(&early_calls, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&early_bytes, n, memory_order_relaxed);
+        goto out;
+    }
     if (!atomic_load_explicit(&hs__recording, memory_order_relaxed) || t->state == HS_T_DEAD ||
         t->state == HS_T_INTERNAL) {
         t->saved_countdown = UINT64_MAX; /* forward from now on */
