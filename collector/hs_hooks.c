@@ -273,8 +273,8 @@ static atomic_int init_state; /* 0 not yet, 1 in progress, 2 done */
 extern char **environ;
 
 /* Allocations the program made before the collector could start recording
- * (see early_start): counted here, and reported as dropped allocations
- * (their count and bytes) when the run starts. */
+ * (early_start found no environment yet): counted here, and reported as
+ * dropped allocations (their count and bytes) when the run starts. */
 static _Atomic uint64_t early_calls, early_bytes;
 
 static int self_range_cb(struct dl_phdr_info *info, size_t size, void *data)
@@ -547,7 +547,10 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
  * the constructor starts, finds their events waiting in the rings (or, past
  * a ring's capacity, counted as dropped). Not in a sanitized tree: the
  * sanitizer runtime may itself be initialising, and every module but this
- * one is instrumented. 1 once the collector is initialised. Under guard. */
+ * one is instrumented; there (a test configuration, not one users run)
+ * allocations before the constructor are neither recorded nor counted, as
+ * the runtime's own start-up would otherwise show as drops in every run.
+ * 1 once the collector is initialised. Under guard. */
 static int early_start(hs_tls *t)
 {
 #ifdef HS_ASAN_RUNTIME
@@ -572,8 +575,10 @@ static void alloc_slow_h(void *p, size_t n, int hist)
     asan_fresh_stack();
     hs__guard_enter(t);
     if (atomic_load_explicit(&init_state, memory_order_acquire) != 2 && !early_start(t)) {
+#ifndef HS_ASAN_RUNTIME
         atomic_fetch_add_explicit(&early_calls, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&early_bytes, n, memory_order_relaxed);
+#endif
         goto out;
     }
     if (!atomic_load_explicit(&hs__recording, memory_order_relaxed) || t->state == HS_T_DEAD ||
