@@ -609,8 +609,9 @@ out:
 static int free_record(hs_tls *t, void *p, hs_live *l)
 {
     /* Most blocks that get here only share a filter granule with a sampled
-     * one: a lookup that takes no lock tells them apart. */
-    if (hs__liveset_has((uintptr_t)p) == 0) return 0;
+     * one: a lookup that takes no lock tells them apart. (Not when every
+     * allocation is sampled: the block is then nearly always in the set.) */
+    if (hs__cfg.sample_bytes != 1 && hs__liveset_has((uintptr_t)p) == 0) return 0;
     int reentrant = t->guard != 0;
     /* Guarded from here on, the shard lock included: a signal handler that
      * allocates while this thread holds the lock must be forwarded, not
