@@ -495,7 +495,7 @@ __attribute__((constructor(101))) static void hs_constructor(void)
 
 static void push_event(hs_tls *t, uint64_t stack_id, int is_free, uint64_t size, uint64_t weight)
 {
-    hs_rec rec = {hs_now_ns(), stack_id << 1 | (is_free ? 1u : 0u), size, weight};
+    hs_rec rec = {hs__event_now(t), stack_id << 1 | (is_free ? 1u : 0u), size, weight};
     if (hs__ring_push(t, &rec) != 0) {
         hs__drop_add(is_free ? HS_DROP_FREE_EVENTS : HS_DROP_ALLOC_EVENTS, 1);
         hs__drop_add(is_free ? HS_DROP_FREE_BYTES : HS_DROP_ALLOC_BYTES, weight);
@@ -529,7 +529,7 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
         hs__drop_add(HS_DROP_LIVE_SET_FULL, 1);
         return;
     }
-    hs_rec rec = {hs_now_ns(), id << 1, n, w};
+    hs_rec rec = {hs__event_now(t), id << 1, n, w};
     if (hs__ring_push(t, &rec) != 0) {
         hs_live l;
         hs__liveset_remove((uintptr_t)p, &l, 0);
