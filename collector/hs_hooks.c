@@ -3,7 +3,10 @@
  * Every exported function here replaces the C library's. The unsampled path
  * of an allocation is a subtraction and a branch on the thread's countdown
  * (hs_thread.h) before a tail call to the real function; the unsampled path of
- * free is one load from the live set's filter (hs_liveset.h). Everything else
+ * free is one load from the live set's filter and a branch (hs_liveset.h),
+ * or, for the few blocks that share a filter granule with a sampled one, a
+ * lookup that takes no lock. Only the free of a sampled block takes its
+ * shard's lock. Everything else
  * is in the *_slow functions, which run under the thread's re-entry guard,
  * save and restore errno, and never call stdio.
  *
@@ -267,6 +270,13 @@ static size_t boot_usable_size(void *p)
 
 static atomic_int init_state; /* 0 not yet, 1 in progress, 2 done */
 
+extern char **environ;
+
+/* Allocations the program made before the collector could start recording
+ * (early_start found no environment yet): counted here, and reported as
+ * dropped allocations (their count and bytes) when the run starts. */
+static _Atomic uint64_t early_calls, early_bytes;
+
 static int self_range_cb(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
@@ -434,6 +444,11 @@ static void init(void)
     else
         memset(hs__run.parent_run_id, 0, 16);
     publish_run_id();
+    uint64_t early = atomic_exchange(&early_calls, 0);
+    if (early) {
+        hs__drop_add(HS_DROP_ALLOC_EVENTS, early);
+        hs__drop_add(HS_DROP_ALLOC_BYTES, atomic_exchange(&early_bytes, 0));
+    }
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     atomic_store(&hs__recording, 1);
@@ -480,7 +495,7 @@ __attribute__((constructor(101))) static void hs_constructor(void)
 
 static void push_event(hs_tls *t, uint64_t stack_id, int is_free, uint64_t size, uint64_t weight)
 {
-    hs_rec rec = {hs_now_ns(), stack_id << 1 | (is_free ? 1u : 0u), size, weight};
+    hs_rec rec = {hs__event_now(t), stack_id << 1 | (is_free ? 1u : 0u), size, weight};
     if (hs__ring_push(t, &rec) != 0) {
         hs__drop_add(is_free ? HS_DROP_FREE_EVENTS : HS_DROP_ALLOC_EVENTS, 1);
         hs__drop_add(is_free ? HS_DROP_FREE_BYTES : HS_DROP_ALLOC_BYTES, weight);
@@ -514,7 +529,7 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
         hs__drop_add(HS_DROP_LIVE_SET_FULL, 1);
         return;
     }
-    hs_rec rec = {hs_now_ns(), id << 1, n, w};
+    hs_rec rec = {hs__event_now(t), id << 1, n, w};
     if (hs__ring_push(t, &rec) != 0) {
         hs_live l;
         hs__liveset_remove((uintptr_t)p, &l, 0);
@@ -524,6 +539,31 @@ static void record_alloc(hs_tls *t, void *p, size_t n)
     hs__sender_activate();
 }
 
+/* The program allocates before our constructor has run: in the constructor
+ * of a library initialised before us (libstdc++'s emergency pool, and many
+ * libraries' set-up). Everything init needs works once the C library is
+ * initialised (the environment is set), so the run starts here and these
+ * allocations are recorded like any other; the sender thread, which only
+ * the constructor starts, finds their events waiting in the rings (or, past
+ * a ring's capacity, counted as dropped). Not in a sanitized tree: the
+ * sanitizer runtime may itself be initialising, and every module but this
+ * one is instrumented; there (a test configuration, not one users run)
+ * allocations before the constructor are neither recorded nor counted, as
+ * the runtime's own start-up would otherwise show as drops in every run.
+ * 1 once the collector is initialised. Under guard. */
+static int early_start(hs_tls *t)
+{
+#ifdef HS_ASAN_RUNTIME
+    (void)t;
+    return 0;
+#else
+    if (t->boot || atomic_load_explicit(&resolve_state, memory_order_acquire) != 2 || !environ)
+        return 0;
+    init();
+    return atomic_load_explicit(&init_state, memory_order_acquire) == 2;
+#endif
+}
+
 /* The thread's countdown ran out (or it is new, or inside the collector).
  * p is the block the real allocator returned for n bytes (maybe NULL).
  * hist: count the request in the size histogram. */
@@ -531,12 +571,16 @@ static void alloc_slow_h(void *p, size_t n, int hist)
 {
     hs_tls *t = &hs__tls;
     t->slow_seq++;
-    if (t->guard) return; /* collector code, or a signal handler inside it */
+    if (t->guard || t->boot) return; /* collector code, or a signal handler inside it */
     asan_fresh_stack();
     hs__guard_enter(t);
-    /* Before our constructor has run, forward: a sanitizer runtime may still
-     * be initialising, and everything but this file may be instrumented. */
-    if (atomic_load_explicit(&init_state, memory_order_acquire) != 2) goto out;
+    if (atomic_load_explicit(&init_state, memory_order_acquire) != 2 && !early_start(t)) {
+#ifndef HS_ASAN_RUNTIME
+        atomic_fetch_add_explicit(&early_calls, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&early_bytes, n, memory_order_relaxed);
+#endif
+        goto out;
+    }
     if (!atomic_load_explicit(&hs__recording, memory_order_relaxed) || t->state == HS_T_DEAD ||
         t->state == HS_T_INTERNAL) {
         t->saved_countdown = UINT64_MAX; /* forward from now on */
@@ -564,6 +608,10 @@ out:
  * realloc). Records its free; returns 1 with *l if it was live. */
 static int free_record(hs_tls *t, void *p, hs_live *l)
 {
+    /* Most blocks that get here only share a filter granule with a sampled
+     * one: a lookup that takes no lock tells them apart. (Not when every
+     * allocation is sampled: the block is then nearly always in the set.) */
+    if (hs__cfg.sample_bytes != 1 && hs__liveset_has((uintptr_t)p) == 0) return 0;
     int reentrant = t->guard != 0;
     /* Guarded from here on, the shard lock included: a signal handler that
      * allocates while this thread holds the lock must be forwarded, not

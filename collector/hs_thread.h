@@ -84,6 +84,8 @@ typedef struct hs_tls {
     uint64_t rng;
     hs_ring *ring;
     int boot; /* this thread is resolving the real allocator */
+    /* hs__event_now's last clock read, and the TSC when it was made. */
+    uint64_t clock_ns, clock_tsc;
     /* Allocation sizes by power of two; written by the owner with relaxed
      * stores (plain moves), read by the sender. */
     _Atomic uint64_t hist_n[HS_HIST_BUCKETS];
@@ -115,6 +117,29 @@ static inline void hs__hist_add(hs_tls *t, uint64_t n)
     atomic_store_explicit(&t->hist_b[b],
                           atomic_load_explicit(&t->hist_b[b], memory_order_relaxed) + n,
                           memory_order_relaxed);
+}
+
+/* The time of an event: CLOCK_MONOTONIC in ns, as hs_now_ns. A thread that
+ * read the clock less than HS_CLOCK_REUSE TSC cycles ago (a microsecond or
+ * two) reuses that reading: at every allocation the clock (a vDSO call that
+ * reads the TSC and scales it, slower in a VM) cost ~4% of a C++ program's
+ * run, and events are bucketed by the millisecond at best. Readings only
+ * move forward, so a thread's events stay in order. */
+#define HS_CLOCK_REUSE ((uint64_t)1 << 12)
+
+static inline uint64_t hs__event_now(hs_tls *t)
+{
+#if defined(__x86_64__)
+    uint64_t c = __builtin_ia32_rdtsc();
+    if (c - t->clock_tsc < HS_CLOCK_REUSE) return t->clock_ns;
+    uint64_t ns = hs_now_ns();
+    if (ns > t->clock_ns) t->clock_ns = ns;
+    t->clock_tsc = c;
+    return t->clock_ns;
+#else
+    (void)t;
+    return hs_now_ns();
+#endif
 }
 
 /* fork() and the dynamic loader's lock. glibc does not reset the lock that

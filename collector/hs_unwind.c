@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 #include "hs_error.h"
 #include "hs_mem.h"
@@ -191,6 +192,22 @@ typedef struct obj {
     int have_subs;
 } obj;
 
+/* The dynamic loader's entry code (_start, then _dl_start_user, which calls
+ * the constructors of the libraries loaded at start-up) is written without
+ * unwind tables: it is the outermost frame of those constructors, some of
+ * which allocate before our own constructor has run (see early_start in
+ * hs_hooks.c). pc is inside it when it lies in the loader's object, within
+ * a few instructions of the loader's ELF entry point. */
+static int is_loader_entry(const struct dl_phdr_info *info, uintptr_t pc)
+{
+    uintptr_t base = (uintptr_t)getauxval(AT_BASE);
+    if (!base || info->dlpi_addr != base) return 0;
+    const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)base; /* mapped: the loader is linked at 0 */
+    if (memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0) return 0;
+    uintptr_t entry = base + eh->e_entry;
+    return pc >= entry && pc - entry < 256;
+}
+
 static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
 {
     obj *o = data;
@@ -215,6 +232,7 @@ static int find_obj(struct dl_phdr_info *info, size_t size, void *data)
         }
     }
     if (o->hdr) hs__unwind_parse(o->out, o->hdr, o->beg, o->end, o->pc);
+    if (o->out->kind == K_FALLBACK && is_loader_entry(info, o->pc)) o->out->kind = K_END;
     return 1;
 }
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """Collector overhead benchmark (run by hand; not part of the tests).
 
-Builds bench_wl.c (a multi-threaded malloc-heavy workload, see its header),
-then runs ROUNDS rounds; each round runs, one after the other,
+Builds the workload, bench_wl.c (--workload mixed: a multi-threaded
+malloc-heavy workload of sizes up to 1 MiB, see its header) or churn_wl.c
+(--workload churn: two threads churning small blocks with ~100 ns of work
+per malloc/free pair, the steady state of a program of small objects), then
+runs ROUNDS rounds; each round runs, one after the other,
 
     alone, heapstore at the default rate,
     alone, heapstore at HEAPSTORE_SAMPLE_BYTES=1,
@@ -16,6 +19,11 @@ peak memory (from the BYE frame), the peak RSS of the profiled process
 against the workload alone, and the bytes written per sampled event.
 
     python3 bench/collector/run.py [--build DIR] [--rounds N] [--threads T] [--ops N]
+                                   [--workload mixed|churn]
+
+For churn, --ops is the pairs per thread (default 3500000, ~0.7 s alone)
+and --ops-full the pairs per thread of the every-allocation pairs (default
+100000).
 
 DIR defaults to ./build (it needs lib/libheapstore.so and bin/heapstore).
 Needs: cc, heaptrack and libjemalloc2 (Debian packages); a configuration
@@ -76,12 +84,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--ops", type=int, default=150000, help="operations per thread")
-    ap.add_argument("--ops-full", type=int, default=8000,
+    ap.add_argument("--before", help="another build whose collector runs in the same rounds "
+                    "(at the default rate and at rate 1), to compare a change")
+    ap.add_argument("--workload", choices=("mixed", "churn"), default="mixed")
+    ap.add_argument("--threads", type=int)
+    ap.add_argument("--ops", type=int, help="operations per thread")
+    ap.add_argument("--ops-full", type=int,
                     help="operations per thread for the every-allocation pairs (heaptrack "
                     "1.4 slows down super-linearly past ~20000 calls on this workload)")
     a = ap.parse_args()
+    churn = a.workload == "churn"
+    if a.threads is None:
+        a.threads = 2 if churn else 4
+    if a.ops is None:
+        a.ops = 3500000 if churn else 150000
+    if a.ops_full is None:
+        a.ops_full = 100000 if churn else 8000
     build = os.path.abspath(a.build)
     lib = os.path.join(build, "lib/libheapstore.so")
     cli = os.path.join(build, "bin/heapstore")
@@ -89,7 +107,8 @@ def main():
         if not os.path.exists(f):
             sys.exit(f"build first: {f}")
     tmp = tempfile.mkdtemp(prefix="hs-bench-collector.")
-    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_wl.c")
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                       "churn_wl.c" if churn else "bench_wl.c")
     wl = os.path.join(tmp, "bench_wl")
     subprocess.check_call(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", wl, src])
     wl_argv = [wl, str(a.threads), str(a.ops)]
@@ -104,11 +123,28 @@ def main():
         ("alone", wl_argv, {}, None),
         ("heapstore default", wl_argv, {"LD_PRELOAD": lib, "HEAPSTORE_URL": "file://" + hsp},
          "alone"),
+        ("alone   ", wl_argv, {}, None),
+        ("heapstore disabled", wl_argv, {"LD_PRELOAD": lib, "HEAPSTORE_DISABLE": "1"},
+         "alone   "),
         ("alone ", wl_full, {}, None),
         ("heapstore rate 1", wl_full,
          {"LD_PRELOAD": lib, "HEAPSTORE_URL": "file://" + hsp1, "HEAPSTORE_SAMPLE_BYTES": "1"},
          "alone "),
     ]
+    if a.before:
+        blib = os.path.join(os.path.abspath(a.before), "lib/libheapstore.so")
+        configs[2:2] = [
+            ("alone    ", wl_argv, {}, None),
+            ("before default", wl_argv,
+             {"LD_PRELOAD": blib, "HEAPSTORE_URL": "file://" + os.path.join(tmp, "runb.hsp")},
+             "alone    "),
+        ]
+        configs += [
+            ("alone     ", wl_full, {}, None),
+            ("before rate 1", wl_full,
+             {"LD_PRELOAD": blib, "HEAPSTORE_URL": "file://" + os.path.join(tmp, "runb1.hsp"),
+              "HEAPSTORE_SAMPLE_BYTES": "1"}, "alone     "),
+        ]
     if heaptrack:
         configs += [
             ("alone  ", wl_full, {}, None),
@@ -129,6 +165,7 @@ def main():
     byes = {"heapstore default": [], "heapstore rate 1": []}
     sizes = {"heapstore default": [], "heapstore rate 1": []}
     t_start = time.monotonic()
+    load0 = os.getloadavg()
     for r in range(a.rounds):
         last, last_cpu = {}, {}
         for name, argv, env, base in configs:
@@ -151,10 +188,17 @@ def main():
         print(f"round {r + 1}/{a.rounds} done ({time.monotonic() - t_start:.0f} s)", file=sys.stderr)
 
     med = statistics.median
-    print(f"\nworkload: {a.threads} threads x {a.ops} operations ({a.ops_full} for rate 1 and "
-          f"heaptrack), 16 B - 1 MiB, "
-          f"malloc/calloc/realloc/posix_memalign, stacks 5-15 deep; "
-          f"{os.cpu_count()} CPUs; medians of {a.rounds} rounds\n")
+    if churn:
+        print(f"\nworkload: churn, {a.threads} threads x {a.ops} malloc/free pairs ({a.ops_full} "
+              f"for rate 1 and heaptrack), 8-512 B, ~100 ns of work a pair, stacks 4-7 deep; "
+              f"{os.cpu_count()} CPUs; medians of {a.rounds} rounds; load average "
+              f"{load0} before, {os.getloadavg()} after\n")
+    else:
+        print(f"\nworkload: {a.threads} threads x {a.ops} operations ({a.ops_full} for rate 1 and "
+              f"heaptrack), 16 B - 1 MiB, "
+              f"malloc/calloc/realloc/posix_memalign, stacks 5-15 deep; "
+              f"{os.cpu_count()} CPUs; medians of {a.rounds} rounds; load average "
+              f"{load0} before, {os.getloadavg()} after\n")
     print(f"{'configuration':<20} {'wall s':>8} {'ratio':>7} {'95% CI':>13} {'CPU s':>8} "
           f"{'CPU ratio':>10} {'95% CI':>13} {'peak RSS MiB':>13}")
 
