@@ -52,6 +52,7 @@ typedef struct hs_wjob {
     uint32_t nframes, frames_cap;
     uint8_t *data;
     size_t len, cap;
+    size_t charged; /* what the loop counts in its connection's inflight bytes */
     /* results */
     int err;           /* 0 or HS_E*: close the connection */
     char msg[256];     /* why, for the log (and REFUSE) */
