@@ -53,6 +53,15 @@ hs_syms_stats hs_syms_get_stats(const hs_syms *s);
 int hs_syms_lookup(hs_syms *s, const uint8_t *bid, size_t blen, const char *path, uint64_t off,
                    hs_symbol *out, int max);
 
+/* The build id of the ELF file at path into bid (HS_BUILD_ID_MAX bytes):
+ * its length (> 0), 0 when it has none, or a negative HS_E code. */
+int hs_syms_file_build_id(const char *path, uint8_t *bid);
+
+/* The folder of debug files added to the database at db_path (`heapstore
+ * symbols add`), which the server searches first: "DB.symbols", holding
+ * .build-id/xx/yyyy.debug. */
+int hs_syms_store_dir(char *out, size_t len, const char *db_path);
+
 /* What a stream says about its modules: the path -> build id of its latest
  * MAPPINGS frame. Zero-initialise; hs_syms_stream_free releases it. */
 typedef struct hs_syms_module {

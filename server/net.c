@@ -899,9 +899,14 @@ int hs_server_run(const hs_server_config *cfg)
         goto fail_http;
     }
     store = NULL; /* the writer's now */
-    hs_syms_config sycfg = {.paths = cfg->symbol_paths,
-                            .npaths = cfg->nsymbol_paths,
-                            .no_local = cfg->no_local_symbols};
+    /* the files `heapstore symbols add` put next to the database first */
+    const char *paths[65];
+    char added[4200];
+    int np = 0;
+    if (!hs_syms_store_dir(added, sizeof added, cfg->db_path)) paths[np++] = added;
+    for (int i = 0; i < cfg->nsymbol_paths && np < (int)HS_COUNTOF(paths); i++)
+        paths[np++] = cfg->symbol_paths[i];
+    hs_syms_config sycfg = {.paths = paths, .npaths = np, .no_local = cfg->no_local_symbols};
     if (hs_symd_start(&s->symd, &sycfg, s->writer))
         hs_log("cannot start the symbolizer thread: frames are stored as collectors name them");
     uv_signal_init(&s->loop, &s->sigint);

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "hs_error.h"
@@ -33,17 +34,22 @@ typedef struct build {
     struct build *next;
     uint8_t bid[HS_BUILD_ID_MAX];
     uint32_t blen;
-    char *path;       /* the path it was asked for under (no build id: the key) */
-    Dwfl *dwfl;       /* NULL: no file of this build was found */
-    Dwfl_Module *mod; /* the one module reported into dwfl */
+    char *path;        /* the path it was asked for under (no build id: the key) */
+    Dwfl *dwfl;        /* NULL: no file of this build was found */
+    Dwfl_Module *mod;  /* the one module reported into dwfl */
+    time_t missing_at; /* !mod: when it was looked for; looked for again later */
     msym *syms;
     size_t nsyms;
 } build;
 
+/* A build not found is looked for again after this many seconds. */
+#define HS_SYMS_RETRY_S 5
+
 #define NAMES_MAX (HS_SYMS_INLINE_MAX + 1)
 
 struct hs_syms {
-    hs_syms_config cfg;
+    hs_syms_config cfg; /* paths: owned copies */
+    char **paths;
     char *debuginfo_path; /* for libdwfl's build-id search: the search path, then
                              /usr/lib/debug unless no_local */
     Dwfl_Callbacks cb;
@@ -242,10 +248,18 @@ int hs_syms_new(hs_syms **out, const hs_syms_config *cfg)
     if (!s) return HS_ENOMEM;
     elf_version(EV_CURRENT); /* before any elf_begin of ours */
     if (cfg) s->cfg = *cfg;
+    s->paths = calloc((size_t)s->cfg.npaths + 1, sizeof *s->paths);
+    for (int i = 0; s->paths && i < s->cfg.npaths; i++)
+        if (!(s->paths[i] = strdup(s->cfg.paths[i]))) s->cfg.npaths = i;
+    s->cfg.paths = (const char *const *)s->paths;
+    if (!s->paths) {
+        free(s);
+        return HS_ENOMEM;
+    }
     size_t len = 32;
     for (int i = 0; i < s->cfg.npaths; i++) len += strlen(s->cfg.paths[i]) + 1;
     if (!(s->debuginfo_path = malloc(len))) {
-        free(s);
+        hs_syms_free(s);
         return HS_ENOMEM;
     }
     /* a leading '-' would turn off libdwfl's CRC checks; a relative entry
@@ -274,6 +288,8 @@ void hs_syms_free(hs_syms *s)
         free(b);
     }
     for (int i = 0; i < NAMES_MAX; i++) free(s->names[i]);
+    for (int i = 0; s->paths && i < s->cfg.npaths; i++) free(s->paths[i]);
+    free(s->paths);
     free(s->debuginfo_path);
     free(s);
 }
@@ -290,6 +306,13 @@ static build *build_get(hs_syms *s, const uint8_t *bid, size_t blen, const char 
         if (b->blen != blen || memcmp(b->bid, bid, blen)) continue;
         if (!blen && strcmp(b->path, path ? path : "")) continue;
         *pp = b->next; /* most recently used first */
+        if (!b->mod && time(NULL) - b->missing_at >= HS_SYMS_RETRY_S) {
+            /* a file may have come since (heapstore symbols add) */
+            if (b->dwfl) dwfl_end(b->dwfl);
+            free(b->path);
+            free(b);
+            break;
+        }
         b->next = s->builds;
         s->builds = b;
         return b;
@@ -325,6 +348,7 @@ static build *build_get(hs_syms *s, const uint8_t *bid, size_t blen, const char 
         s->stats.builds_opened++;
     else
         s->stats.builds_missing++;
+    b->missing_at = time(NULL);
     return b;
 }
 
@@ -489,6 +513,30 @@ int hs_syms_lookup(hs_syms *s, const uint8_t *bid, size_t blen, const char *path
         }
     }
     return ninl + 1;
+}
+
+int hs_syms_file_build_id(const char *path, uint8_t *bid)
+{
+    elf_version(EV_CURRENT);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return HS_ENOENT;
+    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+    int rc = HS_EINVAL; /* not an ELF file */
+    const void *have;
+    if (e && elf_kind(e) == ELF_K_ELF) {
+        ssize_t n = dwelf_elf_gnu_build_id(e, &have);
+        rc = n > 0 && n <= HS_BUILD_ID_MAX ? (int)n : 0;
+        if (rc > 0) memcpy(bid, have, (size_t)n);
+    }
+    elf_end(e);
+    close(fd);
+    return rc;
+}
+
+int hs_syms_store_dir(char *out, size_t len, const char *db_path)
+{
+    int n = snprintf(out, len, "%s.symbols", db_path);
+    return n > 0 && (size_t)n < len ? 0 : HS_ETOOBIG;
 }
 
 /* ---- streams ----------------------------------------------------------- */

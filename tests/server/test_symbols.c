@@ -255,6 +255,34 @@ static void test_symbol_path(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
+/* A stripped build's debug file kept aside, added with `heapstore symbols
+ * add`: a server that reads no local files names the frames from it. */
+static void test_symbols_add(void **state)
+{
+    (void)state;
+    char dir[512], db[600], dbg[600], cmd[8192];
+    tk_tmpdir(dir, sizeof dir, "symbols-add");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    snprintf(dbg, sizeof dbg, "%s/self.debug", dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' && objcopy --only-keep-debug '%s' '%s'", dir, exe,
+             dbg);
+    assert_int_equal(system(cmd), 0);
+    const char *build = getenv("HS_BUILD_DIR");
+    snprintf(cmd, sizeof cmd, "'%s/bin/heapstore' symbols add --db '%s' '%s' > '%s/add.out'",
+             build ? build : "build", db, dbg, dir);
+    assert_int_equal(system(cmd), 0);
+    /* not an ELF file: refused, with a reason, exit 1 */
+    snprintf(cmd, sizeof cmd, "'%s/bin/heapstore' symbols add --db '%s' '%s' 2>/dev/null",
+             build ? build : "build", db, db);
+    assert_int_not_equal(system(cmd), 0);
+    tk_server srv;
+    const char *args[] = {"--no-local-symbols", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    send_run(srv.port, 5);
+    check_named(db);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+}
+
 int main(void)
 {
     self_init();
@@ -262,6 +290,7 @@ int main(void)
         cmocka_unit_test(test_named_once_per_build),
         cmocka_unit_test(test_build_not_found),
         cmocka_unit_test(test_symbol_path),
+        cmocka_unit_test(test_symbols_add),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
