@@ -165,10 +165,13 @@ void hs_symd_stop(hs_symd *d)
     pthread_mutex_unlock(&d->mu);
     pthread_join(d->thread, NULL);
     hs_syms_stats st = hs_syms_get_stats(d->syms);
+    /* a lookup that found its build read already is a cache hit */
+    uint64_t hits = st.lookups - st.builds_opened - st.builds_missing;
     if (st.lookups)
         hs_log("symbols: %" PRIu64 " pcs named in %" PRIu64 " ms (%" PRIu64 " builds read, %" PRIu64
-               " not found)",
-               d->entries, d->resolved_ns / 1000000, st.builds_opened, st.builds_missing);
+               " not found; %" PRIu64 " of %" PRIu64 " lookups from builds read before)",
+               d->entries, d->resolved_ns / 1000000, st.builds_opened, st.builds_missing, hits,
+               st.lookups);
     hs_syms_free(d->syms);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);

@@ -213,7 +213,7 @@ static void test_named_once_per_build(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     /* 6 pcs named, the build read once for both runs */
     assert_true(tk_log_contains(&srv, "symbols: 6 pcs named"));
-    assert_true(tk_log_contains(&srv, "(1 builds read, 0 not found)"));
+    assert_true(tk_log_contains(&srv, "(1 builds read, 0 not found;"));
 }
 
 static void test_build_not_found(void **state)
@@ -234,7 +234,7 @@ static void test_build_not_found(void **state)
     assert_string_equal(got, want); /* module + offset, nothing invented */
     sqlite3_close(sdb);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
-    assert_true(tk_log_contains(&srv, "(0 builds read, 1 not found)"));
+    assert_true(tk_log_contains(&srv, "(0 builds read, 1 not found;"));
 }
 
 static void test_symbol_path(void **state)
