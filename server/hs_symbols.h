@@ -37,6 +37,7 @@ typedef struct hs_syms_stats {
     uint64_t lookups;        /* hs_syms_lookup calls */
     uint64_t builds_opened;  /* builds whose file was found and read */
     uint64_t builds_missing; /* builds looked for and not found */
+    uint64_t builds_kept;    /* builds held now, found or not (at most 256) */
 } hs_syms_stats;
 
 int hs_syms_new(hs_syms **out, const hs_syms_config *cfg);

@@ -42,6 +42,9 @@ typedef struct build {
     size_t nsyms;
 } build;
 
+/* Builds kept read at once (most recently used first); a peer naming ever
+ * new builds cannot grow the server's memory past this many. */
+#define HS_SYMS_BUILDS_MAX 256
 /* A build not found is looked for again after this many seconds. */
 #define HS_SYMS_RETRY_S 5
 
@@ -242,6 +245,14 @@ static const char *find_sym(const build *b, uint64_t a)
 
 /* ---- builds ------------------------------------------------------------ */
 
+static void build_free(build *b)
+{
+    if (b->dwfl) dwfl_end(b->dwfl);
+    free(b->syms);
+    free(b->path);
+    free(b);
+}
+
 int hs_syms_new(hs_syms **out, const hs_syms_config *cfg)
 {
     hs_syms *s = calloc(1, sizeof *s);
@@ -282,10 +293,7 @@ void hs_syms_free(hs_syms *s)
     while (s->builds) {
         build *b = s->builds;
         s->builds = b->next;
-        if (b->dwfl) dwfl_end(b->dwfl);
-        free(b->syms);
-        free(b->path);
-        free(b);
+        build_free(b);
     }
     for (int i = 0; i < NAMES_MAX; i++) free(s->names[i]);
     for (int i = 0; s->paths && i < s->cfg.npaths; i++) free(s->paths[i]);
@@ -296,7 +304,22 @@ void hs_syms_free(hs_syms *s)
 
 hs_syms_stats hs_syms_get_stats(const hs_syms *s)
 {
-    return s->stats;
+    hs_syms_stats st = s->stats;
+    st.builds_kept = 0;
+    for (const build *b = s->builds; b; b = b->next) st.builds_kept++;
+    return st;
+}
+
+/* Drops the least recently used builds past HS_SYMS_BUILDS_MAX. */
+static void builds_trim(hs_syms *s)
+{
+    build **pp = &s->builds;
+    for (int n = 0; *pp && n < HS_SYMS_BUILDS_MAX; n++) pp = &(*pp)->next;
+    while (*pp) {
+        build *b = *pp;
+        *pp = b->next;
+        build_free(b);
+    }
 }
 
 static build *build_get(hs_syms *s, const uint8_t *bid, size_t blen, const char *path)
@@ -308,9 +331,7 @@ static build *build_get(hs_syms *s, const uint8_t *bid, size_t blen, const char 
         *pp = b->next; /* most recently used first */
         if (!b->mod && time(NULL) - b->missing_at >= HS_SYMS_RETRY_S) {
             /* a file may have come since (heapstore symbols add) */
-            if (b->dwfl) dwfl_end(b->dwfl);
-            free(b->path);
-            free(b);
+            build_free(b);
             break;
         }
         b->next = s->builds;
@@ -326,6 +347,7 @@ static build *build_get(hs_syms *s, const uint8_t *bid, size_t blen, const char 
     b->blen = (uint32_t)blen;
     b->next = s->builds;
     s->builds = b;
+    builds_trim(s);
     char *found = NULL;
     int fd = find_elf(s, bid, blen, path, &found);
     if (fd >= 0 && (b->dwfl = dwfl_begin(&s->cb))) {

@@ -23,6 +23,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "hs_symbols.h"
 #include "hs_testkit.h"
 
 /* ---- known call sites -------------------------------------------------- */
@@ -283,14 +284,36 @@ static void test_symbols_add(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
+/* A peer naming ever new builds cannot grow the symbolizer past its cap:
+ * 300 unknown build ids, 256 kept; a known one found again after them. */
+static void test_builds_capped(void **state)
+{
+    (void)state;
+    hs_syms *s;
+    assert_int_equal(hs_syms_new(&s, NULL), 0);
+    hs_symbol out[HS_SYMS_INLINE_MAX];
+    for (uint32_t i = 0; i < 300; i++) {
+        uint8_t fake[20] = {0xee};
+        memcpy(fake + 1, &i, sizeof i);
+        assert_int_equal(hs_syms_lookup(s, fake, sizeof fake, "/nonexistent/lib.so", 16, out, 4),
+                         0);
+    }
+    hs_syms_stats st = hs_syms_get_stats(s);
+    assert_int_equal(st.builds_missing, 300);
+    assert_int_equal(st.builds_kept, 256);
+    uint64_t pc = sym_c_site();
+    assert_int_equal(hs_syms_lookup(s, bid, blen, exe, pc - load_bias, out, 4), 1);
+    assert_int_equal(strncmp(out[0].function.ptr, "sym_c_site", out[0].function.len), 0);
+    hs_syms_free(s);
+}
+
 int main(void)
 {
     self_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_named_once_per_build),
-        cmocka_unit_test(test_build_not_found),
-        cmocka_unit_test(test_symbol_path),
-        cmocka_unit_test(test_symbols_add),
+        cmocka_unit_test(test_named_once_per_build), cmocka_unit_test(test_build_not_found),
+        cmocka_unit_test(test_symbol_path),          cmocka_unit_test(test_symbols_add),
+        cmocka_unit_test(test_builds_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
