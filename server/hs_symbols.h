@@ -38,6 +38,7 @@ typedef struct hs_syms_stats {
     uint64_t builds_opened;  /* builds whose file was found and read */
     uint64_t builds_missing; /* builds looked for and not found */
     uint64_t builds_kept;    /* builds held now, found or not (at most 256) */
+    uint64_t cache_hits;     /* lookups answered by the cache (hs_syms_set_cache) */
 } hs_syms_stats;
 
 int hs_syms_new(hs_syms **out, const hs_syms_config *cfg);
@@ -62,6 +63,18 @@ int hs_syms_file_build_id(const char *path, uint8_t *bid);
  * symbols add`), which the server searches first: "DB.symbols", holding
  * .build-id/xx/yyyy.debug. */
 int hs_syms_store_dir(char *out, size_t len, const char *db_path);
+
+/* Answers kept outside (the server's database, schema 007): get fills
+ * out[0..n) (strings valid until the next call) and returns n, or 0 when
+ * it has none; put is given every answer read from a file. Only builds
+ * with a build id are cached. */
+typedef struct hs_syms_cache {
+    int (*get)(void *data, const uint8_t *bid, size_t blen, uint64_t off, hs_symbol *out, int max);
+    void (*put)(void *data, const uint8_t *bid, size_t blen, uint64_t off, const hs_symbol *fr,
+                int n);
+    void *data;
+} hs_syms_cache;
+void hs_syms_set_cache(hs_syms *s, const hs_syms_cache *c);
 
 /* What a stream says about its modules: the path -> build id of its latest
  * MAPPINGS frame. Zero-initialise; hs_syms_stream_free releases it. */

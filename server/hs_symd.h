@@ -7,7 +7,12 @@
  * connection's module list, rewrites SYMBOLS frames with names
  * (hs_syms_rewrite: function, file, line, inlined frames), and submits the
  * job to the writer. It owns one hs_syms for the life of the server: every
- * build is read once and then answered from memory for every later run.
+ * build is read once and then answered from memory for every later run;
+ * each answer read from a file also goes to the writer, with the job, for
+ * the database's symbol_cache (schema 007), which the thread reads, on its
+ * own read-only connection, before any file: a build named before a
+ * restart, or by another server process on the same database, is not read
+ * again.
  * Only the connection waits while its build is read; the writer and the
  * other connections go on (their jobs without SYMBOLS go straight to the
  * writer).
@@ -33,7 +38,7 @@ typedef struct hs_symd_conn {
     atomic_uint jobs;      /* jobs of the connection in the thread's queue */
 } hs_symd_conn;
 
-int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w);
+int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const char *db_path);
 /* Queues j (of connection c, NULL for a job of no connection) for the
  * thread, which passes it on to the writer. c->jobs is incremented here. */
 void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j);

@@ -37,6 +37,11 @@ enum hs_wjob_kind {
     HS_WJOB_STOP,   /* the writer finishes after this one */
 };
 
+/* A frame of a FRAMES job that no peer sends (net.c admits only the
+ * protocol's types): the symbolizer's answers for symbol_cache
+ * (hs_store_symcache_put), without a sequence number. */
+#define HS_WFRAME_SYMCACHE 0xf0
+
 typedef struct hs_wframe {
     uint64_t seq;
     uint32_t off, len; /* payload at data + off */

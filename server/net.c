@@ -907,7 +907,7 @@ int hs_server_run(const hs_server_config *cfg)
     for (int i = 0; i < cfg->nsymbol_paths && np < (int)HS_COUNTOF(paths); i++)
         paths[np++] = cfg->symbol_paths[i];
     hs_syms_config sycfg = {.paths = paths, .npaths = np, .no_local = cfg->no_local_symbols};
-    if (hs_symd_start(&s->symd, &sycfg, s->writer))
+    if (hs_symd_start(&s->symd, &sycfg, s->writer, cfg->db_path))
         hs_log("cannot start the symbolizer thread: frames are stored as collectors name them");
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);

@@ -142,6 +142,33 @@ bad:
     return rc;
 }
 
+/* ---- the symbolizer's answers ----------------------------------------- */
+
+int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len)
+{
+    hs_rd rd;
+    hs_rd_init(&rd, p, len);
+    while (hs_rd_left(&rd) && !rd.err) {
+        hs_str bid = hs_rd_str(&rd, HS_BUILD_ID_MAX);
+        uint64_t off = hs_rd_varint(&rd), n = hs_rd_varint_max(&rd, HS_SYMS_INLINE_MAX);
+        for (uint64_t k = 0; k < n && !rd.err; k++) {
+            hs_str fn = hs_rd_str(&rd, HS_FUNC_MAX), file = hs_rd_str(&rd, HS_STR_MAX);
+            uint64_t line = hs_rd_varint(&rd);
+            if (rd.err || !bid.len) break;
+            sqlite3_stmt *st = s->st[ST_SYMCACHE];
+            sqlite3_bind_blob(st, 1, bid.ptr, (int)bid.len, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 2, (int64_t)off);
+            sqlite3_bind_int64(st, 3, (int64_t)k);
+            bind_str(st, 4, fn);
+            bind_str(st, 5, file);
+            sqlite3_bind_int64(st, 6, (int64_t)line);
+            int rc = hs__store_step_done(s, st);
+            if (rc) return rc;
+        }
+    }
+    return rd.err ? HS_EPROTO : 0;
+}
+
 /* ---- STACKS ------------------------------------------------------------ */
 
 static int intern_node(hs_store *s, int64_t parent, int64_t frame, uint32_t depth, int64_t *out)

@@ -58,6 +58,7 @@ struct hs_syms {
     Dwfl_Callbacks cb;
     build *builds;
     hs_syms_stats stats;
+    hs_syms_cache cache;    /* get NULL: none */
     char *names[NAMES_MAX]; /* owned names of the last lookup */
     char bare[1024];
 };
@@ -469,15 +470,39 @@ static int scope_chain(Dwarf_Die *parent, Dwarf_Addr a, Dwarf_Die *chain, int n,
     return n;
 }
 
+void hs_syms_set_cache(hs_syms *s, const hs_syms_cache *c)
+{
+    if (c)
+        s->cache = *c;
+    else
+        memset(&s->cache, 0, sizeof s->cache);
+}
+
+static int lookup_file(hs_syms *s, const uint8_t *bid, size_t blen, const char *path, uint64_t off,
+                       hs_symbol *out, int max);
+
 int hs_syms_lookup(hs_syms *s, const uint8_t *bid, size_t blen, const char *path, uint64_t off,
                    hs_symbol *out, int max)
 {
     assert(max >= 1);
     s->stats.lookups++;
     if (blen > HS_BUILD_ID_MAX) return 0;
+    if (max > HS_SYMS_INLINE_MAX) max = HS_SYMS_INLINE_MAX;
+    int n = blen && s->cache.get ? s->cache.get(s->cache.data, bid, blen, off, out, max) : 0;
+    if (n > 0) {
+        s->stats.cache_hits++;
+        return n;
+    }
+    n = lookup_file(s, bid, blen, path, off, out, max);
+    if (n > 0 && blen && s->cache.put) s->cache.put(s->cache.data, bid, blen, off, out, n);
+    return n;
+}
+
+static int lookup_file(hs_syms *s, const uint8_t *bid, size_t blen, const char *path, uint64_t off,
+                       hs_symbol *out, int max)
+{
     build *b = build_get(s, bid, blen, path);
     if (!b || !b->mod) return 0;
-    if (max > HS_SYMS_INLINE_MAX) max = HS_SYMS_INLINE_MAX;
     hs_symbol outer;
     memset(&outer, 0, sizeof outer);
     outer.function = outer.file = outer.module = str_of(NULL);

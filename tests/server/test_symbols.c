@@ -217,6 +217,27 @@ static void test_named_once_per_build(void **state)
     assert_true(tk_log_contains(&srv, "(1 builds read, 0 not found;"));
 }
 
+/* The answers are kept in the database (symbol_cache): a server started
+ * again on it names the same build's frames without reading its file. */
+static void test_cache_survives_restart(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    tk_tmpdir(dir, sizeof dir, "symbols-restart");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    tk_server srv;
+    assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
+    send_run(srv.port, 6);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_true(tk_log_contains(&srv, "(1 builds read, 0 not found;"));
+    assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
+    send_run(srv.port, 7);
+    check_named(db);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_true(tk_log_contains(&srv, "(0 builds read, 0 not found; 3 of 3 lookups cached, 3 by "
+                                      "the database)"));
+}
+
 static void test_build_not_found(void **state)
 {
     (void)state;
@@ -311,9 +332,9 @@ int main(void)
 {
     self_init();
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_named_once_per_build), cmocka_unit_test(test_build_not_found),
-        cmocka_unit_test(test_symbol_path),          cmocka_unit_test(test_symbols_add),
-        cmocka_unit_test(test_builds_capped),
+        cmocka_unit_test(test_named_once_per_build), cmocka_unit_test(test_cache_survives_restart),
+        cmocka_unit_test(test_build_not_found),      cmocka_unit_test(test_symbol_path),
+        cmocka_unit_test(test_symbols_add),          cmocka_unit_test(test_builds_capped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
