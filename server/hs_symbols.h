@@ -97,8 +97,10 @@ void hs_syms_stream_mappings(hs_syms_stream *st, const uint8_t *p, size_t len);
  * a module whose build id st knows is looked up; an entry with inlined
  * frames becomes several, the inlined ones under the pcs hs_inl_pc(pc, k)
  * (innermost k = 0) and the holder under pc, as collectors that symbolized
- * themselves sent them (a STACKS reader expands pc into them). Entries with
- * a function, Python's, and those without a known build pass unchanged.
+ * themselves sent them (a STACKS reader expands pc into them). An entry
+ * whose module no MAPPINGS named (a stream taken up in the middle) is
+ * looked up in the file at its path, whatever its build. Entries with a
+ * function, and Python's, pass unchanged.
  * Returns 1 with *out (malloc'ed, *outlen bytes) when anything changed, 0
  * when p stands as it is, or a negative HS_E code (p malformed: the reader
  * then rejects p itself; or out of memory). *nresolved counts the entries

@@ -327,7 +327,7 @@ static build *build_get(hs_syms *s, const uint8_t *bid, size_t blen, const char 
 {
     for (build **pp = &s->builds; *pp; pp = &(*pp)->next) {
         build *b = *pp;
-        if (b->blen != blen || memcmp(b->bid, bid, blen)) continue;
+        if (b->blen != blen || (blen && memcmp(b->bid, bid, blen))) continue;
         if (!blen && strcmp(b->path, path ? path : "")) continue;
         *pp = b->next; /* most recently used first */
         if (!b->mod && time(NULL) - b->missing_at >= HS_SYMS_RETRY_S) {
@@ -344,7 +344,7 @@ static build *build_get(hs_syms *s, const uint8_t *bid, size_t blen, const char 
         free(b);
         return NULL;
     }
-    memcpy(b->bid, bid, blen);
+    if (blen) memcpy(b->bid, bid, blen);
     b->blen = (uint32_t)blen;
     b->next = s->builds;
     s->builds = b;
@@ -618,7 +618,7 @@ void hs_syms_stream_mappings(hs_syms_stream *st, const uint8_t *p, size_t len)
         hs_syms_module *d = &next.mods[next.n];
         if (!(d->path = strndup(m.path.ptr ? m.path.ptr : "", m.path.len))) break;
         d->blen = m.build_id_len;
-        memcpy(d->bid, m.build_id, m.build_id_len);
+        if (m.build_id_len) memcpy(d->bid, m.build_id, m.build_id_len);
         next.n++;
     }
     if (more != 0) {
@@ -645,18 +645,26 @@ static int rewrite_pass(hs_syms *s, const hs_syms_stream *st, const uint8_t *p, 
     hs_batch_it it;
     hs_symbol sym, fr[HS_SYMS_INLINE_MAX];
     hs_wr wr;
+    char path[HS_STR_MAX + 1];
     hs_wr_init(&wr, buf, cap);
     int rc = hs_symbols_begin(&it, p, len), more, changed = 0;
     if (rc) return rc;
     *nresolved = 0;
     while ((more = hs_symbols_next(&it, &sym)) == 1) {
         const hs_syms_module *m = NULL;
-        if (!sym.function.len && sym.module.len && hs_inl_pc_ok(sym.pc))
-            m = stream_module(st, sym.module);
-        int n = m ? hs_syms_lookup(s, m->bid, m->blen, m->path, sym.module_offset, fr,
-                                   HS_SYMS_INLINE_MAX)
-                  : 0;
-        if (m) ++*nresolved;
+        int want = !sym.function.len && sym.module.len && hs_inl_pc_ok(sym.pc), n = 0;
+        if (want) m = stream_module(st, sym.module);
+        if (m) {
+            n = hs_syms_lookup(s, m->bid, m->blen, m->path, sym.module_offset, fr,
+                               HS_SYMS_INLINE_MAX);
+        } else if (want && sym.module.ptr[0] == '/' && sym.module.len < sizeof path) {
+            /* no MAPPINGS seen for it (a stream resumed after a server
+             * restart): the file at that path, whatever its build */
+            memcpy(path, sym.module.ptr, sym.module.len);
+            path[sym.module.len] = 0;
+            n = hs_syms_lookup(s, NULL, 0, path, sym.module_offset, fr, HS_SYMS_INLINE_MAX);
+        }
+        if (want) ++*nresolved;
         if (n == 0 || (n == 1 && !fr[0].function.len)) {
             hs_symbol_put(&wr, &sym);
             continue;

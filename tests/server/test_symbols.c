@@ -103,7 +103,7 @@ static hs_str str(const char *s)
 
 /* One run: MAPPINGS (this executable), SYMBOLS without names for the three
  * sites, a stack of each, an allocation on each, BYE. */
-static void send_run(int port, uint8_t seed)
+static void send_run_maps(int port, uint8_t seed, int with_maps)
 {
     uint64_t pcs[3] = {sym_c_site(), sym_outer_site(), sym_cxx_site(&cxx_line)};
     tk_buf b = {0};
@@ -113,14 +113,14 @@ static void send_run(int port, uint8_t seed)
     tk_hello(&b, run_id, 1, 0, NULL);
     hs_wr wr = tk_buf_wr(&b, 8192);
     size_t pos = hs_frame_begin(&wr, HS_FRAME_MAPPINGS);
-    hs_wr_varint(&wr, 0);
+    hs_wr_varint(&wr, with_maps ? 0 : 1);
     hs_mapping m = {.start = load_bias + 0x1000,
                     .end = load_bias + 0x100000,
                     .file_offset = 0x1000,
                     .build_id = bid,
                     .build_id_len = (uint32_t)blen,
                     .path = str(exe)};
-    hs_mapping_put(&wr, &m);
+    if (with_maps) hs_mapping_put(&wr, &m);
     hs_frame_end(&wr, pos);
     pos = hs_frame_begin(&wr, HS_FRAME_SYMBOLS);
     for (int i = 0; i < 3; i++) {
@@ -147,6 +147,11 @@ static void send_run(int port, uint8_t seed)
     assert_int_equal(tk_wait_ack(fd, 8, &got, NULL, 0, 30000), 0); /* 7 frames after HELLO */
     close(fd);
     tk_buf_free(&b);
+}
+
+static void send_run(int port, uint8_t seed)
+{
+    send_run_maps(port, seed, 1);
 }
 
 /* "function|file basename|line" of the frames of stack id's trace in the
@@ -236,6 +241,21 @@ static void test_cache_survives_restart(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_true(tk_log_contains(&srv, "(0 builds read, 0 not found; 3 of 3 lookups cached, 3 by "
                                       "the database)"));
+}
+
+/* A stream whose MAPPINGS do not name the module (taken up in the middle,
+ * after a server restart): named from the file at the module's path. */
+static void test_no_mappings(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    tk_tmpdir(dir, sizeof dir, "symbols-nomaps");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    tk_server srv;
+    assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
+    send_run_maps(srv.port, 8, 0);
+    check_named(db);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
 static void test_build_not_found(void **state)
@@ -335,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_named_once_per_build), cmocka_unit_test(test_cache_survives_restart),
         cmocka_unit_test(test_build_not_found),      cmocka_unit_test(test_symbol_path),
         cmocka_unit_test(test_symbols_add),          cmocka_unit_test(test_builds_capped),
+        cmocka_unit_test(test_no_mappings),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
