@@ -15,9 +15,15 @@
 #
 # Then the server started for the purpose reports, at its stop, what its
 # symbolizer did for all those runs: pcs named, the time spent, builds read
-# and lookups answered from builds already read (the cache hit ratio); and
-# one more server is fed a python3 start-up (thousands of native pcs) at
-# every allocation for the symbolization throughput in frames per second.
+# and lookups answered without reading a file (the cache hit ratio); and
+# one more server is fed three python3 start-ups (thousands of native pcs
+# each) at every allocation, for the symbolization throughput in frames per
+# second and the hit ratio over repeated runs of the same builds.
+#
+# With valgrind installed, the instructions the profiled process executes
+# (callgrind, user space, env's exec included in every row) under each
+# configuration with file:// (no server): steadier than wall time on a
+# loaded machine.
 set -eu
 BUILD=${1:-build}
 ROUNDS=${2:-21}
@@ -90,13 +96,36 @@ kill -TERM $SPID; wait $SPID || true
 echo "runs stored with their allocation: $("$BUILD/bin/heapstore" sql --db "$T/h.db" \
     "select count(*) from runs where alloc_events = 1" | sed -n 2p | tr -d ' ')"
 echo
-echo "server, after $((ROUNDS * BATCH * (${BASE:+2}+1))) profiled runs of the same build:"
+echo "server, after $((ROUNDS * BATCH * (${BASE:+1}+1))) runs sent to it (the same build):"
 grep "symbols:" "$T/server.log" | sed 's/^[^ ]* [^ ]* /  /'
 
-# Throughput: one python3 start-up at every allocation, on a fresh server.
+# Throughput: python3 start-ups at every allocation, on a fresh server.
+PY=$(readlink -f /usr/bin/python3)
 start_server "$T/p.db" "$T/py.log"
-LD_PRELOAD="$LIB" HEAPSTORE_URL=tcp://127.0.0.1:$PORT HEAPSTORE_SAMPLE_BYTES=1 \
-    python3 -c 'import json, decimal, sqlite3' || true
+for _ in 1 2 3; do
+    LD_PRELOAD="$LIB" HEAPSTORE_URL=tcp://127.0.0.1:$PORT HEAPSTORE_SAMPLE_BYTES=1 \
+        "$PY" -c 'import json, decimal, sqlite3' || true
+done
 kill -TERM $SPID; wait $SPID || true
-echo "python3 -c 'import json, decimal, sqlite3' at every allocation, fresh server:"
+echo "3 x $PY -c 'import json, decimal, sqlite3' at every allocation, fresh server:"
 grep "symbols:" "$T/py.log" | sed 's/^[^ ]* [^ ]* /  /'
+
+command -v valgrind >/dev/null || exit 0
+ir() { # instructions of a command and its children
+    rm -f "$T"/cg.*
+    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$T/cg.%p" "$@" \
+        >/dev/null 2>&1 || true
+    cat "$T"/cg.* | awk '/^totals:/ {s += $2} END {print s}'
+}
+echo
+echo "instructions per process (callgrind), file:// instead of a server:"
+a=$(ir env "$T/one")
+printf '  %-40s %12s\n' "alone" "$a"
+for cfg in "HEAPSTORE_DISABLE=1" "default"; do
+    v=$(ir env LD_PRELOAD="$LIB" HEAPSTORE_URL="file://$T/x.hsp" ${cfg%default} "$T/one")
+    printf '  %-40s %12s (+%s)\n' "libheapstore.so, $cfg" "$v" $((v - a))
+done
+if [ -n "$BASE" ]; then
+    v=$(ir env LD_PRELOAD="$BASE" HEAPSTORE_URL="file://$T/y.hsp" "$T/one")
+    printf '  %-40s %12s (+%s)\n' "baseline lib, default" "$v" $((v - a))
+fi
