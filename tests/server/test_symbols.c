@@ -243,6 +243,60 @@ static void test_cache_survives_restart(void **state)
                                       "the database)"));
 }
 
+/* A collector from before (it named frames itself) sent a pc's inlined
+ * frames under their synthetic pcs, in SYMBOLS and in the stack: the
+ * server stores that stack as sent, not expanded a second time. */
+static void test_old_collector_inlined(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    tk_tmpdir(dir, sizeof dir, "symbols-old");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    tk_server srv;
+    assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
+    const uint64_t pc = 0x401234, inl = hs_inl_pc(pc, 0);
+    tk_buf b = {0};
+    uint8_t run_id[16];
+    memset(run_id, 9, sizeof run_id);
+    tk_header(&b);
+    tk_hello(&b, run_id, 1, 0, NULL);
+    hs_wr wr = tk_buf_wr(&b, 4096);
+    size_t pos = hs_frame_begin(&wr, HS_FRAME_SYMBOLS);
+    hs_symbol in = {.pc = inl,
+                    .function = str("inner"),
+                    .file = str("a.c"),
+                    .line = 7,
+                    .module = str("/old/prog"),
+                    .module_offset = 0x1234};
+    hs_symbol out = in;
+    out.pc = pc;
+    out.function = str("outer");
+    out.line = 20;
+    hs_symbol_put(&wr, &in);
+    hs_symbol_put(&wr, &out);
+    hs_frame_end(&wr, pos);
+    tk_buf_commit(&b, &wr);
+    const uint64_t pcs[2] = {inl, pc};
+    tk_stack(&b, 1, pcs, 2);
+    tk_event ev = {.t = 1000, .stack = 1, .size = 64, .weight = 64};
+    tk_events(&b, &ev, 1);
+    tk_bye(&b, 2000, 1, 0);
+    int fd = tk_connect(srv.port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    uint64_t got = 0;
+    assert_int_equal(tk_wait_ack(fd, 5, &got, NULL, 0, 30000), 0);
+    close(fd);
+    tk_buf_free(&b);
+    sqlite3 *sdb;
+    assert_int_equal(sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+    char text[256];
+    trace_text(sdb, 1, text, sizeof text);
+    assert_string_equal(text, "inner|a.c|7 < outer|a.c|20");
+    sqlite3_close(sdb);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+}
+
 /* A stream whose MAPPINGS do not name the module (taken up in the middle,
  * after a server restart): named from the file at the module's path. */
 static void test_no_mappings(void **state)
@@ -355,7 +409,7 @@ int main(void)
         cmocka_unit_test(test_named_once_per_build), cmocka_unit_test(test_cache_survives_restart),
         cmocka_unit_test(test_build_not_found),      cmocka_unit_test(test_symbol_path),
         cmocka_unit_test(test_symbols_add),          cmocka_unit_test(test_builds_capped),
-        cmocka_unit_test(test_no_mappings),
+        cmocka_unit_test(test_no_mappings),          cmocka_unit_test(test_old_collector_inlined),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
