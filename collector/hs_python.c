@@ -4,12 +4,13 @@
 #include <assert.h>
 #include <dlfcn.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
+#include <elf.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -194,31 +195,50 @@ static void sym_seen(syms *s, const char *name, uintptr_t addr, uint64_t size)
 }
 
 /* Reads the symbol tables of the ELF file at path (the dynamic one first:
- * an object that does not export the evaluation loop is no interpreter). */
+ * an object that does not export the evaluation loop is no interpreter).
+ * The file is mapped and its ELF64 tables read in place, every offset
+ * checked against its size: no ELF library is loaded into the process. */
 static int read_syms(const char *path, uintptr_t bias, syms *s)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    elf_version(EV_CURRENT);
-    Elf *e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-    for (int pass = 0; e && pass < 2; pass++) {
+    struct stat st;
+    if (fstat(fd, &st) || st.st_size < (off_t)sizeof(Elf64_Ehdr)) {
+        close(fd);
+        return -1;
+    }
+    size_t size = (size_t)st.st_size;
+    const uint8_t *f = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (f == MAP_FAILED) return -1;
+    const Elf64_Ehdr *eh = (const Elf64_Ehdr *)f;
+    int ok = !memcmp(eh->e_ident, ELFMAG, SELFMAG) && eh->e_ident[EI_CLASS] == ELFCLASS64 &&
+             eh->e_shentsize == sizeof(Elf64_Shdr) && eh->e_shoff < size &&
+             (size - eh->e_shoff) / sizeof(Elf64_Shdr) >= eh->e_shnum;
+    const Elf64_Shdr *sh = ok ? (const Elf64_Shdr *)(f + eh->e_shoff) : NULL;
+    for (int pass = 0; ok && pass < 2; pass++) {
         if (pass == 1 && !s->neval) break;
-        for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
-            GElf_Shdr sh;
-            if (!gelf_getshdr(scn, &sh)) continue;
-            if (sh.sh_type != (pass ? SHT_SYMTAB : SHT_DYNSYM) || !sh.sh_entsize) continue;
-            Elf_Data *d = elf_getdata(scn, NULL);
-            size_t n = sh.sh_size / sh.sh_entsize;
-            for (size_t i = 1; d && i < n; i++) {
-                GElf_Sym sym;
-                if (!gelf_getsym(d, (int)i, &sym) || sym.st_shndx == SHN_UNDEF) continue;
-                const char *name = elf_strptr(e, sh.sh_link, sym.st_name);
-                if (name && name[0]) sym_seen(s, name, bias + sym.st_value, sym.st_size);
+        for (unsigned k = 0; k < eh->e_shnum; k++) {
+            const Elf64_Shdr *t = &sh[k];
+            if (t->sh_type != (pass ? SHT_SYMTAB : SHT_DYNSYM) ||
+                t->sh_entsize != sizeof(Elf64_Sym) || t->sh_link >= eh->e_shnum)
+                continue;
+            const Elf64_Shdr *strs = &sh[t->sh_link];
+            if (t->sh_offset > size || t->sh_size > size - t->sh_offset || strs->sh_offset > size ||
+                strs->sh_size > size - strs->sh_offset)
+                continue;
+            const Elf64_Sym *sym = (const Elf64_Sym *)(f + t->sh_offset);
+            const char *str = (const char *)(f + strs->sh_offset);
+            size_t n = t->sh_size / sizeof *sym;
+            for (size_t i = 1; i < n; i++) {
+                if (sym[i].st_shndx == SHN_UNDEF || sym[i].st_name >= strs->sh_size) continue;
+                const char *name = str + sym[i].st_name;
+                if (!memchr(name, 0, strs->sh_size - sym[i].st_name)) continue;
+                if (name[0]) sym_seen(s, name, bias + sym[i].st_value, sym[i].st_size);
             }
         }
     }
-    if (e) elf_end(e);
-    close(fd);
+    munmap((void *)f, size);
     return 0;
 }
 

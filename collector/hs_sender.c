@@ -93,7 +93,6 @@ static struct {
 
     /* run state */
     int active;
-    hs_symbolizer *sym;
     pcset pcs;
     uint64_t adds, subs;
     int maps_sent;
@@ -270,71 +269,31 @@ static void send_mappings(void)
     S.maps_sent = 1;
 }
 
-/* 1 when pc is in the set (no insertion). */
-static int pcset_has(const pcset *s, uint64_t pc)
-{
-    if (!s->slot) return 0;
-    uint64_t key = pc ? pc : ~0ull;
-    for (uint64_t j = (key * 0x9E3779B97F4A7C15ull) >> 20 & s->mask;; j = (j + 1) & s->mask) {
-        if (s->slot[j] == key) return 1;
-        if (!s->slot[j]) return 0;
-    }
-}
-
-/* A stack as sent: each pc with inlined frames (their synthetic pcs in the
- * set, see hs_inl_pc) preceded by them, innermost first; at most
- * HS_STACK_MAX_DEPTH pcs, the outermost left out. */
-static uint32_t expand_inlined(const uint64_t *pcs, uint32_t depth, uint64_t *out)
-{
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < depth && n < HS_STACK_MAX_DEPTH; i++) {
-        if (hs_inl_pc_ok(pcs[i]))
-            for (int k = 0; k < HS_INLINE_MAX && n < HS_STACK_MAX_DEPTH - 1 &&
-                            pcset_has(&S.pcs, hs_inl_pc(pcs[i], k));
-                 k++)
-                out[n++] = hs_inl_pc(pcs[i], k);
-        out[n++] = pcs[i];
-    }
-    return n;
-}
-
 static void send_stacks(void)
 {
     hs_stack_rec *list = hs__stacks_take_new();
     if (!list) return;
-    if (!S.sym && hs_symbolizer_new(&S.sym, hs__cfg.lines) != 0) S.sym = NULL;
     int open = 0;
     for (hs_stack_rec *r = list; r; r = r->next_new) {
         for (uint32_t i = 0; i < r->depth; i++) {
             uint64_t pc = r->pcs[i];
             if (!pcset_add(&S.pcs, pc)) continue;
-            hs_symbol sy[HS_INLINE_MAX];
-            int n = 1;
+            hs_symbol sy;
             atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
+            /* Python's names come from the interpreter; a native frame is
+             * its module and offset, named by the server */
             if (hs_py_is_pc(pc))
-                hs_py_symbol(pc, &sy[0]);
-            else if (S.sym && hs_inl_pc_ok(pc))
-                n = hs_symbolizer_lookup_inline(S.sym, pc, sy, HS_INLINE_MAX);
-            else if (S.sym)
-                hs_symbolizer_lookup(S.sym, pc, &sy[0]);
+                hs_py_symbol(pc, &sy);
             else
-                hs_symbolize_basic(pc, &sy[0]);
-            /* the inlined frames first, each under its synthetic pc, and
-             * the pc itself for the function that holds them */
-            for (int k = 0; k < n; k++) {
-                if (k < n - 1) {
-                    sy[k].pc = hs_inl_pc(pc, k);
-                    pcset_add(&S.pcs, sy[k].pc);
-                }
-                if (!open) {
-                    if (fr_begin(HS_FRAME_SYMBOLS)) return;
-                    open = 1;
-                }
-                hs_symbol_put(&S.wr, &sy[k]);
-                if (fr_full()) {
-                    fr_end();
-                    open = 0;
-                }
+                hs_symbolize_basic(pc, &sy);
+            if (!open) {
+                if (fr_begin(HS_FRAME_SYMBOLS)) return;
+                open = 1;
+            }
+            hs_symbol_put(&S.wr, &sy);
+            if (fr_full()) {
+                fr_end();
+                open = 0;
             }
         }
     }
@@ -345,9 +304,7 @@ static void send_stacks(void)
             if (fr_begin(HS_FRAME_STACKS)) return;
             open = 1;
         }
-        uint64_t pcs[HS_STACK_MAX_DEPTH];
-        uint32_t depth = expand_inlined(r->pcs, r->depth, pcs);
-        hs_stack_put(&S.wr, r->id, pcs, depth);
+        hs_stack_put(&S.wr, r->id, r->pcs, r->depth);
         if (fr_full()) {
             fr_end();
             open = 0;
@@ -481,7 +438,6 @@ static void cycle(uint64_t now, int final)
         S.adds = adds;
         S.subs = subs;
         send_mappings();
-        if (S.sym) hs_symbolizer_invalidate(S.sym);
     }
     hs__rings_snapshot();
     send_stacks();
@@ -796,8 +752,6 @@ static void *sender_main(void *arg)
         if (!S.active && (stopping || atomic_load(&S.activate) || now - started > ACTIVATE_NS))
             S.active = 1;
         if (S.active) {
-            /* Outside the busy region: it may wait for the loader's lock. */
-            if (atomic_load_explicit(&S.activate, memory_order_relaxed)) hs_symbolize_prepare();
             hs__busy_enter(&hs__sender_busy);
             cycle(now, stopping);
             hs__busy_leave(&hs__sender_busy);
@@ -949,16 +903,11 @@ void hs__sender_reset_child(void)
     if (S.pcs.slot) hs_mem_unmap(S.pcs.slot, (S.pcs.mask + 1) * sizeof(uint64_t));
     hs_proc_info *info = S.info;
     chunk *spare = S.spare;
-    /* The parent's sender was outside its cycle at the fork (the prepare
-     * handler waits for that), so its symbolizer is in a consistent state
-     * and the child keeps it: loading the debug information again would
-     * stall the child's first samples. Which pcs were sent is per run. */
-    hs_symbolizer *sym = S.sym;
+    /* Which pcs were sent is per run. */
     memset(&S, 0, sizeof S);
     S.fd = S.wake_fd = S.statm_fd = -1;
     S.next_seq = 1;
     S.info = info;
     S.spare = spare;
-    S.sym = sym;
     atomic_store(&hs__sender_heartbeat, 0);
 }

@@ -61,6 +61,11 @@ typedef struct hs_server_config {
     uint64_t frame_timeout_ns;  /* a partly received frame without progress; 0: none */
     uint64_t header_timeout_ns; /* HTTP: start of a request to its complete head */
     uint64_t idle_timeout_ns;   /* HTTP: an idle keep-alive connection */
+    /* where builds' files are looked for (hs_symbols.h), besides the paths
+     * collectors name unless no_local_symbols */
+    const char *const *symbol_paths;
+    int nsymbol_paths;
+    int no_local_symbols;
 } hs_server_config;
 
 /* Runs the server until a signal stops it. Logs "listening on HOST:PORT"

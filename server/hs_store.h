@@ -116,6 +116,12 @@ int hs_store_run_frame(hs_store *s, hs_run *r, uint64_t seq, int type, const uin
  * end time = the last event's. Inside a transaction. */
 int hs_store_run_lose(hs_store *s, hs_run *r);
 
+/* Stores what the symbolizer found (schema 007, symbol_cache): entries
+ * "build_id:str offset n (function:str file:str line)×n" to the end of p,
+ * as server/symd.c writes them. A malformed list stores what came before
+ * it and returns HS_EPROTO. */
+int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len);
+
 /* Forgets a run's in-memory state (rows are untouched). Outside the
  * transaction that last touched it, or after its commit. The memory goes
  * with the last reference (below); r is released from then on. */

@@ -37,6 +37,11 @@ enum hs_wjob_kind {
     HS_WJOB_STOP,   /* the writer finishes after this one */
 };
 
+/* A frame of a FRAMES job that no peer sends (net.c admits only the
+ * protocol's types): the symbolizer's answers for symbol_cache
+ * (hs_store_symcache_put), without a sequence number. */
+#define HS_WFRAME_SYMCACHE 0xf0
+
 typedef struct hs_wframe {
     uint64_t seq;
     uint32_t off, len; /* payload at data + off */
@@ -52,6 +57,7 @@ typedef struct hs_wjob {
     uint32_t nframes, frames_cap;
     uint8_t *data;
     size_t len, cap;
+    size_t charged; /* what the loop counts in its connection's inflight bytes */
     /* results */
     int err;           /* 0 or HS_E*: close the connection */
     char msg[256];     /* why, for the log (and REFUSE) */

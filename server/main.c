@@ -53,6 +53,11 @@ static void usage(FILE *f)
         "                       the inherited descriptor N and close it (for launchers)\n"
         "  --alloc-wrappers LIST  allocation wrappers that do not name a site (comma-\n"
         "                       separated, 'prefix*' allowed; sets HEAPSTORE_ALLOC_WRAPPERS)\n"
+        "  --symbol-path DIR    also look for programs' and libraries' files (by build id:\n"
+        "                       DIR/.build-id/xx/yyyy[.debug], or by file name) in DIR;\n"
+        "                       may be given several times\n"
+        "  --no-local-symbols   never read the files collectors name, nor /usr/lib/debug:\n"
+        "                       only --symbol-path (a server for other machines)\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
 }
@@ -109,11 +114,16 @@ int main(int argc, char **argv)
     };
     char *web_root = NULL;
     int token_given = 0, read_token_given = 0;
+    static const char *symbol_paths[64];
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return 0;
+        }
+        if (!strcmp(a, "--no-local-symbols")) { /* the one option without a value */
+            cfg.no_local_symbols = 1;
+            continue;
         }
         if (strncmp(a, "--", 2) != 0) {
             fprintf(stderr, "heapstore-server: unexpected argument '%s' (see --help)\n", a);
@@ -130,7 +140,8 @@ int main(int argc, char **argv)
             "--grace",        "--retain-events",  "--token",
             "--read-token",   "--web-root",       "--header-timeout",
             "--idle-timeout", "--hello-timeout",  "--frame-timeout",
-            "--ready-fd",     "--alloc-wrappers", "--event-time"};
+            "--ready-fd",     "--alloc-wrappers", "--event-time",
+            "--symbol-path"};
         int ok = 0;
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
@@ -194,6 +205,10 @@ int main(int argc, char **argv)
                 cfg.ready_fd = (int)fd;
                 fcntl(cfg.ready_fd, F_SETFD, FD_CLOEXEC);
             }
+        } else if (!strcmp(name, "--symbol-path")) {
+            bad = !*val || cfg.nsymbol_paths == (int)HS_COUNTOF(symbol_paths);
+            if (!bad) symbol_paths[cfg.nsymbol_paths++] = val;
+            cfg.symbol_paths = symbol_paths;
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
         } else if (!strcmp(name, "--alloc-wrappers")) {

@@ -17,6 +17,7 @@
 #include "hs_server.h"
 #include "hs_spawn.h"
 #include "hs_store.h"
+#include "hs_symd.h"
 #include "hs_writer.h"
 
 enum phase {
@@ -58,6 +59,7 @@ struct hs_conn {
     uint64_t accepted_ns;
     uint64_t accepted_iter; /* srv->iter when accepted */
     uint64_t last_read_ns;  /* when bytes last arrived (the frame timeout) */
+    hs_symd_conn sym;       /* its module list and jobs with the symbolizer */
     char peer[64];
 };
 
@@ -67,6 +69,7 @@ struct server {
     uv_signal_t sigint, sigterm;
     uv_async_t async;
     hs_writer *writer;
+    hs_symd *symd; /* between the loop and the writer for SYMBOLS (hs_symd.h) */
     hs_http *http;
     const hs_server_config *cfg;
     hs_conn *conns;
@@ -118,8 +121,21 @@ static void conn_unlink_free(hs_conn *c)
     s->nconns--;
     if (c->refusing) s->nrefusing--;
     conn_preauth_end(c);
+    assert(atomic_load(&c->sym.jobs) == 0);
+    hs_syms_stream_free(&c->sym.stream);
     free(c->in);
     free(c);
+}
+
+/* Hands a job of c to the writer, through the symbolizer when it has frames
+ * to name or an earlier job of c is still there (order is kept). */
+static void conn_submit(hs_conn *c, hs_wjob *j)
+{
+    server *s = c->srv;
+    if (s->symd && (hs_symd_wants(j) || atomic_load(&c->sym.jobs)))
+        hs_symd_submit(s->symd, &c->sym, j);
+    else
+        hs_writer_submit(s->writer, j);
 }
 
 static void conn_detach(hs_conn *c)
@@ -132,7 +148,7 @@ static void conn_detach(hs_conn *c)
          * the run until its next start gives it a grace period. */
         return;
     }
-    hs_writer_submit(c->srv->writer, j);
+    conn_submit(c, j);
 }
 
 /* The handle is gone: free it, and the connection once the writer is done
@@ -370,7 +386,8 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
     }
     c->seq = s->hello.first_seq;
     c->phase = P_WAIT_HELLO;
-    c->inflight += f->len;
+    j->charged = f->len;
+    c->inflight += j->charged;
     conn_read_stop(c);
     hs_writer_submit(s->writer, j);
     return 0;
@@ -456,8 +473,9 @@ static void conn_parse(hs_conn *c)
         c->seq++;
     }
     if (j && !c->closing) {
-        c->inflight += j->len + 64;
-        hs_writer_submit(c->srv->writer, j);
+        j->charged = j->len + 64;
+        c->inflight += j->charged;
+        conn_submit(c, j);
     } else {
         hs_wjob_free(j);
     }
@@ -485,7 +503,7 @@ static void job_done(server *s, hs_wjob *j)
     hs_conn *c = j->conn;
     switch (j->kind) {
     case HS_WJOB_HELLO:
-        c->inflight -= j->len;
+        c->inflight -= j->charged;
         if (c->closing) break;
         if (j->err == HS_EDB || j->err == HS_ENOMEM) {
             /* The server's trouble, not the run's: a close (the collector
@@ -504,7 +522,7 @@ static void job_done(server *s, hs_wjob *j)
         conn_read_start(c);
         break;
     case HS_WJOB_FRAMES:
-        c->inflight -= j->len + 64;
+        c->inflight -= j->charged;
         if (c->closing) break;
         if (j->err) {
             conn_close(c, "%s", j->msg[0] ? j->msg : hs_strerror(j->err));
@@ -758,7 +776,9 @@ static void stop_begin(server *s)
     uv_close((uv_handle_t *)&s->listener, on_closed_noop);
     for (hs_conn *c = s->conns; c; c = c->next) conn_read_stop(c);
     hs_wjob *j = hs_wjob_new(HS_WJOB_SYNC, 0, NULL);
-    if (j)
+    if (j && s->symd)
+        hs_symd_submit(s->symd, NULL, j); /* after every job there */
+    else if (j)
         hs_writer_submit(s->writer, j);
     else
         stop_finish(s);
@@ -879,6 +899,16 @@ int hs_server_run(const hs_server_config *cfg)
         goto fail_http;
     }
     store = NULL; /* the writer's now */
+    /* the files `heapstore symbols add` put next to the database first */
+    const char *paths[65];
+    char added[4200];
+    int np = 0;
+    if (!hs_syms_store_dir(added, sizeof added, cfg->db_path)) paths[np++] = added;
+    for (int i = 0; i < cfg->nsymbol_paths && np < (int)HS_COUNTOF(paths); i++)
+        paths[np++] = cfg->symbol_paths[i];
+    hs_syms_config sycfg = {.paths = paths, .npaths = np, .no_local = cfg->no_local_symbols};
+    if (hs_symd_start(&s->symd, &sycfg, s->writer, cfg->db_path))
+        hs_log("cannot start the symbolizer thread: frames are stored as collectors name them");
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
     s->sigint.data = s->sigterm.data = s;
@@ -889,6 +919,7 @@ int hs_server_run(const hs_server_config *cfg)
     hs_log("listening on %s:%d (database %s)", cfg->host, port, cfg->db_path);
     hs_spawn_say_ready(cfg->ready_fd, port);
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    hs_symd_stop(s->symd); /* idle: SYNC came through it */
     hs_writer_join(s->writer);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     while (s->conns) conn_unlink_free(s->conns);

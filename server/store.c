@@ -84,6 +84,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [ST_TSTATS_MARK] = "UPDATE runs SET stats_bucket = ?2 WHERE id = ?1",
     [ST_TSTATS_CLEAR] = "DELETE FROM trace_stats WHERE run = ?1",
+    [ST_SYMCACHE] = "INSERT OR IGNORE INTO symbol_cache (build_id, offset, k, function, file, "
+                    "line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)

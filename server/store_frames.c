@@ -11,6 +11,7 @@
 
 #include "hs_error.h"
 #include "hs_snap.h"
+#include "hs_symbols.h"
 #include "store_int.h"
 
 static int grow_slots(hs_run *r)
@@ -141,6 +142,33 @@ bad:
     return rc;
 }
 
+/* ---- the symbolizer's answers ----------------------------------------- */
+
+int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len)
+{
+    hs_rd rd;
+    hs_rd_init(&rd, p, len);
+    while (hs_rd_left(&rd) && !rd.err) {
+        hs_str bid = hs_rd_str(&rd, HS_BUILD_ID_MAX);
+        uint64_t off = hs_rd_varint(&rd), n = hs_rd_varint_max(&rd, HS_SYMS_INLINE_MAX);
+        for (uint64_t k = 0; k < n && !rd.err; k++) {
+            hs_str fn = hs_rd_str(&rd, HS_FUNC_MAX), file = hs_rd_str(&rd, HS_STR_MAX);
+            uint64_t line = hs_rd_varint(&rd);
+            if (rd.err || !bid.len) break;
+            sqlite3_stmt *st = s->st[ST_SYMCACHE];
+            sqlite3_bind_blob(st, 1, bid.ptr, (int)bid.len, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 2, (int64_t)off);
+            sqlite3_bind_int64(st, 3, (int64_t)k);
+            bind_str(st, 4, fn);
+            bind_str(st, 5, file);
+            sqlite3_bind_int64(st, 6, (int64_t)line);
+            int rc = hs__store_step_done(s, st);
+            if (rc) return rc;
+        }
+    }
+    return rd.err ? HS_EPROTO : 0;
+}
+
 /* ---- STACKS ------------------------------------------------------------ */
 
 static int intern_node(hs_store *s, int64_t parent, int64_t frame, uint32_t depth, int64_t *out)
@@ -176,8 +204,18 @@ static int frame_stacks(hs_store *s, hs_run *r, const uint8_t *p, size_t len, ch
     if (rc) goto bad;
     while ((more = hs_stacks_next(&it, stk)) == 1) {
         int64_t frames[HS_STACK_MAX_DEPTH];
-        for (uint32_t i = 0; i < stk->depth; i++) {
-            uint64_t f;
+        uint32_t nf = 0;
+        /* A pc with inlined frames stands for them (defined under
+         * hs_inl_pc(pc, k) by SYMBOLS), innermost first, then for itself;
+         * collectors that named frames themselves sent them in the stack
+         * already. At most HS_STACK_MAX_DEPTH frames: the outermost go. */
+        for (uint32_t i = 0; i < stk->depth && nf < HS_STACK_MAX_DEPTH; i++) {
+            uint64_t f, pc = stk->pcs[i];
+            if (hs_inl_pc_ok(pc) && !(i > 0 && hs_inl_pc_of(stk->pcs[i - 1], pc)))
+                for (int k = 0; k < HS_SYMS_INLINE_MAX && nf < HS_STACK_MAX_DEPTH - 1 &&
+                                hs_map_get(&r->pcs, hs_inl_pc(pc, k), &f);
+                     k++)
+                    frames[nf++] = (int64_t)f;
             if (!hs_map_get(&r->pcs, stk->pcs[i], &f)) {
                 hs__store_seterr(err, errlen,
                                  "stack %" PRIu64 " uses pc 0x%" PRIx64 " never defined by SYMBOLS",
@@ -185,12 +223,12 @@ static int frame_stacks(hs_store *s, hs_run *r, const uint8_t *p, size_t len, ch
                 rc = HS_EPROTO;
                 goto out;
             }
-            frames[i] = (int64_t)f;
+            frames[nf++] = (int64_t)f;
         }
         /* Root first: the outermost frame is the last pc. */
         int64_t node = 0;
-        for (uint32_t d = 0; d < stk->depth; d++)
-            if ((rc = intern_node(s, node, frames[stk->depth - 1 - d], d + 1, &node))) goto out;
+        for (uint32_t d = 0; d < nf; d++)
+            if ((rc = intern_node(s, node, frames[nf - 1 - d], d + 1, &node))) goto out;
         /* An id keeps the stack it was first defined with: events already
          * stored refer to it, and a replay of them must give the same
          * rollups (a collector resends a definition only unchanged). */

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_symbols.h"
 #include "store_int.h"
 
 #define IMPORT_FRAMES_PER_TX 512
@@ -28,6 +29,10 @@ typedef struct imp {
     uint64_t off; /* stream offset of the next unconsumed byte */
     char *err;
     size_t errlen;
+    /* native frames come as module and offset: named here, on this
+     * machine, as the server's symbolizer names them (hs_symbols.h) */
+    hs_syms *syms;
+    hs_syms_stream stream;
 } imp;
 
 static int imp_begin_tx(imp *im)
@@ -82,8 +87,25 @@ static int imp_frame(imp *im, const hs_frame *f)
         if (hs_events_begin(&it, f->payload, f->len) == 0)
             while (hs_events_next(&it, &e) == 1) n_events++;
     }
-    rc = hs_store_run_frame(im->s, im->run, im->seq, f->type, f->payload, f->len, im->err,
+    hs_frame nf = *f;
+    uint8_t *named = NULL;
+    if (!im->syms && (f->type == HS_FRAME_MAPPINGS || f->type == HS_FRAME_SYMBOLS) &&
+        hs_syms_new(&im->syms, NULL))
+        im->syms = NULL; /* out of memory: stored as sent */
+    if (im->syms && f->type == HS_FRAME_MAPPINGS)
+        hs_syms_stream_mappings(&im->stream, f->payload, f->len);
+    if (im->syms && f->type == HS_FRAME_SYMBOLS && im->seq >= hs_run_next_seq(im->run)) {
+        size_t nlen;
+        uint64_t looked;
+        if (hs_syms_rewrite(im->syms, &im->stream, f->payload, f->len, &named, &nlen, &looked) ==
+            1) {
+            nf.payload = named;
+            nf.len = (uint32_t)nlen;
+        }
+    }
+    rc = hs_store_run_frame(im->s, im->run, im->seq, nf.type, nf.payload, nf.len, im->err,
                             im->errlen);
+    free(named);
     if (rc) return rc;
     if (f->type == HS_FRAME_BYE) im->st->bye = 1;
     im->st->events += n_events;
@@ -161,6 +183,9 @@ static int imp_finish(imp *im, int rc, size_t left)
         hs__store_seterr(im->err, im->errlen, "%s", hs_strerror(rc));
     if (im->run) hs_store_run_release(im->s, im->run);
     im->run = NULL;
+    hs_syms_stream_free(&im->stream);
+    hs_syms_free(im->syms);
+    im->syms = NULL;
     return rc;
 }
 

@@ -50,6 +50,7 @@ enum {
     ST_TSTATS,
     ST_TSTATS_MARK,
     ST_TSTATS_CLEAR,
+    ST_SYMCACHE,
     ST_COUNT
 };
 

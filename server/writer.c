@@ -288,6 +288,16 @@ static void do_frames(hs_writer *w, hs_wjob *j)
     }
     for (uint32_t i = 0; i < j->nframes; i++) {
         const hs_wframe *f = &j->frames[i];
+        if (f->type == HS_WFRAME_SYMCACHE) {
+            /* a cache: a failure costs a later lookup, not the connection */
+            int rc = hs_store_symcache_put(w->store, j->data + f->off, f->len);
+            if (rc == HS_EDB) {
+                j->err = rc;
+                c->failed = 1;
+                return;
+            }
+            continue;
+        }
         int rc = hs_store_run_frame(w->store, c->run, f->seq, f->type, j->data + f->off, f->len,
                                     j->msg, sizeof j->msg);
         if (rc) {

@@ -1,7 +1,10 @@
 /* heapstore dump: prints every frame of a stream file (.hsp), as text or as
  * one JSON object per line, then a line of totals per frame type. A corrupt
  * or truncated file prints what decoded cleanly, then an error naming the
- * byte offset, and exits 1. Uses the shared decoder in common/hs_proto. */
+ * byte offset, and exits 1. Uses the shared decoder in common/hs_proto.
+ * Collectors send native frames as module and offset; dump names them on
+ * this machine as the server would (server/hs_symbols.h: function, file,
+ * line, inlined frames under their synthetic pcs) unless --raw. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,8 +18,11 @@
 #include "hs_cli.h"
 #include "hs_error.h"
 #include "hs_proto.h"
+#include "hs_symbols.h"
 
 typedef struct dump {
+    hs_syms *syms;         /* NULL with --raw */
+    hs_syms_stream stream; /* the modules of the last MAPPINGS */
     FILE *out;
     int json;
     uint64_t seq; /* of the next frame after HELLO */
@@ -287,6 +293,19 @@ static int dump_frame(dump *d, const hs_frame *f, uint64_t offset)
     int numbered = f->type != HS_FRAME_HELLO && f->type < HS_FRAME_ACK && d->seen_hello;
     if (numbered) kv_u64(d, "seq", d->seq, &first);
     int rc = 0;
+    uint8_t *named = NULL;
+    hs_frame nf = *f;
+    if (d->syms && f->type == HS_FRAME_MAPPINGS)
+        hs_syms_stream_mappings(&d->stream, f->payload, f->len);
+    if (d->syms && f->type == HS_FRAME_SYMBOLS) {
+        size_t nlen;
+        uint64_t looked;
+        if (hs_syms_rewrite(d->syms, &d->stream, f->payload, f->len, &named, &nlen, &looked) == 1) {
+            nf.payload = named;
+            nf.len = (uint32_t)nlen;
+            f = &nf;
+        }
+    }
     switch (f->type) {
     case HS_FRAME_HELLO:
         rc = dump_hello(d, f, &first);
@@ -321,6 +340,7 @@ static int dump_frame(dump *d, const hs_frame *f, uint64_t offset)
         fputs("}\n", d->out);
     else
         fputc('\n', d->out);
+    free(named);
     if (rc < 0) return rc;
     if (numbered) d->seq++;
     d->count[f->type]++;
@@ -355,13 +375,18 @@ int hs_cmd_dump(int argc, char **argv)
 {
     dump d = {.out = stdout};
     const char *path = NULL;
+    int raw = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             d.json = 1;
+        else if (!strcmp(argv[i], "--raw"))
+            raw = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: heapstore dump FILE.hsp [--json]\n"
+            printf("usage: heapstore dump FILE.hsp [--json] [--raw]\n"
                    "Prints every frame of a collector stream file, then totals per frame type\n"
-                   "(frames and entries). Exits 1 at the first corrupt byte, naming its offset.\n");
+                   "(frames and entries). Exits 1 at the first corrupt byte, naming its offset.\n"
+                   "Native frames are named from the files on this machine (inlined functions\n"
+                   "as entries of their own); --raw prints them as sent (module and offset).\n");
             return 0;
         } else if (!path)
             path = argv[i];
@@ -388,6 +413,7 @@ int hs_cmd_dump(int argc, char **argv)
         fprintf(stderr, "heapstore dump: %s: %s\n", path, strerror(errno));
         return 1;
     }
+    if (!raw && hs_syms_new(&d.syms, NULL)) d.syms = NULL; /* out of memory: as sent */
     int status = 0;
     uint32_t version = 0;
     int h = hs_header_parse(buf, len, &version);
@@ -423,5 +449,7 @@ int hs_cmd_dump(int argc, char **argv)
 out:
     totals(&d, off);
     if (len) munmap((void *)buf, len);
+    hs_syms_stream_free(&d.stream);
+    hs_syms_free(d.syms);
     return status;
 }

@@ -8,6 +8,7 @@ static const hs_cli_command commands[] = {
     {"version", hs_cmd_version, "print the version of heapstore"},
     {"import", hs_cmd_import, "load .hsp stream files into the database"},
     {"dump", hs_cmd_dump, "print the frames of a stream file (.hsp)"},
+    {"symbols", hs_cmd_symbols, "add debug files the server names frames from"},
     {"runs", hs_cmd_runs, "list the stored runs"},
     {"top", hs_cmd_top, "what is live at a moment, by site, function or stack"},
     {"history", hs_cmd_history, "live heap and RSS over a run"},

@@ -7,6 +7,13 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_symbols.h"
+
+/* Frames are named here as the server names them (server/hs_symbols.h):
+ * the collector sends modules and offsets only. One hs_syms for the test
+ * process: each build is read once. */
+static hs_syms *syms;
+static hs_syms_stream stream;
 
 static void fail(hsp_model *m, const char *fmt, ...)
 {
@@ -88,6 +95,7 @@ static void frame(hsp_model *m, const hs_frame *f, size_t off)
     case HS_FRAME_MAPPINGS: {
         hs_mapping x;
         m->mapping_frames++;
+        hs_syms_stream_mappings(&stream, f->payload, f->len);
         if (!(rc = hs_mappings_begin(&it, f->payload, f->len)))
             while ((rc = hs_mappings_next(&it, &x)) == 1) {
             }
@@ -96,7 +104,19 @@ static void frame(hsp_model *m, const hs_frame *f, size_t off)
     case HS_FRAME_SYMBOLS: {
         hs_symbol s;
         if (!(rc = hs_symbols_begin(&it, f->payload, f->len)))
+            while ((rc = hs_symbols_next(&it, &s)) == 1)
+                m->native_named += s.function.len && s.module.len;
+        if (rc) break;
+        uint8_t *named = NULL;
+        size_t nlen = 0;
+        uint64_t n = 0;
+        if (!syms && hs_syms_new(&syms, NULL)) abort();
+        int w = hs_syms_rewrite(syms, &stream, f->payload, f->len, &named, &nlen, &n);
+        const uint8_t *p = w == 1 ? named : f->payload;
+        size_t len = w == 1 ? nlen : f->len;
+        if (!(rc = hs_symbols_begin(&it, p, len)))
             while ((rc = hs_symbols_next(&it, &s)) == 1) sym_add(m, &s);
+        free(named);
         break;
     }
     case HS_FRAME_STACKS: {
@@ -109,14 +129,22 @@ static void frame(hsp_model *m, const hs_frame *f, size_t off)
                 hsp_stack *t = &m->stacks[m->nstacks++];
                 memset(t, 0, sizeof *t);
                 t->id = s.id;
-                t->depth = s.depth;
                 t->exact_weights = 1;
-                t->pcs = malloc(s.depth * sizeof(uint64_t));
-                memcpy(t->pcs, s.pcs, s.depth * sizeof(uint64_t));
-                for (uint32_t i = 0; i < s.depth; i++)
+                /* each pc preceded by its inlined frames, as the server reads them */
+                t->pcs = malloc(HS_STACK_MAX_DEPTH * sizeof(uint64_t));
+                uint32_t nf = 0;
+                for (uint32_t i = 0; i < s.depth && nf < HS_STACK_MAX_DEPTH; i++) {
+                    if (hs_inl_pc_ok(s.pcs[i]) && !(i > 0 && hs_inl_pc_of(s.pcs[i - 1], s.pcs[i])))
+                        for (int k = 0; k < HS_SYMS_INLINE_MAX && nf < HS_STACK_MAX_DEPTH - 1 &&
+                                        hsp_sym_of(m, hs_inl_pc(s.pcs[i], k));
+                             k++)
+                            t->pcs[nf++] = hs_inl_pc(s.pcs[i], k);
+                    t->pcs[nf++] = s.pcs[i];
                     if (!hsp_sym_of(m, s.pcs[i]))
                         fail(m, "stack %llu uses undefined pc %llx", (unsigned long long)s.id,
                              (unsigned long long)s.pcs[i]);
+                }
+                t->depth = nf;
             }
         break;
     }
@@ -194,6 +222,7 @@ static void frame(hsp_model *m, const hs_frame *f, size_t off)
 int hsp_load(hsp_model *m, const char *path, uint64_t watch_size)
 {
     memset(m, 0, sizeof *m);
+    hs_syms_stream_free(&stream); /* a new stream: its own modules */
     m->watch_size = watch_size;
     sym_cap = 0;
     FILE *fp = fopen(path, "rb");

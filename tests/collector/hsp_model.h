@@ -41,6 +41,7 @@ typedef struct hsp_model {
     uint64_t drops[HS_DROP_KIND_MAX + 1];
     uint64_t sizes_n[64], sizes_b[64];
     uint64_t process_samples, mapping_frames, frames;
+    uint64_t native_named; /* SYMBOLS entries of a module that came with a function */
     uint64_t events_frames;
     uint64_t max_rss;
     /* events of exactly watch_size bytes, whatever their stack */

@@ -1,0 +1,131 @@
+#!/bin/sh
+# Per-process cost of the collector (issue 14, "Performance"): a program
+# that makes one 4 MiB allocation (always sampled at the default rate) and
+# exits, run alone and under libheapstore.so, paired round by round.
+#
+#   bench/collector/per_process.sh [BUILD_DIR] [ROUNDS] [BASELINE_LIB]
+#
+# BUILD_DIR (default ./build) holds lib/libheapstore.so, bin/heapstore-server.
+# Each round times, one after the other, BATCH runs of each configuration
+# (the program alone; preloaded with HEAPSTORE_DISABLE=1; preloaded at the
+# default rate sending to a server on 127.0.0.1; and, when BASELINE_LIB is
+# given, that library the same way, e.g. one built from an older commit)
+# and divides by BATCH. A configuration's figure is the median over the
+# rounds of (its time - the program alone's time in the same round).
+#
+# Then the server started for the purpose reports, at its stop, what its
+# symbolizer did for all those runs: pcs named, the time spent, builds read
+# and lookups answered without reading a file (the cache hit ratio); and
+# one more server is fed three python3 start-ups (thousands of native pcs
+# each) at every allocation, for the symbolization throughput in frames per
+# second and the hit ratio over repeated runs of the same builds.
+#
+# With valgrind installed, the instructions the profiled process executes
+# (callgrind, user space, env's exec included in every row) under each
+# configuration with file:// (no server): steadier than wall time on a
+# loaded machine.
+set -eu
+BUILD=${1:-build}
+ROUNDS=${2:-21}
+BASE=${3:-}
+BATCH=${BATCH:-20}
+BUILD=$(cd "$BUILD" && pwd)
+LIB=$BUILD/lib/libheapstore.so
+SERVER=$BUILD/bin/heapstore-server
+T=$(mktemp -d)
+trap 'kill $SPID 2>/dev/null || true; rm -rf "$T"' EXIT
+
+cat > "$T/one.c" <<'C'
+#include <stdlib.h>
+#include <string.h>
+int main(void) { char *volatile p = malloc(4 << 20); memset(p, 1, 4096); return p[100] - 1; }
+C
+# -fno-builtin: the compiler must not drop the allocation
+cc -O2 -g -fno-builtin -o "$T/one" "$T/one.c"
+
+# A server on an ephemeral loopback port; its port comes on --ready-fd.
+start_server() { # $1: database, $2: log; sets SPID and PORT
+    rm -f "$T/port"
+    "$SERVER" --db "$1" --listen 127.0.0.1:0 --ready-fd 3 3>"$T/port" 2>"$2" &
+    SPID=$!
+    for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
+    PORT=$(head -1 "$T/port")
+}
+start_server "$T/h.db" "$T/server.log"
+URL=tcp://127.0.0.1:$PORT
+
+now() { date +%s%N; }
+batch() { # $@: env assignments, or nothing; prints ns per run
+    t0=$(now)
+    i=0
+    while [ $i -lt "$BATCH" ]; do env "$@" "$T/one"; i=$((i + 1)); done
+    echo $(( ($(now) - t0) / BATCH ))
+}
+
+: > "$T/rows"
+r=0
+while [ $r -lt "$ROUNDS" ]; do
+    a=$(batch)
+    d=$(batch LD_PRELOAD="$LIB" HEAPSTORE_DISABLE=1)
+    s=$(batch LD_PRELOAD="$LIB" HEAPSTORE_URL="$URL")
+    b=0
+    [ -n "$BASE" ] && b=$(batch LD_PRELOAD="$BASE" HEAPSTORE_URL="$URL")
+    echo "$a $d $s $b" >> "$T/rows"
+    r=$((r + 1))
+done
+
+median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+ms() { awk -v v="$1" 'BEGIN {printf "%.2f ms", v / 1e6}'; }
+delta() { awk -v v="$1" 'BEGIN {printf "%+.2f ms", v / 1e6}'; }
+
+A=$(awk '{print $1}' "$T/rows" | median)
+echo "one 4 MiB allocation per process; medians of $ROUNDS interleaved rounds of $BATCH runs;"
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+printf '%-46s %10s %14s\n' "what is preloaded" "per process" "over alone"
+printf '%-46s %10s %14s\n' "nothing" "$(ms "$A")" "-"
+row() { # $1: label, $2: column
+    m=$(awk -v c="$2" '{print $c}' "$T/rows" | median)
+    dd=$(awk -v c="$2" '{print $c - $1}' "$T/rows" | median)
+    printf '%-46s %10s %14s\n' "$1" "$(ms "$m")" "$(delta "$dd")"
+}
+row "libheapstore.so, HEAPSTORE_DISABLE=1" 2
+row "libheapstore.so, default, server on 127.0.0.1" 3
+[ -n "$BASE" ] && row "baseline lib, default, server on 127.0.0.1" 4
+
+kill -TERM $SPID; wait $SPID || true
+echo "runs stored with their allocation: $("$BUILD/bin/heapstore" sql --db "$T/h.db" \
+    "select count(*) from runs where alloc_events = 1" | sed -n 2p | tr -d ' ')"
+echo
+echo "server, after $((ROUNDS * BATCH * (${BASE:+1}+1))) runs sent to it (the same build):"
+grep "symbols:" "$T/server.log" | sed 's/^[^ ]* [^ ]* /  /'
+
+# Throughput: python3 start-ups at every allocation, on a fresh server.
+PY=$(readlink -f /usr/bin/python3)
+start_server "$T/p.db" "$T/py.log"
+for _ in 1 2 3; do
+    LD_PRELOAD="$LIB" HEAPSTORE_URL=tcp://127.0.0.1:$PORT HEAPSTORE_SAMPLE_BYTES=1 \
+        "$PY" -c 'import json, decimal, sqlite3' || true
+done
+kill -TERM $SPID; wait $SPID || true
+echo "3 x $PY -c 'import json, decimal, sqlite3' at every allocation, fresh server:"
+grep "symbols:" "$T/py.log" | sed 's/^[^ ]* [^ ]* /  /'
+
+command -v valgrind >/dev/null || exit 0
+ir() { # instructions of a command and its children
+    rm -f "$T"/cg.*
+    valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$T/cg.%p" "$@" \
+        >/dev/null 2>&1 || true
+    cat "$T"/cg.* | awk '/^totals:/ {s += $2} END {print s}'
+}
+echo
+echo "instructions per process (callgrind), file:// instead of a server:"
+a=$(ir env "$T/one")
+printf '  %-40s %12s\n' "alone" "$a"
+for cfg in "HEAPSTORE_DISABLE=1" "default"; do
+    v=$(ir env LD_PRELOAD="$LIB" HEAPSTORE_URL="file://$T/x.hsp" ${cfg%default} "$T/one")
+    printf '  %-40s %12s (+%s)\n' "libheapstore.so, $cfg" "$v" $((v - a))
+done
+if [ -n "$BASE" ]; then
+    v=$(ir env LD_PRELOAD="$BASE" HEAPSTORE_URL="file://$T/y.hsp" "$T/one")
+    printf '  %-40s %12s (+%s)\n' "baseline lib, default" "$v" $((v - a))
+fi
