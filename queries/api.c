@@ -39,7 +39,7 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err)
     char *end;
     *out = strtod(ms, &end);
     if (!*ms || *end || !(*out >= 0 && *out <= 1))
-        return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
+        return hs__err(err, HS_EINVAL, "min_share must be a number from 0 to 1 (not '%s')", ms);
     return 0;
 }
 
@@ -51,13 +51,7 @@ int hs__param_int(const hs__params *p, const char *key, int64_t def, int64_t lo,
         *out = def;
         return 0;
     }
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi)
-        return hs__err(err, 400, "%s must be an integer from %" PRId64 " to %" PRId64 " (not '%s')",
-                       key, lo, hi, v);
-    *out = x;
-    return 0;
+    return hs__int_text(key, v, lo, hi, out, err);
 }
 
 int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err)
@@ -84,7 +78,8 @@ static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
     p->n = 0;
     if (!qs || !*qs) return 0;
     size_t len = strlen(qs);
-    if (len > MAX_QUERY) return hs__err(err, 413, "query string longer than %d bytes", MAX_QUERY);
+    if (len > MAX_QUERY)
+        return hs__err(err, HS_ETOOBIG, "query string longer than %d bytes", MAX_QUERY);
     char *w = p->buf;
     char *end = p->buf + sizeof p->buf;
     const char *s = qs;
@@ -92,16 +87,17 @@ static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
         const char *amp = strchr(s, '&');
         size_t n = amp ? (size_t)(amp - s) : strlen(s);
         if (n) {
-            if (p->n == MAX_PARAMS) return hs__err(err, 400, "more than %d parameters", MAX_PARAMS);
+            if (p->n == MAX_PARAMS)
+                return hs__err(err, HS_EINVAL, "more than %d parameters", MAX_PARAMS);
             const char *eq = memchr(s, '=', n);
             size_t kl = eq ? (size_t)(eq - s) : n;
             long a = hs_pct_decode(w, (size_t)(end - w), s, kl, HS_PCT_PLUS);
-            if (a < 0) return hs__err(err, 400, "malformed query string");
+            if (a < 0) return hs__err(err, HS_EINVAL, "malformed query string");
             p->k[p->n] = w;
             w += a + 1;
             long b = eq ? hs_pct_decode(w, (size_t)(end - w), eq + 1, n - kl - 1, HS_PCT_PLUS)
                         : hs_pct_decode(w, (size_t)(end - w), "", 0, HS_PCT_PLUS);
-            if (b < 0) return hs__err(err, 400, "malformed query string");
+            if (b < 0) return hs__err(err, HS_EINVAL, "malformed query string");
             p->v[p->n++] = w;
             w += b + 1;
         }
@@ -118,13 +114,29 @@ void hs_api_reply_clear(hs_api_reply *r)
     memset(r, 0, sizeof *r);
 }
 
+/* HS_E code -> HTTP status and the API's error code (docs/api.md). A query
+ * stopped at its time limit is the asker's to shorten: 400. */
+static const struct {
+    int code, status;
+    const char *name;
+} http_errors[] = {
+    {HS_EINVAL, 400, "bad_request"},  {HS_ETIMEOUT, 400, "timeout"},
+    {HS_EAUTH, 401, "unauthorized"},  {HS_ENOENT, 404, "not_found"},
+    {HS_ENOTSUP, 405, "bad_request"}, {HS_ETOOBIG, 413, "too_large"},
+};
+
 void hs_api_error(hs_api_reply *out, const hs_qerr *err)
 {
     hs_api_reply_clear(out);
-    out->status = err->status ? err->status : 500;
+    out->status = 500;
+    const char *name = "internal";
+    for (size_t i = 0; i < HS_COUNTOF(http_errors); i++)
+        if (http_errors[i].code == err->code) {
+            out->status = http_errors[i].status;
+            name = http_errors[i].name;
+        }
     out->content_type = "application/json";
-    out->json = json_pack("{s:{s:s,s:s}}", "error", "code", err->code ? err->code : "internal",
-                          "message", err->msg);
+    out->json = json_pack("{s:{s:s,s:s}}", "error", "code", name, "message", err->msg);
 }
 
 static void reply_json(hs_api_reply *out, json_t *j)
@@ -139,10 +151,10 @@ static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs
 {
     char dec[2100];
     if (hs_pct_decode(dec, sizeof dec, seg, n, HS_PCT_PLUS) < 0)
-        return hs__err(err, 400, "malformed run selector in the path");
+        return hs__err(err, HS_EINVAL, "malformed run selector in the path");
     hs_run_sel sel;
-    char msg[300];
-    if (hs_sel_parse_run(&sel, dec, msg, sizeof msg)) return hs__err(err, 400, "%s", msg);
+    int rc = hs_sel_parse_run(&sel, dec, err);
+    if (rc) return rc;
     return hs__run_resolve(q, &sel, run, err);
 }
 
@@ -162,14 +174,14 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
     const char *qm = strchr(target, '?');
     size_t plen = qm ? (size_t)(qm - target) : strlen(target);
     if (plen >= sizeof path) {
-        hs__err(&err, 413, "request path longer than %zu bytes", sizeof path);
+        hs__err(&err, HS_ETOOBIG, "request path longer than %zu bytes", sizeof path);
         goto fail;
     }
     memcpy(path, target, plen);
     path[plen] = '\0';
     while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
     if (!(params = malloc(sizeof *params))) {
-        hs__err(&err, 500, "out of memory");
+        hs__err(&err, HS_ENOMEM, "out of memory");
         goto fail;
     }
     if ((rc = params_parse(params, qm ? qm + 1 : NULL, &err))) goto fail;
@@ -186,7 +198,7 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         goto done;
     }
     if (!q) {
-        hs__err(&err, 500, "the database cannot be opened");
+        hs__err(&err, HS_EDB, "the database cannot be opened");
         goto fail;
     }
     /* the last big answer was freed after its request returned */
@@ -232,12 +244,12 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
             rc = hs__export(q, &run, params, format, out, &err);
         } else if (format && !strcmp(view, "history")) {
             if (strcmp(format, "csv")) {
-                hs__err(&err, 400, "history formats: json, csv (not '%s')", format);
+                hs__err(&err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
                 goto fail;
             }
             rc = hs__history_csv(q, &run, out, &err);
         } else if (format) {
-            hs__err(&err, 400, "%s has no format '%s'", view, format);
+            hs__err(&err, HS_EINVAL, "%s has no format '%s'", view, format);
             goto fail;
         } else {
             int (*fn)(hs_q *, hs__run *, const hs__params *, json_t **, hs_qerr *) =
@@ -252,16 +264,15 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         goto done;
     }
 no_route:
-    hs__err(&err, 404, "no such endpoint: %s %s (see docs/api.md)", method, path);
+    hs__err(&err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
     goto fail;
 bad_method:
-    hs__err(&err, 405, "method %s is not allowed on %s", method, path);
-    err.code = "bad_request";
+    hs__err(&err, HS_ENOTSUP, "method %s is not allowed on %s", method, path);
 fail:
     hs_api_error(out, &err);
 done:
     if (out->status == 200 && out->json == NULL && out->body == NULL) {
-        hs__err(&err, 500, "out of memory");
+        hs__err(&err, HS_ENOMEM, "out of memory");
         hs_api_error(out, &err);
     }
     hs__run_clear(&run);

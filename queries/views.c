@@ -19,8 +19,8 @@ int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *d
 {
     const char *v = hs__param(p, "at");
     hs_t_sel t;
-    char msg[300];
-    if (hs_sel_parse_t(&t, v ? v : def, msg, sizeof msg)) return hs__err(err, 400, "%s", msg);
+    int rc = hs_sel_parse_t(&t, v ? v : def, err);
+    if (rc) return rc;
     return hs__at_resolve(q, run, &t, at, err);
 }
 
@@ -41,13 +41,13 @@ int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
     char lkeys[MAX_RUN_FILTERS][128];
     int n = 0, rc;
     int64_t limit;
-    if ((rc = hs__param_int(p, "limit", 100, 1, 100000, &limit, err))) return rc;
+    if ((rc = hs__param_int(p, "limit", HS_RUNS_LIMIT, 1, 100000, &limit, err))) return rc;
     static const char *const direct[] = {"program", "host", "pid", "state"};
     for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
         const char *v = hs__param(p, direct[i]);
         if (v && *v) {
             if (!strcmp(direct[i], "pid") && strspn(v, "0123456789") != strlen(v))
-                return hs__err(err, 400, "pid must be an integer");
+                return hs__err(err, HS_EINVAL, "pid must be an integer");
             keys[n] = direct[i];
             values[n++] = v;
         }
@@ -59,7 +59,7 @@ int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
         if (strcmp(k, "label")) continue;
         const char *eq = strchr(v, '=');
         if (!eq || eq == v || (size_t)(eq - v) >= sizeof lkeys[0] || n == MAX_RUN_FILTERS)
-            return hs__err(err, 400, "label filter must be key=value (not '%s')", v);
+            return hs__err(err, HS_EINVAL, "label filter must be key=value (not '%s')", v);
         memcpy(lkeys[n], v, (size_t)(eq - v));
         lkeys[n][eq - v] = '\0';
         keys[n] = lkeys[n];
@@ -193,7 +193,7 @@ static int series_points_scan(hs_q *q, const hs__run *run, const trace_series *t
     rc = s == SQLITE_DONE ? 0 : hs__dberr(q, err);
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     hs__map_free(&idx);
     free(cur);
@@ -267,7 +267,7 @@ static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *ex
     }
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
     for (size_t i = 0; pts && i < n; i++) json_decref(pts[i]);
 out:
     free(pts);
@@ -287,7 +287,7 @@ int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, h
         char *end;
         long long v = strtoll(c, &end, 10);
         if (end == c || v <= 0 || (*end && *end != ',') || nextra == HS_COUNTOF(extra))
-            return hs__err(err, 400, "trace must be up to 64 trace ids separated by commas");
+            return hs__err(err, HS_EINVAL, "trace must be up to 64 trace ids separated by commas");
         extra[nextra++] = v;
         c = *end ? end + 1 : end;
     }
@@ -351,7 +351,7 @@ int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, h
     *out = json_pack("{s:O,s:I,s:o,s:o,s:o,s:o,s:O}", "run", run->info, "granularity_ns",
                      (json_int_t)(run->g * k), "points", points, "rss", rss, "series", series,
                      "truncated", cut, "sampling", run->sampling);
-    return *out ? 0 : hs__err(err, 500, "out of memory");
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 dbfail:
     hs__dberr(q, err);
 fail:
@@ -394,7 +394,7 @@ int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
     }
     if (b.oom) {
         free(b.p);
-        return hs__err(err, 500, "out of memory");
+        return hs__err(err, HS_ENOMEM, "out of memory");
     }
     out->status = 200;
     out->content_type = "text/csv";
@@ -439,15 +439,13 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
     int rc;
     const char *by = hs__param(p, "by");
     if (!by) by = "site";
-    int mode = !strcmp(by, "site")       ? 0
-               : !strcmp(by, "function") ? 1
-               : !strcmp(by, "stack")    ? 2
-                                         : -1;
-    if (mode < 0) return hs__err(err, 400, "by must be site, function or stack (not '%s')", by);
-    if ((rc = hs__param_int(p, "limit", 50, 1, 1000000, &limit, err))) return rc;
+    hs_group mode;
+    if (hs_group_parse(by, &mode))
+        return hs__err(err, HS_EINVAL, "by must be site, function or stack (not '%s')", by);
+    if ((rc = hs__param_int(p, "limit", HS_TOP_LIMIT, 1, 1000000, &limit, err))) return rc;
     int max_frames, frames_cut = 0, bytes_cut = 0;
     if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
-    if ((rc = hs__at_param(q, run, p, "peak", &at, err))) return rc;
+    if ((rc = hs__at_param(q, run, p, HS_TOP_AT, &at, err))) return rc;
     hs__state state;
     if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
 
@@ -477,14 +475,17 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
          * site's function gets the self bytes, every function the total */
         int site = hs__site_index(q, lv->trace, frames, d, err);
         if (site < 0) goto out;
-        int lo = mode == 1 ? 0 : site, hi = mode == 1 ? d : site + 1;
+        int lo = mode == HS_GROUP_FUNCTION ? 0 : site,
+            hi = mode == HS_GROUP_FUNCTION ? d : site + 1;
         for (int k = lo; k < hi; k++) {
             const hs__frame *f = hs__frame_get(q, frames[k], err);
             if (!f) goto out;
-            uint64_t key = mode == 0 ? (uint64_t)frames[k] : mode == 2 ? (uint64_t)lv->trace : 0;
+            uint64_t key = mode == HS_GROUP_SITE    ? (uint64_t)frames[k]
+                           : mode == HS_GROUP_STACK ? (uint64_t)lv->trace
+                                                    : 0;
             uint64_t ri;
             int found, added = 0;
-            if (mode == 1) {
+            if (mode == HS_GROUP_FUNCTION) {
                 size_t v = hs__smap_intern(&fidx, f->name, strlen(f->name), n, &added);
                 if (v == (size_t)-1) goto oom;
                 ri = v;
@@ -501,7 +502,7 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
                     rows = np;
                 }
                 rows[n] = (top_row){.key = (int64_t)key, .frame = f, .seen = (size_t)-1};
-                if (mode != 1 && hs__map_put(&idx, key, n)) goto oom;
+                if (mode != HS_GROUP_FUNCTION && hs__map_put(&idx, key, n)) goto oom;
                 ri = n++;
             }
             top_row *r = &rows[ri];
@@ -520,7 +521,7 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
             }
         }
     }
-    qsort(rows, n, sizeof *rows, mode == 1 ? cmp_top_self : cmp_top_total);
+    qsort(rows, n, sizeof *rows, mode == HS_GROUP_FUNCTION ? cmp_top_self : cmp_top_total);
     jrows = json_array();
     for (size_t i = 0; i < n && (int64_t)i < limit; i++) {
         top_row *r = &rows[i];
@@ -530,17 +531,19 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
         }
         json_t *row = json_pack(
             "{s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:f}", "name", r->frame->name, "file",
-            mode == 1 ? "" : r->frame->file, "line", (json_int_t)(mode == 1 ? 0 : r->frame->line),
-            "module", r->frame->module, "trace", (json_int_t)r->trace, "self_bytes",
+            mode == HS_GROUP_FUNCTION ? "" : r->frame->file, "line",
+            (json_int_t)(mode == HS_GROUP_FUNCTION ? 0 : r->frame->line), "module",
+            r->frame->module, "trace", (json_int_t)r->trace, "self_bytes",
             (json_int_t)r->self_bytes, "self_count", (json_int_t)r->self_count, "total_bytes",
             (json_int_t)r->total_bytes, "total_count", (json_int_t)r->total_count, "share",
             state.total_bytes
-                ? (double)(mode == 1 ? r->self_bytes : r->total_bytes) / (double)state.total_bytes
+                ? (double)(mode == HS_GROUP_FUNCTION ? r->self_bytes : r->total_bytes) /
+                      (double)state.total_bytes
                 : 0.0);
         if (!row) goto oom;
         out_bytes +=
             200 + strlen(r->frame->name) + strlen(r->frame->file) + strlen(r->frame->module);
-        if (mode != 1) {
+        if (mode != HS_GROUP_FUNCTION) {
             if ((rc = hs__row_stack(q, row, r->trace, max_frames, &frames_cut, err))) {
                 json_decref(row);
                 goto out;
@@ -564,10 +567,10 @@ int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qe
                      "total_bytes", (json_int_t)state.total_bytes, "total_count",
                      (json_int_t)state.total_count, "rows_total", (json_int_t)n, "rows", jrows,
                      "truncated", cut, "sampling", run->sampling);
-    rc = *out ? 0 : hs__err(err, 500, "out of memory");
+    rc = *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     json_decref(jrows);
     free(rows);
@@ -607,7 +610,7 @@ int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__
 {
     memset(f, 0, sizeof *f);
     f->cap = 1024;
-    if (!(f->n = malloc(f->cap * sizeof *f->n))) return hs__err(err, 500, "out of memory");
+    if (!(f->n = malloc(f->cap * sizeof *f->n))) return hs__err(err, HS_ENOMEM, "out of memory");
     f->n[0] = (hs__fnode){.first_child = NONE, .next_sibling = NONE};
     f->n[0].bytes = s->total_bytes;
     f->n[0].count = s->total_count;
@@ -641,7 +644,7 @@ int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__
                 if (f->len == f->cap) {
                     f->cap *= 2;
                     hs__fnode *np = realloc(f->n, f->cap * sizeof *np);
-                    if (!np) return hs__err(err, 500, "out of memory");
+                    if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
                     f->n = np;
                 }
                 ix = f->len++;
@@ -650,7 +653,7 @@ int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__
                                        .first_child = NONE,
                                        .next_sibling = NONE};
                 if (hs__map_put(&f->idx, (uint64_t)node, ix))
-                    return hs__err(err, 500, "out of memory");
+                    return hs__err(err, HS_ENOMEM, "out of memory");
             }
             hs__fnode *fn = &f->n[ix];
             fn->bytes += lv->bytes;
@@ -757,7 +760,7 @@ static json_t *flame_json(flame_out *o, size_t ix)
 oom:
     json_decref(o_);
     json_decref(kids);
-    hs__err(o->err, 500, "out of memory");
+    hs__err(o->err, HS_ENOMEM, "out of memory");
     return NULL;
 }
 
@@ -784,7 +787,7 @@ int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
 {
     hs__at at;
     int64_t max_nodes, max_depth;
-    int rc = hs__at_param(q, run, p, "peak", &at, err);
+    int rc = hs__at_param(q, run, p, HS_FLAME_AT, &at, err);
     if (rc) return rc;
     double min_share;
     if ((rc = hs__min_share_param(p, &min_share, err))) return rc;
@@ -821,7 +824,7 @@ int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
                      hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "total_bytes",
                      (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
                      "root", root, "truncated", cut, "sampling", run->sampling);
-    rc = *out ? 0 : hs__err(err, 500, "out of memory");
+    rc = *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 out:
     hs__flame_free(&f);
     hs__state_clear(&state);
@@ -880,7 +883,8 @@ static json_t *trace_row(hs_q *q, int64_t trace, int max_frames, int *cut, hs_qe
 int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
 {
     int64_t limit;
-    int rc = hs__param_int(p, "limit", 20, 1, 100000, &limit, err), max_frames, frames_cut = 0;
+    int rc = hs__param_int(p, "limit", HS_LEAKS_LIMIT, 1, 100000, &limit, err), max_frames,
+        frames_cut = 0;
     if (rc) return rc;
     if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
     hs__at at;
@@ -968,10 +972,10 @@ int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
                                 : json_null(),
         "sampling", run->sampling);
     live = growing = NULL;
-    rc = *out ? 0 : hs__err(err, 500, "out of memory");
+    rc = *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     free(cand);
     json_decref(live);
@@ -1046,5 +1050,5 @@ int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
                      "total_allocs", (json_int_t)ta, "total_bytes", (json_int_t)tb,
                      "suggested_sample_bytes", (json_int_t)suggest, "reason", reason, "sampling",
                      run->sampling);
-    return *out ? 0 : hs__err(err, 500, "out of memory");
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }

@@ -276,13 +276,8 @@ int hs_cli_run_target(const hs_cli_args *a, const char *usage, char *target, siz
 
 void hs_cli_site(char *buf, size_t len, const json_t *row, const char *fnkey)
 {
-    const char *file = hs_json_str(row, "file");
-    const char *base = strrchr(file, '/');
-    if (*file)
-        snprintf(buf, len, "%s (%s:%" PRId64 ")", hs_json_str(row, fnkey), base ? base + 1 : file,
-                 hs_json_int(row, "line"));
-    else
-        snprintf(buf, len, "%s", hs_json_str(row, fnkey));
+    hs_frame_label(buf, len, hs_json_str(row, fnkey), hs_json_str(row, "file"),
+                   hs_json_int(row, "line"));
 }
 
 void hs_cli_sampling(const json_t *s)

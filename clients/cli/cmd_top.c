@@ -25,6 +25,8 @@ int hs_cmd_top(int argc, char **argv)
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "at,by,limit,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
+    char def_limit[24];
+    snprintf(def_limit, sizeof def_limit, "%d", HS_CLI_TOP_LIMIT);
     char target[4096];
     if ((rc = hs_cli_run_target(&a, usage, target, sizeof target))) return rc;
     strcat(target, "/top?at=");
@@ -32,7 +34,7 @@ int hs_cmd_top(int argc, char **argv)
     strcat(target, "&by=");
     hs_cli_pct(target, sizeof target, a.by ? a.by : "site");
     strcat(target, "&limit=");
-    hs_cli_pct(target, sizeof target, a.limit ? a.limit : "20");
+    hs_cli_pct(target, sizeof target, a.limit ? a.limit : def_limit);
     hs_cli_site_params(&a, target, sizeof target);
     hs_api_reply r;
     if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, 0, &r))) return rc;

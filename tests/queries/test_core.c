@@ -1,0 +1,184 @@
+/* test_core: the typed query core (hs_core.h) called directly on real
+ * SQLite files written by the server's own store (fixture.h), with known
+ * answers; and what the core's adapters share: one grouping, one frame
+ * label, one error type mapped to HTTP in one place, collapsed names
+ * escaped alike in every answer. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "fixture.h"
+#include "hs_core.h"
+#include "hs_error.h"
+#include "hs_queries.h"
+
+static char db_path[512];
+static hs_q *q;
+
+static void unlink_db(const char *path)
+{
+    char p[600];
+    unlink(path);
+    snprintf(p, sizeof p, "%s-wal", path);
+    unlink(p);
+    snprintf(p, sizeof p, "%s-shm", path);
+    unlink(p);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    fx_tmp_path(db_path, sizeof db_path, "core.db");
+    if (fx_build(db_path)) return -1;
+    hs_qerr err;
+    if (hs_q_open(&q, db_path, &err)) {
+        fprintf(stderr, "open: %s\n", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    hs_q_free(q);
+    unlink_db(db_path);
+    return 0;
+}
+
+static void test_groups(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int rc;
+        hs_group g;
+    } cases[] = {
+        {"site", 0, HS_GROUP_SITE},
+        {"function", 0, HS_GROUP_FUNCTION},
+        {"stack", 0, HS_GROUP_STACK},
+        {"Site", -1, 0},
+        {"", -1, 0},
+        {"stacks", -1, 0},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(cases); i++) {
+        hs_group g = HS_GROUP_SITE;
+        assert_int_equal(hs_group_parse(cases[i].in, &g), cases[i].rc);
+        if (cases[i].rc) continue;
+        assert_int_equal(g, cases[i].g);
+        assert_string_equal(hs_group_name(g), cases[i].in);
+    }
+    hs_group g;
+    assert_int_equal(hs_group_parse(NULL, &g), -1);
+}
+
+static void test_frame_label(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name, *file;
+        int64_t line;
+        const char *want;
+    } cases[] = {
+        {"leak_site", "/src/app/leak.c", 12, "leak_site (leak.c:12)"},
+        {"f", "g.c", 3, "f (g.c:3)"},
+        {"libc.so.6+0x1f", "", 0, "libc.so.6+0x1f"},
+        {"f", NULL, 9, "f"},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(cases); i++) {
+        char buf[64];
+        int n = hs_frame_label(buf, sizeof buf, cases[i].name, cases[i].file, cases[i].line);
+        assert_string_equal(buf, cases[i].want);
+        assert_int_equal(n, (int)strlen(cases[i].want));
+    }
+    char small[8];
+    assert_int_equal(hs_frame_label(small, sizeof small, "leak_site", "a.c", 1), 17);
+    assert_string_equal(small, "leak_si");
+}
+
+/* One error type: the core says what went wrong with an HS_E code; only the
+ * API adapter turns it into an HTTP status and an error code. */
+static void test_error_mapping(void **state)
+{
+    (void)state;
+    static const struct {
+        int code, status;
+        const char *name;
+    } cases[] = {
+        {HS_EINVAL, 400, "bad_request"},  {HS_ETIMEOUT, 400, "timeout"},
+        {HS_ENOENT, 404, "not_found"},    {HS_ETOOBIG, 413, "too_large"},
+        {HS_ENOTSUP, 405, "bad_request"}, {HS_EAUTH, 401, "unauthorized"},
+        {HS_ENOMEM, 500, "internal"},     {HS_EDB, 500, "internal"},
+        {HS_ECORRUPT, 500, "internal"},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(cases); i++) {
+        hs_qerr err = {.code = cases[i].code};
+        snprintf(err.msg, sizeof err.msg, "case %zu", i);
+        hs_api_reply r = {0};
+        hs_api_error(&r, &err);
+        assert_int_equal(r.status, cases[i].status);
+        json_t *e = json_object_get(r.json, "error");
+        assert_string_equal(json_string_value(json_object_get(e, "code")), cases[i].name);
+        assert_string_equal(json_string_value(json_object_get(e, "message")), err.msg);
+        hs_api_reply_clear(&r);
+    }
+    /* the selectors speak the same type */
+    hs_run_sel rs;
+    hs_qerr err = {0};
+    assert_int_equal(hs_sel_parse_run(&rs, "a=b=c", &err), HS_EINVAL);
+    assert_int_equal(err.code, HS_EINVAL);
+    assert_non_null(strstr(err.msg, "two '='"));
+}
+
+/* Collapsed lines name frames the same way in every answer: a ';' inside a
+ * name would split it into two frames, a ' ' would end the stack. diff's
+ * collapsed output once wrote names raw. */
+static void test_collapsed_escaping(void **state)
+{
+    (void)state;
+    char path[512];
+    fx_tmp_path(path, sizeof path, "core-escape.db");
+    assert_int_equal(fx_build(path), 0);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db,
+                                  "UPDATE frames SET function = 'leak;site x' "
+                                  "WHERE function = 'leak_site'",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    hs_q *eq;
+    hs_qerr err;
+    assert_int_equal(hs_q_open(&eq, path, &err), 0);
+    hs_api_reply r;
+    hs_api_handle(eq, "GET", "/api/diff?a=1@end&b=2@end&format=collapsed", NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "main;leak:site_x 20000 1000\n"));
+    assert_null(strstr(r.body, "leak;site"));
+    hs_api_reply_clear(&r);
+    hs_api_handle(eq, "GET", "/api/runs/1/export?format=collapsed&at=end", NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    assert_non_null(strstr(r.body, "main;leak:site_x 20000\n"));
+    hs_api_reply_clear(&r);
+    hs_q_free(eq);
+    unlink_db(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_groups),
+        cmocka_unit_test(test_frame_label),
+        cmocka_unit_test(test_error_mapping),
+        cmocka_unit_test(test_collapsed_escaping),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
