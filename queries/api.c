@@ -146,16 +146,98 @@ static void reply_json(hs_api_reply *out, json_t *j)
     out->json = j;
 }
 
-/* Resolves a run selector given in a path segment (percent-encoded). */
-static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs_qerr *err)
+/* Parses a run selector given in a path segment (percent-encoded). */
+static int run_sel_segment(const char *seg, size_t n, hs_run_sel *sel, hs_qerr *err)
 {
     char dec[2100];
     if (hs_pct_decode(dec, sizeof dec, seg, n, HS_PCT_PLUS) < 0)
         return hs__err(err, HS_EINVAL, "malformed run selector in the path");
+    return hs_sel_parse_run(sel, dec, err);
+}
+
+/* Resolves a run selector given in a path segment (percent-encoded). */
+static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs_qerr *err)
+{
     hs_run_sel sel;
-    int rc = hs_sel_parse_run(&sel, dec, err);
+    int rc = run_sel_segment(seg, n, &sel, err);
+    return rc ? rc : hs__run_resolve(q, &sel, run, err);
+}
+
+/* ---- typed results as JSON ------------------------------------------------ */
+
+static json_t *qstack_json(const hs_qstack *st)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < st->n; i++) {
+        const hs_qframe *f = &st->frames[i];
+        json_array_append_new(a,
+                              json_pack("{s:s,s:s,s:I,s:s}", "function", f->name, "file", f->file,
+                                        "line", (json_int_t)f->line, "module", f->module));
+    }
+    return a;
+}
+
+/* row's "stack", "site_index" and, for a stack cut short, "stack_depth". */
+static void row_stack_json(json_t *row, const hs_qstack *st)
+{
+    json_object_set_new(row, "stack", qstack_json(st));
+    json_object_set_new(row, "site_index", json_integer(st->site));
+    if (st->depth > st->n) json_object_set_new(row, "stack_depth", json_integer(st->depth));
+}
+
+static json_t *top_row_json(const hs_top_result *r, const hs_top_row *w)
+{
+    json_t *row = json_pack("{s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:f}", "name", w->frame.name,
+                            "file", w->frame.file, "line", (json_int_t)w->frame.line, "module",
+                            w->frame.module, "trace", (json_int_t)w->trace, "self_bytes",
+                            (json_int_t)w->self_bytes, "self_count", (json_int_t)w->self_count,
+                            "total_bytes", (json_int_t)w->total_bytes, "total_count",
+                            (json_int_t)w->total_count, "share", w->share);
+    if (row && r->by != HS_GROUP_FUNCTION) row_stack_json(row, &w->stack);
+    return row;
+}
+
+json_t *hs_api_top_json(const hs_top_result *r)
+{
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < r->nrows; i++)
+        if (json_array_append_new(rows, top_row_json(r, &r->rows[i]))) {
+            json_decref(rows);
+            return NULL;
+        }
+    json_t *cut = json_null();
+    if (r->frames_cut || r->stacks_omitted || r->bytes_cut)
+        cut = json_pack("{s:o,s:I,s:I,s:I,s:b}", "max_frames",
+                        r->frames_cut ? json_integer(r->max_frames) : json_null(), "stacks",
+                        (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes,
+                        "rows", (json_int_t)r->rows_cut, "answer_bytes", r->bytes_cut);
+    return json_pack("{s:O,s:s,s:I,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", (json_t *)r->run.record,
+                     "at", r->at, "at_ns", (json_int_t)r->at_ns, "by", hs_group_name(r->by),
+                     "total_bytes", (json_int_t)r->total_bytes, "total_count",
+                     (json_int_t)r->total_count, "rows_total", (json_int_t)r->rows_total, "rows",
+                     rows, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+}
+
+/* GET /api/runs/RUN/top: the query's parameters, typed, in the order the
+ * API has always checked them; the core's answer as JSON. */
+static int api_top(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                   hs_qerr *err)
+{
+    static const char *const keys[] = {"site", "wrappers", "by", "limit", "max_frames", "at"};
+    hs_top_params p;
+    hs_top_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
     if (rc) return rc;
-    return hs__run_resolve(q, &sel, run, err);
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_top_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_top_result r;
+    if (rc || (rc = hs_core_top(q, &p, &r, err))) return rc;
+    *out = hs_api_top_json(&r);
+    hs_top_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
@@ -233,9 +315,14 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
                 if (!strcmp(view, run_views[i])) break;
             if (i == HS_COUNTOF(run_views)) goto no_route;
         }
-        if ((rc = run_from_segment(q, seg, seglen, &run, &err))) goto fail;
         const char *format = hs__param(params, "format");
         if (format && !strcmp(format, "json")) format = NULL;
+        if (view && !strcmp(view, "top") && !format) {
+            if ((rc = api_top(q, seg, seglen, params, &j, &err))) goto fail;
+            reply_json(out, j);
+            goto done;
+        }
+        if ((rc = run_from_segment(q, seg, seglen, &run, &err))) goto fail;
         if (!view) {
             reply_json(out, json_pack("{s:O}", "run", run.info));
         } else if (!strcmp(view, "export")) {
@@ -254,7 +341,6 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         } else {
             int (*fn)(hs_q *, hs__run *, const hs__params *, json_t **, hs_qerr *) =
                 !strcmp(view, "history") ? hs__view_history
-                : !strcmp(view, "top")   ? hs__view_top
                 : !strcmp(view, "flame") ? hs__view_flame
                 : !strcmp(view, "leaks") ? hs__view_leaks
                                          : hs__view_sizes;

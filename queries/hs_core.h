@@ -116,6 +116,11 @@ int hs_sel_parse_t(hs_t_sel *out, const char *s, hs_qerr *err);
 /* "RUN@T"; T defaults to def (e.g. "end") when there is no '@'. */
 int hs_sel_parse_at(hs_run_sel *run, hs_t_sel *t, const char *s, const char *def, hs_qerr *err);
 
+/* For a question whose parameters were refused (rc, err filled): a missing
+ * run is named first, as the API always has (404 before 400). Returns the
+ * run's error when it cannot be resolved, else rc with err unchanged. */
+int hs_run_check(hs_q *q, const hs_run_sel *sel, hs_qerr *err, int rc);
+
 /* ---- sites ---------------------------------------------------------------- */
 
 /* What names a stack (site.c): user (the default), alloc or leaf, and more
@@ -129,5 +134,82 @@ typedef struct hs_site_rules {
 
 /* site= and wrappers= (either may be NULL) -> out. 0 or HS_EINVAL. */
 int hs_site_rules_parse(hs_site_rules *out, const char *site, const char *wrappers, hs_qerr *err);
+
+/* ---- shared parts of results ---------------------------------------------- */
+
+/* A frame as answers show it: name is the function less clone suffixes
+ * (or "module+0xoff"), file and module "" when unknown. Lent strings. */
+typedef struct hs_qframe {
+    const char *name, *file, *module;
+    int64_t line;
+} hs_qframe;
+
+/* A stack, leaf first, cut to max_frames: depth is the whole stack's depth
+ * (> n when it was cut), site its site's index in the whole stack. */
+typedef struct hs_qstack {
+    hs_qframe *frames;
+    int n, depth, site;
+} hs_qstack;
+
+/* The run a result is about: what the tables print. The whole record is
+ * the adapters' (record: the API's "run" object, lent). */
+typedef struct hs_run_brief {
+    int64_t id;
+    const char *program;
+    int64_t sample_bytes;
+    const void *record;   /* json_t *: the API's run object */
+    const void *sampling; /* json_t *: the API's sampling object */
+} hs_run_brief;
+
+/* ---- top: a moment's state, grouped ---------------------------------------- */
+
+typedef struct hs_top_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    hs_group by;
+    int64_t limit;  /* rows, 1 to 1000000 */
+    int max_frames; /* frames per row's stack, 1 to HS_MAX_DEPTH */
+    hs_site_rules site;
+} hs_top_params;
+
+/* Defaults (at peak, by site, HS_TOP_LIMIT rows, HS_STACK_FRAMES frames,
+ * user sites); run must still be set. */
+void hs_top_params_init(hs_top_params *p);
+/* Sets the parameter named key (at, by, limit, max_frames, site,
+ * wrappers) from its text as the API and the CLI take it; other keys are
+ * ignored. 0 or HS_EINVAL with the sentence both print. value is lent to p
+ * (wrappers). */
+int hs_top_param(hs_top_params *p, const char *key, const char *value, hs_qerr *err);
+
+typedef struct hs_top_row {
+    hs_qframe frame; /* by function: file "" and line 0 */
+    int64_t trace;   /* the row's largest trace */
+    int64_t self_bytes, self_count, total_bytes, total_count;
+    double share;    /* of the moment's bytes: self by function, else total */
+    hs_qstack stack; /* the trace's stack (none by function: n = depth = 0) */
+} hs_top_row;
+
+typedef struct hs_top_result {
+    hs_run_brief run;
+    char at[32]; /* "peak", "end", "exit" or seconds */
+    int64_t at_ns;
+    hs_group by;
+    int64_t total_bytes, total_count;
+    int64_t rows_total; /* rows before the limit */
+    hs_top_row *rows;
+    size_t nrows;
+    /* what the answer left out (truncated when any is set) */
+    int frames_cut;         /* a stack was cut to max_frames */
+    int max_frames;         /* the cut */
+    int64_t stacks_omitted; /* stacks past what a request may read */
+    int64_t stacks_bytes;
+    int64_t rows_cut; /* rows within the limit left out (answer_bytes) */
+    int bytes_cut;    /* stopped at the answer's byte bound */
+    void *own;        /* what the result holds (freed by _clear) */
+    void *own_json;   /* a decoded result: the JSON its strings live in */
+} hs_top_result;
+
+int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *err);
+void hs_top_result_clear(hs_top_result *r);
 
 #endif

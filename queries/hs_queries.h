@@ -53,5 +53,8 @@ void hs_api_reply_clear(hs_api_reply *r);
  * place where an HS_E code becomes an HTTP status and an API error code. */
 void hs_api_error(hs_api_reply *out, const hs_qerr *err);
 
+/* The JSON of docs/api.md for a typed result (a new reference, NULL when
+ * out of memory): what /api/runs/RUN/top answers. */
+json_t *hs_api_top_json(const hs_top_result *r);
 
 #endif

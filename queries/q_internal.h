@@ -276,7 +276,6 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
 int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
-int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
@@ -308,6 +307,12 @@ void hs__collapsed_put(hs__buf *b, const char *name);
  * decimal in [lo, hi]. */
 int hs__int_text(const char *key, const char *v, int64_t lo, int64_t hi, int64_t *out,
                  hs_qerr *err);
+
+/* The typed parts of results (top.c): a run's brief (lending run's JSON),
+ * and trace's stack cut to max_frames (frames lent from the frame cache;
+ * out->frames malloc'd, the caller frees it, also on failure). */
+int hs__run_brief(hs_run_brief *out, const hs__run *run);
+int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *err);
 
 /* The k-th largest of the n values at w (1 <= k <= n); sorts w, descending:
  * where the answers cut a tree to its k widest nodes. */

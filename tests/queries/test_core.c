@@ -172,13 +172,123 @@ static void test_collapsed_escaping(void **state)
     unlink_db(path);
 }
 
+/* hs_core_top on run 1 (fixture.h): the typed answer, without JSON. */
+static void test_top_typed(void **state)
+{
+    (void)state;
+    hs_top_params p;
+    hs_top_result r;
+    hs_qerr err = {0};
+    hs_top_params_init(&p);
+    assert_int_equal(p.limit, HS_TOP_LIMIT);
+    assert_int_equal(hs_sel_parse_run(&p.run, "1", &err), 0);
+    assert_int_equal(hs_core_top(q, &p, &r, &err), 0);
+    assert_string_equal(r.at, "peak");
+    assert_int_equal(r.at_ns, FX_PEAK_NS);
+    assert_int_equal(r.total_bytes, FX_PEAK_BYTES);
+    assert_int_equal(r.run.id, 1);
+    assert_int_equal(r.run.sample_bytes, 1);
+    assert_int_equal(r.by, HS_GROUP_SITE);
+    assert_int_equal(r.nrows, 4);
+    assert_int_equal(r.rows_total, 4);
+    static const struct {
+        const char *name;
+        int64_t bytes, count;
+    } want[] = {{"big_alloc", 100000, 1},
+                {"leak_site", 12000, 12},
+                {"config_load", 5000, 1},
+                {"tmp_alloc", 300, 1}};
+    for (size_t i = 0; i < HS_COUNTOF(want); i++) {
+        assert_string_equal(r.rows[i].frame.name, want[i].name);
+        assert_int_equal(r.rows[i].total_bytes, want[i].bytes);
+        assert_int_equal(r.rows[i].total_count, want[i].count);
+        assert_true(r.rows[i].share > 0 && r.rows[i].share < 1);
+    }
+    const hs_top_row *leak = &r.rows[1];
+    assert_string_equal(leak->frame.file, "/src/app.c");
+    assert_int_equal(leak->frame.line, 20);
+    assert_int_equal(leak->stack.n, 2);
+    assert_int_equal(leak->stack.depth, 2);
+    assert_int_equal(leak->stack.site, 0);
+    assert_string_equal(leak->stack.frames[1].name, "main");
+    assert_false(r.frames_cut || r.bytes_cut || r.stacks_omitted);
+    hs_top_result_clear(&r);
+
+    /* by function, one frame a stack, at the end: main holds everything */
+    assert_int_equal(hs_top_param(&p, "by", "function", &err), 0);
+    assert_int_equal(hs_top_param(&p, "at", "end", &err), 0);
+    assert_int_equal(hs_top_param(&p, "max_frames", "1", &err), 0);
+    assert_int_equal(hs_core_top(q, &p, &r, &err), 0);
+    assert_int_equal(r.total_bytes, FX_END_BYTES);
+    assert_string_equal(r.rows[0].frame.name, "leak_site"); /* by self first */
+    assert_int_equal(r.rows[0].self_bytes, 20000);
+    assert_string_equal(r.rows[0].frame.file, "");
+    assert_int_equal(r.rows[0].stack.n, 0);
+    int saw_main = 0;
+    for (size_t i = 0; i < r.nrows; i++)
+        if (!strcmp(r.rows[i].frame.name, "main")) {
+            saw_main = 1;
+            assert_int_equal(r.rows[i].total_bytes, FX_END_BYTES);
+            assert_int_equal(r.rows[i].self_bytes, 0);
+        }
+    assert_true(saw_main);
+    hs_top_result_clear(&r);
+
+    /* by stack with one frame a stack: the cut is reported */
+    assert_int_equal(hs_top_param(&p, "by", "stack", &err), 0);
+    assert_int_equal(hs_top_param(&p, "limit", "1", &err), 0);
+    assert_int_equal(hs_core_top(q, &p, &r, &err), 0);
+    assert_int_equal(r.nrows, 1);
+    assert_int_equal(r.rows_total, 2);
+    assert_int_equal(r.rows[0].stack.n, 1);
+    assert_int_equal(r.rows[0].stack.depth, 2);
+    assert_true(r.frames_cut);
+    assert_int_equal(r.max_frames, 1);
+    hs_top_result_clear(&r);
+}
+
+/* Refused parameters: one sentence each, the same the API answers; a
+ * missing run is named first. */
+static void test_top_params(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *key, *value, *msg;
+    } bad[] = {
+        {"by", "files", "by must be site, function or stack (not 'files')"},
+        {"limit", "0", "limit must be an integer from 1 to 1000000 (not '0')"},
+        {"max_frames", "1025", "max_frames must be an integer from 1 to 1024 (not '1025')"},
+        {"at", "soon", "malformed time"},
+        {"site", "root", "site must be user, alloc or leaf (not 'root')"},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(bad); i++) {
+        hs_top_params p;
+        hs_qerr err = {0};
+        hs_top_params_init(&p);
+        assert_int_equal(hs_top_param(&p, bad[i].key, bad[i].value, &err), HS_EINVAL);
+        assert_int_equal(err.code, HS_EINVAL);
+        assert_non_null(strstr(err.msg, bad[i].msg));
+        assert_int_equal(hs_sel_parse_run(&p.run, "42", &err), 0);
+        assert_int_equal(hs_run_check(q, &p.run, &err, HS_EINVAL), HS_ENOENT);
+        assert_string_equal(err.msg, "no run with id 42");
+    }
+    hs_top_params p;
+    hs_top_result r;
+    hs_qerr err;
+    hs_top_params_init(&p);
+    assert_int_equal(hs_sel_parse_run(&p.run, "1", &err), 0);
+    assert_int_equal(hs_top_param(&p, "at", "9", &err), 0);
+    assert_int_equal(hs_core_top(q, &p, &r, &err), HS_EINVAL);
+    assert_non_null(strstr(err.msg, "outside run 1"));
+    assert_null(r.rows);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_groups),
-        cmocka_unit_test(test_frame_label),
-        cmocka_unit_test(test_error_mapping),
-        cmocka_unit_test(test_collapsed_escaping),
+        cmocka_unit_test(test_groups),        cmocka_unit_test(test_frame_label),
+        cmocka_unit_test(test_error_mapping), cmocka_unit_test(test_collapsed_escaping),
+        cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_top_params),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
