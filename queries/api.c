@@ -218,6 +218,37 @@ json_t *hs_api_top_json(const hs_top_result *r)
                      rows, "truncated", cut, "sampling", (json_t *)r->run.sampling);
 }
 
+json_t *hs_api_sizes_json(const hs_sizes_result *r)
+{
+    json_t *buckets = json_array();
+    for (size_t i = 0; buckets && i < r->nbuckets; i++) {
+        const hs_qsize_bucket *b = &r->buckets[i];
+        if (json_array_append_new(
+                buckets, json_pack("{s:I,s:I,s:I,s:I,s:I}", "bucket", (json_int_t)b->bucket, "lo",
+                                   (json_int_t)b->lo, "hi", (json_int_t)b->hi, "allocs",
+                                   (json_int_t)b->allocs, "bytes", (json_int_t)b->bytes))) {
+            json_decref(buckets);
+            return NULL;
+        }
+    }
+    return json_pack("{s:O,s:o,s:I,s:I,s:I,s:s,s:O}", "run", (json_t *)r->run.record, "buckets",
+                     buckets, "total_allocs", (json_int_t)r->total_allocs, "total_bytes",
+                     (json_int_t)r->total_bytes, "suggested_sample_bytes",
+                     (json_int_t)r->suggested_sample_bytes, "reason", r->reason, "sampling",
+                     (json_t *)r->run.sampling);
+}
+
+static int api_sizes(hs_q *q, const char *seg, size_t n, json_t **out, hs_qerr *err)
+{
+    hs_run_sel sel;
+    hs_sizes_result r;
+    int rc = run_sel_segment(seg, n, &sel, err);
+    if (rc || (rc = hs_core_sizes(q, &sel, &r, err))) return rc;
+    *out = hs_api_sizes_json(&r);
+    hs_sizes_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
 /* GET /api/runs/RUN/top: the query's parameters, typed, in the order the
  * API has always checked them; the core's answer as JSON. */
 static int api_top(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
@@ -317,8 +348,10 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         }
         const char *format = hs__param(params, "format");
         if (format && !strcmp(format, "json")) format = NULL;
-        if (view && !strcmp(view, "top") && !format) {
-            if ((rc = api_top(q, seg, seglen, params, &j, &err))) goto fail;
+        if (view && !format && (!strcmp(view, "top") || !strcmp(view, "sizes"))) {
+            rc = !strcmp(view, "top") ? api_top(q, seg, seglen, params, &j, &err)
+                                      : api_sizes(q, seg, seglen, &j, &err);
+            if (rc) goto fail;
             reply_json(out, j);
             goto done;
         }
@@ -342,8 +375,7 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
             int (*fn)(hs_q *, hs__run *, const hs__params *, json_t **, hs_qerr *) =
                 !strcmp(view, "history") ? hs__view_history
                 : !strcmp(view, "flame") ? hs__view_flame
-                : !strcmp(view, "leaks") ? hs__view_leaks
-                                         : hs__view_sizes;
+                                         : hs__view_leaks;
             if (!(rc = fn(q, &run, params, &j, &err))) reply_json(out, j);
         }
         if (rc) goto fail;

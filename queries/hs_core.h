@@ -212,4 +212,27 @@ typedef struct hs_top_result {
 int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *err);
 void hs_top_result_clear(hs_top_result *r);
 
+/* ---- sizes: the allocation size histogram -------------------------------- */
+
+/* Allocations by size, power-of-two buckets: bucket b holds sizes
+ * [lo, hi] = [2^b, 2^(b+1) - 1] (bucket 0: 0 and 1). Every allocation
+ * counts, sampled or not. */
+typedef struct hs_qsize_bucket {
+    int bucket;
+    int64_t lo, hi, allocs, bytes;
+} hs_qsize_bucket;
+
+typedef struct hs_sizes_result {
+    hs_run_brief run;
+    hs_qsize_bucket *buckets; /* the buckets with allocations, smallest first */
+    size_t nbuckets;
+    int64_t total_allocs, total_bytes;
+    int64_t suggested_sample_bytes; /* for about 20,000 samples a second */
+    char reason[300];               /* why, in a sentence */
+    void *own, *own_json;           /* as in hs_top_result */
+} hs_sizes_result;
+
+int hs_core_sizes(hs_q *q, const hs_run_sel *run, hs_sizes_result *out, hs_qerr *err);
+void hs_sizes_result_clear(hs_sizes_result *r);
+
 #endif

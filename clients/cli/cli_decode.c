@@ -85,3 +85,30 @@ oom:
     hs_top_result_clear(out);
     return HS_ENOMEM;
 }
+
+int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    run_decode(&out->run, j);
+    out->total_allocs = hs_json_int(j, "total_allocs");
+    out->total_bytes = hs_json_int(j, "total_bytes");
+    out->suggested_sample_bytes = hs_json_int(j, "suggested_sample_bytes");
+    snprintf(out->reason, sizeof out->reason, "%s", hs_json_str(j, "reason"));
+    const json_t *bs = json_object_get(j, "buckets");
+    size_t n = json_array_size(bs);
+    if (!(out->buckets = calloc(n ? n : 1, sizeof *out->buckets))) {
+        hs_sizes_result_clear(out);
+        return HS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *b = json_array_get(bs, i);
+        out->buckets[i] = (hs_qsize_bucket){.bucket = (int)hs_json_int(b, "bucket"),
+                                            .lo = hs_json_int(b, "lo"),
+                                            .hi = hs_json_int(b, "hi"),
+                                            .allocs = hs_json_int(b, "allocs"),
+                                            .bytes = hs_json_int(b, "bytes")};
+    }
+    out->nbuckets = n;
+    return 0;
+}

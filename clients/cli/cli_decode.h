@@ -18,4 +18,7 @@
  * 0, or HS_ENOMEM. */
 int hs_cli_top_decode(hs_top_result *out, json_t *j);
 
+/* /api/runs/RUN/sizes's answer, the same way. */
+int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j);
+
 #endif

@@ -139,6 +139,8 @@ static void test_same_output_both_ways(void **state)
         {"leaks", "1"},
         {"diff", "1@end", "2@end", "--by", "site"},
         {"sizes", "1"},
+        {"sizes", "latest", "--json"},
+        {"sizes", "42"},
         {"history", "1", "--top", "2"},
         {"flame", "1"},
     };

@@ -283,12 +283,46 @@ static void test_top_params(void **state)
     assert_null(r.rows);
 }
 
+/* hs_core_sizes on run 1: 63 allocations, 138000 bytes, few enough to
+ * sample them all. */
+static void test_sizes_typed(void **state)
+{
+    (void)state;
+    hs_run_sel sel;
+    hs_sizes_result r;
+    hs_qerr err;
+    assert_int_equal(hs_sel_parse_run(&sel, "1", &err), 0);
+    assert_int_equal(hs_core_sizes(q, &sel, &r, &err), 0);
+    assert_int_equal(r.run.id, 1);
+    assert_int_equal(r.total_allocs, 63);
+    assert_int_equal(r.total_bytes, 138000);
+    assert_true(r.nbuckets > 0);
+    assert_int_equal(r.buckets[0].bucket, 8);
+    assert_int_equal(r.buckets[0].lo, 256);
+    assert_int_equal(r.buckets[0].hi, 511);
+    int64_t a = 0, b = 0;
+    for (size_t i = 0; i < r.nbuckets; i++) {
+        a += r.buckets[i].allocs;
+        b += r.buckets[i].bytes;
+        if (i) assert_true(r.buckets[i].bucket > r.buckets[i - 1].bucket);
+    }
+    assert_int_equal(a, r.total_allocs);
+    assert_int_equal(b, r.total_bytes);
+    assert_int_equal(r.suggested_sample_bytes, 1);
+    assert_non_null(strstr(r.reason, "63 allocations"));
+    hs_sizes_result_clear(&r);
+    assert_int_equal(hs_sel_parse_run(&sel, "42", &err), 0);
+    assert_int_equal(hs_core_sizes(q, &sel, &r, &err), HS_ENOENT);
+    assert_string_equal(err.msg, "no run with id 42");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_frame_label),
         cmocka_unit_test(test_error_mapping), cmocka_unit_test(test_collapsed_escaping),
         cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_top_params),
+        cmocka_unit_test(test_sizes_typed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
