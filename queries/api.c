@@ -218,6 +218,73 @@ json_t *hs_api_top_json(const hs_top_result *r)
                      rows, "truncated", cut, "sampling", (json_t *)r->run.sampling);
 }
 
+static json_t *leak_row_json(const hs_leak_row *w, int growing)
+{
+    json_t *row = json_pack("{s:s,s:s,s:I,s:I}", "name", w->site.name, "file", w->site.file, "line",
+                            (json_int_t)w->site.line, "trace", (json_int_t)w->trace);
+    if (!row) return NULL;
+    row_stack_json(row, &w->stack);
+    if (!growing) {
+        json_object_set_new(row, "bytes", json_integer(w->bytes));
+        json_object_set_new(row, "count", json_integer(w->count));
+        json_object_set_new(row, "share", json_real(w->share));
+        return row;
+    }
+    json_object_set_new(row, "slope_bytes_per_s", json_real(w->slope));
+    json_object_set_new(row, "r2", json_real(w->r2));
+    json_object_set_new(row, "steadiness", json_real(w->steady));
+    json_object_set_new(row, "span", json_real(w->span));
+    json_object_set_new(row, "end_bytes", json_integer(w->end_bytes));
+    json_object_set_new(row, "score", json_real(w->score));
+    return row;
+}
+
+static json_t *leak_rows_json(const hs_leak_row *rows, size_t n, int growing)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, leak_row_json(&rows[i], growing))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+json_t *hs_api_leaks_json(const hs_leaks_result *r)
+{
+    json_t *cut = json_null();
+    if (r->frames_cut || r->bytes_cut)
+        cut = json_pack("{s:o,s:b}", "max_frames",
+                        r->frames_cut ? json_integer(r->max_frames) : json_null(), "answer_bytes",
+                        r->bytes_cut);
+    return json_pack("{s:O,s:I,s:I,s:I,s:o,s:o,s:o,s:O}", "run", (json_t *)r->run.record, "at_ns",
+                     (json_int_t)r->at_ns, "total_bytes", (json_int_t)r->total_bytes, "total_count",
+                     (json_int_t)r->total_count, "live_at_end",
+                     leak_rows_json(r->live, r->nlive, 0), "growing",
+                     leak_rows_json(r->growing, r->ngrowing, 1), "truncated", cut, "sampling",
+                     (json_t *)r->run.sampling);
+}
+
+static int api_leaks(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                     hs_qerr *err)
+{
+    static const char *const keys[] = {"site", "wrappers", "limit", "max_frames"};
+    hs_leaks_params p;
+    hs_leaks_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_leaks_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_leaks_result r;
+    if ((rc = hs_core_leaks(q, &p, &r, err))) return rc;
+    *out = hs_api_leaks_json(&r);
+    hs_leaks_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
 json_t *hs_api_sizes_json(const hs_sizes_result *r)
 {
     json_t *buckets = json_array();
@@ -348,9 +415,11 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         }
         const char *format = hs__param(params, "format");
         if (format && !strcmp(format, "json")) format = NULL;
-        if (view && !format && (!strcmp(view, "top") || !strcmp(view, "sizes"))) {
-            rc = !strcmp(view, "top") ? api_top(q, seg, seglen, params, &j, &err)
-                                      : api_sizes(q, seg, seglen, &j, &err);
+        if (view && !format &&
+            (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
+            rc = !strcmp(view, "top")     ? api_top(q, seg, seglen, params, &j, &err)
+                 : !strcmp(view, "leaks") ? api_leaks(q, seg, seglen, params, &j, &err)
+                                          : api_sizes(q, seg, seglen, &j, &err);
             if (rc) goto fail;
             reply_json(out, j);
             goto done;
@@ -373,9 +442,7 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
             goto fail;
         } else {
             int (*fn)(hs_q *, hs__run *, const hs__params *, json_t **, hs_qerr *) =
-                !strcmp(view, "history") ? hs__view_history
-                : !strcmp(view, "flame") ? hs__view_flame
-                                         : hs__view_leaks;
+                !strcmp(view, "history") ? hs__view_history : hs__view_flame;
             if (!(rc = fn(q, &run, params, &j, &err))) reply_json(out, j);
         }
         if (rc) goto fail;

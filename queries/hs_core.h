@@ -157,6 +157,8 @@ typedef struct hs_run_brief {
     int64_t id;
     const char *program;
     int64_t sample_bytes;
+    int open;             /* still running (state "open") */
+    int clean_exit;       /* ended through exit() */
     const void *record;   /* json_t *: the API's run object */
     const void *sampling; /* json_t *: the API's sampling object */
 } hs_run_brief;
@@ -211,6 +213,47 @@ typedef struct hs_top_result {
 
 int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *err);
 void hs_top_result_clear(hs_top_result *r);
+
+/* ---- leaks: what was live at the end, and what grew --------------------- */
+
+typedef struct hs_leaks_params {
+    hs_run_sel run;
+    int64_t limit;  /* rows of each list, 1 to 100000 */
+    int max_frames; /* frames per row's stack */
+    hs_site_rules site;
+} hs_leaks_params;
+
+/* Defaults: HS_LEAKS_LIMIT rows, HS_STACK_FRAMES frames, user sites. */
+void hs_leaks_params_init(hs_leaks_params *p);
+/* limit, max_frames, site, wrappers, as hs_top_param. */
+int hs_leaks_param(hs_leaks_params *p, const char *key, const char *value, hs_qerr *err);
+
+/* A trace's row: its site (name "?" for an empty stack) and stack, and
+ * either what it holds at the end (live) or how it grew (growing). */
+typedef struct hs_leak_row {
+    hs_qframe site;
+    int64_t trace;
+    hs_qstack stack;
+    int64_t bytes, count; /* live */
+    double share;         /* live: of the bytes live at the end */
+    double slope;         /* growing: bytes a second, least squares over the run */
+    double r2, steady, span, score;
+    int64_t end_bytes;
+} hs_leak_row;
+
+typedef struct hs_leaks_result {
+    hs_run_brief run;
+    int64_t at_ns; /* the end (as T=end) */
+    int64_t total_bytes, total_count;
+    hs_leak_row *live, *growing; /* largest first; most likely leak first */
+    size_t nlive, ngrowing;
+    int frames_cut, max_frames; /* a stack was cut to max_frames */
+    int bytes_cut;              /* stopped at the answer's byte bound */
+    void *own, *own_json;       /* as in hs_top_result */
+} hs_leaks_result;
+
+int hs_core_leaks(hs_q *q, const hs_leaks_params *p, hs_leaks_result *out, hs_qerr *err);
+void hs_leaks_result_clear(hs_leaks_result *r);
 
 /* ---- sizes: the allocation size histogram -------------------------------- */
 

@@ -56,6 +56,8 @@ void hs_api_error(hs_api_reply *out, const hs_qerr *err);
 /* The JSON of docs/api.md for a typed result (a new reference, NULL when
  * out of memory): what /api/runs/RUN/top answers. */
 json_t *hs_api_top_json(const hs_top_result *r);
+/* … /api/runs/RUN/leaks … */
+json_t *hs_api_leaks_json(const hs_leaks_result *r);
 /* … and /api/runs/RUN/sizes. */
 json_t *hs_api_sizes_json(const hs_sizes_result *r);
 

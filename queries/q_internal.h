@@ -277,7 +277,6 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
-int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
 int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);
 /* Registers event_rows and the checked SQL functions on q's connection;

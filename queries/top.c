@@ -262,9 +262,12 @@ static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_re
 int hs__run_brief(hs_run_brief *out, const hs__run *run)
 {
     json_t *prog = json_object_get(run->info, "program");
+    const char *state = json_string_value(json_object_get(run->info, "state"));
     *out = (hs_run_brief){.id = run->id,
                           .program = json_string_value(prog) ? json_string_value(prog) : "",
                           .sample_bytes = run->sample_bytes,
+                          .open = state && !strcmp(state, "open"),
+                          .clean_exit = json_is_true(json_object_get(run->info, "clean_exit")),
                           .record = run->info,
                           .sampling = run->sampling};
     return 0;

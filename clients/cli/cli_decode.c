@@ -14,6 +14,8 @@ static void run_decode(hs_run_brief *out, const json_t *j)
     *out = (hs_run_brief){.id = hs_json_int(run, "id"),
                           .program = hs_json_str(run, "program"),
                           .sample_bytes = hs_json_int(s, "sample_bytes"),
+                          .open = !strcmp(hs_json_str(run, "state"), "open"),
+                          .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
                           .record = run,
                           .sampling = s};
 }
@@ -110,5 +112,57 @@ int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j)
                                             .bytes = hs_json_int(b, "bytes")};
     }
     out->nbuckets = n;
+    return 0;
+}
+
+static double real(const json_t *o, const char *key)
+{
+    return json_number_value(json_object_get(o, key));
+}
+
+/* One list of leaks' rows (live or growing) into *out. */
+static int leak_rows_decode(hs_leak_row **out, size_t *n, const json_t *rows)
+{
+    size_t len = json_array_size(rows);
+    if (!(*out = calloc(len ? len : 1, sizeof **out))) return HS_ENOMEM;
+    for (size_t i = 0; i < len; i++, (*n)++) {
+        const json_t *row = json_array_get(rows, i);
+        hs_leak_row *r = &(*out)[i];
+        r->site = frame_decode(row, "name");
+        r->trace = hs_json_int(row, "trace");
+        r->bytes = hs_json_int(row, "bytes");
+        r->count = hs_json_int(row, "count");
+        r->share = real(row, "share");
+        r->slope = real(row, "slope_bytes_per_s");
+        r->r2 = real(row, "r2");
+        r->steady = real(row, "steadiness");
+        r->span = real(row, "span");
+        r->score = real(row, "score");
+        r->end_bytes = hs_json_int(row, "end_bytes");
+        if (stack_decode(&r->stack, row)) return HS_ENOMEM;
+    }
+    return 0;
+}
+
+int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    run_decode(&out->run, j);
+    out->at_ns = hs_json_int(j, "at_ns");
+    out->total_bytes = hs_json_int(j, "total_bytes");
+    out->total_count = hs_json_int(j, "total_count");
+    const json_t *cut = json_object_get(j, "truncated");
+    if (json_is_object(cut)) {
+        const json_t *mf = json_object_get(cut, "max_frames");
+        out->frames_cut = json_is_integer(mf);
+        out->max_frames = (int)json_integer_value(mf);
+        out->bytes_cut = json_is_true(json_object_get(cut, "answer_bytes"));
+    }
+    if (leak_rows_decode(&out->live, &out->nlive, json_object_get(j, "live_at_end")) ||
+        leak_rows_decode(&out->growing, &out->ngrowing, json_object_get(j, "growing"))) {
+        hs_leaks_result_clear(out);
+        return HS_ENOMEM;
+    }
     return 0;
 }

@@ -18,6 +18,8 @@
  * 0, or HS_ENOMEM. */
 int hs_cli_top_decode(hs_top_result *out, json_t *j);
 
+/* /api/runs/RUN/leaks's answer, the same way. */
+int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j);
 /* /api/runs/RUN/sizes's answer, the same way. */
 int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j);
 

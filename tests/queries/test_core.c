@@ -316,13 +316,62 @@ static void test_sizes_typed(void **state)
     assert_string_equal(err.msg, "no run with id 42");
 }
 
+/* hs_core_leaks on runs 1 (leaks 1000 B every 100 ms) and 2 (fixed). */
+static void test_leaks_typed(void **state)
+{
+    (void)state;
+    hs_leaks_params p;
+    hs_leaks_result r;
+    hs_qerr err;
+    hs_leaks_params_init(&p);
+    assert_int_equal(p.limit, HS_LEAKS_LIMIT);
+    assert_int_equal(hs_sel_parse_run(&p.run, "1", &err), 0);
+    assert_int_equal(hs_core_leaks(q, &p, &r, &err), 0);
+    assert_int_equal(r.total_bytes, FX_END_BYTES);
+    assert_int_equal(r.total_count, FX_END_COUNT);
+    assert_int_equal(r.ngrowing, 1);
+    const hs_leak_row *g = &r.growing[0];
+    assert_string_equal(g->site.name, "leak_site");
+    assert_int_equal(g->end_bytes, 20000);
+    assert_true(g->slope > 9000 && g->slope < 11000); /* 1000 B per 100 ms */
+    assert_true(g->r2 > 0.99);
+    assert_true(g->score > 0);
+    assert_int_equal(g->stack.n, 2);
+    assert_string_equal(g->stack.frames[g->stack.site + 1].name, "main");
+    assert_int_equal(r.nlive, 2);
+    assert_string_equal(r.live[0].site.name, "leak_site");
+    assert_int_equal(r.live[0].bytes, 20000);
+    assert_int_equal(r.live[0].count, 20);
+    assert_true(r.live[0].share > 0.79 && r.live[0].share < 0.81);
+    assert_string_equal(r.live[1].site.name, "config_load");
+    hs_leaks_result_clear(&r);
+
+    assert_int_equal(hs_leaks_param(&p, "limit", "1", &err), 0);
+    assert_int_equal(hs_leaks_param(&p, "max_frames", "1", &err), 0);
+    assert_int_equal(hs_core_leaks(q, &p, &r, &err), 0);
+    assert_int_equal(r.nlive, 1);
+    assert_int_equal(r.live[0].stack.n, 1);
+    assert_int_equal(r.live[0].stack.depth, 2);
+    assert_true(r.frames_cut);
+    hs_leaks_result_clear(&r);
+
+    hs_leaks_params_init(&p);
+    assert_int_equal(hs_sel_parse_run(&p.run, "2", &err), 0); /* the fixed version */
+    assert_int_equal(hs_core_leaks(q, &p, &r, &err), 0);
+    assert_int_equal(r.ngrowing, 0);
+    assert_int_equal(r.total_bytes, FX_V2_END_BYTES);
+    hs_leaks_result_clear(&r);
+    assert_int_equal(hs_leaks_param(&p, "limit", "0", &err), HS_EINVAL);
+    assert_string_equal(err.msg, "limit must be an integer from 1 to 100000 (not '0')");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_frame_label),
         cmocka_unit_test(test_error_mapping), cmocka_unit_test(test_collapsed_escaping),
         cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_top_params),
-        cmocka_unit_test(test_sizes_typed),
+        cmocka_unit_test(test_sizes_typed),   cmocka_unit_test(test_leaks_typed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
