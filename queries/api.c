@@ -340,138 +340,151 @@ static int api_top(hs_q *q, const char *seg, size_t n, const hs__params *params,
 
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
 
-void hs_api_handle(hs_q *q, const char *method, const char *target, const char *body,
-                   size_t body_len, hs_api_reply *out)
+static json_t *api_health(const hs_q *q)
 {
-    hs_qerr err = {0};
-    hs__params *params = NULL;
-    hs__run run = {0};
+    char why[256] = "", msg[4400];
+    int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
+    if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
+    return json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version", HEAPSTORE_VERSION, "schema",
+                     hs_schema_version(), "database", q != NULL, "read_only", ro,
+                     "read_only_reason", ro ? msg : NULL);
+}
+
+/* The views not yet on the typed core, over a resolved run. */
+static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *format,
+                        const hs__params *params, hs_api_reply *out, hs_qerr *err)
+{
     json_t *j = NULL;
-    int rc = 0;
-    char path[2048];
-    memset(out, 0, sizeof *out);
-
-    const char *qm = strchr(target, '?');
-    size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-    if (plen >= sizeof path) {
-        hs__err(&err, HS_ETOOBIG, "request path longer than %zu bytes", sizeof path);
-        goto fail;
+    int rc;
+    if (!view) {
+        reply_json(out, json_pack("{s:O}", "run", run->info));
+        return 0;
     }
-    memcpy(path, target, plen);
-    path[plen] = '\0';
-    while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
-    if (!(params = malloc(sizeof *params))) {
-        hs__err(&err, HS_ENOMEM, "out of memory");
-        goto fail;
+    if (!strcmp(view, "export"))
+        return hs__export(q, run, params, format ? format : "pprof", out, err);
+    if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
+        return hs__export(q, run, params, format, out, err);
+    if (format && !strcmp(view, "history")) {
+        if (strcmp(format, "csv"))
+            return hs__err(err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
+        return hs__history_csv(q, run, out, err);
     }
-    if ((rc = params_parse(params, qm ? qm + 1 : NULL, &err))) goto fail;
-    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (format) return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
+    rc = !strcmp(view, "history") ? hs__view_history(q, run, params, &j, err)
+                                  : hs__view_flame(q, run, params, &j, err);
+    if (!rc) reply_json(out, j);
+    return rc;
+}
 
+/* GET /api/runs/RUN[/VIEW]: path is what follows "/api/runs/" in full. */
+static int api_run_route(hs_q *q, const char *method, const char *full, const hs__params *params,
+                         hs_api_reply *out, hs_qerr *err)
+{
+    const char *path = full + 10;
+    const char *slash = strchr(path, '/');
+    size_t seglen = slash ? (size_t)(slash - path) : strlen(path);
+    const char *view = slash ? slash + 1 : NULL;
+    size_t i = 0;
+    while (view && i < HS_COUNTOF(run_views) && strcmp(view, run_views[i])) i++;
+    if (i == HS_COUNTOF(run_views))
+        return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, full);
+    const char *format = hs__param(params, "format");
+    if (format && !strcmp(format, "json")) format = NULL;
+    json_t *j = NULL;
+    int rc;
+    if (view && !format &&
+        (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
+        rc = !strcmp(view, "top")     ? api_top(q, path, seglen, params, &j, err)
+             : !strcmp(view, "leaks") ? api_leaks(q, path, seglen, params, &j, err)
+                                      : api_sizes(q, path, seglen, &j, err);
+        if (!rc) reply_json(out, j);
+        return rc;
+    }
+    hs__run run = {0};
+    if (!(rc = run_from_segment(q, path, seglen, &run, err)))
+        rc = api_run_view(q, &run, view, format, params, out, err);
+    hs__run_clear(&run);
+    return rc;
+}
+
+/* After a request: no read transaction left open, and what a big request
+ * used given back. */
+static void api_request_end(hs_q *q)
+{
+    /* An idle pooled connection must not hold a read transaction open (it
+     * would pin an old snapshot and keep the WAL from being checkpointed). */
+    for (int i = 0; i < ST__COUNT; i++)
+        if (q->st[i]) sqlite3_reset(q->st[i]);
+    /* Give back what a big request used: the caches past what an idle
+     * connection keeps, and malloc's free pages (glibc keeps them, and
+     * raises its mmap threshold after a big free, so that two big requests
+     * in a row would otherwise each leave hundreds of MB held). */
+    if (hs__cache_trim(q) || q->node_misses > BIG_REQUEST_NODES) {
+        malloc_trim(0);
+        q->big = 1;
+    }
+}
+
+/* The routes of docs/api.md for a parsed request. */
+static int api_route(hs_q *q, const char *method, const char *path, const hs__params *params,
+                     const char *body, size_t body_len, hs_api_reply *out, hs_qerr *err)
+{
+    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), rc;
+    json_t *j = NULL;
     if (!strcmp(path, "/api/health")) {
         if (!is_get) goto bad_method;
-        char why[256] = "", msg[4400];
-        int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
-        if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
-        reply_json(out, json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version",
-                                  HEAPSTORE_VERSION, "schema", hs_schema_version(), "database",
-                                  q != NULL, "read_only", ro, "read_only_reason", ro ? msg : NULL));
-        goto done;
+        reply_json(out, api_health(q));
+        return 0;
     }
-    if (!q) {
-        hs__err(&err, HS_EDB, "the database cannot be opened");
-        goto fail;
-    }
+    if (!q) return hs__err(err, HS_EDB, "the database cannot be opened");
     /* the last big answer was freed after its request returned */
     if (hs__cache_trim(q) || q->big) malloc_trim(0);
     q->big = 0;
     q->node_misses = 0;
     if (!strcmp(path, "/api/sql")) {
         if (strcmp(method, "POST")) goto bad_method;
-        if ((rc = hs__view_sql(q, body, body_len, &j, &err))) goto fail;
-        reply_json(out, j);
-        goto done;
+        if (!(rc = hs__view_sql(q, body, body_len, &j, err))) reply_json(out, j);
+        return rc;
     }
     if (!is_get) goto bad_method;
-    if ((rc = hs__site_rules(q, params, &err))) goto fail;
+    if ((rc = hs__site_rules(q, params, err))) return rc;
     if (!strcmp(path, "/api/runs")) {
-        if ((rc = hs__view_runs(q, params, &j, &err))) goto fail;
-        reply_json(out, j);
-        goto done;
+        if (!(rc = hs__view_runs(q, params, &j, err))) reply_json(out, j);
+        return rc;
     }
-    if (!strcmp(path, "/api/diff")) {
-        if ((rc = hs__view_diff(q, params, out, &err))) goto fail;
-        goto done;
-    }
-    if (!strncmp(path, "/api/runs/", 10)) {
-        const char *seg = path + 10;
-        const char *slash = strchr(seg, '/');
-        size_t seglen = slash ? (size_t)(slash - seg) : strlen(seg);
-        const char *view = slash ? slash + 1 : NULL;
-        if (view) {
-            size_t i;
-            for (i = 0; i < HS_COUNTOF(run_views); i++)
-                if (!strcmp(view, run_views[i])) break;
-            if (i == HS_COUNTOF(run_views)) goto no_route;
-        }
-        const char *format = hs__param(params, "format");
-        if (format && !strcmp(format, "json")) format = NULL;
-        if (view && !format &&
-            (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
-            rc = !strcmp(view, "top")     ? api_top(q, seg, seglen, params, &j, &err)
-                 : !strcmp(view, "leaks") ? api_leaks(q, seg, seglen, params, &j, &err)
-                                          : api_sizes(q, seg, seglen, &j, &err);
-            if (rc) goto fail;
-            reply_json(out, j);
-            goto done;
-        }
-        if ((rc = run_from_segment(q, seg, seglen, &run, &err))) goto fail;
-        if (!view) {
-            reply_json(out, json_pack("{s:O}", "run", run.info));
-        } else if (!strcmp(view, "export")) {
-            rc = hs__export(q, &run, params, format ? format : "pprof", out, &err);
-        } else if (format && (!strcmp(view, "top") || !strcmp(view, "flame"))) {
-            rc = hs__export(q, &run, params, format, out, &err);
-        } else if (format && !strcmp(view, "history")) {
-            if (strcmp(format, "csv")) {
-                hs__err(&err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
-                goto fail;
-            }
-            rc = hs__history_csv(q, &run, out, &err);
-        } else if (format) {
-            hs__err(&err, HS_EINVAL, "%s has no format '%s'", view, format);
-            goto fail;
-        } else {
-            int (*fn)(hs_q *, hs__run *, const hs__params *, json_t **, hs_qerr *) =
-                !strcmp(view, "history") ? hs__view_history : hs__view_flame;
-            if (!(rc = fn(q, &run, params, &j, &err))) reply_json(out, j);
-        }
-        if (rc) goto fail;
-        goto done;
-    }
-no_route:
-    hs__err(&err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
-    goto fail;
+    if (!strcmp(path, "/api/diff")) return hs__view_diff(q, params, out, err);
+    if (!strncmp(path, "/api/runs/", 10)) return api_run_route(q, method, path, params, out, err);
+    return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
 bad_method:
-    hs__err(&err, HS_ENOTSUP, "method %s is not allowed on %s", method, path);
-fail:
-    hs_api_error(out, &err);
-done:
+    return hs__err(err, HS_ENOTSUP, "method %s is not allowed on %s", method, path);
+}
+
+void hs_api_handle(hs_q *q, const char *method, const char *target, const char *body,
+                   size_t body_len, hs_api_reply *out)
+{
+    hs_qerr err = {0};
+    hs__params *params = NULL;
+    char path[2048];
+    int rc;
+    memset(out, 0, sizeof *out);
+    const char *qm = strchr(target, '?');
+    size_t plen = qm ? (size_t)(qm - target) : strlen(target);
+    if (plen >= sizeof path) {
+        rc = hs__err(&err, HS_ETOOBIG, "request path longer than %zu bytes", sizeof path);
+    } else if (!(params = malloc(sizeof *params))) {
+        rc = hs__err(&err, HS_ENOMEM, "out of memory");
+    } else {
+        memcpy(path, target, plen);
+        path[plen] = '\0';
+        while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
+        rc = params_parse(params, qm ? qm + 1 : NULL, &err);
+        if (!rc) rc = api_route(q, method, path, params, body, body_len, out, &err);
+    }
+    if (rc) hs_api_error(out, &err);
     if (out->status == 200 && out->json == NULL && out->body == NULL) {
         hs__err(&err, HS_ENOMEM, "out of memory");
         hs_api_error(out, &err);
     }
-    hs__run_clear(&run);
     free(params);
-    /* An idle pooled connection must not hold a read transaction open (it
-     * would pin an old snapshot and keep the WAL from being checkpointed). */
-    for (int i = 0; q && i < ST__COUNT; i++)
-        if (q->st[i]) sqlite3_reset(q->st[i]);
-    /* Give back what a big request used: the caches past what an idle
-     * connection keeps, and malloc's free pages (glibc keeps them, and
-     * raises its mmap threshold after a big free, so that two big requests
-     * in a row would otherwise each leave hundreds of MB held). */
-    if (q && (hs__cache_trim(q) || q->node_misses > BIG_REQUEST_NODES)) {
-        malloc_trim(0);
-        q->big = 1;
-    }
+    if (q) api_request_end(q);
 }

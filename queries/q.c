@@ -1040,9 +1040,15 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
         snprintf(tmp, sizeof tmp, "%s+0x%" PRIx64, base, (uint64_t)f.module_offset);
         f.name = xstrdup(tmp);
     }
-    if (f.name && f.file) {
-        size_t need = (size_t)hs_frame_label(NULL, 0, f.name, f.file, f.line) + 1;
-        if ((f.label = malloc(need))) hs_frame_label(f.label, need, f.name, f.file, f.line);
+    if (f.name && f.file) { /* one formatting in the common case: labels are short */
+        char lb[256];
+        size_t need = (size_t)hs_frame_label(lb, sizeof lb, f.name, f.file, f.line) + 1;
+        if ((f.label = malloc(need))) {
+            if (need <= sizeof lb)
+                memcpy(f.label, lb, need);
+            else
+                hs_frame_label(f.label, need, f.name, f.file, f.line);
+        }
     }
     hs__frame *fp = malloc(sizeof *fp);
     if (!fp || !f.function || !f.file || !f.module || !f.name || !f.label ||
