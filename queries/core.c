@@ -57,3 +57,21 @@ int hs__int_text(const char *key, const char *v, int64_t lo, int64_t hi, int64_t
     *out = x;
     return 0;
 }
+
+int hs__rows_param(const char *key, const char *value, int64_t limit_hi, int64_t *limit,
+                   int *max_frames, hs_site_rules *site, hs_qerr *err)
+{
+    int64_t x;
+    int rc = 0;
+    if (!strcmp(key, "limit")) {
+        if (!(rc = hs__int_text("limit", value, 1, limit_hi, &x, err))) *limit = x;
+    } else if (!strcmp(key, "max_frames")) {
+        if (!(rc = hs__int_text("max_frames", value, 1, HS_MAX_DEPTH, &x, err)))
+            *max_frames = (int)x;
+    } else if (!strcmp(key, "site")) {
+        rc = hs_site_rules_parse(site, value, site->wrappers, err);
+    } else if (!strcmp(key, "wrappers")) {
+        site->wrappers = value;
+    }
+    return rc;
+}

@@ -37,19 +37,7 @@ void hs_leaks_params_init(hs_leaks_params *p)
 
 int hs_leaks_param(hs_leaks_params *p, const char *key, const char *value, hs_qerr *err)
 {
-    int64_t x;
-    int rc = 0;
-    if (!strcmp(key, "limit")) {
-        if (!(rc = hs__int_text("limit", value, 1, 100000, &x, err))) p->limit = x;
-    } else if (!strcmp(key, "max_frames")) {
-        if (!(rc = hs__int_text("max_frames", value, 1, HS_MAX_DEPTH, &x, err)))
-            p->max_frames = (int)x;
-    } else if (!strcmp(key, "site")) {
-        rc = hs_site_rules_parse(&p->site, value, p->site.wrappers, err);
-    } else if (!strcmp(key, "wrappers")) {
-        p->site.wrappers = value;
-    }
-    return rc;
+    return hs__rows_param(key, value, 100000, &p->limit, &p->max_frames, &p->site, err);
 }
 
 /* What the rows answered so far cost: frames in their stacks bound the

@@ -312,6 +312,12 @@ int hs__int_text(const char *key, const char *v, int64_t lo, int64_t hi, int64_t
 int hs__run_brief(hs_run_brief *out, const hs__run *run);
 int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *err);
 
+/* The parameters of questions answering rows with stacks (top, leaks):
+ * limit (1 to limit_hi), max_frames, site, wrappers; other keys are left
+ * alone. 0 or HS_EINVAL. */
+int hs__rows_param(const char *key, const char *value, int64_t limit_hi, int64_t *limit,
+                   int *max_frames, hs_site_rules *site, hs_qerr *err);
+
 /* The k-th largest of the n values at w (1 <= k <= n); sorts w, descending:
  * where the answers cut a tree to its k widest nodes. */
 int64_t hs__kth_largest(int64_t *w, size_t n, size_t k);

@@ -25,23 +25,12 @@ void hs_top_params_init(hs_top_params *p)
 
 int hs_top_param(hs_top_params *p, const char *key, const char *value, hs_qerr *err)
 {
-    int64_t x;
-    int rc = 0;
     if (!strcmp(key, "at")) return hs_sel_parse_t(&p->at, value, err);
-    if (!strcmp(key, "by")) {
-        if (hs_group_parse(value, &p->by))
-            return hs__err(err, HS_EINVAL, "by must be site, function or stack (not '%s')", value);
-    } else if (!strcmp(key, "limit")) {
-        if (!(rc = hs__int_text("limit", value, 1, 1000000, &x, err))) p->limit = x;
-    } else if (!strcmp(key, "max_frames")) {
-        if (!(rc = hs__int_text("max_frames", value, 1, HS_MAX_DEPTH, &x, err)))
-            p->max_frames = (int)x;
-    } else if (!strcmp(key, "site")) {
-        rc = hs_site_rules_parse(&p->site, value, p->site.wrappers, err);
-    } else if (!strcmp(key, "wrappers")) {
-        p->site.wrappers = value;
-    }
-    return rc;
+    if (strcmp(key, "by"))
+        return hs__rows_param(key, value, 1000000, &p->limit, &p->max_frames, &p->site, err);
+    if (hs_group_parse(value, &p->by))
+        return hs__err(err, HS_EINVAL, "by must be site, function or stack (not '%s')", value);
+    return 0;
 }
 
 int hs_run_check(hs_q *q, const hs_run_sel *sel, hs_qerr *err, int rc)

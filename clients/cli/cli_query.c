@@ -236,6 +236,34 @@ int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, co
     return 0;
 }
 
+int hs_cli_get_json(const hs_cli_args *a, const char *target, json_t **out)
+{
+    hs_api_reply rep;
+    *out = NULL;
+    int rc = hs_cli_call(a, "GET", target, NULL, 0, 0, &rep);
+    if (rc) return rc;
+    if (a->json)
+        hs_cli_print_json(rep.json);
+    else
+        *out = rep.json, rep.json = NULL;
+    hs_api_reply_clear(&rep);
+    return 0;
+}
+
+int hs_cli_print_own_json(const hs_cli_args *a, json_t *j)
+{
+    if (!j) return hs_cli_oom(a);
+    hs_cli_print_json(j);
+    json_decref(j);
+    return 0;
+}
+
+int hs_cli_oom(const hs_cli_args *a)
+{
+    fprintf(stderr, "heapstore %s: out of memory\n", a->cmd);
+    return 1;
+}
+
 const char *hs_cli_bytes(int64_t b, char *buf)
 {
     static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -53,6 +53,17 @@ int hs_cli_fail(const hs_cli_args *a, const hs_qerr *err);
 int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, const char *body,
                 size_t body_len, int file, hs_api_reply *out);
 
+/* HTTP mode of a command on the typed core: GET target from the server;
+ * with --json prints the answer as it is and sets *out NULL, else sets
+ * *out to the answer (the caller decodes it, cli_decode.h). 0, or the exit
+ * code after the error was printed. */
+int hs_cli_get_json(const hs_cli_args *a, const char *target, json_t **out);
+/* Prints j (a result's JSON, taken over; NULL: out of memory) as --json
+ * does; 0 or the exit code. */
+int hs_cli_print_own_json(const hs_cli_args *a, json_t *j);
+/* Prints "heapstore CMD: out of memory"; returns 1. */
+int hs_cli_oom(const hs_cli_args *a);
+
 /* The help lines of --site and --wrappers (a string literal). */
 #define HS_CLI_SITE_HELP                                                                           \
     "  --site MODE     what names a stack: user (default: the innermost Python line, or the\n"     \

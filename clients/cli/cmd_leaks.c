@@ -76,23 +76,6 @@ static void print_leaks(const hs_leaks_result *r)
     hs_cli_sampling(r->run.sampling);
 }
 
-/* Prints r (as the API's JSON with --json); 0 or the exit code. */
-static int leaks_print(const hs_cli_args *a, const hs_leaks_result *r)
-{
-    if (!a->json) {
-        print_leaks(r);
-        return 0;
-    }
-    json_t *j = hs_api_leaks_json(r);
-    if (!j) {
-        fprintf(stderr, "heapstore %s: out of memory\n", a->cmd);
-        return 1;
-    }
-    hs_cli_print_json(j);
-    json_decref(j);
-    return 0;
-}
-
 /* Direct: the core's answer; its strings live in q's caches, so it is
  * printed before q is closed. */
 static int leaks_direct(const hs_cli_args *a)
@@ -113,7 +96,10 @@ static int leaks_direct(const hs_cli_args *a)
         if (rc) rc = hs_run_check(q, &p.run, &err, rc);
     }
     if (!rc && !(rc = hs_core_leaks(q, &p, &r, &err))) {
-        rc = leaks_print(a, &r);
+        if (a->json)
+            rc = hs_cli_print_own_json(a, hs_api_leaks_json(&r));
+        else
+            print_leaks(&r);
         hs_leaks_result_clear(&r);
         hs_q_free(q);
         return rc;
@@ -129,21 +115,11 @@ static int leaks_http(const hs_cli_args *a, char *target, size_t len)
     strncat(target, "/leaks?limit=", len - strlen(target) - 1);
     hs_cli_pct(target, len, a->limit ? a->limit : def_limit);
     hs_cli_site_params(a, target, len);
-    hs_api_reply rep;
-    int rc = hs_cli_call(a, "GET", target, NULL, 0, 0, &rep);
-    if (rc) return rc;
-    if (a->json) {
-        hs_cli_print_json(rep.json);
-        hs_api_reply_clear(&rep);
-        return 0;
-    }
+    json_t *j;
     hs_leaks_result r;
-    rc = hs_cli_leaks_decode(&r, rep.json); /* takes the JSON over */
-    rep.json = NULL;
-    if (rc) {
-        fprintf(stderr, "heapstore %s: out of memory\n", a->cmd);
-        return 1;
-    }
+    int rc = hs_cli_get_json(a, target, &j);
+    if (rc || !j) return rc;
+    if (hs_cli_leaks_decode(&r, j)) return hs_cli_oom(a); /* takes j over */
     print_leaks(&r);
     hs_leaks_result_clear(&r);
     return 0;

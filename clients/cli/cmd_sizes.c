@@ -8,7 +8,6 @@
 #include "cli_decode.h"
 #include "cli_query.h"
 #include "hs_cli.h"
-#include "hs_error.h"
 #include "hs_queries.h"
 
 static const char usage[] = "sizes RUN [--json] [--db PATH]";
@@ -43,23 +42,6 @@ static void print_sizes(const hs_sizes_result *r)
     hs_cli_sampling(r->run.sampling);
 }
 
-/* Prints r (as the API's JSON with --json); 0 or the exit code. */
-static int sizes_print(const hs_cli_args *a, const hs_sizes_result *r)
-{
-    if (!a->json) {
-        print_sizes(r);
-        return 0;
-    }
-    json_t *j = hs_api_sizes_json(r);
-    if (!j) {
-        fprintf(stderr, "heapstore %s: out of memory\n", a->cmd);
-        return 1;
-    }
-    hs_cli_print_json(j);
-    json_decref(j);
-    return 0;
-}
-
 static int sizes_direct(const hs_cli_args *a)
 {
     hs_q *q;
@@ -72,7 +54,10 @@ static int sizes_direct(const hs_cli_args *a)
         hs_q_free(q);
         return hs_cli_fail(a, &err);
     }
-    rc = sizes_print(a, &r);
+    if (a->json)
+        rc = hs_cli_print_own_json(a, hs_api_sizes_json(&r));
+    else
+        print_sizes(&r);
     hs_sizes_result_clear(&r);
     hs_q_free(q);
     return rc;
@@ -81,21 +66,11 @@ static int sizes_direct(const hs_cli_args *a)
 static int sizes_http(const hs_cli_args *a, char *target, size_t len)
 {
     strncat(target, "/sizes", len - strlen(target) - 1);
-    hs_api_reply rep;
-    int rc = hs_cli_call(a, "GET", target, NULL, 0, 0, &rep);
-    if (rc) return rc;
-    if (a->json) {
-        hs_cli_print_json(rep.json);
-        hs_api_reply_clear(&rep);
-        return 0;
-    }
+    json_t *j;
     hs_sizes_result r;
-    rc = hs_cli_sizes_decode(&r, rep.json); /* takes the JSON over */
-    rep.json = NULL;
-    if (rc) {
-        fprintf(stderr, "heapstore %s: out of memory\n", a->cmd);
-        return 1;
-    }
+    int rc = hs_cli_get_json(a, target, &j);
+    if (rc || !j) return rc;
+    if (hs_cli_sizes_decode(&r, j)) return hs_cli_oom(a); /* takes j over */
     print_sizes(&r);
     hs_sizes_result_clear(&r);
     return 0;

@@ -8,7 +8,6 @@
 #include "cli_decode.h"
 #include "cli_query.h"
 #include "hs_cli.h"
-#include "hs_error.h"
 #include "hs_queries.h"
 
 static const char usage[] =
@@ -115,18 +114,16 @@ static int top_direct(const hs_cli_args *a)
     if (!(rc = hs_sel_parse_run(&p.run, a->pos[0], &err)) && (rc = top_params(a, &p, &err)))
         rc = hs_run_check(q, &p.run, &err, rc);
     if (!rc && !(rc = hs_core_top(q, &p, &r, &err))) {
-        json_t *j = a->json ? hs_api_top_json(&r) : NULL;
-        if (a->json && !j) {
-            rc = HS_ENOMEM;
-            snprintf(err.msg, sizeof err.msg, "out of memory");
-        }
-        if (j) hs_cli_print_json(j);
-        if (!a->json) print_top(&r);
-        json_decref(j);
+        if (a->json)
+            rc = hs_cli_print_own_json(a, hs_api_top_json(&r));
+        else
+            print_top(&r);
         hs_top_result_clear(&r);
+        hs_q_free(q);
+        return rc;
     }
     hs_q_free(q);
-    return rc ? hs_cli_fail(a, &err) : 0;
+    return hs_cli_fail(a, &err);
 }
 
 /* HTTP: the server's JSON, printed as it is or decoded and rendered. */
@@ -141,21 +138,11 @@ static int top_http(const hs_cli_args *a, char *target, size_t len)
     snprintf(lim, sizeof lim, "%d", HS_CLI_TOP_LIMIT);
     hs_cli_pct(target, len, a->limit ? a->limit : lim);
     hs_cli_site_params(a, target, len);
-    hs_api_reply rep;
-    int rc = hs_cli_call(a, "GET", target, NULL, 0, 0, &rep);
-    if (rc) return rc;
-    if (a->json) {
-        hs_cli_print_json(rep.json);
-        hs_api_reply_clear(&rep);
-        return 0;
-    }
+    json_t *j;
     hs_top_result r;
-    rc = hs_cli_top_decode(&r, rep.json); /* takes the JSON over */
-    rep.json = NULL;
-    if (rc) {
-        fprintf(stderr, "heapstore %s: out of memory\n", a->cmd);
-        return 1;
-    }
+    int rc = hs_cli_get_json(a, target, &j);
+    if (rc || !j) return rc;
+    if (hs_cli_top_decode(&r, j)) return hs_cli_oom(a); /* takes j over */
     print_top(&r);
     hs_top_result_clear(&r);
     return 0;
