@@ -39,9 +39,12 @@ int hs_frame_label(char *buf, size_t len, const char *name, const char *file, in
 
 void hs__collapsed_put(hs__buf *b, const char *name)
 {
-    for (const char *c = name; *c; c++) {
-        char ch = *c == ';' ? ':' : *c == ' ' ? '_' : *c;
-        hs__buf_put(b, &ch, 1);
+    for (const char *c = name; *c;) { /* spans without ';' or ' ' whole: names rarely have them */
+        size_t n = strcspn(c, "; ");
+        hs__buf_put(b, c, n);
+        if (!c[n]) break;
+        hs__buf_put(b, c[n] == ';' ? ":" : "_", 1);
+        c += n + 1;
     }
 }
 
