@@ -39,7 +39,7 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err)
     char *end;
     *out = strtod(ms, &end);
     if (!*ms || *end || !(*out >= 0 && *out <= 1))
-        return hs__err(err, 400, "min_share must be a number from 0 to 1 (not '%s')", ms);
+        return hs__err(err, HS_EINVAL, "min_share must be a number from 0 to 1 (not '%s')", ms);
     return 0;
 }
 
@@ -51,13 +51,7 @@ int hs__param_int(const hs__params *p, const char *key, int64_t def, int64_t lo,
         *out = def;
         return 0;
     }
-    char *end;
-    long long x = strtoll(v, &end, 10);
-    if (!*v || *end || x < lo || x > hi)
-        return hs__err(err, 400, "%s must be an integer from %" PRId64 " to %" PRId64 " (not '%s')",
-                       key, lo, hi, v);
-    *out = x;
-    return 0;
+    return hs__int_text(key, v, lo, hi, out, err);
 }
 
 int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err)
@@ -84,7 +78,8 @@ static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
     p->n = 0;
     if (!qs || !*qs) return 0;
     size_t len = strlen(qs);
-    if (len > MAX_QUERY) return hs__err(err, 413, "query string longer than %d bytes", MAX_QUERY);
+    if (len > MAX_QUERY)
+        return hs__err(err, HS_ETOOBIG, "query string longer than %d bytes", MAX_QUERY);
     char *w = p->buf;
     char *end = p->buf + sizeof p->buf;
     const char *s = qs;
@@ -92,16 +87,17 @@ static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
         const char *amp = strchr(s, '&');
         size_t n = amp ? (size_t)(amp - s) : strlen(s);
         if (n) {
-            if (p->n == MAX_PARAMS) return hs__err(err, 400, "more than %d parameters", MAX_PARAMS);
+            if (p->n == MAX_PARAMS)
+                return hs__err(err, HS_EINVAL, "more than %d parameters", MAX_PARAMS);
             const char *eq = memchr(s, '=', n);
             size_t kl = eq ? (size_t)(eq - s) : n;
             long a = hs_pct_decode(w, (size_t)(end - w), s, kl, HS_PCT_PLUS);
-            if (a < 0) return hs__err(err, 400, "malformed query string");
+            if (a < 0) return hs__err(err, HS_EINVAL, "malformed query string");
             p->k[p->n] = w;
             w += a + 1;
             long b = eq ? hs_pct_decode(w, (size_t)(end - w), eq + 1, n - kl - 1, HS_PCT_PLUS)
                         : hs_pct_decode(w, (size_t)(end - w), "", 0, HS_PCT_PLUS);
-            if (b < 0) return hs__err(err, 400, "malformed query string");
+            if (b < 0) return hs__err(err, HS_EINVAL, "malformed query string");
             p->v[p->n++] = w;
             w += b + 1;
         }
@@ -118,13 +114,29 @@ void hs_api_reply_clear(hs_api_reply *r)
     memset(r, 0, sizeof *r);
 }
 
+/* HS_E code -> HTTP status and the API's error code (docs/api.md). A query
+ * stopped at its time limit is the asker's to shorten: 400. */
+static const struct {
+    int code, status;
+    const char *name;
+} http_errors[] = {
+    {HS_EINVAL, 400, "bad_request"},  {HS_ETIMEOUT, 400, "timeout"},
+    {HS_EAUTH, 401, "unauthorized"},  {HS_ENOENT, 404, "not_found"},
+    {HS_ENOTSUP, 405, "bad_request"}, {HS_ETOOBIG, 413, "too_large"},
+};
+
 void hs_api_error(hs_api_reply *out, const hs_qerr *err)
 {
     hs_api_reply_clear(out);
-    out->status = err->status ? err->status : 500;
+    out->status = 500;
+    const char *name = "internal";
+    for (size_t i = 0; i < HS_COUNTOF(http_errors); i++)
+        if (http_errors[i].code == err->code) {
+            out->status = http_errors[i].status;
+            name = http_errors[i].name;
+        }
     out->content_type = "application/json";
-    out->json = json_pack("{s:{s:s,s:s}}", "error", "code", err->code ? err->code : "internal",
-                          "message", err->msg);
+    out->json = json_pack("{s:{s:s,s:s}}", "error", "code", name, "message", err->msg);
 }
 
 static void reply_json(hs_api_reply *out, json_t *j)
@@ -134,148 +146,345 @@ static void reply_json(hs_api_reply *out, json_t *j)
     out->json = j;
 }
 
-/* Resolves a run selector given in a path segment (percent-encoded). */
-static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs_qerr *err)
+/* Parses a run selector given in a path segment (percent-encoded). */
+static int run_sel_segment(const char *seg, size_t n, hs_run_sel *sel, hs_qerr *err)
 {
     char dec[2100];
     if (hs_pct_decode(dec, sizeof dec, seg, n, HS_PCT_PLUS) < 0)
-        return hs__err(err, 400, "malformed run selector in the path");
+        return hs__err(err, HS_EINVAL, "malformed run selector in the path");
+    return hs_sel_parse_run(sel, dec, err);
+}
+
+/* Resolves a run selector given in a path segment (percent-encoded). */
+static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs_qerr *err)
+{
     hs_run_sel sel;
-    char msg[300];
-    if (hs_sel_parse_run(&sel, dec, msg, sizeof msg)) return hs__err(err, 400, "%s", msg);
-    return hs__run_resolve(q, &sel, run, err);
+    int rc = run_sel_segment(seg, n, &sel, err);
+    return rc ? rc : hs__run_resolve(q, &sel, run, err);
+}
+
+/* ---- typed results as JSON ------------------------------------------------ */
+
+static json_t *qstack_json(const hs_qstack *st)
+{
+    json_t *a = json_array();
+    for (int i = 0; a && i < st->n; i++) {
+        const hs_qframe *f = &st->frames[i];
+        json_array_append_new(a,
+                              json_pack("{s:s,s:s,s:I,s:s}", "function", f->name, "file", f->file,
+                                        "line", (json_int_t)f->line, "module", f->module));
+    }
+    return a;
+}
+
+/* row's "stack", "site_index" and, for a stack cut short, "stack_depth". */
+static void row_stack_json(json_t *row, const hs_qstack *st)
+{
+    json_object_set_new(row, "stack", qstack_json(st));
+    json_object_set_new(row, "site_index", json_integer(st->site));
+    if (st->depth > st->n) json_object_set_new(row, "stack_depth", json_integer(st->depth));
+}
+
+static json_t *top_row_json(const hs_top_result *r, const hs_top_row *w)
+{
+    json_t *row = json_pack("{s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:f}", "name", w->frame.name,
+                            "file", w->frame.file, "line", (json_int_t)w->frame.line, "module",
+                            w->frame.module, "trace", (json_int_t)w->trace, "self_bytes",
+                            (json_int_t)w->self_bytes, "self_count", (json_int_t)w->self_count,
+                            "total_bytes", (json_int_t)w->total_bytes, "total_count",
+                            (json_int_t)w->total_count, "share", w->share);
+    if (row && r->by != HS_GROUP_FUNCTION) row_stack_json(row, &w->stack);
+    return row;
+}
+
+json_t *hs_api_top_json(const hs_top_result *r)
+{
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < r->nrows; i++)
+        if (json_array_append_new(rows, top_row_json(r, &r->rows[i]))) {
+            json_decref(rows);
+            return NULL;
+        }
+    json_t *cut = json_null();
+    if (r->frames_cut || r->stacks_omitted || r->bytes_cut)
+        cut = json_pack("{s:o,s:I,s:I,s:I,s:b}", "max_frames",
+                        r->frames_cut ? json_integer(r->max_frames) : json_null(), "stacks",
+                        (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes,
+                        "rows", (json_int_t)r->rows_cut, "answer_bytes", r->bytes_cut);
+    return json_pack("{s:O,s:s,s:I,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", (json_t *)r->run.record,
+                     "at", r->at, "at_ns", (json_int_t)r->at_ns, "by", hs_group_name(r->by),
+                     "total_bytes", (json_int_t)r->total_bytes, "total_count",
+                     (json_int_t)r->total_count, "rows_total", (json_int_t)r->rows_total, "rows",
+                     rows, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+}
+
+static json_t *leak_row_json(const hs_leak_row *w, int growing)
+{
+    json_t *row = json_pack("{s:s,s:s,s:I,s:I}", "name", w->site.name, "file", w->site.file, "line",
+                            (json_int_t)w->site.line, "trace", (json_int_t)w->trace);
+    if (!row) return NULL;
+    row_stack_json(row, &w->stack);
+    if (!growing) {
+        json_object_set_new(row, "bytes", json_integer(w->bytes));
+        json_object_set_new(row, "count", json_integer(w->count));
+        json_object_set_new(row, "share", json_real(w->share));
+        return row;
+    }
+    json_object_set_new(row, "slope_bytes_per_s", json_real(w->slope));
+    json_object_set_new(row, "r2", json_real(w->r2));
+    json_object_set_new(row, "steadiness", json_real(w->steady));
+    json_object_set_new(row, "span", json_real(w->span));
+    json_object_set_new(row, "end_bytes", json_integer(w->end_bytes));
+    json_object_set_new(row, "score", json_real(w->score));
+    return row;
+}
+
+static json_t *leak_rows_json(const hs_leak_row *rows, size_t n, int growing)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        if (json_array_append_new(a, leak_row_json(&rows[i], growing))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+json_t *hs_api_leaks_json(const hs_leaks_result *r)
+{
+    json_t *cut = json_null();
+    if (r->frames_cut || r->bytes_cut)
+        cut = json_pack("{s:o,s:b}", "max_frames",
+                        r->frames_cut ? json_integer(r->max_frames) : json_null(), "answer_bytes",
+                        r->bytes_cut);
+    return json_pack("{s:O,s:I,s:I,s:I,s:o,s:o,s:o,s:O}", "run", (json_t *)r->run.record, "at_ns",
+                     (json_int_t)r->at_ns, "total_bytes", (json_int_t)r->total_bytes, "total_count",
+                     (json_int_t)r->total_count, "live_at_end",
+                     leak_rows_json(r->live, r->nlive, 0), "growing",
+                     leak_rows_json(r->growing, r->ngrowing, 1), "truncated", cut, "sampling",
+                     (json_t *)r->run.sampling);
+}
+
+static int api_leaks(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                     hs_qerr *err)
+{
+    static const char *const keys[] = {"site", "wrappers", "limit", "max_frames"};
+    hs_leaks_params p;
+    hs_leaks_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_leaks_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_leaks_result r;
+    if ((rc = hs_core_leaks(q, &p, &r, err))) return rc;
+    *out = hs_api_leaks_json(&r);
+    hs_leaks_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
+json_t *hs_api_sizes_json(const hs_sizes_result *r)
+{
+    json_t *buckets = json_array();
+    for (size_t i = 0; buckets && i < r->nbuckets; i++) {
+        const hs_qsize_bucket *b = &r->buckets[i];
+        if (json_array_append_new(
+                buckets, json_pack("{s:I,s:I,s:I,s:I,s:I}", "bucket", (json_int_t)b->bucket, "lo",
+                                   (json_int_t)b->lo, "hi", (json_int_t)b->hi, "allocs",
+                                   (json_int_t)b->allocs, "bytes", (json_int_t)b->bytes))) {
+            json_decref(buckets);
+            return NULL;
+        }
+    }
+    return json_pack("{s:O,s:o,s:I,s:I,s:I,s:s,s:O}", "run", (json_t *)r->run.record, "buckets",
+                     buckets, "total_allocs", (json_int_t)r->total_allocs, "total_bytes",
+                     (json_int_t)r->total_bytes, "suggested_sample_bytes",
+                     (json_int_t)r->suggested_sample_bytes, "reason", r->reason, "sampling",
+                     (json_t *)r->run.sampling);
+}
+
+static int api_sizes(hs_q *q, const char *seg, size_t n, json_t **out, hs_qerr *err)
+{
+    hs_run_sel sel;
+    hs_sizes_result r;
+    int rc = run_sel_segment(seg, n, &sel, err);
+    if (rc || (rc = hs_core_sizes(q, &sel, &r, err))) return rc;
+    *out = hs_api_sizes_json(&r);
+    hs_sizes_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
+/* GET /api/runs/RUN/top: the query's parameters, typed, in the order the
+ * API has always checked them; the core's answer as JSON. */
+static int api_top(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                   hs_qerr *err)
+{
+    static const char *const keys[] = {"site", "wrappers", "by", "limit", "max_frames", "at"};
+    hs_top_params p;
+    hs_top_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_top_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_top_result r;
+    if (rc || (rc = hs_core_top(q, &p, &r, err))) return rc;
+    *out = hs_api_top_json(&r);
+    hs_top_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
 
-void hs_api_handle(hs_q *q, const char *method, const char *target, const char *body,
-                   size_t body_len, hs_api_reply *out)
+static json_t *api_health(const hs_q *q)
 {
-    hs_qerr err = {0};
-    hs__params *params = NULL;
-    hs__run run = {0};
+    char why[256] = "", msg[4400];
+    int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
+    if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
+    return json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version", HEAPSTORE_VERSION, "schema",
+                     hs_schema_version(), "database", q != NULL, "read_only", ro,
+                     "read_only_reason", ro ? msg : NULL);
+}
+
+/* The views not yet on the typed core, over a resolved run. */
+static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *format,
+                        const hs__params *params, hs_api_reply *out, hs_qerr *err)
+{
     json_t *j = NULL;
-    int rc = 0;
-    char path[2048];
-    memset(out, 0, sizeof *out);
-
-    const char *qm = strchr(target, '?');
-    size_t plen = qm ? (size_t)(qm - target) : strlen(target);
-    if (plen >= sizeof path) {
-        hs__err(&err, 413, "request path longer than %zu bytes", sizeof path);
-        goto fail;
+    int rc;
+    if (!view) {
+        reply_json(out, json_pack("{s:O}", "run", run->info));
+        return 0;
     }
-    memcpy(path, target, plen);
-    path[plen] = '\0';
-    while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
-    if (!(params = malloc(sizeof *params))) {
-        hs__err(&err, 500, "out of memory");
-        goto fail;
+    if (!strcmp(view, "export"))
+        return hs__export(q, run, params, format ? format : "pprof", out, err);
+    if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
+        return hs__export(q, run, params, format, out, err);
+    if (format && !strcmp(view, "history")) {
+        if (strcmp(format, "csv"))
+            return hs__err(err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
+        return hs__history_csv(q, run, out, err);
     }
-    if ((rc = params_parse(params, qm ? qm + 1 : NULL, &err))) goto fail;
-    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    if (format) return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
+    rc = !strcmp(view, "history") ? hs__view_history(q, run, params, &j, err)
+                                  : hs__view_flame(q, run, params, &j, err);
+    if (!rc) reply_json(out, j);
+    return rc;
+}
 
+/* GET /api/runs/RUN[/VIEW]: path is what follows "/api/runs/" in full. */
+static int api_run_route(hs_q *q, const char *method, const char *full, const hs__params *params,
+                         hs_api_reply *out, hs_qerr *err)
+{
+    const char *path = full + 10;
+    const char *slash = strchr(path, '/');
+    size_t seglen = slash ? (size_t)(slash - path) : strlen(path);
+    const char *view = slash ? slash + 1 : NULL;
+    size_t i = 0;
+    while (view && i < HS_COUNTOF(run_views) && strcmp(view, run_views[i])) i++;
+    if (i == HS_COUNTOF(run_views))
+        return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, full);
+    const char *format = hs__param(params, "format");
+    if (format && !strcmp(format, "json")) format = NULL;
+    json_t *j = NULL;
+    int rc;
+    if (view && !format &&
+        (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
+        rc = !strcmp(view, "top")     ? api_top(q, path, seglen, params, &j, err)
+             : !strcmp(view, "leaks") ? api_leaks(q, path, seglen, params, &j, err)
+                                      : api_sizes(q, path, seglen, &j, err);
+        if (!rc) reply_json(out, j);
+        return rc;
+    }
+    hs__run run = {0};
+    if (!(rc = run_from_segment(q, path, seglen, &run, err)))
+        rc = api_run_view(q, &run, view, format, params, out, err);
+    hs__run_clear(&run);
+    return rc;
+}
+
+/* After a request: no read transaction left open, and what a big request
+ * used given back. */
+static void api_request_end(hs_q *q)
+{
+    /* An idle pooled connection must not hold a read transaction open (it
+     * would pin an old snapshot and keep the WAL from being checkpointed). */
+    for (int i = 0; i < ST__COUNT; i++)
+        if (q->st[i]) sqlite3_reset(q->st[i]);
+    /* Give back what a big request used: the caches past what an idle
+     * connection keeps, and malloc's free pages (glibc keeps them, and
+     * raises its mmap threshold after a big free, so that two big requests
+     * in a row would otherwise each leave hundreds of MB held). */
+    if (hs__cache_trim(q) || q->node_misses > BIG_REQUEST_NODES) {
+        malloc_trim(0);
+        q->big = 1;
+    }
+}
+
+/* The routes of docs/api.md for a parsed request. */
+static int api_route(hs_q *q, const char *method, const char *path, const hs__params *params,
+                     const char *body, size_t body_len, hs_api_reply *out, hs_qerr *err)
+{
+    int is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), rc;
+    json_t *j = NULL;
     if (!strcmp(path, "/api/health")) {
         if (!is_get) goto bad_method;
-        char why[256] = "", msg[4400];
-        int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
-        if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
-        reply_json(out, json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version",
-                                  HEAPSTORE_VERSION, "schema", hs_schema_version(), "database",
-                                  q != NULL, "read_only", ro, "read_only_reason", ro ? msg : NULL));
-        goto done;
+        reply_json(out, api_health(q));
+        return 0;
     }
-    if (!q) {
-        hs__err(&err, 500, "the database cannot be opened");
-        goto fail;
-    }
+    if (!q) return hs__err(err, HS_EDB, "the database cannot be opened");
     /* the last big answer was freed after its request returned */
     if (hs__cache_trim(q) || q->big) malloc_trim(0);
     q->big = 0;
     q->node_misses = 0;
     if (!strcmp(path, "/api/sql")) {
         if (strcmp(method, "POST")) goto bad_method;
-        if ((rc = hs__view_sql(q, body, body_len, &j, &err))) goto fail;
-        reply_json(out, j);
-        goto done;
+        if (!(rc = hs__view_sql(q, body, body_len, &j, err))) reply_json(out, j);
+        return rc;
     }
     if (!is_get) goto bad_method;
-    if ((rc = hs__site_rules(q, params, &err))) goto fail;
+    if ((rc = hs__site_rules(q, params, err))) return rc;
     if (!strcmp(path, "/api/runs")) {
-        if ((rc = hs__view_runs(q, params, &j, &err))) goto fail;
-        reply_json(out, j);
-        goto done;
+        if (!(rc = hs__view_runs(q, params, &j, err))) reply_json(out, j);
+        return rc;
     }
-    if (!strcmp(path, "/api/diff")) {
-        if ((rc = hs__view_diff(q, params, out, &err))) goto fail;
-        goto done;
-    }
-    if (!strncmp(path, "/api/runs/", 10)) {
-        const char *seg = path + 10;
-        const char *slash = strchr(seg, '/');
-        size_t seglen = slash ? (size_t)(slash - seg) : strlen(seg);
-        const char *view = slash ? slash + 1 : NULL;
-        if (view) {
-            size_t i;
-            for (i = 0; i < HS_COUNTOF(run_views); i++)
-                if (!strcmp(view, run_views[i])) break;
-            if (i == HS_COUNTOF(run_views)) goto no_route;
-        }
-        if ((rc = run_from_segment(q, seg, seglen, &run, &err))) goto fail;
-        const char *format = hs__param(params, "format");
-        if (format && !strcmp(format, "json")) format = NULL;
-        if (!view) {
-            reply_json(out, json_pack("{s:O}", "run", run.info));
-        } else if (!strcmp(view, "export")) {
-            rc = hs__export(q, &run, params, format ? format : "pprof", out, &err);
-        } else if (format && (!strcmp(view, "top") || !strcmp(view, "flame"))) {
-            rc = hs__export(q, &run, params, format, out, &err);
-        } else if (format && !strcmp(view, "history")) {
-            if (strcmp(format, "csv")) {
-                hs__err(&err, 400, "history formats: json, csv (not '%s')", format);
-                goto fail;
-            }
-            rc = hs__history_csv(q, &run, out, &err);
-        } else if (format) {
-            hs__err(&err, 400, "%s has no format '%s'", view, format);
-            goto fail;
-        } else {
-            int (*fn)(hs_q *, hs__run *, const hs__params *, json_t **, hs_qerr *) =
-                !strcmp(view, "history") ? hs__view_history
-                : !strcmp(view, "top")   ? hs__view_top
-                : !strcmp(view, "flame") ? hs__view_flame
-                : !strcmp(view, "leaks") ? hs__view_leaks
-                                         : hs__view_sizes;
-            if (!(rc = fn(q, &run, params, &j, &err))) reply_json(out, j);
-        }
-        if (rc) goto fail;
-        goto done;
-    }
-no_route:
-    hs__err(&err, 404, "no such endpoint: %s %s (see docs/api.md)", method, path);
-    goto fail;
+    if (!strcmp(path, "/api/diff")) return hs__view_diff(q, params, out, err);
+    if (!strncmp(path, "/api/runs/", 10)) return api_run_route(q, method, path, params, out, err);
+    return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
 bad_method:
-    hs__err(&err, 405, "method %s is not allowed on %s", method, path);
-    err.code = "bad_request";
-fail:
-    hs_api_error(out, &err);
-done:
+    return hs__err(err, HS_ENOTSUP, "method %s is not allowed on %s", method, path);
+}
+
+void hs_api_handle(hs_q *q, const char *method, const char *target, const char *body,
+                   size_t body_len, hs_api_reply *out)
+{
+    hs_qerr err = {0};
+    hs__params *params = NULL;
+    char path[2048];
+    int rc;
+    memset(out, 0, sizeof *out);
+    const char *qm = strchr(target, '?');
+    size_t plen = qm ? (size_t)(qm - target) : strlen(target);
+    if (plen >= sizeof path) {
+        rc = hs__err(&err, HS_ETOOBIG, "request path longer than %zu bytes", sizeof path);
+    } else if (!(params = malloc(sizeof *params))) {
+        rc = hs__err(&err, HS_ENOMEM, "out of memory");
+    } else {
+        memcpy(path, target, plen);
+        path[plen] = '\0';
+        while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
+        rc = params_parse(params, qm ? qm + 1 : NULL, &err);
+        if (!rc) rc = api_route(q, method, path, params, body, body_len, out, &err);
+    }
+    if (rc) hs_api_error(out, &err);
     if (out->status == 200 && out->json == NULL && out->body == NULL) {
-        hs__err(&err, 500, "out of memory");
+        hs__err(&err, HS_ENOMEM, "out of memory");
         hs_api_error(out, &err);
     }
-    hs__run_clear(&run);
     free(params);
-    /* An idle pooled connection must not hold a read transaction open (it
-     * would pin an old snapshot and keep the WAL from being checkpointed). */
-    for (int i = 0; q && i < ST__COUNT; i++)
-        if (q->st[i]) sqlite3_reset(q->st[i]);
-    /* Give back what a big request used: the caches past what an idle
-     * connection keeps, and malloc's free pages (glibc keeps them, and
-     * raises its mmap threshold after a big free, so that two big requests
-     * in a row would otherwise each leave hundreds of MB held). */
-    if (q && (hs__cache_trim(q) || q->node_misses > BIG_REQUEST_NODES)) {
-        malloc_trim(0);
-        q->big = 1;
-    }
+    if (q) api_request_end(q);
 }

@@ -30,7 +30,7 @@ typedef struct dnode { /* differential flame node, children linked */
 typedef struct dctx {
     hs_q *q;
     hs_qerr *err;
-    int mode; /* 0 stack, 1 site, 2 function */
+    hs_group by;
     hs__smap keys;
     drow *rows;
     size_t n, cap;
@@ -106,22 +106,22 @@ static int add_state(dctx *c, hs__state *s, int side)
         c->stamp++;
         int site = hs__site_index(c->q, lv->trace, frames, d, c->err);
         if (site < 0) return site;
-        int lo = c->mode == 2 ? 0 : c->mode == 1 ? site : 0, hi = c->mode == 2 ? d : lo + 1;
+        int lo = c->by == HS_GROUP_SITE ? site : 0, hi = c->by == HS_GROUP_FUNCTION ? d : lo + 1;
         for (int k = lo; k < hi; k++) {
             c->key.n = 0;
             const char *name = fr[k]->name;
-            if (c->mode == 0) { /* the whole stack, root first, named by its site */
+            if (c->by == HS_GROUP_STACK) { /* the whole stack, root first, named by its site */
                 for (int j = d - 1; j >= 0; j--) {
-                    hs__buf_put(&c->key, fr[j]->name, strlen(fr[j]->name));
+                    hs__collapsed_put(&c->key, fr[j]->name);
                     if (j) hs__buf_put(&c->key, ";", 1);
                 }
                 name = fr[site]->name;
             } else {
                 hs__buf_put(&c->key, name, strlen(name));
             }
-            if (c->key.oom) return hs__err(c->err, 500, "out of memory");
+            if (c->key.oom) return hs__err(c->err, HS_ENOMEM, "out of memory");
             size_t r = drow_get(c, c->key.p, c->key.n, name);
-            if (r == NONE) return hs__err(c->err, 500, "out of memory");
+            if (r == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
             drow *row = &c->rows[r];
             if (row->seen == c->stamp) continue;
             row->seen = c->stamp;
@@ -143,7 +143,7 @@ static int add_state(dctx *c, hs__state *s, int side)
         c->t[0].b_bytes += side == 1 ? lv->bytes : 0;
         for (int j = d - 1; j >= 0; j--) {
             node = tnode_get(c, node, fr[j]->name);
-            if (node == NONE) return hs__err(c->err, 500, "out of memory");
+            if (node == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
             if (side == 0)
                 c->t[node].a_bytes += lv->bytes;
             else
@@ -196,12 +196,12 @@ static int side_parse(hs_q *q, const hs__params *p, const char *key, hs__run *ru
                       hs__state *s, hs_qerr *err)
 {
     const char *v = hs__param(p, key);
-    if (!v) return hs__err(err, 400, "diff needs %s=RUN@T", key);
+    if (!v) return hs__err(err, HS_EINVAL, "diff needs %s=RUN@T", key);
     hs_run_sel rs;
     hs_t_sel ts;
-    char msg[300];
-    if (hs_sel_parse_at(&rs, &ts, v, "end", msg, sizeof msg))
-        return hs__err(err, 400, "%s: %s", key, msg);
+    hs_qerr sel;
+    if (hs_sel_parse_at(&rs, &ts, v, HS_DIFF_AT, &sel))
+        return hs__err(err, HS_EINVAL, "%s: %s", key, sel.msg);
     int rc = hs__run_resolve(q, &rs, run, err);
     if (!rc) rc = hs__at_resolve(q, run, &ts, at, err);
     if (!rc) rc = hs__state_at(q, run, at, s, err);
@@ -215,25 +215,25 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
     hs__state sa = {0}, sb = {0};
     dctx c = {.q = q, .err = err};
     json_t *rows = NULL;
-    int64_t limit = 100;
+    int64_t limit = HS_DIFF_LIMIT;
     int rc, max_frames, frames_cut = 0;
     const char *by = hs__param(p, "by");
     if (!by) by = "stack";
-    c.mode = !strcmp(by, "stack") ? 0 : !strcmp(by, "site") ? 1 : !strcmp(by, "function") ? 2 : -1;
-    if (c.mode < 0) return hs__err(err, 400, "by must be stack, site or function (not '%s')", by);
+    if (hs_group_parse(by, &c.by))
+        return hs__err(err, HS_EINVAL, "by must be stack, site or function (not '%s')", by);
     const char *ls = hs__param(p, "limit");
     if (ls) {
         char *end;
         limit = strtoll(ls, &end, 10);
         if (!*ls || *end || limit < 1 || limit > 1000000)
-            return hs__err(err, 400, "limit must be an integer from 1 to 1000000");
+            return hs__err(err, HS_EINVAL, "limit must be an integer from 1 to 1000000");
     }
     if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
     const char *format = hs__param(p, "format");
     if (format && strcmp(format, "json") && strcmp(format, "collapsed"))
-        return hs__err(err, 400, "diff formats: json, collapsed (not '%s')", format);
+        return hs__err(err, HS_EINVAL, "diff formats: json, collapsed (not '%s')", format);
     int collapsed = format && !strcmp(format, "collapsed");
-    if (collapsed) c.mode = 0;
+    if (collapsed) c.by = HS_GROUP_STACK;
     if ((rc = side_parse(q, p, "a", &ra, &aa, &sa, err))) goto out;
     if ((rc = side_parse(q, p, "b", &rb, &ab, &sb, err))) goto out;
     if (tnode_get(&c, NONE, "all") == NONE) goto oom;
@@ -270,7 +270,8 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
                                 (json_int_t)r->a_count, "b_count", (json_int_t)r->b_count,
                                 "delta_count", (json_int_t)(r->b_count - r->a_count));
         if (!row) goto oom;
-        if (c.mode != 2 && (rc = hs__row_stack(q, row, r->trace, max_frames, &frames_cut, err))) {
+        if (c.by != HS_GROUP_FUNCTION &&
+            (rc = hs__row_stack(q, row, r->trace, max_frames, &frames_cut, err))) {
             json_decref(row);
             goto out;
         }
@@ -308,7 +309,7 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
     rc = 0;
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     json_decref(rows);
     hs__smap_free(&c.keys);

@@ -109,12 +109,12 @@ static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
     if (x->seen.count + fresh > XSET_MAX_FRAMES) return 1;
     for (int k = 0; k < d; k++)
         if (hs__map_put(&x->seen, (uint64_t)frames[k], 1))
-            return hs__err(err, 500, "out of memory");
+            return hs__err(err, HS_ENOMEM, "out of memory");
     x->cut += (size_t)cut;
     if (x->n == x->cap) {
         x->cap = x->cap ? x->cap * 2 : 256;
         xtrace *np = realloc(x->t, x->cap * sizeof *np);
-        if (!np) return hs__err(err, 500, "out of memory");
+        if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
         x->t = np;
     }
     xtrace *t = &x->t[x->n];
@@ -125,7 +125,7 @@ static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
     t->frames = malloc((size_t)(d ? d : 1) * sizeof *t->frames);
     if (!t->frames || hs__map_put(&x->idx, (uint64_t)trace, x->n)) {
         free(t->frames);
-        return hs__err(err, 500, "out of memory");
+        return hs__err(err, HS_ENOMEM, "out of memory");
     }
     memcpy(t->frames, frames, (size_t)d * sizeof *frames);
     *ix = x->n++;
@@ -164,7 +164,7 @@ static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_q
     while ((s = sqlite3_step(st)) == SQLITE_ROW)
         if (hs__map_put(&stacks, (uint64_t)sqlite3_column_int64(st, 0),
                         (uint64_t)sqlite3_column_int64(st, 1))) {
-            rc = hs__err(err, 500, "out of memory");
+            rc = hs__err(err, HS_ENOMEM, "out of memory");
             goto out;
         }
     sqlite3_reset(st);
@@ -203,7 +203,7 @@ static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_q
     goto out;
 corrupt:
     sqlite3_reset(st);
-    rc = hs__err(err, 500, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
+    rc = hs__err(err, HS_EDB, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
                  hs_strerror(more));
 out:
     hs__map_free(&stacks);
@@ -216,7 +216,7 @@ static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const ch
 {
     if (b->oom) {
         free(b->p);
-        return hs__err(err, 500, "out of memory");
+        return hs__err(err, HS_ENOMEM, "out of memory");
     }
     if (!b->p) hs__buf_put(b, "", 0);
     out->status = 200;
@@ -263,11 +263,7 @@ static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *o
         for (int j = t->depth - 1; j >= 0; j--) {
             const hs__frame *f = hs__frame_get(q, t->frames[j], err);
             if (!f) goto out;
-            /* ';' separates frames and the last ' ' the count: keep them out of names */
-            for (const char *c = f->name; *c; c++) {
-                char ch = *c == ';' ? ':' : *c == ' ' ? '_' : *c;
-                hs__buf_put(&key, &ch, 1);
-            }
+            hs__collapsed_put(&key, f->name);
             if (j) hs__buf_put(&key, ";", 1);
         }
         if (key.oom) goto oom;
@@ -297,7 +293,7 @@ static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *o
     b.p = NULL;
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     free(b.p);
     free(key.p);
@@ -532,7 +528,7 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
     gz.p = NULL;
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     for (size_t i = 0; i < nmaps; i++) {
         free(maps[i].path);
@@ -643,7 +639,7 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     b.p = NULL;
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     free(b.p);
     hs__map_free(&fidx);
@@ -764,7 +760,7 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
     b.p = NULL;
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     free(b.p);
     free(nodes);
@@ -783,17 +779,17 @@ int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, h
                : !strcmp(format, "dot")        ? 3
                                                : -1;
     if (kind < 0)
-        return hs__err(err, 400, "format must be pprof, speedscope, collapsed or dot (not '%s')",
-                       format);
+        return hs__err(err, HS_EINVAL,
+                       "format must be pprof, speedscope, collapsed or dot (not '%s')", format);
     double min_share;
     int rc = hs__min_share_param(p, &min_share, err);
     if (rc) return rc;
     if (hs__param(p, "min_share") && kind != 0)
-        return hs__err(err, 400,
+        return hs__err(err, HS_EINVAL,
                        "min_share applies to the flame graph and collapsed stacks, not to %s",
                        format);
     hs__at at;
-    if ((rc = hs__at_param(q, run, p, "peak", &at, err))) return rc;
+    if ((rc = hs__at_param(q, run, p, HS_EXPORT_AT, &at, err))) return rc;
     hs__state s;
     if ((rc = hs__state_at(q, run, &at, &s, err))) return rc;
     xset x = {0};

@@ -1,11 +1,13 @@
-/* hs_queries: the one implementation of heapstore's questions.
+/* hs_queries: the JSON API of heapstore's questions, over the typed core.
  *
  * Everything people ask about stored runs (runs, history, top, flame, diff,
- * leaks, sizes, exports, read-only SQL) is answered here, over a read-only
- * SQLite connection, as jansson values or as files. The HTTP API
- * (server/http.c) and the CLI's direct mode both call hs_api_handle() with
- * the same request (method, "/api/…?query", body), so the two cannot give
- * different answers; the CLI's HTTP mode sends that request to a server.
+ * leaks, sizes, exports, read-only SQL) is answered by queries/, over a
+ * read-only SQLite connection; hs_core.h is the typed core, and this header
+ * its JSON adapter: hs_api_handle() takes a request of docs/api.md (method,
+ * "/api/…?query", body) and answers JSON or a file with an HTTP status. The
+ * server's HTTP layer (server/http.c) calls it; the CLI calls the core in
+ * its direct mode, and the adapter's JSON encoders for --json, so both give
+ * the same answers.
  *
  * Every answer is bounded whatever the data (nodes, rows, frames per stack,
  * bytes; docs/api.md says how, and each answer says what it left out), and
@@ -25,57 +27,7 @@
 
 #include <jansson.h>
 
-typedef struct hs_q hs_q;
-
-/* An error for a person, with the HTTP status and the API's error code. */
-typedef struct hs_qerr {
-    int status;       /* 400, 401, 404, 408, 413, 500 … */
-    const char *code; /* "bad_request", "not_found", "timeout", "too_large", … */
-    char msg[512];
-} hs_qerr;
-
-/* Opens db_path read-only. Returns 0 or an HS_E code with err filled. */
-int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err);
-void hs_q_free(hs_q *q);
-
-/* ---- selectors (pure) ---------------------------------------------------- */
-
-#define HS_SEL_MAX_KV 16
-
-enum hs_run_sel_kind {
-    HS_RUNSEL_ID,     /* digits: a run id (or, if no such id, a uuid prefix) */
-    HS_RUNSEL_UUID,   /* hex: a unique prefix of a run's uuid */
-    HS_RUNSEL_LATEST, /* "latest" */
-    HS_RUNSEL_MATCH,  /* key=value[,key=value…][,latest]: the newest match */
-};
-
-typedef struct hs_run_sel {
-    int kind;
-    int64_t id;
-    char hex[33];
-    int nkv;
-    struct {
-        char key[64];
-        char value[256];
-    } kv[HS_SEL_MAX_KV];
-} hs_run_sel;
-
-/* END is the end of the program's main code where the run knows it (a
- * Python program: before its interpreter's teardown), else the process's
- * end; EXIT is always the process's end. */
-enum hs_t_sel_kind { HS_TSEL_SECONDS, HS_TSEL_PEAK, HS_TSEL_END, HS_TSEL_EXIT };
-
-typedef struct hs_t_sel {
-    int kind;
-    int64_t ns; /* HS_TSEL_SECONDS: nanoseconds from the run's start */
-} hs_t_sel;
-
-/* Each returns 0 or HS_EINVAL with a sentence in err (errlen bytes). */
-int hs_sel_parse_run(hs_run_sel *out, const char *s, char *err, size_t errlen);
-int hs_sel_parse_t(hs_t_sel *out, const char *s, char *err, size_t errlen);
-/* "RUN@T"; T defaults to def (e.g. "end") when there is no '@'. */
-int hs_sel_parse_at(hs_run_sel *run, hs_t_sel *t, const char *s, const char *def, char *err,
-                    size_t errlen);
+#include "hs_core.h"
 
 /* ---- the API -------------------------------------------------------------- */
 
@@ -97,7 +49,16 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
                    size_t body_len, hs_api_reply *out);
 void hs_api_reply_clear(hs_api_reply *r);
 
-/* The error body of docs/api.md for err, with out->status set. */
+/* The error body of docs/api.md for err, with out->status set: the one
+ * place where an HS_E code becomes an HTTP status and an API error code. */
 void hs_api_error(hs_api_reply *out, const hs_qerr *err);
+
+/* The JSON of docs/api.md for a typed result (a new reference, NULL when
+ * out of memory): what /api/runs/RUN/top answers. */
+json_t *hs_api_top_json(const hs_top_result *r);
+/* … /api/runs/RUN/leaks … */
+json_t *hs_api_leaks_json(const hs_leaks_result *r);
+/* … and /api/runs/RUN/sizes. */
+json_t *hs_api_sizes_json(const hs_sizes_result *r);
 
 #endif

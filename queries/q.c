@@ -130,40 +130,20 @@ void hs__buf_printf(hs__buf *b, const char *fmt, ...)
 
 /* ---- errors --------------------------------------------------------------- */
 
-int hs__err(hs_qerr *err, int status, const char *fmt, ...)
+int hs__err(hs_qerr *err, int code, const char *fmt, ...)
 {
-    int rc;
-    switch (status) {
-    case 400:
-        err->code = "bad_request", rc = HS_EINVAL;
-        break;
-    case 401:
-        err->code = "unauthorized", rc = HS_EAUTH;
-        break;
-    case 404:
-        err->code = "not_found", rc = HS_ENOENT;
-        break;
-    case 408:
-        err->code = "timeout", rc = HS_ETIMEOUT;
-        break;
-    case 413:
-        err->code = "too_large", rc = HS_ETOOBIG;
-        break;
-    default:
-        err->code = "internal", rc = HS_EDB;
-        break;
-    }
-    err->status = status;
+    assert(code < 0);
+    err->code = code;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err->msg, sizeof err->msg, fmt, ap);
     va_end(ap);
-    return rc;
+    return code;
 }
 
 int hs__dberr(hs_q *q, hs_qerr *err)
 {
-    return hs__err(err, 500, "database error: %s", q ? sqlite3_errmsg(q->db) : "no connection");
+    return hs__err(err, HS_EDB, "database error: %s", q ? sqlite3_errmsg(q->db) : "no connection");
 }
 
 /* ---- statements ----------------------------------------------------------- */
@@ -253,14 +233,14 @@ int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
     hs_q *q = calloc(1, sizeof *q);
     if (!q || !(q->path = strdup(db_path))) {
         free(q);
-        return hs__err(err, 500, "out of memory");
+        return hs__err(err, HS_ENOMEM, "out of memory");
     }
     char msg[400];
     int rc = hs_schema_open(&q->db, db_path, HS_SCHEMA_READONLY, msg, sizeof msg);
     if (rc) {
         free(q->path);
         free(q);
-        hs__err(err, 500, "%s", msg);
+        hs__err(err, HS_EDB, "%s", msg);
         return rc;
     }
     sqlite3_stmt *st;
@@ -343,7 +323,7 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
     if (!st) return HS_EDB;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE) return hs__err(err, 404, "no run with id %" PRId64, id);
+    if (rc == SQLITE_DONE) return hs__err(err, HS_ENOENT, "no run with id %" PRId64, id);
     if (rc != SQLITE_ROW) return hs__dberr(q, err);
 
     out->id = id;
@@ -415,7 +395,7 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
     if (!info || !sampling) {
         json_decref(info);
         json_decref(sampling);
-        return hs__err(err, 500, "out of memory");
+        return hs__err(err, HS_ENOMEM, "out of memory");
     }
     if (sqlite3_column_type(st, 34) != SQLITE_NULL)
         json_object_set_new(info, "bye_alloc_events", json_integer(sqlite3_column_int64(st, 34)));
@@ -498,7 +478,7 @@ int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values,
     hs__buf_printf(&b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?");
     *ids = NULL;
     *nids = 0;
-    if (b.oom) return hs__err(err, 500, "out of memory");
+    if (b.oom) return hs__err(err, HS_ENOMEM, "out of memory");
     sqlite3_stmt *st = NULL;
     int rc = HS_EDB;
     if (sqlite3_prepare_v2(q->db, b.p, -1, &st, NULL) != SQLITE_OK) {
@@ -515,7 +495,7 @@ int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values,
             cap = cap ? cap * 2 : 16;
             int64_t *np = realloc(*ids, cap * sizeof *np);
             if (!np) {
-                rc = hs__err(err, 500, "out of memory");
+                rc = hs__err(err, HS_ENOMEM, "out of memory");
                 goto out;
             }
             *ids = np;
@@ -558,9 +538,9 @@ static int resolve_uuid(hs_q *q, const char *hex, int64_t *id, hs_qerr *err)
     }
     sqlite3_finalize(st);
     if (rc != SQLITE_DONE) return hs__dberr(q, err);
-    if (found == 0) return hs__err(err, 404, "no run with id or uuid prefix '%s'", hex);
+    if (found == 0) return hs__err(err, HS_ENOENT, "no run with id or uuid prefix '%s'", hex);
     if (found > 1)
-        return hs__err(err, 400, "run uuid prefix '%s' is ambiguous; give more digits", hex);
+        return hs__err(err, HS_EINVAL, "run uuid prefix '%s' is ambiguous; give more digits", hex);
     return 0;
 }
 
@@ -593,7 +573,7 @@ int hs__run_resolve(hs_q *q, const hs_run_sel *sel, hs__run *out, hs_qerr *err)
         id = n ? ids[0] : 0;
         free(ids);
         if (!n)
-            return hs__err(err, 404,
+            return hs__err(err, HS_ENOENT,
                            sel->kind == HS_RUNSEL_LATEST ? "no runs stored yet"
                                                          : "no run matches the selector");
         return hs__run_load(q, id, out, err);
@@ -642,7 +622,7 @@ int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, 
         return 0;
     default:
         if (t->ns < 0 || t->ns > run->end_ns)
-            return hs__err(err, 400,
+            return hs__err(err, HS_EINVAL,
                            "time %.3fs is outside run %" PRId64 " (it lasted %.3fs; use 0 to "
                            "%.3f, 'peak' or 'end')",
                            t->ns / 1e9, run->id, run->end_ns / 1e9, run->end_ns / 1e9);
@@ -689,7 +669,7 @@ static int acc_rows(hs_q *q, sqlite3_stmt *st, state_acc *a, hs_qerr *err)
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
         if (acc_add(a, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                     sqlite3_column_int64(st, 2)))
-            return hs__err(err, 500, "out of memory");
+            return hs__err(err, HS_ENOMEM, "out of memory");
     if (rc != SQLITE_DONE) return hs__dberr(q, err);
     sqlite3_reset(st);
     return 0;
@@ -762,14 +742,14 @@ static int acc_events(hs_q *q, const hs__run *run, int64_t from, int64_t upto, s
     rc = 0;
     goto out;
 corrupt:
-    rc = hs__err(err, 500, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
+    rc = hs__err(err, HS_EDB, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
                  hs_strerror(more));
     goto out;
 dbfail:
     rc = hs__dberr(q, err);
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     if (st) sqlite3_reset(st);
     sqlite3_finalize(ev);
@@ -925,7 +905,7 @@ dbfail:
     goto out;
 oom:
     if (st) sqlite3_reset(st);
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     hs__map_free(&idx);
     if (own_tx) sqlite3_exec(q->db, "COMMIT", NULL, NULL, NULL);
@@ -964,7 +944,7 @@ static int node_get(hs_q *q, int64_t id, struct hs__node *out, hs_qerr *err)
     q->node_misses++;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE) return hs__err(err, 500, "trace node %" PRId64 " is missing", id);
+    if (rc == SQLITE_DONE) return hs__err(err, HS_EDB, "trace node %" PRId64 " is missing", id);
     if (rc != SQLITE_ROW) return hs__dberr(q, err);
     *out = (struct hs__node){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                              sqlite3_column_int(st, 2)};
@@ -1025,7 +1005,7 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
         size_t ncap = q->capframes ? q->capframes * 2 : 1024;
         hs__frame **np = realloc(q->frames, ncap * sizeof *np);
         if (!np) {
-            hs__err(err, 500, "out of memory");
+            hs__err(err, HS_ENOMEM, "out of memory");
             return NULL;
         }
         q->frames = np;
@@ -1060,14 +1040,15 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
         snprintf(tmp, sizeof tmp, "%s+0x%" PRIx64, base, (uint64_t)f.module_offset);
         f.name = xstrdup(tmp);
     }
-    if (f.file && f.file[0] && f.name) {
-        const char *fb = strrchr(f.file, '/');
-        fb = fb ? fb + 1 : f.file;
-        size_t need = strlen(f.name) + strlen(fb) + 32;
-        f.label = malloc(need);
-        if (f.label) snprintf(f.label, need, "%s (%s:%" PRId64 ")", f.name, fb, f.line);
-    } else {
-        f.label = xstrdup(f.name);
+    if (f.name && f.file) { /* one formatting in the common case: labels are short */
+        char lb[256];
+        size_t need = (size_t)hs_frame_label(lb, sizeof lb, f.name, f.file, f.line) + 1;
+        if ((f.label = malloc(need))) {
+            if (need <= sizeof lb)
+                memcpy(f.label, lb, need);
+            else
+                hs_frame_label(f.label, need, f.name, f.file, f.line);
+        }
     }
     hs__frame *fp = malloc(sizeof *fp);
     if (!fp || !f.function || !f.file || !f.module || !f.name || !f.label ||
@@ -1078,7 +1059,7 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
         free(f.module);
         free(f.name);
         free(f.label);
-        hs__err(err, 500, "out of memory");
+        hs__err(err, HS_ENOMEM, "out of memory");
         return NULL;
     }
     hs__frame_classify(&f);

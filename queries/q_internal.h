@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "hs_map.h"
+#include "hs_core.h"
 #include "hs_queries.h"
 #include "hs_tstats.h"
 
@@ -84,14 +85,15 @@ typedef struct hs__frame {
 /* ---- sites (site.c) ---------------------------------------------------------- */
 
 enum { HS_MACH_NONE, HS_MACH_ALLOC, HS_MACH_STDLIB };
-enum { HS_SITE_USER, HS_SITE_ALLOC, HS_SITE_LEAF };
 /* function's display name: clone suffixes removed (malloc'd; NULL when out
  * of memory). python: a Python qualified name, kept as it is. */
 char *hs__fn_name(const char *function, int python);
 /* Sets f->python and f->machinery from its names. */
 void hs__frame_classify(hs__frame *f);
-/* The rules of a request (site=, wrappers=, HEAPSTORE_ALLOC_WRAPPERS); the
- * per-trace cache is dropped when they change. 0, or 400 in err. */
+/* Applies a request's rules (and HEAPSTORE_ALLOC_WRAPPERS); the per-trace
+ * cache is dropped when they change. 0, or HS_EINVAL in err. */
+int hs__site_apply(hs_q *q, const hs_site_rules *r, hs_qerr *err);
+/* The same from a request's site= and wrappers=. */
 int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err);
 /* Drops the site caches past what an idle connection keeps (between
  * requests); 1 when it freed something. */
@@ -137,7 +139,8 @@ struct hs_q {
 sqlite3_stmt *hs__stmt(hs_q *q, int id, hs_qerr *err);
 extern const char *const hs__stmt_sql[ST__COUNT];
 
-int hs__err(hs_qerr *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Fills err (code: a negative HS_E code) and returns code. */
+int hs__err(hs_qerr *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int hs__dberr(hs_q *q, hs_qerr *err);
 
 /* A run resolved from a selector. */
@@ -221,12 +224,8 @@ json_t *hs__frame_json(const hs__frame *f);
  * of them; a stack cut short also gets "stack_depth" (its whole depth) and
  * sets *cut. 0 or an HS_E code. */
 int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut, hs_qerr *err);
-/* Frames per stack in a JSON answer's stacks (?max_frames=, docs/api.md). */
-#define HS_STACK_FRAMES 64
 /* An answer stops taking rows past about this many bytes of JSON. */
 #define HS_ANSWER_BYTES (8u << 20)
-
-#define HS_MAX_DEPTH 1024
 
 /* One trace node (parent node id, frame id, depth: 1 at a root), cached. */
 int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, int *depth, hs_qerr *err);
@@ -277,10 +276,7 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
 int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
-int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
-int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
-int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
 int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);
 /* Registers event_rows and the checked SQL functions on q's connection;
@@ -301,6 +297,26 @@ typedef struct hs__buf {
 } hs__buf;
 void hs__buf_put(hs__buf *b, const void *data, size_t n);
 void hs__buf_printf(hs__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* name in a collapsed stack: ';' separates frames and the last ' ' the
+ * count, so they become ':' and '_' (export's collapsed and diff's alike). */
+void hs__collapsed_put(hs__buf *b, const char *name);
+/* The integer parameter key from its text v: 0, or HS_EINVAL unless a
+ * decimal in [lo, hi]. */
+int hs__int_text(const char *key, const char *v, int64_t lo, int64_t hi, int64_t *out,
+                 hs_qerr *err);
+
+/* The typed parts of results (top.c): a run's brief (lending run's JSON),
+ * and trace's stack cut to max_frames (frames lent from the frame cache;
+ * out->frames malloc'd, the caller frees it, also on failure). */
+int hs__run_brief(hs_run_brief *out, const hs__run *run);
+int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *err);
+
+/* The parameters of questions answering rows with stacks (top, leaks):
+ * limit (1 to limit_hi), max_frames, site, wrappers; other keys are left
+ * alone. 0 or HS_EINVAL. */
+int hs__rows_param(const char *key, const char *value, int64_t limit_hi, int64_t *limit,
+                   int *max_frames, hs_site_rules *site, hs_qerr *err);
 
 /* The k-th largest of the n values at w (1 <= k <= n); sorts w, descending:
  * where the answers cut a tree to its k widest nodes. */

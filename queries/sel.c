@@ -8,17 +8,22 @@
 #include <string.h>
 
 #include "hs_error.h"
-#include "hs_queries.h"
+#include "hs_core.h"
 
 #define SEL_MAX_LEN 2048
 
-static int fail(char *err, size_t errlen, const char *fmt, ...)
+/* A selector's sentence quotes it: cut at SEL_MSG_LEN bytes, as the API
+ * has always answered. */
+#define SEL_MSG_LEN 300
+
+static int fail(hs_qerr *err, const char *fmt, ...)
 {
-    if (err && errlen) {
+    if (err) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
+        vsnprintf(err->msg, SEL_MSG_LEN, fmt, ap);
         va_end(ap);
+        err->code = HS_EINVAL;
     }
     return HS_EINVAL;
 }
@@ -28,12 +33,12 @@ static int is_key_char(int c)
     return isalnum(c) || c == '_' || c == '-' || c == '.';
 }
 
-int hs_sel_parse_run(hs_run_sel *out, const char *s, char *err, size_t errlen)
+int hs_sel_parse_run(hs_run_sel *out, const char *s, hs_qerr *err)
 {
     memset(out, 0, sizeof *out);
-    if (!s || !*s) return fail(err, errlen, "empty run selector");
+    if (!s || !*s) return fail(err, "empty run selector");
     size_t n = strlen(s);
-    if (n > SEL_MAX_LEN) return fail(err, errlen, "run selector longer than %d bytes", SEL_MAX_LEN);
+    if (n > SEL_MAX_LEN) return fail(err, "run selector longer than %d bytes", SEL_MAX_LEN);
     if (!strchr(s, '=')) {
         if (!strcmp(s, "latest")) {
             out->kind = HS_RUNSEL_LATEST;
@@ -52,7 +57,7 @@ int hs_sel_parse_run(hs_run_sel *out, const char *s, char *err, size_t errlen)
             for (size_t i = 0; i <= n; i++) out->hex[i] = (char)tolower((unsigned char)s[i]);
             return 0;
         }
-        return fail(err, errlen,
+        return fail(err,
                     "malformed run selector '%s': expected a run id, a uuid prefix, 'latest' "
                     "or key=value[,key=value…][,latest]",
                     s);
@@ -63,37 +68,37 @@ int hs_sel_parse_run(hs_run_sel *out, const char *s, char *err, size_t errlen)
     while (1) {
         const char *end = strchr(p, ',');
         size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == 0) return fail(err, errlen, "malformed run selector '%s': empty element", s);
+        if (len == 0) return fail(err, "malformed run selector '%s': empty element", s);
         if (len == 6 && !strncmp(p, "latest", 6)) {
             if (latest || end)
-                return fail(err, errlen, "malformed run selector '%s': 'latest' must come last", s);
+                return fail(err, "malformed run selector '%s': 'latest' must come last", s);
             latest = 1;
         } else {
             const char *eq = memchr(p, '=', len);
             if (!eq)
-                return fail(err, errlen, "malformed run selector '%s': '%.*s' is not key=value", s,
+                return fail(err, "malformed run selector '%s': '%.*s' is not key=value", s,
                             (int)len, p);
             size_t klen = (size_t)(eq - p), vlen = len - klen - 1;
             if (klen == 0 || klen >= sizeof out->kv[0].key)
-                return fail(err, errlen, "malformed run selector '%s': bad key length", s);
+                return fail(err, "malformed run selector '%s': bad key length", s);
             if (vlen == 0 || vlen >= sizeof out->kv[0].value)
-                return fail(err, errlen, "malformed run selector '%s': bad value for '%.*s'", s,
-                            (int)klen, p);
+                return fail(err, "malformed run selector '%s': bad value for '%.*s'", s, (int)klen,
+                            p);
             for (size_t i = 0; i < klen; i++)
                 if (!is_key_char((unsigned char)p[i]))
-                    return fail(err, errlen, "malformed run selector '%s': bad key '%.*s'", s,
-                                (int)klen, p);
+                    return fail(err, "malformed run selector '%s': bad key '%.*s'", s, (int)klen,
+                                p);
             if (memchr(eq + 1, '=', vlen))
-                return fail(err, errlen, "malformed run selector '%s': two '=' in one element", s);
+                return fail(err, "malformed run selector '%s': two '=' in one element", s);
             if (out->nkv == HS_SEL_MAX_KV)
-                return fail(err, errlen, "run selector has more than %d conditions", HS_SEL_MAX_KV);
+                return fail(err, "run selector has more than %d conditions", HS_SEL_MAX_KV);
             memcpy(out->kv[out->nkv].key, p, klen);
             out->kv[out->nkv].key[klen] = '\0';
             memcpy(out->kv[out->nkv].value, eq + 1, vlen);
             out->kv[out->nkv].value[vlen] = '\0';
             if (!strcmp(out->kv[out->nkv].key, "id") &&
                 strspn(out->kv[out->nkv].value, "0123456789") != vlen)
-                return fail(err, errlen, "malformed run selector '%s': id must be an integer", s);
+                return fail(err, "malformed run selector '%s': id must be an integer", s);
             out->nkv++;
         }
         if (!end) break;
@@ -103,11 +108,10 @@ int hs_sel_parse_run(hs_run_sel *out, const char *s, char *err, size_t errlen)
     return 0;
 }
 
-int hs_sel_parse_t(hs_t_sel *out, const char *s, char *err, size_t errlen)
+int hs_sel_parse_t(hs_t_sel *out, const char *s, hs_qerr *err)
 {
     memset(out, 0, sizeof *out);
-    if (!s || !*s)
-        return fail(err, errlen, "empty time (expected seconds, 'peak', 'end' or 'exit')");
+    if (!s || !*s) return fail(err, "empty time (expected seconds, 'peak', 'end' or 'exit')");
     if (!strcmp(s, "peak")) {
         out->kind = HS_TSEL_PEAK;
         return 0;
@@ -145,19 +149,18 @@ int hs_sel_parse_t(hs_t_sel *out, const char *s, char *err, size_t errlen)
     out->ns = sec * 1000000000LL + frac;
     return 0;
 bad:
-    return fail(err, errlen,
+    return fail(err,
                 "malformed time '%.64s': expected seconds from the run's start (e.g. 1.5), "
                 "'peak', 'end' or 'exit'",
                 s);
 }
 
-int hs_sel_parse_at(hs_run_sel *run, hs_t_sel *t, const char *s, const char *def, char *err,
-                    size_t errlen)
+int hs_sel_parse_at(hs_run_sel *run, hs_t_sel *t, const char *s, const char *def, hs_qerr *err)
 {
     char buf[SEL_MAX_LEN + 1];
-    if (!s || !*s) return fail(err, errlen, "empty RUN@T");
+    if (!s || !*s) return fail(err, "empty RUN@T");
     size_t n = strlen(s);
-    if (n > SEL_MAX_LEN) return fail(err, errlen, "RUN@T longer than %d bytes", SEL_MAX_LEN);
+    if (n > SEL_MAX_LEN) return fail(err, "RUN@T longer than %d bytes", SEL_MAX_LEN);
     memcpy(buf, s, n + 1);
     char *at = strrchr(buf, '@');
     const char *ts = def;
@@ -165,7 +168,7 @@ int hs_sel_parse_at(hs_run_sel *run, hs_t_sel *t, const char *s, const char *def
         *at = '\0';
         ts = at + 1;
     }
-    int rc = hs_sel_parse_run(run, buf, err, errlen);
+    int rc = hs_sel_parse_run(run, buf, err);
     if (rc) return rc;
-    return hs_sel_parse_t(t, ts, err, errlen);
+    return hs_sel_parse_t(t, ts, err);
 }

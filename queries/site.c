@@ -367,26 +367,42 @@ static void site_cache_clear(hs_q *q)
     hs__map_free(&q->site_class);
 }
 
-int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
+int hs_site_rules_parse(hs_site_rules *out, const char *site, const char *wrappers, hs_qerr *err)
 {
-    const char *m = p ? hs__param(p, "site") : NULL;
-    int mode = !m || !strcmp(m, "user") ? HS_SITE_USER
-               : !strcmp(m, "alloc")    ? HS_SITE_ALLOC
-               : !strcmp(m, "leaf")     ? HS_SITE_LEAF
-                                        : -1;
-    if (mode < 0) return hs__err(err, 400, "site must be user, alloc or leaf (not '%s')", m);
+    int mode = !site || !strcmp(site, "user") ? HS_SITE_USER
+               : !strcmp(site, "alloc")       ? HS_SITE_ALLOC
+               : !strcmp(site, "leaf")        ? HS_SITE_LEAF
+                                              : -1;
+    if (mode < 0)
+        return hs__err(err, HS_EINVAL, "site must be user, alloc or leaf (not '%s')", site);
+    out->mode = mode;
+    out->wrappers = wrappers;
+    return 0;
+}
+
+int hs__site_apply(hs_q *q, const hs_site_rules *r, hs_qerr *err)
+{
     const char *env = getenv("HEAPSTORE_ALLOC_WRAPPERS");
-    const char *req = p ? hs__param(p, "wrappers") : NULL;
+    const char *req = r->wrappers;
     char w[sizeof q->site_wrappers];
     int n = snprintf(w, sizeof w, "%s%s%s", env ? env : "", env && req ? "," : "", req ? req : "");
     if (n < 0 || (size_t)n >= sizeof w)
-        return hs__err(err, 400, "the wrappers listed are longer than %zu bytes", sizeof w - 1);
-    if (mode != q->site_mode || strcmp(w, q->site_wrappers)) {
+        return hs__err(err, HS_EINVAL, "the wrappers listed are longer than %zu bytes",
+                       sizeof w - 1);
+    if (r->mode != q->site_mode || strcmp(w, q->site_wrappers)) {
         site_cache_clear(q);
-        q->site_mode = mode;
+        q->site_mode = r->mode;
         memcpy(q->site_wrappers, w, (size_t)n + 1);
     }
     return 0;
+}
+
+int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
+{
+    hs_site_rules r;
+    int rc = hs_site_rules_parse(&r, p ? hs__param(p, "site") : NULL,
+                                 p ? hs__param(p, "wrappers") : NULL, err);
+    return rc ? rc : hs__site_apply(q, &r, err);
 }
 
 int hs__site_trim(hs_q *q)
@@ -426,7 +442,7 @@ static int frame_bits(hs_q *q, int64_t id, hs_qerr *err)
         f.name = hs__fn_name(f.function, !f.module[0]);
         if (!f.name) {
             sqlite3_reset(st);
-            return hs__err(err, 500, "out of memory");
+            return hs__err(err, HS_ENOMEM, "out of memory");
         }
         hs__frame_classify(&f);
         bits = frame_class(q, &f);

@@ -130,14 +130,14 @@ static json_t *column_json(sqlite3_stmt *st, int i, size_t *bytes)
 int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err)
 {
     if (!body || !len)
-        return hs__err(err, 400, "POST /api/sql needs a body {\"sql\": \"SELECT …\"}");
+        return hs__err(err, HS_EINVAL, "POST /api/sql needs a body {\"sql\": \"SELECT …\"}");
     if (len > SQL_MAX_LEN)
-        return hs__err(err, 413, "SQL request larger than %d bytes", SQL_MAX_LEN);
+        return hs__err(err, HS_ETOOBIG, "SQL request larger than %d bytes", SQL_MAX_LEN);
     json_error_t jerr;
     json_t *req = json_loadb(body, len, 0, &jerr);
     if (!json_is_object(req)) {
         json_decref(req);
-        return hs__err(err, 400, "the body must be a JSON object {\"sql\": \"SELECT …\"}");
+        return hs__err(err, HS_EINVAL, "the body must be a JSON object {\"sql\": \"SELECT …\"}");
     }
     const char *sql = json_string_value(json_object_get(req, "sql"));
     json_t *jl = json_object_get(req, "limit"), *jt = json_object_get(req, "timeout_ms");
@@ -149,15 +149,15 @@ int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *e
     deadline dl = {0};
     int old_length = -1;
     if (!sql || !*sql) {
-        rc = hs__err(err, 400, "\"sql\" must be a non-empty string");
+        rc = hs__err(err, HS_EINVAL, "\"sql\" must be a non-empty string");
         goto out;
     }
     if ((jl && !json_is_integer(jl)) || limit < 1 || limit > SQL_MAX_ROWS) {
-        rc = hs__err(err, 400, "\"limit\" must be an integer from 1 to %d", SQL_MAX_ROWS);
+        rc = hs__err(err, HS_EINVAL, "\"limit\" must be an integer from 1 to %d", SQL_MAX_ROWS);
         goto out;
     }
     if ((jt && !json_is_integer(jt)) || ms < 1 || ms > SQL_MAX_MS) {
-        rc = hs__err(err, 400, "\"timeout_ms\" must be an integer from 1 to %d", SQL_MAX_MS);
+        rc = hs__err(err, HS_EINVAL, "\"timeout_ms\" must be an integer from 1 to %d", SQL_MAX_MS);
         goto out;
     }
 
@@ -171,27 +171,27 @@ int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *e
     if (prc != SQLITE_OK) {
         const char *m = sqlite3_errmsg(q->db);
         if (prc == SQLITE_AUTH || strstr(m, "not authorized"))
-            rc = hs__err(err, 400,
+            rc = hs__err(err, HS_EINVAL,
                          "only read-only queries (SELECT, WITH, read-only PRAGMA) are "
                          "allowed: %s",
                          m);
         else
-            rc = hs__err(err, 400, "SQL error: %s", m);
+            rc = hs__err(err, HS_EINVAL, "SQL error: %s", m);
         goto out;
     }
     if (!st) {
-        rc = hs__err(err, 400, "no SQL statement given");
+        rc = hs__err(err, HS_EINVAL, "no SQL statement given");
         goto out;
     }
     while (tail &&
            (*tail == ' ' || *tail == '\n' || *tail == '\t' || *tail == '\r' || *tail == ';'))
         tail++;
     if (tail && *tail) {
-        rc = hs__err(err, 400, "one statement at a time, please (extra text: '%.40s')", tail);
+        rc = hs__err(err, HS_EINVAL, "one statement at a time, please (extra text: '%.40s')", tail);
         goto out;
     }
     if (!sqlite3_stmt_readonly(st)) {
-        rc = hs__err(err, 400, "only read-only queries are allowed");
+        rc = hs__err(err, HS_EINVAL, "only read-only queries are allowed");
         goto out;
     }
     int ncol = sqlite3_column_count(st);
@@ -232,20 +232,19 @@ int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *e
     fn_arm(q, NULL);
     if (s != SQLITE_ROW && s != SQLITE_DONE) {
         if (dl.hit) {
-            rc = hs__err(err, 400,
+            rc = hs__err(err, HS_ETIMEOUT,
                          "the query ran longer than its time limit of %" PRId64
                          " ms and was stopped (ask for less, or set timeout_ms up to %d)",
                          ms, SQL_MAX_MS);
-            err->code = "timeout";
         } else {
-            rc = hs__err(err, 400, "SQL error: %s", sqlite3_errmsg(q->db));
+            rc = hs__err(err, HS_EINVAL, "SQL error: %s", sqlite3_errmsg(q->db));
         }
         goto out;
     }
     *out = json_pack("{s:o,s:o,s:b,s:I}", "columns", cols, "rows", rows, "truncated", truncated,
                      "row_count", (json_int_t)n);
     cols = rows = NULL;
-    if (!*out) rc = hs__err(err, 500, "out of memory");
+    if (!*out) rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     sqlite3_finalize(st);
     if (old_length >= 0) sqlite3_limit(q->db, SQLITE_LIMIT_LENGTH, old_length);

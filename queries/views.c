@@ -19,8 +19,8 @@ int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *d
 {
     const char *v = hs__param(p, "at");
     hs_t_sel t;
-    char msg[300];
-    if (hs_sel_parse_t(&t, v ? v : def, msg, sizeof msg)) return hs__err(err, 400, "%s", msg);
+    int rc = hs_sel_parse_t(&t, v ? v : def, err);
+    if (rc) return rc;
     return hs__at_resolve(q, run, &t, at, err);
 }
 
@@ -41,13 +41,13 @@ int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
     char lkeys[MAX_RUN_FILTERS][128];
     int n = 0, rc;
     int64_t limit;
-    if ((rc = hs__param_int(p, "limit", 100, 1, 100000, &limit, err))) return rc;
+    if ((rc = hs__param_int(p, "limit", HS_RUNS_LIMIT, 1, 100000, &limit, err))) return rc;
     static const char *const direct[] = {"program", "host", "pid", "state"};
     for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
         const char *v = hs__param(p, direct[i]);
         if (v && *v) {
             if (!strcmp(direct[i], "pid") && strspn(v, "0123456789") != strlen(v))
-                return hs__err(err, 400, "pid must be an integer");
+                return hs__err(err, HS_EINVAL, "pid must be an integer");
             keys[n] = direct[i];
             values[n++] = v;
         }
@@ -59,7 +59,7 @@ int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
         if (strcmp(k, "label")) continue;
         const char *eq = strchr(v, '=');
         if (!eq || eq == v || (size_t)(eq - v) >= sizeof lkeys[0] || n == MAX_RUN_FILTERS)
-            return hs__err(err, 400, "label filter must be key=value (not '%s')", v);
+            return hs__err(err, HS_EINVAL, "label filter must be key=value (not '%s')", v);
         memcpy(lkeys[n], v, (size_t)(eq - v));
         lkeys[n][eq - v] = '\0';
         keys[n] = lkeys[n];
@@ -193,7 +193,7 @@ static int series_points_scan(hs_q *q, const hs__run *run, const trace_series *t
     rc = s == SQLITE_DONE ? 0 : hs__dberr(q, err);
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     hs__map_free(&idx);
     free(cur);
@@ -267,7 +267,7 @@ static int history_series(hs_q *q, hs__run *run, int64_t topn, const int64_t *ex
     }
     goto out;
 oom:
-    rc = hs__err(err, 500, "out of memory");
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
     for (size_t i = 0; pts && i < n; i++) json_decref(pts[i]);
 out:
     free(pts);
@@ -287,7 +287,7 @@ int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, h
         char *end;
         long long v = strtoll(c, &end, 10);
         if (end == c || v <= 0 || (*end && *end != ',') || nextra == HS_COUNTOF(extra))
-            return hs__err(err, 400, "trace must be up to 64 trace ids separated by commas");
+            return hs__err(err, HS_EINVAL, "trace must be up to 64 trace ids separated by commas");
         extra[nextra++] = v;
         c = *end ? end + 1 : end;
     }
@@ -351,7 +351,7 @@ int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, h
     *out = json_pack("{s:O,s:I,s:o,s:o,s:o,s:o,s:O}", "run", run->info, "granularity_ns",
                      (json_int_t)(run->g * k), "points", points, "rss", rss, "series", series,
                      "truncated", cut, "sampling", run->sampling);
-    return *out ? 0 : hs__err(err, 500, "out of memory");
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 dbfail:
     hs__dberr(q, err);
 fail:
@@ -394,7 +394,7 @@ int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
     }
     if (b.oom) {
         free(b.p);
-        return hs__err(err, 500, "out of memory");
+        return hs__err(err, HS_ENOMEM, "out of memory");
     }
     out->status = 200;
     out->content_type = "text/csv";
@@ -402,179 +402,6 @@ int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
     out->len = b.n;
     out->filename = "history.csv";
     return 0;
-}
-
-/* ---- top ------------------------------------------------------------------ */
-
-typedef struct top_row {
-    int64_t key; /* site: the site's frame id; stack: trace; function: interned index */
-    const hs__frame *frame;
-    int64_t trace, trace_bytes; /* the largest trace of the row, for its stack */
-    int64_t self_bytes, self_count, total_bytes, total_count;
-    size_t seen; /* function: the last stack counted (inclusive once per stack) */
-} top_row;
-
-static int cmp_total(const top_row *x, const top_row *y)
-{
-    if (x->total_bytes != y->total_bytes) return x->total_bytes < y->total_bytes ? 1 : -1;
-    return (x->key > y->key) - (x->key < y->key);
-}
-
-static int cmp_top_total(const void *a, const void *b)
-{
-    return cmp_total(a, b);
-}
-
-static int cmp_top_self(const void *a, const void *b) /* by=function */
-{
-    const top_row *x = a, *y = b;
-    if (x->self_bytes != y->self_bytes) return x->self_bytes < y->self_bytes ? 1 : -1;
-    return cmp_total(x, y);
-}
-
-int hs__view_top(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
-{
-    hs__at at;
-    int64_t limit;
-    int rc;
-    const char *by = hs__param(p, "by");
-    if (!by) by = "site";
-    int mode = !strcmp(by, "site")       ? 0
-               : !strcmp(by, "function") ? 1
-               : !strcmp(by, "stack")    ? 2
-                                         : -1;
-    if (mode < 0) return hs__err(err, 400, "by must be site, function or stack (not '%s')", by);
-    if ((rc = hs__param_int(p, "limit", 50, 1, 1000000, &limit, err))) return rc;
-    int max_frames, frames_cut = 0, bytes_cut = 0;
-    if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
-    if ((rc = hs__at_param(q, run, p, "peak", &at, err))) return rc;
-    hs__state state;
-    if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
-
-    hs__map idx = {0};
-    hs__smap fidx = {0};
-    top_row *rows = NULL;
-    size_t n = 0, cap = 0, omitted = 0, shown = 0, out_bytes = 0;
-    int64_t omitted_bytes = 0;
-    json_t *jrows = NULL;
-    rc = HS_EDB;
-    /* largest first: when the frames a request may hold run out (by
-     * function, a stack's every frame is read), the stacks left are the
-     * smallest, and the answer says how many */
-    qsort(state.rows, state.n, sizeof *state.rows, hs__cmp_live_bytes);
-    for (size_t i = 0; i < state.n; i++) {
-        int64_t frames[HS_MAX_DEPTH];
-        const hs__live *lv = &state.rows[i];
-        if (hs__frames_full(q)) {
-            omitted++;
-            omitted_bytes += lv->bytes;
-            continue;
-        }
-        int d = hs__stack(q, lv->trace, frames, HS_MAX_DEPTH, err);
-        if (d < 0) goto out;
-        if (d == 0) continue;
-        /* by site and stack a row is named by its site; by function the
-         * site's function gets the self bytes, every function the total */
-        int site = hs__site_index(q, lv->trace, frames, d, err);
-        if (site < 0) goto out;
-        int lo = mode == 1 ? 0 : site, hi = mode == 1 ? d : site + 1;
-        for (int k = lo; k < hi; k++) {
-            const hs__frame *f = hs__frame_get(q, frames[k], err);
-            if (!f) goto out;
-            uint64_t key = mode == 0 ? (uint64_t)frames[k] : mode == 2 ? (uint64_t)lv->trace : 0;
-            uint64_t ri;
-            int found, added = 0;
-            if (mode == 1) {
-                size_t v = hs__smap_intern(&fidx, f->name, strlen(f->name), n, &added);
-                if (v == (size_t)-1) goto oom;
-                ri = v;
-                found = !added;
-                key = v + 1;
-            } else {
-                found = hs__map_get(&idx, key, &ri);
-            }
-            if (!found) {
-                if (n == cap) {
-                    cap = cap ? cap * 2 : 256;
-                    top_row *np = realloc(rows, cap * sizeof *np);
-                    if (!np) goto oom;
-                    rows = np;
-                }
-                rows[n] = (top_row){.key = (int64_t)key, .frame = f, .seen = (size_t)-1};
-                if (mode != 1 && hs__map_put(&idx, key, n)) goto oom;
-                ri = n++;
-            }
-            top_row *r = &rows[ri];
-            if (k == site) {
-                r->self_bytes += lv->bytes;
-                r->self_count += lv->count;
-            }
-            if (r->seen != i) {
-                r->seen = i;
-                r->total_bytes += lv->bytes;
-                r->total_count += lv->count;
-            }
-            if (lv->bytes > r->trace_bytes || !r->trace) {
-                r->trace = lv->trace;
-                r->trace_bytes = lv->bytes;
-            }
-        }
-    }
-    qsort(rows, n, sizeof *rows, mode == 1 ? cmp_top_self : cmp_top_total);
-    jrows = json_array();
-    for (size_t i = 0; i < n && (int64_t)i < limit; i++) {
-        top_row *r = &rows[i];
-        if (out_bytes >= HS_ANSWER_BYTES) {
-            bytes_cut = 1;
-            break;
-        }
-        json_t *row = json_pack(
-            "{s:s,s:s,s:I,s:s,s:I,s:I,s:I,s:I,s:I,s:f}", "name", r->frame->name, "file",
-            mode == 1 ? "" : r->frame->file, "line", (json_int_t)(mode == 1 ? 0 : r->frame->line),
-            "module", r->frame->module, "trace", (json_int_t)r->trace, "self_bytes",
-            (json_int_t)r->self_bytes, "self_count", (json_int_t)r->self_count, "total_bytes",
-            (json_int_t)r->total_bytes, "total_count", (json_int_t)r->total_count, "share",
-            state.total_bytes
-                ? (double)(mode == 1 ? r->self_bytes : r->total_bytes) / (double)state.total_bytes
-                : 0.0);
-        if (!row) goto oom;
-        out_bytes +=
-            200 + strlen(r->frame->name) + strlen(r->frame->file) + strlen(r->frame->module);
-        if (mode != 1) {
-            if ((rc = hs__row_stack(q, row, r->trace, max_frames, &frames_cut, err))) {
-                json_decref(row);
-                goto out;
-            }
-            rc = HS_EDB;
-            out_bytes += 120 * (size_t)json_array_size(json_object_get(row, "stack"));
-        }
-        json_array_append_new(jrows, row);
-        shown++;
-    }
-    json_t *cut = json_null();
-    if (frames_cut || omitted || bytes_cut)
-        cut = json_pack("{s:o,s:I,s:I,s:I,s:b}", "max_frames",
-                        frames_cut ? json_integer(max_frames) : json_null(), "stacks",
-                        (json_int_t)omitted, "stacks_bytes", (json_int_t)omitted_bytes, "rows",
-                        (json_int_t)((int64_t)n < limit ? n - shown : (size_t)limit - shown),
-                        "answer_bytes", bytes_cut);
-    char tb[32];
-    *out = json_pack("{s:O,s:s,s:I,s:s,s:I,s:I,s:I,s:O,s:o,s:O}", "run", run->info, "at",
-                     hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "by", by,
-                     "total_bytes", (json_int_t)state.total_bytes, "total_count",
-                     (json_int_t)state.total_count, "rows_total", (json_int_t)n, "rows", jrows,
-                     "truncated", cut, "sampling", run->sampling);
-    rc = *out ? 0 : hs__err(err, 500, "out of memory");
-    goto out;
-oom:
-    rc = hs__err(err, 500, "out of memory");
-out:
-    json_decref(jrows);
-    free(rows);
-    hs__map_free(&idx);
-    hs__smap_free(&fidx);
-    hs__state_clear(&state);
-    return rc;
 }
 
 /* ---- flame ---------------------------------------------------------------- */
@@ -607,7 +434,7 @@ int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__
 {
     memset(f, 0, sizeof *f);
     f->cap = 1024;
-    if (!(f->n = malloc(f->cap * sizeof *f->n))) return hs__err(err, 500, "out of memory");
+    if (!(f->n = malloc(f->cap * sizeof *f->n))) return hs__err(err, HS_ENOMEM, "out of memory");
     f->n[0] = (hs__fnode){.first_child = NONE, .next_sibling = NONE};
     f->n[0].bytes = s->total_bytes;
     f->n[0].count = s->total_count;
@@ -641,7 +468,7 @@ int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__
                 if (f->len == f->cap) {
                     f->cap *= 2;
                     hs__fnode *np = realloc(f->n, f->cap * sizeof *np);
-                    if (!np) return hs__err(err, 500, "out of memory");
+                    if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
                     f->n = np;
                 }
                 ix = f->len++;
@@ -650,7 +477,7 @@ int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__
                                        .first_child = NONE,
                                        .next_sibling = NONE};
                 if (hs__map_put(&f->idx, (uint64_t)node, ix))
-                    return hs__err(err, 500, "out of memory");
+                    return hs__err(err, HS_ENOMEM, "out of memory");
             }
             hs__fnode *fn = &f->n[ix];
             fn->bytes += lv->bytes;
@@ -757,7 +584,7 @@ static json_t *flame_json(flame_out *o, size_t ix)
 oom:
     json_decref(o_);
     json_decref(kids);
-    hs__err(o->err, 500, "out of memory");
+    hs__err(o->err, HS_ENOMEM, "out of memory");
     return NULL;
 }
 
@@ -784,7 +611,7 @@ int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
 {
     hs__at at;
     int64_t max_nodes, max_depth;
-    int rc = hs__at_param(q, run, p, "peak", &at, err);
+    int rc = hs__at_param(q, run, p, HS_FLAME_AT, &at, err);
     if (rc) return rc;
     double min_share;
     if ((rc = hs__min_share_param(p, &min_share, err))) return rc;
@@ -821,230 +648,9 @@ int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_
                      hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "total_bytes",
                      (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
                      "root", root, "truncated", cut, "sampling", run->sampling);
-    rc = *out ? 0 : hs__err(err, 500, "out of memory");
+    rc = *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 out:
     hs__flame_free(&f);
     hs__state_clear(&state);
     return rc;
-}
-
-/* ---- leaks ---------------------------------------------------------------- */
-
-/* Least squares of a trace's live bytes against the bucket index over the
- * whole run (buckets 0..L). Live bytes are constant between the buckets
- * where a trace changes, so each trace only costs its delta rows: a constant
- * segment [a, c] at value y adds y*(c-a+1), y*sum(a..c) and y*y*(c-a+1)
- * (hs_tstats_close). Those sums are kept per trace as the rows are written
- * (trace_stats), so a run's length costs nothing here.
- *
- * A straight line in time is not the only shape of a leak: a program's pace
- * varies (it waits, it is descheduled, one phase is slower), and a leak that
- * grows in a few bursts spread over the run fits a line badly. So a trace
- * also counts as growing when its changes are nearly all increases
- * (steadiness: (up - down) / (up + down) of its per-bucket changes) and its
- * increases span most of the run (first to last increasing bucket), which a
- * cache that fills early and then stays full does not. */
-#define TREND_MIN_R2     0.5
-#define TREND_MIN_STEADY 0.9
-#define TREND_MIN_SPAN   0.5
-
-typedef struct leak_cand {
-    int64_t trace, end_bytes;
-    double slope, r2, steady, span, score;
-    size_t order; /* equal scores keep the order of their first delta row */
-} leak_cand;
-
-static int cmp_score(const void *a, const void *b)
-{
-    const leak_cand *x = a, *y = b;
-    if (x->score != y->score) return x->score < y->score ? 1 : -1;
-    return (x->order > y->order) - (x->order < y->order);
-}
-
-static json_t *trace_row(hs_q *q, int64_t trace, int max_frames, int *cut, hs_qerr *err)
-{
-    int64_t sf;
-    if (hs__site(q, trace, &sf, err)) return NULL;
-    const hs__frame *site = sf ? hs__frame_get(q, sf, err) : NULL;
-    if (sf && !site) return NULL;
-    json_t *row = json_pack("{s:s,s:s,s:I,s:I}", "name", site ? site->name : "?", "file",
-                            site ? site->file : "", "line", (json_int_t)(site ? site->line : 0),
-                            "trace", (json_int_t)trace);
-    if (row && hs__row_stack(q, row, trace, max_frames, cut, err)) {
-        json_decref(row);
-        return NULL;
-    }
-    return row;
-}
-
-int hs__view_leaks(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
-{
-    int64_t limit;
-    int rc = hs__param_int(p, "limit", 20, 1, 100000, &limit, err), max_frames, frames_cut = 0;
-    if (rc) return rc;
-    if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
-    hs__at at;
-    hs_t_sel tend = {.kind = HS_TSEL_END};
-    if ((rc = hs__at_resolve(q, run, &tend, &at, err))) return rc;
-    hs__state state;
-    if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
-    json_t *live = json_array(), *growing = json_array();
-    leak_cand *cand = NULL;
-    size_t ncand = 0;
-    hs__tsums sums = {0};
-    rc = HS_EDB;
-
-    qsort(state.rows, state.n, sizeof *state.rows, hs__cmp_live_bytes);
-    size_t out_frames = 0; /* frames in the answer's stacks: bounds its size */
-    int bytes_cut = 0;
-    for (size_t i = 0; i < state.n && (int64_t)i < limit; i++) {
-        if (out_frames * 120 >= HS_ANSWER_BYTES || hs__frames_full(q)) {
-            bytes_cut = 1;
-            break;
-        }
-        json_t *row = trace_row(q, state.rows[i].trace, max_frames, &frames_cut, err);
-        if (!row) goto out;
-        out_frames += 1 + json_array_size(json_object_get(row, "stack"));
-        json_object_set_new(row, "bytes", json_integer(state.rows[i].bytes));
-        json_object_set_new(row, "count", json_integer(state.rows[i].count));
-        json_object_set_new(row, "share",
-                            json_real(state.total_bytes
-                                          ? (double)state.rows[i].bytes / (double)state.total_bytes
-                                          : 0.0));
-        json_array_append_new(live, row);
-    }
-
-    /* in the order of their first delta row (as a pass over the rows meets
-     * them), which equal scores keep */
-    if ((rc = hs__tsums_load(q, run, at.bucket, &sums, err))) goto out;
-    rc = HS_EDB;
-    double L = (double)at.bucket, nb = L + 1;
-    double sx = L * (L + 1) / 2, sxx = L * (L + 1) * (2 * L + 1) / 6;
-    double vx = nb * sxx - sx * sx;
-    cand = calloc(sums.n ? sums.n : 1, sizeof *cand);
-    if (!cand) goto oom;
-    for (size_t i = 0; i < sums.n && nb >= 3 && vx > 0; i++) {
-        hs_tstats *t = &sums.rows[i].s;
-        hs_tstats_close(t, at.bucket + 1);
-        if (t->bytes <= 0 || t->ups < 2) continue;
-        double cov = nb * t->sxy - sx * t->sy, vy = nb * t->syy - t->sy * t->sy;
-        if (cov <= 0 || vy <= 0) continue;
-        double slope = cov / vx, r2 = cov * cov / (vx * vy);
-        double steady = (t->up - t->down) / (t->up + t->down);
-        double span = (double)(t->last_up - t->first_up + 1) / nb;
-        int steady_growth = steady >= TREND_MIN_STEADY && span >= TREND_MIN_SPAN;
-        if (r2 < TREND_MIN_R2 && !steady_growth) continue;
-        double fit = steady_growth && steady * span > r2 ? steady * span : r2;
-        cand[ncand] = (leak_cand){
-            sums.rows[i].trace,     t->bytes, slope * 1e9 / (double)run->g, r2, steady, span,
-            (double)t->bytes * fit, ncand};
-        ncand++;
-    }
-    /* stacks only for the rows answered */
-    qsort(cand, ncand, sizeof *cand, cmp_score);
-    for (size_t i = 0; i < ncand && (int64_t)i < limit; i++) {
-        if (out_frames * 120 >= HS_ANSWER_BYTES || hs__frames_full(q)) {
-            bytes_cut = 1;
-            break;
-        }
-        json_t *row = trace_row(q, cand[i].trace, max_frames, &frames_cut, err);
-        if (!row) goto out;
-        out_frames += 1 + json_array_size(json_object_get(row, "stack"));
-        json_object_set_new(row, "slope_bytes_per_s", json_real(cand[i].slope));
-        json_object_set_new(row, "r2", json_real(cand[i].r2));
-        json_object_set_new(row, "steadiness", json_real(cand[i].steady));
-        json_object_set_new(row, "span", json_real(cand[i].span));
-        json_object_set_new(row, "end_bytes", json_integer(cand[i].end_bytes));
-        json_object_set_new(row, "score", json_real(cand[i].score));
-        json_array_append_new(growing, row);
-    }
-    *out = json_pack(
-        "{s:O,s:I,s:I,s:I,s:o,s:o,s:o,s:O}", "run", run->info, "at_ns", (json_int_t)at.at_ns,
-        "total_bytes", (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
-        "live_at_end", live, "growing", growing, "truncated",
-        frames_cut || bytes_cut ? json_pack("{s:o,s:b}", "max_frames",
-                                            frames_cut ? json_integer(max_frames) : json_null(),
-                                            "answer_bytes", bytes_cut)
-                                : json_null(),
-        "sampling", run->sampling);
-    live = growing = NULL;
-    rc = *out ? 0 : hs__err(err, 500, "out of memory");
-    goto out;
-oom:
-    rc = hs__err(err, 500, "out of memory");
-out:
-    free(cand);
-    json_decref(live);
-    json_decref(growing);
-    hs__tsums_clear(&sums);
-    hs__state_clear(&state);
-    return rc;
-}
-
-/* ---- sizes ---------------------------------------------------------------- */
-
-int hs__view_sizes(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
-{
-    (void)p;
-    sqlite3_stmt *st = hs__stmt(q, ST_SIZES, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, run->id);
-    json_t *buckets = json_array();
-    int64_t ta = 0, tb = 0;
-    int64_t hist[65] = {0};
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t b = sqlite3_column_int64(st, 0), a = sqlite3_column_int64(st, 1),
-                by = sqlite3_column_int64(st, 2);
-        if (b < 0 || b > 63) continue;
-        uint64_t lo = b == 0 ? 0 : 1ull << b, hi = b >= 63 ? UINT64_MAX >> 1 : (2ull << b) - 1;
-        json_array_append_new(buckets, json_pack("{s:I,s:I,s:I,s:I,s:I}", "bucket", (json_int_t)b,
-                                                 "lo", (json_int_t)lo, "hi", (json_int_t)hi,
-                                                 "allocs", (json_int_t)a, "bytes", (json_int_t)by));
-        ta += a;
-        tb += by;
-        hist[b] += a;
-    }
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE) {
-        json_decref(buckets);
-        return hs__dberr(q, err);
-    }
-    /* Suggest the interval that gives about 20,000 samples a second over the
-     * run (a few percent of overhead with stacks), rounded to a power of two,
-     * and 1 (exact) when that many samples cover every allocation anyway. */
-    double secs = run->end_ns > 0 ? (double)run->end_ns / 1e9 : 1.0;
-    if (secs < 1) secs = 1;
-    double want = 20000.0 * secs;
-    int64_t median = 0, seen = 0;
-    for (int b = 0; b < 64 && ta; b++) {
-        seen += hist[b];
-        if (seen * 2 >= ta) {
-            median = b == 0 ? 1 : (int64_t)1 << b;
-            break;
-        }
-    }
-    int64_t suggest;
-    char reason[300];
-    if ((double)ta <= want) {
-        suggest = 1;
-        snprintf(reason, sizeof reason,
-                 "%" PRId64 " allocations in %.1f s: sampling every allocation costs little and "
-                 "makes every number exact",
-                 ta, secs);
-    } else {
-        double iv = (double)tb / want;
-        suggest = 1;
-        while ((double)suggest < iv && suggest < ((int64_t)1 << 40)) suggest <<= 1;
-        snprintf(reason, sizeof reason,
-                 "%" PRId64 " bytes in %" PRId64 " allocations over %.1f s (median size about "
-                 "%" PRId64 " B): one sample per %" PRId64 " bytes gives about %.0f samples a "
-                 "second",
-                 tb, ta, secs, median, suggest, (double)tb / (double)suggest / secs);
-    }
-    *out = json_pack("{s:O,s:o,s:I,s:I,s:I,s:s,s:O}", "run", run->info, "buckets", buckets,
-                     "total_allocs", (json_int_t)ta, "total_bytes", (json_int_t)tb,
-                     "suggested_sample_bytes", (json_int_t)suggest, "reason", reason, "sampling",
-                     run->sampling);
-    return *out ? 0 : hs__err(err, 500, "out of memory");
 }

@@ -145,12 +145,53 @@ static void print_error_body(const hs_cli_args *a, const json_t *j, int status)
     (void)status;
 }
 
+int hs_cli_direct(const hs_cli_args *a)
+{
+    const char *url = getenv("HEAPSTORE_URL");
+    return a->db || !url || !*url;
+}
+
+int hs_cli_fail(const hs_cli_args *a, const hs_qerr *err)
+{
+    fprintf(stderr, "heapstore %s: %s\n", a->cmd, err->msg);
+    return 1;
+}
+
+int hs_cli_open(const hs_cli_args *a, hs_q **out)
+{
+    char path[4096];
+    const char *db = a->db;
+    if (!db) {
+        if (hs_default_db_path(path, sizeof path)) {
+            fprintf(stderr, "heapstore %s: no home folder for the default database; use --db\n",
+                    a->cmd);
+            return 1;
+        }
+        db = path;
+    }
+    hs_qerr qe;
+    if (!a->db && access(db, F_OK)) {
+        fprintf(stderr,
+                "heapstore %s: no runs yet: the default database %s does not exist\n"
+                "  (profile a program with: heapstore run -- PROGRAM ARGS…; or set "
+                "HEAPSTORE_URL, or use --db PATH)\n",
+                a->cmd, db);
+        return 1;
+    }
+    if (hs_q_open(out, db, &qe)) {
+        fprintf(stderr, "heapstore %s: %s\n", a->cmd, qe.msg);
+        if (!a->db) fprintf(stderr, "  (set HEAPSTORE_URL to ask a server, or --db PATH)\n");
+        return 1;
+    }
+    return 0;
+}
+
 int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, const char *body,
                 size_t body_len, int file, hs_api_reply *out)
 {
     memset(out, 0, sizeof *out);
     const char *url = getenv("HEAPSTORE_URL");
-    if (url && *url && !a->db) {
+    if (!hs_cli_direct(a)) {
         hs_http_answer ans;
         char err[512];
         const char *token = getenv("HEAPSTORE_TOKEN");
@@ -182,31 +223,9 @@ int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, co
         }
         return 0;
     }
-    char path[4096];
-    const char *db = a->db;
-    if (!db) {
-        if (hs_default_db_path(path, sizeof path)) {
-            fprintf(stderr, "heapstore %s: no home folder for the default database; use --db\n",
-                    a->cmd);
-            return 1;
-        }
-        db = path;
-    }
     hs_q *q;
-    hs_qerr qe;
-    if (!a->db && access(db, F_OK)) {
-        fprintf(stderr,
-                "heapstore %s: no runs yet: the default database %s does not exist\n"
-                "  (profile a program with: heapstore run -- PROGRAM ARGS…; or set "
-                "HEAPSTORE_URL, or use --db PATH)\n",
-                a->cmd, db);
-        return 1;
-    }
-    if (hs_q_open(&q, db, &qe)) {
-        fprintf(stderr, "heapstore %s: %s\n", a->cmd, qe.msg);
-        if (!a->db) fprintf(stderr, "  (set HEAPSTORE_URL to ask a server, or --db PATH)\n");
-        return 1;
-    }
+    int rc = hs_cli_open(a, &q);
+    if (rc) return rc;
     hs_api_handle(q, method, target, body, body_len, out);
     hs_q_free(q);
     if (out->status != 200) {
@@ -215,6 +234,34 @@ int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, co
         return 1;
     }
     return 0;
+}
+
+int hs_cli_get_json(const hs_cli_args *a, const char *target, json_t **out)
+{
+    hs_api_reply rep;
+    *out = NULL;
+    int rc = hs_cli_call(a, "GET", target, NULL, 0, 0, &rep);
+    if (rc) return rc;
+    if (a->json)
+        hs_cli_print_json(rep.json);
+    else
+        *out = rep.json, rep.json = NULL;
+    hs_api_reply_clear(&rep);
+    return 0;
+}
+
+int hs_cli_print_own_json(const hs_cli_args *a, json_t *j)
+{
+    if (!j) return hs_cli_oom(a);
+    hs_cli_print_json(j);
+    json_decref(j);
+    return 0;
+}
+
+int hs_cli_oom(const hs_cli_args *a)
+{
+    fprintf(stderr, "heapstore %s: out of memory\n", a->cmd);
+    return 1;
 }
 
 const char *hs_cli_bytes(int64_t b, char *buf)
@@ -276,13 +323,8 @@ int hs_cli_run_target(const hs_cli_args *a, const char *usage, char *target, siz
 
 void hs_cli_site(char *buf, size_t len, const json_t *row, const char *fnkey)
 {
-    const char *file = hs_json_str(row, "file");
-    const char *base = strrchr(file, '/');
-    if (*file)
-        snprintf(buf, len, "%s (%s:%" PRId64 ")", hs_json_str(row, fnkey), base ? base + 1 : file,
-                 hs_json_int(row, "line"));
-    else
-        snprintf(buf, len, "%s", hs_json_str(row, fnkey));
+    hs_frame_label(buf, len, hs_json_str(row, fnkey), hs_json_str(row, "file"),
+                   hs_json_int(row, "line"));
 }
 
 void hs_cli_sampling(const json_t *s)

@@ -1,10 +1,12 @@
 /* cli_query: what the query commands of the CLI share.
  *
  * Option parsing (--json, --db PATH and each command's value options), the
- * request itself (hs_cli_call: to the server named by HEAPSTORE_URL over
- * HTTP, or else through queries/ on the database file directly; the same
- * request and the same JSON either way), and the human rendering helpers
- * (tables, byte sizes, the sampling footer every answer carries).
+ * two ways to an answer (direct: the typed core of queries/ on the database
+ * file, hs_cli_open; or the server named by HEAPSTORE_URL over HTTP,
+ * hs_cli_call, whose JSON cli_decode.c turns into the same typed result, so
+ * one renderer prints both), and the human rendering helpers (tables, byte
+ * sizes, the sampling footer every answer carries). Commands not yet on the
+ * typed core send their API request through hs_cli_call either way.
  */
 #ifndef HS_CLI_QUERY_H
 #define HS_CLI_QUERY_H
@@ -36,11 +38,31 @@ typedef struct hs_cli_args {
  * exit 0) or on a mistake (returns 2); returns 0 when the caller goes on. */
 int hs_cli_parse(hs_cli_args *a, int argc, char **argv, const char *opts, const char *usage);
 
+/* 1 when the CLI answers from a database file through the typed core
+ * (--db, or no HEAPSTORE_URL), 0 when it asks the server at HEAPSTORE_URL. */
+int hs_cli_direct(const hs_cli_args *a);
+/* Opens the database of direct mode (--db, else the default file): 0, or
+ * the exit code after saying why on stderr. */
+int hs_cli_open(const hs_cli_args *a, hs_q **out);
+/* Prints "heapstore CMD: message" for err; returns 1 (the exit code). */
+int hs_cli_fail(const hs_cli_args *a, const hs_qerr *err);
+
 /* One request. On success returns 0 and fills out (JSON in out->json, or,
  * when file is set, the raw answer in out->body). On failure prints
  * "heapstore CMD: message" to stderr and returns 1 (the exit code). */
 int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, const char *body,
                 size_t body_len, int file, hs_api_reply *out);
+
+/* HTTP mode of a command on the typed core: GET target from the server;
+ * with --json prints the answer as it is and sets *out NULL, else sets
+ * *out to the answer (the caller decodes it, cli_decode.h). 0, or the exit
+ * code after the error was printed. */
+int hs_cli_get_json(const hs_cli_args *a, const char *target, json_t **out);
+/* Prints j (a result's JSON, taken over; NULL: out of memory) as --json
+ * does; 0 or the exit code. */
+int hs_cli_print_own_json(const hs_cli_args *a, json_t *j);
+/* Prints "heapstore CMD: out of memory"; returns 1. */
+int hs_cli_oom(const hs_cli_args *a);
 
 /* The help lines of --site and --wrappers (a string literal). */
 #define HS_CLI_SITE_HELP                                                                           \

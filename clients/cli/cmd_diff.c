@@ -19,6 +19,8 @@ int hs_cmd_diff(int argc, char **argv)
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "by,limit,format,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
+    char def_limit[24];
+    snprintf(def_limit, sizeof def_limit, "%d", HS_CLI_DIFF_LIMIT);
     if (a.npos != 2) {
         fprintf(stderr, "heapstore diff: give two RUN@T\nusage: heapstore %s\n", usage);
         return 2;
@@ -35,7 +37,7 @@ int hs_cmd_diff(int argc, char **argv)
     strcat(target, "&by=");
     hs_cli_pct(target, sizeof target, a.by ? a.by : "stack");
     strcat(target, "&limit=");
-    hs_cli_pct(target, sizeof target, a.limit ? a.limit : "20");
+    hs_cli_pct(target, sizeof target, a.limit ? a.limit : def_limit);
     if (collapsed) strcat(target, "&format=collapsed");
     hs_cli_site_params(&a, target, sizeof target);
     hs_api_reply r;

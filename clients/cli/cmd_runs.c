@@ -15,13 +15,15 @@ int hs_cmd_runs(int argc, char **argv)
     hs_cli_args a;
     int rc = hs_cli_parse(&a, argc, argv, "label,program,host,limit", usage);
     if (rc) return rc < 0 ? 0 : rc;
+    char def_limit[24];
+    snprintf(def_limit, sizeof def_limit, "%d", HS_RUNS_LIMIT);
     if (a.npos) {
         fprintf(stderr, "heapstore runs: unexpected argument '%s'\nusage: heapstore %s\n", a.pos[0],
                 usage);
         return 2;
     }
     char target[4096] = "/api/runs?limit=";
-    hs_cli_pct(target, sizeof target, a.limit ? a.limit : "100");
+    hs_cli_pct(target, sizeof target, a.limit ? a.limit : def_limit);
     if (a.program) {
         strcat(target, "&program=");
         hs_cli_pct(target, sizeof target, a.program);

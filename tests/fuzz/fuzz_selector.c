@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "hs_error.h"
 #include "hs_queries.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -13,12 +14,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!s) return 0;
     memcpy(s, data, size);
     s[size] = 0;
-    char err[256];
+    hs_qerr err = {0};
     hs_run_sel run;
     hs_t_sel t;
-    if (hs_sel_parse_run(&run, s, err, sizeof err) != 0 && !err[0]) abort();
-    if (hs_sel_parse_t(&t, s, err, sizeof err) != 0 && !err[0]) abort();
-    if (hs_sel_parse_at(&run, &t, s, "end", err, sizeof err) != 0 && !err[0]) abort();
+    if (hs_sel_parse_run(&run, s, &err) != 0 && (!err.msg[0] || err.code != HS_EINVAL)) abort();
+    err.msg[0] = 0;
+    if (hs_sel_parse_t(&t, s, &err) != 0 && !err.msg[0]) abort();
+    err.msg[0] = 0;
+    if (hs_sel_parse_at(&run, &t, s, "end", &err) != 0 && !err.msg[0]) abort();
     free(s);
     return 0;
 }

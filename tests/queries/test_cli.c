@@ -118,6 +118,50 @@ static void test_json_same_both_ways(void **state)
     qk_out_free(&s);
 }
 
+/* One renderer for both modes: direct mode prints the core's typed result,
+ * HTTP mode the same result decoded from the server's JSON; each command
+ * prints the same bytes (tables, errors, exit code; --json too) either way
+ * on the same database. */
+static void test_same_output_both_ways(void **state)
+{
+    (void)state;
+    static const char *const cases[][10] = {
+        {"top", "1"},
+        {"top", "1", "--at", "end", "--by", "stack"},
+        {"top", "1", "--at", "1.15", "--by", "function", "--limit", "2"},
+        {"top", "program=app,version=2", "--by", "site", "--limit", "1"},
+        {"top", "1", "--site", "leaf", "--by", "stack"},
+        {"top", "1", "--by", "stack", "--json"},
+        {"top", "1", "--by", "nope"},
+        {"top", "42", "--by", "nope"},
+        {"top", "1", "--at", "9"},
+        {"runs"},
+        {"leaks", "1"},
+        {"leaks", "2", "--limit", "1", "--site", "leaf"},
+        {"leaks", "1", "--json"},
+        {"leaks", "42", "--limit", "0"},
+        {"diff", "1@end", "2@end", "--by", "site"},
+        {"sizes", "1"},
+        {"sizes", "latest", "--json"},
+        {"sizes", "42"},
+        {"history", "1", "--top", "2"},
+        {"flame", "1"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        qk_out d, s;
+        run(&d, 0, cases[i]);
+        run(&s, 1, cases[i]);
+        if (strcmp(d.out, s.out) || strcmp(d.err, s.err) || d.code != s.code)
+            fprintf(stderr, "%s %s: direct %d:\n%s%s\nhttp %d:\n%s%s\n", cases[i][0],
+                    cases[i][1] ? cases[i][1] : "", d.code, d.out, d.err, s.code, s.out, s.err);
+        assert_int_equal(d.code, s.code);
+        assert_string_equal(d.out, s.out);
+        assert_string_equal(d.err, s.err);
+        qk_out_free(&d);
+        qk_out_free(&s);
+    }
+}
+
 static void test_bad_input(void **state)
 {
     (void)state;
@@ -238,8 +282,11 @@ static void test_pprof_with_go(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tables),        cmocka_unit_test(test_json_same_both_ways),
-        cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_flame_collapsed),
+        cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_json_same_both_ways),
+        cmocka_unit_test(test_same_output_both_ways),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_flame_collapsed),
         cmocka_unit_test(test_pprof_with_go),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -110,12 +110,13 @@ static void test_selectors(void **state)
     };
     for (size_t i = 0; i < HS_COUNTOF(runs); i++) {
         hs_run_sel sel;
-        char err[256] = "";
-        int rc = hs_sel_parse_run(&sel, runs[i].in, err, sizeof err);
+        hs_qerr err = {0};
+        int rc = hs_sel_parse_run(&sel, runs[i].in, &err);
         if (rc != runs[i].rc) fprintf(stderr, "run selector '%s': rc %d\n", runs[i].in, rc);
         assert_int_equal(rc, runs[i].rc);
         if (rc) {
-            assert_true(strlen(err) > 10);
+            assert_true(strlen(err.msg) > 10);
+            assert_int_equal(err.code, HS_EINVAL);
             continue;
         }
         assert_int_equal(sel.kind, runs[i].kind);
@@ -144,8 +145,8 @@ static void test_selectors(void **state)
     };
     for (size_t i = 0; i < HS_COUNTOF(ts); i++) {
         hs_t_sel t;
-        char err[256];
-        int rc = hs_sel_parse_t(&t, ts[i].in, err, sizeof err);
+        hs_qerr err;
+        int rc = hs_sel_parse_t(&t, ts[i].in, &err);
         if (rc != ts[i].rc) fprintf(stderr, "T '%s': rc %d\n", ts[i].in, rc);
         assert_int_equal(rc, ts[i].rc);
         if (rc) continue;
@@ -154,13 +155,13 @@ static void test_selectors(void **state)
     }
     hs_run_sel r;
     hs_t_sel t;
-    char err[256];
-    assert_int_equal(hs_sel_parse_at(&r, &t, "program=app,latest@1.5", "end", err, sizeof err), 0);
+    hs_qerr err;
+    assert_int_equal(hs_sel_parse_at(&r, &t, "program=app,latest@1.5", "end", &err), 0);
     assert_int_equal(r.kind, HS_RUNSEL_MATCH);
     assert_int_equal(t.ns, 1500000000);
-    assert_int_equal(hs_sel_parse_at(&r, &t, "7", "end", err, sizeof err), 0);
+    assert_int_equal(hs_sel_parse_at(&r, &t, "7", "end", &err), 0);
     assert_int_equal(t.kind, HS_TSEL_END);
-    assert_int_equal(hs_sel_parse_at(&r, &t, "7@", "end", err, sizeof err), HS_EINVAL);
+    assert_int_equal(hs_sel_parse_at(&r, &t, "7@", "end", &err), HS_EINVAL);
 }
 
 /* ---- runs ------------------------------------------------------------------- */

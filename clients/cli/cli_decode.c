@@ -1,0 +1,168 @@
+/* cli_decode: typed results from the API's JSON (see cli_decode.h). */
+#include "cli_decode.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_query.h"
+#include "hs_error.h"
+
+static void run_decode(hs_run_brief *out, const json_t *j)
+{
+    const json_t *run = json_object_get(j, "run"), *s = json_object_get(j, "sampling");
+    *out = (hs_run_brief){.id = hs_json_int(run, "id"),
+                          .program = hs_json_str(run, "program"),
+                          .sample_bytes = hs_json_int(s, "sample_bytes"),
+                          .open = !strcmp(hs_json_str(run, "state"), "open"),
+                          .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
+                          .record = run,
+                          .sampling = s};
+}
+
+static hs_qframe frame_decode(const json_t *f, const char *name_key)
+{
+    return (hs_qframe){.name = hs_json_str(f, name_key),
+                       .file = hs_json_str(f, "file"),
+                       .module = hs_json_str(f, "module"),
+                       .line = hs_json_int(f, "line")};
+}
+
+/* row's "stack", "site_index" and "stack_depth" into out. */
+static int stack_decode(hs_qstack *out, const json_t *row)
+{
+    const json_t *st = json_object_get(row, "stack");
+    size_t n = json_array_size(st);
+    memset(out, 0, sizeof *out);
+    if (!(out->frames = calloc(n ? n : 1, sizeof *out->frames))) return HS_ENOMEM;
+    for (size_t i = 0; i < n; i++) out->frames[i] = frame_decode(json_array_get(st, i), "function");
+    out->n = (int)n;
+    out->site = (int)hs_json_int(row, "site_index");
+    out->depth =
+        json_object_get(row, "stack_depth") ? (int)hs_json_int(row, "stack_depth") : out->n;
+    return 0;
+}
+
+static void top_truncated_decode(hs_top_result *out, const json_t *cut)
+{
+    if (!json_is_object(cut)) return;
+    const json_t *mf = json_object_get(cut, "max_frames");
+    out->frames_cut = json_is_integer(mf);
+    out->max_frames = (int)json_integer_value(mf);
+    out->stacks_omitted = hs_json_int(cut, "stacks");
+    out->stacks_bytes = hs_json_int(cut, "stacks_bytes");
+    out->rows_cut = hs_json_int(cut, "rows");
+    out->bytes_cut = json_is_true(json_object_get(cut, "answer_bytes"));
+}
+
+int hs_cli_top_decode(hs_top_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    run_decode(&out->run, j);
+    snprintf(out->at, sizeof out->at, "%s", hs_json_str(j, "at"));
+    out->at_ns = hs_json_int(j, "at_ns");
+    if (hs_group_parse(hs_json_str(j, "by"), &out->by)) out->by = HS_GROUP_SITE;
+    out->total_bytes = hs_json_int(j, "total_bytes");
+    out->total_count = hs_json_int(j, "total_count");
+    out->rows_total = hs_json_int(j, "rows_total");
+    top_truncated_decode(out, json_object_get(j, "truncated"));
+    const json_t *rows = json_object_get(j, "rows");
+    size_t n = json_array_size(rows);
+    if (!(out->rows = calloc(n ? n : 1, sizeof *out->rows))) goto oom;
+    for (size_t i = 0; i < n; i++, out->nrows++) {
+        const json_t *row = json_array_get(rows, i);
+        hs_top_row *r = &out->rows[i];
+        r->frame = frame_decode(row, "name");
+        r->trace = hs_json_int(row, "trace");
+        r->self_bytes = hs_json_int(row, "self_bytes");
+        r->self_count = hs_json_int(row, "self_count");
+        r->total_bytes = hs_json_int(row, "total_bytes");
+        r->total_count = hs_json_int(row, "total_count");
+        r->share = json_real_value(json_object_get(row, "share"));
+        if (json_object_get(row, "stack") && stack_decode(&r->stack, row)) goto oom;
+    }
+    return 0;
+oom:
+    hs_top_result_clear(out);
+    return HS_ENOMEM;
+}
+
+int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    run_decode(&out->run, j);
+    out->total_allocs = hs_json_int(j, "total_allocs");
+    out->total_bytes = hs_json_int(j, "total_bytes");
+    out->suggested_sample_bytes = hs_json_int(j, "suggested_sample_bytes");
+    snprintf(out->reason, sizeof out->reason, "%s", hs_json_str(j, "reason"));
+    const json_t *bs = json_object_get(j, "buckets");
+    size_t n = json_array_size(bs);
+    if (!(out->buckets = calloc(n ? n : 1, sizeof *out->buckets))) {
+        hs_sizes_result_clear(out);
+        return HS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *b = json_array_get(bs, i);
+        out->buckets[i] = (hs_qsize_bucket){.bucket = (int)hs_json_int(b, "bucket"),
+                                            .lo = hs_json_int(b, "lo"),
+                                            .hi = hs_json_int(b, "hi"),
+                                            .allocs = hs_json_int(b, "allocs"),
+                                            .bytes = hs_json_int(b, "bytes")};
+    }
+    out->nbuckets = n;
+    return 0;
+}
+
+static double real(const json_t *o, const char *key)
+{
+    return json_number_value(json_object_get(o, key));
+}
+
+/* One list of leaks' rows (live or growing) into *out. */
+static int leak_rows_decode(hs_leak_row **out, size_t *n, const json_t *rows)
+{
+    size_t len = json_array_size(rows);
+    if (!(*out = calloc(len ? len : 1, sizeof **out))) return HS_ENOMEM;
+    for (size_t i = 0; i < len; i++, (*n)++) {
+        const json_t *row = json_array_get(rows, i);
+        hs_leak_row *r = &(*out)[i];
+        r->site = frame_decode(row, "name");
+        r->trace = hs_json_int(row, "trace");
+        r->bytes = hs_json_int(row, "bytes");
+        r->count = hs_json_int(row, "count");
+        r->share = real(row, "share");
+        r->slope = real(row, "slope_bytes_per_s");
+        r->r2 = real(row, "r2");
+        r->steady = real(row, "steadiness");
+        r->span = real(row, "span");
+        r->score = real(row, "score");
+        r->end_bytes = hs_json_int(row, "end_bytes");
+        if (stack_decode(&r->stack, row)) return HS_ENOMEM;
+    }
+    return 0;
+}
+
+int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    run_decode(&out->run, j);
+    out->at_ns = hs_json_int(j, "at_ns");
+    out->total_bytes = hs_json_int(j, "total_bytes");
+    out->total_count = hs_json_int(j, "total_count");
+    const json_t *cut = json_object_get(j, "truncated");
+    if (json_is_object(cut)) {
+        const json_t *mf = json_object_get(cut, "max_frames");
+        out->frames_cut = json_is_integer(mf);
+        out->max_frames = (int)json_integer_value(mf);
+        out->bytes_cut = json_is_true(json_object_get(cut, "answer_bytes"));
+    }
+    if (leak_rows_decode(&out->live, &out->nlive, json_object_get(j, "live_at_end")) ||
+        leak_rows_decode(&out->growing, &out->ngrowing, json_object_get(j, "growing"))) {
+        hs_leaks_result_clear(out);
+        return HS_ENOMEM;
+    }
+    return 0;
+}

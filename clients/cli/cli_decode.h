@@ -1,0 +1,26 @@
+/* cli_decode: the API's JSON turned back into the core's typed results.
+ *
+ * In HTTP mode the CLI gets docs/api.md's JSON from a server; decoding it
+ * into the result the core gives in direct mode lets one renderer print
+ * both. A decoded result lends its strings from the JSON, which it takes
+ * over (freed by the result's _clear). Members the JSON lacks are left 0 or
+ * "": a server answers what the API documents, and the renderer prints what
+ * it gets.
+ */
+#ifndef HS_CLI_DECODE_H
+#define HS_CLI_DECODE_H
+
+#include <jansson.h>
+
+#include "hs_core.h"
+
+/* /api/runs/RUN/top's answer j (taken over, also on failure) into out.
+ * 0, or HS_ENOMEM. */
+int hs_cli_top_decode(hs_top_result *out, json_t *j);
+
+/* /api/runs/RUN/leaks's answer, the same way. */
+int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j);
+/* /api/runs/RUN/sizes's answer, the same way. */
+int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j);
+
+#endif

@@ -1,0 +1,281 @@
+/* hs_core: the typed query core of heapstore.
+ *
+ * C functions that take typed parameters and return typed results, so that
+ * the JSON API (api.c, over HTTP in server/http.c) and the CLI's tables are
+ * adapters over one answer. This header holds what every adapter shares:
+ * the one error type of the query layer (an HS_E code and a sentence; the
+ * HTTP status is the API adapter's business), every default defined once,
+ * the grouping of a moment's state (one enum), the selectors (RUN, T,
+ * RUN@T: pure parsers), the one frame label, and the typed questions with
+ * their results.
+ *
+ * Ownership: a result is filled by its hs_core_* call and released with its
+ * _clear function. Strings in a result are lent: they live in the hs_q's
+ * caches (or, for a result decoded from JSON, in the JSON it was decoded
+ * from) and stay valid until the next call on the same hs_q; copy what must
+ * outlive that. An hs_q is used by one thread at a time.
+ */
+#ifndef HS_CORE_H
+#define HS_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hs_q hs_q;
+
+/* ---- the one error type -------------------------------------------------- */
+
+/* An error for a person: code is a negative HS_E code (hs_error.h): EINVAL
+ * a bad parameter, ENOENT no such run, ETOOBIG a request past a bound,
+ * ETIMEOUT a query stopped at its time limit, ENOMEM, EDB and ECORRUPT the
+ * server's trouble. */
+typedef struct hs_qerr {
+    int code;
+    char msg[512];
+} hs_qerr;
+
+/* Opens db_path read-only. Returns 0 or an HS_E code with err filled. */
+int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err);
+void hs_q_free(hs_q *q);
+
+/* ---- defaults, each defined once ------------------------------------------ */
+
+/* The API's documented defaults (docs/api.md). */
+#define HS_RUNS_LIMIT  100 /* runs listed */
+#define HS_TOP_LIMIT   50  /* top's rows */
+#define HS_LEAKS_LIMIT 20  /* leaks: rows of each list */
+#define HS_DIFF_LIMIT  100 /* diff's rows */
+#define HS_TOP_AT      "peak"
+#define HS_FLAME_AT    "peak"
+#define HS_EXPORT_AT   "peak"
+#define HS_DIFF_AT     "end" /* RUN without @T in a diff */
+/* The CLI's tables show fewer rows (its documented choice, in its help). */
+#define HS_CLI_TOP_LIMIT   20
+#define HS_CLI_LEAKS_LIMIT 10
+#define HS_CLI_DIFF_LIMIT  20
+
+/* Frames per stack in an answer's stacks (max_frames=), and the deepest
+ * stack read. */
+#define HS_STACK_FRAMES 64
+#define HS_MAX_DEPTH    1024
+
+/* ---- grouping ------------------------------------------------------------- */
+
+/* What a row of a moment's state (top, diff) stands for: a stack's site
+ * (site.c), a function (every function of a stack counts it once in its
+ * total, the site's function in its self), or the whole stack. */
+typedef enum hs_group { HS_GROUP_SITE, HS_GROUP_FUNCTION, HS_GROUP_STACK } hs_group;
+
+/* "site", "function", "stack" -> *out; -1 for anything else. */
+int hs_group_parse(const char *s, hs_group *out);
+const char *hs_group_name(hs_group g);
+
+/* ---- frame labels --------------------------------------------------------- */
+
+/* "name (file.c:12)": the base name of file and the line, or just name when
+ * there is no file. Writes at most len bytes (NUL included); returns the
+ * length it wanted, as snprintf does. The one label of a frame, for the
+ * answers (history's names) and the CLI's tables alike. */
+int hs_frame_label(char *buf, size_t len, const char *name, const char *file, int64_t line);
+
+/* ---- selectors (pure) ---------------------------------------------------- */
+
+#define HS_SEL_MAX_KV 16
+
+enum hs_run_sel_kind {
+    HS_RUNSEL_ID,     /* digits: a run id (or, if no such id, a uuid prefix) */
+    HS_RUNSEL_UUID,   /* hex: a unique prefix of a run's uuid */
+    HS_RUNSEL_LATEST, /* "latest" */
+    HS_RUNSEL_MATCH,  /* key=value[,key=value…][,latest]: the newest match */
+};
+
+typedef struct hs_run_sel {
+    int kind;
+    int64_t id;
+    char hex[33];
+    int nkv;
+    struct {
+        char key[64];
+        char value[256];
+    } kv[HS_SEL_MAX_KV];
+} hs_run_sel;
+
+/* END is the end of the program's main code where the run knows it (a
+ * Python program: before its interpreter's teardown), else the process's
+ * end; EXIT is always the process's end. */
+enum hs_t_sel_kind { HS_TSEL_SECONDS, HS_TSEL_PEAK, HS_TSEL_END, HS_TSEL_EXIT };
+
+typedef struct hs_t_sel {
+    int kind;
+    int64_t ns; /* HS_TSEL_SECONDS: nanoseconds from the run's start */
+} hs_t_sel;
+
+/* Each returns 0 or HS_EINVAL with a sentence in err. */
+int hs_sel_parse_run(hs_run_sel *out, const char *s, hs_qerr *err);
+int hs_sel_parse_t(hs_t_sel *out, const char *s, hs_qerr *err);
+/* "RUN@T"; T defaults to def (e.g. "end") when there is no '@'. */
+int hs_sel_parse_at(hs_run_sel *run, hs_t_sel *t, const char *s, const char *def, hs_qerr *err);
+
+/* For a question whose parameters were refused (rc, err filled): a missing
+ * run is named first, as the API always has (404 before 400). Returns the
+ * run's error when it cannot be resolved, else rc with err unchanged. */
+int hs_run_check(hs_q *q, const hs_run_sel *sel, hs_qerr *err, int rc);
+
+/* ---- sites ---------------------------------------------------------------- */
+
+/* What names a stack (site.c): user (the default), alloc or leaf, and more
+ * allocation wrappers to look through (comma-separated, lent; added to
+ * HEAPSTORE_ALLOC_WRAPPERS). */
+enum hs_site_mode { HS_SITE_USER, HS_SITE_ALLOC, HS_SITE_LEAF };
+typedef struct hs_site_rules {
+    int mode;
+    const char *wrappers; /* NULL: none */
+} hs_site_rules;
+
+/* site= and wrappers= (either may be NULL) -> out. 0 or HS_EINVAL. */
+int hs_site_rules_parse(hs_site_rules *out, const char *site, const char *wrappers, hs_qerr *err);
+
+/* ---- shared parts of results ---------------------------------------------- */
+
+/* A frame as answers show it: name is the function less clone suffixes
+ * (or "module+0xoff"), file and module "" when unknown. Lent strings. */
+typedef struct hs_qframe {
+    const char *name, *file, *module;
+    int64_t line;
+} hs_qframe;
+
+/* A stack, leaf first, cut to max_frames: depth is the whole stack's depth
+ * (> n when it was cut), site its site's index in the whole stack. */
+typedef struct hs_qstack {
+    hs_qframe *frames;
+    int n, depth, site;
+} hs_qstack;
+
+/* The run a result is about: what the tables print. The whole record is
+ * the adapters' (record: the API's "run" object, lent). */
+typedef struct hs_run_brief {
+    int64_t id;
+    const char *program;
+    int64_t sample_bytes;
+    int open;             /* still running (state "open") */
+    int clean_exit;       /* ended through exit() */
+    const void *record;   /* json_t *: the API's run object */
+    const void *sampling; /* json_t *: the API's sampling object */
+} hs_run_brief;
+
+/* ---- top: a moment's state, grouped ---------------------------------------- */
+
+typedef struct hs_top_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    hs_group by;
+    int64_t limit;  /* rows, 1 to 1000000 */
+    int max_frames; /* frames per row's stack, 1 to HS_MAX_DEPTH */
+    hs_site_rules site;
+} hs_top_params;
+
+/* Defaults (at peak, by site, HS_TOP_LIMIT rows, HS_STACK_FRAMES frames,
+ * user sites); run must still be set. */
+void hs_top_params_init(hs_top_params *p);
+/* Sets the parameter named key (at, by, limit, max_frames, site,
+ * wrappers) from its text as the API and the CLI take it; other keys are
+ * ignored. 0 or HS_EINVAL with the sentence both print. value is lent to p
+ * (wrappers). */
+int hs_top_param(hs_top_params *p, const char *key, const char *value, hs_qerr *err);
+
+typedef struct hs_top_row {
+    hs_qframe frame; /* by function: file "" and line 0 */
+    int64_t trace;   /* the row's largest trace */
+    int64_t self_bytes, self_count, total_bytes, total_count;
+    double share;    /* of the moment's bytes: self by function, else total */
+    hs_qstack stack; /* the trace's stack (none by function: n = depth = 0) */
+} hs_top_row;
+
+typedef struct hs_top_result {
+    hs_run_brief run;
+    char at[32]; /* "peak", "end", "exit" or seconds */
+    int64_t at_ns;
+    hs_group by;
+    int64_t total_bytes, total_count;
+    int64_t rows_total; /* rows before the limit */
+    hs_top_row *rows;
+    size_t nrows;
+    /* what the answer left out (truncated when any is set) */
+    int frames_cut;         /* a stack was cut to max_frames */
+    int max_frames;         /* the cut */
+    int64_t stacks_omitted; /* stacks past what a request may read */
+    int64_t stacks_bytes;
+    int64_t rows_cut; /* rows within the limit left out (answer_bytes) */
+    int bytes_cut;    /* stopped at the answer's byte bound */
+    void *own;        /* what the result holds (freed by _clear) */
+    void *own_json;   /* a decoded result: the JSON its strings live in */
+} hs_top_result;
+
+int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *err);
+void hs_top_result_clear(hs_top_result *r);
+
+/* ---- leaks: what was live at the end, and what grew --------------------- */
+
+typedef struct hs_leaks_params {
+    hs_run_sel run;
+    int64_t limit;  /* rows of each list, 1 to 100000 */
+    int max_frames; /* frames per row's stack */
+    hs_site_rules site;
+} hs_leaks_params;
+
+/* Defaults: HS_LEAKS_LIMIT rows, HS_STACK_FRAMES frames, user sites. */
+void hs_leaks_params_init(hs_leaks_params *p);
+/* limit, max_frames, site, wrappers, as hs_top_param. */
+int hs_leaks_param(hs_leaks_params *p, const char *key, const char *value, hs_qerr *err);
+
+/* A trace's row: its site (name "?" for an empty stack) and stack, and
+ * either what it holds at the end (live) or how it grew (growing). */
+typedef struct hs_leak_row {
+    hs_qframe site;
+    int64_t trace;
+    hs_qstack stack;
+    int64_t bytes, count; /* live */
+    double share;         /* live: of the bytes live at the end */
+    double slope;         /* growing: bytes a second, least squares over the run */
+    double r2, steady, span, score;
+    int64_t end_bytes;
+} hs_leak_row;
+
+typedef struct hs_leaks_result {
+    hs_run_brief run;
+    int64_t at_ns; /* the end (as T=end) */
+    int64_t total_bytes, total_count;
+    hs_leak_row *live, *growing; /* largest first; most likely leak first */
+    size_t nlive, ngrowing;
+    int frames_cut, max_frames; /* a stack was cut to max_frames */
+    int bytes_cut;              /* stopped at the answer's byte bound */
+    void *own, *own_json;       /* as in hs_top_result */
+} hs_leaks_result;
+
+int hs_core_leaks(hs_q *q, const hs_leaks_params *p, hs_leaks_result *out, hs_qerr *err);
+void hs_leaks_result_clear(hs_leaks_result *r);
+
+/* ---- sizes: the allocation size histogram -------------------------------- */
+
+/* Allocations by size, power-of-two buckets: bucket b holds sizes
+ * [lo, hi] = [2^b, 2^(b+1) - 1] (bucket 0: 0 and 1). Every allocation
+ * counts, sampled or not. */
+typedef struct hs_qsize_bucket {
+    int bucket;
+    int64_t lo, hi, allocs, bytes;
+} hs_qsize_bucket;
+
+typedef struct hs_sizes_result {
+    hs_run_brief run;
+    hs_qsize_bucket *buckets; /* the buckets with allocations, smallest first */
+    size_t nbuckets;
+    int64_t total_allocs, total_bytes;
+    int64_t suggested_sample_bytes; /* for about 20,000 samples a second */
+    char reason[300];               /* why, in a sentence */
+    void *own, *own_json;           /* as in hs_top_result */
+} hs_sizes_result;
+
+int hs_core_sizes(hs_q *q, const hs_run_sel *run, hs_sizes_result *out, hs_qerr *err);
+void hs_sizes_result_clear(hs_sizes_result *r);
+
+#endif

@@ -1,0 +1,307 @@
+/* top: a moment's state grouped by site, function or stack, as a typed
+ * result (hs_core.h). The state at the moment is read once (q.c); each
+ * live trace's stack is read from the frame cache and counted for its row:
+ * by site and by stack once, by function once per function of the stack
+ * (total) and for the site's function (self). Rows are ranked by total
+ * bytes (by function: self bytes) and cut to the limit and to the answer's
+ * byte bound; only the rows answered get their stacks. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "q_internal.h"
+
+void hs_top_params_init(hs_top_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->at.kind = HS_TSEL_PEAK;
+    p->by = HS_GROUP_SITE;
+    p->limit = HS_TOP_LIMIT;
+    p->max_frames = HS_STACK_FRAMES;
+    p->site.mode = HS_SITE_USER;
+}
+
+int hs_top_param(hs_top_params *p, const char *key, const char *value, hs_qerr *err)
+{
+    if (!strcmp(key, "at")) return hs_sel_parse_t(&p->at, value, err);
+    if (strcmp(key, "by"))
+        return hs__rows_param(key, value, 1000000, &p->limit, &p->max_frames, &p->site, err);
+    if (hs_group_parse(value, &p->by))
+        return hs__err(err, HS_EINVAL, "by must be site, function or stack (not '%s')", value);
+    return 0;
+}
+
+int hs_run_check(hs_q *q, const hs_run_sel *sel, hs_qerr *err, int rc)
+{
+    hs__run run;
+    hs_qerr e2;
+    int rrc = hs__run_resolve(q, sel, &run, &e2);
+    hs__run_clear(&run);
+    if (!rrc) return rc;
+    *err = e2;
+    return rrc;
+}
+
+/* ---- grouping ------------------------------------------------------------- */
+
+typedef struct top_row {
+    int64_t key; /* site: the site's frame id; stack: trace; function: interned index + 1 */
+    const hs__frame *frame;
+    int64_t trace, trace_bytes; /* the largest trace of the row, for its stack */
+    int64_t self_bytes, self_count, total_bytes, total_count;
+    size_t seen; /* the last stack counted (total once per stack) */
+} top_row;
+
+typedef struct top_acc {
+    hs_q *q;
+    hs_group by;
+    hs__map idx;   /* site, stack: key -> row */
+    hs__smap fidx; /* function: name -> row */
+    top_row *rows;
+    size_t n, cap;
+    int64_t omitted, omitted_bytes; /* stacks past the frames a request may read */
+} top_acc;
+
+static void top_acc_free(top_acc *t)
+{
+    free(t->rows);
+    hs__map_free(&t->idx);
+    hs__smap_free(&t->fidx);
+}
+
+/* The row of frame f (at position k of stack trace), added when new; NULL
+ * when out of memory. */
+static top_row *top_row_of(top_acc *t, const hs__frame *f, int64_t frame, int64_t trace)
+{
+    uint64_t ri;
+    int found, added = 0;
+    uint64_t key = t->by == HS_GROUP_SITE ? (uint64_t)frame : (uint64_t)trace;
+    if (t->by == HS_GROUP_FUNCTION) {
+        size_t v = hs__smap_intern(&t->fidx, f->name, strlen(f->name), t->n, &added);
+        if (v == (size_t)-1) return NULL;
+        ri = v;
+        found = !added;
+        key = v + 1;
+    } else {
+        found = hs__map_get(&t->idx, key, &ri);
+    }
+    if (found) return &t->rows[ri];
+    if (t->n == t->cap) {
+        size_t cap = t->cap ? t->cap * 2 : 256;
+        top_row *np = realloc(t->rows, cap * sizeof *np);
+        if (!np) return NULL;
+        t->rows = np;
+        t->cap = cap;
+    }
+    if (t->by != HS_GROUP_FUNCTION && hs__map_put(&t->idx, key, t->n)) return NULL;
+    t->rows[t->n] = (top_row){.key = (int64_t)key, .frame = f, .seen = (size_t)-1};
+    return &t->rows[t->n++];
+}
+
+/* Counts live trace i of the state (lv) for its rows. */
+static int top_count(top_acc *t, const hs__live *lv, size_t i, hs_qerr *err)
+{
+    int64_t frames[HS_MAX_DEPTH];
+    int d = hs__stack(t->q, lv->trace, frames, HS_MAX_DEPTH, err);
+    if (d <= 0) return d;
+    int site = hs__site_index(t->q, lv->trace, frames, d, err);
+    if (site < 0) return site;
+    /* by site and stack a row is named by its site; by function the site's
+     * function gets the self bytes, every function the total */
+    int lo = t->by == HS_GROUP_FUNCTION ? 0 : site, hi = t->by == HS_GROUP_FUNCTION ? d : site + 1;
+    for (int k = lo; k < hi; k++) {
+        const hs__frame *f = hs__frame_get(t->q, frames[k], err);
+        if (!f) return HS_EDB;
+        top_row *r = top_row_of(t, f, frames[k], lv->trace);
+        if (!r) return hs__err(err, HS_ENOMEM, "out of memory");
+        if (k == site) {
+            r->self_bytes += lv->bytes;
+            r->self_count += lv->count;
+        }
+        if (r->seen != i) {
+            r->seen = i;
+            r->total_bytes += lv->bytes;
+            r->total_count += lv->count;
+        }
+        if (lv->bytes > r->trace_bytes || !r->trace) {
+            r->trace = lv->trace;
+            r->trace_bytes = lv->bytes;
+        }
+    }
+    return 0;
+}
+
+static int cmp_total(const top_row *x, const top_row *y)
+{
+    if (x->total_bytes != y->total_bytes) return x->total_bytes < y->total_bytes ? 1 : -1;
+    return (x->key > y->key) - (x->key < y->key);
+}
+
+static int cmp_top_total(const void *a, const void *b)
+{
+    return cmp_total(a, b);
+}
+
+static int cmp_top_self(const void *a, const void *b) /* by function */
+{
+    const top_row *x = a, *y = b;
+    if (x->self_bytes != y->self_bytes) return x->self_bytes < y->self_bytes ? 1 : -1;
+    return cmp_total(x, y);
+}
+
+/* Groups the state's traces into t's rows, ranked. */
+static int top_group(top_acc *t, hs__state *state, hs_qerr *err)
+{
+    /* largest first: when the frames a request may hold run out (by
+     * function, a stack's every frame is read), the stacks left are the
+     * smallest, and the answer says how many */
+    qsort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
+    for (size_t i = 0; i < state->n; i++) {
+        const hs__live *lv = &state->rows[i];
+        if (hs__frames_full(t->q)) {
+            t->omitted++;
+            t->omitted_bytes += lv->bytes;
+            continue;
+        }
+        int rc = top_count(t, lv, i, err);
+        if (rc) return rc;
+    }
+    qsort(t->rows, t->n, sizeof *t->rows,
+          t->by == HS_GROUP_FUNCTION ? cmp_top_self : cmp_top_total);
+    return 0;
+}
+
+/* ---- the result ----------------------------------------------------------- */
+
+static hs_qframe qframe(const hs__frame *f)
+{
+    return (hs_qframe){.name = f->name, .file = f->file, .module = f->module, .line = f->line};
+}
+
+int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *err)
+{
+    int64_t frames[HS_MAX_DEPTH];
+    memset(out, 0, sizeof *out);
+    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return d;
+    int n = d < max_frames ? d : max_frames;
+    if (!(out->frames = malloc((size_t)(n ? n : 1) * sizeof *out->frames)))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    for (int k = 0; k < n; k++) {
+        const hs__frame *f = hs__frame_get(q, frames[k], err);
+        if (!f) return HS_EDB;
+        out->frames[k] = qframe(f);
+    }
+    out->n = n;
+    out->depth = d;
+    int site = hs__site_index(q, trace, frames, d, err);
+    if (site < 0) return site;
+    out->site = site;
+    return 0;
+}
+
+/* Answer bytes a row costs in the JSON of docs/api.md, about: what bounds
+ * an answer (HS_ANSWER_BYTES) whoever renders it. */
+static size_t row_bytes(const hs__frame *f, const hs_qstack *st)
+{
+    return 200 + strlen(f->name) + strlen(f->file) + strlen(f->module) + 120 * (size_t)st->n;
+}
+
+/* The first rows of t, up to the limit and the answer's bound, into out. */
+static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_result *out,
+                    hs_qerr *err)
+{
+    size_t want = (int64_t)t->n < p->limit ? t->n : (size_t)p->limit, bytes = 0;
+    if (!(out->rows = calloc(want ? want : 1, sizeof *out->rows)))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    int fn = t->by == HS_GROUP_FUNCTION;
+    for (size_t i = 0; i < want; i++) {
+        if (bytes >= HS_ANSWER_BYTES) {
+            out->bytes_cut = 1;
+            break;
+        }
+        const top_row *r = &t->rows[i];
+        hs_top_row *o = &out->rows[out->nrows++];
+        *o = (hs_top_row){.frame = qframe(r->frame),
+                          .trace = r->trace,
+                          .self_bytes = r->self_bytes,
+                          .self_count = r->self_count,
+                          .total_bytes = r->total_bytes,
+                          .total_count = r->total_count};
+        if (fn) {
+            o->frame.file = "";
+            o->frame.line = 0;
+        }
+        o->share = out->total_bytes
+                       ? (double)(fn ? r->self_bytes : r->total_bytes) / (double)out->total_bytes
+                       : 0.0;
+        if (!fn) {
+            int rc = hs__qstack(q, r->trace, p->max_frames, &o->stack, err);
+            if (rc) return rc;
+            if (o->stack.depth > o->stack.n) out->frames_cut = 1;
+        }
+        bytes += row_bytes(r->frame, &o->stack);
+    }
+    out->rows_cut = (int64_t)(want - out->nrows);
+    return 0;
+}
+
+int hs__run_brief(hs_run_brief *out, const hs__run *run)
+{
+    json_t *prog = json_object_get(run->info, "program");
+    const char *state = json_string_value(json_object_get(run->info, "state"));
+    *out = (hs_run_brief){.id = run->id,
+                          .program = json_string_value(prog) ? json_string_value(prog) : "",
+                          .sample_bytes = run->sample_bytes,
+                          .open = state && !strcmp(state, "open"),
+                          .clean_exit = json_is_true(json_object_get(run->info, "clean_exit")),
+                          .record = run->info,
+                          .sampling = run->sampling};
+    return 0;
+}
+
+int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    hs__run *run = calloc(1, sizeof *run);
+    if (!run) return hs__err(err, HS_ENOMEM, "out of memory");
+    out->own = run;
+    hs__at at;
+    hs__state state = {0};
+    top_acc t = {.q = q, .by = p->by};
+    int rc = hs__site_apply(q, &p->site, err);
+    if (!rc) rc = hs__run_resolve(q, &p->run, run, err);
+    if (!rc) rc = hs__at_resolve(q, run, &p->at, &at, err);
+    if (!rc) rc = hs__state_at(q, run, &at, &state, err);
+    if (!rc) rc = top_group(&t, &state, err);
+    if (rc) goto out;
+    hs__run_brief(&out->run, run);
+    char tb[32];
+    snprintf(out->at, sizeof out->at, "%s", hs__at_name(&at, tb, sizeof tb));
+    out->at_ns = at.at_ns;
+    out->by = p->by;
+    out->total_bytes = state.total_bytes;
+    out->total_count = state.total_count;
+    out->rows_total = (int64_t)t.n;
+    out->max_frames = p->max_frames;
+    out->stacks_omitted = t.omitted;
+    out->stacks_bytes = t.omitted_bytes;
+    rc = top_rows(q, &t, p, out, err);
+out:
+    top_acc_free(&t);
+    hs__state_clear(&state);
+    if (rc) hs_top_result_clear(out);
+    return rc;
+}
+
+void hs_top_result_clear(hs_top_result *r)
+{
+    for (size_t i = 0; r->rows && i < r->nrows; i++) free(r->rows[i].stack.frames);
+    free(r->rows);
+    if (r->own) hs__run_clear(r->own);
+    free(r->own);
+    json_decref(r->own_json);
+    memset(r, 0, sizeof *r);
+}
