@@ -348,6 +348,7 @@ static void test_python(void **state)
                                    "version=1", "--", "/usr/bin/python3", app1, ROUNDS, RMS, NULL},
              0, NULL, &o);
     const char *top = strstr(o.err, "top allocation sites");
+    if (!top) fprintf(stderr, "heapstore run said:\n%s\n", o.err);
     assert_non_null(top);
     /* The summary lists the three largest sites: leak_b's is the largest;
      * how the interpreter's own small objects rank against leak_a's varies
