@@ -339,15 +339,14 @@ static void new_run_id(void)
 
 /* HEAPSTORE_RUN_ID: the launcher (`heapstore run`) chose this process's run
  * id, so that it can ask for the run by it. Only the process it started
- * takes it: the variable leaves the environment here, before any fork or
- * exec could hand it on. */
+ * takes it: the variable leaves the environment (in settle) before any fork
+ * or exec could hand it on. */
 static void take_given_run_id(void)
 {
     const char *v = getenv("HEAPSTORE_RUN_ID");
     if (!v) return;
     uint8_t id[16];
     if (unhex16(id, v) == 0) memcpy(hs__run.run_id, id, 16);
-    unsetenv("HEAPSTORE_RUN_ID");
 }
 
 /* HEAPSTORE_PARENT_RUN carries our run id to exec'd programs. It is set once
@@ -385,6 +384,8 @@ static void fork_parent(void)
     hs__guard_leave(&hs__tls);
 }
 
+static void become_child(hs_tls *t);
+
 static void fork_child(void)
 {
     hs_tls *t = &hs__tls;
@@ -396,29 +397,41 @@ static void fork_child(void)
         atomic_store(&hs__fork_pending, 0);
         atomic_store(&hs__sender_busy, 0);
     } else if (atomic_load(&hs__recording)) {
-        memcpy(hs__run.parent_run_id, hs__run.run_id, 16);
-        hs__run.has_parent = 1;
-        hs__run.forked = 1;
-        hs__run.pid = getpid();
-        new_run_id();
-        char hex[33];
-        hex16(hex, hs__run.run_id);
-        char *v = getenv("HEAPSTORE_PARENT_RUN");
-        if (v && strlen(v) == 32) memcpy(v, hex, 32);
-        /* Counts start afresh; the interpreter the child shares with its
-         * parent stays as it was (its small objects seen or not). */
-        for (int k = 0; k <= HS_DROP_KIND_MAX; k++)
-            if (k != HS_DROP_PYTHON_SMALL_UNSEEN) atomic_store(&hs__drops[k], 0);
-        hs__liveset_reset();
-        boot_remark();
-        hs__stacks_reset();
-        hs__threads_reset_child(t);
-        hs__sender_reset_child();
+        become_child(t);
         hs__sender_start();
     }
     hs__guard_leave(t);
 }
 
+/* This process is a fork child of the run's process: a run of its own,
+ * the parent's as its parent. Under guard, the only thread. */
+static void become_child(hs_tls *t)
+{
+    memcpy(hs__run.parent_run_id, hs__run.run_id, 16);
+    hs__run.has_parent = 1;
+    hs__run.forked = 1;
+    hs__run.pid = getpid();
+    new_run_id();
+    char hex[33];
+    hex16(hex, hs__run.run_id);
+    char *v = getenv("HEAPSTORE_PARENT_RUN");
+    if (v && strlen(v) == 32) memcpy(v, hex, 32);
+    /* Counts start afresh; the interpreter the child shares with its
+     * parent stays as it was (its small objects seen or not). */
+    for (int k = 0; k <= HS_DROP_KIND_MAX; k++)
+        if (k != HS_DROP_PYTHON_SMALL_UNSEEN) atomic_store(&hs__drops[k], 0);
+    hs__liveset_reset();
+    boot_remark();
+    hs__stacks_reset();
+    hs__threads_reset_child(t);
+    hs__sender_reset_child();
+}
+
+/* Sets the collector up, recording from then on. It may run inside the
+ * program's first allocation (early_start), and so inside any C library
+ * function that allocates while holding a lock of its own: setenv's (the
+ * environment's), atexit's, pthread_atfork's. So it takes none of them;
+ * settle does, from our constructor. */
 static void init(void)
 {
     int z = 0;
@@ -443,18 +456,30 @@ static void init(void)
         hs__run.has_parent = 1;
     else
         memset(hs__run.parent_run_id, 0, 16);
-    publish_run_id();
     uint64_t early = atomic_exchange(&early_calls, 0);
     if (early) {
         hs__drop_add(HS_DROP_ALLOC_EVENTS, early);
         hs__drop_add(HS_DROP_ALLOC_BYTES, atomic_exchange(&early_bytes, 0));
     }
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    atexit(at_exit);
     atomic_store(&hs__recording, 1);
 done:
     atomic_store(&init_state, 2);
     hs__guard_leave(t);
+}
+
+/* The part of setting up that takes the C library's locks (see init), run
+ * from our constructor. Until then (only when the run started in another
+ * library's constructor) a fork is not handled, exit sends no BYE, and an
+ * exec'd program inherits our HEAPSTORE_RUN_ID and not our run as its
+ * parent. A fork child of that time finds its parent's run here and takes
+ * one of its own. Under guard. */
+static void settle(hs_tls *t)
+{
+    if (hs__run.pid != getpid()) become_child(t);
+    unsetenv("HEAPSTORE_RUN_ID");
+    publish_run_id();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
 }
 
 __attribute__((constructor(101))) static void hs_constructor(void)
@@ -463,6 +488,7 @@ __attribute__((constructor(101))) static void hs_constructor(void)
     init();
     if (atomic_load(&hs__recording)) {
         hs__guard_enter(t);
+        settle(t);
         hs_py_scan();
         hs__sender_start();
         hs__guard_leave(t);

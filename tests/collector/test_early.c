@@ -3,7 +3,9 @@
  * A preloaded collector's constructor runs after those of the program's own
  * libraries (libstdc++ allocates its 72 KiB emergency pool there, and many
  * libraries set themselves up the same way). wl_early links libwl_early.so,
- * whose constructor allocates blocks of known sizes (wl_early.h): one kept,
+ * whose constructor first calls setenv (the process's first allocation,
+ * made under the environment's lock, which the collector must not take
+ * there) and then allocates blocks of known sizes (wl_early.h): one kept,
  * one calloc'd 8 MiB block kept, one freed at once, one grown by realloc
  * and freed later by main. Every one of them must be in the run, with its
  * free when it has one, at every allocation and (the 8 MiB block, which the

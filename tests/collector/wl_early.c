@@ -10,6 +10,7 @@
 int main(void)
 {
     if (!wl_early_blocks[0] || !wl_early_blocks[1] || !wl_early_blocks[2]) return 1;
+    if (!getenv("WL_EARLY_SET")) return 2;
     free(wl_early_blocks[2]);
     void *p = malloc(22222);
     printf("wl_early: %p\n", p);

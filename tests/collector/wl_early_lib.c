@@ -5,7 +5,8 @@
  * answer: one block of WL_EARLY_KEPT bytes (malloc) and one of
  * WL_EARLY_BIG bytes (calloc) stay live; one of WL_EARLY_FREED bytes is
  * freed in the constructor itself, and one of WL_EARLY_MOVED bytes is grown
- * by realloc to WL_EARLY_MOVED_TO bytes and kept. */
+ * by realloc to WL_EARLY_MOVED_TO bytes and kept. It first sets a variable
+ * with setenv (which allocates while holding the environment's lock). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +18,10 @@ void *volatile wl_early_sink;
 
 __attribute__((noinline)) static void wl_early_setup(void)
 {
+    /* The process's first allocation, made by setenv under the C library's
+     * environment lock: a collector that started its run here and set its
+     * own variables would wait for that lock forever. */
+    setenv("WL_EARLY_SET", "set by libwl_early's constructor", 1);
     wl_early_blocks[0] = malloc(WL_EARLY_KEPT);
     wl_early_blocks[1] = calloc(1, WL_EARLY_BIG);
     void *f = malloc(WL_EARLY_FREED);
