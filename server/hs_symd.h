@@ -19,14 +19,13 @@
  *
  * The loop owns each hs_symd_conn (inside its connection); the thread
  * touches it from hs_symd_submit() until it has submitted that job to the
- * writer and decremented jobs. A connection's DETACH, submitted by the loop
- * after its other jobs (through here while jobs > 0), returns after them,
- * so the struct outlives the thread's use of it.
+ * writer, and never after. The loop counts the jobs it sent here until the
+ * writer returns them, and sends a connection's later jobs here while any
+ * is out (so they keep their order); its DETACH, sent after them, returns
+ * after them, so the struct outlives the thread's use of it.
  */
 #ifndef HS_SYMD_H
 #define HS_SYMD_H
-
-#include <stdatomic.h>
 
 #include "hs_symbols.h"
 #include "hs_writer.h"
@@ -35,12 +34,11 @@ typedef struct hs_symd hs_symd;
 
 typedef struct hs_symd_conn {
     hs_syms_stream stream; /* the thread's only */
-    atomic_uint jobs;      /* jobs of the connection in the thread's queue */
 } hs_symd_conn;
 
 int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const char *db_path);
 /* Queues j (of connection c, NULL for a job of no connection) for the
- * thread, which passes it on to the writer. c->jobs is incremented here. */
+ * thread, which passes it on to the writer. */
 void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j);
 /* 1 if j must go through the thread (it has MAPPINGS or SYMBOLS). */
 int hs_symd_wants(const hs_wjob *j);

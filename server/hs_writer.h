@@ -58,6 +58,7 @@ typedef struct hs_wjob {
     uint8_t *data;
     size_t len, cap;
     size_t charged; /* what the loop counts in its connection's inflight bytes */
+    int via_symd;   /* the loop's: the job went through the symbolizer thread */
     /* results */
     int err;           /* 0 or HS_E*: close the connection */
     char msg[256];     /* why, for the log (and REFUSE) */

@@ -59,7 +59,13 @@ struct hs_conn {
     uint64_t accepted_ns;
     uint64_t accepted_iter; /* srv->iter when accepted */
     uint64_t last_read_ns;  /* when bytes last arrived (the frame timeout) */
-    hs_symd_conn sym;       /* its module list and jobs with the symbolizer */
+    hs_symd_conn sym;       /* its module list, for the symbolizer thread */
+    /* Its jobs that went through the symbolizer and have not come back from
+     * the writer: while there are any, later jobs follow the same way (the
+     * writer takes a connection's jobs in their order). The loop's alone:
+     * the thread never touches a connection after it hands a job on, so the
+     * connection may be freed as soon as its DETACH comes back. */
+    unsigned sym_pending;
     char peer[64];
 };
 
@@ -121,7 +127,7 @@ static void conn_unlink_free(hs_conn *c)
     s->nconns--;
     if (c->refusing) s->nrefusing--;
     conn_preauth_end(c);
-    assert(atomic_load(&c->sym.jobs) == 0);
+    assert(c->sym_pending == 0);
     hs_syms_stream_free(&c->sym.stream);
     free(c->in);
     free(c);
@@ -132,9 +138,11 @@ static void conn_unlink_free(hs_conn *c)
 static void conn_submit(hs_conn *c, hs_wjob *j)
 {
     server *s = c->srv;
-    if (s->symd && (hs_symd_wants(j) || atomic_load(&c->sym.jobs)))
+    if (s->symd && (hs_symd_wants(j) || c->sym_pending)) {
+        j->via_symd = 1;
+        c->sym_pending++;
         hs_symd_submit(s->symd, &c->sym, j);
-    else
+    } else
         hs_writer_submit(s->writer, j);
 }
 
@@ -501,6 +509,10 @@ static void stop_finish(server *s);
 static void job_done(server *s, hs_wjob *j)
 {
     hs_conn *c = j->conn;
+    if (c && j->via_symd) {
+        assert(c->sym_pending > 0);
+        c->sym_pending--;
+    }
     switch (j->kind) {
     case HS_WJOB_HELLO:
         c->inflight -= j->charged;
@@ -922,6 +934,8 @@ int hs_server_run(const hs_server_config *cfg)
     hs_symd_stop(s->symd); /* idle: SYNC came through it */
     hs_writer_join(s->writer);
     uv_run(&s->loop, UV_RUN_DEFAULT);
+    for (hs_conn *c = s->conns; c; c = c->next)
+        c->sym_pending = 0; /* every thread has ended: jobs never answered are gone */
     while (s->conns) conn_unlink_free(s->conns);
     uv_loop_close(&s->loop);
     hs_log_flush(1);

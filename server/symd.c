@@ -189,6 +189,7 @@ static hs_wjob *name_frames(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
     }
     if (nj) {
         nj->charged = j->charged;
+        nj->via_symd = j->via_symd;
         hs_wjob_free(j);
         j = nj;
     }
@@ -215,9 +216,7 @@ static void *symd_main(void *arg)
             hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, d->put, d->put_len);
         d->put_len = 0;
         d->put_failed = 0;
-        hs_writer_submit(d->writer, j);
-        /* the last touch of the connection (see hs_symd.h) */
-        if (it->conn) atomic_fetch_sub(&it->conn->jobs, 1);
+        hs_writer_submit(d->writer, j); /* no touch of it->conn after this */
         free(it);
     }
     return NULL;
@@ -259,7 +258,6 @@ void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
     it->next = NULL;
     it->conn = c;
     it->job = j;
-    if (c) atomic_fetch_add(&c->jobs, 1);
     pthread_mutex_lock(&d->mu);
     if (d->tail)
         d->tail->next = it;
