@@ -2,6 +2,7 @@
  * layer and the CLI's direct mode. A request is (method, target, body); the
  * answer is JSON or a file with a status, and every failure is an error body
  * with a 4xx/5xx status, never a partial answer. */
+#include <assert.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -164,6 +165,59 @@ static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs
 }
 
 /* ---- typed results as JSON ------------------------------------------------ */
+
+json_t *hs_api_runs_json(const hs_runs_result *r)
+{
+    json_t *runs = json_array();
+    for (size_t i = 0; runs && i < r->nruns; i++)
+        if (json_array_append(runs, (json_t *)r->runs[i].brief.record)) {
+            json_decref(runs);
+            return NULL;
+        }
+    return json_pack("{s:o}", "runs", runs);
+}
+
+json_t *hs_api_run_json(const hs_runs_result *r)
+{
+    assert(r->nruns == 1);
+    return json_pack("{s:O}", "run", (json_t *)r->runs[0].brief.record);
+}
+
+/* GET /api/runs: limit, then the filters, in the order the API has always
+ * checked them (program, host, pid, state, then every label=k=v). */
+static int api_runs(hs_q *q, const hs__params *params, json_t **out, hs_qerr *err)
+{
+    static const char *const keys[] = {"limit", "program", "host", "pid", "state"};
+    hs_runs_params p;
+    hs_runs_result r;
+    hs_runs_params_init(&p);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_runs_param(&p, keys[i], v, err);
+    }
+    for (int i = 0; !rc && i < hs__param_count(params); i++) {
+        const char *k, *v;
+        hs__param_at(params, i, &k, &v);
+        if (!strcmp(k, "label")) rc = hs_runs_param(&p, k, v, err);
+    }
+    if (rc || (rc = hs_core_runs(q, &p, &r, err))) return rc;
+    *out = hs_api_runs_json(&r);
+    hs_runs_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
+/* GET /api/runs/RUN: the run's record. */
+static int api_run(hs_q *q, const char *seg, size_t n, json_t **out, hs_qerr *err)
+{
+    hs_run_sel sel;
+    hs_runs_result r;
+    int rc = run_sel_segment(seg, n, &sel, err);
+    if (rc || (rc = hs_core_run(q, &sel, &r, err))) return rc;
+    *out = hs_api_run_json(&r);
+    hs_runs_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
 
 static json_t *qstack_json(const hs_qstack *st)
 {
@@ -356,10 +410,6 @@ static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *for
 {
     json_t *j = NULL;
     int rc;
-    if (!view) {
-        reply_json(out, json_pack("{s:O}", "run", run->info));
-        return 0;
-    }
     if (!strcmp(view, "export"))
         return hs__export(q, run, params, format ? format : "pprof", out, err);
     if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
@@ -392,8 +442,11 @@ static int api_run_route(hs_q *q, const char *method, const char *full, const hs
     if (format && !strcmp(format, "json")) format = NULL;
     json_t *j = NULL;
     int rc;
-    if (view && !format &&
-        (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
+    if (!view) {
+        if (!(rc = api_run(q, path, seglen, &j, err))) reply_json(out, j);
+        return rc;
+    }
+    if (!format && (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
         rc = !strcmp(view, "top")     ? api_top(q, path, seglen, params, &j, err)
              : !strcmp(view, "leaks") ? api_leaks(q, path, seglen, params, &j, err)
                                       : api_sizes(q, path, seglen, &j, err);
@@ -449,7 +502,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
     if (!is_get) goto bad_method;
     if ((rc = hs__site_rules(q, params, err))) return rc;
     if (!strcmp(path, "/api/runs")) {
-        if (!(rc = hs__view_runs(q, params, &j, err))) reply_json(out, j);
+        if (!(rc = api_runs(q, params, &j, err))) reply_json(out, j);
         return rc;
     }
     if (!strcmp(path, "/api/diff")) return hs__view_diff(q, params, out, err);

@@ -163,6 +163,54 @@ typedef struct hs_run_brief {
     const void *sampling; /* json_t *: the API's sampling object */
 } hs_run_brief;
 
+/* ---- runs: the stored runs, and one run ----------------------------------- */
+
+#define HS_RUNS_MAX_FILTERS 24
+
+typedef struct hs_runs_params {
+    int64_t limit; /* runs, 1 to 100000 */
+    int nfilters;  /* all must hold */
+    struct {
+        char key[128];     /* program, host, pid, state, or a label's key */
+        const char *value; /* lent */
+    } filter[HS_RUNS_MAX_FILTERS];
+} hs_runs_params;
+
+/* Defaults: HS_RUNS_LIMIT runs, no filter. */
+void hs_runs_params_init(hs_runs_params *p);
+/* Sets limit, or adds a filter: program, host, pid or state (an empty
+ * value is no filter) or label (key=value). Other keys are ignored. 0 or
+ * HS_EINVAL with the sentence the API answers. value is lent to p. */
+int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr *err);
+
+typedef struct hs_qlabel {
+    const char *key, *value;
+} hs_qlabel;
+
+/* A run as the listing shows it; the whole record is brief.record. */
+typedef struct hs_run_info {
+    hs_run_brief brief;
+    const char *host, *state; /* state: "open", "ended" or "lost" */
+    int64_t start_unix_ms, duration_ns, peak_bytes, end_bytes;
+    int64_t events;         /* allocations and frees received */
+    int64_t dropped_events; /* allocations and frees the collector dropped */
+    int has_clean_exit;     /* clean_exit is known */
+    const hs_qlabel *labels;
+    size_t nlabels;
+} hs_run_info;
+
+typedef struct hs_runs_result {
+    hs_run_info *runs; /* newest first */
+    size_t nruns;
+    hs_qlabel *labels;    /* every run's labels, one array (owned) */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_runs_result;
+
+int hs_core_runs(hs_q *q, const hs_runs_params *p, hs_runs_result *out, hs_qerr *err);
+/* One run: a result of one run (nruns = 1), or HS_ENOENT. */
+int hs_core_run(hs_q *q, const hs_run_sel *sel, hs_runs_result *out, hs_qerr *err);
+void hs_runs_result_clear(hs_runs_result *r);
+
 /* ---- top: a moment's state, grouped ---------------------------------------- */
 
 typedef struct hs_top_params {

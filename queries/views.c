@@ -1,4 +1,4 @@
-/* views: runs, history, top, flame, leaks and sizes, as the JSON of
+/* views: history and flame, as the JSON of
  * docs/api.md. Each view reads the state of a run at a moment (q.c) and
  * aggregates it in memory: the cost grows with the number of live stacks,
  * not with the number of events. */
@@ -10,9 +10,6 @@
 
 #include "hs_error.h"
 #include "q_internal.h"
-
-int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
-                    int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err);
 
 int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *def, hs__at *at,
                  hs_qerr *err)
@@ -31,57 +28,6 @@ const char *hs__at_name(const hs__at *at, char *buf, size_t len)
     if (at->kind == HS_TSEL_EXIT) return "exit";
     snprintf(buf, len, "%.9g", at->at_ns / 1e9);
     return buf;
-}
-
-/* ---- runs ----------------------------------------------------------------- */
-
-int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err)
-{
-    const char *keys[MAX_RUN_FILTERS], *values[MAX_RUN_FILTERS];
-    char lkeys[MAX_RUN_FILTERS][128];
-    int n = 0, rc;
-    int64_t limit;
-    if ((rc = hs__param_int(p, "limit", HS_RUNS_LIMIT, 1, 100000, &limit, err))) return rc;
-    static const char *const direct[] = {"program", "host", "pid", "state"};
-    for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
-        const char *v = hs__param(p, direct[i]);
-        if (v && *v) {
-            if (!strcmp(direct[i], "pid") && strspn(v, "0123456789") != strlen(v))
-                return hs__err(err, HS_EINVAL, "pid must be an integer");
-            keys[n] = direct[i];
-            values[n++] = v;
-        }
-    }
-    /* label=k=v, possibly repeated (the parser keeps every occurrence) */
-    for (int i = 0; i < hs__param_count(p); i++) {
-        const char *k, *v;
-        hs__param_at(p, i, &k, &v);
-        if (strcmp(k, "label")) continue;
-        const char *eq = strchr(v, '=');
-        if (!eq || eq == v || (size_t)(eq - v) >= sizeof lkeys[0] || n == MAX_RUN_FILTERS)
-            return hs__err(err, HS_EINVAL, "label filter must be key=value (not '%s')", v);
-        memcpy(lkeys[n], v, (size_t)(eq - v));
-        lkeys[n][eq - v] = '\0';
-        keys[n] = lkeys[n];
-        values[n++] = eq + 1;
-    }
-    int64_t *ids;
-    size_t nids;
-    if ((rc = hs__runs_select(q, keys, values, n, limit, &ids, &nids, err))) return rc;
-    json_t *runs = json_array();
-    for (size_t i = 0; i < nids; i++) {
-        hs__run r;
-        if ((rc = hs__run_load(q, ids[i], &r, err))) {
-            json_decref(runs);
-            free(ids);
-            return rc;
-        }
-        json_array_append(runs, r.info);
-        hs__run_clear(&r);
-    }
-    free(ids);
-    *out = json_pack("{s:o}", "runs", runs);
-    return 0;
 }
 
 /* ---- history -------------------------------------------------------------- */

@@ -20,6 +20,59 @@ static void run_decode(hs_run_brief *out, const json_t *j)
                           .sampling = s};
 }
 
+/* A run's record into out, its labels into the array at *labels (moved
+ * past them). */
+static void run_info_decode(hs_run_info *out, const json_t *run, hs_qlabel **labels)
+{
+    const json_t *s = json_object_get(run, "sampling"), *d = json_object_get(s, "dropped");
+    *out = (hs_run_info){
+        .brief = {.id = hs_json_int(run, "id"),
+                  .program = hs_json_str(run, "program"),
+                  .sample_bytes = hs_json_int(s, "sample_bytes"),
+                  .open = !strcmp(hs_json_str(run, "state"), "open"),
+                  .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
+                  .record = run,
+                  .sampling = s},
+        .host = hs_json_str(run, "host"),
+        .state = hs_json_str(run, "state"),
+        .start_unix_ms = hs_json_int(run, "start_unix_ms"),
+        .duration_ns = hs_json_int(run, "duration_ns"),
+        .peak_bytes = hs_json_int(run, "peak_bytes"),
+        .end_bytes = hs_json_int(run, "end_bytes"),
+        .events = hs_json_int(run, "alloc_events") + hs_json_int(run, "free_events"),
+        .dropped_events = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events"),
+        .has_clean_exit = json_is_boolean(json_object_get(run, "clean_exit")),
+        .labels = *labels};
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)json_object_get(run, "labels"), k, v)
+    {
+        const char *sv = json_string_value(v);
+        *(*labels)++ = (hs_qlabel){.key = k, .value = sv ? sv : ""};
+    }
+    out->nlabels = (size_t)(*labels - out->labels);
+}
+
+int hs_cli_runs_decode(hs_runs_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    const json_t *runs = json_object_get(j, "runs");
+    size_t n = json_array_size(runs), nl = 0;
+    for (size_t i = 0; i < n; i++)
+        nl += json_object_size(json_object_get(json_array_get(runs, i), "labels"));
+    out->runs = calloc(n ? n : 1, sizeof *out->runs);
+    out->labels = calloc(nl ? nl : 1, sizeof *out->labels);
+    if (!out->runs || !out->labels) {
+        hs_runs_result_clear(out);
+        return HS_ENOMEM;
+    }
+    hs_qlabel *l = out->labels;
+    for (size_t i = 0; i < n; i++) run_info_decode(&out->runs[i], json_array_get(runs, i), &l);
+    out->nruns = n;
+    return 0;
+}
+
 static hs_qframe frame_decode(const json_t *f, const char *name_key)
 {
     return (hs_qframe){.name = hs_json_str(f, name_key),

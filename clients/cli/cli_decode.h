@@ -14,6 +14,10 @@
 
 #include "hs_core.h"
 
+/* /api/runs's answer j (taken over, also on failure) into out. 0, or
+ * HS_ENOMEM. */
+int hs_cli_runs_decode(hs_runs_result *out, json_t *j);
+
 /* /api/runs/RUN/top's answer j (taken over, also on failure) into out.
  * 0, or HS_ENOMEM. */
 int hs_cli_top_decode(hs_top_result *out, json_t *j);

@@ -396,6 +396,87 @@ static void test_leaks_typed(void **state)
     assert_string_equal(err.msg, "limit must be an integer from 1 to 100000 (not '0')");
 }
 
+/* hs_core_runs and hs_core_run on the fixture's two runs of app. */
+static void test_runs_typed(void **state)
+{
+    (void)state;
+    hs_runs_params p;
+    hs_runs_result r;
+    hs_qerr err;
+    hs_runs_params_init(&p);
+    assert_int_equal(p.limit, HS_RUNS_LIMIT);
+    assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+    assert_int_equal(r.nruns, 2);
+    static const struct {
+        int64_t id, peak, end;
+        const char *version;
+    } want[] = {/* run 2's peak holds a leaked block and the one that replaces it
+                   (1000 B more than FX_V2_PEAK_BYTES, its peak at a bucket's end) */
+                {2, FX_V2_PEAK_BYTES + 1000, FX_V2_END_BYTES, "2"},
+                {1, FX_PEAK_BYTES, FX_END_BYTES, "1"}};
+    for (size_t i = 0; i < HS_COUNTOF(want); i++) { /* newest first */
+        const hs_run_info *ri = &r.runs[i];
+        assert_int_equal(ri->brief.id, want[i].id);
+        assert_string_equal(ri->brief.program, "/opt/app/bin/app");
+        assert_int_equal(ri->brief.sample_bytes, 1);
+        assert_string_equal(ri->host, "testhost");
+        assert_string_equal(ri->state, "ended");
+        assert_int_equal(ri->duration_ns, 2000000000);
+        assert_int_equal(ri->peak_bytes, want[i].peak);
+        assert_int_equal(ri->end_bytes, want[i].end);
+        assert_int_equal(ri->dropped_events, 0);
+        assert_true(ri->has_clean_exit && ri->brief.clean_exit);
+        assert_int_equal(ri->nlabels, 1);
+        assert_string_equal(ri->labels[0].key, "version");
+        assert_string_equal(ri->labels[0].value, want[i].version);
+    }
+    assert_int_equal(r.runs[1].events, 63); /* 20 leaks, 20 + 20 tmp, big, config */
+    hs_runs_result_clear(&r);
+
+    /* filters, all of which must hold */
+    static const struct {
+        const char *key, *value;
+        size_t n;
+        int64_t first;
+    } filters[] = {
+        {"label", "version=1", 1, 1}, {"program", "app", 1, 1}, {"host", "otherhost", 0, 0}};
+    for (size_t i = 0; i < HS_COUNTOF(filters); i++) {
+        assert_int_equal(hs_runs_param(&p, filters[i].key, filters[i].value, &err), 0);
+        assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+        assert_int_equal(r.nruns, filters[i].n);
+        if (r.nruns) assert_int_equal(r.runs[0].brief.id, filters[i].first);
+        hs_runs_result_clear(&r);
+    }
+    hs_runs_params_init(&p);
+    assert_int_equal(hs_runs_param(&p, "limit", "1", &err), 0);
+    assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+    assert_int_equal(r.nruns, 1);
+    assert_int_equal(r.runs[0].brief.id, 2);
+    hs_runs_result_clear(&r);
+
+    static const struct {
+        const char *key, *value, *msg;
+    } bad[] = {{"limit", "0", "limit must be an integer from 1 to 100000 (not '0')"},
+               {"pid", "12a", "pid must be an integer"},
+               {"label", "version", "label filter must be key=value (not 'version')"},
+               {"label", "=1", "label filter must be key=value (not '=1')"}};
+    for (size_t i = 0; i < HS_COUNTOF(bad); i++) {
+        assert_int_equal(hs_runs_param(&p, bad[i].key, bad[i].value, &err), HS_EINVAL);
+        assert_string_equal(err.msg, bad[i].msg);
+    }
+
+    hs_run_sel sel;
+    assert_int_equal(hs_sel_parse_run(&sel, "program=app,version=1", &err), 0);
+    assert_int_equal(hs_core_run(q, &sel, &r, &err), 0);
+    assert_int_equal(r.nruns, 1);
+    assert_int_equal(r.runs[0].brief.id, 1);
+    assert_int_equal(r.runs[0].peak_bytes, FX_PEAK_BYTES);
+    hs_runs_result_clear(&r);
+    assert_int_equal(hs_sel_parse_run(&sel, "42", &err), 0);
+    assert_int_equal(hs_core_run(q, &sel, &r, &err), HS_ENOENT);
+    assert_string_equal(err.msg, "no run with id 42");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -403,7 +484,7 @@ int main(void)
         cmocka_unit_test(test_error_mapping), cmocka_unit_test(test_collapsed_escaping),
         cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_top_empty),
         cmocka_unit_test(test_top_params),    cmocka_unit_test(test_sizes_typed),
-        cmocka_unit_test(test_leaks_typed),
+        cmocka_unit_test(test_leaks_typed),   cmocka_unit_test(test_runs_typed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
