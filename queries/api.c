@@ -392,6 +392,84 @@ static int api_top(hs_q *q, const char *seg, size_t n, const hs__params *params,
     return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
+static json_t *series_json(const hs_history_series *s)
+{
+    json_t *pts = json_array();
+    for (size_t i = 0; pts && i < s->npoints; i++)
+        if (json_array_append_new(pts, json_pack("{s:I,s:I}", "t_ns", (json_int_t)s->points[i].t_ns,
+                                                 "bytes", (json_int_t)s->points[i].bytes))) {
+            json_decref(pts);
+            return NULL;
+        }
+    return json_pack("{s:I,s:s,s:o,s:I,s:o,s:I}", "trace", (json_int_t)s->trace, "name", s->name,
+                     "stack", qstack_json(&s->stack), "site_index", (json_int_t)s->stack.site,
+                     "points", pts, "max_bytes", (json_int_t)s->max_bytes);
+}
+
+/* The heap's points, RSS samples and series of a history answer. */
+static int history_lines_json(const hs_history_result *r, json_t *points, json_t *rss,
+                              json_t *series)
+{
+    for (size_t i = 0; i < r->npoints; i++) {
+        const hs_history_point *p = &r->points[i];
+        if (json_array_append_new(points,
+                                  json_pack("{s:I,s:I,s:I,s:I}", "t_ns", (json_int_t)p->t_ns,
+                                            "heap_bytes", (json_int_t)p->heap_bytes,
+                                            "heap_max_bytes", (json_int_t)p->heap_max_bytes,
+                                            "heap_count", (json_int_t)p->heap_count)))
+            return -1;
+    }
+    for (size_t i = 0; i < r->nrss; i++) {
+        const hs_rss_point *p = &r->rss[i];
+        if (json_array_append_new(rss, json_pack("{s:I,s:I,s:I}", "t_ns", (json_int_t)p->t_ns,
+                                                 "rss_bytes", (json_int_t)p->rss_bytes,
+                                                 "vsize_bytes", (json_int_t)p->vsize_bytes)))
+            return -1;
+    }
+    for (size_t i = 0; i < r->nseries; i++)
+        if (json_array_append_new(series, series_json(&r->series[i]))) return -1;
+    return 0;
+}
+
+json_t *hs_api_history_json(const hs_history_result *r)
+{
+    json_t *points = json_array(), *rss = json_array(), *series = json_array();
+    if (!points || !rss || !series || history_lines_json(r, points, rss, series)) {
+        json_decref(points);
+        json_decref(rss);
+        json_decref(series);
+        return NULL;
+    }
+    json_t *cut = json_null();
+    if (r->cut)
+        cut = json_pack("{s:I,s:I,s:b}", "buckets_per_point", (json_int_t)r->buckets_per_point,
+                        "rss_samples", (json_int_t)r->rss_samples, "series_points", r->series_cut);
+    return json_pack("{s:O,s:I,s:o,s:o,s:o,s:o,s:O}", "run", (json_t *)r->run.record,
+                     "granularity_ns", (json_int_t)r->granularity_ns, "points", points, "rss", rss,
+                     "series", series, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+}
+
+/* GET /api/runs/RUN/history (as JSON). */
+static int api_history(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                       hs_qerr *err)
+{
+    static const char *const keys[] = {"site", "wrappers", "top", "trace"};
+    hs_history_params p;
+    hs_history_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_history_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_history_result r;
+    if ((rc = hs_core_history(q, &p, &r, err))) return rc;
+    *out = hs_api_history_json(&r);
+    hs_history_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
 
 static json_t *api_health(const hs_q *q)
@@ -420,9 +498,7 @@ static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *for
         return hs__history_csv(q, run, out, err);
     }
     if (format) return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
-    rc = !strcmp(view, "history") ? hs__view_history(q, run, params, &j, err)
-                                  : hs__view_flame(q, run, params, &j, err);
-    if (!rc) reply_json(out, j);
+    if (!(rc = hs__view_flame(q, run, params, &j, err))) reply_json(out, j);
     return rc;
 }
 
@@ -446,10 +522,12 @@ static int api_run_route(hs_q *q, const char *method, const char *full, const hs
         if (!(rc = api_run(q, path, seglen, &j, err))) reply_json(out, j);
         return rc;
     }
-    if (!format && (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
-        rc = !strcmp(view, "top")     ? api_top(q, path, seglen, params, &j, err)
-             : !strcmp(view, "leaks") ? api_leaks(q, path, seglen, params, &j, err)
-                                      : api_sizes(q, path, seglen, &j, err);
+    if (!format && (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks") ||
+                    !strcmp(view, "history"))) {
+        rc = !strcmp(view, "top")       ? api_top(q, path, seglen, params, &j, err)
+             : !strcmp(view, "history") ? api_history(q, path, seglen, params, &j, err)
+             : !strcmp(view, "leaks")   ? api_leaks(q, path, seglen, params, &j, err)
+                                        : api_sizes(q, path, seglen, &j, err);
         if (!rc) reply_json(out, j);
         return rc;
     }

@@ -58,6 +58,8 @@ void hs_api_error(hs_api_reply *out, const hs_qerr *err);
 json_t *hs_api_runs_json(const hs_runs_result *r);
 /* … /api/runs/RUN (r holds one run) … */
 json_t *hs_api_run_json(const hs_runs_result *r);
+/* … /api/runs/RUN/history … */
+json_t *hs_api_history_json(const hs_history_result *r);
 /* … /api/runs/RUN/top … */
 json_t *hs_api_top_json(const hs_top_result *r);
 /* … /api/runs/RUN/leaks … */

@@ -274,7 +274,6 @@ int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
 /* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
 int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
-int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
 int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);

@@ -150,6 +150,12 @@ static void test_same_output_both_ways(void **state)
         {"sizes", "latest", "--json"},
         {"sizes", "42"},
         {"history", "1", "--top", "2"},
+        {"history", "1", "--top", "3", "--trace", "3", "--json"},
+        {"history", "1", "--trace", "2,9", "--site", "leaf"},
+        {"history", "2", "--format", "json"},
+        {"history", "1", "--format", "csv"},
+        {"history", "1", "--top", "1001"},
+        {"history", "42", "--trace", "x"},
         {"flame", "1"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

@@ -477,6 +477,78 @@ static void test_runs_typed(void **state)
     assert_string_equal(err.msg, "no run with id 42");
 }
 
+/* hs_core_history on run 1: 20 buckets of 100 ms, the two largest traces
+ * as series, and one asked for by id; then its refusals. */
+static void test_history_typed(void **state)
+{
+    (void)state;
+    hs_history_params p;
+    hs_history_result r;
+    hs_qerr err;
+    hs_history_params_init(&p);
+    assert_int_equal(hs_sel_parse_run(&p.run, "1", &err), 0);
+    assert_int_equal(hs_history_param(&p, "top", "2", &err), 0);
+    assert_int_equal(hs_core_history(q, &p, &r, &err), 0);
+    assert_int_equal(r.run.id, 1);
+    assert_int_equal(r.peak_bytes, FX_PEAK_BYTES);
+    assert_int_equal(r.peak_t_ns, FX_PEAK_NS);
+    assert_int_equal(r.end_bytes, FX_END_BYTES);
+    assert_int_equal(r.granularity_ns, 100000000);
+    assert_false(r.cut);
+    assert_int_equal(r.npoints, 20);
+    int64_t max = 0;
+    for (size_t i = 0; i < r.npoints; i++) {
+        assert_int_equal(r.points[i].t_ns, (int64_t)(i + 1) * 100000000);
+        if (r.points[i].heap_max_bytes > max) max = r.points[i].heap_max_bytes;
+    }
+    assert_int_equal(max, FX_PEAK_BYTES);
+    /* the first bucket: config (5000) and the first leak (1000) kept, tmp
+     * (300) freed within it */
+    assert_int_equal(r.points[0].heap_bytes, 6000);
+    assert_int_equal(r.points[0].heap_max_bytes, 6300);
+    assert_int_equal(r.points[19].heap_bytes, FX_END_BYTES);
+    assert_int_equal(r.points[19].heap_count, FX_END_COUNT);
+    assert_int_equal(r.nrss, 20);
+    assert_int_equal(r.nseries, 2);
+    const hs_history_series *big = &r.series[0], *leak = &r.series[1];
+    assert_string_equal(big->name, "big_alloc (app.c:50)");
+    assert_int_equal(big->max_bytes, 100000);
+    assert_int_equal(big->npoints, 2); /* up at 1.1 s, gone at 1.3 s */
+    assert_int_equal(big->points[0].t_ns, 1100000000);
+    assert_int_equal(big->points[1].bytes, 0);
+    assert_string_equal(leak->name, "leak_site (app.c:20)");
+    assert_int_equal(leak->max_bytes, 20000);
+    assert_int_equal(leak->npoints, 20);
+    assert_int_equal(leak->points[19].bytes, 20000);
+    assert_int_equal(leak->stack.n, 2);
+    assert_int_equal(leak->stack.site, 0);
+    assert_string_equal(leak->stack.frames[1].name, "main");
+    hs_history_result_clear(&r);
+
+    /* a trace asked for by id comes after the top ones, once */
+    assert_int_equal(hs_history_param(&p, "top", "1", &err), 0);
+    assert_int_equal(hs_history_param(&p, "trace", "2,5", &err), 0);
+    assert_int_equal(hs_core_history(q, &p, &r, &err), 0);
+    assert_int_equal(r.nseries, 2);
+    assert_int_equal(r.series[0].trace, 5);
+    assert_int_equal(r.series[1].trace, 2);
+    hs_history_result_clear(&r);
+
+    static const struct {
+        const char *key, *value, *msg;
+    } bad[] = {
+        {"top", "1001", "top must be an integer from 0 to 1000 (not '1001')"},
+        {"trace", "1,x", "trace must be up to 64 trace ids separated by commas"},
+        {"trace", "0", "trace must be up to 64 trace ids separated by commas"},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(bad); i++) {
+        assert_int_equal(hs_history_param(&p, bad[i].key, bad[i].value, &err), HS_EINVAL);
+        assert_string_equal(err.msg, bad[i].msg);
+    }
+    assert_int_equal(hs_sel_parse_run(&p.run, "42", &err), 0);
+    assert_int_equal(hs_core_history(q, &p, &r, &err), HS_ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -485,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_top_empty),
         cmocka_unit_test(test_top_params),    cmocka_unit_test(test_sizes_typed),
         cmocka_unit_test(test_leaks_typed),   cmocka_unit_test(test_runs_typed),
+        cmocka_unit_test(test_history_typed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
