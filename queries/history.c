@@ -197,7 +197,7 @@ static size_t series_pick(trace_series *ts, const hs__tsums *sums, const hs_hist
     for (size_t i = 0; i < sums->n; i++)
         ts[n++] = (trace_series){sums->rows[i].trace, sums->rows[i].s.max, sums->rows[i].s.first,
                                  sums->rows[i].s.last};
-    if (n) qsort(ts, n, sizeof *ts, cmp_series_max);
+    hs__sort(ts, n, sizeof *ts, cmp_series_max);
     size_t all = n;
     if ((int64_t)n > p->top) n = (size_t)p->top;
     for (size_t e = 0; e < p->ntraces; e++) {

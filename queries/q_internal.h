@@ -11,6 +11,7 @@
 
 #include <sqlite3.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "hs_map.h"
 #include "hs_core.h"
@@ -226,6 +227,15 @@ json_t *hs__frame_json(const hs__frame *f);
 int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut, hs_qerr *err);
 /* An answer stops taking rows past about this many bytes of JSON. */
 #define HS_ANSWER_BYTES (8u << 20)
+
+/* qsort for arrays that may be empty: an answer with nothing in it (a run
+ * with nothing live) has no array at all (NULL), which qsort must not be
+ * given (UBSan stops a sanitized server on it). */
+static inline void hs__sort(void *base, size_t n, size_t size,
+                            int (*cmp)(const void *, const void *))
+{
+    if (n > 1) qsort(base, n, size, cmp);
+}
 
 /* One trace node (parent node id, frame id, depth: 1 at a root), cached. */
 int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, int *depth, hs_qerr *err);

@@ -65,7 +65,7 @@ int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__
     f->n[0].bytes = s->total_bytes;
     f->n[0].count = s->total_count;
     f->len = 1;
-    qsort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
+    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < s->n; i++) {
         const hs__live *lv = &s->rows[i];
         if (f->len >= max_nodes) { /* the rest are smaller: counted, not drawn */

@@ -248,12 +248,24 @@ static void test_top_typed(void **state)
 }
 
 /* A run that allocated nothing has no live stacks at any moment: an empty
- * answer, in every grouping. It used to hand qsort a null array, which
- * UBSan stops a sanitized server for. */
-static void test_top_empty(void **state)
+ * answer from every question, typed and over the API. Each used to hand
+ * qsort a null array, which UBSan stops a sanitized server for. */
+static void test_empty_run(void **state)
 {
     (void)state;
     static const char *const groups[] = {"site", "function", "stack"};
+    static const char *const targets[] = {
+        "/api/runs/1/flame",
+        "/api/runs/1/leaks",
+        "/api/runs/1/history?top=5",
+        "/api/runs/1/sizes",
+        "/api/diff?a=1@end&b=1@0",
+        "/api/diff?a=1@end&b=1@0&by=stack&format=collapsed",
+        "/api/runs/1/top?format=collapsed",
+        "/api/runs/1/export?format=pprof",
+        "/api/runs/1/export?format=speedscope",
+        "/api/runs/1/export?format=dot",
+    };
     char path[512];
     hs_q *eq;
     hs_top_params p;
@@ -273,6 +285,13 @@ static void test_top_empty(void **state)
         assert_int_equal(r.nrows, 0);
         assert_int_equal(r.rows_total, 0);
         hs_top_result_clear(&r);
+    }
+    for (size_t i = 0; i < HS_COUNTOF(targets); i++) {
+        hs_api_reply a;
+        hs_api_handle(eq, "GET", targets[i], NULL, 0, &a);
+        if (a.status != 200) fprintf(stderr, "%s: %d\n", targets[i], a.status);
+        assert_int_equal(a.status, 200);
+        hs_api_reply_clear(&a);
     }
     hs_q_free(eq);
     unlink_db(path);
@@ -554,7 +573,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_frame_label),
         cmocka_unit_test(test_error_mapping), cmocka_unit_test(test_collapsed_escaping),
-        cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_top_empty),
+        cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_empty_run),
         cmocka_unit_test(test_top_params),    cmocka_unit_test(test_sizes_typed),
         cmocka_unit_test(test_leaks_typed),   cmocka_unit_test(test_runs_typed),
         cmocka_unit_test(test_history_typed),
