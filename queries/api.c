@@ -2,6 +2,7 @@
  * layer and the CLI's direct mode. A request is (method, target, body); the
  * answer is JSON or a file with a status, and every failure is an error body
  * with a 4xx/5xx status, never a partial answer. */
+#include <assert.h>
 #include <inttypes.h>
 #include <malloc.h>
 #include <stdio.h>
@@ -164,6 +165,59 @@ static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs
 }
 
 /* ---- typed results as JSON ------------------------------------------------ */
+
+json_t *hs_api_runs_json(const hs_runs_result *r)
+{
+    json_t *runs = json_array();
+    for (size_t i = 0; runs && i < r->nruns; i++)
+        if (json_array_append(runs, (json_t *)r->runs[i].brief.record)) {
+            json_decref(runs);
+            return NULL;
+        }
+    return json_pack("{s:o}", "runs", runs);
+}
+
+json_t *hs_api_run_json(const hs_runs_result *r)
+{
+    assert(r->nruns == 1);
+    return json_pack("{s:O}", "run", (json_t *)r->runs[0].brief.record);
+}
+
+/* GET /api/runs: limit, then the filters, in the order the API has always
+ * checked them (program, host, pid, state, then every label=k=v). */
+static int api_runs(hs_q *q, const hs__params *params, json_t **out, hs_qerr *err)
+{
+    static const char *const keys[] = {"limit", "program", "host", "pid", "state"};
+    hs_runs_params p;
+    hs_runs_result r;
+    hs_runs_params_init(&p);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_runs_param(&p, keys[i], v, err);
+    }
+    for (int i = 0; !rc && i < hs__param_count(params); i++) {
+        const char *k, *v;
+        hs__param_at(params, i, &k, &v);
+        if (!strcmp(k, "label")) rc = hs_runs_param(&p, k, v, err);
+    }
+    if (rc || (rc = hs_core_runs(q, &p, &r, err))) return rc;
+    *out = hs_api_runs_json(&r);
+    hs_runs_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
+/* GET /api/runs/RUN: the run's record. */
+static int api_run(hs_q *q, const char *seg, size_t n, json_t **out, hs_qerr *err)
+{
+    hs_run_sel sel;
+    hs_runs_result r;
+    int rc = run_sel_segment(seg, n, &sel, err);
+    if (rc || (rc = hs_core_run(q, &sel, &r, err))) return rc;
+    *out = hs_api_run_json(&r);
+    hs_runs_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
 
 static json_t *qstack_json(const hs_qstack *st)
 {
@@ -338,6 +392,84 @@ static int api_top(hs_q *q, const char *seg, size_t n, const hs__params *params,
     return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
+static json_t *series_json(const hs_history_series *s)
+{
+    json_t *pts = json_array();
+    for (size_t i = 0; pts && i < s->npoints; i++)
+        if (json_array_append_new(pts, json_pack("{s:I,s:I}", "t_ns", (json_int_t)s->points[i].t_ns,
+                                                 "bytes", (json_int_t)s->points[i].bytes))) {
+            json_decref(pts);
+            return NULL;
+        }
+    return json_pack("{s:I,s:s,s:o,s:I,s:o,s:I}", "trace", (json_int_t)s->trace, "name", s->name,
+                     "stack", qstack_json(&s->stack), "site_index", (json_int_t)s->stack.site,
+                     "points", pts, "max_bytes", (json_int_t)s->max_bytes);
+}
+
+/* The heap's points, RSS samples and series of a history answer. */
+static int history_lines_json(const hs_history_result *r, json_t *points, json_t *rss,
+                              json_t *series)
+{
+    for (size_t i = 0; i < r->npoints; i++) {
+        const hs_history_point *p = &r->points[i];
+        if (json_array_append_new(points,
+                                  json_pack("{s:I,s:I,s:I,s:I}", "t_ns", (json_int_t)p->t_ns,
+                                            "heap_bytes", (json_int_t)p->heap_bytes,
+                                            "heap_max_bytes", (json_int_t)p->heap_max_bytes,
+                                            "heap_count", (json_int_t)p->heap_count)))
+            return -1;
+    }
+    for (size_t i = 0; i < r->nrss; i++) {
+        const hs_rss_point *p = &r->rss[i];
+        if (json_array_append_new(rss, json_pack("{s:I,s:I,s:I}", "t_ns", (json_int_t)p->t_ns,
+                                                 "rss_bytes", (json_int_t)p->rss_bytes,
+                                                 "vsize_bytes", (json_int_t)p->vsize_bytes)))
+            return -1;
+    }
+    for (size_t i = 0; i < r->nseries; i++)
+        if (json_array_append_new(series, series_json(&r->series[i]))) return -1;
+    return 0;
+}
+
+json_t *hs_api_history_json(const hs_history_result *r)
+{
+    json_t *points = json_array(), *rss = json_array(), *series = json_array();
+    if (!points || !rss || !series || history_lines_json(r, points, rss, series)) {
+        json_decref(points);
+        json_decref(rss);
+        json_decref(series);
+        return NULL;
+    }
+    json_t *cut = json_null();
+    if (r->cut)
+        cut = json_pack("{s:I,s:I,s:b}", "buckets_per_point", (json_int_t)r->buckets_per_point,
+                        "rss_samples", (json_int_t)r->rss_samples, "series_points", r->series_cut);
+    return json_pack("{s:O,s:I,s:o,s:o,s:o,s:o,s:O}", "run", (json_t *)r->run.record,
+                     "granularity_ns", (json_int_t)r->granularity_ns, "points", points, "rss", rss,
+                     "series", series, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+}
+
+/* GET /api/runs/RUN/history (as JSON). */
+static int api_history(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                       hs_qerr *err)
+{
+    static const char *const keys[] = {"site", "wrappers", "top", "trace"};
+    hs_history_params p;
+    hs_history_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_history_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_history_result r;
+    if ((rc = hs_core_history(q, &p, &r, err))) return rc;
+    *out = hs_api_history_json(&r);
+    hs_history_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
 
 static json_t *api_health(const hs_q *q)
@@ -356,10 +488,6 @@ static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *for
 {
     json_t *j = NULL;
     int rc;
-    if (!view) {
-        reply_json(out, json_pack("{s:O}", "run", run->info));
-        return 0;
-    }
     if (!strcmp(view, "export"))
         return hs__export(q, run, params, format ? format : "pprof", out, err);
     if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
@@ -370,9 +498,7 @@ static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *for
         return hs__history_csv(q, run, out, err);
     }
     if (format) return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
-    rc = !strcmp(view, "history") ? hs__view_history(q, run, params, &j, err)
-                                  : hs__view_flame(q, run, params, &j, err);
-    if (!rc) reply_json(out, j);
+    if (!(rc = hs__view_flame(q, run, params, &j, err))) reply_json(out, j);
     return rc;
 }
 
@@ -392,11 +518,16 @@ static int api_run_route(hs_q *q, const char *method, const char *full, const hs
     if (format && !strcmp(format, "json")) format = NULL;
     json_t *j = NULL;
     int rc;
-    if (view && !format &&
-        (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks"))) {
-        rc = !strcmp(view, "top")     ? api_top(q, path, seglen, params, &j, err)
-             : !strcmp(view, "leaks") ? api_leaks(q, path, seglen, params, &j, err)
-                                      : api_sizes(q, path, seglen, &j, err);
+    if (!view) {
+        if (!(rc = api_run(q, path, seglen, &j, err))) reply_json(out, j);
+        return rc;
+    }
+    if (!format && (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks") ||
+                    !strcmp(view, "history"))) {
+        rc = !strcmp(view, "top")       ? api_top(q, path, seglen, params, &j, err)
+             : !strcmp(view, "history") ? api_history(q, path, seglen, params, &j, err)
+             : !strcmp(view, "leaks")   ? api_leaks(q, path, seglen, params, &j, err)
+                                        : api_sizes(q, path, seglen, &j, err);
         if (!rc) reply_json(out, j);
         return rc;
     }
@@ -449,7 +580,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
     if (!is_get) goto bad_method;
     if ((rc = hs__site_rules(q, params, err))) return rc;
     if (!strcmp(path, "/api/runs")) {
-        if (!(rc = hs__view_runs(q, params, &j, err))) reply_json(out, j);
+        if (!(rc = api_runs(q, params, &j, err))) reply_json(out, j);
         return rc;
     }
     if (!strcmp(path, "/api/diff")) return hs__view_diff(q, params, out, err);

@@ -88,7 +88,7 @@ static int add_state(dctx *c, hs__state *s, int side)
 {
     /* largest first: the stacks left when the frames a request may hold run
      * out are the smallest (the answer counts them) */
-    qsort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
+    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < s->n; i++) {
         const hs__live *lv = &s->rows[i];
         if (hs__frames_full(c->q)) {
@@ -259,7 +259,7 @@ int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
         rc = 0;
         goto out;
     }
-    qsort(c.rows, c.n, sizeof *c.rows, cmp_delta);
+    hs__sort(c.rows, c.n, sizeof *c.rows, cmp_delta);
     rows = json_array();
     for (size_t i = 0; i < c.n && (int64_t)i < limit; i++) {
         drow *r = &c.rows[i];

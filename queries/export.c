@@ -136,7 +136,7 @@ static int xset_live(hs_q *q, hs__state *s, xset *x, hs_qerr *err)
 {
     x->total_bytes = s->total_bytes;
     x->total_count = s->total_count;
-    qsort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
+    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < s->n; i++) {
         size_t ix;
         int rc = xset_add(q, x, s->rows[i].trace, &ix, err);

@@ -163,6 +163,115 @@ typedef struct hs_run_brief {
     const void *sampling; /* json_t *: the API's sampling object */
 } hs_run_brief;
 
+/* ---- runs: the stored runs, and one run ----------------------------------- */
+
+#define HS_RUNS_MAX_FILTERS 24
+
+typedef struct hs_runs_params {
+    int64_t limit; /* runs, 1 to 100000 */
+    int nfilters;  /* all must hold */
+    struct {
+        char key[128];     /* program, host, pid, state, or a label's key */
+        const char *value; /* lent */
+    } filter[HS_RUNS_MAX_FILTERS];
+} hs_runs_params;
+
+/* Defaults: HS_RUNS_LIMIT runs, no filter. */
+void hs_runs_params_init(hs_runs_params *p);
+/* Sets limit, or adds a filter: program, host, pid or state (an empty
+ * value is no filter) or label (key=value). Other keys are ignored. 0 or
+ * HS_EINVAL with the sentence the API answers. value is lent to p. */
+int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr *err);
+
+typedef struct hs_qlabel {
+    const char *key, *value;
+} hs_qlabel;
+
+/* A run as the listing shows it; the whole record is brief.record. */
+typedef struct hs_run_info {
+    hs_run_brief brief;
+    const char *host, *state; /* state: "open", "ended" or "lost" */
+    int64_t start_unix_ms, duration_ns, peak_bytes, end_bytes;
+    int64_t events;         /* allocations and frees received */
+    int64_t dropped_events; /* allocations and frees the collector dropped */
+    int has_clean_exit;     /* clean_exit is known */
+    const hs_qlabel *labels;
+    size_t nlabels;
+} hs_run_info;
+
+typedef struct hs_runs_result {
+    hs_run_info *runs; /* newest first */
+    size_t nruns;
+    hs_qlabel *labels;    /* every run's labels, one array (owned) */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_runs_result;
+
+int hs_core_runs(hs_q *q, const hs_runs_params *p, hs_runs_result *out, hs_qerr *err);
+/* One run: a result of one run (nruns = 1), or HS_ENOENT. */
+int hs_core_run(hs_q *q, const hs_run_sel *sel, hs_runs_result *out, hs_qerr *err);
+void hs_runs_result_clear(hs_runs_result *r);
+
+/* ---- history: a run's heap over time ------------------------------------ */
+
+#define HS_HISTORY_TOP_MAX 1000 /* series of the top N traces */
+#define HS_HISTORY_TRACES  64   /* series asked for by trace id */
+
+typedef struct hs_history_params {
+    hs_run_sel run;
+    int64_t top;                       /* series of the N traces highest at any moment, 0 to 1000 */
+    int64_t traces[HS_HISTORY_TRACES]; /* and of these traces (each once) */
+    size_t ntraces;
+    hs_site_rules site; /* what names a series */
+} hs_history_params;
+
+/* Defaults: no series, user sites; run must still be set. */
+void hs_history_params_init(hs_history_params *p);
+/* top, trace (ids separated by commas), site, wrappers, as hs_top_param. */
+int hs_history_param(hs_history_params *p, const char *key, const char *value, hs_qerr *err);
+
+/* The heap at the end of a point's buckets, and the highest within them. */
+typedef struct hs_history_point {
+    int64_t t_ns, heap_bytes, heap_max_bytes, heap_count;
+} hs_history_point;
+
+typedef struct hs_rss_point {
+    int64_t t_ns, rss_bytes, vsize_bytes;
+} hs_rss_point;
+
+typedef struct hs_series_point {
+    int64_t t_ns, bytes;
+} hs_series_point;
+
+/* A trace's live bytes over the run: a point where they changed. */
+typedef struct hs_history_series {
+    int64_t trace;
+    const char *name; /* its site's frame label, "?" for an empty stack */
+    hs_qstack stack;  /* HS_STACK_FRAMES frames at most (depth: the whole) */
+    hs_series_point *points;
+    size_t npoints;
+    int64_t max_bytes;
+} hs_history_series;
+
+typedef struct hs_history_result {
+    hs_run_brief run;
+    int64_t peak_bytes, peak_t_ns, end_bytes;
+    int64_t granularity_ns; /* of a point */
+    hs_history_point *points;
+    size_t npoints;
+    hs_rss_point *rss; /* the highest sample of each point's span */
+    size_t nrss;
+    hs_history_series *series; /* top first, then those asked for */
+    size_t nseries;
+    /* what the answer merged or left out (truncated when cut is set) */
+    int cut;
+    int64_t buckets_per_point, rss_samples;
+    int series_cut;       /* the series stopped at their bound of points */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_history_result;
+
+int hs_core_history(hs_q *q, const hs_history_params *p, hs_history_result *out, hs_qerr *err);
+void hs_history_result_clear(hs_history_result *r);
+
 /* ---- top: a moment's state, grouped ---------------------------------------- */
 
 typedef struct hs_top_params {

@@ -54,7 +54,13 @@ void hs_api_reply_clear(hs_api_reply *r);
 void hs_api_error(hs_api_reply *out, const hs_qerr *err);
 
 /* The JSON of docs/api.md for a typed result (a new reference, NULL when
- * out of memory): what /api/runs/RUN/top answers. */
+ * out of memory): what /api/runs answers, */
+json_t *hs_api_runs_json(const hs_runs_result *r);
+/* … /api/runs/RUN (r holds one run) … */
+json_t *hs_api_run_json(const hs_runs_result *r);
+/* … /api/runs/RUN/history … */
+json_t *hs_api_history_json(const hs_history_result *r);
+/* … /api/runs/RUN/top … */
 json_t *hs_api_top_json(const hs_top_result *r);
 /* … /api/runs/RUN/leaks … */
 json_t *hs_api_leaks_json(const hs_leaks_result *r);

@@ -78,7 +78,7 @@ static int leaks_live(leaks_out *o, hs__state *state, hs_qerr *err)
     size_t want = (int64_t)state->n < o->p->limit ? state->n : (size_t)o->p->limit;
     if (!(r->live = calloc(want ? want : 1, sizeof *r->live)))
         return hs__err(err, HS_ENOMEM, "out of memory");
-    qsort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
+    hs__sort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < want; i++) {
         hs_leak_row *row = &r->live[r->nlive];
         const hs__live *lv = &state->rows[i];
@@ -150,7 +150,7 @@ static int leaks_growing(leaks_out *o, const hs__run *run, const hs__at *at, hs_
         rc = hs__err(err, HS_ENOMEM, "out of memory");
     hs__tsums_clear(&sums);
     if (rc) return rc;
-    qsort(r->growing, n, sizeof *r->growing, cmp_score);
+    hs__sort(r->growing, n, sizeof *r->growing, cmp_score);
     size_t want = (int64_t)n < o->p->limit ? n : (size_t)o->p->limit;
     for (size_t i = 0; i < want; i++) {
         hs_leak_row *row = &r->growing[i];

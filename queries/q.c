@@ -223,7 +223,7 @@ static int cmp_i64_desc(const void *a, const void *b)
 int64_t hs__kth_largest(int64_t *w, size_t n, size_t k)
 {
     assert(k >= 1 && k <= n);
-    qsort(w, n, sizeof *w, cmp_i64_desc);
+    hs__sort(w, n, sizeof *w, cmp_i64_desc);
     return w[k - 1];
 }
 
@@ -896,7 +896,7 @@ int hs__tsums_load(hs_q *q, const hs__run *run, int64_t upto, hs__tsums *out, hs
     }
     sqlite3_reset(st);
     if (s != SQLITE_DONE && s != SQLITE_ROW) goto dbfail;
-    qsort(out->rows, out->n, sizeof *out->rows, cmp_tsum_first);
+    hs__sort(out->rows, out->n, sizeof *out->rows, cmp_tsum_first);
     rc = 0;
     goto out;
 dbfail:

@@ -11,6 +11,7 @@
 
 #include <sqlite3.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "hs_map.h"
 #include "hs_core.h"
@@ -227,6 +228,15 @@ int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut,
 /* An answer stops taking rows past about this many bytes of JSON. */
 #define HS_ANSWER_BYTES (8u << 20)
 
+/* qsort for arrays that may be empty: an answer with nothing in it (a run
+ * with nothing live) has no array at all (NULL), which qsort must not be
+ * given (UBSan stops a sanitized server on it). */
+static inline void hs__sort(void *base, size_t n, size_t size,
+                            int (*cmp)(const void *, const void *))
+{
+    if (n > 1) qsort(base, n, size, cmp);
+}
+
 /* One trace node (parent node id, frame id, depth: 1 at a root), cached. */
 int hs__node(hs_q *q, int64_t id, int64_t *parent, int64_t *frame, int *depth, hs_qerr *err);
 
@@ -274,8 +284,6 @@ int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
 /* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
 int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
-int hs__view_runs(hs_q *q, const hs__params *p, json_t **out, hs_qerr *err);
-int hs__view_history(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
 int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
 int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);

@@ -157,7 +157,7 @@ static int top_group(top_acc *t, hs__state *state, hs_qerr *err)
     /* largest first: when the frames a request may hold run out (by
      * function, a stack's every frame is read), the stacks left are the
      * smallest, and the answer says how many */
-    qsort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
+    hs__sort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < state->n; i++) {
         const hs__live *lv = &state->rows[i];
         if (hs__frames_full(t->q)) {
@@ -168,8 +168,8 @@ static int top_group(top_acc *t, hs__state *state, hs_qerr *err)
         int rc = top_count(t, lv, i, err);
         if (rc) return rc;
     }
-    qsort(t->rows, t->n, sizeof *t->rows,
-          t->by == HS_GROUP_FUNCTION ? cmp_top_self : cmp_top_total);
+    hs__sort(t->rows, t->n, sizeof *t->rows,
+             t->by == HS_GROUP_FUNCTION ? cmp_top_self : cmp_top_total);
     return 0;
 }
 

@@ -20,6 +20,59 @@ static void run_decode(hs_run_brief *out, const json_t *j)
                           .sampling = s};
 }
 
+/* A run's record into out, its labels into the array at *labels (moved
+ * past them). */
+static void run_info_decode(hs_run_info *out, const json_t *run, hs_qlabel **labels)
+{
+    const json_t *s = json_object_get(run, "sampling"), *d = json_object_get(s, "dropped");
+    *out = (hs_run_info){
+        .brief = {.id = hs_json_int(run, "id"),
+                  .program = hs_json_str(run, "program"),
+                  .sample_bytes = hs_json_int(s, "sample_bytes"),
+                  .open = !strcmp(hs_json_str(run, "state"), "open"),
+                  .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
+                  .record = run,
+                  .sampling = s},
+        .host = hs_json_str(run, "host"),
+        .state = hs_json_str(run, "state"),
+        .start_unix_ms = hs_json_int(run, "start_unix_ms"),
+        .duration_ns = hs_json_int(run, "duration_ns"),
+        .peak_bytes = hs_json_int(run, "peak_bytes"),
+        .end_bytes = hs_json_int(run, "end_bytes"),
+        .events = hs_json_int(run, "alloc_events") + hs_json_int(run, "free_events"),
+        .dropped_events = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events"),
+        .has_clean_exit = json_is_boolean(json_object_get(run, "clean_exit")),
+        .labels = *labels};
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)json_object_get(run, "labels"), k, v)
+    {
+        const char *sv = json_string_value(v);
+        *(*labels)++ = (hs_qlabel){.key = k, .value = sv ? sv : ""};
+    }
+    out->nlabels = (size_t)(*labels - out->labels);
+}
+
+int hs_cli_runs_decode(hs_runs_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    const json_t *runs = json_object_get(j, "runs");
+    size_t n = json_array_size(runs), nl = 0;
+    for (size_t i = 0; i < n; i++)
+        nl += json_object_size(json_object_get(json_array_get(runs, i), "labels"));
+    out->runs = calloc(n ? n : 1, sizeof *out->runs);
+    out->labels = calloc(nl ? nl : 1, sizeof *out->labels);
+    if (!out->runs || !out->labels) {
+        hs_runs_result_clear(out);
+        return HS_ENOMEM;
+    }
+    hs_qlabel *l = out->labels;
+    for (size_t i = 0; i < n; i++) run_info_decode(&out->runs[i], json_array_get(runs, i), &l);
+    out->nruns = n;
+    return 0;
+}
+
 static hs_qframe frame_decode(const json_t *f, const char *name_key)
 {
     return (hs_qframe){.name = hs_json_str(f, name_key),
@@ -165,4 +218,75 @@ int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j)
         return HS_ENOMEM;
     }
     return 0;
+}
+
+static int series_decode(hs_history_series *out, const json_t *s)
+{
+    const json_t *pts = json_object_get(s, "points");
+    size_t n = json_array_size(pts);
+    out->trace = hs_json_int(s, "trace");
+    out->name = hs_json_str(s, "name");
+    out->max_bytes = hs_json_int(s, "max_bytes");
+    if (stack_decode(&out->stack, s)) return HS_ENOMEM;
+    if (!(out->points = calloc(n ? n : 1, sizeof *out->points))) return HS_ENOMEM;
+    for (size_t i = 0; i < n; i++, out->npoints++) {
+        const json_t *p = json_array_get(pts, i);
+        out->points[i] =
+            (hs_series_point){.t_ns = hs_json_int(p, "t_ns"), .bytes = hs_json_int(p, "bytes")};
+    }
+    return 0;
+}
+
+/* The heap's points and RSS samples of a history answer. */
+static int history_lines_decode(hs_history_result *out, const json_t *j)
+{
+    const json_t *pts = json_object_get(j, "points"), *rss = json_object_get(j, "rss");
+    size_t np = json_array_size(pts), nr = json_array_size(rss);
+    out->points = calloc(np ? np : 1, sizeof *out->points);
+    out->rss = calloc(nr ? nr : 1, sizeof *out->rss);
+    if (!out->points || !out->rss) return HS_ENOMEM;
+    for (size_t i = 0; i < np; i++) {
+        const json_t *p = json_array_get(pts, i);
+        out->points[i] = (hs_history_point){.t_ns = hs_json_int(p, "t_ns"),
+                                            .heap_bytes = hs_json_int(p, "heap_bytes"),
+                                            .heap_max_bytes = hs_json_int(p, "heap_max_bytes"),
+                                            .heap_count = hs_json_int(p, "heap_count")};
+    }
+    out->npoints = np;
+    for (size_t i = 0; i < nr; i++) {
+        const json_t *p = json_array_get(rss, i);
+        out->rss[i] = (hs_rss_point){.t_ns = hs_json_int(p, "t_ns"),
+                                     .rss_bytes = hs_json_int(p, "rss_bytes"),
+                                     .vsize_bytes = hs_json_int(p, "vsize_bytes")};
+    }
+    out->nrss = nr;
+    return 0;
+}
+
+int hs_cli_history_decode(hs_history_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    run_decode(&out->run, j);
+    const json_t *run = json_object_get(j, "run"), *cut = json_object_get(j, "truncated");
+    out->peak_bytes = hs_json_int(run, "peak_bytes");
+    out->peak_t_ns = hs_json_int(run, "peak_t_ns");
+    out->end_bytes = hs_json_int(run, "end_bytes");
+    out->granularity_ns = hs_json_int(j, "granularity_ns");
+    out->cut = json_is_object(cut);
+    out->buckets_per_point = out->cut ? hs_json_int(cut, "buckets_per_point") : 1;
+    out->rss_samples = hs_json_int(cut, "rss_samples");
+    out->series_cut = json_is_true(json_object_get(cut, "series_points"));
+    const json_t *series = json_object_get(j, "series");
+    size_t n = json_array_size(series);
+    if (history_lines_decode(out, j)) goto oom;
+    if (!(out->series = calloc(n ? n : 1, sizeof *out->series))) goto oom;
+    for (size_t i = 0; i < n; i++) {
+        out->nseries++; /* cleared also when half decoded */
+        if (series_decode(&out->series[i], json_array_get(series, i))) goto oom;
+    }
+    return 0;
+oom:
+    hs_history_result_clear(out);
+    return HS_ENOMEM;
 }

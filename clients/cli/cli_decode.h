@@ -14,9 +14,16 @@
 
 #include "hs_core.h"
 
+/* /api/runs's answer j (taken over, also on failure) into out. 0, or
+ * HS_ENOMEM. */
+int hs_cli_runs_decode(hs_runs_result *out, json_t *j);
+
 /* /api/runs/RUN/top's answer j (taken over, also on failure) into out.
  * 0, or HS_ENOMEM. */
 int hs_cli_top_decode(hs_top_result *out, json_t *j);
+
+/* /api/runs/RUN/history's answer, the same way. */
+int hs_cli_history_decode(hs_history_result *out, json_t *j);
 
 /* /api/runs/RUN/leaks's answer, the same way. */
 int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j);

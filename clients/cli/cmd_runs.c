@@ -1,53 +1,58 @@
-/* heapstore runs: the stored runs, newest first. */
+/* heapstore runs: the stored runs, newest first. Direct mode asks the typed
+ * core (hs_core_runs); HTTP mode decodes the server's JSON into the same
+ * result; one renderer prints both. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli_decode.h"
 #include "cli_query.h"
 #include "hs_cli.h"
+#include "hs_queries.h"
 
 static const char usage[] =
     "runs [--label k=v]… [--program P] [--host H] [--limit N] [--json] [--db PATH]";
 
-int hs_cmd_runs(int argc, char **argv)
+/* The table's cells of one run, in hdr's order. */
+typedef struct run_cells {
+    char id[24], started[32], dur[32], peak[32], end[32], events[32], dropped[32], sampling[48],
+        state[32], labels[512];
+} run_cells;
+
+static void run_cells_fill(run_cells *c, const hs_run_info *r)
 {
-    hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "label,program,host,limit", usage);
-    if (rc) return rc < 0 ? 0 : rc;
-    char def_limit[24];
-    snprintf(def_limit, sizeof def_limit, "%d", HS_RUNS_LIMIT);
-    if (a.npos) {
-        fprintf(stderr, "heapstore runs: unexpected argument '%s'\nusage: heapstore %s\n", a.pos[0],
-                usage);
-        return 2;
+    snprintf(c->id, sizeof c->id, "%" PRId64, r->brief.id);
+    time_t st = (time_t)(r->start_unix_ms / 1000);
+    struct tm tm;
+    localtime_r(&st, &tm);
+    strftime(c->started, sizeof c->started, "%Y-%m-%d %H:%M:%S", &tm);
+    hs_cli_secs(r->duration_ns, c->dur);
+    hs_cli_bytes(r->peak_bytes, c->peak);
+    hs_cli_bytes(r->end_bytes, c->end);
+    snprintf(c->events, sizeof c->events, "%" PRId64, r->events);
+    snprintf(c->dropped, sizeof c->dropped, "%" PRId64, r->dropped_events);
+    char per[32];
+    if (r->brief.sample_bytes == 1)
+        snprintf(c->sampling, sizeof c->sampling, "every alloc");
+    else
+        snprintf(c->sampling, sizeof c->sampling, "1 per %s",
+                 hs_cli_bytes(r->brief.sample_bytes, per));
+    int no_exit = !strcmp(r->state, "ended") && r->has_clean_exit && !r->brief.clean_exit;
+    snprintf(c->state, sizeof c->state, "%s%s", r->state, no_exit ? " (no exit)" : "");
+    c->labels[0] = '\0';
+    for (size_t i = 0; i < r->nlabels; i++) {
+        size_t n = strlen(c->labels);
+        snprintf(c->labels + n, sizeof c->labels - n, "%s%s=%s", n ? "," : "", r->labels[i].key,
+                 r->labels[i].value);
     }
-    char target[4096] = "/api/runs?limit=";
-    hs_cli_pct(target, sizeof target, a.limit ? a.limit : def_limit);
-    if (a.program) {
-        strcat(target, "&program=");
-        hs_cli_pct(target, sizeof target, a.program);
-    }
-    if (a.host) {
-        strcat(target, "&host=");
-        hs_cli_pct(target, sizeof target, a.host);
-    }
-    for (int i = 0; i < a.nlabels; i++) {
-        strncat(target, "&label=", sizeof target - strlen(target) - 1);
-        hs_cli_pct(target, sizeof target, a.labels[i]);
-    }
-    hs_api_reply r;
-    if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, 0, &r))) return rc;
-    json_t *runs = json_object_get(r.json, "runs");
-    if (a.json) {
-        hs_cli_print_json(r.json);
-        hs_api_reply_clear(&r);
-        return 0;
-    }
-    if (!json_array_size(runs)) {
+}
+
+static void print_runs(const hs_runs_result *r)
+{
+    if (!r->nruns) {
         printf("no runs stored yet (profile a program with: heapstore run -- PROGRAM ARGS…)\n");
-        hs_api_reply_clear(&r);
-        return 0;
+        return;
     }
     static const char *const hdr[] = {"ID",       "STARTED",  "PROGRAM", "HOST",
                                       "DURATION", "PEAK",     "AT END",  "EVENTS",
@@ -55,50 +60,88 @@ int hs_cmd_runs(int argc, char **argv)
     static const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
     hs_table t;
     hs_table_init(&t, 12, hdr, right);
-    size_t i;
-    json_t *run;
-    json_array_foreach(runs, i, run)
-    {
-        char id[24], started[32], dur[32], peak[32], end[32], events[32], dropped[32], state[32],
-            sampling[48], labels[512] = "";
-        snprintf(id, sizeof id, "%" PRId64, hs_json_int(run, "id"));
-        time_t st = (time_t)(hs_json_int(run, "start_unix_ms") / 1000);
-        struct tm tm;
-        localtime_r(&st, &tm);
-        strftime(started, sizeof started, "%Y-%m-%d %H:%M:%S", &tm);
-        hs_cli_secs(hs_json_int(run, "duration_ns"), dur);
-        hs_cli_bytes(hs_json_int(run, "peak_bytes"), peak);
-        hs_cli_bytes(hs_json_int(run, "end_bytes"), end);
-        snprintf(events, sizeof events, "%" PRId64,
-                 hs_json_int(run, "alloc_events") + hs_json_int(run, "free_events"));
-        json_t *d = json_object_get(json_object_get(run, "sampling"), "dropped");
-        snprintf(dropped, sizeof dropped, "%" PRId64,
-                 hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events"));
-        int64_t sb = hs_json_int(json_object_get(run, "sampling"), "sample_bytes");
-        char per[32];
-        if (sb == 1)
-            snprintf(sampling, sizeof sampling, "every alloc");
-        else
-            snprintf(sampling, sizeof sampling, "1 per %s", hs_cli_bytes(sb, per));
-        const char *s = hs_json_str(run, "state");
-        json_t *clean = json_object_get(run, "clean_exit");
-        snprintf(state, sizeof state, "%s%s", s,
-                 !strcmp(s, "ended") && json_is_false(clean) ? " (no exit)" : "");
-        const char *k;
-        json_t *v;
-        json_object_foreach(json_object_get(run, "labels"), k, v)
-        {
-            size_t n = strlen(labels);
-            snprintf(labels + n, sizeof labels - n, "%s%s=%s", n ? "," : "", k,
-                     json_string_value(v));
-        }
-        const char *prog = hs_json_str(run, "program");
-        const char *base = strrchr(prog, '/');
-        hs_table_row(&t, id, started, base ? base + 1 : prog, hs_json_str(run, "host"), dur, peak,
-                     end, events, dropped, sampling, state, labels);
+    for (size_t i = 0; i < r->nruns; i++) {
+        const hs_run_info *run = &r->runs[i];
+        run_cells c;
+        run_cells_fill(&c, run);
+        const char *base = strrchr(run->brief.program, '/');
+        hs_table_row(&t, c.id, c.started, base ? base + 1 : run->brief.program, run->host, c.dur,
+                     c.peak, c.end, c.events, c.dropped, c.sampling, c.state, c.labels);
     }
     hs_table_print(&t);
     hs_table_free(&t);
-    hs_api_reply_clear(&r);
+}
+
+/* The command's options as the core's parameters; 0 or HS_EINVAL. */
+static int runs_params(const hs_cli_args *a, hs_runs_params *p, hs_qerr *err)
+{
+    hs_runs_params_init(p);
+    int rc = 0;
+    if (a->limit) rc = hs_runs_param(p, "limit", a->limit, err);
+    if (!rc && a->program) rc = hs_runs_param(p, "program", a->program, err);
+    if (!rc && a->host) rc = hs_runs_param(p, "host", a->host, err);
+    for (int i = 0; !rc && i < a->nlabels; i++) rc = hs_runs_param(p, "label", a->labels[i], err);
+    return rc;
+}
+
+static int runs_direct(const hs_cli_args *a)
+{
+    hs_q *q;
+    hs_runs_params p;
+    hs_runs_result r;
+    hs_qerr err;
+    int rc = hs_cli_open(a, &q);
+    if (rc) return rc;
+    if ((rc = runs_params(a, &p, &err)) || (rc = hs_core_runs(q, &p, &r, &err))) {
+        hs_q_free(q);
+        return hs_cli_fail(a, &err);
+    }
+    if (a->json)
+        rc = hs_cli_print_own_json(a, hs_api_runs_json(&r));
+    else
+        print_runs(&r);
+    hs_runs_result_clear(&r);
+    hs_q_free(q);
+    return rc;
+}
+
+static int runs_http(const hs_cli_args *a)
+{
+    char def_limit[24];
+    snprintf(def_limit, sizeof def_limit, "%d", HS_RUNS_LIMIT);
+    char target[4096] = "/api/runs?limit=";
+    hs_cli_pct(target, sizeof target, a->limit ? a->limit : def_limit);
+    if (a->program) {
+        strcat(target, "&program=");
+        hs_cli_pct(target, sizeof target, a->program);
+    }
+    if (a->host) {
+        strcat(target, "&host=");
+        hs_cli_pct(target, sizeof target, a->host);
+    }
+    for (int i = 0; i < a->nlabels; i++) {
+        strncat(target, "&label=", sizeof target - strlen(target) - 1);
+        hs_cli_pct(target, sizeof target, a->labels[i]);
+    }
+    json_t *j;
+    hs_runs_result r;
+    int rc = hs_cli_get_json(a, target, &j);
+    if (rc || !j) return rc;
+    if (hs_cli_runs_decode(&r, j)) return hs_cli_oom(a); /* takes j over */
+    print_runs(&r);
+    hs_runs_result_clear(&r);
     return 0;
+}
+
+int hs_cmd_runs(int argc, char **argv)
+{
+    hs_cli_args a;
+    int rc = hs_cli_parse(&a, argc, argv, "label,program,host,limit", usage);
+    if (rc) return rc < 0 ? 0 : rc;
+    if (a.npos) {
+        fprintf(stderr, "heapstore runs: unexpected argument '%s'\nusage: heapstore %s\n", a.pos[0],
+                usage);
+        return 2;
+    }
+    return hs_cli_direct(&a) ? runs_direct(&a) : runs_http(&a);
 }

@@ -378,7 +378,34 @@ int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *d
     return rc;
 }
 
-int fx_build_trend(const char *path)
+/* A run that allocated nothing: hello, then bye at 1 s. */
+static int empty_run(fx *f)
+{
+    hs_hello h;
+    memset(&h, 0, sizeof h);
+    h.run_id[0] = 0xe0;
+    h.pid = 3000;
+    h.ppid = 1;
+    h.start_unix_ns = 1700000000000000000ull;
+    h.sample_bytes = 1;
+    h.max_depth = 64;
+    h.program = str("/opt/app/bin/empty");
+    h.argc = 1;
+    h.argv[0] = str("empty");
+    h.hostname = str("testhost");
+    h.collector_version = str("test");
+    char err[256];
+    f->seq = 0;
+    int rc = hs_store_begin(f->s);
+    if (!rc) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
+    if (rc) {
+        fprintf(stderr, "fixture: hello: %s\n", err);
+        return rc;
+    }
+    return end_run(f, 1000 * MS);
+}
+
+static int build_with(const char *path, int (*run)(fx *f))
 {
     fx *f = calloc(1, sizeof *f);
     char err[256];
@@ -390,10 +417,20 @@ int fx_build_trend(const char *path)
         free(f);
         return rc;
     }
-    rc = trend_run(f);
+    rc = run(f);
     hs_store_free(f->s);
     free(f);
     return rc;
+}
+
+int fx_build_empty(const char *path)
+{
+    return build_with(path, empty_run);
+}
+
+int fx_build_trend(const char *path)
+{
+    return build_with(path, trend_run);
 }
 
 int fx_build(const char *path)

@@ -40,6 +40,10 @@ int fx_build(const char *path);
  * Returns 0 or a negative code. */
 int fx_build_trend(const char *path);
 
+/* Writes one run (program empty, 1 s, g = 100 ms) that allocated nothing.
+ * Returns 0 or a negative code. */
+int fx_build_empty(const char *path);
+
 /* Writes one run (program rank, 6 s, g = 100 ms, keyframes every 4
  * buckets, sample_bytes 1) whose traces rank differently by every measure
  * but the right one. Buckets b = 0..59, events at b*100+50 ms:

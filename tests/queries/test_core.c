@@ -247,6 +247,56 @@ static void test_top_typed(void **state)
     hs_top_result_clear(&r);
 }
 
+/* A run that allocated nothing has no live stacks at any moment: an empty
+ * answer from every question, typed and over the API. Each used to hand
+ * qsort a null array, which UBSan stops a sanitized server for. */
+static void test_empty_run(void **state)
+{
+    (void)state;
+    static const char *const groups[] = {"site", "function", "stack"};
+    static const char *const targets[] = {
+        "/api/runs/1/flame",
+        "/api/runs/1/leaks",
+        "/api/runs/1/history?top=5",
+        "/api/runs/1/sizes",
+        "/api/diff?a=1@end&b=1@0",
+        "/api/diff?a=1@end&b=1@0&by=stack&format=collapsed",
+        "/api/runs/1/top?format=collapsed",
+        "/api/runs/1/export?format=pprof",
+        "/api/runs/1/export?format=speedscope",
+        "/api/runs/1/export?format=dot",
+    };
+    char path[512];
+    hs_q *eq;
+    hs_top_params p;
+    hs_top_result r;
+    hs_qerr err = {0};
+    fx_tmp_path(path, sizeof path, "core_empty.db");
+    assert_int_equal(fx_build_empty(path), 0);
+    assert_int_equal(hs_q_open(&eq, path, &err), 0);
+    hs_top_params_init(&p);
+    assert_int_equal(hs_sel_parse_run(&p.run, "1", &err), 0);
+    for (size_t i = 0; i < HS_COUNTOF(groups); i++) {
+        assert_int_equal(hs_top_param(&p, "by", groups[i], &err), 0);
+        assert_int_equal(hs_core_top(eq, &p, &r, &err), 0);
+        assert_string_equal(r.run.program, "/opt/app/bin/empty");
+        assert_int_equal(r.total_bytes, 0);
+        assert_int_equal(r.total_count, 0);
+        assert_int_equal(r.nrows, 0);
+        assert_int_equal(r.rows_total, 0);
+        hs_top_result_clear(&r);
+    }
+    for (size_t i = 0; i < HS_COUNTOF(targets); i++) {
+        hs_api_reply a;
+        hs_api_handle(eq, "GET", targets[i], NULL, 0, &a);
+        if (a.status != 200) fprintf(stderr, "%s: %d\n", targets[i], a.status);
+        assert_int_equal(a.status, 200);
+        hs_api_reply_clear(&a);
+    }
+    hs_q_free(eq);
+    unlink_db(path);
+}
+
 /* Refused parameters: one sentence each, the same the API answers; a
  * missing run is named first. */
 static void test_top_params(void **state)
@@ -365,13 +415,168 @@ static void test_leaks_typed(void **state)
     assert_string_equal(err.msg, "limit must be an integer from 1 to 100000 (not '0')");
 }
 
+/* hs_core_runs and hs_core_run on the fixture's two runs of app. */
+static void test_runs_typed(void **state)
+{
+    (void)state;
+    hs_runs_params p;
+    hs_runs_result r;
+    hs_qerr err;
+    hs_runs_params_init(&p);
+    assert_int_equal(p.limit, HS_RUNS_LIMIT);
+    assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+    assert_int_equal(r.nruns, 2);
+    static const struct {
+        int64_t id, peak, end;
+        const char *version;
+    } want[] = {/* run 2's peak holds a leaked block and the one that replaces it
+                   (1000 B more than FX_V2_PEAK_BYTES, its peak at a bucket's end) */
+                {2, FX_V2_PEAK_BYTES + 1000, FX_V2_END_BYTES, "2"},
+                {1, FX_PEAK_BYTES, FX_END_BYTES, "1"}};
+    for (size_t i = 0; i < HS_COUNTOF(want); i++) { /* newest first */
+        const hs_run_info *ri = &r.runs[i];
+        assert_int_equal(ri->brief.id, want[i].id);
+        assert_string_equal(ri->brief.program, "/opt/app/bin/app");
+        assert_int_equal(ri->brief.sample_bytes, 1);
+        assert_string_equal(ri->host, "testhost");
+        assert_string_equal(ri->state, "ended");
+        assert_int_equal(ri->duration_ns, 2000000000);
+        assert_int_equal(ri->peak_bytes, want[i].peak);
+        assert_int_equal(ri->end_bytes, want[i].end);
+        assert_int_equal(ri->dropped_events, 0);
+        assert_true(ri->has_clean_exit && ri->brief.clean_exit);
+        assert_int_equal(ri->nlabels, 1);
+        assert_string_equal(ri->labels[0].key, "version");
+        assert_string_equal(ri->labels[0].value, want[i].version);
+    }
+    assert_int_equal(r.runs[1].events, 63); /* 20 leaks, 20 + 20 tmp, big, config */
+    hs_runs_result_clear(&r);
+
+    /* filters, all of which must hold */
+    static const struct {
+        const char *key, *value;
+        size_t n;
+        int64_t first;
+    } filters[] = {
+        {"label", "version=1", 1, 1}, {"program", "app", 1, 1}, {"host", "otherhost", 0, 0}};
+    for (size_t i = 0; i < HS_COUNTOF(filters); i++) {
+        assert_int_equal(hs_runs_param(&p, filters[i].key, filters[i].value, &err), 0);
+        assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+        assert_int_equal(r.nruns, filters[i].n);
+        if (r.nruns) assert_int_equal(r.runs[0].brief.id, filters[i].first);
+        hs_runs_result_clear(&r);
+    }
+    hs_runs_params_init(&p);
+    assert_int_equal(hs_runs_param(&p, "limit", "1", &err), 0);
+    assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+    assert_int_equal(r.nruns, 1);
+    assert_int_equal(r.runs[0].brief.id, 2);
+    hs_runs_result_clear(&r);
+
+    static const struct {
+        const char *key, *value, *msg;
+    } bad[] = {{"limit", "0", "limit must be an integer from 1 to 100000 (not '0')"},
+               {"pid", "12a", "pid must be an integer"},
+               {"label", "version", "label filter must be key=value (not 'version')"},
+               {"label", "=1", "label filter must be key=value (not '=1')"}};
+    for (size_t i = 0; i < HS_COUNTOF(bad); i++) {
+        assert_int_equal(hs_runs_param(&p, bad[i].key, bad[i].value, &err), HS_EINVAL);
+        assert_string_equal(err.msg, bad[i].msg);
+    }
+
+    hs_run_sel sel;
+    assert_int_equal(hs_sel_parse_run(&sel, "program=app,version=1", &err), 0);
+    assert_int_equal(hs_core_run(q, &sel, &r, &err), 0);
+    assert_int_equal(r.nruns, 1);
+    assert_int_equal(r.runs[0].brief.id, 1);
+    assert_int_equal(r.runs[0].peak_bytes, FX_PEAK_BYTES);
+    hs_runs_result_clear(&r);
+    assert_int_equal(hs_sel_parse_run(&sel, "42", &err), 0);
+    assert_int_equal(hs_core_run(q, &sel, &r, &err), HS_ENOENT);
+    assert_string_equal(err.msg, "no run with id 42");
+}
+
+/* hs_core_history on run 1: 20 buckets of 100 ms, the two largest traces
+ * as series, and one asked for by id; then its refusals. */
+static void test_history_typed(void **state)
+{
+    (void)state;
+    hs_history_params p;
+    hs_history_result r;
+    hs_qerr err;
+    hs_history_params_init(&p);
+    assert_int_equal(hs_sel_parse_run(&p.run, "1", &err), 0);
+    assert_int_equal(hs_history_param(&p, "top", "2", &err), 0);
+    assert_int_equal(hs_core_history(q, &p, &r, &err), 0);
+    assert_int_equal(r.run.id, 1);
+    assert_int_equal(r.peak_bytes, FX_PEAK_BYTES);
+    assert_int_equal(r.peak_t_ns, FX_PEAK_NS);
+    assert_int_equal(r.end_bytes, FX_END_BYTES);
+    assert_int_equal(r.granularity_ns, 100000000);
+    assert_false(r.cut);
+    assert_int_equal(r.npoints, 20);
+    int64_t max = 0;
+    for (size_t i = 0; i < r.npoints; i++) {
+        assert_int_equal(r.points[i].t_ns, (int64_t)(i + 1) * 100000000);
+        if (r.points[i].heap_max_bytes > max) max = r.points[i].heap_max_bytes;
+    }
+    assert_int_equal(max, FX_PEAK_BYTES);
+    /* the first bucket: config (5000) and the first leak (1000) kept, tmp
+     * (300) freed within it */
+    assert_int_equal(r.points[0].heap_bytes, 6000);
+    assert_int_equal(r.points[0].heap_max_bytes, 6300);
+    assert_int_equal(r.points[19].heap_bytes, FX_END_BYTES);
+    assert_int_equal(r.points[19].heap_count, FX_END_COUNT);
+    assert_int_equal(r.nrss, 20);
+    assert_int_equal(r.nseries, 2);
+    const hs_history_series *big = &r.series[0], *leak = &r.series[1];
+    assert_string_equal(big->name, "big_alloc (app.c:50)");
+    assert_int_equal(big->max_bytes, 100000);
+    assert_int_equal(big->npoints, 2); /* up at 1.1 s, gone at 1.3 s */
+    assert_int_equal(big->points[0].t_ns, 1100000000);
+    assert_int_equal(big->points[1].bytes, 0);
+    assert_string_equal(leak->name, "leak_site (app.c:20)");
+    assert_int_equal(leak->max_bytes, 20000);
+    assert_int_equal(leak->npoints, 20);
+    assert_int_equal(leak->points[19].bytes, 20000);
+    assert_int_equal(leak->stack.n, 2);
+    assert_int_equal(leak->stack.site, 0);
+    assert_string_equal(leak->stack.frames[1].name, "main");
+    hs_history_result_clear(&r);
+
+    /* a trace asked for by id comes after the top ones, once */
+    assert_int_equal(hs_history_param(&p, "top", "1", &err), 0);
+    assert_int_equal(hs_history_param(&p, "trace", "2,5", &err), 0);
+    assert_int_equal(hs_core_history(q, &p, &r, &err), 0);
+    assert_int_equal(r.nseries, 2);
+    assert_int_equal(r.series[0].trace, 5);
+    assert_int_equal(r.series[1].trace, 2);
+    hs_history_result_clear(&r);
+
+    static const struct {
+        const char *key, *value, *msg;
+    } bad[] = {
+        {"top", "1001", "top must be an integer from 0 to 1000 (not '1001')"},
+        {"trace", "1,x", "trace must be up to 64 trace ids separated by commas"},
+        {"trace", "0", "trace must be up to 64 trace ids separated by commas"},
+    };
+    for (size_t i = 0; i < HS_COUNTOF(bad); i++) {
+        assert_int_equal(hs_history_param(&p, bad[i].key, bad[i].value, &err), HS_EINVAL);
+        assert_string_equal(err.msg, bad[i].msg);
+    }
+    assert_int_equal(hs_sel_parse_run(&p.run, "42", &err), 0);
+    assert_int_equal(hs_core_history(q, &p, &r, &err), HS_ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_groups),        cmocka_unit_test(test_frame_label),
         cmocka_unit_test(test_error_mapping), cmocka_unit_test(test_collapsed_escaping),
-        cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_top_params),
-        cmocka_unit_test(test_sizes_typed),   cmocka_unit_test(test_leaks_typed),
+        cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_empty_run),
+        cmocka_unit_test(test_top_params),    cmocka_unit_test(test_sizes_typed),
+        cmocka_unit_test(test_leaks_typed),   cmocka_unit_test(test_runs_typed),
+        cmocka_unit_test(test_history_typed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

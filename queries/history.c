@@ -1,0 +1,417 @@
+/* history: a run's heap over time (one point per bucket, or per span of
+ * buckets in a long run), its RSS samples and, when asked, the series of
+ * its largest traces, as a typed result (hs_core.h); and the same points
+ * as CSV. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "q_internal.h"
+
+/* History's bounds: at most HISTORY_POINTS points a line. A longer run's
+ * buckets are merged k at a time (k = buckets / HISTORY_POINTS, rounded
+ * up): a merged point is at the end of its k buckets, with the heap as it
+ * was there and the highest heap_max_bytes of the k; the answer's
+ * granularity_ns is then k buckets, and "truncated" says k. RSS samples keep
+ * the highest of each such span; the stacks' series keep their last value of
+ * each span, and stop at HISTORY_SERIES_POINTS points in all. */
+#define HISTORY_POINTS        10000
+#define HISTORY_SERIES_POINTS 500000
+
+/* A series' points come from its delta rows, either looked up trace by
+ * trace (a key lookup per bucket in the trace's range) or from one pass
+ * over all of the run's delta rows; a lookup costs several rows of a pass,
+ * so the pass wins when the series span more than this share of the rows. */
+#define SERIES_LOOKUP_COST 8
+
+void hs_history_params_init(hs_history_params *p)
+{
+    memset(p, 0, sizeof *p);
+}
+
+static int trace_list(hs_history_params *p, const char *list, hs_qerr *err)
+{
+    p->ntraces = 0;
+    for (const char *c = list; *c;) {
+        char *end;
+        long long v = strtoll(c, &end, 10);
+        if (end == c || v <= 0 || (*end && *end != ',') || p->ntraces == HS_HISTORY_TRACES)
+            return hs__err(err, HS_EINVAL, "trace must be up to 64 trace ids separated by commas");
+        p->traces[p->ntraces++] = v;
+        c = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+int hs_history_param(hs_history_params *p, const char *key, const char *value, hs_qerr *err)
+{
+    if (!strcmp(key, "top")) return hs__int_text("top", value, 0, HS_HISTORY_TOP_MAX, &p->top, err);
+    if (!strcmp(key, "trace")) return trace_list(p, value, err);
+    if (!strcmp(key, "site")) return hs_site_rules_parse(&p->site, value, p->site.wrappers, err);
+    if (!strcmp(key, "wrappers")) p->site.wrappers = value;
+    return 0;
+}
+
+typedef struct trace_series {
+    int64_t trace, max;
+    int64_t first, last; /* buckets of its first and last delta rows */
+} trace_series;
+
+static int cmp_series_max(const void *a, const void *b)
+{
+    const trace_series *x = a, *y = b;
+    return x->max < y->max   ? 1
+           : x->max > y->max ? -1
+                             : (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+static int64_t bucket_end_ns(const hs__run *run, int64_t bucket)
+{
+    int64_t t = (bucket + 1) * run->g;
+    return t > run->end_ns && run->end_ns > bucket * run->g ? run->end_ns : t;
+}
+
+/* What a history answer is being built from. */
+typedef struct history_acc {
+    hs_q *q;
+    const hs__run *run;
+    hs_history_result *r;
+    int64_t k;   /* buckets a point stands for */
+    size_t left; /* series points the answer may still take */
+} history_acc;
+
+/* Appends (bucket, bytes) to s, or moves its last point when bucket is in
+ * the same span of k buckets. 0 or HS_ENOMEM. */
+static int series_point(history_acc *h, hs_history_series *s, int64_t bucket, int64_t bytes,
+                        hs_qerr *err)
+{
+    int64_t span = bucket / h->k, end = span * h->k + h->k - 1;
+    int64_t t = bucket_end_ns(h->run, end);
+    if (s->npoints && s->points[s->npoints - 1].t_ns == t) {
+        s->points[s->npoints - 1].bytes = bytes;
+        return 0;
+    }
+    if (!h->left) {
+        h->r->series_cut = 1;
+        return 0;
+    }
+    /* capacity doubles at powers of two */
+    if (!(s->npoints & (s->npoints - 1))) {
+        hs_series_point *np = realloc(s->points, (s->npoints ? 2 * s->npoints : 1) * sizeof *np);
+        if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
+        s->points = np;
+    }
+    h->left--;
+    s->points[s->npoints++] = (hs_series_point){.t_ns = t, .bytes = bytes};
+    return 0;
+}
+
+static int series_points_lookup(history_acc *h, const trace_series *ts, size_t n, hs_qerr *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ts[i].first > ts[i].last) continue; /* no delta rows */
+        sqlite3_stmt *st = hs__stmt(h->q, ST_TRACE_DELTAS, err);
+        if (!st) return HS_EDB;
+        sqlite3_bind_int64(st, 1, h->run->id);
+        sqlite3_bind_int64(st, 2, ts[i].first);
+        sqlite3_bind_int64(st, 3, ts[i].last);
+        sqlite3_bind_int64(st, 4, ts[i].trace);
+        int64_t cur = 0;
+        int s, rc = 0;
+        while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+            cur += sqlite3_column_int64(st, 1);
+            rc = series_point(h, &h->r->series[i], sqlite3_column_int64(st, 0), cur, err);
+        }
+        sqlite3_reset(st);
+        if (rc) return rc;
+        if (s != SQLITE_DONE) return hs__dberr(h->q, err);
+    }
+    return 0;
+}
+
+static int series_points_scan(history_acc *h, const trace_series *ts, size_t n, hs_qerr *err)
+{
+    hs__map idx = {0};
+    int64_t *cur = calloc(n ? n : 1, sizeof *cur);
+    int rc = HS_EDB, s;
+    sqlite3_stmt *st = NULL;
+    if (!cur) goto oom;
+    for (size_t i = 0; i < n; i++)
+        if (hs__map_put(&idx, (uint64_t)ts[i].trace, i)) goto oom;
+    if (!(st = hs__stmt(h->q, ST_DELTAS_AFTER, err))) goto out;
+    sqlite3_bind_int64(st, 1, h->run->id);
+    sqlite3_bind_int64(st, 2, -1);
+    rc = 0;
+    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        uint64_t i;
+        if (!hs__map_get(&idx, (uint64_t)sqlite3_column_int64(st, 1), &i)) continue;
+        cur[i] += sqlite3_column_int64(st, 2);
+        rc = series_point(h, &h->r->series[i], sqlite3_column_int64(st, 0), cur[i], err);
+    }
+    sqlite3_reset(st);
+    if (!rc) rc = s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
+    goto out;
+oom:
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
+out:
+    hs__map_free(&idx);
+    free(cur);
+    return rc;
+}
+
+/* s's stack (HS_STACK_FRAMES frames at most), its site and its name. */
+static int series_stack(hs_q *q, hs_history_series *s, hs_qerr *err)
+{
+    int64_t frames[HS_MAX_DEPTH];
+    int d = hs__stack(q, s->trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return HS_EDB;
+    int n = d < HS_STACK_FRAMES ? d : HS_STACK_FRAMES;
+    if (!(s->stack.frames = malloc((size_t)(n ? n : 1) * sizeof *s->stack.frames)))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    for (int k = 0; k < n; k++, s->stack.n++) {
+        const hs__frame *f = hs__frame_get(q, frames[k], err);
+        if (!f) return HS_EDB;
+        s->stack.frames[k] =
+            (hs_qframe){.name = f->name, .file = f->file, .module = f->module, .line = f->line};
+    }
+    s->stack.depth = d;
+    s->name = "?";
+    if (d == 0) return 0;
+    int site = hs__site_index(q, s->trace, frames, d, err);
+    if (site < 0) return site;
+    s->stack.site = site;
+    const hs__frame *sf = hs__frame_get(q, frames[site], err);
+    if (!sf) return HS_EDB;
+    s->name = sf->label;
+    return 0;
+}
+
+/* The traces of the series, ranked: the top N by their highest live bytes
+ * at any bucket end, then those asked for by id (each once). ts holds
+ * sums->n + p->ntraces. Returns how many. */
+static size_t series_pick(trace_series *ts, const hs__tsums *sums, const hs_history_params *p)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sums->n; i++)
+        ts[n++] = (trace_series){sums->rows[i].trace, sums->rows[i].s.max, sums->rows[i].s.first,
+                                 sums->rows[i].s.last};
+    hs__sort(ts, n, sizeof *ts, cmp_series_max);
+    size_t all = n;
+    if ((int64_t)n > p->top) n = (size_t)p->top;
+    for (size_t e = 0; e < p->ntraces; e++) {
+        size_t k;
+        for (k = 0; k < all && ts[k].trace != p->traces[e]; k++) {
+        }
+        if (k < n) continue; /* already among the top N */
+        trace_series pick = k < all ? ts[k] : (trace_series){p->traces[e], 0, 0, -1};
+        if (k == all) all++;
+        memmove(&ts[n + 1], &ts[n], (k - n) * sizeof *ts);
+        ts[n++] = pick;
+    }
+    return n;
+}
+
+/* The series: the ranking reads one summary per trace (hs__tsums_load),
+ * the points only the chosen traces' delta rows. */
+static int history_series(history_acc *h, const hs_history_params *p, hs_qerr *err)
+{
+    hs__tsums sums;
+    trace_series *ts = NULL;
+    int rc = hs__tsums_load(h->q, h->run, INT64_MAX, &sums, err);
+    if (rc) return rc;
+    size_t cap = sums.n + p->ntraces, n;
+    if (!(ts = malloc((cap ? cap : 1) * sizeof *ts))) goto oom;
+    n = series_pick(ts, &sums, p);
+    if (!(h->r->series = calloc(n ? n : 1, sizeof *h->r->series))) goto oom;
+    h->r->nseries = n;
+    int64_t span = 0;
+    for (size_t i = 0; i < n; i++) {
+        h->r->series[i].trace = ts[i].trace;
+        h->r->series[i].max_bytes = ts[i].max;
+        if (ts[i].first <= ts[i].last) span += ts[i].last - ts[i].first + 1;
+    }
+    int lookup =
+        h->q->series_path ? h->q->series_path == 1 : span * SERIES_LOOKUP_COST < sums.delta_rows;
+    rc = lookup ? series_points_lookup(h, ts, n, err) : series_points_scan(h, ts, n, err);
+    for (size_t i = 0; !rc && i < n; i++) rc = series_stack(h->q, &h->r->series[i], err);
+    goto out;
+oom:
+    rc = hs__err(err, HS_ENOMEM, "out of memory");
+out:
+    free(ts);
+    hs__tsums_clear(&sums);
+    return rc;
+}
+
+/* Appends one element of size sz to *a (n of them), doubling at powers of
+ * two; NULL when out of memory. */
+static void *grow(void *a, size_t n, size_t sz, void **out)
+{
+    if (n & (n - 1)) {
+        *out = (char *)a + n * sz;
+        return a;
+    }
+    void *na = realloc(a, (n ? 2 * n : 1) * sz);
+    if (!na) return NULL;
+    *out = (char *)na + n * sz;
+    return na;
+}
+
+/* The heap's points, one per span of k buckets. */
+static int history_points(history_acc *h, hs_qerr *err)
+{
+    hs_history_result *r = h->r;
+    sqlite3_stmt *st = hs__stmt(h->q, ST_SERIES, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, h->run->id);
+    int s;
+    int64_t span = -1, hmax = 0, k = h->k;
+    hs_history_point *last = NULL;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(st, 0), m = sqlite3_column_int64(st, 2);
+        if (b / k != span || !last) {
+            void *np = grow(r->points, r->npoints, sizeof *r->points, (void **)&last);
+            if (!np) {
+                sqlite3_reset(st);
+                return hs__err(err, HS_ENOMEM, "out of memory");
+            }
+            r->points = np;
+            r->npoints++;
+            span = b / k;
+            hmax = m;
+            *last = (hs_history_point){.t_ns = bucket_end_ns(h->run, k > 1 ? span * k + k - 1 : b)};
+        }
+        if (m > hmax) hmax = m;
+        last->heap_bytes = sqlite3_column_int64(st, 1);
+        last->heap_max_bytes = hmax;
+        last->heap_count = sqlite3_column_int64(st, 3);
+    }
+    sqlite3_reset(st);
+    return s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
+}
+
+/* RSS: one sample, the highest, per span of k buckets (and per
+ * 1/HISTORY_POINTS of the run). */
+static int history_rss(history_acc *h, hs_qerr *err)
+{
+    hs_history_result *r = h->r;
+    sqlite3_stmt *st = hs__stmt(h->q, ST_RSS, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, h->run->id);
+    int64_t w = h->k * h->run->g, w2 = h->run->end_ns / HISTORY_POINTS + 1, span = -1;
+    if (w < w2) w = w2;
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = sqlite3_column_int64(st, 0), v = sqlite3_column_int64(st, 1);
+        r->rss_samples++;
+        hs_rss_point *p;
+        if (r->nrss && t / w == span) {
+            if (v <= r->rss[r->nrss - 1].rss_bytes) continue;
+            p = &r->rss[r->nrss - 1];
+        } else {
+            void *np = grow(r->rss, r->nrss, sizeof *r->rss, (void **)&p);
+            if (!np) {
+                sqlite3_reset(st);
+                return hs__err(err, HS_ENOMEM, "out of memory");
+            }
+            r->rss = np;
+            r->nrss++;
+        }
+        span = t / w;
+        *p = (hs_rss_point){.t_ns = t, .rss_bytes = v, .vsize_bytes = sqlite3_column_int64(st, 2)};
+    }
+    sqlite3_reset(st);
+    return s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
+}
+
+int hs_core_history(hs_q *q, const hs_history_params *p, hs_history_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    hs__run *run = calloc(1, sizeof *run);
+    if (!run) return hs__err(err, HS_ENOMEM, "out of memory");
+    out->own = run;
+    int rc = hs__site_apply(q, &p->site, err);
+    if (!rc) rc = hs__run_resolve(q, &p->run, run, err);
+    if (rc) goto fail;
+    int64_t nb = run->last_bucket + 1;
+    history_acc h = {.q = q,
+                     .run = run,
+                     .r = out,
+                     .k = nb > HISTORY_POINTS ? (nb + HISTORY_POINTS - 1) / HISTORY_POINTS : 1,
+                     .left = HISTORY_SERIES_POINTS};
+    if ((rc = history_points(&h, err)) || (rc = history_rss(&h, err))) goto fail;
+    if ((p->top > 0 || p->ntraces) && (rc = history_series(&h, p, err))) goto fail;
+    hs__run_brief(&out->run, run);
+    out->peak_bytes = run->peak_bytes;
+    out->peak_t_ns = run->peak_t_ns;
+    out->end_bytes = run->end_bytes;
+    out->granularity_ns = run->g * h.k;
+    out->buckets_per_point = h.k;
+    out->cut = h.k > 1 || out->series_cut || out->rss_samples > (int64_t)out->nrss;
+    return 0;
+fail:
+    hs_history_result_clear(out);
+    return rc;
+}
+
+void hs_history_result_clear(hs_history_result *r)
+{
+    for (size_t i = 0; i < r->nseries; i++) {
+        free(r->series[i].points);
+        free(r->series[i].stack.frames);
+    }
+    free(r->series);
+    free(r->points);
+    free(r->rss);
+    if (r->own) hs__run_clear(r->own);
+    free(r->own);
+    json_decref(r->own_json);
+    memset(r, 0, sizeof *r);
+}
+
+/* ---- the points as CSV ---------------------------------------------------- */
+
+int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
+{
+    hs__buf b = {0};
+    hs__buf_printf(&b, "t_ns,heap_bytes,heap_max_bytes,rss_bytes\n");
+    sqlite3_stmt *st = hs__stmt(q, ST_SERIES, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, run->id);
+    /* rss: the latest sample at or before each point */
+    sqlite3_stmt *rs = NULL;
+    if (sqlite3_prepare_v2(q->db,
+                           "SELECT rss_bytes FROM process_samples WHERE run = ?1 AND t_ns <= ?2 "
+                           "ORDER BY t_ns DESC LIMIT 1",
+                           -1, &rs, NULL) != SQLITE_OK)
+        return hs__dberr(q, err);
+    int s;
+    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t t = bucket_end_ns(run, sqlite3_column_int64(st, 0));
+        sqlite3_bind_int64(rs, 1, run->id);
+        sqlite3_bind_int64(rs, 2, t);
+        int64_t rss = sqlite3_step(rs) == SQLITE_ROW ? sqlite3_column_int64(rs, 0) : 0;
+        sqlite3_reset(rs);
+        hs__buf_printf(&b, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", t,
+                       (int64_t)sqlite3_column_int64(st, 1), (int64_t)sqlite3_column_int64(st, 2),
+                       rss);
+    }
+    sqlite3_finalize(rs);
+    sqlite3_reset(st);
+    if (s != SQLITE_DONE) {
+        free(b.p);
+        return hs__dberr(q, err);
+    }
+    if (b.oom) {
+        free(b.p);
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    }
+    out->status = 200;
+    out->content_type = "text/csv";
+    out->body = b.p;
+    out->len = b.n;
+    out->filename = "history.csv";
+    return 0;
+}

@@ -1,0 +1,162 @@
+/* runs: the stored runs, newest first, filtered by what they were and
+ * where they ran, and one run by its selector, as typed results
+ * (hs_core.h). A run's record (the API's "run" object, q.c) is what the
+ * result lends its strings from. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_error.h"
+#include "q_internal.h"
+
+int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
+                    int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err);
+
+/* What an hs_runs_result owns besides its arrays: the runs' records. */
+typedef struct runs_own {
+    hs__run *runs;
+    size_t nruns;
+} runs_own;
+
+void hs_runs_params_init(hs_runs_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->limit = HS_RUNS_LIMIT;
+}
+
+static int runs_filter(hs_runs_params *p, const char *key, size_t klen, const char *value,
+                       hs_qerr *err, const char *text)
+{
+    if (!klen || klen >= sizeof p->filter[0].key || p->nfilters == HS_RUNS_MAX_FILTERS)
+        return hs__err(err, HS_EINVAL, "label filter must be key=value (not '%s')", text);
+    memcpy(p->filter[p->nfilters].key, key, klen);
+    p->filter[p->nfilters].key[klen] = '\0';
+    p->filter[p->nfilters++].value = value;
+    return 0;
+}
+
+int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr *err)
+{
+    if (!strcmp(key, "limit")) return hs__int_text("limit", value, 1, 100000, &p->limit, err);
+    if (!strcmp(key, "label")) {
+        const char *eq = strchr(value, '=');
+        return runs_filter(p, value, eq ? (size_t)(eq - value) : 0, eq ? eq + 1 : NULL, err, value);
+    }
+    static const char *const direct[] = {"program", "host", "pid", "state"};
+    for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
+        if (strcmp(key, direct[i]) || !*value) continue;
+        if (!strcmp(key, "pid") && strspn(value, "0123456789") != strlen(value))
+            return hs__err(err, HS_EINVAL, "pid must be an integer");
+        return runs_filter(p, key, strlen(key), value, err, value);
+    }
+    return 0;
+}
+
+static void run_info(hs_run_info *out, const hs__run *run, const hs_qlabel *labels, size_t n)
+{
+    const json_t *j = run->info, *d = json_object_get(run->sampling, "dropped");
+    const json_t *clean = json_object_get(j, "clean_exit");
+    hs__run_brief(&out->brief, run);
+    out->host = json_string_value(json_object_get(j, "host"));
+    out->state = json_string_value(json_object_get(j, "state"));
+    if (!out->host) out->host = "";
+    if (!out->state) out->state = "";
+    out->start_unix_ms = json_integer_value(json_object_get(j, "start_unix_ms"));
+    out->duration_ns = json_integer_value(json_object_get(j, "duration_ns"));
+    out->peak_bytes = run->peak_bytes;
+    out->end_bytes = run->end_bytes;
+    out->events = json_integer_value(json_object_get(j, "alloc_events")) +
+                  json_integer_value(json_object_get(j, "free_events"));
+    out->dropped_events = json_integer_value(json_object_get(d, "alloc_events")) +
+                          json_integer_value(json_object_get(d, "free_events"));
+    out->has_clean_exit = json_is_boolean(clean);
+    out->labels = labels;
+    out->nlabels = n;
+}
+
+/* The loaded runs' typed rows; labels in the order of the records. */
+static int runs_fill(const runs_own *o, hs_runs_result *out, hs_qerr *err)
+{
+    size_t nl = 0;
+    for (size_t i = 0; i < o->nruns; i++)
+        nl += json_object_size(json_object_get(o->runs[i].info, "labels"));
+    out->runs = calloc(o->nruns ? o->nruns : 1, sizeof *out->runs);
+    out->labels = calloc(nl ? nl : 1, sizeof *out->labels);
+    if (!out->runs || !out->labels) return hs__err(err, HS_ENOMEM, "out of memory");
+    hs_qlabel *l = out->labels;
+    for (size_t i = 0; i < o->nruns; i++) {
+        const char *k;
+        json_t *v;
+        hs_qlabel *first = l;
+        json_object_foreach(json_object_get(o->runs[i].info, "labels"), k, v)
+        {
+            *l++ = (hs_qlabel){.key = k, .value = json_string_value(v)};
+        }
+        run_info(&out->runs[i], &o->runs[i], first, (size_t)(l - first));
+    }
+    out->nruns = o->nruns;
+    return 0;
+}
+
+/* out->own for n runs, each to be loaded. */
+static runs_own *runs_own_new(hs_runs_result *out, size_t n, hs_qerr *err)
+{
+    runs_own *o = calloc(1, sizeof *o);
+    if (o) o->runs = calloc(n ? n : 1, sizeof *o->runs);
+    if (!o || !o->runs) {
+        free(o);
+        hs__err(err, HS_ENOMEM, "out of memory");
+        return NULL;
+    }
+    out->own = o;
+    return o;
+}
+
+int hs_core_runs(hs_q *q, const hs_runs_params *p, hs_runs_result *out, hs_qerr *err)
+{
+    const char *keys[HS_RUNS_MAX_FILTERS], *values[HS_RUNS_MAX_FILTERS];
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < p->nfilters; i++) {
+        keys[i] = p->filter[i].key;
+        values[i] = p->filter[i].value;
+    }
+    int64_t *ids;
+    size_t nids;
+    int rc = hs__runs_select(q, keys, values, p->nfilters, p->limit, &ids, &nids, err);
+    if (rc) return rc;
+    runs_own *o = runs_own_new(out, nids, err);
+    if (!o) rc = HS_ENOMEM;
+    for (size_t i = 0; !rc && i < nids; i++, o->nruns++)
+        if ((rc = hs__run_load(q, ids[i], &o->runs[i], err))) break;
+    free(ids);
+    if (!rc) rc = runs_fill(o, out, err);
+    if (rc) hs_runs_result_clear(out);
+    return rc;
+}
+
+int hs_core_run(hs_q *q, const hs_run_sel *sel, hs_runs_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    runs_own *o = runs_own_new(out, 1, err);
+    if (!o) return HS_ENOMEM;
+    int rc = hs__run_resolve(q, sel, &o->runs[0], err);
+    if (!rc) {
+        o->nruns = 1;
+        rc = runs_fill(o, out, err);
+    }
+    if (rc) hs_runs_result_clear(out);
+    return rc;
+}
+
+void hs_runs_result_clear(hs_runs_result *r)
+{
+    runs_own *o = r->own;
+    if (o) {
+        for (size_t i = 0; i < o->nruns; i++) hs__run_clear(&o->runs[i]);
+        free(o->runs);
+        free(o);
+    }
+    free(r->labels);
+    free(r->runs);
+    json_decref(r->own_json);
+    memset(r, 0, sizeof *r);
+}
