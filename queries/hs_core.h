@@ -195,6 +195,7 @@ typedef struct hs_run_info {
     int64_t events;         /* allocations and frees received */
     int64_t dropped_events; /* allocations and frees the collector dropped */
     int has_clean_exit;     /* clean_exit is known */
+    int64_t parent_id;      /* the run of the process that started it (fork, exec); 0: none */
     const hs_qlabel *labels;
     size_t nlabels;
 } hs_run_info;

@@ -69,6 +69,7 @@ static void run_info(hs_run_info *out, const hs__run *run, const hs_qlabel *labe
     out->dropped_events = json_integer_value(json_object_get(d, "alloc_events")) +
                           json_integer_value(json_object_get(d, "free_events"));
     out->has_clean_exit = json_is_boolean(clean);
+    out->parent_id = json_integer_value(json_object_get(j, "parent_id")); /* null: 0 */
     out->labels = labels;
     out->nlabels = n;
 }

@@ -42,6 +42,7 @@ static void run_info_decode(hs_run_info *out, const json_t *run, hs_qlabel **lab
         .events = hs_json_int(run, "alloc_events") + hs_json_int(run, "free_events"),
         .dropped_events = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events"),
         .has_clean_exit = json_is_boolean(json_object_get(run, "clean_exit")),
+        .parent_id = hs_json_int(run, "parent_id"),
         .labels = *labels};
     const char *k;
     json_t *v;

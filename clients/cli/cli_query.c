@@ -68,6 +68,10 @@ int hs_cli_parse(hs_cli_args *a, int argc, char **argv, const char *opts, const 
             a->json = 1;
             continue;
         }
+        if (!strcmp(arg, "--all") && opt_allowed(opts, "all")) {
+            a->all = 1;
+            continue;
+        }
         if (arg[0] == '-' && arg[1] && !(arg[1] >= '0' && arg[1] <= '9')) {
             char name[64];
             const char *val = NULL;

@@ -22,6 +22,7 @@ typedef struct hs_cli_args {
     const char *cmd; /* the command's name, for messages */
     const char *db;  /* --db PATH */
     int json;        /* --json */
+    int all;         /* --all (a flag, for commands whose opts list "all") */
     const char *pos[8];
     int npos;
     const char *at, *by, *limit, *top, *format, *out_file, *min_share, *trace, *timeout_ms;

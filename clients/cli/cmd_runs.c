@@ -3,6 +3,7 @@
  * result; one renderer prints both. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -12,7 +13,16 @@
 #include "hs_queries.h"
 
 static const char usage[] =
-    "runs [--label k=v]… [--program P] [--host H] [--limit N] [--json] [--db PATH]";
+    "runs [--label k=v]… [--program P] [--host H] [--limit N] [--all] [--json] [--db PATH]\n"
+    "  A process tree (a program and the processes it started, heapstore run's\n"
+    "  children) is one row, its first run's, with how many more it holds and the\n"
+    "  largest of them; --all lists every run. --json always lists every run.";
+
+static int cmp_id(const void *a, const void *b)
+{
+    int64_t x = ((const int64_t *)a)[0], y = ((const int64_t *)b)[0];
+    return (x > y) - (x < y);
+}
 
 /* The table's cells of one run, in hdr's order. */
 typedef struct run_cells {
@@ -48,7 +58,49 @@ static void run_cells_fill(run_cells *c, const hs_run_info *r)
     }
 }
 
-static void print_runs(const hs_runs_result *r)
+/* Process trees, folded: root[i] is the index of the tree's first run
+ * within the listing (a run whose parent is not listed is a root of its
+ * own). Returns 0 or -1 (out of memory). */
+static int tree_roots(const hs_runs_result *r, size_t *root)
+{
+    size_t n = r->nruns;
+    int64_t(*byid)[2] = malloc((n ? n : 1) * sizeof *byid);
+    if (!byid) return -1;
+    for (size_t i = 0; i < n; i++) byid[i][0] = r->runs[i].brief.id, byid[i][1] = (int64_t)i;
+    qsort(byid, n, sizeof *byid, cmp_id);
+    for (size_t i = 0; i < n; i++) {
+        size_t at = i;
+        /* up the parents while listed; a listing is a set, so at most n steps */
+        for (size_t steps = 0; steps < n && r->runs[at].parent_id; steps++) {
+            int64_t key[2] = {r->runs[at].parent_id, 0};
+            int64_t(*p)[2] = bsearch(key, byid, n, sizeof *byid, cmp_id);
+            if (!p) break;
+            at = (size_t)(*p)[1];
+        }
+        root[i] = at;
+    }
+    free(byid);
+    return 0;
+}
+
+/* "+N, largest PROGRAM PEAK" of the tree rooted at index k. */
+static void tree_note(const hs_runs_result *r, const size_t *root, size_t k, char *out, size_t len)
+{
+    size_t more = 0, big = k;
+    for (size_t i = 0; i < r->nruns; i++) {
+        if (root[i] != k || i == k) continue;
+        more++;
+        if (big == k || r->runs[i].peak_bytes > r->runs[big].peak_bytes) big = i;
+    }
+    out[0] = '\0';
+    if (!more) return;
+    char b[32];
+    const char *p = r->runs[big].brief.program, *base = strrchr(p, '/');
+    snprintf(out, len, " +%zu, largest %s %s", more, base ? base + 1 : p,
+             hs_cli_bytes(r->runs[big].peak_bytes, b));
+}
+
+static void print_runs(const hs_runs_result *r, int all)
 {
     if (!r->nruns) {
         printf("no runs stored yet (profile a program with: heapstore run -- PROGRAM ARGS…)\n");
@@ -58,18 +110,36 @@ static void print_runs(const hs_runs_result *r)
                                       "DURATION", "PEAK",     "AT END",  "EVENTS",
                                       "DROPPED",  "SAMPLING", "STATE",   "LABELS"};
     static const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
+    size_t *root = all ? NULL : malloc(r->nruns * sizeof *root);
+    if (root && tree_roots(r, root)) {
+        free(root);
+        root = NULL; /* out of memory: every run, unfolded */
+    }
     hs_table t;
     hs_table_init(&t, 12, hdr, right);
+    size_t folded = 0;
     for (size_t i = 0; i < r->nruns; i++) {
+        if (root && root[i] != i) {
+            folded++;
+            continue;
+        }
         const hs_run_info *run = &r->runs[i];
         run_cells c;
         run_cells_fill(&c, run);
+        char prog[1024], note[160] = "";
         const char *base = strrchr(run->brief.program, '/');
-        hs_table_row(&t, c.id, c.started, base ? base + 1 : run->brief.program, run->host, c.dur,
-                     c.peak, c.end, c.events, c.dropped, c.sampling, c.state, c.labels);
+        if (root) tree_note(r, root, i, note, sizeof note);
+        snprintf(prog, sizeof prog, "%s%s", base ? base + 1 : run->brief.program, note);
+        hs_table_row(&t, c.id, c.started, prog, run->host, c.dur, c.peak, c.end, c.events,
+                     c.dropped, c.sampling, c.state, c.labels);
     }
     hs_table_print(&t);
     hs_table_free(&t);
+    if (folded)
+        printf("%zu more run%s folded into their process tree's first (+N); --all lists every "
+               "run\n",
+               folded, folded == 1 ? "" : "s");
+    free(root);
 }
 
 /* The command's options as the core's parameters; 0 or HS_EINVAL. */
@@ -99,7 +169,7 @@ static int runs_direct(const hs_cli_args *a)
     if (a->json)
         rc = hs_cli_print_own_json(a, hs_api_runs_json(&r));
     else
-        print_runs(&r);
+        print_runs(&r, a->all);
     hs_runs_result_clear(&r);
     hs_q_free(q);
     return rc;
@@ -128,7 +198,7 @@ static int runs_http(const hs_cli_args *a)
     int rc = hs_cli_get_json(a, target, &j);
     if (rc || !j) return rc;
     if (hs_cli_runs_decode(&r, j)) return hs_cli_oom(a); /* takes j over */
-    print_runs(&r);
+    print_runs(&r, a->all);
     hs_runs_result_clear(&r);
     return 0;
 }
@@ -136,7 +206,7 @@ static int runs_http(const hs_cli_args *a)
 int hs_cmd_runs(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "label,program,host,limit", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "label,program,host,limit,all", usage);
     if (rc) return rc < 0 ? 0 : rc;
     if (a.npos) {
         fprintf(stderr, "heapstore runs: unexpected argument '%s'\nusage: heapstore %s\n", a.pos[0],

@@ -116,6 +116,68 @@ static const struct {
     {"root", "256 KiB", "256 KiB in 1 block", 256 * KIB, 256 * KIB},
 };
 
+/* The index in runs of the first run of i's tree (its parents up while
+ * stored). */
+static size_t tree_root_of(json_t *runs, size_t i)
+{
+    json_t *arr = json_object_get(runs, "runs");
+    size_t n = json_array_size(arr);
+    for (size_t steps = 0; steps < n; steps++) {
+        int64_t parent = num(json_array_get(arr, i), "parent_id");
+        size_t k = 0;
+        while (k < n && (!parent || num(json_array_get(arr, k), "id") != parent)) k++;
+        if (k == n) break;
+        i = k;
+    }
+    return i;
+}
+
+static size_t count_lines(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* heapstore runs folds each process tree into its first run's row, which
+ * says how many more it holds and the largest; --all lists every run. Runs
+ * after test_tree_summary, on its database (and test_one_allocating_process's
+ * runs when they come first). */
+static void test_runs_folds_trees(void **state)
+{
+    (void)state;
+    json_t *runs = all_runs(), *arr = json_object_get(runs, "runs");
+    size_t n = json_array_size(arr), roots = 0;
+    json_t *root = run_of(runs, "root");
+    assert_non_null(root);
+    size_t members = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t r = tree_root_of(runs, i);
+        roots += r == i;
+        members += json_array_get(arr, r) == root;
+    }
+    assert_true(members == 5 && roots < n);
+    const char *argv[] = {cli, "runs", "--limit", "1000", "--db", db, NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    fprintf(stderr, "%s", o.out);
+    assert_int_equal(o.code, 0);
+    char row[96], foot[96];
+    snprintf(row, sizeof row, "wl_tree +%zu, largest wl_tree 3.00 MiB", members - 1);
+    assert_non_null(strstr(o.out, row));
+    snprintf(foot, sizeof foot, "%zu more runs folded into their process tree's first", n - roots);
+    assert_non_null(strstr(o.out, foot));
+    assert_int_equal(count_lines(o.out), 1 + roots + 1); /* header, roots, the note */
+    qk_out_free(&o);
+    const char *all[] = {cli, "runs", "--limit", "1000", "--db", db, "--all", NULL};
+    assert_int_equal(qk_run(&o, all, noenv), 0);
+    assert_int_equal(o.code, 0);
+    assert_null(strstr(o.out, "folded"));
+    assert_int_equal(count_lines(o.out), 1 + n);
+    qk_out_free(&o);
+    json_decref(runs);
+}
+
 static void test_tree_summary(void **state)
 {
     (void)state;
@@ -212,6 +274,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tree_summary),
         cmocka_unit_test(test_one_allocating_process),
+        cmocka_unit_test(test_runs_folds_trees),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
