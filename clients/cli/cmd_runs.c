@@ -58,12 +58,14 @@ static void run_cells_fill(run_cells *c, const hs_run_info *r)
     }
 }
 
-/* Process trees, folded: root[i] is the index of the tree's first run
- * within the listing (a run whose parent is not listed is a root of its
- * own). Returns 0 or -1 (out of memory). */
-static int tree_roots(const hs_runs_result *r, size_t *root)
+/* Process trees, folded. t has 3 n entries: t[i] is the index of run i's
+ * tree's first run within the listing (a run whose parent is not listed is
+ * a root of its own); for a root k, t[n + k] counts the tree's other runs
+ * and t[2 n + k] is the index of its largest peak among them. Returns 0 or
+ * -1 (out of memory). O(n log n). */
+static int tree_fold(const hs_runs_result *r, size_t *t)
 {
-    size_t n = r->nruns;
+    size_t n = r->nruns, *more = t + n, *big = t + 2 * n;
     int64_t(*byid)[2] = malloc((n ? n : 1) * sizeof *byid);
     if (!byid) return -1;
     for (size_t i = 0; i < n; i++) byid[i][0] = r->runs[i].brief.id, byid[i][1] = (int64_t)i;
@@ -77,21 +79,23 @@ static int tree_roots(const hs_runs_result *r, size_t *root)
             if (!p) break;
             at = (size_t)(*p)[1];
         }
-        root[i] = at;
+        t[i] = at;
+        more[i] = 0;
+        big[i] = i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t k = t[i];
+        if (k == i) continue;
+        if (!more[k]++ || r->runs[i].peak_bytes > r->runs[big[k]].peak_bytes) big[k] = i;
     }
     free(byid);
     return 0;
 }
 
-/* "+N, largest PROGRAM PEAK" of the tree rooted at index k. */
-static void tree_note(const hs_runs_result *r, const size_t *root, size_t k, char *out, size_t len)
+/* " +N, largest PROGRAM PEAK" of the tree rooted at k ("" alone). */
+static void tree_note(const hs_runs_result *r, const size_t *t, size_t k, char *out, size_t len)
 {
-    size_t more = 0, big = k;
-    for (size_t i = 0; i < r->nruns; i++) {
-        if (root[i] != k || i == k) continue;
-        more++;
-        if (big == k || r->runs[i].peak_bytes > r->runs[big].peak_bytes) big = i;
-    }
+    size_t n = r->nruns, more = t[n + k], big = t[2 * n + k];
     out[0] = '\0';
     if (!more) return;
     char b[32];
@@ -110,8 +114,8 @@ static void print_runs(const hs_runs_result *r, int all)
                                       "DURATION", "PEAK",     "AT END",  "EVENTS",
                                       "DROPPED",  "SAMPLING", "STATE",   "LABELS"};
     static const int right[] = {1, 0, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
-    size_t *root = all ? NULL : malloc(r->nruns * sizeof *root);
-    if (root && tree_roots(r, root)) {
+    size_t *root = all ? NULL : malloc(3 * r->nruns * sizeof *root);
+    if (root && tree_fold(r, root)) {
         free(root);
         root = NULL; /* out of memory: every run, unfolded */
     }
