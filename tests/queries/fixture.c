@@ -59,35 +59,51 @@ static hs_str str(const char *s)
     return (hs_str){s, strlen(s)};
 }
 
-static int one_run(fx *f, int version)
+/* What every fixture run's HELLO says: the run id's first byte, the pid,
+ * the program (and argv[0] when not NULL), every allocation sampled, on
+ * testhost, starting at the fixtures' epoch. */
+static void hello_init(hs_hello *h, uint8_t id0, uint64_t pid, const char *program,
+                       const char *arg0)
 {
-    hs_hello h;
-    memset(&h, 0, sizeof h);
-    h.run_id[0] = (uint8_t)(0xa0 + version);
-    h.run_id[15] = 0x42;
-    h.first_seq = 0;
-    h.pid = 1000 + (uint64_t)version;
-    h.ppid = 1;
-    h.start_unix_ns = 1700000000000000000ull + (uint64_t)version * 10000000000ull;
-    h.sample_bytes = 1;
-    h.max_depth = 64;
-    h.rss_interval_ms = 100;
-    h.program = str("/opt/app/bin/app");
-    h.argc = 1;
-    h.argv[0] = str("app");
-    h.hostname = str("testhost");
-    h.nlabels = 1;
-    h.labels[0].key = str("version");
-    h.labels[0].value = str(version == 1 ? "1" : "2");
-    h.collector_version = str("test");
+    memset(h, 0, sizeof *h);
+    h->run_id[0] = id0;
+    h->pid = pid;
+    h->ppid = 1;
+    h->start_unix_ns = 1700000000000000000ull;
+    h->sample_bytes = 1;
+    h->max_depth = 64;
+    h->program = str(program);
+    if (arg0) {
+        h->argc = 1;
+        h->argv[0] = str(arg0);
+    }
+    h->hostname = str("testhost");
+    h->collector_version = str("test");
+}
+
+/* Opens f's run with h, in a new transaction; 0 or the store's error. */
+static int run_open(fx *f, const hs_hello *h)
+{
     char err[256];
     f->seq = 0;
     int rc = hs_store_begin(f->s);
-    if (!rc) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "fixture: hello: %s\n", err);
-        return rc;
-    }
+    if (!rc) rc = hs_store_run_open(f->s, &f->r, h, err, sizeof err);
+    if (rc) fprintf(stderr, "fixture: hello: %s\n", err);
+    return rc;
+}
+
+static int one_run(fx *f, int version)
+{
+    hs_hello h;
+    hello_init(&h, (uint8_t)(0xa0 + version), 1000 + (uint64_t)version, "/opt/app/bin/app", "app");
+    h.run_id[15] = 0x42;
+    h.start_unix_ns += (uint64_t)version * 10000000000ull;
+    h.rss_interval_ms = 100;
+    h.nlabels = 1;
+    h.labels[0].key = str("version");
+    h.labels[0].value = str(version == 1 ? "1" : "2");
+    int rc = run_open(f, &h);
+    if (rc) return rc;
     hs_wr wr;
     /* SYMBOLS: the same code in both versions, but leak_site moved a line */
     static const struct {
@@ -152,27 +168,10 @@ static int one_run(fx *f, int version)
 static int trend_run(fx *f)
 {
     hs_hello h;
-    memset(&h, 0, sizeof h);
-    h.run_id[0] = 0xb7;
+    hello_init(&h, 0xb7, 2000, "/opt/app/bin/trend", "trend");
     h.run_id[15] = 0x42;
-    h.pid = 2000;
-    h.ppid = 1;
-    h.start_unix_ns = 1700000000000000000ull;
-    h.sample_bytes = 1;
-    h.max_depth = 64;
-    h.program = str("/opt/app/bin/trend");
-    h.argc = 1;
-    h.argv[0] = str("trend");
-    h.hostname = str("testhost");
-    h.collector_version = str("test");
-    char err[256];
-    f->seq = 0;
-    int rc = hs_store_begin(f->s);
-    if (!rc) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "fixture: hello: %s\n", err);
-        return rc;
-    }
+    int rc = run_open(f, &h);
+    if (rc) return rc;
     hs_wr wr;
     static const struct {
         uint64_t pc;
@@ -382,27 +381,9 @@ int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *d
 static int empty_run(fx *f)
 {
     hs_hello h;
-    memset(&h, 0, sizeof h);
-    h.run_id[0] = 0xe0;
-    h.pid = 3000;
-    h.ppid = 1;
-    h.start_unix_ns = 1700000000000000000ull;
-    h.sample_bytes = 1;
-    h.max_depth = 64;
-    h.program = str("/opt/app/bin/empty");
-    h.argc = 1;
-    h.argv[0] = str("empty");
-    h.hostname = str("testhost");
-    h.collector_version = str("test");
-    char err[256];
-    f->seq = 0;
-    int rc = hs_store_begin(f->s);
-    if (!rc) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
-    if (rc) {
-        fprintf(stderr, "fixture: hello: %s\n", err);
-        return rc;
-    }
-    return end_run(f, 1000 * MS);
+    hello_init(&h, 0xe0, 3000, "/opt/app/bin/empty", "empty");
+    int rc = run_open(f, &h);
+    return rc ? rc : end_run(f, 1000 * MS);
 }
 
 static int build_with(const char *path, int (*run)(fx *f))
@@ -517,17 +498,8 @@ int fx_build_quiet(const char *path)
         return rc;
     }
     hs_hello h;
-    memset(&h, 0, sizeof h);
-    h.run_id[0] = 0xc1;
-    h.pid = 3000;
-    h.ppid = 1;
-    h.start_unix_ns = 1700000000000000000ull;
-    h.sample_bytes = 1;
-    h.max_depth = 64;
+    hello_init(&h, 0xc1, 3000, "/opt/app/bin/quiet", NULL);
     h.rss_interval_ms = 100;
-    h.program = str("/opt/app/bin/quiet");
-    h.hostname = str("testhost");
-    h.collector_version = str("test");
     if (!(rc = hs_store_begin(f->s))) rc = hs_store_run_open(f->s, &f->r, &h, err, sizeof err);
     hs_wr wr;
     hs_wr_init(&wr, f->buf, sizeof f->buf);
