@@ -1,22 +1,46 @@
 /* hs_symd: the symbolizer thread (see hs_symd.h). */
 #include "hs_symd.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "hs_error.h"
+#include "hs_lz.h"
 #include "hs_log.h"
+
+enum { IT_JOB, IT_UPLOAD, IT_ABORT };
 
 typedef struct item {
     struct item *next;
+    int kind;
     hs_symd_conn *conn;
     hs_wjob *job;
+    uint64_t conn_id; /* IT_UPLOAD, IT_ABORT */
+    hs_symdata sd;    /* IT_UPLOAD: bid and data point into buf */
+    uint8_t buf[];
 } item;
+
+/* A file being received. */
+typedef struct upload {
+    uint64_t conn_id;
+    uint8_t bid[HS_BUILD_ID_MAX];
+    uint32_t blen;
+    int fd; /* -1: slot free */
+    uint64_t got, total, sent, t0_ns;
+    char part[4300], dst[4300];
+} upload;
+
+#define ASKS_MAX   256
+#define RECENT_MAX 256
 
 struct hs_symd {
     pthread_t thread;
@@ -33,6 +57,23 @@ struct hs_symd {
     uint8_t *put;                        /* answers for the writer, the current job's */
     size_t put_len, put_cap;
     int put_failed; /* out of memory: drop this job's answers */
+    /* uploads: asks for the loop (under mu), the files being received and
+     * the builds asked for lately (the thread's) */
+    char *db_path; /* NULL: no database, nothing asked */
+    void (*notify)(void *);
+    void *notify_data;
+    hs_symd_ask asks[ASKS_MAX];
+    size_t nasks;
+    size_t queued; /* bytes of IT_UPLOAD items (under mu) */
+    upload ups[HS_SYMD_UPLOADS_MAX];
+    struct {
+        uint8_t bid[HS_BUILD_ID_MAX];
+        uint32_t blen;
+        time_t at;
+    } recent[RECENT_MAX];
+    unsigned nrecent;
+    uint8_t *zbuf; /* a piece decompressed */
+    uint64_t uploads_done, uploads_bytes;
 };
 
 /* ---- symbol_cache ------------------------------------------------------ */
@@ -196,6 +237,204 @@ static hs_wjob *name_frames(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
     return j;
 }
 
+/* ---- uploads ----------------------------------------------------------- */
+
+static void hex_of(char *out, const uint8_t *bid, uint32_t blen)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (uint32_t i = 0; i < blen; i++) {
+        out[2 * i] = hx[bid[i] >> 4];
+        out[2 * i + 1] = hx[bid[i] & 15];
+    }
+    out[2 * blen] = 0;
+}
+
+static void push_ask(hs_symd *d, uint64_t conn_id, const uint8_t *bid, uint32_t blen,
+                     const char *close_why)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->nasks < ASKS_MAX) { /* else dropped: a later run asks again */
+        hs_symd_ask *a = &d->asks[d->nasks++];
+        memset(a, 0, sizeof *a);
+        a->conn_id = conn_id;
+        a->blen = blen;
+        if (blen) memcpy(a->bid, bid, blen);
+        if (close_why) snprintf(a->close_why, sizeof a->close_why, "%s", close_why);
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (d->notify) d->notify(d->notify_data);
+}
+
+/* 1 if build bid was asked for within HS_SYMD_ASK_TTL_S; else records it. */
+static int asked_lately(hs_symd *d, const uint8_t *bid, uint32_t blen)
+{
+    time_t now = time(NULL);
+    for (unsigned i = 0; i < d->nrecent && i < RECENT_MAX; i++)
+        if (d->recent[i].blen == blen && !memcmp(d->recent[i].bid, bid, blen) &&
+            now - d->recent[i].at < HS_SYMD_ASK_TTL_S)
+            return 1;
+    unsigned k = d->nrecent++ % RECENT_MAX;
+    memcpy(d->recent[k].bid, bid, blen);
+    d->recent[k].blen = blen;
+    d->recent[k].at = now;
+    return 0;
+}
+
+/* Asks for the builds the connection's last frames found no file of. */
+static void ask_missed(hs_symd *d, hs_symd_conn *c, uint64_t conn_id)
+{
+    for (size_t i = 0; i < c->stream.n; i++) {
+        hs_syms_module *m = &c->stream.mods[i];
+        if (!m->missed) continue;
+        m->missed = 0;
+        if (!c->can_upload || !d->db_path || asked_lately(d, m->bid, m->blen)) continue;
+        push_ask(d, conn_id, m->bid, m->blen, NULL);
+    }
+}
+
+static upload *upload_find(hs_symd *d, uint64_t conn_id, const uint8_t *bid, uint32_t blen)
+{
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) {
+        upload *u = &d->ups[i];
+        if (u->fd >= 0 && u->conn_id == conn_id && u->blen == blen && !memcmp(u->bid, bid, blen))
+            return u;
+    }
+    return NULL;
+}
+
+static void upload_drop(upload *u)
+{
+    if (u->fd < 0) return;
+    close(u->fd);
+    unlink(u->part);
+    u->fd = -1;
+}
+
+/* mkdir -p of the folder holding path. */
+static int make_dirs(const char *path)
+{
+    char p[4300];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(p, 0755) && errno != EEXIST) return -1;
+        *q = '/';
+    }
+    return 0;
+}
+
+static upload *upload_open(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
+{
+    upload *u = NULL;
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX && !u; i++)
+        if (d->ups[i].fd < 0) u = &d->ups[i];
+    char hex[2 * HS_BUILD_ID_MAX + 1];
+    hex_of(hex, sd->bid, sd->blen);
+    if (!u) {
+        hs_log("symbols: build %s from conn %" PRIu64 " not received: %d files are being received",
+               hex, conn_id, HS_SYMD_UPLOADS_MAX);
+        return NULL;
+    }
+    if (hs_syms_store_file(u->dst, sizeof u->dst, d->db_path, sd->bid, sd->blen) ||
+        snprintf(u->part, sizeof u->part, "%s.part%" PRIu64, u->dst, conn_id) >=
+            (int)sizeof u->part ||
+        make_dirs(u->dst) ||
+        (u->fd = open(u->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        hs_log("symbols: build %s from conn %" PRIu64 " not received: cannot write %s: %s", hex,
+               conn_id, u->part, strerror(errno));
+        u->fd = -1;
+        return NULL;
+    }
+    u->conn_id = conn_id;
+    memcpy(u->bid, sd->bid, sd->blen);
+    u->blen = sd->blen;
+    u->got = u->sent = 0;
+    u->total = sd->total;
+    u->t0_ns = mono_ns();
+    return u;
+}
+
+/* The whole file is written: checked and put in place, or deleted. */
+static void upload_finish(hs_symd *d, upload *u)
+{
+    char hex[2 * HS_BUILD_ID_MAX + 1], why[200];
+    uint8_t have[HS_BUILD_ID_MAX];
+    hex_of(hex, u->bid, u->blen);
+    int fail = close(u->fd);
+    u->fd = -1;
+    int n = fail ? HS_EIO : hs_syms_file_build_id(u->part, have);
+    if (n != (int)u->blen || memcmp(have, u->bid, u->blen) || rename(u->part, u->dst)) {
+        unlink(u->part);
+        snprintf(why, sizeof why, "SYMDATA: the file sent for build %s %s", hex,
+                 n < 0    ? "is not an ELF file"
+                 : n == 0 ? "has no build id"
+                          : "carries another build id");
+        hs_log("symbols: %s (conn %" PRIu64 "); deleted", why, u->conn_id);
+        push_ask(d, u->conn_id, u->bid, u->blen, why);
+        return;
+    }
+    hs_syms_forget(d->syms, u->bid, u->blen);
+    d->uploads_done++;
+    d->uploads_bytes += u->sent;
+    hs_log("symbols: build %s received from conn %" PRIu64 ": %" PRIu64 " bytes (%" PRIu64
+           " sent) in %.1f ms, stored as %s",
+           hex, u->conn_id, u->total, u->sent, (double)(mono_ns() - u->t0_ns) / 1e6, u->dst);
+}
+
+static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
+{
+    upload *u = upload_find(d, conn_id, sd->bid, sd->blen);
+    if (u && (sd->total == 0 || sd->offset == 0)) upload_drop(u);
+    if (sd->total == 0) {
+        char hex[2 * HS_BUILD_ID_MAX + 1];
+        hex_of(hex, sd->bid, sd->blen);
+        hs_log("symbols: conn %" PRIu64 " does not send build %s (no such file there, or "
+               "its bound reached)",
+               conn_id, hex);
+        return;
+    }
+    if (sd->offset == 0) u = upload_open(d, conn_id, sd);
+    if (!u || u->got != sd->offset) return; /* after a failure: the rest is dropped */
+    const uint8_t *data = (const uint8_t *)sd->data.ptr;
+    if (sd->method == HS_SYMDATA_LZ) {
+        if (!d->zbuf && !(d->zbuf = malloc(HS_SYMDATA_PIECE))) {
+            upload_drop(u);
+            return;
+        }
+        if (hs_lz_decompress(d->zbuf, sd->size, data, sd->data.len)) {
+            upload_drop(u);
+            push_ask(d, conn_id, sd->bid, sd->blen, "SYMDATA: a piece that does not decompress");
+            return;
+        }
+        data = d->zbuf;
+    }
+    if (pwrite(u->fd, data, sd->size, (off_t)sd->offset) != (ssize_t)sd->size) {
+        hs_log("symbols: cannot write %s: %s", u->part, strerror(errno));
+        upload_drop(u);
+        return;
+    }
+    u->got += sd->size;
+    u->sent += sd->data.len;
+    if (u->got == u->total) upload_finish(d, u);
+}
+
+static void upload_abort(hs_symd *d, uint64_t conn_id)
+{
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++)
+        if (d->ups[i].fd >= 0 && d->ups[i].conn_id == conn_id) upload_drop(&d->ups[i]);
+}
+
+static void item_free(hs_symd *d, item *it)
+{
+    if (it->kind == IT_UPLOAD) {
+        pthread_mutex_lock(&d->mu);
+        d->queued -= it->sd.data.len;
+        pthread_mutex_unlock(&d->mu);
+    }
+    free(it);
+}
+
 static void *symd_main(void *arg)
 {
     hs_symd *d = arg;
@@ -209,15 +448,26 @@ static void *symd_main(void *arg)
         }
         pthread_mutex_unlock(&d->mu);
         if (!it) break; /* stopping, and nothing left */
+        if (it->kind != IT_JOB) {
+            if (it->kind == IT_UPLOAD)
+                upload_piece(d, it->conn_id, &it->sd);
+            else
+                upload_abort(d, it->conn_id);
+            item_free(d, it);
+            continue;
+        }
         hs_wjob *j = it->job;
-        if (it->conn && hs_symd_wants(j)) j = name_frames(d, it->conn, j);
+        if (it->conn && hs_symd_wants(j)) {
+            j = name_frames(d, it->conn, j);
+            ask_missed(d, it->conn, j->conn_id);
+        }
         /* what was read from files, for symbol_cache (lost if this fails) */
         if (d->put_len && !d->put_failed)
             hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, d->put, d->put_len);
         d->put_len = 0;
         d->put_failed = 0;
         hs_writer_submit(d->writer, j); /* no touch of it->conn after this */
-        free(it);
+        item_free(d, it);
     }
     return NULL;
 }
@@ -232,6 +482,12 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
         return rc;
     }
     d->writer = w;
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) d->ups[i].fd = -1;
+    if (db_path && !(d->db_path = strdup(db_path))) {
+        hs_syms_free(d->syms);
+        free(d);
+        return HS_ENOMEM;
+    }
     cache_open(d, db_path);
     pthread_mutex_init(&d->mu, NULL);
     pthread_cond_init(&d->cv, NULL);
@@ -239,6 +495,7 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
         sqlite3_finalize(d->get);
         sqlite3_close(d->db);
         hs_syms_free(d->syms);
+        free(d->db_path);
         pthread_mutex_destroy(&d->mu);
         pthread_cond_destroy(&d->cv);
         free(d);
@@ -248,6 +505,69 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
     return 0;
 }
 
+static void enqueue(hs_symd *d, item *it)
+{
+    it->next = NULL;
+    pthread_mutex_lock(&d->mu);
+    if (it->kind == IT_UPLOAD) d->queued += it->sd.data.len;
+    if (d->tail)
+        d->tail->next = it;
+    else
+        d->head = it;
+    d->tail = it;
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void hs_symd_set_notify(hs_symd *d, void (*fn)(void *data), void *data)
+{
+    d->notify = fn;
+    d->notify_data = data;
+}
+
+size_t hs_symd_take_asks(hs_symd *d, hs_symd_ask *out, size_t max)
+{
+    pthread_mutex_lock(&d->mu);
+    size_t n = d->nasks < max ? d->nasks : max;
+    memcpy(out, d->asks, n * sizeof *out);
+    memmove(d->asks, d->asks + n, (d->nasks - n) * sizeof *out);
+    d->nasks -= n;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+int hs_symd_upload(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
+{
+    item *it = calloc(1, sizeof *it + sd->blen + sd->data.len);
+    if (!it) return HS_ENOMEM;
+    it->kind = IT_UPLOAD;
+    it->conn_id = conn_id;
+    it->sd = *sd;
+    memcpy(it->buf, sd->bid, sd->blen);
+    if (sd->data.len) memcpy(it->buf + sd->blen, sd->data.ptr, sd->data.len);
+    it->sd.bid = it->buf;
+    it->sd.data.ptr = (const char *)it->buf + sd->blen;
+    enqueue(d, it);
+    return 0;
+}
+
+void hs_symd_upload_abort(hs_symd *d, uint64_t conn_id)
+{
+    item *it = calloc(1, sizeof *it);
+    if (!it) return; /* its .part files stay until the server stops */
+    it->kind = IT_ABORT;
+    it->conn_id = conn_id;
+    enqueue(d, it);
+}
+
+size_t hs_symd_upload_queued(hs_symd *d)
+{
+    pthread_mutex_lock(&d->mu);
+    size_t n = d->queued;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
 void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
 {
     item *it = malloc(sizeof *it);
@@ -255,6 +575,7 @@ void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
         hs_writer_submit(d->writer, j);
         return;
     }
+    it->kind = IT_JOB;
     it->next = NULL;
     it->conn = c;
     it->job = j;
@@ -286,6 +607,12 @@ void hs_symd_stop(hs_symd *d)
                " by the database)",
                d->entries, d->resolved_ns / 1000000, st.builds_opened, st.builds_missing, hits,
                st.lookups, st.cache_hits);
+    if (d->uploads_done)
+        hs_log("symbols: %" PRIu64 " builds received from collectors (%" PRIu64 " bytes sent)",
+               d->uploads_done, d->uploads_bytes);
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) upload_drop(&d->ups[i]);
+    free(d->zbuf);
+    free(d->db_path);
     sqlite3_finalize(d->get);
     sqlite3_close(d->db);
     for (size_t i = 0; i < HS_COUNTOF(d->names); i++) free(d->names[i]);
