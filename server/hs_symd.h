@@ -32,9 +32,17 @@
 
 typedef struct hs_symd hs_symd;
 
+struct hs_symd_item;
+
 typedef struct hs_symd_conn {
     hs_syms_stream stream; /* the thread's only */
     int can_upload;        /* set by the loop before its first job: HELLO had HS_HELLO_SYMDATA */
+    /* the thread's: its jobs held while it sends builds it was asked for */
+    struct hs_symd_item *parked, *parked_tail;
+    struct hs_symd_conn *next_parked;
+    uint64_t conn_id;
+    uint64_t parked_until_ns;
+    unsigned waiting; /* builds asked for whose upload has not ended */
 } hs_symd_conn;
 
 int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const char *db_path);
@@ -56,9 +64,17 @@ int hs_symd_wants(const hs_wjob *j);
  * frames, and every later run of the build, are named from it (then from
  * symbol_cache). A file whose build id is not the one asked for, or a piece
  * that does not decode, is deleted and the connection closed (an ask with
- * close_why set). Frames stored before the file came stay as module and
- * offset. */
+ * close_why set).
+ * The job that found the build missing, and the connection's jobs after
+ * it, wait in the thread (not the other connections' jobs) until the
+ * upload ends or HS_SYMD_WAIT_MS passes, then are named with what there is:
+ * a run whose collector sends its build promptly is named whole, the first
+ * one included. Its ACKs wait with them (TCP and the collector's buffer
+ * hold it back meanwhile). A SYNC job ends every wait. */
 #define HS_SYMD_ASK_TTL_S   30
+/* How long a connection's jobs wait for the builds it was asked for (their
+ * frames are named from them), from the ask; then they go on, unnamed. */
+#define HS_SYMD_WAIT_MS 1000
 #define HS_SYMD_UPLOADS_MAX 16 /* files being received at once */
 
 typedef struct hs_symd_ask {

@@ -148,14 +148,11 @@ static void conn_unlink_free(hs_conn *c)
     if (c->refusing) s->nrefusing--;
     conn_preauth_end(c);
     assert(c->sym_pending == 0);
-    int uploading = 0;
     for (int i = 0; i < SYMUP_SLOTS; i++) {
         if (!c->up[i].blen) continue;
-        uploading = 1;
         assert(s->nslots > 0);
         s->nslots--;
     }
-    if (uploading && s->symd) hs_symd_upload_abort(s->symd, c->id);
     hs_syms_stream_free(&c->sym.stream);
     free(c->in);
     free(c);
@@ -195,6 +192,9 @@ static void on_tcp_closed(uv_handle_t *h)
     free(h);
     if (!c) return;
     c->tcp = NULL;
+    /* no piece will come: its files not yet whole go, its jobs that wait
+     * for them go on */
+    if (c->sym.can_upload && c->srv->symd) hs_symd_upload_abort(c->srv->symd, c->id);
     if (c->phase <= P_HELLO && !c->inflight)
         conn_unlink_free(c);
     else

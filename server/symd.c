@@ -19,15 +19,16 @@
 
 enum { IT_JOB, IT_UPLOAD, IT_ABORT };
 
-typedef struct item {
-    struct item *next;
+typedef struct hs_symd_item item;
+struct hs_symd_item {
+    item *next;
     int kind;
     hs_symd_conn *conn;
     hs_wjob *job;
     uint64_t conn_id; /* IT_UPLOAD, IT_ABORT */
     hs_symdata sd;    /* IT_UPLOAD: bid and data point into buf */
     uint8_t buf[];
-} item;
+};
 
 /* A file being received. */
 typedef struct upload {
@@ -73,6 +74,8 @@ struct hs_symd {
     } recent[RECENT_MAX];
     unsigned nrecent;
     uint8_t *zbuf; /* a piece decompressed */
+    hs_symd_conn *parked; /* connections whose jobs wait for uploads */
+    int no_park;          /* after SYNC: nothing waits any more */
     uint64_t uploads_done, uploads_bytes;
 };
 
@@ -188,8 +191,9 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The job with its SYMBOLS frames named; j itself when nothing changed (or
- * on failure: the writer then stores the frames as they came). */
+/* The job with its SYMBOLS frames named, a new one (j is left as it is), or
+ * j itself when nothing changed (or on failure: the writer then stores the
+ * frames as they came). */
 static hs_wjob *name_frames(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
 {
     hs_wjob *nj = NULL;
@@ -231,13 +235,13 @@ static hs_wjob *name_frames(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
     if (nj) {
         nj->charged = j->charged;
         nj->via_symd = j->via_symd;
-        hs_wjob_free(j);
-        j = nj;
     }
-    return j;
+    return nj ? nj : j;
 }
 
 /* ---- uploads ----------------------------------------------------------- */
+
+static void upload_ended(hs_symd *d, uint64_t conn_id, int all);
 
 static void hex_of(char *out, const uint8_t *bid, uint32_t blen)
 {
@@ -281,15 +285,18 @@ static int asked_lately(hs_symd *d, const uint8_t *bid, uint32_t blen)
 }
 
 /* Asks for the builds the connection's last frames found no file of. */
-static void ask_missed(hs_symd *d, hs_symd_conn *c, uint64_t conn_id)
+static unsigned ask_missed(hs_symd *d, hs_symd_conn *c, uint64_t conn_id)
 {
+    unsigned n = 0;
     for (size_t i = 0; i < c->stream.n; i++) {
         hs_syms_module *m = &c->stream.mods[i];
         if (!m->missed) continue;
         m->missed = 0;
         if (!c->can_upload || !d->db_path || asked_lately(d, m->bid, m->blen)) continue;
         push_ask(d, conn_id, m->bid, m->blen, NULL);
+        n++;
     }
+    return n;
 }
 
 static upload *upload_find(hs_symd *d, uint64_t conn_id, const uint8_t *bid, uint32_t blen)
@@ -372,6 +379,7 @@ static void upload_finish(hs_symd *d, upload *u)
                           : "carries another build id");
         hs_log("symbols: %s (conn %" PRIu64 "); deleted", why, u->conn_id);
         push_ask(d, u->conn_id, u->bid, u->blen, why);
+        upload_ended(d, u->conn_id, 1);
         return;
     }
     hs_syms_forget(d->syms, u->bid, u->blen);
@@ -380,6 +388,7 @@ static void upload_finish(hs_symd *d, upload *u)
     hs_log("symbols: build %s received from conn %" PRIu64 ": %" PRIu64 " bytes (%" PRIu64
            " sent) in %.1f ms, stored as %s",
            hex, u->conn_id, u->total, u->sent, (double)(mono_ns() - u->t0_ns) / 1e6, u->dst);
+    upload_ended(d, u->conn_id, 0);
 }
 
 static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
@@ -392,19 +401,22 @@ static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
         hs_log("symbols: conn %" PRIu64 " does not send build %s (no such file there, or "
                "its bound reached)",
                conn_id, hex);
+        upload_ended(d, conn_id, 0);
         return;
     }
-    if (sd->offset == 0) u = upload_open(d, conn_id, sd);
+    if (sd->offset == 0 && !(u = upload_open(d, conn_id, sd))) upload_ended(d, conn_id, 0);
     if (!u || u->got != sd->offset) return; /* after a failure: the rest is dropped */
     const uint8_t *data = (const uint8_t *)sd->data.ptr;
     if (sd->method == HS_SYMDATA_LZ) {
         if (!d->zbuf && !(d->zbuf = malloc(HS_SYMDATA_PIECE))) {
             upload_drop(u);
+            upload_ended(d, conn_id, 0);
             return;
         }
         if (hs_lz_decompress(d->zbuf, sd->size, data, sd->data.len)) {
             upload_drop(u);
             push_ask(d, conn_id, sd->bid, sd->blen, "SYMDATA: a piece that does not decompress");
+            upload_ended(d, conn_id, 1);
             return;
         }
         data = d->zbuf;
@@ -412,6 +424,7 @@ static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
     if (pwrite(u->fd, data, sd->size, (off_t)sd->offset) != (ssize_t)sd->size) {
         hs_log("symbols: cannot write %s: %s", u->part, strerror(errno));
         upload_drop(u);
+        upload_ended(d, conn_id, 0);
         return;
     }
     u->got += sd->size;
@@ -423,7 +436,10 @@ static void upload_abort(hs_symd *d, uint64_t conn_id)
 {
     for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++)
         if (d->ups[i].fd >= 0 && d->ups[i].conn_id == conn_id) upload_drop(&d->ups[i]);
+    upload_ended(d, conn_id, 1);
 }
+
+/* ---- jobs that wait for uploads ------------------------------------------ */
 
 static void item_free(hs_symd *d, item *it)
 {
@@ -435,39 +451,151 @@ static void item_free(hs_symd *d, item *it)
     free(it);
 }
 
+static void submit(hs_symd *d, hs_wjob *j)
+{
+    /* what was read from files, for symbol_cache (lost if this fails) */
+    if (d->put_len && !d->put_failed)
+        hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, d->put, d->put_len);
+    d->put_len = 0;
+    d->put_failed = 0;
+    hs_writer_submit(d->writer, j);
+}
+
+static void park_append(hs_symd_conn *c, item *it)
+{
+    it->next = NULL;
+    if (c->parked_tail)
+        c->parked_tail->next = it;
+    else
+        c->parked = it;
+    c->parked_tail = it;
+}
+
+static void process_job(hs_symd *d, item *it);
+
+/* Lets c's jobs go on, in order (one of them may stop them again, for
+ * another build). */
+static void unpark(hs_symd *d, hs_symd_conn *c)
+{
+    for (hs_symd_conn **pp = &d->parked; *pp; pp = &(*pp)->next_parked)
+        if (*pp == c) {
+            *pp = c->next_parked;
+            break;
+        }
+    item *list = c->parked;
+    c->parked = c->parked_tail = NULL;
+    c->next_parked = NULL;
+    c->waiting = 0;
+    while (list) {
+        item *n = list->next;
+        process_job(d, list);
+        list = n;
+    }
+}
+
+/* An upload of connection conn_id ended: whole, declined, given up; all:
+ * the connection is gone, or misbehaved. */
+static void upload_ended(hs_symd *d, uint64_t conn_id, int all)
+{
+    for (hs_symd_conn *c = d->parked; c; c = c->next_parked) {
+        if (c->conn_id != conn_id) continue;
+        if (all || c->waiting <= 1)
+            unpark(d, c);
+        else
+            c->waiting--;
+        return;
+    }
+}
+
+/* Lets go the connections whose wait is over (all: every one); returns
+ * the earliest end of a wait left, 0 if none. */
+static uint64_t unpark_due(hs_symd *d, int all)
+{
+    for (;;) {
+        uint64_t now = mono_ns();
+        hs_symd_conn *c = d->parked;
+        while (c && !all && c->parked_until_ns > now) c = c->next_parked;
+        if (!c) break;
+        unpark(d, c);
+    }
+    uint64_t next = 0;
+    for (hs_symd_conn *c = d->parked; c; c = c->next_parked)
+        if (!next || c->parked_until_ns < next) next = c->parked_until_ns;
+    return next;
+}
+
+/* Names a job's frames and passes it on, or holds it (and the connection's
+ * later jobs) while the builds it asked for come. */
+static void process_job(hs_symd *d, item *it)
+{
+    hs_wjob *j = it->job;
+    hs_symd_conn *c = it->conn;
+    if (c && c->parked) {
+        park_append(c, it);
+        return;
+    }
+    if (c && hs_symd_wants(j)) {
+        hs_wjob *nj = name_frames(d, c, j);
+        unsigned asked = ask_missed(d, c, j->conn_id);
+        if (asked && !d->no_park) {
+            if (nj != j) hs_wjob_free(nj); /* named again when it goes on */
+            c->conn_id = j->conn_id;
+            c->waiting = asked;
+            c->parked_until_ns = mono_ns() + HS_SYMD_WAIT_MS * 1000000ull;
+            c->next_parked = d->parked;
+            d->parked = c;
+            park_append(c, it);
+            return;
+        }
+        if (nj != j) hs_wjob_free(j);
+        j = nj;
+    }
+    if (!c && !d->no_park) { /* SYNC: the server stops; nothing waits any more */
+        d->no_park = 1;
+        unpark_due(d, 1);
+    }
+    submit(d, j); /* no touch of c after this */
+    item_free(d, it);
+}
+
+
 static void *symd_main(void *arg)
 {
     hs_symd *d = arg;
+    uint64_t next_due = 0;
     for (;;) {
         pthread_mutex_lock(&d->mu);
-        while (!d->head && !d->stop) pthread_cond_wait(&d->cv, &d->mu);
+        while (!d->head && !d->stop) {
+            if (!next_due) {
+                pthread_cond_wait(&d->cv, &d->mu);
+                continue;
+            }
+            struct timespec ts = {(time_t)(next_due / 1000000000ull),
+                                  (long)(next_due % 1000000000ull)};
+            if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT) break;
+        }
         item *it = d->head;
         if (it) {
             d->head = it->next;
             if (!d->head) d->tail = NULL;
         }
+        int stop = d->stop;
         pthread_mutex_unlock(&d->mu);
-        if (!it) break; /* stopping, and nothing left */
-        if (it->kind != IT_JOB) {
+        if (!it && stop) { /* stopping, and nothing left */
+            d->no_park = 1;
+            unpark_due(d, 1);
+            break;
+        }
+        if (it && it->kind != IT_JOB) {
             if (it->kind == IT_UPLOAD)
                 upload_piece(d, it->conn_id, &it->sd);
             else
                 upload_abort(d, it->conn_id);
             item_free(d, it);
-            continue;
+        } else if (it) {
+            process_job(d, it);
         }
-        hs_wjob *j = it->job;
-        if (it->conn && hs_symd_wants(j)) {
-            j = name_frames(d, it->conn, j);
-            ask_missed(d, it->conn, j->conn_id);
-        }
-        /* what was read from files, for symbol_cache (lost if this fails) */
-        if (d->put_len && !d->put_failed)
-            hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, d->put, d->put_len);
-        d->put_len = 0;
-        d->put_failed = 0;
-        hs_writer_submit(d->writer, j); /* no touch of it->conn after this */
-        item_free(d, it);
+        next_due = unpark_due(d, 0);
     }
     return NULL;
 }
@@ -490,7 +618,11 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
     }
     cache_open(d, db_path);
     pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
+    pthread_condattr_t ca; /* waits end on CLOCK_MONOTONIC, as mono_ns */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&d->thread, NULL, symd_main, d)) {
         sqlite3_finalize(d->get);
         sqlite3_close(d->db);
