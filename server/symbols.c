@@ -638,6 +638,7 @@ void hs_syms_stream_mappings(hs_syms_stream *st, const uint8_t *p, size_t len)
         hs_syms_module *d = &next.mods[next.n];
         if (!(d->path = strndup(m.path.ptr ? m.path.ptr : "", m.path.len))) break;
         d->blen = m.build_id_len;
+        d->missed = 0;
         if (m.build_id_len) memcpy(d->bid, m.build_id, m.build_id_len);
         next.n++;
     }
