@@ -55,7 +55,8 @@ int hs_symd_wants(const hs_wjob *j);
  *
  * When a SYMBOLS frame of a connection that can upload names a build no
  * file is found for, the thread asks the loop to request it (an "ask"; one
- * per build in HS_SYMD_ASK_TTL_S, whichever connection). The loop checks
+ * per build in HS_SYMD_ASK_TTL_S, whichever connection, unless the
+ * connection asked closes in the middle of the upload). The loop checks
  * each piece that comes back against what it asked for and queues it here
  * with hs_symd_upload; the thread writes the pieces to a file beside the
  * database's added debug files (hs_syms_store_file, with a ".part" suffix
@@ -71,10 +72,10 @@ int hs_symd_wants(const hs_wjob *j);
  * a run whose collector sends its build promptly is named whole, the first
  * one included. Its ACKs wait with them (TCP and the collector's buffer
  * hold it back meanwhile). A SYNC job ends every wait. */
-#define HS_SYMD_ASK_TTL_S   30
+#define HS_SYMD_ASK_TTL_S 30
 /* How long a connection's jobs wait for the builds it was asked for (their
  * frames are named from them), from the ask; then they go on, unnamed. */
-#define HS_SYMD_WAIT_MS 1000
+#define HS_SYMD_WAIT_MS     1000
 #define HS_SYMD_UPLOADS_MAX 16 /* files being received at once */
 
 typedef struct hs_symd_ask {

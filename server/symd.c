@@ -42,6 +42,7 @@ typedef struct upload {
 
 #define ASKS_MAX   256
 #define RECENT_MAX 256
+#define GONE_MAX   64
 
 struct hs_symd {
     pthread_t thread;
@@ -73,7 +74,9 @@ struct hs_symd {
         time_t at;
     } recent[RECENT_MAX];
     unsigned nrecent;
-    uint8_t *zbuf; /* a piece decompressed */
+    uint64_t gone[GONE_MAX]; /* connections closed lately: never asked again */
+    unsigned ngone;
+    uint8_t *zbuf;        /* a piece decompressed */
     hs_symd_conn *parked; /* connections whose jobs wait for uploads */
     int no_park;          /* after SYNC: nothing waits any more */
     uint64_t uploads_done, uploads_bytes;
@@ -288,6 +291,8 @@ static int asked_lately(hs_symd *d, const uint8_t *bid, uint32_t blen)
 static unsigned ask_missed(hs_symd *d, hs_symd_conn *c, uint64_t conn_id)
 {
     unsigned n = 0;
+    for (unsigned i = 0; i < d->ngone && i < GONE_MAX; i++)
+        if (d->gone[i] == conn_id) return 0; /* its last jobs: asking is no use */
     for (size_t i = 0; i < c->stream.n; i++) {
         hs_syms_module *m = &c->stream.mods[i];
         if (!m->missed) continue;
@@ -432,10 +437,19 @@ static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
     if (u->got == u->total) upload_finish(d, u);
 }
 
+/* The connection is gone: its files not yet whole are deleted, and their
+ * builds may be asked of the next connection that names them at once. */
 static void upload_abort(hs_symd *d, uint64_t conn_id)
 {
-    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++)
-        if (d->ups[i].fd >= 0 && d->ups[i].conn_id == conn_id) upload_drop(&d->ups[i]);
+    d->gone[d->ngone++ % GONE_MAX] = conn_id;
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) {
+        upload *u = &d->ups[i];
+        if (u->fd < 0 || u->conn_id != conn_id) continue;
+        for (unsigned k = 0; k < d->nrecent && k < RECENT_MAX; k++)
+            if (d->recent[k].blen == u->blen && !memcmp(d->recent[k].bid, u->bid, u->blen))
+                d->recent[k].at = 0;
+        upload_drop(u);
+    }
     upload_ended(d, conn_id, 1);
 }
 
@@ -557,7 +571,6 @@ static void process_job(hs_symd *d, item *it)
     submit(d, j); /* no touch of c after this */
     item_free(d, it);
 }
-
 
 static void *symd_main(void *arg)
 {

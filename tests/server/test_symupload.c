@@ -534,6 +534,36 @@ static void test_raw_bad_uploads(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
+/* A connection that closes in the middle of an upload: the next one that
+ * names the build is asked at once (not after HS_SYMD_ASK_TTL_S). */
+static void test_raw_reask_after_abort(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    tk_tmpdir(dir, sizeof dir, "symup-reask");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    tk_server srv;
+    const char *args[] = {"--no-local-symbols", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    static const uint8_t bid[20] = {0xab, 0xcd};
+    static const uint8_t half[100];
+    for (int i = 0; i < 2; i++) {
+        tk_buf b = {0};
+        stream_start(&b, (uint8_t)(0x71 + i), HS_HELLO_SYMDATA, bid, sizeof bid, 0x30);
+        int fd = tk_connect(srv.port);
+        assert_true(fd >= 0);
+        assert_int_equal(tk_send(fd, b.p, b.len), 0);
+        expect_symreq(fd, bid, sizeof bid);
+        b.len = 0;
+        put_symdata(&b, bid, sizeof bid, HS_SYMDATA_RAW, 0, 200, half, 100, NULL);
+        assert_int_equal(tk_send(fd, b.p, b.len), 0);
+        close(fd);
+        tk_buf_free(&b);
+    }
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_int_equal(log_count(&srv, "received from conn"), 0);
+}
+
 int main(void)
 {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
@@ -543,9 +573,13 @@ int main(void)
     if (self_blen < 8) return 1;
     (void)upload_marker(1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_raw_upload),      cmocka_unit_test(test_raw_old_collector),
-        cmocka_unit_test(test_raw_bad_uploads), cmocka_unit_test(test_real_upload),
-        cmocka_unit_test(test_real_upload_off), cmocka_unit_test(test_real_upload_budget),
+        cmocka_unit_test(test_raw_upload),
+        cmocka_unit_test(test_raw_old_collector),
+        cmocka_unit_test(test_raw_bad_uploads),
+        cmocka_unit_test(test_real_upload),
+        cmocka_unit_test(test_real_upload_off),
+        cmocka_unit_test(test_real_upload_budget),
+        cmocka_unit_test(test_raw_reask_after_abort),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
