@@ -774,6 +774,7 @@ static void *sender_main(void *arg)
     }
 
     /* The end: deliver within the flush bound, then stop draining. */
+    hs__symup_final();
     uint64_t deadline = hs_now_ns() + hs__cfg.exit_flush_ms * 1000000ull;
     int attempts = 0;
     while ((!delivered() || hs__symup_pending()) && !S.refused && !S.gave_up &&

@@ -22,6 +22,11 @@
 #define PHDR_MAX  256          /* program headers */
 #define PIECE     (256u << 10) /* uncompressed bytes a frame */
 #define NOTES_MAX (64u << 10)  /* bytes of a note section read for the build id */
+/* Of every SLICE_NS, the sender thread spends at most SLICE_WORK_NS reading
+ * and compressing pieces (about 2 ms a piece): it goes on draining the
+ * program's rings every cycle while an upload is under way. */
+#define SLICE_NS      (20ull * 1000000)
+#define SLICE_WORK_NS (5ull * 1000000)
 
 typedef struct bidkey {
     uint8_t bid[HS_BUILD_ID_MAX];
@@ -63,6 +68,9 @@ static struct {
     unsigned nspans, si;
     /* the frame being written */
     size_t frame_len, frame_off;
+    /* the sender thread's time spent preparing pieces, per SLICE_NS */
+    uint64_t slice_t0, slice_spent;
+    int final; /* the run has ended: no rings to drain, no bound per slice */
 } U = {.fd = -1};
 
 static int same(const bidkey *k, const uint8_t *bid, uint32_t blen)
@@ -123,6 +131,12 @@ void hs__symup_conn_lost(void)
     U.nreq = 0;
     U.frame_len = U.frame_off = 0;
     forget_upload();
+}
+
+void hs__symup_final(void)
+{
+    check_process();
+    U.final = 1;
 }
 
 int hs__symup_pending(void)
@@ -394,7 +408,16 @@ int hs__symup_out(const uint8_t **p, size_t *n, int idle)
 {
     check_process();
     if (U.frame_off >= U.frame_len) {
-        if (!idle || !next_frame()) return 0;
+        if (!idle || (!U.active && !U.nreq)) return 0;
+        uint64_t t0 = hs_now_ns();
+        if (t0 - U.slice_t0 >= SLICE_NS) {
+            U.slice_t0 = t0;
+            U.slice_spent = 0;
+        }
+        if (U.slice_spent >= SLICE_WORK_NS && !U.final) return 0; /* the next cycle goes on */
+        int ok = next_frame();
+        U.slice_spent += hs_now_ns() - t0;
+        if (!ok) return 0;
     }
     *p = U.w->frame + U.frame_off;
     *n = U.frame_len - U.frame_off;

@@ -17,9 +17,11 @@
  * mid-way gives the upload up the same way.
  *
  * Bounds: one upload at a time, in pieces of 256 KiB read with pread and
- * compressed with hs_lz; a piece is prepared only when the run's own frames
- * are all on the socket, so an upload never holds events back, and a piece
- * partly written goes on before anything else (frames cannot interleave).
+ * compressed with hs_lz, at most 5 ms of that work in every 20 ms (so the
+ * sender thread drains the program's rings as often as without an upload);
+ * a piece is prepared only when the run's own frames are all on the
+ * socket, so an upload never holds events back, and a piece partly written
+ * goes on before anything else (frames cannot interleave).
  * At most 16 requests wait; its buffers (about 1.6 MiB, mmap'ed) exist
  * only while there is work. A lost connection forgets the requests and the
  * piece under way: the server asks again on the next one.
@@ -46,6 +48,9 @@ int hs__symup_busy(void);
 /* 1 while requests wait or an upload is under way: the end of the run
  * gives them the rest of its flush bound (HEAPSTORE_EXIT_FLUSH_MS). */
 int hs__symup_pending(void);
+/* The run has ended (BYE is queued): the sender thread has no rings left
+ * to drain, and uploads go on without the bound per 20 ms. */
+void hs__symup_final(void);
 /* The connection is gone. */
 void hs__symup_conn_lost(void);
 
