@@ -27,6 +27,10 @@
  * program's rings every cycle while an upload is under way. */
 #define SLICE_NS      (20ull * 1000000)
 #define SLICE_WORK_NS (5ull * 1000000)
+/* The most the end of a run waits for uploads, past the delivery of its
+ * frames: a build too big to send in that time is not sent by short
+ * processes (the server asks again once in 30 s). */
+#define FINAL_NS (1000ull * 1000000)
 
 typedef struct bidkey {
     uint8_t bid[HS_BUILD_ID_MAX];
@@ -70,7 +74,8 @@ static struct {
     size_t frame_len, frame_off;
     /* the sender thread's time spent preparing pieces, per SLICE_NS */
     uint64_t slice_t0, slice_spent;
-    int final; /* the run has ended: no rings to drain, no bound per slice */
+    int final;             /* the run has ended: no rings to drain, no bound per slice */
+    uint64_t final_end_ns; /* ... and the process waits for uploads until then */
 } U = {.fd = -1};
 
 static int same(const bidkey *k, const uint8_t *bid, uint32_t blen)
@@ -137,11 +142,13 @@ void hs__symup_final(void)
 {
     check_process();
     U.final = 1;
+    U.final_end_ns = hs_now_ns() + FINAL_NS;
 }
 
 int hs__symup_pending(void)
 {
-    return U.pid == getpid() && (U.nreq || U.active || U.frame_off < U.frame_len);
+    if (U.pid != getpid() || (U.final && hs_now_ns() > U.final_end_ns)) return 0;
+    return U.nreq || U.active || U.frame_off < U.frame_len;
 }
 
 int hs__symup_busy(void)

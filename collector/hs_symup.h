@@ -46,7 +46,8 @@ void hs__symup_wrote(size_t n);
 /* 1 while a frame is partly written (the socket must be polled for room). */
 int hs__symup_busy(void);
 /* 1 while requests wait or an upload is under way: the end of the run
- * gives them the rest of its flush bound (HEAPSTORE_EXIT_FLUSH_MS). */
+ * gives them at most 1 s past the delivery of its frames, within its flush
+ * bound (HEAPSTORE_EXIT_FLUSH_MS). */
 int hs__symup_pending(void);
 /* The run has ended (BYE is queued): the sender thread has no rings left
  * to drain, and uploads go on without the bound per 20 ms. */

@@ -55,8 +55,7 @@ int hs_symd_wants(const hs_wjob *j);
  *
  * When a SYMBOLS frame of a connection that can upload names a build no
  * file is found for, the thread asks the loop to request it (an "ask"; one
- * per build in HS_SYMD_ASK_TTL_S, whichever connection, unless the
- * connection asked closes in the middle of the upload). The loop checks
+ * per build in HS_SYMD_ASK_TTL_S, whichever connection). The loop checks
  * each piece that comes back against what it asked for and queues it here
  * with hs_symd_upload; the thread writes the pieces to a file beside the
  * database's added debug files (hs_syms_store_file, with a ".part" suffix

@@ -437,19 +437,16 @@ static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
     if (u->got == u->total) upload_finish(d, u);
 }
 
-/* The connection is gone: its files not yet whole are deleted, and their
- * builds may be asked of the next connection that names them at once. */
+/* The connection is gone: its files not yet whole are deleted, and its
+ * last jobs ask for nothing. (A build it left half sent is asked of another
+ * connection only HS_SYMD_ASK_TTL_S after: one too big for the processes
+ * that name it to send before they end costs one of them in that time,
+ * not each.) */
 static void upload_abort(hs_symd *d, uint64_t conn_id)
 {
     d->gone[d->ngone++ % GONE_MAX] = conn_id;
-    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) {
-        upload *u = &d->ups[i];
-        if (u->fd < 0 || u->conn_id != conn_id) continue;
-        for (unsigned k = 0; k < d->nrecent && k < RECENT_MAX; k++)
-            if (d->recent[k].blen == u->blen && !memcmp(d->recent[k].bid, u->bid, u->blen))
-                d->recent[k].at = 0;
-        upload_drop(u);
-    }
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++)
+        if (d->ups[i].fd >= 0 && d->ups[i].conn_id == conn_id) upload_drop(&d->ups[i]);
     upload_ended(d, conn_id, 1);
 }
 

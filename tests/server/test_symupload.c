@@ -535,33 +535,45 @@ static void test_raw_bad_uploads(void **state)
 }
 
 /* A connection that closes in the middle of an upload: the next one that
- * names the build is asked at once (not after HS_SYMD_ASK_TTL_S). */
-static void test_raw_reask_after_abort(void **state)
+ * names the build within HS_SYMD_ASK_TTL_S is not asked, and its frames do
+ * not wait (its ACK comes at once). */
+static void test_raw_upload_cut(void **state)
 {
     (void)state;
     char dir[512], db[600];
-    tk_tmpdir(dir, sizeof dir, "symup-reask");
+    tk_tmpdir(dir, sizeof dir, "symup-cut");
     snprintf(db, sizeof db, "%s/h.db", dir);
     tk_server srv;
     const char *args[] = {"--no-local-symbols", NULL};
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     static const uint8_t bid[20] = {0xab, 0xcd};
     static const uint8_t half[100];
-    for (int i = 0; i < 2; i++) {
-        tk_buf b = {0};
-        stream_start(&b, (uint8_t)(0x71 + i), HS_HELLO_SYMDATA, bid, sizeof bid, 0x30);
-        int fd = tk_connect(srv.port);
-        assert_true(fd >= 0);
-        assert_int_equal(tk_send(fd, b.p, b.len), 0);
-        expect_symreq(fd, bid, sizeof bid);
-        b.len = 0;
-        put_symdata(&b, bid, sizeof bid, HS_SYMDATA_RAW, 0, 200, half, 100, NULL);
-        assert_int_equal(tk_send(fd, b.p, b.len), 0);
-        close(fd);
-        tk_buf_free(&b);
-    }
+    tk_buf b = {0};
+    stream_start(&b, 0x71, HS_HELLO_SYMDATA, bid, sizeof bid, 0x30);
+    int fd = tk_connect(srv.port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    expect_symreq(fd, bid, sizeof bid);
+    b.len = 0;
+    put_symdata(&b, bid, sizeof bid, HS_SYMDATA_RAW, 0, 200, half, 100, NULL);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    close(fd);
+    b.len = 0;
+    stream_start(&b, 0x72, HS_HELLO_SYMDATA, bid, sizeof bid, 0x30);
+    fd = tk_connect(srv.port);
+    assert_true(fd >= 0);
+    uint64_t t0 = tk_now_ms(), got = 0;
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    assert_int_equal(tk_wait_ack(fd, 3, &got, NULL, 0, 10000), 0);
+    assert_true(tk_now_ms() - t0 < 900); /* not held for the 1 s wait */
+    close(fd);
+    tk_buf_free(&b);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_int_equal(log_count(&srv, "asked for build"), 1);
     assert_int_equal(log_count(&srv, "received from conn"), 0);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "test -z \"$(find '%s.symbols' -type f 2>/dev/null)\"", db);
+    assert_int_equal(system(cmd), 0);
 }
 
 int main(void)
@@ -573,13 +585,10 @@ int main(void)
     if (self_blen < 8) return 1;
     (void)upload_marker(1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_raw_upload),
-        cmocka_unit_test(test_raw_old_collector),
-        cmocka_unit_test(test_raw_bad_uploads),
-        cmocka_unit_test(test_real_upload),
-        cmocka_unit_test(test_real_upload_off),
-        cmocka_unit_test(test_real_upload_budget),
-        cmocka_unit_test(test_raw_reask_after_abort),
+        cmocka_unit_test(test_raw_upload),      cmocka_unit_test(test_raw_old_collector),
+        cmocka_unit_test(test_raw_bad_uploads), cmocka_unit_test(test_real_upload),
+        cmocka_unit_test(test_real_upload_off), cmocka_unit_test(test_real_upload_budget),
+        cmocka_unit_test(test_raw_upload_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
