@@ -4,7 +4,8 @@
  * decoded and put together again. The file that comes out is an ELF file
  * of that build with its symbol table; a second request, a build not
  * loaded, a file deleted or replaced by another build, a spent budget are
- * declined (total 0); a lost connection drops the piece under way. Cases
+ * declined (total 0), and so is one cut short in the middle of its upload;
+ * a lost connection drops the piece under way. Cases
  * that need a fresh process state run in a fork child (a child is a run of
  * its own to hs_symup). */
 #include <dlfcn.h>
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -210,6 +212,64 @@ static void test_conn_lost(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+static uint8_t big_bid[HS_BUILD_ID_MAX];
+static uint32_t big_blen;
+static char big[600];
+
+static int find_big(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size, (void)data;
+    if (!info->dlpi_name || strcmp(info->dlpi_name, big)) return 0;
+    const uint8_t *p;
+    big_blen = (uint32_t)hs_proc_build_id(info, &p);
+    memcpy(big_bid, p, big_blen);
+    return 1;
+}
+
+/* The next frame's SYMDATA, written whole; its total, or -1. */
+static int64_t next_total(void)
+{
+    const uint8_t *p;
+    size_t n;
+    hs_frame f;
+    hs_symdata d;
+    for (int i = 0; i < 100 && !hs__symup_out(&p, &n, 1); i++) usleep(2000);
+    if (hs_frame_split(p, n, &f) != (long)n || hs_symdata_decode(&d, f.payload, f.len)) return -1;
+    hs__symup_wrote(n);
+    return (int64_t)d.total;
+}
+
+/* A file cut short in the middle of its upload (in a child): the upload is
+ * given up with a refusal, and nothing more is sent. */
+static void test_file_cut_midway(void **state)
+{
+    (void)state;
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* a build of its own, with 1.5 MB of unloaded section: several pieces */
+        char cmd[4000];
+        snprintf(big, sizeof big, "%s/libbig.so", dir);
+        snprintf(cmd, sizeof cmd,
+                 "cd '%s' && head -c 1500000 /dev/urandom > pad && "
+                 "printf '\\004\\0\\0\\0\\024\\0\\0\\0\\003\\0\\0\\0GNU\\0' > note && "
+                 "head -c 20 /dev/urandom >> note && objcopy --add-section .hs_pad=pad "
+                 "--update-section .note.gnu.build-id=note libcopy.so libbig.so",
+                 dir);
+        if (system(cmd) || !dlopen(big, RTLD_NOW)) _exit(2);
+        dl_iterate_phdr(find_big, NULL);
+        if (big_blen != 20 || !memcmp(big_bid, bid, 20)) _exit(3);
+        request(big_bid, big_blen);
+        if (next_total() < 1500000) _exit(4);
+        if (truncate(big, 1000)) _exit(5);
+        int64_t t = next_total(); /* the next piece cannot be read: given up */
+        _exit(t != 0 ? 6 : hs__symup_pending() ? 7 : 0);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void)
 {
     const char *b = getenv("HS_BUILD_DIR");
@@ -227,9 +287,8 @@ int main(void)
     if (hs__symup_hello_flags() != HS_HELLO_SYMDATA) return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_declines), /* first: the children start from nothing sent */
-        cmocka_unit_test(test_conn_lost),
-        cmocka_unit_test(test_upload),
-        cmocka_unit_test(test_not_loaded),
+        cmocka_unit_test(test_conn_lost), cmocka_unit_test(test_file_cut_midway),
+        cmocka_unit_test(test_upload),    cmocka_unit_test(test_not_loaded),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
