@@ -568,7 +568,8 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
         return -1;
     }
     c->seq = s->hello.first_seq;
-    c->sym.can_upload = s->symd && (s->hello.flags & HS_HELLO_SYMDATA);
+    c->sym.can_upload =
+        s->symd && !s->cfg->no_symbol_uploads && (s->hello.flags & HS_HELLO_SYMDATA);
     c->phase = P_WAIT_HELLO;
     j->charged = f->len;
     c->inflight += j->charged;

@@ -388,9 +388,28 @@ static void test_raw_upload(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
-/* A collector without the HELLO flag is never asked: the ACK of its
- * frames comes, and no SYMREQ before it. */
-static void test_raw_old_collector(void **state)
+/* One run on a raw socket (HELLO flags given) naming a build this server
+ * lacks: 0 if no SYMREQ came before its frames' ACK (it would come first). */
+static int asked_once(int port, uint8_t seed, uint64_t flags, uint8_t tag)
+{
+    uint8_t fake[20] = {0xee, tag, (uint8_t)getpid()};
+    tk_buf b = {0};
+    stream_start(&b, seed, flags, fake, sizeof fake, 0x20);
+    tk_bye(&b, 1000, 0, 0);
+    int fd = tk_connect(port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    uint8_t p[64];
+    size_t n;
+    int asked = read_frame(fd, HS_FRAME_SYMREQ, p, sizeof p, &n, 3000) == 0;
+    close(fd);
+    tk_buf_free(&b);
+    return asked;
+}
+
+/* A collector without the HELLO flag is never asked (nor one with it by a
+ * server started with --no-symbol-uploads); the runs end cleanly. */
+static void test_raw_not_asked(void **state)
 {
     (void)state;
     char dir[512], db[600];
@@ -399,21 +418,17 @@ static void test_raw_old_collector(void **state)
     tk_server srv;
     const char *args[] = {"--no-local-symbols", NULL};
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
-    static const uint8_t fake[20] = {0xee, 0x01, 0x02};
-    tk_buf b = {0};
-    stream_start(&b, 0x41, 0, fake, sizeof fake, 0x20);
-    tk_bye(&b, 1000, 0, 0);
-    int fd = tk_connect(srv.port);
-    assert_true(fd >= 0);
-    assert_int_equal(tk_send(fd, b.p, b.len), 0);
-    uint8_t p[64];
-    size_t n;
-    /* SYMREQ would come before this ACK; the frames are ACK, ACK (and close) */
-    assert_int_equal(read_frame(fd, HS_FRAME_SYMREQ, p, sizeof p, &n, 3000), -1);
-    close(fd);
-    tk_buf_free(&b);
+    assert_int_equal(asked_once(srv.port, 0x41, 0, 1), 0);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    const char *off[] = {"--no-local-symbols", "--no-symbol-uploads", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, off), 0);
+    assert_int_equal(asked_once(srv.port, 0x42, HS_HELLO_SYMDATA, 2), 0);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_int_equal(log_count(&srv, "asked for build"), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 2);
+    /* and the same run with the flag, to a server that asks: asked */
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    assert_int_equal(asked_once(srv.port, 0x43, HS_HELLO_SYMDATA, 3), 1);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
@@ -585,7 +600,7 @@ int main(void)
     if (self_blen < 8) return 1;
     (void)upload_marker(1);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_raw_upload),      cmocka_unit_test(test_raw_old_collector),
+        cmocka_unit_test(test_raw_upload),      cmocka_unit_test(test_raw_not_asked),
         cmocka_unit_test(test_raw_bad_uploads), cmocka_unit_test(test_real_upload),
         cmocka_unit_test(test_real_upload_off), cmocka_unit_test(test_real_upload_budget),
         cmocka_unit_test(test_raw_upload_cut),
