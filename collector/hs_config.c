@@ -210,6 +210,7 @@ void hs_config_load(hs_config *cfg)
     cfg->rss_ms = env_u64("HEAPSTORE_RSS_MS", 100, 0, DAY_MS, "");
     cfg->buffer_bytes = env_u64("HEAPSTORE_BUFFER_MB", 64, 1, UINT64_MAX >> 20, "") << 20;
     cfg->exit_flush_ms = env_u64("HEAPSTORE_EXIT_FLUSH_MS", 2000, 0, DAY_MS, "");
+    cfg->symbol_upload_max = env_u64("HEAPSTORE_SYMBOL_UPLOAD_MAX", 64u << 20, 0, UINT64_MAX, "");
     cfg->live_max = env_u64("HEAPSTORE_LIVE_MAX", cfg->sample_bytes == 1 ? (16u << 20) : (1u << 20),
                             4096, LIVE_MAX_MAX, "");
     cfg->seed = env_u64("HEAPSTORE_SEED", 0, 0, UINT64_MAX, " (a random seed)");

@@ -8,6 +8,8 @@
  * HEAPSTORE_BUFFER_MB    bound of unsent + unacknowledged frames (default 64)
  * HEAPSTORE_EXIT_FLUSH_MS how long exit, _exit or exec waits for the flush
  *                        (default 2000)
+ * HEAPSTORE_SYMBOL_UPLOAD_MAX bytes of symbol tables the collector may send to a
+ *                        server that lacks a module's file (default 64 MiB; 0 = off)
  * HEAPSTORE_LABELS       key=value,key=value (sent in HELLO)
  * HEAPSTORE_TOKEN        sent in HELLO when the server demands one
  * HEAPSTORE_LIVE_MAX     most sampled blocks tracked at once (default 16M at
@@ -56,6 +58,7 @@ typedef struct hs_config {
     uint64_t rss_ms;
     uint64_t buffer_bytes;
     uint64_t exit_flush_ms;
+    uint64_t symbol_upload_max; /* bytes of symbol tables sent in all; 0: none (hs_symup.h) */
     uint64_t live_max;
     uint64_t seed;
     int lines;  /* enum hs_lines (hs_symbolize.h) */

@@ -26,7 +26,7 @@ void hs_proc_objects_gen(uint64_t *adds, uint64_t *subs)
     *subs = v[1];
 }
 
-static size_t build_id(const struct dl_phdr_info *info, const uint8_t **out)
+size_t hs_proc_build_id(const struct dl_phdr_info *info, const uint8_t **out)
 {
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
@@ -63,7 +63,7 @@ static int map_cb(struct dl_phdr_info *info, size_t size, void *data)
         path = exe;
     }
     const uint8_t *bid = NULL;
-    size_t bid_len = build_id(info, &bid);
+    size_t bid_len = hs_proc_build_id(info, &bid);
     for (int i = 0; i < info->dlpi_phnum; i++) {
         const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
         if (ph->p_type != PT_LOAD || !(ph->p_flags & PF_X) || ph->p_memsz == 0) continue;

@@ -26,6 +26,9 @@ static inline int hs_proc_phdr_holds(const struct dl_phdr_info *info, uintptr_t 
     return 0;
 }
 
+/* The GNU build id of a loaded object, read from its notes in memory: its
+ * length (at most HS_BUILD_ID_MAX) with *out pointing at it, or 0. */
+size_t hs_proc_build_id(const struct dl_phdr_info *info, const uint8_t **out);
 /* The current (adds, subs) of the dynamic loader. */
 void hs_proc_objects_gen(uint64_t *adds, uint64_t *subs);
 /* Appends one MAPPINGS entry per executable segment of every loaded object. */

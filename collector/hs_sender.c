@@ -29,6 +29,7 @@
 #include "hs_python.h"
 #include "hs_stacks.h"
 #include "hs_symbolize.h"
+#include "hs_symup.h"
 #include "hs_thread.h"
 #include "hs_unwind.h"
 
@@ -485,7 +486,7 @@ static void build_hello(int resumed)
     memcpy(h->run_id, hs__run.run_id, 16);
     memcpy(h->parent_run_id, hs__run.parent_run_id, 16);
     h->first_seq = S.head && S.head->last_seq ? S.head->first_seq : S.next_seq;
-    h->flags = resumed ? HS_HELLO_RESUMED : 0;
+    h->flags = (resumed ? HS_HELLO_RESUMED : 0) | hs__symup_hello_flags();
     h->pid = (uint64_t)getpid();
     h->ppid = (uint64_t)getppid();
     h->start_unix_ns = hs__run.start_unix_ns;
@@ -522,6 +523,7 @@ static void net_close(void)
     S.cur = S.head;
     S.cur_off = 0;
     S.rlen = 0;
+    hs__symup_conn_lost();
     uint64_t b = S.backoff_ms ? S.backoff_ms * 2 : BACKOFF_MIN_MS;
     S.backoff_ms = b > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b;
     S.next_try_ns = hs_now_ns() + S.backoff_ms * 1000000ull;
@@ -597,6 +599,8 @@ static void handle_server_frames(void)
                 queue_ack(next);
             }
             S.backoff_ms = 0;
+        } else if (f.type == HS_FRAME_SYMREQ) {
+            hs__symup_request(f.payload, f.len);
         } else if (f.type == HS_FRAME_REFUSE) {
             hs_str why;
             if (hs_refuse_decode(&why, f.payload, f.len) == 0)
@@ -644,9 +648,13 @@ static void pump(void)
     for (;;) {
         const uint8_t *p;
         size_t n;
+        /* a symbol upload's frame goes out whole, and only when the run's
+         * own frames are all out (hs_symup.h) */
+        int up = 0, idle = !S.cur || (S.cur_off == S.cur->len && !S.cur->next);
         if (S.hello_off < S.hello_len) {
             p = S.hello + S.hello_off;
             n = S.hello_len - S.hello_off;
+        } else if (!file && (up = hs__symup_out(&p, &n, idle))) {
         } else if (S.cur && S.cur_off < S.cur->len) {
             p = S.cur->data + S.cur_off;
             n = S.cur->len - S.cur_off;
@@ -671,6 +679,8 @@ static void pump(void)
         }
         if (S.hello_off < S.hello_len)
             S.hello_off += (size_t)w;
+        else if (up)
+            hs__symup_wrote((size_t)w);
         else
             S.cur_off += (size_t)w;
     }
@@ -719,7 +729,7 @@ static void wait_events(int timeout_ms)
     if (S.fd >= 0 && hs__cfg.target == HS_TARGET_TCP) {
         p[1].events = POLLIN;
         if (S.net == NET_CONNECTING || (S.cur && S.cur_off < S.cur->len) ||
-            S.hello_off < S.hello_len)
+            S.hello_off < S.hello_len || hs__symup_busy())
             p[1].events |= POLLOUT;
         n = 2;
     }
@@ -764,9 +774,11 @@ static void *sender_main(void *arg)
     }
 
     /* The end: deliver within the flush bound, then stop draining. */
+    hs__symup_final();
     uint64_t deadline = hs_now_ns() + hs__cfg.exit_flush_ms * 1000000ull;
     int attempts = 0;
-    while (!delivered() && !S.refused && !S.gave_up && hs_now_ns() < deadline) {
+    while ((!delivered() || hs__symup_pending()) && !S.refused && !S.gave_up &&
+           hs_now_ns() < deadline) {
         if (S.fd < 0) {
             /* Never reached: one more try, but do not hold the exit for a
              * server that refuses connections. */
@@ -774,7 +786,7 @@ static void *sender_main(void *arg)
             S.next_try_ns = 0;
         }
         pump();
-        if (delivered() || S.fd < 0) continue;
+        if ((delivered() && !hs__symup_pending()) || S.fd < 0) continue;
         uint64_t left = (deadline - hs_now_ns()) / 1000000u;
         wait_events(left > 50 ? 50 : (int)left + 1);
     }

@@ -12,6 +12,9 @@
  * and, rarely, wake the thread through an eventfd; they never wait for the
  * network. The output is opened lazily, at the first sample, at exit, or
  * 100 ms into the run, so a fork child that execs at once leaves no trace.
+ * The server's requests for a module's symbol tables (SYMREQ) are handed to
+ * hs_symup, whose frames go out between the run's own when those are all
+ * sent (hs_symup.h).
  */
 #ifndef HS_SENDER_H
 #define HS_SENDER_H

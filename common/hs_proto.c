@@ -34,6 +34,10 @@ const char *hs_frame_name(int type)
         return "ACK";
     case HS_FRAME_REFUSE:
         return "REFUSE";
+    case HS_FRAME_SYMDATA:
+        return "SYMDATA";
+    case HS_FRAME_SYMREQ:
+        return "SYMREQ";
     }
     return NULL;
 }
@@ -337,6 +341,51 @@ int hs_ack_decode(uint64_t *next_seq, const uint8_t *p, size_t len)
     hs_rd_init(&rd, p, len);
     *next_seq = hs_rd_varint(&rd);
     return rd_finish(&rd);
+}
+
+int hs_symreq_decode(const uint8_t **bid, uint32_t *blen, const uint8_t *p, size_t len)
+{
+    hs_rd rd;
+    hs_rd_init(&rd, p, len);
+    *blen = (uint32_t)hs_rd_varint_max(&rd, HS_BUILD_ID_MAX);
+    *bid = hs_rd_bytes(&rd, *blen);
+    if (!rd.err && *blen == 0) return HS_ERANGE;
+    return rd_finish(&rd);
+}
+
+void hs_symreq_encode(hs_wr *wr, const uint8_t *bid, uint32_t blen)
+{
+    hs_wr_str(wr, (const char *)bid, blen);
+}
+
+int hs_symdata_decode(hs_symdata *d, const uint8_t *p, size_t len)
+{
+    hs_rd rd;
+    hs_rd_init(&rd, p, len);
+    memset(d, 0, sizeof *d);
+    d->blen = (uint32_t)hs_rd_varint_max(&rd, HS_BUILD_ID_MAX);
+    d->bid = hs_rd_bytes(&rd, d->blen);
+    d->method = (uint32_t)hs_rd_varint_max(&rd, HS_SYMDATA_LZ);
+    d->offset = hs_rd_varint(&rd);
+    d->total = hs_rd_varint(&rd);
+    d->size = (uint32_t)hs_rd_varint_max(&rd, HS_SYMDATA_PIECE);
+    d->data = hs_rd_str(&rd, HS_SYMDATA_PIECE + HS_SYMDATA_PIECE / 16 + 64);
+    int rc = rd_finish(&rd);
+    if (rc) return rc;
+    if (d->blen == 0) return HS_ERANGE;
+    if (d->total == 0) return d->offset || d->size || d->data.len ? HS_ERANGE : 0;
+    if (d->size == 0 || d->offset > d->total || d->size > d->total - d->offset) return HS_ERANGE;
+    if (d->method == HS_SYMDATA_RAW && d->data.len != d->size) return HS_ERANGE;
+    return 0;
+}
+
+void hs_symdata_head(hs_wr *wr, const hs_symdata *d)
+{
+    hs_wr_str(wr, (const char *)d->bid, d->blen);
+    hs_wr_varint(wr, d->method);
+    hs_wr_varint(wr, d->offset);
+    hs_wr_varint(wr, d->total);
+    hs_wr_varint(wr, d->size);
 }
 
 int hs_refuse_decode(hs_str *reason, const uint8_t *p, size_t len)

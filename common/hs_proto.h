@@ -42,9 +42,13 @@ enum hs_frame_type {
     HS_FRAME_SIZES = 0x07,
     HS_FRAME_DROPS = 0x08,
     HS_FRAME_BYE = 0x09,
+    /* collector -> server, without a sequence number: a module's symbol
+     * tables, asked for by SYMREQ */
+    HS_FRAME_SYMDATA = 0x10,
     /* server -> collector */
     HS_FRAME_ACK = 0x40,
     HS_FRAME_REFUSE = 0x41,
+    HS_FRAME_SYMREQ = 0x42, /* a build the server wants the tables of */
 };
 
 /* Name of a frame type ("EVENTS"), or NULL for an unknown type. */
@@ -73,6 +77,7 @@ const char *hs_drop_name(int kind);
 
 /* Flags of HELLO. */
 #define HS_HELLO_RESUMED 0x1u /* a reconnection of a run the server may know */
+#define HS_HELLO_SYMDATA 0x2u /* the collector answers SYMREQ with SYMDATA */
 /* Flags of BYE. */
 #define HS_BYE_CLEAN 0x1u /* the process ended through exit(), _exit() or return from main */
 #define HS_BYE_EXEC  0x2u /* ... or replaced its image with exec (CLEAN is set too) */
@@ -213,6 +218,31 @@ int hs_bye_decode(hs_bye *out, const uint8_t *p, size_t len);
 void hs_bye_encode(hs_wr *wr, const hs_bye *b);
 
 int hs_ack_decode(uint64_t *next_seq, const uint8_t *p, size_t len);
+
+/* SYMREQ (server -> collector): the build id (1 to HS_BUILD_ID_MAX bytes)
+ * of a module whose tables the server lacks. */
+int hs_symreq_decode(const uint8_t **bid, uint32_t *blen, const uint8_t *p, size_t len);
+void hs_symreq_encode(hs_wr *wr, const uint8_t *bid, uint32_t blen);
+
+/* SYMDATA (collector -> server, docs/protocol.md): bytes [offset, offset +
+ * size) of a file of total bytes holding the symbol tables of build bid,
+ * in pieces sent in order; data is that piece stored (method 0) or
+ * compressed (method 1, HS_SYMDATA_LZ: hs_lz.h). total 0 (and no data):
+ * the collector will not send that build, or gives up on it. */
+#define HS_SYMDATA_RAW   0
+#define HS_SYMDATA_LZ    1
+#define HS_SYMDATA_PIECE (1u << 20) /* bytes of a piece, uncompressed */
+typedef struct hs_symdata {
+    const uint8_t *bid;
+    uint32_t blen;
+    uint32_t method;
+    uint64_t offset, total;
+    uint32_t size; /* uncompressed bytes of the piece */
+    hs_str data;   /* as sent */
+} hs_symdata;
+int hs_symdata_decode(hs_symdata *out, const uint8_t *p, size_t len);
+/* The fields before data; the caller appends data (hs_wr_str). */
+void hs_symdata_head(hs_wr *wr, const hs_symdata *d);
 int hs_refuse_decode(hs_str *reason, const uint8_t *p, size_t len);
 
 /* Encoding. A frame is written as: pos = hs_frame_begin(wr, type); payload;

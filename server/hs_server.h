@@ -66,6 +66,7 @@ typedef struct hs_server_config {
     const char *const *symbol_paths;
     int nsymbol_paths;
     int no_local_symbols;
+    int no_symbol_uploads; /* never ask collectors for builds (docs/protocol.md, SYMREQ) */
 } hs_server_config;
 
 /* Runs the server until a signal stops it. Logs "listening on HOST:PORT"

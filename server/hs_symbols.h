@@ -82,6 +82,7 @@ typedef struct hs_syms_module {
     char *path;
     uint8_t bid[HS_BUILD_ID_MAX];
     uint32_t blen;
+    int missed; /* hs_syms_rewrite looked a pc of it up and found no file of the build */
 } hs_syms_module;
 
 typedef struct hs_syms_stream {
@@ -105,8 +106,17 @@ void hs_syms_stream_mappings(hs_syms_stream *st, const uint8_t *p, size_t len);
  * when p stands as it is, or a negative HS_E code (p malformed: the reader
  * then rejects p itself; or out of memory). *nresolved counts the entries
  * looked up. */
-int hs_syms_rewrite(hs_syms *s, const hs_syms_stream *st, const uint8_t *p, size_t len,
-                    uint8_t **out, size_t *outlen, uint64_t *nresolved);
+int hs_syms_rewrite(hs_syms *s, hs_syms_stream *st, const uint8_t *p, size_t len, uint8_t **out,
+                    size_t *outlen, uint64_t *nresolved);
+
+/* Forgets what s knows of build bid, a file found or not: the next lookup
+ * looks for its file again (one has just been added). */
+void hs_syms_forget(hs_syms *s, const uint8_t *bid, size_t blen);
+
+/* The path of build bid's file among those added to the database at
+ * db_path: "DB.symbols/.build-id/xx/yyyy.debug" (hs_syms_store_dir). 0 or
+ * HS_ETOOBIG. */
+int hs_syms_store_file(char *out, size_t len, const char *db_path, const uint8_t *bid, size_t blen);
 
 /* Synthetic pcs of inlined frames: HS_INL_PC_TAG | k << 48 | pc (k = 0 the
  * innermost), below Python's tag and above every user-space address. */

@@ -32,8 +32,17 @@
 
 typedef struct hs_symd hs_symd;
 
+struct hs_symd_item;
+
 typedef struct hs_symd_conn {
     hs_syms_stream stream; /* the thread's only */
+    int can_upload;        /* set by the loop before its first job: HELLO had HS_HELLO_SYMDATA */
+    /* the thread's: its jobs held while it sends builds it was asked for */
+    struct hs_symd_item *parked, *parked_tail;
+    struct hs_symd_conn *next_parked;
+    uint64_t conn_id;
+    uint64_t parked_until_ns;
+    unsigned waiting; /* builds asked for whose upload has not ended */
 } hs_symd_conn;
 
 int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const char *db_path);
@@ -42,6 +51,52 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
 void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j);
 /* 1 if j must go through the thread (it has MAPPINGS or SYMBOLS). */
 int hs_symd_wants(const hs_wjob *j);
+/* ---- builds collectors send (docs/protocol.md, SYMREQ and SYMDATA) ----
+ *
+ * When a SYMBOLS frame of a connection that can upload names a build no
+ * file is found for, the thread asks the loop to request it (an "ask"; one
+ * per build in HS_SYMD_ASK_TTL_S, whichever connection). The loop checks
+ * each piece that comes back against what it asked for and queues it here
+ * with hs_symd_upload; the thread writes the pieces to a file beside the
+ * database's added debug files (hs_syms_store_file, with a ".part" suffix
+ * while it grows), checks the whole file's build id, renames it in place
+ * and forgets that the build was missing: the connection's later SYMBOLS
+ * frames, and every later run of the build, are named from it (then from
+ * symbol_cache). A file whose build id is not the one asked for, or a piece
+ * that does not decode, is deleted and the connection closed (an ask with
+ * close_why set).
+ * The job that found the build missing, and the connection's jobs after
+ * it, wait in the thread (not the other connections' jobs) until the
+ * upload ends or HS_SYMD_WAIT_MS passes, then are named with what there is:
+ * a run whose collector sends its build promptly is named whole, the first
+ * one included. Its ACKs wait with them (TCP and the collector's buffer
+ * hold it back meanwhile). A SYNC job ends every wait. */
+#define HS_SYMD_ASK_TTL_S 30
+/* How long a connection's jobs wait for the builds it was asked for (their
+ * frames are named from them), from the ask; then they go on, unnamed. */
+#define HS_SYMD_WAIT_MS     1000
+#define HS_SYMD_UPLOADS_MAX 16 /* files being received at once */
+
+typedef struct hs_symd_ask {
+    uint64_t conn_id;
+    uint8_t bid[HS_BUILD_ID_MAX];
+    uint32_t blen;
+    char close_why[200]; /* not empty: close the connection, saying this */
+} hs_symd_ask;
+
+/* fn(data) is called, from the thread, when asks are waiting. Before the
+ * first job. */
+void hs_symd_set_notify(hs_symd *d, void (*fn)(void *data), void *data);
+/* Moves up to max waiting asks into out; returns how many. */
+size_t hs_symd_take_asks(hs_symd *d, hs_symd_ask *out, size_t max);
+/* Queues a SYMDATA piece (checked by the caller: asked for, in order, in
+ * bounds) of connection conn_id; copies it. 0 or HS_ENOMEM. */
+int hs_symd_upload(hs_symd *d, uint64_t conn_id, const hs_symdata *sd);
+/* The connection is gone: its files not yet whole are deleted. */
+void hs_symd_upload_abort(hs_symd *d, uint64_t conn_id);
+/* Bytes of pieces queued and not yet written. */
+size_t hs_symd_upload_queued(hs_symd *d);
+
 /* Finishes the queued jobs, ends the thread, logs its figures, frees d. */
 void hs_symd_stop(hs_symd *d);
 

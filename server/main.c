@@ -58,6 +58,7 @@ static void usage(FILE *f)
         "                       may be given several times\n"
         "  --no-local-symbols   never read the files collectors name, nor /usr/lib/debug:\n"
         "                       only --symbol-path (a server for other machines)\n"
+        "  --no-symbol-uploads  never ask collectors for the files of builds it lacks\n"
         "  --help               this text\n",
         HS_DEFAULT_PORT);
 }
@@ -121,8 +122,12 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         }
-        if (!strcmp(a, "--no-local-symbols")) { /* the one option without a value */
+        if (!strcmp(a, "--no-local-symbols")) { /* the options without a value */
             cfg.no_local_symbols = 1;
+            continue;
+        }
+        if (!strcmp(a, "--no-symbol-uploads")) {
+            cfg.no_symbol_uploads = 1;
             continue;
         }
         if (strncmp(a, "--", 2) != 0) {

@@ -35,6 +35,21 @@ enum phase {
 typedef struct hs_conn hs_conn;
 typedef struct server server;
 
+/* Symbol uploads (docs/protocol.md, SYMREQ and SYMDATA): builds one
+ * connection may have been asked for at once, and the most it may send. */
+#define SYMUP_SLOTS     4
+#define SYMUP_BUILD_MAX (512ull << 20) /* bytes of one build's file */
+#define SYMUP_CONN_MAX  (1ull << 30)   /* bytes of SYMDATA pieces a connection sends */
+#define SYMUP_QUEUE_MAX (64u << 20)    /* pieces waiting for the symbolizer thread */
+
+typedef struct symup_slot {
+    uint8_t bid[HS_BUILD_ID_MAX];
+    uint32_t blen;  /* 0: free */
+    uint64_t total; /* 0 until the first piece */
+    uint64_t got;   /* bytes (uncompressed) of the pieces read */
+    int dropped;    /* over SYMUP_QUEUE_MAX: the rest is read and dropped */
+} symup_slot;
+
 struct hs_conn {
     server *srv;
     hs_conn *prev, *next;
@@ -66,6 +81,8 @@ struct hs_conn {
      * the thread never touches a connection after it hands a job on, so the
      * connection may be freed as soon as its DETACH comes back. */
     unsigned sym_pending;
+    symup_slot up[SYMUP_SLOTS]; /* builds asked for (SYMREQ) and not yet whole */
+    uint64_t up_bytes;          /* SYMDATA bytes read */
     char peer[64];
 };
 
@@ -91,7 +108,10 @@ struct server {
     uv_timer_t timeouts; /* the HELLO and frame timeouts */
     uv_check_t tick;     /* counts loop iterations (iter) */
     uint64_t iter;
-    size_t preauth_bytes; /* sum of in_cap over connections with preauth set */
+    size_t preauth_bytes;  /* sum of in_cap over connections with preauth set */
+    uv_async_t symd_async; /* the symbolizer thread has asks (hs_symd_take_asks) */
+    size_t nslots;         /* symup slots in use, all connections */
+    uint64_t symreqs;      /* SYMREQ frames sent */
 };
 
 typedef struct out_msg {
@@ -128,6 +148,11 @@ static void conn_unlink_free(hs_conn *c)
     if (c->refusing) s->nrefusing--;
     conn_preauth_end(c);
     assert(c->sym_pending == 0);
+    for (int i = 0; i < SYMUP_SLOTS; i++) {
+        if (!c->up[i].blen) continue;
+        assert(s->nslots > 0);
+        s->nslots--;
+    }
     hs_syms_stream_free(&c->sym.stream);
     free(c->in);
     free(c);
@@ -167,6 +192,9 @@ static void on_tcp_closed(uv_handle_t *h)
     free(h);
     if (!c) return;
     c->tcp = NULL;
+    /* no piece will come: its files not yet whole go, its jobs that wait
+     * for them go on */
+    if (c->sym.can_upload && c->srv->symd) hs_symd_upload_abort(c->srv->symd, c->id);
     if (c->phase <= P_HELLO && !c->inflight)
         conn_unlink_free(c);
     else
@@ -246,6 +274,153 @@ static void conn_send(hs_conn *c, uint8_t type, uint64_t seq, const char *reason
         return;
     }
     c->writes++;
+}
+
+/* ---- symbol uploads ---------------------------------------------------- */
+
+static int conn_uploading(const hs_conn *c)
+{
+    for (int i = 0; i < SYMUP_SLOTS; i++)
+        if (c->up[i].blen) return 1;
+    return 0;
+}
+
+static symup_slot *slot_find(hs_conn *c, const uint8_t *bid, uint32_t blen)
+{
+    for (int i = 0; i < SYMUP_SLOTS; i++)
+        if (c->up[i].blen == blen && !memcmp(c->up[i].bid, bid, blen)) return &c->up[i];
+    return NULL;
+}
+
+/* An upload is over (whole, declined or dropped). After the ACK of BYE,
+ * the last one ends the connection. */
+static void slot_free(hs_conn *c, symup_slot *u)
+{
+    assert(u->blen && c->srv->nslots > 0);
+    memset(u, 0, sizeof *u);
+    c->srv->nslots--;
+    if (c->bye_seq && c->acked >= c->bye_seq && !conn_uploading(c)) conn_close(c, NULL);
+}
+
+static void hex_of(char *out, const uint8_t *bid, uint32_t blen)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (uint32_t i = 0; i < blen; i++) {
+        out[2 * i] = hx[bid[i] >> 4];
+        out[2 * i + 1] = hx[bid[i] & 15];
+    }
+    out[2 * blen] = 0;
+}
+
+/* Asks c for build bid: a SYMREQ, and a slot to check its pieces against. */
+static void conn_ask(hs_conn *c, const uint8_t *bid, uint32_t blen)
+{
+    server *s = c->srv;
+    if (slot_find(c, bid, blen) || s->nslots >= HS_SYMD_UPLOADS_MAX) return;
+    symup_slot *u = NULL;
+    for (int i = 0; i < SYMUP_SLOTS && !u; i++)
+        if (!c->up[i].blen) u = &c->up[i];
+    if (!u) return;
+    out_msg *m = malloc(sizeof *m);
+    if (!m) return;
+    m->conn = c;
+    m->close_after = 0;
+    hs_wr wr;
+    hs_wr_init(&wr, m->buf, sizeof m->buf);
+    size_t pos = hs_frame_begin(&wr, HS_FRAME_SYMREQ);
+    hs_symreq_encode(&wr, bid, blen);
+    hs_frame_end(&wr, pos);
+    uv_buf_t b = uv_buf_init((char *)m->buf, (unsigned)hs_wr_len(&wr));
+    m->req.data = m;
+    if (uv_write(&m->req, (uv_stream_t *)c->tcp, &b, 1, on_written)) {
+        free(m);
+        return;
+    }
+    c->writes++;
+    memcpy(u->bid, bid, blen);
+    u->blen = blen;
+    s->nslots++;
+    s->symreqs++;
+    char hex[2 * HS_BUILD_ID_MAX + 1];
+    hex_of(hex, bid, blen);
+    hs_log("collector %s (conn %" PRIu64 "): asked for build %s (no file of it here)", c->peer,
+           c->id, hex);
+}
+
+static void on_symd_async(uv_async_t *a)
+{
+    server *s = a->data;
+    hs_symd_ask asks[16];
+    size_t n;
+    while (s->symd && (n = hs_symd_take_asks(s->symd, asks, HS_COUNTOF(asks))) > 0) {
+        for (size_t i = 0; i < n; i++) {
+            hs_conn *c = s->conns;
+            while (c && c->id != asks[i].conn_id) c = c->next;
+            if (!c || c->closing || !c->tcp || c->phase != P_STREAM) continue;
+            if (asks[i].close_why[0])
+                conn_close(c, "%s", asks[i].close_why);
+            else if (c->sym.can_upload && !(c->bye_seq && c->acked >= c->bye_seq))
+                conn_ask(c, asks[i].bid, asks[i].blen);
+        }
+    }
+}
+
+static void symd_notify(void *data)
+{
+    server *s = data;
+    uv_async_send(&s->symd_async);
+}
+
+/* A SYMDATA frame: checked against what c was asked for and the bounds,
+ * then queued for the symbolizer thread, which writes the file. 0, or -1
+ * with c closed. */
+static int symdata_frame(hs_conn *c, const hs_frame *f)
+{
+    server *s = c->srv;
+    hs_symdata sd;
+    int rc = hs_symdata_decode(&sd, f->payload, f->len);
+    symup_slot *u = rc ? NULL : slot_find(c, sd.bid, sd.blen);
+    if (rc) {
+        conn_close(c, "malformed SYMDATA: %s", hs_strerror(rc));
+        return -1;
+    }
+    if (!u) {
+        conn_close(c, "SYMDATA for a build it was not asked for");
+        return -1;
+    }
+    if ((c->up_bytes += f->len) > SYMUP_CONN_MAX) {
+        conn_close(c, "SYMDATA: over the %llu bytes a connection may send",
+                   (unsigned long long)SYMUP_CONN_MAX);
+        return -1;
+    }
+    if (sd.total == 0) { /* declined, or given up */
+        hs_symd_upload(s->symd, c->id, &sd);
+        slot_free(c, u);
+        return 0;
+    }
+    if (sd.total > SYMUP_BUILD_MAX) {
+        conn_close(c, "SYMDATA: a file of %llu bytes, over the %llu a build may send",
+                   (unsigned long long)sd.total, (unsigned long long)SYMUP_BUILD_MAX);
+        return -1;
+    }
+    if (sd.offset != u->got || (u->total && sd.total != u->total)) {
+        conn_close(c, "SYMDATA out of order: a piece at %llu of %llu bytes after %llu of %llu",
+                   (unsigned long long)sd.offset, (unsigned long long)sd.total,
+                   (unsigned long long)u->got, (unsigned long long)u->total);
+        return -1;
+    }
+    u->total = sd.total;
+    u->got += sd.size;
+    if (!u->dropped && hs_symd_upload_queued(s->symd) + sd.data.len > SYMUP_QUEUE_MAX) {
+        hs_log("collector %s (conn %" PRIu64 "): a symbol upload dropped: %u bytes wait for the "
+               "symbolizer thread already",
+               c->peer, c->id, SYMUP_QUEUE_MAX);
+        u->dropped = 1;
+        hs_symd_upload_abort(s->symd, c->id);
+    }
+    if (!u->dropped && hs_symd_upload(s->symd, c->id, &sd)) u->dropped = 1;
+    if (u->got == u->total) slot_free(c, u);
+    return 0;
 }
 
 static void conn_refuse(hs_conn *c, const char *reason)
@@ -393,6 +568,8 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
         return -1;
     }
     c->seq = s->hello.first_seq;
+    c->sym.can_upload =
+        s->symd && !s->cfg->no_symbol_uploads && (s->hello.flags & HS_HELLO_SYMDATA);
     c->phase = P_WAIT_HELLO;
     j->charged = f->len;
     c->inflight += j->charged;
@@ -458,6 +635,10 @@ static void conn_parse(hs_conn *c)
         off += (size_t)n;
         if (c->phase == P_HELLO) {
             if (hello_frame(c, &f)) break;
+            continue;
+        }
+        if (f.type == HS_FRAME_SYMDATA) { /* no sequence number; may follow BYE */
+            if (symdata_frame(c, &f)) break;
             continue;
         }
         if (f.type == HS_FRAME_HELLO || f.type < HS_FRAME_MAPPINGS || f.type > HS_FRAME_BYE) {
@@ -542,8 +723,9 @@ static void job_done(server *s, hs_wjob *j)
         }
         if (j->next_seq > c->acked) {
             c->acked = j->next_seq;
-            /* The ACK covering BYE is the last word: close after it. */
-            int last = c->bye_seq && j->next_seq >= c->bye_seq;
+            /* The ACK covering BYE is the last word: close after it (or
+             * after the symbol uploads asked for, slot_free). */
+            int last = c->bye_seq && j->next_seq >= c->bye_seq && !conn_uploading(c);
             conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, last);
         } else if (c->bye_seq && c->acked >= c->bye_seq) {
             /* A resend of frames stored before, BYE included (a resumed
@@ -583,6 +765,10 @@ static void job_done(server *s, hs_wjob *j)
 static void on_async(uv_async_t *a)
 {
     server *s = a->data;
+    /* asks first: a SYMREQ goes out before the ACK of the frames that
+     * caused it, so a collector that sees its BYE acknowledged has seen
+     * every request of its run */
+    on_symd_async(&s->symd_async);
     hs_wjob *j = hs_writer_take_done(s->writer);
     while (j) {
         hs_wjob *n = j->next;
@@ -809,6 +995,7 @@ static void stop_finish(server *s)
     uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
     uv_close((uv_handle_t *)&s->tick, on_closed_noop);
     uv_close((uv_handle_t *)&s->async, on_closed_noop);
+    uv_close((uv_handle_t *)&s->symd_async, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigint, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigterm, on_closed_noop);
 }
@@ -919,8 +1106,12 @@ int hs_server_run(const hs_server_config *cfg)
     for (int i = 0; i < cfg->nsymbol_paths && np < (int)HS_COUNTOF(paths); i++)
         paths[np++] = cfg->symbol_paths[i];
     hs_syms_config sycfg = {.paths = paths, .npaths = np, .no_local = cfg->no_local_symbols};
+    uv_async_init(&s->loop, &s->symd_async, on_symd_async);
+    s->symd_async.data = s;
     if (hs_symd_start(&s->symd, &sycfg, s->writer, cfg->db_path))
         hs_log("cannot start the symbolizer thread: frames are stored as collectors name them");
+    else
+        hs_symd_set_notify(s->symd, symd_notify, s);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
     s->sigint.data = s->sigterm.data = s;
@@ -932,6 +1123,8 @@ int hs_server_run(const hs_server_config *cfg)
     hs_spawn_say_ready(cfg->ready_fd, port);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     hs_symd_stop(s->symd); /* idle: SYNC came through it */
+    s->symd = NULL;
+    if (s->symreqs) hs_log("symbols: %" PRIu64 " builds asked of collectors", s->symreqs);
     hs_writer_join(s->writer);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     for (hs_conn *c = s->conns; c; c = c->next)

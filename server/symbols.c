@@ -586,6 +586,26 @@ int hs_syms_store_dir(char *out, size_t len, const char *db_path)
     return n > 0 && (size_t)n < len ? 0 : HS_ETOOBIG;
 }
 
+int hs_syms_store_file(char *out, size_t len, const char *db_path, const uint8_t *bid, size_t blen)
+{
+    char hex[2 * HS_BUILD_ID_MAX + 2];
+    if (!blen || blen > HS_BUILD_ID_MAX) return HS_EINVAL;
+    bid_hex(hex, bid, blen);
+    int n = snprintf(out, len, "%s.symbols/.build-id/%s.debug", db_path, hex);
+    return n > 0 && (size_t)n < len ? 0 : HS_ETOOBIG;
+}
+
+void hs_syms_forget(hs_syms *s, const uint8_t *bid, size_t blen)
+{
+    for (build **pp = &s->builds; *pp; pp = &(*pp)->next) {
+        build *b = *pp;
+        if (b->blen != blen || !blen || memcmp(b->bid, bid, blen)) continue;
+        *pp = b->next;
+        build_free(b);
+        return;
+    }
+}
+
 /* ---- streams ----------------------------------------------------------- */
 
 void hs_syms_stream_free(hs_syms_stream *st)
@@ -618,6 +638,7 @@ void hs_syms_stream_mappings(hs_syms_stream *st, const uint8_t *p, size_t len)
         hs_syms_module *d = &next.mods[next.n];
         if (!(d->path = strndup(m.path.ptr ? m.path.ptr : "", m.path.len))) break;
         d->blen = m.build_id_len;
+        d->missed = 0;
         if (m.build_id_len) memcpy(d->bid, m.build_id, m.build_id_len);
         next.n++;
     }
@@ -629,7 +650,7 @@ void hs_syms_stream_mappings(hs_syms_stream *st, const uint8_t *p, size_t len)
     *st = next;
 }
 
-static const hs_syms_module *stream_module(const hs_syms_stream *st, hs_str path)
+static hs_syms_module *stream_module(hs_syms_stream *st, hs_str path)
 {
     for (size_t i = 0; i < st->n; i++)
         if (strlen(st->mods[i].path) == path.len && !memcmp(st->mods[i].path, path.ptr, path.len))
@@ -639,8 +660,8 @@ static const hs_syms_module *stream_module(const hs_syms_stream *st, hs_str path
 
 /* One pass of hs_syms_rewrite into a buffer of cap bytes: 1, 0, HS_ETOOBIG
  * (the buffer is too small) or another error. */
-static int rewrite_pass(hs_syms *s, const hs_syms_stream *st, const uint8_t *p, size_t len,
-                        uint8_t *buf, size_t cap, size_t *outlen, uint64_t *nresolved)
+static int rewrite_pass(hs_syms *s, hs_syms_stream *st, const uint8_t *p, size_t len, uint8_t *buf,
+                        size_t cap, size_t *outlen, uint64_t *nresolved)
 {
     hs_batch_it it;
     hs_symbol sym, fr[HS_SYMS_INLINE_MAX];
@@ -651,12 +672,13 @@ static int rewrite_pass(hs_syms *s, const hs_syms_stream *st, const uint8_t *p, 
     if (rc) return rc;
     *nresolved = 0;
     while ((more = hs_symbols_next(&it, &sym)) == 1) {
-        const hs_syms_module *m = NULL;
+        hs_syms_module *m = NULL;
         int want = !sym.function.len && sym.module.len && hs_inl_pc_ok(sym.pc), n = 0;
         if (want) m = stream_module(st, sym.module);
         if (m) {
             n = hs_syms_lookup(s, m->bid, m->blen, m->path, sym.module_offset, fr,
                                HS_SYMS_INLINE_MAX);
+            if (n == 0 && m->blen) m->missed = 1;
         } else if (want && sym.module.ptr[0] == '/' && sym.module.len < sizeof path) {
             /* no MAPPINGS seen for it (a stream resumed after a server
              * restart): the file at that path, whatever its build */
@@ -683,8 +705,8 @@ static int rewrite_pass(hs_syms *s, const hs_syms_stream *st, const uint8_t *p, 
     return changed;
 }
 
-int hs_syms_rewrite(hs_syms *s, const hs_syms_stream *st, const uint8_t *p, size_t len,
-                    uint8_t **out, size_t *outlen, uint64_t *nresolved)
+int hs_syms_rewrite(hs_syms *s, hs_syms_stream *st, const uint8_t *p, size_t len, uint8_t **out,
+                    size_t *outlen, uint64_t *nresolved)
 {
     *out = NULL;
     *outlen = 0;

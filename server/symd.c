@@ -1,22 +1,48 @@
 /* hs_symd: the symbolizer thread (see hs_symd.h). */
 #include "hs_symd.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <sqlite3.h>
 
 #include "hs_error.h"
+#include "hs_lz.h"
 #include "hs_log.h"
 
-typedef struct item {
-    struct item *next;
+enum { IT_JOB, IT_UPLOAD, IT_ABORT };
+
+typedef struct hs_symd_item item;
+struct hs_symd_item {
+    item *next;
+    int kind;
     hs_symd_conn *conn;
     hs_wjob *job;
-} item;
+    uint64_t conn_id; /* IT_UPLOAD, IT_ABORT */
+    hs_symdata sd;    /* IT_UPLOAD: bid and data point into buf */
+    uint8_t buf[];
+};
+
+/* A file being received. */
+typedef struct upload {
+    uint64_t conn_id;
+    uint8_t bid[HS_BUILD_ID_MAX];
+    uint32_t blen;
+    int fd; /* -1: slot free */
+    uint64_t got, total, sent, t0_ns;
+    char part[4300], dst[4300];
+} upload;
+
+#define ASKS_MAX   256
+#define RECENT_MAX 256
+#define GONE_MAX   64
 
 struct hs_symd {
     pthread_t thread;
@@ -33,6 +59,27 @@ struct hs_symd {
     uint8_t *put;                        /* answers for the writer, the current job's */
     size_t put_len, put_cap;
     int put_failed; /* out of memory: drop this job's answers */
+    /* uploads: asks for the loop (under mu), the files being received and
+     * the builds asked for lately (the thread's) */
+    char *db_path; /* NULL: no database, nothing asked */
+    void (*notify)(void *);
+    void *notify_data;
+    hs_symd_ask asks[ASKS_MAX];
+    size_t nasks;
+    size_t queued; /* bytes of IT_UPLOAD items (under mu) */
+    upload ups[HS_SYMD_UPLOADS_MAX];
+    struct {
+        uint8_t bid[HS_BUILD_ID_MAX];
+        uint32_t blen;
+        time_t at;
+    } recent[RECENT_MAX];
+    unsigned nrecent;
+    uint64_t gone[GONE_MAX]; /* connections closed lately: never asked again */
+    unsigned ngone;
+    uint8_t *zbuf;        /* a piece decompressed */
+    hs_symd_conn *parked; /* connections whose jobs wait for uploads */
+    int no_park;          /* after SYNC: nothing waits any more */
+    uint64_t uploads_done, uploads_bytes;
 };
 
 /* ---- symbol_cache ------------------------------------------------------ */
@@ -147,8 +194,9 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* The job with its SYMBOLS frames named; j itself when nothing changed (or
- * on failure: the writer then stores the frames as they came). */
+/* The job with its SYMBOLS frames named, a new one (j is left as it is), or
+ * j itself when nothing changed (or on failure: the writer then stores the
+ * frames as they came). */
 static hs_wjob *name_frames(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
 {
     hs_wjob *nj = NULL;
@@ -190,34 +238,374 @@ static hs_wjob *name_frames(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
     if (nj) {
         nj->charged = j->charged;
         nj->via_symd = j->via_symd;
-        hs_wjob_free(j);
+    }
+    return nj ? nj : j;
+}
+
+/* ---- uploads ----------------------------------------------------------- */
+
+static void upload_ended(hs_symd *d, uint64_t conn_id, int all);
+
+static void hex_of(char *out, const uint8_t *bid, uint32_t blen)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (uint32_t i = 0; i < blen; i++) {
+        out[2 * i] = hx[bid[i] >> 4];
+        out[2 * i + 1] = hx[bid[i] & 15];
+    }
+    out[2 * blen] = 0;
+}
+
+static void push_ask(hs_symd *d, uint64_t conn_id, const uint8_t *bid, uint32_t blen,
+                     const char *close_why)
+{
+    pthread_mutex_lock(&d->mu);
+    if (d->nasks < ASKS_MAX) { /* else dropped: a later run asks again */
+        hs_symd_ask *a = &d->asks[d->nasks++];
+        memset(a, 0, sizeof *a);
+        a->conn_id = conn_id;
+        a->blen = blen;
+        if (blen) memcpy(a->bid, bid, blen);
+        if (close_why) snprintf(a->close_why, sizeof a->close_why, "%s", close_why);
+    }
+    pthread_mutex_unlock(&d->mu);
+    if (d->notify) d->notify(d->notify_data);
+}
+
+/* 1 if build bid was asked for within HS_SYMD_ASK_TTL_S; else records it. */
+static int asked_lately(hs_symd *d, const uint8_t *bid, uint32_t blen)
+{
+    time_t now = time(NULL);
+    for (unsigned i = 0; i < d->nrecent && i < RECENT_MAX; i++)
+        if (d->recent[i].blen == blen && !memcmp(d->recent[i].bid, bid, blen) &&
+            now - d->recent[i].at < HS_SYMD_ASK_TTL_S)
+            return 1;
+    unsigned k = d->nrecent++ % RECENT_MAX;
+    memcpy(d->recent[k].bid, bid, blen);
+    d->recent[k].blen = blen;
+    d->recent[k].at = now;
+    return 0;
+}
+
+/* Asks for the builds the connection's last frames found no file of. */
+static unsigned ask_missed(hs_symd *d, hs_symd_conn *c, uint64_t conn_id)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < d->ngone && i < GONE_MAX; i++)
+        if (d->gone[i] == conn_id) return 0; /* its last jobs: asking is no use */
+    for (size_t i = 0; i < c->stream.n; i++) {
+        hs_syms_module *m = &c->stream.mods[i];
+        if (!m->missed) continue;
+        m->missed = 0;
+        if (!c->can_upload || !d->db_path || asked_lately(d, m->bid, m->blen)) continue;
+        push_ask(d, conn_id, m->bid, m->blen, NULL);
+        n++;
+    }
+    return n;
+}
+
+static upload *upload_find(hs_symd *d, uint64_t conn_id, const uint8_t *bid, uint32_t blen)
+{
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) {
+        upload *u = &d->ups[i];
+        if (u->fd >= 0 && u->conn_id == conn_id && u->blen == blen && !memcmp(u->bid, bid, blen))
+            return u;
+    }
+    return NULL;
+}
+
+static void upload_drop(upload *u)
+{
+    if (u->fd < 0) return;
+    close(u->fd);
+    unlink(u->part);
+    u->fd = -1;
+}
+
+/* mkdir -p of the folder holding path. */
+static int make_dirs(const char *path)
+{
+    char p[4300];
+    snprintf(p, sizeof p, "%s", path);
+    for (char *q = p + 1; *q; q++) {
+        if (*q != '/') continue;
+        *q = 0;
+        if (mkdir(p, 0755) && errno != EEXIST) return -1;
+        *q = '/';
+    }
+    return 0;
+}
+
+static upload *upload_open(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
+{
+    upload *u = NULL;
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX && !u; i++)
+        if (d->ups[i].fd < 0) u = &d->ups[i];
+    char hex[2 * HS_BUILD_ID_MAX + 1];
+    hex_of(hex, sd->bid, sd->blen);
+    if (!u) {
+        hs_log("symbols: build %s from conn %" PRIu64 " not received: %d files are being received",
+               hex, conn_id, HS_SYMD_UPLOADS_MAX);
+        return NULL;
+    }
+    if (hs_syms_store_file(u->dst, sizeof u->dst, d->db_path, sd->bid, sd->blen) ||
+        snprintf(u->part, sizeof u->part, "%s.part%" PRIu64, u->dst, conn_id) >=
+            (int)sizeof u->part ||
+        make_dirs(u->dst) ||
+        (u->fd = open(u->part, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)) < 0) {
+        hs_log("symbols: build %s from conn %" PRIu64 " not received: cannot write %s: %s", hex,
+               conn_id, u->part, strerror(errno));
+        u->fd = -1;
+        return NULL;
+    }
+    u->conn_id = conn_id;
+    memcpy(u->bid, sd->bid, sd->blen);
+    u->blen = sd->blen;
+    u->got = u->sent = 0;
+    u->total = sd->total;
+    u->t0_ns = mono_ns();
+    return u;
+}
+
+/* The whole file is written: checked and put in place, or deleted. */
+static void upload_finish(hs_symd *d, upload *u)
+{
+    char hex[2 * HS_BUILD_ID_MAX + 1], why[200];
+    uint8_t have[HS_BUILD_ID_MAX];
+    hex_of(hex, u->bid, u->blen);
+    int fail = close(u->fd);
+    u->fd = -1;
+    int n = fail ? HS_EIO : hs_syms_file_build_id(u->part, have);
+    if (n != (int)u->blen || memcmp(have, u->bid, u->blen) || rename(u->part, u->dst)) {
+        unlink(u->part);
+        snprintf(why, sizeof why, "SYMDATA: the file sent for build %s %s", hex,
+                 n < 0    ? "is not an ELF file"
+                 : n == 0 ? "has no build id"
+                          : "carries another build id");
+        hs_log("symbols: %s (conn %" PRIu64 "); deleted", why, u->conn_id);
+        push_ask(d, u->conn_id, u->bid, u->blen, why);
+        upload_ended(d, u->conn_id, 1);
+        return;
+    }
+    hs_syms_forget(d->syms, u->bid, u->blen);
+    d->uploads_done++;
+    d->uploads_bytes += u->sent;
+    hs_log("symbols: build %s received from conn %" PRIu64 ": %" PRIu64 " bytes (%" PRIu64
+           " sent) in %.1f ms, stored as %s",
+           hex, u->conn_id, u->total, u->sent, (double)(mono_ns() - u->t0_ns) / 1e6, u->dst);
+    upload_ended(d, u->conn_id, 0);
+}
+
+static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
+{
+    upload *u = upload_find(d, conn_id, sd->bid, sd->blen);
+    if (u && (sd->total == 0 || sd->offset == 0)) upload_drop(u);
+    if (sd->total == 0) {
+        char hex[2 * HS_BUILD_ID_MAX + 1];
+        hex_of(hex, sd->bid, sd->blen);
+        hs_log("symbols: conn %" PRIu64 " does not send build %s (no such file there, or "
+               "its bound reached)",
+               conn_id, hex);
+        upload_ended(d, conn_id, 0);
+        return;
+    }
+    if (sd->offset == 0 && !(u = upload_open(d, conn_id, sd))) upload_ended(d, conn_id, 0);
+    if (!u || u->got != sd->offset) return; /* after a failure: the rest is dropped */
+    const uint8_t *data = (const uint8_t *)sd->data.ptr;
+    if (sd->method == HS_SYMDATA_LZ) {
+        if (!d->zbuf && !(d->zbuf = malloc(HS_SYMDATA_PIECE))) {
+            upload_drop(u);
+            upload_ended(d, conn_id, 0);
+            return;
+        }
+        if (hs_lz_decompress(d->zbuf, sd->size, data, sd->data.len)) {
+            upload_drop(u);
+            push_ask(d, conn_id, sd->bid, sd->blen, "SYMDATA: a piece that does not decompress");
+            upload_ended(d, conn_id, 1);
+            return;
+        }
+        data = d->zbuf;
+    }
+    if (pwrite(u->fd, data, sd->size, (off_t)sd->offset) != (ssize_t)sd->size) {
+        hs_log("symbols: cannot write %s: %s", u->part, strerror(errno));
+        upload_drop(u);
+        upload_ended(d, conn_id, 0);
+        return;
+    }
+    u->got += sd->size;
+    u->sent += sd->data.len;
+    if (u->got == u->total) upload_finish(d, u);
+}
+
+/* The connection is gone: its files not yet whole are deleted, and its
+ * last jobs ask for nothing. (A build it left half sent is asked of another
+ * connection only HS_SYMD_ASK_TTL_S after: one too big for the processes
+ * that name it to send before they end costs one of them in that time,
+ * not each.) */
+static void upload_abort(hs_symd *d, uint64_t conn_id)
+{
+    d->gone[d->ngone++ % GONE_MAX] = conn_id;
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++)
+        if (d->ups[i].fd >= 0 && d->ups[i].conn_id == conn_id) upload_drop(&d->ups[i]);
+    upload_ended(d, conn_id, 1);
+}
+
+/* ---- jobs that wait for uploads ------------------------------------------ */
+
+static void item_free(hs_symd *d, item *it)
+{
+    if (it->kind == IT_UPLOAD) {
+        pthread_mutex_lock(&d->mu);
+        d->queued -= it->sd.data.len;
+        pthread_mutex_unlock(&d->mu);
+    }
+    free(it);
+}
+
+static void submit(hs_symd *d, hs_wjob *j)
+{
+    /* what was read from files, for symbol_cache (lost if this fails) */
+    if (d->put_len && !d->put_failed)
+        hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, d->put, d->put_len);
+    d->put_len = 0;
+    d->put_failed = 0;
+    hs_writer_submit(d->writer, j);
+}
+
+static void park_append(hs_symd_conn *c, item *it)
+{
+    it->next = NULL;
+    if (c->parked_tail)
+        c->parked_tail->next = it;
+    else
+        c->parked = it;
+    c->parked_tail = it;
+}
+
+static void process_job(hs_symd *d, item *it);
+
+/* Lets c's jobs go on, in order (one of them may stop them again, for
+ * another build). */
+static void unpark(hs_symd *d, hs_symd_conn *c)
+{
+    for (hs_symd_conn **pp = &d->parked; *pp; pp = &(*pp)->next_parked)
+        if (*pp == c) {
+            *pp = c->next_parked;
+            break;
+        }
+    item *list = c->parked;
+    c->parked = c->parked_tail = NULL;
+    c->next_parked = NULL;
+    c->waiting = 0;
+    while (list) {
+        item *n = list->next;
+        process_job(d, list);
+        list = n;
+    }
+}
+
+/* An upload of connection conn_id ended: whole, declined, given up; all:
+ * the connection is gone, or misbehaved. */
+static void upload_ended(hs_symd *d, uint64_t conn_id, int all)
+{
+    for (hs_symd_conn *c = d->parked; c; c = c->next_parked) {
+        if (c->conn_id != conn_id) continue;
+        if (all || c->waiting <= 1)
+            unpark(d, c);
+        else
+            c->waiting--;
+        return;
+    }
+}
+
+/* Lets go the connections whose wait is over (all: every one); returns
+ * the earliest end of a wait left, 0 if none. */
+static uint64_t unpark_due(hs_symd *d, int all)
+{
+    for (;;) {
+        uint64_t now = mono_ns();
+        hs_symd_conn *c = d->parked;
+        while (c && !all && c->parked_until_ns > now) c = c->next_parked;
+        if (!c) break;
+        unpark(d, c);
+    }
+    uint64_t next = 0;
+    for (hs_symd_conn *c = d->parked; c; c = c->next_parked)
+        if (!next || c->parked_until_ns < next) next = c->parked_until_ns;
+    return next;
+}
+
+/* Names a job's frames and passes it on, or holds it (and the connection's
+ * later jobs) while the builds it asked for come. */
+static void process_job(hs_symd *d, item *it)
+{
+    hs_wjob *j = it->job;
+    hs_symd_conn *c = it->conn;
+    if (c && c->parked) {
+        park_append(c, it);
+        return;
+    }
+    if (c && hs_symd_wants(j)) {
+        hs_wjob *nj = name_frames(d, c, j);
+        unsigned asked = ask_missed(d, c, j->conn_id);
+        if (asked && !d->no_park) {
+            if (nj != j) hs_wjob_free(nj); /* named again when it goes on */
+            c->conn_id = j->conn_id;
+            c->waiting = asked;
+            c->parked_until_ns = mono_ns() + HS_SYMD_WAIT_MS * 1000000ull;
+            c->next_parked = d->parked;
+            d->parked = c;
+            park_append(c, it);
+            return;
+        }
+        if (nj != j) hs_wjob_free(j);
         j = nj;
     }
-    return j;
+    if (!c && !d->no_park) { /* SYNC: the server stops; nothing waits any more */
+        d->no_park = 1;
+        unpark_due(d, 1);
+    }
+    submit(d, j); /* no touch of c after this */
+    item_free(d, it);
 }
 
 static void *symd_main(void *arg)
 {
     hs_symd *d = arg;
+    uint64_t next_due = 0;
     for (;;) {
         pthread_mutex_lock(&d->mu);
-        while (!d->head && !d->stop) pthread_cond_wait(&d->cv, &d->mu);
+        while (!d->head && !d->stop) {
+            if (!next_due) {
+                pthread_cond_wait(&d->cv, &d->mu);
+                continue;
+            }
+            struct timespec ts = {(time_t)(next_due / 1000000000ull),
+                                  (long)(next_due % 1000000000ull)};
+            if (pthread_cond_timedwait(&d->cv, &d->mu, &ts) == ETIMEDOUT) break;
+        }
         item *it = d->head;
         if (it) {
             d->head = it->next;
             if (!d->head) d->tail = NULL;
         }
+        int stop = d->stop;
         pthread_mutex_unlock(&d->mu);
-        if (!it) break; /* stopping, and nothing left */
-        hs_wjob *j = it->job;
-        if (it->conn && hs_symd_wants(j)) j = name_frames(d, it->conn, j);
-        /* what was read from files, for symbol_cache (lost if this fails) */
-        if (d->put_len && !d->put_failed)
-            hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, d->put, d->put_len);
-        d->put_len = 0;
-        d->put_failed = 0;
-        hs_writer_submit(d->writer, j); /* no touch of it->conn after this */
-        free(it);
+        if (!it && stop) { /* stopping, and nothing left */
+            d->no_park = 1;
+            unpark_due(d, 1);
+            break;
+        }
+        if (it && it->kind != IT_JOB) {
+            if (it->kind == IT_UPLOAD)
+                upload_piece(d, it->conn_id, &it->sd);
+            else
+                upload_abort(d, it->conn_id);
+            item_free(d, it);
+        } else if (it) {
+            process_job(d, it);
+        }
+        next_due = unpark_due(d, 0);
     }
     return NULL;
 }
@@ -232,13 +620,24 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
         return rc;
     }
     d->writer = w;
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) d->ups[i].fd = -1;
+    if (db_path && !(d->db_path = strdup(db_path))) {
+        hs_syms_free(d->syms);
+        free(d);
+        return HS_ENOMEM;
+    }
     cache_open(d, db_path);
     pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->cv, NULL);
+    pthread_condattr_t ca; /* waits end on CLOCK_MONOTONIC, as mono_ns */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&d->cv, &ca);
+    pthread_condattr_destroy(&ca);
     if (pthread_create(&d->thread, NULL, symd_main, d)) {
         sqlite3_finalize(d->get);
         sqlite3_close(d->db);
         hs_syms_free(d->syms);
+        free(d->db_path);
         pthread_mutex_destroy(&d->mu);
         pthread_cond_destroy(&d->cv);
         free(d);
@@ -248,6 +647,69 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
     return 0;
 }
 
+static void enqueue(hs_symd *d, item *it)
+{
+    it->next = NULL;
+    pthread_mutex_lock(&d->mu);
+    if (it->kind == IT_UPLOAD) d->queued += it->sd.data.len;
+    if (d->tail)
+        d->tail->next = it;
+    else
+        d->head = it;
+    d->tail = it;
+    pthread_cond_signal(&d->cv);
+    pthread_mutex_unlock(&d->mu);
+}
+
+void hs_symd_set_notify(hs_symd *d, void (*fn)(void *data), void *data)
+{
+    d->notify = fn;
+    d->notify_data = data;
+}
+
+size_t hs_symd_take_asks(hs_symd *d, hs_symd_ask *out, size_t max)
+{
+    pthread_mutex_lock(&d->mu);
+    size_t n = d->nasks < max ? d->nasks : max;
+    memcpy(out, d->asks, n * sizeof *out);
+    memmove(d->asks, d->asks + n, (d->nasks - n) * sizeof *out);
+    d->nasks -= n;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+int hs_symd_upload(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
+{
+    item *it = calloc(1, sizeof *it + sd->blen + sd->data.len);
+    if (!it) return HS_ENOMEM;
+    it->kind = IT_UPLOAD;
+    it->conn_id = conn_id;
+    it->sd = *sd;
+    memcpy(it->buf, sd->bid, sd->blen);
+    if (sd->data.len) memcpy(it->buf + sd->blen, sd->data.ptr, sd->data.len);
+    it->sd.bid = it->buf;
+    it->sd.data.ptr = (const char *)it->buf + sd->blen;
+    enqueue(d, it);
+    return 0;
+}
+
+void hs_symd_upload_abort(hs_symd *d, uint64_t conn_id)
+{
+    item *it = calloc(1, sizeof *it);
+    if (!it) return; /* its .part files stay until the server stops */
+    it->kind = IT_ABORT;
+    it->conn_id = conn_id;
+    enqueue(d, it);
+}
+
+size_t hs_symd_upload_queued(hs_symd *d)
+{
+    pthread_mutex_lock(&d->mu);
+    size_t n = d->queued;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
 void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
 {
     item *it = malloc(sizeof *it);
@@ -255,6 +717,7 @@ void hs_symd_submit(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
         hs_writer_submit(d->writer, j);
         return;
     }
+    it->kind = IT_JOB;
     it->next = NULL;
     it->conn = c;
     it->job = j;
@@ -286,6 +749,12 @@ void hs_symd_stop(hs_symd *d)
                " by the database)",
                d->entries, d->resolved_ns / 1000000, st.builds_opened, st.builds_missing, hits,
                st.lookups, st.cache_hits);
+    if (d->uploads_done)
+        hs_log("symbols: %" PRIu64 " builds received from collectors (%" PRIu64 " bytes sent)",
+               d->uploads_done, d->uploads_bytes);
+    for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) upload_drop(&d->ups[i]);
+    free(d->zbuf);
+    free(d->db_path);
     sqlite3_finalize(d->get);
     sqlite3_close(d->db);
     for (size_t i = 0; i < HS_COUNTOF(d->names); i++) free(d->names[i]);

@@ -1,11 +1,12 @@
 /* Fuzzes the stream decoder (common/hs_proto) the way a reader uses it:
  * header, then frames split off one by one, each decoded to its last entry.
- * Nothing may read out of bounds, loop forever or trip a sanitizer, whatever
- * the bytes. */
+ * SYMDATA pieces are decompressed too. Nothing may read out of bounds, loop
+ * forever or trip a sanitizer, whatever the bytes. */
 #include <string.h>
 
 #include "fuzz.h"
 #include "hs_error.h"
+#include "hs_lz.h"
 #include "hs_proto.h"
 
 static void decode_frame(const hs_frame *f)
@@ -78,6 +79,19 @@ static void decode_frame(const hs_frame *f)
     case HS_FRAME_REFUSE: {
         hs_str s;
         hs_refuse_decode(&s, f->payload, f->len);
+        break;
+    }
+    case HS_FRAME_SYMREQ: {
+        const uint8_t *bid;
+        uint32_t blen;
+        hs_symreq_decode(&bid, &blen, f->payload, f->len);
+        break;
+    }
+    case HS_FRAME_SYMDATA: { /* as the server's symbolizer thread reads a piece */
+        static uint8_t piece[HS_SYMDATA_PIECE];
+        hs_symdata d;
+        if (hs_symdata_decode(&d, f->payload, f->len) == 0 && d.method == HS_SYMDATA_LZ)
+            hs_lz_decompress(piece, d.size, (const uint8_t *)d.data.ptr, d.data.len);
         break;
     }
     }
