@@ -3,35 +3,37 @@
 -- kinds 32 to 43), whatever its sampling rate. Bytes are the allocator's
 -- usable sizes of the blocks (malloc_usable_size), not the requested sizes.
 --
--- When a run has them (exact_flags & 256), runs.peak_bytes, peak_t_ns,
--- live_bytes, live_count, total_alloc_bytes and total_alloc_count hold the
--- exact figures, the peak snapshot (snapshots kind 2) is the sites' state at
--- the exact peak's moment, and est_peak_* keep the peak of the sampled
--- series. Only the breakdown by site stays estimated. Runs sampled at every
--- allocation keep their sampled figures (exact in requested bytes), as do
--- runs whose samples see objects the totals leave out (a Python program's
--- small objects): those have exact_flags without 256.
+-- When a run has them in its figures (run_exact.flags & 256), runs.peak_bytes,
+-- peak_t_ns, live_bytes, live_count, total_alloc_bytes and total_alloc_count
+-- hold the exact figures, and the peak snapshot (snapshots kind 2) is the
+-- sites' state at the exact peak's moment. Only the breakdown by site stays
+-- estimated. Runs sampled at every allocation keep their sampled figures
+-- (exact in requested bytes), as do runs whose samples see objects the totals
+-- leave out (a Python program's small objects): their flags lack 256.
+-- (Tables, IF NOT EXISTS: a file taken back to an older version number by
+-- hand keeps them.)
 
--- NULL: no exact figures (an older collector, or one that could not read
--- the allocator's sizes); else the collector's flags (HS_EXACT_F_*), with
--- 256 when the run's figures are the exact ones.
-ALTER TABLE runs ADD COLUMN exact_flags INTEGER;
-ALTER TABLE runs ADD COLUMN exact_allocs INTEGER;      -- allocations counted
-ALTER TABLE runs ADD COLUMN exact_frees INTEGER;       -- frees counted
-ALTER TABLE runs ADD COLUMN exact_alloc_bytes INTEGER; -- their bytes
-ALTER TABLE runs ADD COLUMN exact_free_bytes INTEGER;
-ALTER TABLE runs ADD COLUMN exact_live_bytes INTEGER;  -- live heap at the latest observation
-ALTER TABLE runs ADD COLUMN exact_peak_bytes INTEGER;  -- highest live heap, and when
-ALTER TABLE runs ADD COLUMN exact_peak_t_ns INTEGER;
-ALTER TABLE runs ADD COLUMN exact_error_bytes INTEGER; -- bound on |figure - true live heap|
-ALTER TABLE runs ADD COLUMN est_peak_bytes INTEGER;    -- the sampled series' peak, and when
-ALTER TABLE runs ADD COLUMN est_peak_t_ns INTEGER;
+-- One row per run whose collector sent exact totals (the latest observation).
+CREATE TABLE IF NOT EXISTS run_exact (
+    run         INTEGER PRIMARY KEY,
+    flags       INTEGER NOT NULL, -- HS_EXACT_F_* of the collector, | 256: in the run's figures
+    allocs      INTEGER NOT NULL, -- allocations counted
+    frees       INTEGER NOT NULL, -- frees counted
+    alloc_bytes INTEGER NOT NULL, -- their bytes
+    free_bytes  INTEGER NOT NULL,
+    live_bytes  INTEGER NOT NULL, -- live heap at the latest observation
+    peak_bytes  INTEGER NOT NULL, -- highest live heap, and when
+    peak_t_ns   INTEGER NOT NULL,
+    error_bytes INTEGER NOT NULL, -- bound on |live figure - true live heap| at any moment
+    est_peak_bytes INTEGER NOT NULL, -- the sampled series' peak, and when
+    est_peak_t_ns  INTEGER NOT NULL
+);
 
 -- The exact live heap per time bucket (runs.granularity_ns), one row per
 -- bucket with an observation or a high in it: live_bytes at the bucket's
 -- last observation (or at its high), the highest live heap within it and
 -- when, and the cumulative counts then.
-CREATE TABLE heap_exact (
+CREATE TABLE IF NOT EXISTS heap_exact (
     run        INTEGER NOT NULL,
     bucket     INTEGER NOT NULL,
     live_bytes INTEGER NOT NULL,

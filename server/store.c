@@ -101,13 +101,12 @@ static const char *const stmt_sql[ST_COUNT] = {
         "frees = excluded.frees, max_t_ns = CASE WHEN excluded.max_bytes > "
         "max_bytes THEN excluded.max_t_ns ELSE max_t_ns END, max_bytes = "
         "max(max_bytes, excluded.max_bytes)",
-    [ST_RUN_EXACT] = "UPDATE runs SET exact_flags = ?2, exact_allocs = ?3, exact_frees = ?4, "
-                     "exact_alloc_bytes = ?5, exact_free_bytes = ?6, exact_live_bytes = ?7, "
-                     "exact_peak_bytes = ?8, exact_peak_t_ns = ?9, exact_error_bytes = ?10, "
-                     "est_peak_bytes = ?11, est_peak_t_ns = ?12 WHERE id = ?1",
-    [ST_RUN_EXACT_LOAD] = "SELECT exact_flags, exact_allocs, exact_frees, exact_alloc_bytes, "
-                          "exact_free_bytes, exact_live_bytes, exact_peak_bytes, "
-                          "exact_peak_t_ns, exact_error_bytes FROM runs WHERE id = ?1",
+    [ST_RUN_EXACT] = "INSERT OR REPLACE INTO run_exact (run, flags, allocs, frees, alloc_bytes, "
+                     "free_bytes, live_bytes, peak_bytes, peak_t_ns, error_bytes, "
+                     "est_peak_bytes, est_peak_t_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                     "?10, ?11, ?12)",
+    [ST_RUN_EXACT_LOAD] = "SELECT flags, allocs, frees, alloc_bytes, free_bytes, live_bytes, "
+                          "peak_bytes, peak_t_ns, error_bytes FROM run_exact WHERE run = ?1",
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)

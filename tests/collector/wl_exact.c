@@ -4,7 +4,7 @@
  *   wl_exact MIB THREADS GROW_MS CHURN
  *
  * THREADS threads (1: the main thread alone) each grow their share of MIB
- * MiB in blocks of mixed sizes (24 B to 600 KiB), spread over GROW_MS ms,
+ * MiB in blocks of mixed sizes (24 B to 200 KB), spread over GROW_MS ms,
  * with CHURN malloc/free pairs of small blocks in between; they meet at a
  * barrier, which is the peak; then everything is freed at once and the
  * program lingers 300 ms with a small heap before it exits. It prints, on
@@ -22,7 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const size_t sizes[] = {24, 100, 700, 5000, 70000, 600000, 40, 300};
+static const size_t sizes[] = {24, 100, 700, 5000, 70000, 200000, 40, 300};
 #define NSIZES (sizeof sizes / sizeof *sizes)
 
 static size_t share, churn;
@@ -80,7 +80,7 @@ static void *grow(void *arg)
             w->frees++;
         }
         /* spread the growth over grow_ms: sleep while ahead of schedule */
-        if (++steps % 16 == 0) {
+        if (++steps % 2 == 0) {
             uint64_t due = start + (uint64_t)grow_ms * 1000000u * w->live / want;
             uint64_t t = now_ns(CLOCK_MONOTONIC);
             if (due > t) usleep((useconds_t)((due - t) / 1000));
