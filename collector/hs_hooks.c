@@ -889,8 +889,8 @@ __attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, vo
         break;
     }
     int e = errno;
+    alloc_slow(r, n); /* first: it may be what starts the collector (early_start) */
     if (r && k != K_REALLOC) exact_alloc(&hs__tls, r); /* realloc's caller counts the move */
-    alloc_slow(r, n);
     errno = e;
     return r;
 }
@@ -976,8 +976,8 @@ __attribute__((noinline, cold)) static int posix_memalign_sampled(void **out, si
 {
     int rc = real.posix_memalign(out, align, n);
     int e = errno;
-    if (rc == 0 && *out) exact_alloc(&hs__tls, *out);
     alloc_slow(rc == 0 ? *out : NULL, n);
+    if (rc == 0 && *out) exact_alloc(&hs__tls, *out);
     errno = e;
     return rc;
 }

@@ -100,7 +100,7 @@ typedef struct hs_exlog {
     double count;
 } hs_exlog;
 
-#define HS_EXLOG_MAX (1u << 16)
+#define HS_EXLOG_MAX (1u << 14) /* 512 KiB */
 
 struct hs_run {
     hs_run *next;       /* hs_store.runs */

@@ -70,13 +70,16 @@ static int write_peak(hs_store *s, hs_run *r)
     sqlite3_stmt *st = s->st[ST_SNAP_DEL_PEAK];
     sqlite3_bind_int64(st, 1, r->id);
     int rc = hs__store_step_done(s, st);
+    int64_t n = 0;
     for (uint32_t i = 0; i < r->nslots && !rc; i++) {
         const hs_slot *sl = &r->slots[i];
         int saved = sl->pk_ver == r->peak_ver;
         int64_t b = saved ? sl->pk_bytes : sl->bytes;
         int64_t c = llround(saved ? sl->pk_count : sl->count);
         if (b || c) rc = snap_row(s, r, HS_SNAP_PEAK, r->peak_bucket, sl->trace, b, c);
+        n += c;
     }
+    if (r->ex_on) r->peak_count = n; /* late events may have changed the copies */
     if (!rc) r->peak_dirty = 0;
     return rc;
 }
@@ -297,6 +300,11 @@ int hs__store_exact(hs_store *s, hs_run *r, const hs_exact *x)
         r->ex_seen = 1;
         r->ex_on = r->sample_bytes != 1 && !(x->flags & HS_EXACT_F_NO_SMALL);
         if (r->ex_on) r->peak_bytes = -1; /* the exact one replaces the sampled one */
+        if (!r->ex_on) {                  /* no events are logged from now on */
+            free(r->exlog);
+            r->exlog = NULL;
+            r->exlog_cap = 0;
+        }
     }
     if (r->ex_on && (int64_t)x->peak_bytes > r->peak_bytes) {
         r->peak_bytes = (int64_t)x->peak_bytes;
