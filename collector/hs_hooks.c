@@ -22,8 +22,9 @@
  * before the real call, so the two sides cancel whatever was requested.
  * With glibc's allocator that size is one load of the chunk header the
  * allocator itself is about to read (usable size: the chunk size less its
- * 8-byte header, 16 for an mmapped chunk, as malloc_usable_size says); with
- * another allocator it is a call to its malloc_usable_size. Bootstrap blocks
+ * 8-byte header, as malloc_usable_size says except for mmapped chunks, where
+ * it is 8 bytes more); with another allocator it is a call to its
+ * malloc_usable_size. Bootstrap blocks
  * are not counted on either side; realloc counts a free of the old block
  * and an allocation of the new one. Counting starts at init. The sender
  * thread's own blocks are not counted; blocks the collector allocates on a
@@ -288,26 +289,54 @@ static inline int exact_on(void)
     return atomic_load_explicit(&ex_mode, memory_order_relaxed) != EX_OFF;
 }
 
-/* glibc's usable size of an in-use chunk: the size field (low three bits
- * are flags) less the header, and less 8 more when IS_MMAPPED (bit 1). */
+/* glibc's chunk size less its 8-byte header: the usable size of an in-use
+ * chunk (an mmapped one's, 8 bytes more than malloc_usable_size says, which
+ * costs two instructions less on every call). The low three bits are
+ * flags. */
+static inline uint64_t glibc_size(const void *p)
+{
+    return (((const uint64_t *)p)[-1] & ~(uint64_t)7) - 8;
+}
+
+/* Only with counting on. */
 static inline uint64_t exact_size(void *p)
 {
-    if (HS_LIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_GLIBC)) {
-        uint64_t h = ((const uint64_t *)p)[-1];
-        return (h & ~(uint64_t)7) - 8 - ((h & 2) << 2);
-    }
+    if (HS_LIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_GLIBC))
+        return glibc_size(p);
     return real.usable_size(p);
+}
+
+__attribute__((noinline, cold)) static void exact_alloc_called(hs_tls *t, void *p)
+{
+    if (hs__exact_alloc(t, real.usable_size(p))) hs__exact_publish(t);
 }
 
 /* p (not NULL, not a bootstrap block) was handed out / is about to be freed. */
 static inline void exact_alloc(hs_tls *t, void *p)
 {
-    if (exact_on()) hs__exact_alloc(t, exact_size(p));
+    int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
+    if (HS_LIKELY(m == EX_GLIBC)) {
+        if (hs__exact_alloc(t, glibc_size(p))) hs__exact_publish(t);
+    } else if (m == EX_CALL) {
+        exact_alloc_called(t, p);
+    }
 }
 
 static inline void exact_free(hs_tls *t, void *p)
 {
-    if (exact_on()) hs__exact_free(t, exact_size(p));
+    if (exact_on() && hs__exact_free(t, exact_size(p))) hs__exact_publish(t);
+}
+
+/* free's counting off the glibc path: another allocator's sizes, or a
+ * publish due. Then the real free. */
+__attribute__((noinline, cold)) static void free_counted(void *p, int publish)
+{
+    hs_tls *t = &hs__tls;
+    if (publish)
+        hs__exact_publish(t);
+    else
+        exact_free(t, p);
+    real.free(p);
 }
 
 /* Chooses how sizes are read, once the real allocator is known: the chunk
@@ -733,7 +762,7 @@ out:
     return r == 1;
 }
 
-static void free_slow(void *p)
+__attribute__((noinline, cold)) static void free_slow(void *p)
 {
     if (!p || is_boot(p)) return;
     hs_tls *t = &hs__tls;
@@ -796,8 +825,8 @@ void hs__live_put_back(void *p, const hs_live *l)
 static void exact_moved(hs_tls *t, uint64_t old, void *q)
 {
     if (!exact_on()) return;
-    hs__exact_free(t, old);
-    if (q) hs__exact_alloc(t, exact_size(q));
+    if (hs__exact_free(t, old)) hs__exact_publish(t);
+    if (q && hs__exact_alloc(t, exact_size(q))) hs__exact_publish(t);
 }
 
 static void *realloc_slow(void *p, size_t n)
@@ -909,10 +938,22 @@ HS_EXPORT void *calloc(size_t n, size_t m)
     return alloc_sampled(K_CALLOC, NULL, n, m, s);
 }
 
+/* The unsampled free: the filter's load and branch, the block's size from
+ * its header and the thread's counts, and a tail call to the real free (the
+ * rare publish and other allocators' sizes in free_counted). */
 HS_EXPORT void free(void *p)
 {
     if (HS_LIKELY(!hs__liveset_maybe(p))) {
-        if (HS_LIKELY(p != NULL)) exact_free(&hs__tls, p);
+        int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
+        if (HS_LIKELY(m == EX_GLIBC) && HS_LIKELY(p != NULL)) {
+            if (HS_UNLIKELY(hs__exact_free(&hs__tls, glibc_size(p)))) {
+                free_counted(p, 1);
+                return;
+            }
+        } else if (m == EX_CALL && p) {
+            free_counted(p, 0);
+            return;
+        }
         real.free(p);
         return;
     }

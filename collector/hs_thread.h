@@ -150,26 +150,25 @@ static inline void hs__relaxed_add(_Atomic uint64_t *v, uint64_t n)
 void hs__exact_publish(hs_tls *t);
 
 /* A block of size bytes (the allocator's) was handed out / is being freed.
- * A compare and a branch beyond the adds: the range check is one unsigned
- * comparison. */
-static inline void hs__exact_alloc(hs_tls *t, uint64_t size)
+ * Returns non-zero when the thread must now call hs__exact_publish (left to
+ * the caller, so that a hook can keep its tail call to the real function):
+ * the range check is one unsigned comparison. */
+static inline int hs__exact_alloc(hs_tls *t, uint64_t size)
 {
     hs__relaxed_add(&t->ex_allocs, 1);
     hs__relaxed_add(&t->ex_alloc_bytes, size);
     int64_t p = t->ex_pending + (int64_t)size;
     t->ex_pending = p;
-    if (HS_UNLIKELY((uint64_t)(p + HS_EXACT_STEP) > 2 * (uint64_t)HS_EXACT_STEP))
-        hs__exact_publish(t);
+    return HS_UNLIKELY((uint64_t)(p + HS_EXACT_STEP) > 2 * (uint64_t)HS_EXACT_STEP);
 }
 
-static inline void hs__exact_free(hs_tls *t, uint64_t size)
+static inline int hs__exact_free(hs_tls *t, uint64_t size)
 {
     hs__relaxed_add(&t->ex_frees, 1);
     hs__relaxed_add(&t->ex_free_bytes, size);
     int64_t p = t->ex_pending - (int64_t)size;
     t->ex_pending = p;
-    if (HS_UNLIKELY((uint64_t)(p + HS_EXACT_STEP) > 2 * (uint64_t)HS_EXACT_STEP))
-        hs__exact_publish(t);
+    return HS_UNLIKELY((uint64_t)(p + HS_EXACT_STEP) > 2 * (uint64_t)HS_EXACT_STEP);
 }
 
 /* How sizes are read (hs_hooks.c): 0 not counted, 1 glibc's chunk header,
