@@ -13,8 +13,10 @@
  *   most 16 KiB above them (blocks of the C library, the loader and the
  *   thread library the program does not count itself: measured 0.7 KiB
  *   with one thread, about 1.5 KiB with four);
- * - peak moment: within one 100 ms bucket of the true one (measured: tens
- *   of microseconds before it, when the last thread crossed its step);
+ * - peak moment: within one 100 ms bucket of the true one (measured: from
+ *   10 us to 21 ms before the program's barrier, at the last publish of a
+ *   thread's step: a thread's last allocations, under 64 KiB, and its
+ *   sleeps to keep its schedule come after it);
  * - counts: at least the program's own calls, and at most 64 more (the
  *   same libraries' blocks: measured 7 allocations and 2 frees);
  * - top --at peak: the sites' state at the peak's bucket, holding what the
