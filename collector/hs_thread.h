@@ -51,7 +51,7 @@
 #include "hs_unwind.h"
 
 #define HS_RING_CAP     2048                /* records; a power of two */
-#define HS_EXACT_STEP   ((int64_t)64 << 10) /* bytes a thread's net change may lag */
+#define HS_EXACT_STEP   ((int64_t)16 << 10) /* bytes a thread's net change may lag */
 #define HS_HIST_BUCKETS 64
 
 enum hs_thread_state {

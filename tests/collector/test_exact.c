@@ -8,14 +8,14 @@
  * At that rate a 24 MiB heap is about 48 samples: the sampled series' peak
  * is off by about sqrt(24 MiB x 512 KiB) = 3.5 MiB (15%) and may fall at
  * another moment. The exact figures must instead match within these bounds:
- * - peak bytes: at most threads x 64 KiB below the program's own blocks
+ * - peak bytes: at most threads x 16 KiB below the program's own blocks
  *   (each thread may hold back up to HS_EXACT_STEP of net change) and at
  *   most 16 KiB above them (blocks of the C library, the loader and the
  *   thread library the program does not count itself: measured 0.7 KiB
  *   with one thread, about 1.5 KiB with four);
  * - peak moment: within one 100 ms bucket of the true one (measured: from
  *   10 us to 21 ms before the program's barrier, at the last publish of a
- *   thread's step: a thread's last allocations, under 64 KiB, and its
+ *   thread's step: a thread's last allocations, under 16 KiB, and its
  *   sleeps to keep its schedule come after it);
  * - counts: at least the program's own calls, and at most 64 more (the
  *   same libraries' blocks: measured 7 allocations and 2 frees);
@@ -44,7 +44,7 @@
 #define KIB     1024ll
 #define MIB     (1024 * KIB)
 #define BUCKET  100000000ll /* --granularity 100ms */
-#define STEP    (64 * KIB)  /* HS_EXACT_STEP */
+#define STEP    (16 * KIB)  /* HS_EXACT_STEP */
 #define ABOVE   (16 * KIB)
 #define EXTRA_N 64
 
