@@ -311,10 +311,9 @@ __attribute__((noinline, cold)) static void exact_alloc_called(hs_tls *t, void *
     if (hs__exact_alloc(t, real.usable_size(p))) hs__exact_publish(t);
 }
 
-/* p (not NULL, not a bootstrap block) was handed out / is about to be freed. */
-static inline void exact_alloc(hs_tls *t, void *p)
+/* p (not NULL, not a bootstrap block) was handed out, m being ex_mode. */
+static inline void exact_alloc_m(hs_tls *t, void *p, int m)
 {
-    int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
     if (HS_LIKELY(m == EX_GLIBC)) {
         if (hs__exact_alloc(t, glibc_size(p))) hs__exact_publish(t);
     } else if (m == EX_CALL) {
@@ -322,6 +321,22 @@ static inline void exact_alloc(hs_tls *t, void *p)
     }
 }
 
+static inline void exact_alloc(hs_tls *t, void *p)
+{
+    exact_alloc_m(t, p, atomic_load_explicit(&ex_mode, memory_order_relaxed));
+}
+
+/* The block an unsampled allocating hook got from the real function:
+ * counted, and returned. Out of line, so that the hook itself needs no
+ * registers saved across its call: it calls the real function, then
+ * jumps here. */
+__attribute__((noinline)) static void *counted(void *p)
+{
+    if (HS_LIKELY(p != NULL)) exact_alloc(&hs__tls, p);
+    return p;
+}
+
+/* p (not NULL, not a bootstrap block) is about to be freed. */
 static inline void exact_free(hs_tls *t, void *p)
 {
     if (exact_on() && hs__exact_free(t, exact_size(p))) hs__exact_publish(t);
@@ -880,9 +895,9 @@ static void *realloc_slow(void *p, size_t n)
     if (HS_LIKELY((n) < c)) {                                                                      \
         t->countdown = c - (n);                                                                    \
         hs__hist_add(t, (n));                                                                      \
-        void *r_ = call;                                                                           \
-        if (HS_LIKELY(r_ != NULL)) exact_alloc(t, r_);                                             \
-        return r_;                                                                                 \
+        if (HS_UNLIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_OFF))           \
+            return call; /* not counting: still a tail call */                                     \
+        return counted(call);                                                                      \
     }
 
 enum alloc_kind { K_MALLOC, K_CALLOC, K_REALLOC, K_MEMALIGN, K_ALIGNED_ALLOC, K_VALLOC, K_PVALLOC };
