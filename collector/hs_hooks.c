@@ -16,6 +16,19 @@
  * space does). Bootstrap blocks are marked in the live set's filter, so free
  * takes the slow path for them, recognises them by address range and leaves
  * them alone.
+ *
+ * Exact totals (hs_thread.h): every allocating hook, after the real call,
+ * adds the block's size as the allocator keeps it, and free subtracts it
+ * before the real call, so the two sides cancel whatever was requested.
+ * With glibc's allocator that size is one load of the chunk header the
+ * allocator itself is about to read (usable size: the chunk size less its
+ * 8-byte header, as malloc_usable_size says except for mmapped chunks, where
+ * it is 8 bytes more); with another allocator it is a call to its
+ * malloc_usable_size. Bootstrap blocks
+ * are not counted on either side; realloc counts a free of the old block
+ * and an allocation of the new one. Counting starts at init. The sender
+ * thread's own blocks are not counted; blocks the collector allocates on a
+ * program thread (the unwinder's, the loader's) are, on both sides.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -266,6 +279,106 @@ static size_t boot_usable_size(void *p)
     return resolve() == 0 && real.usable_size != boot_usable_size ? real.usable_size(p) : 0;
 }
 
+/* ---- exact totals: the allocator's size of a block ---- */
+
+enum { EX_OFF, EX_GLIBC, EX_CALL };
+static _Atomic int ex_mode; /* set once, by init */
+
+static inline int exact_on(void)
+{
+    return atomic_load_explicit(&ex_mode, memory_order_relaxed) != EX_OFF;
+}
+
+/* glibc's chunk size less its 8-byte header: the usable size of an in-use
+ * chunk (an mmapped one's, 8 bytes more than malloc_usable_size says, which
+ * costs two instructions less on every call). The low three bits are
+ * flags. */
+static inline uint64_t glibc_size(const void *p)
+{
+    return (((const uint64_t *)p)[-1] & ~(uint64_t)7) - 8;
+}
+
+/* Only with counting on. */
+static inline uint64_t exact_size(void *p)
+{
+    if (HS_LIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_GLIBC))
+        return glibc_size(p);
+    return real.usable_size(p);
+}
+
+__attribute__((noinline, cold)) static void exact_alloc_called(hs_tls *t, void *p)
+{
+    if (hs__exact_alloc(t, real.usable_size(p))) hs__exact_publish(t);
+}
+
+/* p (not NULL, not a bootstrap block) was handed out, m being ex_mode. */
+static inline void exact_alloc_m(hs_tls *t, void *p, int m)
+{
+    if (HS_LIKELY(m == EX_GLIBC)) {
+        if (hs__exact_alloc(t, glibc_size(p))) hs__exact_publish(t);
+    } else if (m == EX_CALL) {
+        exact_alloc_called(t, p);
+    }
+}
+
+static inline void exact_alloc(hs_tls *t, void *p)
+{
+    exact_alloc_m(t, p, atomic_load_explicit(&ex_mode, memory_order_relaxed));
+}
+
+/* The block an unsampled allocating hook got from the real function:
+ * counted, and returned. Out of line, so that the hook itself needs no
+ * registers saved across its call: it calls the real function, then
+ * jumps here. */
+__attribute__((noinline)) static void *counted(void *p)
+{
+    if (HS_LIKELY(p != NULL)) exact_alloc(&hs__tls, p);
+    return p;
+}
+
+/* p (not NULL, not a bootstrap block) is about to be freed. */
+static inline void exact_free(hs_tls *t, void *p)
+{
+    if (exact_on() && hs__exact_free(t, exact_size(p))) hs__exact_publish(t);
+}
+
+/* free's counting off the glibc path: another allocator's sizes, or a
+ * publish due. Then the real free. */
+__attribute__((noinline, cold)) static void free_counted(void *p, int publish)
+{
+    hs_tls *t = &hs__tls;
+    if (publish)
+        hs__exact_publish(t);
+    else
+        exact_free(t, p);
+    real.free(p);
+}
+
+/* Chooses how sizes are read, once the real allocator is known: the chunk
+ * header only when malloc is glibc's own (the library that defines
+ * gnu_get_libc_version); a preloaded allocator's or a sanitizer's through
+ * its malloc_usable_size; nothing without one. */
+static void exact_choose(void)
+{
+    Dl_info mi, gi;
+    void *g = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
+    int mode = real.usable_size != boot_usable_size ? EX_CALL : EX_OFF;
+#if defined(__x86_64__) || defined(__aarch64__)
+    if (g && dladdr((void *)real.malloc, &mi) && dladdr(g, &gi) && mi.dli_fbase == gi.dli_fbase &&
+        (void *)real.free != (void *)boot_free)
+        mode = EX_GLIBC;
+#else
+    (void)mi, (void)gi, (void)g;
+#endif
+    atomic_store_explicit(&ex_mode, mode, memory_order_relaxed);
+}
+
+int hs__exact_how(void)
+{
+    int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
+    return m == EX_GLIBC ? 1 : m == EX_CALL ? 2 : 0;
+}
+
 /* ---- life of the collector ---- */
 
 static atomic_int init_state; /* 0 not yet, 1 in progress, 2 done */
@@ -441,6 +554,7 @@ static void init(void)
     resolve();
     hs_config_load(&hs__cfg);
     if (hs__cfg.disabled) goto done;
+    exact_choose();
     uintptr_t r[3] = {(uintptr_t)&init, 0, 0};
     dl_iterate_phdr(self_range_cb, r);
     hs__stacks_init(r[1], r[2]);
@@ -663,7 +777,7 @@ out:
     return r == 1;
 }
 
-static void free_slow(void *p)
+__attribute__((noinline, cold)) static void free_slow(void *p)
 {
     if (!p || is_boot(p)) return;
     hs_tls *t = &hs__tls;
@@ -674,6 +788,7 @@ static void free_slow(void *p)
         free_record(t, p, &l);
         errno = e;
     }
+    exact_free(t, p);
     real.free(p);
 }
 
@@ -720,6 +835,15 @@ void hs__live_put_back(void *p, const hs_live *l)
     errno = e;
 }
 
+/* A realloc of a block of old bytes succeeded with q (NULL: realloc(p, 0)
+ * freed it): a free and, unless q is NULL, an allocation. */
+static void exact_moved(hs_tls *t, uint64_t old, void *q)
+{
+    if (!exact_on()) return;
+    if (hs__exact_free(t, old)) hs__exact_publish(t);
+    if (q && hs__exact_alloc(t, exact_size(q))) hs__exact_publish(t);
+}
+
 static void *realloc_slow(void *p, size_t n)
 {
     hs_tls *t = &hs__tls;
@@ -728,7 +852,12 @@ static void *realloc_slow(void *p, size_t n)
         if (q) memcpy(q, p, boot_size(p) < n ? boot_size(p) : n);
         return q;
     }
-    if (t->state == HS_T_INTERNAL) return real.realloc(p, n);
+    uint64_t old = exact_on() ? exact_size(p) : 0;
+    if (t->state == HS_T_INTERNAL) {
+        void *q = real.realloc(p, n);
+        if (q || n == 0) exact_moved(t, old, q);
+        return q;
+    }
     asan_fresh_stack();
     int e = errno;
     hs_live l;
@@ -742,6 +871,7 @@ static void *realloc_slow(void *p, size_t n)
         errno = e;
         return NULL;
     }
+    exact_moved(t, old, q);
     uint64_t c = t->countdown;
     if (n < c) {
         t->countdown = c - n;
@@ -756,16 +886,18 @@ static void *realloc_slow(void *p, size_t n)
 /* ---- the interposed functions ---- */
 
 /* The unsampled path of every allocating hook: one subtraction and a branch
- * on the countdown, the size histogram, and a tail call to the real function.
- * Everything else is in out-of-line cold functions, so that this path needs
- * no stack frame. */
+ * on the countdown, the size histogram, the real function, and the block's
+ * exact count (a header load and a few adds, hs_thread.h). Everything else
+ * is in out-of-line cold functions. */
 #define HS_ALLOC_FAST(n, call)                                                                     \
     hs_tls *t = &hs__tls;                                                                          \
     uint64_t c = t->countdown;                                                                     \
     if (HS_LIKELY((n) < c)) {                                                                      \
         t->countdown = c - (n);                                                                    \
         hs__hist_add(t, (n));                                                                      \
-        return call;                                                                               \
+        if (HS_UNLIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_OFF))           \
+            return call; /* not counting: still a tail call */                                     \
+        return counted(call);                                                                      \
     }
 
 enum alloc_kind { K_MALLOC, K_CALLOC, K_REALLOC, K_MEMALIGN, K_ALIGNED_ALLOC, K_VALLOC, K_PVALLOC };
@@ -801,7 +933,8 @@ __attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, vo
         break;
     }
     int e = errno;
-    alloc_slow(r, n);
+    alloc_slow(r, n); /* first: it may be what starts the collector (early_start) */
+    if (r && k != K_REALLOC) exact_alloc(&hs__tls, r); /* realloc's caller counts the move */
     errno = e;
     return r;
 }
@@ -820,9 +953,22 @@ HS_EXPORT void *calloc(size_t n, size_t m)
     return alloc_sampled(K_CALLOC, NULL, n, m, s);
 }
 
+/* The unsampled free: the filter's load and branch, the block's size from
+ * its header and the thread's counts, and a tail call to the real free (the
+ * rare publish and other allocators' sizes in free_counted). */
 HS_EXPORT void free(void *p)
 {
     if (HS_LIKELY(!hs__liveset_maybe(p))) {
+        int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
+        if (HS_LIKELY(m == EX_GLIBC) && HS_LIKELY(p != NULL)) {
+            if (HS_UNLIKELY(hs__exact_free(&hs__tls, glibc_size(p)))) {
+                free_counted(p, 1);
+                return;
+            }
+        } else if (m == EX_CALL && p) {
+            free_counted(p, 0);
+            return;
+        }
         real.free(p);
         return;
     }
@@ -833,8 +979,18 @@ HS_EXPORT void *realloc(void *p, size_t n)
 {
     if (!p) return malloc(n);
     if (HS_UNLIKELY(hs__liveset_maybe(p))) return realloc_slow(p, n);
-    HS_ALLOC_FAST(n, real.realloc(p, n))
-    return alloc_sampled(K_REALLOC, p, 0, 0, n);
+    hs_tls *t = &hs__tls;
+    uint64_t old = exact_on() ? exact_size(p) : 0, c = t->countdown;
+    void *q;
+    if (HS_LIKELY(n < c)) {
+        t->countdown = c - n;
+        hs__hist_add(t, n);
+        q = real.realloc(p, n);
+    } else {
+        q = alloc_sampled(K_REALLOC, p, 0, 0, n);
+    }
+    if (q || n == 0) exact_moved(t, old, q);
+    return q;
 }
 
 HS_EXPORT void *reallocarray(void *p, size_t n, size_t m)
@@ -877,13 +1033,22 @@ __attribute__((noinline, cold)) static int posix_memalign_sampled(void **out, si
     int rc = real.posix_memalign(out, align, n);
     int e = errno;
     alloc_slow(rc == 0 ? *out : NULL, n);
+    if (rc == 0 && *out) exact_alloc(&hs__tls, *out);
     errno = e;
     return rc;
 }
 
 HS_EXPORT int posix_memalign(void **out, size_t align, size_t n)
 {
-    HS_ALLOC_FAST(n, real.posix_memalign(out, align, n))
+    hs_tls *t = &hs__tls;
+    uint64_t c = t->countdown;
+    if (HS_LIKELY(n < c)) {
+        t->countdown = c - n;
+        hs__hist_add(t, n);
+        int rc = real.posix_memalign(out, align, n);
+        if (rc == 0 && *out) exact_alloc(t, *out);
+        return rc;
+    }
     return posix_memalign_sampled(out, align, n);
 }
 

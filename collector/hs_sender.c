@@ -26,6 +26,7 @@
 #include "hs_liveset.h"
 #include "hs_mem.h"
 #include "hs_proc.h"
+#include "hs_pymem.h"
 #include "hs_python.h"
 #include "hs_stacks.h"
 #include "hs_symbolize.h"
@@ -38,6 +39,7 @@
 #define ENTRY_MAX      (HS_FUNC_MAX + 3 * HS_STR_MAX + 128)
 #define CYCLE_MS       20
 #define STATS_MS       1000
+#define EXACT_MS       100 /* an exact-heap observation at most this often */
 #define ACTIVATE_NS    (100ull * 1000000)
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
@@ -98,7 +100,8 @@ static struct {
     uint64_t adds, subs;
     int maps_sent;
     int statm_fd;
-    uint64_t next_rss_ns, next_stats_ns;
+    uint64_t next_rss_ns, next_stats_ns, next_exact_ns;
+    hs_exact exact_sent;
     hs_process_sample ps[MAX_PROCESS];
     int nps;
     uint64_t alloc_events, free_events, undelivered_frames;
@@ -408,6 +411,36 @@ static void send_stats(int force)
     fr_end();
 }
 
+static uint64_t rel_of(uint64_t t)
+{
+    return t > hs__run.start_ns ? t - hs__run.start_ns : 0;
+}
+
+/* The exact heap totals (hs_thread.h), as DROPS entries of their own
+ * frame (docs/protocol.md): at most every EXACT_MS while they change, and
+ * at the end. */
+static void send_exact(uint64_t now, int final)
+{
+    int how = hs__exact_how();
+    if (!how || (!final && now < S.next_exact_ns)) return;
+    hs_exact x;
+    hs__exact_read(&x, now);
+    x.t_ns = rel_of(x.t_ns);
+    x.max_t_ns = rel_of(x.max_t_ns);
+    x.peak_t_ns = rel_of(x.peak_t_ns);
+    if (!x.t_ns) x.t_ns = 1;
+    x.flags = (how == 2 ? HS_EXACT_F_CALLED : 0) |
+              (hs__pymem_state() == HS_PYMEM_WRAPPED ? HS_EXACT_F_NO_SMALL : 0);
+    if (!final && x.live_bytes == S.exact_sent.live_bytes && x.allocs == S.exact_sent.allocs &&
+        x.frees == S.exact_sent.frees && x.max_bytes == x.live_bytes)
+        return; /* nothing moved (the window is read again next time) */
+    if (fr_begin(HS_FRAME_DROPS)) return;
+    hs_exact_put(&S.wr, &x);
+    fr_end();
+    S.exact_sent = x;
+    S.next_exact_ns = now + EXACT_MS * 1000000ull;
+}
+
 static void send_bye(void)
 {
     if (fr_begin(HS_FRAME_BYE)) return;
@@ -448,6 +481,7 @@ static void cycle(uint64_t now, int final)
         send_stats(final);
         S.next_stats_ns = now + STATS_MS * 1000000ull;
     }
+    send_exact(now, final);
     if (final) send_bye();
 }
 
@@ -748,6 +782,7 @@ static void *sender_main(void *arg)
     (void)arg;
     hs_tls *t = &hs__tls;
     t->state = HS_T_INTERNAL;
+    hs__exact_park(t);
     t->guard = 1;
     t->countdown = 0;
     sigset_t all;
@@ -865,6 +900,7 @@ void hs__sender_finish(unsigned bye_flags)
         return;
     }
     S.bye_flags = bye_flags;
+    hs__exact_flush(&hs__tls); /* what the ending thread holds back */
     if (!atomic_load(&S.running) && hs__sender_start() != 0) {
         atomic_store(&S.done, 1);
         return;

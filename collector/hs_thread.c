@@ -25,6 +25,23 @@ static hs_ring *reg_head;
 static pthread_key_t exit_key;
 static _Atomic uint64_t dead_n[HS_HIST_BUCKETS], dead_b[HS_HIST_BUCKETS];
 
+/* Exact totals (hs_thread.h). live is the one word every publishing thread
+ * writes: on a line of its own. The highs are written under lock, a flag
+ * taken only by a publish that finds a new high. */
+#define PARKED (INT64_MIN / 4)
+static struct {
+    _Atomic int64_t live;
+    char pad[56];
+    atomic_int lock;
+    _Atomic int64_t win_max; /* highest live since the sender's last read */
+    uint64_t win_t;
+    int64_t peak;
+    uint64_t peak_t;
+    /* counts of threads that exited */
+    _Atomic uint64_t allocs, frees, alloc_bytes, free_bytes;
+    atomic_int rings; /* rings ever made: the most threads counting at once */
+} ex;
+
 void hs__sampler_init(uint64_t mean, uint64_t seed)
 {
     sample_mean = mean ? mean : 1;
@@ -83,6 +100,140 @@ uint64_t hs__sampler_weight(uint64_t size)
     return r < size ? size : r;
 }
 
+/* ---- exact totals ---- */
+
+static inline void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void exact_fold_counts(hs_tls *t)
+{
+    _Atomic uint64_t *from[] = {&t->ex_allocs, &t->ex_frees, &t->ex_alloc_bytes, &t->ex_free_bytes};
+    _Atomic uint64_t *to[] = {&ex.allocs, &ex.frees, &ex.alloc_bytes, &ex.free_bytes};
+    for (int i = 0; i < 4; i++) {
+        atomic_fetch_add_explicit(to[i], atomic_load_explicit(from[i], memory_order_relaxed),
+                                  memory_order_relaxed);
+        atomic_store_explicit(from[i], 0, memory_order_relaxed);
+    }
+}
+
+/* A new high of the live figure, v at now. The lock is held for a few
+ * stores; a signal handler that allocates while its own thread holds it
+ * gives up after a bounded wait (that high is then not recorded). */
+static void exact_high(int64_t v, uint64_t now)
+{
+    for (int i = 0; atomic_exchange_explicit(&ex.lock, 1, memory_order_acquire); i++) {
+        if (i > 4096) return;
+        relax();
+    }
+    if (v > atomic_load_explicit(&ex.win_max, memory_order_relaxed)) {
+        atomic_store_explicit(&ex.win_max, v, memory_order_relaxed);
+        ex.win_t = now;
+    }
+    if (v > ex.peak) {
+        ex.peak = v;
+        ex.peak_t = now;
+    }
+    atomic_store_explicit(&ex.lock, 0, memory_order_release);
+}
+
+void hs__exact_publish(hs_tls *t)
+{
+    int64_t d = t->ex_pending;
+    if (t->state == HS_T_INTERNAL) { /* the sender: not counted */
+        t->ex_pending = PARKED;
+        atomic_store_explicit(&t->ex_allocs, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->ex_frees, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->ex_alloc_bytes, 0, memory_order_relaxed);
+        atomic_store_explicit(&t->ex_free_bytes, 0, memory_order_relaxed);
+        return;
+    }
+    if (t->state == HS_T_DEAD) { /* exited: nobody reads its counts any more */
+        d -= PARKED;
+        t->ex_pending = PARKED;
+        exact_fold_counts(t);
+    } else {
+        t->ex_pending = 0;
+    }
+    int64_t v = atomic_fetch_add_explicit(&ex.live, d, memory_order_relaxed) + d;
+    if (d > 0 && v > atomic_load_explicit(&ex.win_max, memory_order_relaxed))
+        exact_high(v, hs__event_now(t));
+}
+
+void hs__exact_park(hs_tls *t)
+{
+    t->ex_pending = PARKED;
+    atomic_store_explicit(&t->ex_allocs, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->ex_frees, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->ex_alloc_bytes, 0, memory_order_relaxed);
+    atomic_store_explicit(&t->ex_free_bytes, 0, memory_order_relaxed);
+}
+
+void hs__exact_flush(hs_tls *t)
+{
+    if (t->ex_pending != 0 && t->state != HS_T_INTERNAL && t->state != HS_T_DEAD)
+        hs__exact_publish(t);
+}
+
+void hs__exact_read(hs_exact *out, uint64_t now)
+{
+    memset(out, 0, sizeof *out);
+    out->allocs = atomic_load_explicit(&ex.allocs, memory_order_relaxed);
+    out->frees = atomic_load_explicit(&ex.frees, memory_order_relaxed);
+    out->alloc_bytes = atomic_load_explicit(&ex.alloc_bytes, memory_order_relaxed);
+    out->free_bytes = atomic_load_explicit(&ex.free_bytes, memory_order_relaxed);
+    hs_lock_acquire(&reg_lock);
+    for (hs_ring *r = reg_head; r; r = r->next) {
+        hs_tls *t = r->owner;
+        if (!t) continue;
+        out->allocs += atomic_load_explicit(&t->ex_allocs, memory_order_relaxed);
+        out->frees += atomic_load_explicit(&t->ex_frees, memory_order_relaxed);
+        out->alloc_bytes += atomic_load_explicit(&t->ex_alloc_bytes, memory_order_relaxed);
+        out->free_bytes += atomic_load_explicit(&t->ex_free_bytes, memory_order_relaxed);
+    }
+    hs_lock_release(&reg_lock);
+    while (atomic_exchange_explicit(&ex.lock, 1, memory_order_acquire)) relax();
+    int64_t live = atomic_load_explicit(&ex.live, memory_order_relaxed);
+    int64_t m = atomic_load_explicit(&ex.win_max, memory_order_relaxed);
+    uint64_t mt = ex.win_t;
+    if (live > m) { /* a high whose record gave up waiting (exact_high) */
+        m = live;
+        mt = now;
+    }
+    out->max_bytes = m > 0 ? (uint64_t)m : 0;
+    out->max_t_ns = mt;
+    out->peak_bytes = ex.peak > 0 ? (uint64_t)ex.peak : 0;
+    out->peak_t_ns = ex.peak_t;
+    atomic_store_explicit(&ex.win_max, live, memory_order_relaxed);
+    ex.win_t = now;
+    atomic_store_explicit(&ex.lock, 0, memory_order_release);
+    out->t_ns = now;
+    out->live_bytes = live > 0 ? (uint64_t)live : 0;
+    int n = atomic_load_explicit(&ex.rings, memory_order_relaxed);
+    out->error_bytes = (uint64_t)(n > 0 ? n : 1) * (uint64_t)HS_EXACT_STEP;
+}
+
+void hs__exact_reset_child(hs_tls *self, uint64_t now)
+{
+    hs__exact_flush(self);
+    hs__exact_park(self);
+    self->ex_pending = 0;
+    atomic_store(&ex.allocs, 0);
+    atomic_store(&ex.frees, 0);
+    atomic_store(&ex.alloc_bytes, 0);
+    atomic_store(&ex.free_bytes, 0);
+    atomic_store(&ex.lock, 0);
+    atomic_store(&ex.rings, 0);
+    int64_t live = atomic_load(&ex.live);
+    atomic_store(&ex.win_max, live);
+    ex.win_t = now;
+    ex.peak = live;
+    ex.peak_t = now;
+}
+
 static void thread_exit(void *arg)
 {
     hs_ring *r = arg;
@@ -98,13 +249,17 @@ static void thread_exit(void *arg)
         atomic_store_explicit(&t->hist_n[i], 0, memory_order_relaxed);
         atomic_store_explicit(&t->hist_b[i], 0, memory_order_relaxed);
     }
+    hs__exact_flush(t);
     if (r && t->ring == r) {
         hs_lock_acquire(&reg_lock);
+        exact_fold_counts(t); /* under the lock: the sender reads them through r->owner */
         r->owner = NULL;
         atomic_store_explicit(&r->live, 0, memory_order_release);
         hs_lock_release(&reg_lock);
         t->ring = NULL;
     }
+    exact_fold_counts(t); /* (a no-op when folded above) */
+    t->ex_pending = PARKED;
     t->state = HS_T_DEAD;
     hs__guard_leave(t);
     /* Whatever later destructors allocate is forwarded without sampling. */
@@ -139,6 +294,7 @@ int hs__thread_attach(hs_tls *t)
     if (!r) {
         r = hs_mem_map(sizeof(hs_ring));
         if (!r) return HS_ENOMEM;
+        atomic_fetch_add_explicit(&ex.rings, 1, memory_order_relaxed);
         r->owner = t;
         atomic_store(&r->live, 1);
         hs_lock_acquire(&reg_lock);
@@ -285,6 +441,7 @@ void hs__threads_reset_child(hs_tls *self)
         atomic_store(&self->hist_n[i], 0);
         atomic_store(&self->hist_b[i], 0);
     }
+    hs__exact_reset_child(self, hs_now_ns());
     self->ring = NULL;
     self->state = HS_T_NEW;
     self->rng = 0;

@@ -22,6 +22,22 @@
  * sender has read it empty; a thread attaches at most once; guard_leave
  * pairs with a guard_enter; the sampler's generator state is never 0 (a
  * xorshift stuck at 0 would sample at a fixed interval).
+ *
+ * Exact totals. Every block the real allocator hands out through the hooks,
+ * and every free of one, is counted in the thread's hs_tls with the
+ * allocator's own size of the block (hs_hooks.c reads it on both sides, so
+ * they cancel): cumulative counts and bytes, and ex_pending, the net bytes
+ * not yet added to the process's live figure. Only when ex_pending leaves
+ * [-HS_EXACT_STEP, HS_EXACT_STEP] does the thread publish it (one atomic add
+ * to a shared counter) and, when the figure reaches a new high, record the
+ * high and its time under a small spin lock. So the live figure is the true
+ * live heap within threads x HS_EXACT_STEP at every moment, and its highest
+ * value is the true peak within the same bound, timed when the thread that
+ * made it crossed the step. The sender reads the counts of every thread
+ * through the ring registry. A thread whose counts nobody reads any more
+ * (after its exit destructor, and the sender thread itself) is parked:
+ * ex_pending far outside the range, so that each of its calls takes the
+ * publishing path, which folds (exited thread) or forgets (sender) it.
  */
 #ifndef HS_THREAD_H
 #define HS_THREAD_H
@@ -34,7 +50,8 @@
 #include "hs_proto.h"
 #include "hs_unwind.h"
 
-#define HS_RING_CAP     2048 /* records; a power of two */
+#define HS_RING_CAP     2048                /* records; a power of two */
+#define HS_EXACT_STEP   ((int64_t)16 << 10) /* bytes a thread's net change may lag */
 #define HS_HIST_BUCKETS 64
 
 enum hs_thread_state {
@@ -90,6 +107,10 @@ typedef struct hs_tls {
      * stores (plain moves), read by the sender. */
     _Atomic uint64_t hist_n[HS_HIST_BUCKETS];
     _Atomic uint64_t hist_b[HS_HIST_BUCKETS];
+    /* Exact totals (see the opening comment): written by the owner with
+     * relaxed stores, read by the sender. */
+    _Atomic uint64_t ex_allocs, ex_frees, ex_alloc_bytes, ex_free_bytes;
+    int64_t ex_pending; /* owner only */
 } hs_tls;
 
 extern __thread hs_tls hs__tls __attribute__((tls_model("initial-exec")));
@@ -118,6 +139,50 @@ static inline void hs__hist_add(hs_tls *t, uint64_t n)
                           atomic_load_explicit(&t->hist_b[b], memory_order_relaxed) + n,
                           memory_order_relaxed);
 }
+
+static inline void hs__relaxed_add(_Atomic uint64_t *v, uint64_t n)
+{
+    atomic_store_explicit(v, atomic_load_explicit(v, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+/* ex_pending left [-HS_EXACT_STEP, HS_EXACT_STEP], or the thread is parked. */
+void hs__exact_publish(hs_tls *t);
+
+/* A block of size bytes (the allocator's) was handed out / is being freed.
+ * Returns non-zero when the thread must now call hs__exact_publish (left to
+ * the caller, so that a hook can keep its tail call to the real function):
+ * the range check is one unsigned comparison. */
+static inline int hs__exact_alloc(hs_tls *t, uint64_t size)
+{
+    hs__relaxed_add(&t->ex_allocs, 1);
+    hs__relaxed_add(&t->ex_alloc_bytes, size);
+    int64_t p = t->ex_pending + (int64_t)size;
+    t->ex_pending = p;
+    return HS_UNLIKELY((uint64_t)(p + HS_EXACT_STEP) > 2 * (uint64_t)HS_EXACT_STEP);
+}
+
+static inline int hs__exact_free(hs_tls *t, uint64_t size)
+{
+    hs__relaxed_add(&t->ex_frees, 1);
+    hs__relaxed_add(&t->ex_free_bytes, size);
+    int64_t p = t->ex_pending - (int64_t)size;
+    t->ex_pending = p;
+    return HS_UNLIKELY((uint64_t)(p + HS_EXACT_STEP) > 2 * (uint64_t)HS_EXACT_STEP);
+}
+
+/* How sizes are read (hs_hooks.c): 0 not counted, 1 glibc's chunk header,
+ * 2 the allocator's malloc_usable_size. */
+int hs__exact_how(void);
+/* The sender thread: its own allocations are not counted. */
+void hs__exact_park(hs_tls *t);
+/* Publishes what t holds back (the thread ending the run). */
+void hs__exact_flush(hs_tls *t);
+/* The sender's observation (times absolute, as hs_now_ns): the live figure,
+ * the highest since the previous call (the window starts again at the live
+ * figure), the run's peak, the counts of every thread, and the error bound
+ * (threads that have counted so far x HS_EXACT_STEP). */
+void hs__exact_read(hs_exact *out, uint64_t now);
 
 /* The time of an event: CLOCK_MONOTONIC in ns, as hs_now_ns. A thread that
  * read the clock less than HS_CLOCK_REUSE TSC cycles ago (a microsecond or
@@ -207,5 +272,8 @@ void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS]);
 /* Fork child: forget the other threads' rings; the caller's thread starts
  * afresh. */
 void hs__threads_reset_child(hs_tls *self);
+/* Fork child, from hs__threads_reset_child: counts start afresh; the live
+ * figure stays (the child holds its parent's blocks) and is the peak so far. */
+void hs__exact_reset_child(hs_tls *self, uint64_t now);
 
 #endif

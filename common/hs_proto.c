@@ -66,7 +66,43 @@ const char *hs_drop_name(int kind)
     case HS_DROP_PYTHON_SMALL_UNSEEN:
         return "python_small_unseen";
     }
+    static const char *const exact[] = {
+        "exact_t_ns",        "exact_live_bytes", "exact_max_bytes",   "exact_max_t_ns",
+        "exact_peak_bytes",  "exact_peak_t_ns",  "exact_allocs",      "exact_frees",
+        "exact_alloc_bytes", "exact_free_bytes", "exact_error_bytes", "exact_flags",
+    };
+    _Static_assert(sizeof exact / sizeof *exact == HS_EXACT_KIND_LAST - HS_EXACT_KIND_FIRST + 1,
+                   "a name for every exact kind");
+    if (kind >= HS_EXACT_KIND_FIRST && kind <= HS_EXACT_KIND_LAST)
+        return exact[kind - HS_EXACT_KIND_FIRST];
     return NULL;
+}
+
+/* The fields of hs_exact in kind order. */
+static uint64_t *exact_field(hs_exact *x, uint32_t kind)
+{
+    uint64_t *f[] = {&x->t_ns,        &x->live_bytes, &x->max_bytes,   &x->max_t_ns,
+                     &x->peak_bytes,  &x->peak_t_ns,  &x->allocs,      &x->frees,
+                     &x->alloc_bytes, &x->free_bytes, &x->error_bytes, &x->flags};
+    if (kind < HS_EXACT_KIND_FIRST || kind > HS_EXACT_KIND_LAST) return NULL;
+    return f[kind - HS_EXACT_KIND_FIRST];
+}
+
+void hs_exact_put(hs_wr *wr, const hs_exact *x)
+{
+    hs_exact c = *x;
+    for (uint32_t k = HS_EXACT_KIND_FIRST; k <= HS_EXACT_KIND_LAST; k++) {
+        hs_wr_varint(wr, k);
+        hs_wr_varint(wr, *exact_field(&c, k));
+    }
+}
+
+int hs_exact_take(hs_exact *x, const hs_drop *d)
+{
+    uint64_t *f = exact_field(x, d->kind);
+    if (!f) return 0;
+    *f = d->value;
+    return 1;
 }
 
 int hs_header_parse(const uint8_t *buf, size_t len, uint32_t *version)

@@ -73,7 +73,45 @@ enum hs_drop_kind {
                                          PYTHONMALLOC keeps them from malloc */
     HS_DROP_KIND_MAX = 10,
 };
+/* The name of a DROPS kind, an exact-heap kind included; NULL for an unknown one. */
 const char *hs_drop_name(int kind);
+
+/* An observation of the process's exact heap (docs/protocol.md, "Exact heap
+ * totals"). It travels as DROPS entries of kinds HS_EXACT_KIND_FIRST to
+ * HS_EXACT_KIND_LAST, all in one DROPS frame: readers from before it skip
+ * kinds they do not know, so old servers keep taking new collectors'
+ * streams. Bytes are the allocator's usable sizes of the blocks (what
+ * malloc_usable_size says), not the requested sizes. */
+enum hs_exact_kind {
+    HS_EXACT_T_NS = 32,        /* when observed, ns from the run's start (> 0) */
+    HS_EXACT_LIVE_BYTES = 33,  /* live heap then */
+    HS_EXACT_MAX_BYTES = 34,   /* the highest live heap since the previous observation */
+    HS_EXACT_MAX_T_NS = 35,    /* ... and when it was reached */
+    HS_EXACT_PEAK_BYTES = 36,  /* the highest live heap since the run began */
+    HS_EXACT_PEAK_T_NS = 37,   /* ... and when */
+    HS_EXACT_ALLOCS = 38,      /* allocations since the run began */
+    HS_EXACT_FREES = 39,       /* frees (of blocks other than NULL) */
+    HS_EXACT_ALLOC_BYTES = 40, /* bytes of those allocations */
+    HS_EXACT_FREE_BYTES = 41,  /* bytes of those frees */
+    HS_EXACT_ERROR_BYTES = 42, /* bound on |live figure - true live heap| at any moment */
+    HS_EXACT_FLAGS = 43,       /* HS_EXACT_F_* */
+    HS_EXACT_KIND_FIRST = HS_EXACT_T_NS,
+    HS_EXACT_KIND_LAST = HS_EXACT_FLAGS,
+};
+
+/* Flags of an exact observation. */
+#define HS_EXACT_F_CALLED   0x1u /* sizes from the allocator's malloc_usable_size (not glibc's) */
+#define HS_EXACT_F_NO_SMALL 0x2u /* samples see objects the totals leave out (pymalloc's) */
+
+typedef struct hs_exact {
+    uint64_t t_ns;
+    uint64_t live_bytes;
+    uint64_t max_bytes, max_t_ns;
+    uint64_t peak_bytes, peak_t_ns;
+    uint64_t allocs, frees, alloc_bytes, free_bytes;
+    uint64_t error_bytes;
+    uint64_t flags;
+} hs_exact;
 
 /* Flags of HELLO. */
 #define HS_HELLO_RESUMED 0x1u /* a reconnection of a run the server may know */
@@ -205,6 +243,12 @@ typedef struct hs_drop {
 
 int hs_drops_begin(hs_batch_it *it, const uint8_t *p, size_t len);
 int hs_drops_next(hs_batch_it *it, hs_drop *out);
+
+/* Writes x as DROPS entries into the payload being written. */
+void hs_exact_put(hs_wr *wr, const hs_exact *x);
+/* Takes one DROPS entry into *x: 1 when its kind is an exact-heap kind
+ * (x->t_ns > 0 then says an observation was seen), 0 for any other kind. */
+int hs_exact_take(hs_exact *x, const hs_drop *d);
 
 typedef struct hs_bye {
     uint64_t t_end_ns;

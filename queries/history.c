@@ -259,13 +259,46 @@ static void *grow(void *a, size_t n, size_t sz, void **out)
     return na;
 }
 
+/* The heap's rows (bucket, live, max, count): the exact ones of a run that
+ * has them (schema 008, run_exact.flags & 256), with *own set (the caller
+ * finalizes it); else the sampled series. */
+static sqlite3_stmt *series_stmt(hs_q *q, int64_t run, int *own, hs_qerr *err)
+{
+    sqlite3_stmt *st = NULL;
+    *own = 0;
+    if (q->schema >= 8 &&
+        sqlite3_prepare_v2(q->db,
+                           "SELECT h.bucket, h.live_bytes, h.max_bytes, max(h.allocs - h.frees, 0) "
+                           "FROM run_exact r JOIN heap_exact h ON h.run = r.run WHERE r.run = ?1 "
+                           "AND r.flags & 256 ORDER BY h.bucket",
+                           -1, &st, NULL) == SQLITE_OK) {
+        sqlite3_bind_int64(st, 1, run);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            sqlite3_reset(st);
+            *own = 1;
+            return st;
+        }
+        sqlite3_finalize(st);
+    }
+    if ((st = hs__stmt(q, ST_SERIES, err))) sqlite3_bind_int64(st, 1, run);
+    return st;
+}
+
+static void series_done(sqlite3_stmt *st, int own)
+{
+    if (own)
+        sqlite3_finalize(st);
+    else
+        sqlite3_reset(st);
+}
+
 /* The heap's points, one per span of k buckets. */
 static int history_points(history_acc *h, hs_qerr *err)
 {
     hs_history_result *r = h->r;
-    sqlite3_stmt *st = hs__stmt(h->q, ST_SERIES, err);
+    int own;
+    sqlite3_stmt *st = series_stmt(h->q, h->run->id, &own, err);
     if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, h->run->id);
     int s;
     int64_t span = -1, hmax = 0, k = h->k;
     hs_history_point *last = NULL;
@@ -274,7 +307,7 @@ static int history_points(history_acc *h, hs_qerr *err)
         if (b / k != span || !last) {
             void *np = grow(r->points, r->npoints, sizeof *r->points, (void **)&last);
             if (!np) {
-                sqlite3_reset(st);
+                series_done(st, own);
                 return hs__err(err, HS_ENOMEM, "out of memory");
             }
             r->points = np;
@@ -288,8 +321,9 @@ static int history_points(history_acc *h, hs_qerr *err)
         last->heap_max_bytes = hmax;
         last->heap_count = sqlite3_column_int64(st, 3);
     }
-    sqlite3_reset(st);
-    return s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
+    int rc = s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
+    series_done(st, own);
+    return rc;
 }
 
 /* RSS: one sample, the highest, per span of k buckets (and per
@@ -377,16 +411,18 @@ int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
 {
     hs__buf b = {0};
     hs__buf_printf(&b, "t_ns,heap_bytes,heap_max_bytes,rss_bytes\n");
-    sqlite3_stmt *st = hs__stmt(q, ST_SERIES, err);
+    int own;
+    sqlite3_stmt *st = series_stmt(q, run->id, &own, err);
     if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, run->id);
     /* rss: the latest sample at or before each point */
     sqlite3_stmt *rs = NULL;
     if (sqlite3_prepare_v2(q->db,
                            "SELECT rss_bytes FROM process_samples WHERE run = ?1 AND t_ns <= ?2 "
                            "ORDER BY t_ns DESC LIMIT 1",
-                           -1, &rs, NULL) != SQLITE_OK)
+                           -1, &rs, NULL) != SQLITE_OK) {
+        series_done(st, own);
         return hs__dberr(q, err);
+    }
     int s;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t t = bucket_end_ns(run, sqlite3_column_int64(st, 0));
@@ -399,10 +435,11 @@ int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
                        rss);
     }
     sqlite3_finalize(rs);
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE) {
+    int rc = s == SQLITE_DONE ? 0 : hs__dberr(q, err);
+    series_done(st, own);
+    if (rc) {
         free(b.p);
-        return hs__dberr(q, err);
+        return rc;
     }
     if (b.oom) {
         free(b.p);

@@ -316,6 +316,38 @@ static int64_t run_column(hs_q *q, int64_t id, int since, const char *col)
     return v;
 }
 
+/* The run's exact totals (schema 008) as its "exact" object, NULL when its
+ * collector sent none. "in_figures": peak_bytes, peak_t_ns, end_bytes,
+ * end_count and the totals are these exact figures (else the sampled ones,
+ * at every-allocation sampling or when samples see what the totals do
+ * not); "estimated_peak_*" is the sampled series' peak. */
+static json_t *exact_json(hs_q *q, int64_t id)
+{
+    sqlite3_stmt *st;
+    json_t *j = NULL;
+    if (q->schema < 8 ||
+        sqlite3_prepare_v2(q->db,
+                           "SELECT flags, allocs, frees, alloc_bytes, free_bytes, error_bytes, "
+                           "est_peak_bytes, est_peak_t_ns FROM run_exact WHERE run = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return NULL;
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t f = sqlite3_column_int64(st, 0);
+        j = json_pack("{s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "in_figures", (f & 256) != 0,
+                      "sizes", (f & 1) ? "malloc_usable_size" : "glibc chunk sizes", "allocs",
+                      (json_int_t)sqlite3_column_int64(st, 1), "frees",
+                      (json_int_t)sqlite3_column_int64(st, 2), "alloc_bytes",
+                      (json_int_t)sqlite3_column_int64(st, 3), "free_bytes",
+                      (json_int_t)sqlite3_column_int64(st, 4), "error_bytes",
+                      (json_int_t)sqlite3_column_int64(st, 5), "estimated_peak_bytes",
+                      (json_int_t)sqlite3_column_int64(st, 6), "estimated_peak_t_ns",
+                      (json_int_t)sqlite3_column_int64(st, 7));
+    }
+    sqlite3_finalize(st);
+    return j;
+}
+
 int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
 {
     memset(out, 0, sizeof *out);
@@ -403,6 +435,8 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
         json_object_set_new(info, "bye_free_events", json_integer(sqlite3_column_int64(st, 35)));
     if (out->main_end_ns)
         json_object_set_new(info, "main_end_ns", json_integer((json_int_t)out->main_end_ns));
+    json_t *exact = exact_json(q, id);
+    if (exact) json_object_set_new(info, "exact", exact);
     json_object_set_new(info, "sampling", sampling);
     out->info = info;
     out->sampling = sampling;

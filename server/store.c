@@ -32,10 +32,11 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RUN_UPDATE] = "UPDATE runs SET next_seq = ?2, alloc_events = ?3, free_events = ?4, "
                       "end_ns = ?5, live_bytes = ?6, live_count = ?7, peak_bytes = ?8, "
                       "peak_count = ?9, peak_t_ns = ?10, total_alloc_bytes = ?11, "
-                      /* exact from the size histogram (every allocation, sampled
-                       * or not) once the collector has sent one */
-                      "total_alloc_count = coalesce((SELECT sum(allocs) FROM size_hist WHERE "
-                      "run = ?1), ?12) WHERE id = ?1",
+                      /* the exact count (?13) when the run has exact totals; else
+                       * from the size histogram (every allocation, sampled or not)
+                       * once the collector has sent one */
+                      "total_alloc_count = coalesce(?13, (SELECT sum(allocs) FROM size_hist "
+                      "WHERE run = ?1), ?12) WHERE id = ?1",
     [ST_RUN_STATE] = "UPDATE runs SET state = ?2, clean_exit = ?3 WHERE id = ?1",
     [ST_RUN_BYE] = "UPDATE runs SET bye_alloc_events = ?2, bye_free_events = ?3, "
                    "collector_peak_bytes = ?4 WHERE id = ?1",
@@ -86,6 +87,26 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_TSTATS_CLEAR] = "DELETE FROM trace_stats WHERE run = ?1",
     [ST_SYMCACHE] = "INSERT OR IGNORE INTO symbol_cache (build_id, offset, k, function, file, "
                     "line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    /* schema 008: a bucket's exact high, then an observation's live heap */
+    [ST_EXACT_MAX] =
+        "INSERT INTO heap_exact (run, bucket, live_bytes, max_bytes, max_t_ns, allocs, "
+        "frees) VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6) ON CONFLICT (run, bucket) DO "
+        "UPDATE SET max_t_ns = CASE WHEN excluded.max_bytes > max_bytes THEN "
+        "excluded.max_t_ns ELSE max_t_ns END, max_bytes = max(max_bytes, "
+        "excluded.max_bytes)",
+    [ST_EXACT_OBS] =
+        "INSERT INTO heap_exact (run, bucket, live_bytes, max_bytes, max_t_ns, allocs, "
+        "frees) VALUES (?1, ?2, ?3, ?3, ?4, ?5, ?6) ON CONFLICT (run, bucket) DO "
+        "UPDATE SET live_bytes = excluded.live_bytes, allocs = excluded.allocs, "
+        "frees = excluded.frees, max_t_ns = CASE WHEN excluded.max_bytes > "
+        "max_bytes THEN excluded.max_t_ns ELSE max_t_ns END, max_bytes = "
+        "max(max_bytes, excluded.max_bytes)",
+    [ST_RUN_EXACT] = "INSERT OR REPLACE INTO run_exact (run, flags, allocs, frees, alloc_bytes, "
+                     "free_bytes, live_bytes, peak_bytes, peak_t_ns, error_bytes, "
+                     "est_peak_bytes, est_peak_t_ns) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, "
+                     "?10, ?11, ?12)",
+    [ST_RUN_EXACT_LOAD] = "SELECT flags, allocs, frees, alloc_bytes, free_bytes, live_bytes, "
+                          "peak_bytes, peak_t_ns, error_bytes FROM run_exact WHERE run = ?1",
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -212,6 +233,7 @@ static void run_free(hs_run *r)
     hs_map_free(&r->traces);
     free(r->slots);
     free(r->dirty);
+    free(r->exlog);
     free(r);
 }
 
@@ -288,22 +310,50 @@ void hs__store_touch(hs_store *s, hs_run *r)
     s->touched = r;
 }
 
+/* The exact totals' columns (schema 008), once the run has sent some. */
+static int write_run_exact(hs_store *s, hs_run *r)
+{
+    const hs_exact *x = &r->ex;
+    sqlite3_stmt *st = s->st[ST_RUN_EXACT];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, (int64_t)(x->flags & 0xff) | (r->ex_on ? 256 : 0));
+    sqlite3_bind_int64(st, 3, (int64_t)x->allocs);
+    sqlite3_bind_int64(st, 4, (int64_t)x->frees);
+    sqlite3_bind_int64(st, 5, (int64_t)x->alloc_bytes);
+    sqlite3_bind_int64(st, 6, (int64_t)x->free_bytes);
+    sqlite3_bind_int64(st, 7, (int64_t)x->live_bytes);
+    sqlite3_bind_int64(st, 8, (int64_t)x->peak_bytes);
+    sqlite3_bind_int64(st, 9, (int64_t)x->peak_t_ns);
+    sqlite3_bind_int64(st, 10, (int64_t)x->error_bytes);
+    sqlite3_bind_int64(st, 11, r->est_peak_bytes);
+    sqlite3_bind_int64(st, 12, (int64_t)r->est_peak_t);
+    return hs__store_step_done(s, st);
+}
+
+/* With exact totals (r->ex_on) the run's live heap, totals and peak are
+ * the exact ones; the rollups keep the estimated ones in memory. */
 static int write_run_row(hs_store *s, hs_run *r)
 {
+    const hs_exact *x = &r->ex;
+    int ex = r->ex_on;
+    int64_t live_count = ex ? (int64_t)(x->allocs - x->frees) : llround(r->live_count);
     sqlite3_stmt *st = s->st[ST_RUN_UPDATE];
     sqlite3_bind_int64(st, 1, r->id);
     sqlite3_bind_int64(st, 2, (int64_t)r->next_seq);
     sqlite3_bind_int64(st, 3, (int64_t)r->alloc_events);
     sqlite3_bind_int64(st, 4, (int64_t)r->free_events);
     sqlite3_bind_int64(st, 5, (int64_t)r->end_ns);
-    sqlite3_bind_int64(st, 6, r->live_bytes);
-    sqlite3_bind_int64(st, 7, llround(r->live_count));
+    sqlite3_bind_int64(st, 6, ex ? (int64_t)x->live_bytes : r->live_bytes);
+    sqlite3_bind_int64(st, 7, live_count > 0 ? live_count : 0);
     sqlite3_bind_int64(st, 8, r->peak_bytes);
     sqlite3_bind_int64(st, 9, r->peak_count);
     sqlite3_bind_int64(st, 10, (int64_t)r->peak_t);
-    sqlite3_bind_int64(st, 11, r->total_alloc_bytes);
+    sqlite3_bind_int64(st, 11, ex ? (int64_t)x->alloc_bytes : r->total_alloc_bytes);
     sqlite3_bind_int64(st, 12, llround(r->total_alloc_count));
-    return hs__store_step_done(s, st);
+    if (ex) sqlite3_bind_int64(st, 13, (int64_t)x->allocs);
+    int rc = hs__store_step_done(s, st);
+    if (!rc && r->ex_seen) rc = write_run_exact(s, r);
+    return rc;
 }
 
 int hs_store_commit(hs_store *s)
@@ -555,6 +605,7 @@ static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
     sqlite3_bind_int64(st, 1, r->id);
     if ((rc = hs__store_step_done(s, st))) goto out;
     if ((rc = hs__rollup_reset(s, r))) goto out;
+    if ((rc = hs__store_exact_load(s, r))) goto out;
     /* A statement of its own: replay writes with the shared ones. */
     sqlite3_stmt *ev;
     if (sqlite3_prepare_v2(s->db, "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq", -1,
@@ -570,6 +621,8 @@ static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
     }
     if (!rc && step != SQLITE_DONE) rc = HS_EDB;
     sqlite3_finalize(ev);
+    r->nexlog = 0; /* every replayed event precedes the next observation's window */
+    r->exlog_full = 0;
 out:
     if (rc == HS_EDB)
         hs__store_seterr(err, errlen, "cannot load run %" PRId64 ": %s", r->id,

@@ -292,15 +292,8 @@ static void apply_event(hs_run *r, uint32_t idx, const hs_event *e)
         r->total_alloc_count += c;
         r->alloc_events++;
         if (r->live_bytes > r->bucket_max) r->bucket_max = r->live_bytes;
-        if (r->live_bytes > r->peak_bytes) {
-            r->peak_bytes = r->live_bytes;
-            r->peak_count = llround(r->live_count);
-            r->peak_t = e->t_ns;
-            r->peak_bucket = r->bucket;
-            r->peak_ver++;
-            r->peak_dirty = 1;
-        }
     }
+    hs__rollup_peak_event(r, idx, e, e->is_free ? -w : w, e->is_free ? -c : c);
     if (e->t_ns > r->end_ns) r->end_ns = e->t_ns;
 }
 
@@ -525,9 +518,11 @@ static int frame_drops(hs_store *s, hs_run *r, const uint8_t *p, size_t len, cha
 {
     hs_batch_it it;
     hs_drop d;
+    hs_exact x = {0};
     int rc = hs_drops_begin(&it, p, len), more;
     if (rc) goto bad;
     while ((more = hs_drops_next(&it, &d)) == 1) {
+        if (hs_exact_take(&x, &d)) continue;
         if (d.kind < 1 || d.kind > HS_DROP_KIND_MAX) continue; /* no column for it yet */
         sqlite3_stmt *st = s->st[ST_RUN_DROP];
         sqlite3_bind_int64(st, 1, r->id);
@@ -535,7 +530,7 @@ static int frame_drops(hs_store *s, hs_run *r, const uint8_t *p, size_t len, cha
         sqlite3_bind_int64(st, 3, (int64_t)d.value);
         if ((rc = hs__store_step_done(s, st))) return rc;
     }
-    if (more == 0) return 0;
+    if (more == 0) return x.t_ns ? hs__store_exact(s, r, &x) : 0;
     rc = more;
 bad:
     hs__store_seterr(err, errlen, "malformed DROPS frame: %s", hs_strerror(rc));

@@ -51,6 +51,10 @@ enum {
     ST_TSTATS_MARK,
     ST_TSTATS_CLEAR,
     ST_SYMCACHE,
+    ST_EXACT_MAX,
+    ST_EXACT_OBS,
+    ST_RUN_EXACT,
+    ST_RUN_EXACT_LOAD,
     ST_COUNT
 };
 
@@ -87,6 +91,16 @@ typedef struct hs_slot {
     int ts_dirty; /* delta rows since its trace_stats row was written */
     hs_tstats ts; /* its delta rows so far, summed (schema/hs_tstats.h) */
 } hs_slot;
+
+/* An event applied since the last exact observation (store_rollup.c). */
+typedef struct hs_exlog {
+    uint32_t slot;
+    uint64_t t_ns;
+    int64_t bytes; /* signed: a free is negative */
+    double count;
+} hs_exlog;
+
+#define HS_EXLOG_MAX (1u << 14) /* 512 KiB */
 
 struct hs_run {
     hs_run *next;       /* hs_store.runs */
@@ -128,6 +142,16 @@ struct hs_run {
     int64_t total_alloc_bytes;
     double total_alloc_count;
     uint64_t end_ns; /* time of the last event seen */
+    /* Exact heap totals (schema 008, store_rollup.c). With ex_on, peak_*
+     * are the exact peak's and the slots' peak copies hold their state at
+     * its moment; est_peak_* always follow the sampled series. */
+    int ex_seen, ex_on;
+    hs_exact ex; /* the latest observation */
+    int64_t est_peak_bytes;
+    uint64_t est_peak_t;
+    hs_exlog *exlog; /* events applied since the last observation */
+    uint32_t nexlog, exlog_cap;
+    int exlog_full; /* some were not kept: a new peak takes the state as it is */
     /* runs.resume_key: what a resumed HELLO must repeat (none: the run
      * cannot be resumed by a collector) */
     uint8_t key[HS_RESUME_KEY_MAX];
@@ -181,6 +205,14 @@ int hs__store_replay_events(hs_store *s, hs_run *r, const uint8_t *blob, size_t 
 int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb);
 /* Writes the final rows of a run: its last bucket, a keyframe, the peak. */
 int hs__rollup_finish(hs_store *s, hs_run *r);
+/* The peak side of an applied event: the sampled series' peak, and for the
+ * exact one the peak copy of the slot and the event log. bytes and count
+ * are signed (a free is negative); called after the slot changed. */
+void hs__rollup_peak_event(hs_run *r, uint32_t idx, const hs_event *e, int64_t bytes, double count);
+/* An exact observation (DROPS kinds 32-43) of run r. */
+int hs__store_exact(hs_store *s, hs_run *r, const hs_exact *x);
+/* Before an open run's events are replayed: its stored exact peak. */
+int hs__store_exact_load(hs_store *s, hs_run *r);
 /* Deletes the trace_stats of a run whose rollups are about to be rebuilt. */
 int hs__rollup_reset(hs_store *s, hs_run *r);
 

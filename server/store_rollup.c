@@ -14,8 +14,11 @@
  * what a few delta rows cost, so this bounds the summaries' share of the
  * writer's work; a reader adds the delta rows after stats_bucket, fewer
  * than that many per trace plus one bucket's. */
+#include <assert.h>
 #include <math.h>
+#include <stdlib.h>
 
+#include "hs_error.h"
 #include "hs_snap.h"
 #include "store_int.h"
 
@@ -67,13 +70,16 @@ static int write_peak(hs_store *s, hs_run *r)
     sqlite3_stmt *st = s->st[ST_SNAP_DEL_PEAK];
     sqlite3_bind_int64(st, 1, r->id);
     int rc = hs__store_step_done(s, st);
+    int64_t n = 0;
     for (uint32_t i = 0; i < r->nslots && !rc; i++) {
         const hs_slot *sl = &r->slots[i];
         int saved = sl->pk_ver == r->peak_ver;
         int64_t b = saved ? sl->pk_bytes : sl->bytes;
         int64_t c = llround(saved ? sl->pk_count : sl->count);
         if (b || c) rc = snap_row(s, r, HS_SNAP_PEAK, r->peak_bucket, sl->trace, b, c);
+        n += c;
     }
+    if (r->ex_on) r->peak_count = n; /* late events may have changed the copies */
     if (!rc) r->peak_dirty = 0;
     return rc;
 }
@@ -174,4 +180,179 @@ int hs__rollup_finish(hs_store *s, hs_run *r)
     if (!rc) rc = write_keyframe(s, r, r->bucket);
     if (!rc && r->ts_ndirty) rc = write_tstats(s, r, r->bucket);
     return rc;
+}
+
+/* ---- the peak: sampled, or exact ------------------------------------------
+ *
+ * Without exact figures the run's peak is the highest estimated live heap
+ * of the sampled series, and the slots' peak copies are taken lazily at it
+ * (store_int.h). With them (r->ex_on) the peak is the collector's exact one,
+ * at moment peak_t, and a slot's peak copy is its state after every event
+ * at or before peak_t: an event that arrives later but happened before
+ * (another thread's batch) is added to the copy too. When an observation
+ * moves the peak to a later moment, the events applied since the previous
+ * observation that happened after the new moment are taken back out of the
+ * copies (r->exlog); older ones cannot be after it, because the collector's
+ * window of each observation starts when the previous one was read, after
+ * the rings it drained had been snapshotted. */
+
+void hs__rollup_peak_event(hs_run *r, uint32_t idx, const hs_event *e, int64_t bytes, double count)
+{
+    if (r->live_bytes > r->est_peak_bytes) {
+        r->est_peak_bytes = r->live_bytes;
+        r->est_peak_t = e->t_ns;
+        if (!r->ex_on) {
+            r->peak_bytes = r->live_bytes;
+            r->peak_count = llround(r->live_count);
+            r->peak_t = e->t_ns;
+            r->peak_bucket = r->bucket;
+            r->peak_ver++;
+            r->peak_dirty = 1;
+        }
+    }
+    if (r->sample_bytes == 1 || (r->ex_seen && !r->ex_on)) return;
+    hs_slot *sl = &r->slots[idx];
+    if (r->ex_on && e->t_ns <= r->peak_t) {
+        assert(sl->pk_ver == r->peak_ver); /* apply_event saved it */
+        sl->pk_bytes += bytes;
+        sl->pk_count += count;
+        r->peak_dirty = 1;
+        return;
+    }
+    if (r->exlog_full) return;
+    if (r->nexlog == r->exlog_cap) {
+        uint32_t cap = r->exlog_cap ? 2 * r->exlog_cap : 256;
+        hs_exlog *n = cap <= HS_EXLOG_MAX ? realloc(r->exlog, cap * sizeof *n) : NULL;
+        if (!n) {
+            /* Until an observation clears it; a run that has sent none
+             * (an older collector) keeps no memory for it. */
+            r->exlog_full = 1;
+            if (!r->ex_seen) {
+                free(r->exlog);
+                r->exlog = NULL;
+                r->nexlog = r->exlog_cap = 0;
+            }
+            return;
+        }
+        r->exlog = n;
+        r->exlog_cap = cap;
+    }
+    r->exlog[r->nexlog++] = (hs_exlog){idx, e->t_ns, bytes, count};
+}
+
+/* The slots' peak copies become their state at moment t. */
+static void exact_peak_copies(hs_run *r, uint64_t t)
+{
+    r->peak_ver++;
+    if (!r->exlog_full) {
+        for (uint32_t i = 0; i < r->nexlog; i++) {
+            const hs_exlog *x = &r->exlog[i];
+            if (x->t_ns <= t) continue;
+            hs_slot *sl = &r->slots[x->slot];
+            if (sl->pk_ver != r->peak_ver) {
+                sl->pk_bytes = sl->bytes;
+                sl->pk_count = sl->count;
+                sl->pk_ver = r->peak_ver;
+            }
+            sl->pk_bytes -= x->bytes;
+            sl->pk_count -= x->count;
+        }
+    }
+    double c = 0;
+    for (uint32_t i = 0; i < r->nslots; i++) {
+        const hs_slot *sl = &r->slots[i];
+        c += sl->pk_ver == r->peak_ver ? sl->pk_count : sl->count;
+    }
+    r->peak_count = llround(c);
+    r->peak_dirty = 1;
+}
+
+static int exact_rows(hs_store *s, hs_run *r, const hs_exact *x)
+{
+    sqlite3_stmt *st = s->st[ST_EXACT_MAX];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, hs_bucket_of(x->max_t_ns, r->g));
+    sqlite3_bind_int64(st, 3, (int64_t)x->max_bytes);
+    sqlite3_bind_int64(st, 4, (int64_t)x->max_t_ns);
+    sqlite3_bind_int64(st, 5, (int64_t)x->allocs);
+    sqlite3_bind_int64(st, 6, (int64_t)x->frees);
+    int rc = hs__store_step_done(s, st);
+    if (rc) return rc;
+    st = s->st[ST_EXACT_OBS];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, hs_bucket_of(x->t_ns, r->g));
+    sqlite3_bind_int64(st, 3, (int64_t)x->live_bytes);
+    sqlite3_bind_int64(st, 4, (int64_t)x->t_ns);
+    sqlite3_bind_int64(st, 5, (int64_t)x->allocs);
+    sqlite3_bind_int64(st, 6, (int64_t)x->frees);
+    return hs__store_step_done(s, st);
+}
+
+int hs__store_exact(hs_store *s, hs_run *r, const hs_exact *x)
+{
+    /* Values no collector sends are not stored (the frame stays valid). */
+    const uint64_t lim = (uint64_t)INT64_MAX / 4;
+    if (x->t_ns > HS_T_MAX || x->max_t_ns > HS_T_MAX || x->peak_t_ns > HS_T_MAX ||
+        x->live_bytes > lim || x->max_bytes > lim || x->peak_bytes > lim || x->allocs > lim ||
+        x->frees > lim || x->alloc_bytes > lim || x->free_bytes > lim || x->error_bytes > lim)
+        return 0;
+    if (!r->ex_seen) {
+        r->ex_seen = 1;
+        r->ex_on = r->sample_bytes != 1 && !(x->flags & HS_EXACT_F_NO_SMALL);
+        if (r->ex_on) r->peak_bytes = -1; /* the exact one replaces the sampled one */
+        if (!r->ex_on) {                  /* no events are logged from now on */
+            free(r->exlog);
+            r->exlog = NULL;
+            r->exlog_cap = 0;
+        }
+    }
+    if (r->ex_on && (int64_t)x->peak_bytes > r->peak_bytes) {
+        r->peak_bytes = (int64_t)x->peak_bytes;
+        r->peak_t = x->peak_t_ns;
+        r->peak_bucket = hs_bucket_of(x->peak_t_ns, r->g);
+        exact_peak_copies(r, x->peak_t_ns);
+    }
+    r->nexlog = 0;
+    r->exlog_full = 0;
+    r->ex = *x;
+    if (x->t_ns > r->end_ns) r->end_ns = x->t_ns;
+    hs__store_touch(s, r);
+    return exact_rows(s, r, x);
+}
+
+int hs__store_exact_load(hs_store *s, hs_run *r)
+{
+    sqlite3_stmt *st = s->st[ST_RUN_EXACT_LOAD];
+    sqlite3_bind_int64(st, 1, r->id);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL) {
+        hs_exact *x = &r->ex;
+        int64_t flags = sqlite3_column_int64(st, 0);
+        int64_t *f[] = {NULL,
+                        (int64_t *)&x->allocs,
+                        (int64_t *)&x->frees,
+                        (int64_t *)&x->alloc_bytes,
+                        (int64_t *)&x->free_bytes,
+                        (int64_t *)&x->live_bytes,
+                        (int64_t *)&x->peak_bytes,
+                        (int64_t *)&x->peak_t_ns,
+                        (int64_t *)&x->error_bytes};
+        for (int i = 1; i < 9; i++) *f[i] = sqlite3_column_int64(st, i);
+        x->flags = (uint64_t)flags & 0xff;
+        x->t_ns = 1;
+        r->ex_seen = 1;
+        r->ex_on = (flags & 256) != 0;
+        if (r->ex_on) {
+            /* the replay fills the peak copies from the events at or
+             * before the peak (hs__rollup_peak_event) */
+            r->peak_bytes = (int64_t)x->peak_bytes;
+            r->peak_t = x->peak_t_ns;
+            r->peak_bucket = hs_bucket_of(x->peak_t_ns, r->g);
+            r->peak_ver++;
+            r->peak_dirty = 1;
+        }
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return step == SQLITE_ROW || step == SQLITE_DONE ? 0 : HS_EDB;
 }

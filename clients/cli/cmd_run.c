@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,10 @@ static int64_t run_progress(const json_t *run)
  * processes do not, at the default rate). */
 static int has_samples(const json_t *run)
 {
+    /* an exact peak is not a sample: every process has one */
+    json_t *ex = json_object_get(run, "exact");
+    if (ex && json_is_true(json_object_get(ex, "in_figures")))
+        return hs_json_int(run, "alloc_events") > 0 || hs_json_int(ex, "estimated_peak_bytes") > 0;
     return hs_json_int(run, "alloc_events") > 0 || hs_json_int(run, "peak_bytes") > 0;
 }
 
@@ -288,6 +293,21 @@ static const char *sampling_text(const json_t *run, char *buf, size_t len)
     return buf;
 }
 
+/* The exact totals' lines: what was counted, how close the live figure is,
+ * and the estimate the samples alone gave. */
+static void summary_exact(const json_t *ex)
+{
+    char b1[32], b2[32], b3[32];
+    fprintf(stderr,
+            "  counted      %" PRId64 " allocations (%s), %" PRId64 " frees: every one, in the "
+            "allocator's usable sizes; live heap within %s\n",
+            hs_json_int(ex, "allocs"), hs_cli_bytes(hs_json_int(ex, "alloc_bytes"), b1),
+            hs_json_int(ex, "frees"), hs_cli_bytes(hs_json_int(ex, "error_bytes"), b2));
+    fprintf(stderr, "  sampled peak %s at %s (what the samples alone estimate)\n",
+            hs_cli_bytes(hs_json_int(ex, "estimated_peak_bytes"), b1),
+            hs_cli_secs(hs_json_int(ex, "estimated_peak_t_ns"), b3));
+}
+
 /* The run's heap in a few lines. code: the command's exit code when run is
  * the command's own process, else -1 (run is the largest of its tree). */
 static void summary_head(const char *url, const json_t *run, int code)
@@ -304,8 +324,16 @@ static void summary_head(const char *url, const json_t *run, int code)
         fprintf(stderr, "\nheapstore: run %" PRId64 " of %s, the largest: %s, pid %" PRId64 "\n",
                 id, hs_json_str(run, "program"), hs_cli_secs(hs_json_int(run, "duration_ns"), b1),
                 hs_json_int(run, "pid"));
-    fprintf(stderr, "  peak heap    %s at %s\n", hs_cli_bytes(hs_json_int(run, "peak_bytes"), b2),
-            hs_cli_secs(hs_json_int(run, "peak_t_ns"), b3));
+    /* Which figures are exact: with the collector's exact totals the heap's
+     * peak, its moment, the end and the counts are; only the sites are
+     * estimated (summary_sites). At every-allocation sampling the samples
+     * are exact themselves (in requested bytes). */
+    json_t *ex = json_object_get(run, "exact");
+    int exact = ex && json_is_true(json_object_get(ex, "in_figures"));
+    int every = hs_json_int(samp, "sample_bytes") == 1;
+    const char *how = exact ? " (exact)" : every ? "" : " (estimated from samples)";
+    fprintf(stderr, "  peak heap    %s at %s%s\n", hs_cli_bytes(hs_json_int(run, "peak_bytes"), b2),
+            hs_cli_secs(hs_json_int(run, "peak_t_ns"), b3), how);
     const char *unclean =
         !strcmp(hs_json_str(run, "state"), "ended") ? "" : " (the run did not end cleanly)";
     /* A Python program's end is its main code's, before the interpreter's
@@ -327,10 +355,11 @@ static void summary_head(const char *url, const json_t *run, int code)
                 unclean);
         json_decref(main_end);
     } else {
-        fprintf(stderr, "  at the end   %s in %" PRId64 " blocks%s\n",
-                hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"),
+        fprintf(stderr, "  at the end   %s in %" PRId64 " blocks%s%s\n",
+                hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"), how,
                 unclean);
     }
+    if (exact) summary_exact(ex);
     json_t *d = json_object_get(samp, "dropped");
     int64_t dropped = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events");
     if (dropped)
@@ -355,14 +384,25 @@ static void summary_head(const char *url, const json_t *run, int code)
 static void summary_sites(const hs_cli_args *a, const char *url, const json_t *run)
 {
     int64_t id = hs_json_int(run, "id");
-    char t[4096], b1[32], b2[32];
+    char t[4096], b1[32], b2[32], b3[32];
     snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=peak&by=site&limit=5", id);
     hs_cli_site_params(a, t, sizeof t);
     json_t *top = get_json(url, t, 0);
     size_t i;
     json_t *row;
+    int64_t sb = hs_json_int(json_object_get(run, "sampling"), "sample_bytes");
     if (top && json_array_size(json_object_get(top, "rows"))) {
-        fprintf(stderr, "\n  top allocation sites at the peak:\n");
+        /* Each sample stands for about sb bytes: a site's estimate of B
+         * bytes rests on about B/sb samples, off by about sqrt(B * sb). */
+        int64_t b = hs_json_int(json_array_get(json_object_get(top, "rows"), 0), "total_bytes");
+        if (sb > 1)
+            fprintf(stderr,
+                    "\n  top allocation sites at the peak (estimated from samples: a site's "
+                    "figure of B bytes is off by about sqrt(B x %s), %s on %s):\n",
+                    hs_cli_bytes(sb, b1), hs_cli_bytes((int64_t)sqrt((double)b * (double)sb), b2),
+                    hs_cli_bytes(b, b3));
+        else
+            fprintf(stderr, "\n  top allocation sites at the peak:\n");
         json_array_foreach(json_object_get(top, "rows"), i, row)
         {
             char name[600];

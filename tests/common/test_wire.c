@@ -112,6 +112,51 @@ static void test_header(void **state)
     assert_int_equal(hs_header_parse(buf, n, &version), HS_EVERSION);
 }
 
+/* An exact observation travels as DROPS entries: it reads back whole,
+ * among ordinary kinds, and a reader that knows only those (an old server)
+ * finds nothing but kinds it skips. */
+static void test_exact_roundtrip(void **state)
+{
+    (void)state;
+    const hs_exact x = {.t_ns = 5,
+                        .live_bytes = 1 << 20,
+                        .max_bytes = 3 << 20,
+                        .max_t_ns = 4,
+                        .peak_bytes = 7 << 20,
+                        .peak_t_ns = 2,
+                        .allocs = 100,
+                        .frees = 90,
+                        .alloc_bytes = 9 << 20,
+                        .free_bytes = 8 << 20,
+                        .error_bytes = 65536,
+                        .flags = HS_EXACT_F_CALLED};
+    uint8_t buf[256];
+    hs_wr wr;
+    hs_wr_init(&wr, buf, sizeof buf);
+    hs_wr_varint(&wr, HS_DROP_ALLOC_EVENTS);
+    hs_wr_varint(&wr, 3);
+    hs_exact_put(&wr, &x);
+    assert_int_equal(wr.err, 0);
+    hs_batch_it it;
+    hs_drop d;
+    hs_exact y = {0};
+    int n = 0, other = 0;
+    assert_int_equal(hs_drops_begin(&it, buf, hs_wr_len(&wr)), 0);
+    while (hs_drops_next(&it, &d) == 1) {
+        if (hs_exact_take(&y, &d)) {
+            n++;
+            assert_true(d.kind > HS_DROP_KIND_MAX);
+            assert_non_null(hs_drop_name((int)d.kind));
+        } else {
+            other++;
+        }
+    }
+    assert_int_equal(n, HS_EXACT_KIND_LAST - HS_EXACT_KIND_FIRST + 1);
+    assert_int_equal(other, 1);
+    assert_memory_equal(&x, &y, sizeof x);
+    assert_string_equal(hs_drop_name(HS_EXACT_PEAK_T_NS), "exact_peak_t_ns");
+}
+
 static void test_frame_split(void **state)
 {
     (void)state;
@@ -326,6 +371,7 @@ int main(void)
         cmocka_unit_test(test_writer_overflow),
         cmocka_unit_test(test_header),
         cmocka_unit_test(test_frame_split),
+        cmocka_unit_test(test_exact_roundtrip),
         cmocka_unit_test(test_hello_roundtrip),
         cmocka_unit_test(test_events_roundtrip),
         cmocka_unit_test(test_stacks_symbols_mappings),
