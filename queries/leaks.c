@@ -15,16 +15,17 @@
  * which rises only where bytes were allocated that stay live to the end. A
  * sawtooth that returns to where it was has a flat floor; a leak under
  * churn has the staircase of what it kept. The floor must rise in at least
- * LEAK_MIN_STEPS buckets, and its rise must be spread over the window from
- * where it starts (where the floor first holds LEAK_START of its rise) to
- * the end: cut into LEAK_PARTS equal parts, at least LEAK_MIN_SPREAD of
- * them each hold a quarter of an even share of the rise. One allocation
- * kept, two or three big steps, or a cache filled early and then kept do
- * not; a leak of a little every iteration does, at every-allocation
- * sampling or at a sparse rate (where it shows as a random staircase of
- * sample-sized steps). The window must also cover LEAK_MIN_WINDOW of the
- * run. The least-squares line over the whole run (buckets 0..L, constant
- * between a series' changes) still gives the slope and r², for the reader. */
+ * LEAK_MIN_STEPS buckets, and its rise must be spread over its window (from
+ * where it holds LEAK_EDGE of its rise to where it holds all but LEAK_EDGE
+ * of it): cut into LEAK_PARTS equal parts, at least LEAK_MIN_SPREAD of them
+ * each hold a quarter of an even share of the rise. The window must cover
+ * LEAK_MIN_WINDOW of the run. One allocation kept, two or three big steps,
+ * or a cache filled early in the run do not pass; a leak of a little every
+ * iteration of a loop does, at every-allocation sampling or at a sparse
+ * rate (where it shows as a random staircase of sample-sized steps), also
+ * when the loop ends well before the run. The least-squares line over the
+ * whole run (buckets 0..L, constant between a series' changes) still gives
+ * the slope and r², for the reader. */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -38,7 +39,7 @@
 #define LEAK_PARTS      8    /* the growth window is judged in this many parts */
 #define LEAK_MIN_SPREAD 0.6  /* share of the parts that must hold growth */
 #define LEAK_MIN_WINDOW 0.25 /* the window's share of the run's buckets */
-#define LEAK_START      0.05 /* the window starts where the floor holds this */
+#define LEAK_EDGE       0.05 /* the window leaves out this share at each end */
 
 void hs_leaks_params_init(hs_leaks_params *p)
 {
@@ -318,7 +319,9 @@ static int sites_read(hs_q *q, const hs__run *run, int64_t upto, const hs__tsums
  * rose: returns the buckets in the window where it rose (-1 when out of
  * memory) and sets *spread (the share of the window's parts holding at
  * least a quarter of an even share of the rise) and *window (the window's
- * share of buckets 0..L). */
+ * share of buckets 0..L). The window runs from the bucket where the floor
+ * first holds LEAK_EDGE of its rise to the one where it first holds all but
+ * LEAK_EDGE: a little kept before or after the growth does not stretch it. */
 static int floor_rise(const leak_delta *d, size_t n, int64_t L, double *spread, double *window)
 {
     *spread = *window = 0;
@@ -331,11 +334,14 @@ static int floor_rise(const leak_delta *d, size_t n, int64_t L, double *spread, 
     double f0 = f[0] < 0 ? f[0] : 0, rise = f[n - 1] - f0;
     int steps = 0;
     if (rise > 0) {
-        size_t k0 = 0;
-        while (f[k0] - f0 < LEAK_START * rise) k0++;
-        int64_t b0 = d[k0].bucket, w = L + 1 - b0, parts = w < LEAK_PARTS ? w : LEAK_PARTS;
+        size_t k0 = 0, k1;
+        while (f[k0] - f0 < LEAK_EDGE * rise) k0++;
+        for (k1 = k0; f[k1] - f0 < (1 - LEAK_EDGE) * rise; k1++) {
+        }
+        int64_t b0 = d[k0].bucket, w = d[k1].bucket - b0 + 1,
+                parts = w < LEAK_PARTS ? w : LEAK_PARTS;
         double part[LEAK_PARTS] = {0};
-        for (size_t k = k0; k < n; k++) {
+        for (size_t k = k0; k <= k1; k++) {
             double inc = f[k] - (k ? f[k - 1] : f0);
             if (inc <= 0) continue;
             int64_t j = (d[k].bucket - b0) * parts / w;

@@ -11,7 +11,9 @@
  * - keep_once allocates 8 MiB a third of the way through and 8 MiB three
  *   rounds later, and keeps them: live at the end, and not growing (a big
  *   step in two);
- * - sawtooth grows and shrinks to nothing every fourth round: not growing.
+ * - sawtooth grows and shrinks to nothing every fourth round: not growing;
+ * - after the loop the program pauses as long as the loop took: the leaks
+ *   grew through half the run only, and are found all the same.
  *
  * At the default rate (one sample per 512 KiB, the blocks 100 times
  * larger) the same verdicts, and leak_a's and leak_b's bytes within 5

@@ -154,8 +154,8 @@ static void live_by_bucket(const json_t *series, int64_t g, double *y, int64_t L
 
 /* The leak fit of docs/api.md, computed bucket by bucket, against the
  * answer's row: the line's slope and r², and the floor's (the least live
- * bytes from a bucket to the end) spread over the eighths of its window and
- * the window's share of the run. */
+ * bytes from a bucket to the end) spread over the eighths of its window
+ * (from 5% to 95% of its rise) and the window's share of the run. */
 static void check_fit(const json_t *row, const double *y, int64_t L, int64_t g)
 {
     double n = (double)(L + 1), sx = 0, sy = 0, sxx = 0, sxy = 0, syy = 0;
@@ -171,10 +171,12 @@ static void check_fit(const json_t *row, const double *y, int64_t L, int64_t g)
     double *fl = calloc((size_t)L + 1, sizeof *fl), part[8] = {0};
     for (int64_t b = L; b >= 0; b--) fl[b] = b == L || y[b] < fl[b + 1] ? y[b] : fl[b + 1];
     double f0 = fl[0] < 0 ? fl[0] : 0, rise = fl[L] - f0;
-    int64_t b0 = 0;
+    int64_t b0 = 0, b1;
     while (fl[b0] - f0 < 0.05 * rise) b0++;
-    int64_t w = L + 1 - b0, parts = w < 8 ? w : 8, held = 0;
-    for (int64_t b = b0; b <= L; b++) part[(b - b0) * parts / w] += fl[b] - (b ? fl[b - 1] : f0);
+    for (b1 = b0; fl[b1] - f0 < 0.95 * rise; b1++) {
+    }
+    int64_t w = b1 - b0 + 1, parts = w < 8 ? w : 8, held = 0;
+    for (int64_t b = b0; b <= b1; b++) part[(b - b0) * parts / w] += fl[b] - (b ? fl[b - 1] : f0);
     for (int64_t j = 0; j < parts; j++) held += part[j] >= rise / (4.0 * (double)parts);
     free(fl);
     assert_true(fabs(jr(row, "slope_bytes_per_s") - slope) <= 1e-9 * fabs(slope));

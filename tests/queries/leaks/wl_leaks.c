@@ -9,7 +9,9 @@
  *   sawtooth allocates 20000 * SCALE bytes and frees everything it holds
  *          every fourth round (ROUNDS a multiple of 4: it ends empty).
  * keep_once allocates a block of 8 MiB a third of the way through and one
- * more three rounds later, and keeps them: a big step up, in two. */
+ * more three rounds later, and keeps them: a big step up, in two. After
+ * the loop the program pauses as long as the loop took, allocating nothing
+ * (growth over half the run, then none). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +98,7 @@ int main(int argc, char **argv)
         sawtooth(i, 20000 * scale);
         nanosleep(&pause, NULL);
     }
+    for (int i = 0; i < rounds; i++) nanosleep(&pause, NULL);
     printf("truth %zu %zu\n", (size_t)rounds * 4000 * scale, (size_t)rounds * 6000 * scale);
     return 0;
 }

@@ -8,7 +8,9 @@
 #   sawtooth adds a bytearray of 20000 * SCALE bytes to a list that every
 #          fourth round empties (it grows and shrinks, and ends empty).
 # keep_once allocates a block of 8 MiB a third of the way through and one
-# more three rounds later, and keeps them: a big step up, in two. The program prints the true bytes leak_a and leak_b hold at
+# more three rounds later, and keeps them: a big step up, in two. After
+# the loop the program pauses as long as the loop took, allocating nothing
+# (growth over half the run, then none). The program prints the true bytes leak_a and leak_b hold at
 # the end (objects, buffers and the lists' item arrays, from sys.getsizeof).
 import sys
 import time
@@ -70,6 +72,7 @@ def main(rounds, ms, scale):
         callers[i * 5 // rounds](6000 * scale)
         sawtooth(i, 20000 * scale)
         time.sleep(ms / 1000)
+    time.sleep(rounds * ms / 1000)
     print("truth", held(kept_a), held(kept_b), flush=True)
 
 
