@@ -207,13 +207,14 @@ static int sites_group(hs_q *q, const hs__tsums *sums, int64_t L, leak_sites *ls
 
 /* 0 when the summed summaries already rule the site out: nothing live at
  * the end, a line that does not rise, or too few increases, too close
- * together or too late, for its floor to pass site_judge. */
+ * together, for its floor to pass site_judge. */
 static int site_may_grow(const leak_site *s, int64_t L)
 {
     double nb = (double)(L + 1), sx = (double)L * (double)(L + 1) / 2;
     if (s->bytes <= 0 || s->ups < LEAK_MIN_STEPS || nb * s->sxy - sx * s->sy <= 0) return 0;
-    if (s->last_up - s->first_up + 1 < LEAK_MIN_STEPS) return 0;
-    return (double)(L + 1 - s->first_up) >= LEAK_MIN_WINDOW * nb;
+    /* the window lies within the increases' span */
+    int64_t span = s->last_up - s->first_up + 1;
+    return span >= LEAK_MIN_STEPS && (double)span >= LEAK_MIN_WINDOW * nb;
 }
 
 static int site_put(leak_site *s, int64_t bucket, int64_t bytes)
