@@ -18,7 +18,8 @@
  * LEAK_MIN_STEPS buckets, and its rise must be spread over its window (from
  * where it holds LEAK_EDGE of its rise to where it holds all but LEAK_EDGE
  * of it): cut into LEAK_PARTS equal parts, at least LEAK_MIN_SPREAD of them
- * each hold a quarter of an even share of the rise. The window must cover
+ * (of as many as it has steps, when fewer) each hold a quarter of an even
+ * share of the rise. The window must cover
  * LEAK_MIN_WINDOW of the run. One allocation kept, two or three big steps,
  * or a cache filled early in the run do not pass; a leak of a little every
  * iteration of a loop does, at every-allocation sampling or at a sparse
@@ -318,10 +319,10 @@ static int sites_read(hs_q *q, const hs__run *run, int64_t upto, const hs__tsums
 
 /* How the floor of the series d (one change per bucket, buckets <= L)
  * rose: returns the buckets in the window where it rose (-1 when out of
- * memory) and sets *spread (the share of the window's parts holding at
- * least a quarter of an even share of the rise) and *window (the window's
- * share of buckets 0..L). The window runs from the bucket where the floor
- * first holds LEAK_EDGE of its rise to the one where it first holds all but
+ * memory) and sets *spread (of the window's parts, as many as it rose in
+ * buckets at most, the share holding at least a quarter of an even share
+ * of the rise) and *window (the window's share of buckets 0..L). The window runs from the bucket
+ * where the floor first holds LEAK_EDGE of its rise to the one where it first holds all but
  * LEAK_EDGE: a little kept before or after the growth does not stretch it. */
 static int floor_rise(const leak_delta *d, size_t n, int64_t L, double *spread, double *window)
 {
@@ -350,9 +351,11 @@ static int floor_rise(const leak_delta *d, size_t n, int64_t L, double *spread, 
             part[j] += inc;
             steps++;
         }
-        int held = 0;
+        /* a staircase of a few steps (a sparse rate's samples) can fill no
+         * more parts than it has steps */
+        int held = 0, room = steps < parts ? steps : (int)parts;
         for (int64_t j = 0; j < parts; j++) held += part[j] >= rise / (4.0 * (double)parts);
-        *spread = (double)held / (double)parts;
+        *spread = room ? (double)held / room : 0;
         *window = (double)w / (double)(L + 1);
     }
     free(f);
