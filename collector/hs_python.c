@@ -91,6 +91,7 @@ typedef struct debug_offsets_313 {
 typedef struct py_interp {
     uintptr_t runtime, code_type;
     uintptr_t eval_lo[MAX_EVAL], eval_hi[MAX_EVAL];
+    uintptr_t eval_min, eval_max; /* around all of them: most pcs are neither */
     int neval;
     int ok; /* a layout is known: walk its frames */
     py_layout L;
@@ -299,6 +300,12 @@ static void add_interp(const char *path, const syms *s)
     ip->neval = s->neval;
     memcpy(ip->eval_lo, s->eval_lo, sizeof ip->eval_lo);
     memcpy(ip->eval_hi, s->eval_hi, sizeof ip->eval_hi);
+    ip->eval_min = UINTPTR_MAX;
+    for (int j = 0; j < ip->neval; j++) {
+        assert(ip->eval_lo[j] < ip->eval_hi[j]);
+        if (ip->eval_lo[j] < ip->eval_min) ip->eval_min = ip->eval_lo[j];
+        if (ip->eval_hi[j] > ip->eval_max) ip->eval_max = ip->eval_hi[j];
+    }
     int minor = -1;
     uint64_t hex = 0;
     if (s->version && rd(&hex, s->version, sizeof hex) == 0 && (hex >> 24) == 3) {
@@ -1028,10 +1035,26 @@ static int walk_direct(const py_interp *ip, uint64_t *out, uint32_t cap, uint32_
 static const py_interp *eval_owner(uintptr_t pc, int n)
 {
     uintptr_t a = pc - 1; /* a return address: look at the call */
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
+        if (a < interps[i].eval_min || a >= interps[i].eval_max) continue;
         for (int j = 0; j < interps[i].neval; j++)
             if (a >= interps[i].eval_lo[j] && a < interps[i].eval_hi[j]) return &interps[i];
+    }
     return NULL;
+}
+
+/* hs_py_merge for a stack that runs through no evaluation loop (start-up,
+ * finalization, a thread running no Python code): the native frames as
+ * they are; the thread's Python state is not read at all. */
+static __attribute__((noinline)) uint32_t native_only(uint64_t *out, uint32_t cap,
+                                                      void *const *native, uint32_t n,
+                                                      uint32_t native_max, int native_full,
+                                                      int *truncated)
+{
+    uint32_t lim = native_max < cap ? native_max : cap, d = 0;
+    for (; d < n && d < lim; d++) out[d] = (uint64_t)(uintptr_t)native[d];
+    if (d < n || native_full) *truncated = 1;
+    return d;
 }
 
 uint32_t hs_py_merge(uint64_t *out, uint32_t cap, void *const *native, uint32_t n,
@@ -1040,24 +1063,23 @@ uint32_t hs_py_merge(uint64_t *out, uint32_t cap, void *const *native, uint32_t 
     int ni = atomic_load_explicit(&ninterps, memory_order_acquire);
     const py_interp *ip = NULL;
     for (uint32_t i = 0; i < n && !ip; i++) ip = eval_owner((uintptr_t)native[i], ni);
+    if (!ip) return native_only(out, cap, native, n, native_max, native_full, truncated);
     uint32_t npy = 0;
-    if (ip) {
-        int partial = 0, got = -1;
-        if (ip->ok) {
-            uint32_t pymax = cap - (native_max < cap / 2 ? native_max : cap / 2);
-            got = hs_py_gil_held ? walk_direct(ip, out, cap, pymax, &partial)
-                                 : walk(ip, out, cap, pymax, &partial);
-        }
-        if (got <= 0 || partial) hs__drop_add(HS_DROP_PYTHON_FALLBACK, 1);
-        if (partial) *truncated = 1;
-        if (got > 0) {
-            npy = (uint32_t)got;
-            /* innermost first from out[cap - npy] on */
-            for (uint32_t a = cap - npy, b = cap - 1; a < b; a++, b--) {
-                uint64_t t = out[a];
-                out[a] = out[b];
-                out[b] = t;
-            }
+    int partial = 0, got = -1;
+    if (ip->ok) {
+        uint32_t pymax = cap - (native_max < cap / 2 ? native_max : cap / 2);
+        got = hs_py_gil_held ? walk_direct(ip, out, cap, pymax, &partial)
+                             : walk(ip, out, cap, pymax, &partial);
+    }
+    if (got <= 0 || partial) hs__drop_add(HS_DROP_PYTHON_FALLBACK, 1);
+    if (partial) *truncated = 1;
+    if (got > 0) {
+        npy = (uint32_t)got;
+        /* innermost first from out[cap - npy] on */
+        for (uint32_t a = cap - npy, b = cap - 1; a < b; a++, b--) {
+            uint64_t t = out[a];
+            out[a] = out[b];
+            out[b] = t;
         }
     }
     uint32_t lim = native_max < cap - npy ? native_max : cap - npy;

@@ -362,17 +362,170 @@ static int gzip_buf(const hs__buf *in, hs__buf *out)
     return rc == Z_STREAM_END ? 0 : -1;
 }
 
+/* Synthetic pcs of inlined frames, as the server names them
+ * (server/hs_symbols.h's hs_inl_pc: the tag, k << 48, the pc they are
+ * inlined at). */
+#define INL_TAG      0xfe00000000000000ull
+#define INL_TAG_MASK 0xff00000000000000ull
+#define INL_PC_MASK  ((1ull << 48) - 1)
+
+/* The samples' locations and functions, encoded as they are first met. A
+ * location is one address: the functions inlined there, innermost first,
+ * then the function that holds them (profile.proto's Location.line: "the
+ * last entry represents the caller into which the preceding entries were
+ * inlined"), all at the holder's address within its mapping. */
+typedef struct ploc {
+    hs_q *q;
+    pstr *s;
+    const pmap *maps;
+    size_t nmaps;
+    hs__map pcs;      /* frame id -> a pc that stands for it */
+    hs__smap keys;    /* "id,id,…" of a location's frames -> location id */
+    hs__smap fn_keys; /* name \x1f file -> function id */
+    hs__buf locs, fns;
+    uint64_t next_loc, next_fn;
+} ploc;
+
+/* The pc that stands for frame (0 when none): for a function inlined
+ * somewhere, the pc it is inlined at, with *inlined set. */
+static uint64_t frame_pc(const ploc *c, int64_t frame, int *inlined)
+{
+    uint64_t pc;
+    if (!hs__map_get(&c->pcs, (uint64_t)frame, &pc)) pc = 0;
+    *inlined = (pc & INL_TAG_MASK) == INL_TAG;
+    return *inlined ? pc & INL_PC_MASK : pc;
+}
+
+/* How many frames from frames[0] (leaf first, n > 0) share one address:
+ * the functions inlined at one pc and the frame that holds them (its pc, or
+ * its module and offset, are theirs); else 1. */
+static int loc_span(hs_q *q, const ploc *c, const int64_t *frames, int n, hs_qerr *err)
+{
+    int inl;
+    uint64_t base = frame_pc(c, frames[0], &inl), pc;
+    if (!inl) return 1;
+    int k = 1;
+    while (k < n && (pc = frame_pc(c, frames[k], &inl), inl && pc == base)) k++;
+    if (k == n) return k;
+    if ((pc = frame_pc(c, frames[k], &inl)), inl) return k;
+    if (pc == base) return k + 1;
+    /* frame pointers stay valid while the request runs (q_internal.h) */
+    const hs__frame *a = hs__frame_get(q, frames[k - 1], err), *b;
+    if (!a || !(b = hs__frame_get(q, frames[k], err))) return HS_EDB;
+    return b->module_offset == a->module_offset && !strcmp(b->module, a->module) ? k + 1 : k;
+}
+
+/* The function id of f (by name and file), encoded when new. */
+static int64_t ploc_fn(ploc *c, const hs__frame *f)
+{
+    char fk[1024];
+    snprintf(fk, sizeof fk, "%s\x1f%s", f->name, f->file);
+    int added;
+    size_t fi = hs__smap_intern(&c->fn_keys, fk, strlen(fk), c->next_fn, &added);
+    if (fi == (size_t)-1) {
+        c->fns.oom = 1;
+        return 0;
+    }
+    if (added) {
+        c->next_fn++;
+        hs__buf m = {0};
+        pb_int(&m, 1, (int64_t)fi);
+        pb_int(&m, 2, pstr_id(c->s, f->name));
+        pb_int(&m, 3, pstr_id(c->s, f->name));
+        pb_int(&m, 4, pstr_id(c->s, f->file));
+        pb_bytes(&c->fns, 5, m.p ? m.p : "", m.n);
+        if (m.oom) c->fns.oom = 1;
+        free(m.p);
+    }
+    return (int64_t)fi;
+}
+
+/* f's address and mapping (0 when none holds it): its pc, else its
+ * module's start plus its offset. */
+static void ploc_addr(const ploc *c, int64_t frame, const hs__frame *f, uint64_t *addr,
+                      uint64_t *mid)
+{
+    int inl;
+    *addr = frame_pc(c, frame, &inl);
+    *mid = 0;
+    for (size_t mi = 0; mi < c->nmaps; mi++) {
+        const pmap *pm = &c->maps[mi];
+        if ((*addr && *addr >= pm->start && *addr < pm->end) ||
+            (!*addr && f->module[0] && !strcmp(f->module, pm->path))) {
+            *mid = mi + 1;
+            if (!*addr) *addr = pm->start + (uint64_t)f->module_offset;
+            return;
+        }
+    }
+}
+
+/* The location of frames[0..n) (one address, see loc_span) into *lid,
+ * encoded when new. 0 or an HS_E code. */
+static int ploc_get(ploc *c, const int64_t *frames, int n, uint64_t *lid, hs_qerr *err)
+{
+    char key[512];
+    size_t len = 0;
+    for (int k = 0; k < n && len < sizeof key; k++)
+        len += (size_t)snprintf(key + len, sizeof key - len, "%" PRId64 ",", frames[k]);
+    if (len >= sizeof key) len = sizeof key - 1;
+    int added;
+    size_t id = hs__smap_intern(&c->keys, key, len, c->next_loc, &added);
+    if (id == (size_t)-1) return hs__err(err, HS_ENOMEM, "out of memory");
+    *lid = id;
+    if (!added) return 0;
+    c->next_loc++;
+    hs__buf m = {0}, line = {0};
+    uint64_t addr = 0, mid = 0;
+    for (int k = 0; k < n; k++) {
+        const hs__frame *f = hs__frame_get(c->q, frames[k], err);
+        if (!f) {
+            free(line.p);
+            free(m.p);
+            return HS_EDB;
+        }
+        line.n = 0;
+        pb_int(&line, 1, ploc_fn(c, f));
+        pb_int(&line, 2, f->line);
+        pb_bytes(&m, 4, line.p ? line.p : "", line.n);
+        if (k == n - 1) ploc_addr(c, frames[k], f, &addr, &mid);
+    }
+    hs__buf head = {0};
+    pb_int(&head, 1, (int64_t)id);
+    pb_int(&head, 2, (int64_t)mid);
+    pb_int(&head, 3, (int64_t)addr);
+    hs__buf_put(&head, m.p ? m.p : "", m.n);
+    pb_bytes(&c->locs, 4, head.p ? head.p : "", head.n);
+    if (m.oom || line.oom || head.oom) c->locs.oom = 1;
+    free(m.p);
+    free(line.p);
+    free(head.p);
+    return 0;
+}
+
+/* A sample's location ids, leaf first, into ids. 0 or an HS_E code. */
+static int ploc_stack(ploc *c, const xtrace *t, hs__buf *ids, hs_qerr *err)
+{
+    for (int k = 0; k < t->depth;) {
+        int n = loc_span(c->q, c, t->frames + k, t->depth - k, err);
+        if (n < 0) return n;
+        uint64_t lid = 0;
+        int rc = ploc_get(c, t->frames + k, n, &lid, err);
+        if (rc) return rc;
+        pb_varint(ids, lid);
+        k += n;
+    }
+    return 0;
+}
+
 static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
                         hs_qerr *err)
 {
     pstr s = {0};
     hs__buf body = {0}, m = {0}, gz = {0};
-    hs__map loc_ids = {0}, fn_ids = {0}, pcs = {0};
-    hs__smap fn_keys = {0};
+    ploc c = {.q = q, .s = &s, .next_loc = 1, .next_fn = 1};
     pmap *maps = NULL;
     size_t nmaps = 0, capmaps = 0;
     int rc = HS_EDB, st_rc;
-    uint64_t next_loc = 1, next_fn = 1;
     pstr_id(&s, "");
 
     sqlite3_stmt *st = hs__stmt(q, ST_MAPPINGS, err);
@@ -407,8 +560,8 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
     sqlite3_bind_int64(st, 1, run->id);
     while ((st_rc = sqlite3_step(st)) == SQLITE_ROW) {
         uint64_t frame = (uint64_t)sqlite3_column_int64(st, 1), pc;
-        if (!hs__map_get(&pcs, frame, &pc) &&
-            hs__map_put(&pcs, frame, (uint64_t)sqlite3_column_int64(st, 0)))
+        if (!hs__map_get(&c.pcs, frame, &pc) &&
+            hs__map_put(&c.pcs, frame, (uint64_t)sqlite3_column_int64(st, 0)))
             goto oom;
     }
     sqlite3_reset(st);
@@ -420,60 +573,15 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
     value_type(&body, 1, &s, "inuse_space", "bytes");
 
     /* samples, locations and functions */
-    hs__buf locs = {0}, fns = {0};
+    c.maps = maps;
+    c.nmaps = nmaps;
     for (size_t i = 0; i < x->n; i++) {
         xtrace *t = &x->t[i];
         if (!t->depth || (t->bytes <= 0 && t->alloc_space <= 0)) continue;
         hs__buf ids = {0}, vals = {0};
-        for (int k = 0; k < t->depth; k++) {
-            uint64_t lid;
-            if (!hs__map_get(&loc_ids, (uint64_t)t->frames[k], &lid)) {
-                const hs__frame *f = hs__frame_get(q, t->frames[k], err);
-                if (!f) {
-                    free(ids.p);
-                    free(vals.p);
-                    free(locs.p);
-                    free(fns.p);
-                    goto out;
-                }
-                lid = next_loc++;
-                hs__map_put(&loc_ids, (uint64_t)t->frames[k], lid);
-                /* function: by name and file */
-                char fk[1024];
-                snprintf(fk, sizeof fk, "%s\x1f%s", f->name, f->file);
-                int added;
-                size_t fi = hs__smap_intern(&fn_keys, fk, strlen(fk), next_fn, &added);
-                if (added) {
-                    next_fn++;
-                    m.n = 0;
-                    pb_int(&m, 1, (int64_t)fi);
-                    pb_int(&m, 2, pstr_id(&s, f->name));
-                    pb_int(&m, 3, pstr_id(&s, f->name));
-                    pb_int(&m, 4, pstr_id(&s, f->file));
-                    pb_bytes(&fns, 5, m.p ? m.p : "", m.n);
-                }
-                uint64_t addr = 0, mid = 0;
-                if (!hs__map_get(&pcs, (uint64_t)t->frames[k], &addr)) addr = 0;
-                for (size_t mi = 0; mi < nmaps; mi++) {
-                    if ((addr && addr >= maps[mi].start && addr < maps[mi].end) ||
-                        (!addr && f->module[0] && !strcmp(f->module, maps[mi].path))) {
-                        mid = mi + 1;
-                        if (!addr) addr = maps[mi].start + (uint64_t)f->module_offset;
-                        break;
-                    }
-                }
-                hs__buf line = {0};
-                pb_int(&line, 1, (int64_t)fi);
-                pb_int(&line, 2, f->line);
-                m.n = 0;
-                pb_int(&m, 1, (int64_t)lid);
-                pb_int(&m, 2, (int64_t)mid);
-                pb_int(&m, 3, (int64_t)addr);
-                pb_bytes(&m, 4, line.p ? line.p : "", line.n);
-                free(line.p);
-                pb_bytes(&locs, 4, m.p ? m.p : "", m.n);
-            }
-            pb_varint(&ids, lid);
+        if ((rc = ploc_stack(&c, t, &ids, err))) {
+            free(ids.p);
+            goto out;
         }
         pb_varint(&vals, (uint64_t)llround(t->alloc_objects));
         pb_varint(&vals, (uint64_t)llround(t->alloc_space));
@@ -501,11 +609,9 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
         pb_int(&m, 9, 1);
         pb_bytes(&body, 3, m.p ? m.p : "", m.n);
     }
-    hs__buf_put(&body, locs.p ? locs.p : "", locs.n);
-    hs__buf_put(&body, fns.p ? fns.p : "", fns.n);
-    if (locs.oom || fns.oom) body.oom = 1;
-    free(locs.p);
-    free(fns.p);
+    hs__buf_put(&body, c.locs.p ? c.locs.p : "", c.locs.n);
+    hs__buf_put(&body, c.fns.p ? c.fns.p : "", c.fns.n);
+    if (c.locs.oom || c.fns.oom) body.oom = 1;
     int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
     int64_t c1 = pstr_id(&s, "heapstore: estimated live heap, sum of sampling weights");
     char comment[768], note[512];
@@ -540,10 +646,11 @@ out:
     free(m.p);
     free(s.table.p);
     hs__smap_free(&s.idx);
-    hs__smap_free(&fn_keys);
-    hs__map_free(&loc_ids);
-    hs__map_free(&fn_ids);
-    hs__map_free(&pcs);
+    free(c.locs.p);
+    free(c.fns.p);
+    hs__smap_free(&c.keys);
+    hs__smap_free(&c.fn_keys);
+    hs__map_free(&c.pcs);
     return rc;
 }
 

@@ -1,20 +1,33 @@
-/* leaks: what a run held at its end, and which traces grew through it, as
- * a typed result (hs_core.h).
+/* leaks: what a run held at its end, and which sites grew through it, as a
+ * typed result (hs_core.h).
  *
- * Least squares of a trace's live bytes against the bucket index over the
- * whole run (buckets 0..L). Live bytes are constant between the buckets
- * where a trace changes, so each trace only costs its delta rows: a constant
- * segment [a, c] at value y adds y*(c-a+1), y*sum(a..c) and y*y*(c-a+1)
- * (hs_tstats_close). Those sums are kept per trace as the rows are written
- * (trace_stats), so a run's length costs nothing here.
+ * Growth is judged per site (site.c: the innermost Python frame, or the
+ * first frame outside the allocation machinery), not per trace: a function
+ * that leaks through several stacks (an append that sometimes reallocates,
+ * a helper called from two places) leaks as one. A site's series is the sum
+ * of its traces' delta rows, read for the sites that may qualify only: the
+ * per-trace summaries (hs_tstats) bound what the merged series can be (its
+ * bytes at the end, its increases, the line's covariance are sums), so
+ * most sites are ruled out without reading a row.
  *
- * A straight line in time is not the only shape of a leak: a program's pace
- * varies (it waits, it is descheduled, one phase is slower), and a leak that
- * grows in a few bursts spread over the run fits a line badly. So a trace
- * also counts as growing when its changes are nearly all increases
- * (steadiness: (up - down) / (up + down) of its per-bucket changes) and its
- * increases span most of the run (first to last increasing bucket), which a
- * cache that fills early and then stays full does not. */
+ * What counts as growing is the shape of the bytes a site still holds at
+ * the end: its floor, F(b) = min of its live bytes over buckets b..end,
+ * which rises only where bytes were allocated that stay live to the end. A
+ * sawtooth that returns to where it was has a flat floor; a leak under
+ * churn has the staircase of what it kept. The floor must rise in at least
+ * LEAK_MIN_STEPS buckets, and its rise must be spread over its window (from
+ * where it holds LEAK_EDGE of its rise to where it holds all but LEAK_EDGE
+ * of it): cut into LEAK_PARTS equal parts, at least LEAK_MIN_SPREAD of them
+ * (of as many as it has steps, when fewer) each hold a quarter of an even
+ * share of the rise. The window must cover
+ * LEAK_MIN_WINDOW of the run. One allocation kept, two or three big steps,
+ * or a cache filled early in the run do not pass; a leak of a little every
+ * iteration of a loop does, at every-allocation sampling or at a sparse
+ * rate (where it shows as a random staircase of sample-sized steps), also
+ * when the loop ends well before the run. The least-squares line over the
+ * whole run (buckets 0..L, constant between a series' changes) still gives
+ * the slope and r², for the reader. */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +36,11 @@
 #include "hs_error.h"
 #include "q_internal.h"
 
-#define TREND_MIN_R2     0.5
-#define TREND_MIN_STEADY 0.9
-#define TREND_MIN_SPAN   0.5
+#define LEAK_MIN_STEPS  4    /* buckets where the floor rose */
+#define LEAK_PARTS      8    /* the growth window is judged in this many parts */
+#define LEAK_MIN_SPREAD 0.6  /* share of the parts that must hold growth */
+#define LEAK_MIN_WINDOW 0.25 /* the window's share of the run's buckets */
+#define LEAK_EDGE       0.05 /* the window leaves out this share at each end */
 
 void hs_leaks_params_init(hs_leaks_params *p)
 {
@@ -102,52 +117,310 @@ static int cmp_score(const void *a, const void *b)
     return (x->count > y->count) - (x->count < y->count); /* count: the order met */
 }
 
-/* The growing traces' fits, unranked, into *out (count: their order). */
-static int leaks_fit(const hs__tsums *sums, const hs__run *run, int64_t L_, hs_leak_row **out,
-                     size_t *n)
+/* ---- growth, per site ------------------------------------------------------ */
+
+/* A site's change in one bucket. */
+typedef struct leak_delta {
+    int64_t bucket, bytes;
+} leak_delta;
+
+typedef struct leak_site {
+    int64_t frame;              /* the site's frame id (0: an empty stack) */
+    int64_t trace, trace_bytes; /* its trace holding most at the end: the row's stack */
+    /* its traces' summaries summed: what rules a site out unread */
+    int64_t bytes, ups, first_up, last_up;
+    double sy, sxy;
+    int may_grow;
+    leak_delta *d; /* may_grow: its traces' delta rows, then merged by bucket */
+    size_t nd, capd;
+} leak_site;
+
+typedef struct leak_sites {
+    leak_site *s; /* in the order of their first delta row */
+    size_t n, cap;
+    hs__map idx;    /* site frame -> index into s */
+    size_t *of;     /* per row of the summaries, its site's index */
+    hs__map traces; /* trace -> site index, for the sites that may grow */
+} leak_sites;
+
+/* A trace's delta rows cost about this many rows of a pass over all of a
+ * run's rows when looked up bucket by bucket (as history.c weighs it). */
+#define LEAK_LOOKUP_COST 8
+
+static void sites_clear(leak_sites *ls)
 {
-    double L = (double)L_, nb = L + 1;
-    double sx = L * (L + 1) / 2, sxx = L * (L + 1) * (2 * L + 1) / 6;
-    double vx = nb * sxx - sx * sx;
-    hs_leak_row *c = calloc(sums->n ? sums->n : 1, sizeof *c);
-    if (!c) return HS_ENOMEM;
-    *out = c;
-    for (size_t i = 0; i < sums->n && nb >= 3 && vx > 0; i++) {
-        hs_tstats *t = &sums->rows[i].s;
-        hs_tstats_close(t, L_ + 1);
-        if (t->bytes <= 0 || t->ups < 2) continue;
-        double cov = nb * t->sxy - sx * t->sy, vy = nb * t->syy - t->sy * t->sy;
-        if (cov <= 0 || vy <= 0) continue;
-        double slope = cov / vx, r2 = cov * cov / (vx * vy);
-        double steady = (t->up - t->down) / (t->up + t->down);
-        double span = (double)(t->last_up - t->first_up + 1) / nb;
-        int steady_growth = steady >= TREND_MIN_STEADY && span >= TREND_MIN_SPAN;
-        if (r2 < TREND_MIN_R2 && !steady_growth) continue;
-        double fit = steady_growth && steady * span > r2 ? steady * span : r2;
-        c[*n] = (hs_leak_row){.trace = sums->rows[i].trace,
-                              .end_bytes = t->bytes,
-                              .slope = slope * 1e9 / (double)run->g,
-                              .r2 = r2,
-                              .steady = steady,
-                              .span = span,
-                              .score = (double)t->bytes * fit,
-                              .count = (int64_t)*n};
-        (*n)++;
+    for (size_t i = 0; i < ls->n; i++) free(ls->s[i].d);
+    free(ls->s);
+    free(ls->of);
+    hs__map_free(&ls->idx);
+    hs__map_free(&ls->traces);
+    memset(ls, 0, sizeof *ls);
+}
+
+static leak_site *site_get(leak_sites *ls, int64_t frame, size_t *index)
+{
+    uint64_t i;
+    if (hs__map_get(&ls->idx, (uint64_t)frame, &i)) {
+        *index = (size_t)i;
+        return &ls->s[i];
+    }
+    if (ls->n == ls->cap) {
+        size_t ncap = ls->cap ? 2 * ls->cap : 64;
+        leak_site *np = realloc(ls->s, ncap * sizeof *np);
+        if (!np) return NULL;
+        ls->s = np;
+        ls->cap = ncap;
+    }
+    if (hs__map_put(&ls->idx, (uint64_t)frame, ls->n)) return NULL;
+    *index = ls->n;
+    leak_site *s = &ls->s[ls->n++];
+    *s = (leak_site){.frame = frame, .trace = -1, .first_up = INT64_MAX, .last_up = -1};
+    return s;
+}
+
+/* Groups the traces of sums by site and sums their summaries (closed at
+ * L + 1: live bytes stay as they are up to the end). */
+static int sites_group(hs_q *q, const hs__tsums *sums, int64_t L, leak_sites *ls, hs_qerr *err)
+{
+    if (!(ls->of = malloc((sums->n ? sums->n : 1) * sizeof *ls->of)))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < sums->n; i++) {
+        hs_tstats t = sums->rows[i].s;
+        hs_tstats_close(&t, L + 1);
+        int64_t sf;
+        int rc = hs__site(q, sums->rows[i].trace, &sf, err);
+        if (rc) return rc;
+        leak_site *s = site_get(ls, sf, &ls->of[i]);
+        if (!s) return hs__err(err, HS_ENOMEM, "out of memory");
+        s->bytes += t.bytes;
+        s->ups += t.ups;
+        s->sy += t.sy;
+        s->sxy += t.sxy;
+        if (t.ups && t.first_up < s->first_up) s->first_up = t.first_up;
+        if (t.ups && t.last_up > s->last_up) s->last_up = t.last_up;
+        if (s->trace < 0 || t.bytes > s->trace_bytes) {
+            s->trace = sums->rows[i].trace;
+            s->trace_bytes = t.bytes;
+        }
     }
     return 0;
 }
 
-/* Ranks the growing traces (equal scores keep the order of their first
+/* 0 when the summed summaries already rule the site out: nothing live at
+ * the end, a line that does not rise, or too few increases, too close
+ * together, for its floor to pass site_judge. */
+static int site_may_grow(const leak_site *s, int64_t L)
+{
+    double nb = (double)(L + 1), sx = (double)L * (double)(L + 1) / 2;
+    if (s->bytes <= 0 || s->ups < LEAK_MIN_STEPS || nb * s->sxy - sx * s->sy <= 0) return 0;
+    /* the window lies within the increases' span */
+    int64_t span = s->last_up - s->first_up + 1;
+    return span >= LEAK_MIN_STEPS && (double)span >= LEAK_MIN_WINDOW * nb;
+}
+
+static int site_put(leak_site *s, int64_t bucket, int64_t bytes)
+{
+    if (s->nd == s->capd) {
+        size_t ncap = s->capd ? 2 * s->capd : 16;
+        leak_delta *np = realloc(s->d, ncap * sizeof *np);
+        if (!np) return HS_ENOMEM;
+        s->d = np;
+        s->capd = ncap;
+    }
+    s->d[s->nd++] = (leak_delta){bucket, bytes};
+    return 0;
+}
+
+/* The rows of buckets <= upto of the traces in ls->traces, in one pass
+ * over the run's delta rows. */
+static int sites_scan(hs_q *q, const hs__run *run, int64_t upto, leak_sites *ls, hs_qerr *err)
+{
+    sqlite3_stmt *st = hs__stmt(q, ST_DELTAS_AFTER, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int64(st, 2, -1);
+    int s = SQLITE_DONE, rc = 0;
+    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t b = sqlite3_column_int64(st, 0);
+        uint64_t k;
+        if (b > upto) break;
+        if (hs__map_get(&ls->traces, (uint64_t)sqlite3_column_int64(st, 1), &k))
+            rc = site_put(&ls->s[k], b, sqlite3_column_int64(st, 2));
+    }
+    sqlite3_reset(st);
+    if (rc) return hs__err(err, HS_ENOMEM, "out of memory");
+    return s == SQLITE_DONE || s == SQLITE_ROW ? 0 : hs__dberr(q, err);
+}
+
+/* The rows of buckets first..last of one trace, looked up. */
+static int site_lookup(hs_q *q, const hs__run *run, int64_t trace, int64_t first, int64_t last,
+                       leak_site *site, hs_qerr *err)
+{
+    sqlite3_stmt *st = hs__stmt(q, ST_TRACE_DELTAS, err);
+    if (!st) return HS_EDB;
+    sqlite3_bind_int64(st, 1, run->id);
+    sqlite3_bind_int64(st, 2, first);
+    sqlite3_bind_int64(st, 3, last);
+    sqlite3_bind_int64(st, 4, trace);
+    int s, rc = 0;
+    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW)
+        rc = site_put(site, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
+    sqlite3_reset(st);
+    if (rc) return hs__err(err, HS_ENOMEM, "out of memory");
+    return s == SQLITE_DONE ? 0 : hs__dberr(q, err);
+}
+
+static int cmp_delta_bucket(const void *a, const void *b)
+{
+    const leak_delta *x = a, *y = b;
+    return (x->bucket > y->bucket) - (x->bucket < y->bucket);
+}
+
+/* The series of the sites that may grow: their traces' rows of buckets <=
+ * upto, by a pass or by lookups, whichever reads fewer rows; then one
+ * change per bucket. */
+static int sites_read(hs_q *q, const hs__run *run, int64_t upto, const hs__tsums *sums,
+                      leak_sites *ls, hs_qerr *err)
+{
+    int64_t lookups = 0;
+    for (size_t i = 0; i < sums->n; i++) {
+        const hs_tstats *t = &sums->rows[i].s;
+        if (!ls->s[ls->of[i]].may_grow) continue;
+        if (hs__map_put(&ls->traces, (uint64_t)sums->rows[i].trace, ls->of[i]))
+            return hs__err(err, HS_ENOMEM, "out of memory");
+        lookups += (t->last < upto ? t->last : upto) - t->first + 1;
+    }
+    int rc = 0;
+    if (lookups * LEAK_LOOKUP_COST >= sums->delta_rows) {
+        rc = sites_scan(q, run, upto, ls, err);
+    } else {
+        for (size_t i = 0; !rc && i < sums->n; i++) {
+            const hs_tstats *t = &sums->rows[i].s;
+            leak_site *s = &ls->s[ls->of[i]];
+            if (s->may_grow)
+                rc = site_lookup(q, run, sums->rows[i].trace, t->first,
+                                 t->last < upto ? t->last : upto, s, err);
+        }
+    }
+    for (size_t i = 0; !rc && i < ls->n; i++) {
+        leak_site *s = &ls->s[i];
+        hs__sort(s->d, s->nd, sizeof *s->d, cmp_delta_bucket);
+        size_t w = 0;
+        for (size_t k = 0; k < s->nd; k++) {
+            if (w && s->d[w - 1].bucket == s->d[k].bucket)
+                s->d[w - 1].bytes += s->d[k].bytes;
+            else
+                s->d[w++] = s->d[k];
+        }
+        s->nd = w;
+    }
+    return rc;
+}
+
+/* How the floor of the series d (one change per bucket, buckets <= L)
+ * rose: returns the buckets in the window where it rose (-1 when out of
+ * memory) and sets *spread (of the window's parts, as many as it rose in
+ * buckets at most, the share holding at least a quarter of an even share
+ * of the rise) and *window (the window's share of buckets 0..L). The window runs from the bucket
+ * where the floor first holds LEAK_EDGE of its rise to the one where it first holds all but
+ * LEAK_EDGE: a little kept before or after the growth does not stretch it. */
+static int floor_rise(const leak_delta *d, size_t n, int64_t L, double *spread, double *window)
+{
+    *spread = *window = 0;
+    if (!n) return 0;
+    double *f = malloc(n * sizeof *f), y = 0;
+    if (!f) return -1;
+    for (size_t k = 0; k < n; k++) f[k] = y += (double)d[k].bytes;
+    for (size_t k = n - 1; k-- > 0;)
+        if (f[k + 1] < f[k]) f[k] = f[k + 1];
+    double f0 = f[0] < 0 ? f[0] : 0, rise = f[n - 1] - f0;
+    int steps = 0;
+    if (rise > 0) {
+        size_t k0 = 0, k1;
+        while (f[k0] - f0 < LEAK_EDGE * rise) k0++;
+        for (k1 = k0; f[k1] - f0 < (1 - LEAK_EDGE) * rise; k1++) {
+        }
+        int64_t b0 = d[k0].bucket, w = d[k1].bucket - b0 + 1,
+                parts = w < LEAK_PARTS ? w : LEAK_PARTS;
+        double part[LEAK_PARTS] = {0};
+        for (size_t k = k0; k <= k1; k++) {
+            double inc = f[k] - (k ? f[k - 1] : f0);
+            if (inc <= 0) continue;
+            int64_t j = (d[k].bucket - b0) * parts / w;
+            assert(j >= 0 && j < parts);
+            part[j] += inc;
+            steps++;
+        }
+        /* a staircase of a few steps (a sparse rate's samples) can fill no
+         * more parts than it has steps */
+        int held = 0, room = steps < parts ? steps : (int)parts;
+        for (int64_t j = 0; j < parts; j++) held += part[j] >= rise / (4.0 * (double)parts);
+        *spread = room ? (double)held / room : 0;
+        *window = (double)w / (double)(L + 1);
+    }
+    free(f);
+    return steps;
+}
+
+/* 1 with row filled when site s grew steadily (see the top of the file),
+ * 0 when not, -1 when out of memory. */
+static int site_judge(const leak_site *s, const hs__run *run, int64_t L, hs_leak_row *row)
+{
+    hs_tstats t = {0};
+    for (size_t k = 0; k < s->nd; k++) hs_tstats_add(&t, s->d[k].bucket, s->d[k].bytes);
+    hs_tstats_close(&t, L + 1);
+    double nb = (double)(L + 1), sx = (double)L * nb / 2, sxx = (double)L * nb * (2 * nb - 1) / 6;
+    double vx = nb * sxx - sx * sx, cov = nb * t.sxy - sx * t.sy, vy = nb * t.syy - t.sy * t.sy;
+    if (t.bytes <= 0 || cov <= 0 || vx <= 0) return 0;
+    double spread, window;
+    int steps = floor_rise(s->d, s->nd, L, &spread, &window);
+    if (steps < 0) return -1;
+    if (steps < LEAK_MIN_STEPS || spread + 1e-9 < LEAK_MIN_SPREAD || window < LEAK_MIN_WINDOW)
+        return 0;
+    *row = (hs_leak_row){.trace = s->trace,
+                         .end_bytes = t.bytes,
+                         .slope = cov / vx * 1e9 / (double)run->g,
+                         .r2 = vy > 0 ? cov * cov / (vx * vy) : 0,
+                         .steady = spread,
+                         .span = window,
+                         .score = (double)t.bytes * spread};
+    return 1;
+}
+
+/* The growing sites' rows, unranked, into *out (count: their order). */
+static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *sums,
+                     hs_leak_row **out, size_t *n, hs_qerr *err)
+{
+    leak_sites ls = {0};
+    int rc = sites_group(q, sums, L, &ls, err);
+    for (size_t i = 0; !rc && i < ls.n; i++) ls.s[i].may_grow = site_may_grow(&ls.s[i], L);
+    if (!rc) rc = sites_read(q, run, L, sums, &ls, err);
+    if (!rc && !(*out = calloc(ls.n ? ls.n : 1, sizeof **out)))
+        rc = hs__err(err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < ls.n; i++) {
+        if (!ls.s[i].may_grow) continue;
+        int g = site_judge(&ls.s[i], run, L, &(*out)[*n]);
+        if (g < 0) rc = hs__err(err, HS_ENOMEM, "out of memory");
+        if (g > 0) (*out)[*n].count = (int64_t)*n, (*n)++;
+    }
+    sites_clear(&ls);
+    return rc;
+}
+
+/* Ranks the growing sites (equal scores keep the order of their first
  * delta row, as a pass over the rows meets them); stacks only for the rows
- * answered. */
+ * answered. The summaries and the rows are read in one transaction. */
 static int leaks_growing(leaks_out *o, const hs__run *run, const hs__at *at, hs_qerr *err)
 {
     hs__tsums sums = {0};
     hs_leaks_result *r = o->r;
     size_t n = 0;
+    int own_tx = sqlite3_get_autocommit(o->q->db);
+    if (own_tx && sqlite3_exec(o->q->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
+        return hs__dberr(o->q, err);
     int rc = hs__tsums_load(o->q, run, at->bucket, &sums, err);
-    if (!rc && leaks_fit(&sums, run, at->bucket, &r->growing, &n))
-        rc = hs__err(err, HS_ENOMEM, "out of memory");
+    if (!rc && at->bucket >= 0) rc = leaks_fit(o->q, run, at->bucket, &sums, &r->growing, &n, err);
+    if (own_tx) sqlite3_exec(o->q->db, "COMMIT", NULL, NULL, NULL);
     hs__tsums_clear(&sums);
     if (rc) return rc;
     hs__sort(r->growing, n, sizeof *r->growing, cmp_score);

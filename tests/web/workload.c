@@ -13,6 +13,8 @@
  *   remember_request 40 blocks of 64 KiB, one per iteration; web_leaky never
  *                    frees them (2.5 MiB at the end), web_fixed keeps one
  *   scratch_buffer   256 KiB, allocated and freed in each iteration
+ *   load_config      4 KiB through xmalloc, kept to the end: named
+ *                    load_config by the user's site, xmalloc by the leaf
  *
  * Each function is noinline and the program is built without optimization,
  * so every site is its own frame. Times: the loop takes about 40 × 25 ms,
@@ -25,7 +27,7 @@
 #define NOINLINE __attribute__((noinline))
 
 enum { TABLE_BLOCKS = 8, TABLE_BLOCK = 1 << 20, ITERATIONS = 40, RECORD = 64 << 10,
-       SCRATCH = 256 << 10 };
+       SCRATCH = 256 << 10, CONFIG = 4 << 10 };
 
 static void pause_ms(long ms)
 {
@@ -55,6 +57,13 @@ static NOINLINE char **load_table(void)
     char **table = fill(xmalloc(TABLE_BLOCKS * sizeof *table), TABLE_BLOCKS * sizeof *table, 0);
     for (int i = 0; i < TABLE_BLOCKS; i++) table[i] = fill(malloc(TABLE_BLOCK), TABLE_BLOCK, i);
     return table;
+}
+
+static void *volatile config; /* kept to the end */
+
+static NOINLINE void *load_config(void)
+{
+    return fill(xmalloc(CONFIG), CONFIG, 1);
 }
 
 static NOINLINE void free_table(char **table)
@@ -96,6 +105,7 @@ static NOINLINE int serve(void *records[], int n)
 int main(void)
 {
     static void *records[ITERATIONS];
+    config = load_config();
     char **table = load_table();
     int sum = serve(records, ITERATIONS);
     pause_ms(400);

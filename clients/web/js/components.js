@@ -97,3 +97,27 @@ export function droppedTitle(s) {
   const d = (s && s.dropped) || {};
   return Object.entries(d).map(([k, v]) => `${k.replace(/_/g, ' ')}: ${fmtInt(v)}`).join('\n') || 'nothing dropped';
 }
+
+// What names a row (the API's site=): the user's frame, the allocator's
+// caller, or the leaf (docs/api.md, Sites). 'user' is the default and is
+// left out of URLs.
+export const SITE_MODES = [
+  { mode: 'user', text: 'user code', title: 'the innermost Python line, else the first frame outside allocators, wrappers and the C++ standard library' },
+  { mode: 'alloc', text: 'allocator\'s caller', title: 'the first frame outside allocators and wrappers (standard containers are sites)' },
+  { mode: 'leaf', text: 'leaf', title: 'the frame that called the allocator' },
+];
+
+// A URL's site= checked: one of SITE_MODES, else 'user'.
+export function siteParam(params) {
+  const s = params.get('site');
+  return SITE_MODES.some((m) => m.mode === s) ? s : 'user';
+}
+
+// The switch of what names a row: "a site is [user code|allocator's
+// caller|leaf]", current marked; onPick(site) gets '' for the default.
+export function siteModeBar(current, onPick) {
+  return h('span.site-switch', h('span.muted', 'a site is '), h('div.tabs.small.site-modes', SITE_MODES.map((m) => h('button', {
+    class: m.mode === current ? 'on' : '', dataset: { site: m.mode }, title: m.title,
+    on: { click: () => onPick(m.mode === 'user' ? '' : m.mode) },
+  }, m.text))));
+}

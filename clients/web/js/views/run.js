@@ -2,9 +2,10 @@
 //
 // One run: the live heap over time with RSS (and the top N stacks as lines),
 // then what was live at the picked moment as a flame graph or a table.
-// Click the plot to pick a moment, drag to compare two. The table names a
-// stack by its site (site=: the user's frame, the allocator's caller, or the
-// leaf; docs/api.md), and a row's whole stack is a click away.
+// Click the plot to pick a moment, drag to compare two. The table's rows and
+// the plot's series name a stack by its site, chosen under both tabs
+// (site=: the user's frame, the allocator's caller, or the leaf;
+// docs/api.md), and a row's whole stack is a click away.
 
 import {
   get, qs, h, runPath, nsToAt, forget, fmtBytes, fmtDate, fmtInt, fmtTime, fmtShare, fmtExactBytes, basename,
@@ -14,14 +15,9 @@ import { go, setCrumbs, replaceParams, rerender, parseHash } from '../nav.js';
 import { TimePlot } from '../plot.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
-import { atLabel, runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn } from '../components.js';
-
-// What names a stack in the table and the series (the API's site=).
-const SITE_MODES = [
-  { mode: 'user', text: 'user code', title: 'the innermost Python line, else the first frame outside allocators, wrappers and the C++ standard library' },
-  { mode: 'alloc', text: 'allocator\'s caller', title: 'the first frame outside allocators and wrappers (standard containers are sites)' },
-  { mode: 'leaf', text: 'leaf', title: 'the frame that called the allocator' },
-];
+import {
+  atLabel, runHeader, dl, exportLinks, bytesCell, shareCell, whereColumn, siteParam, siteModeBar,
+} from '../components.js';
 
 const SERIES_COLORS = ['#7b2cbf', '#2b9348', '#d00000', '#f48c06', '#0077b6', '#6a4c93', '#8d6e63', '#c9184a', '#386641', '#5e548e'];
 
@@ -89,7 +85,7 @@ function viewParams(params) {
     at: params.get('at') || 'peak',
     tab: params.get('tab') === 'table' ? 'table' : 'flame',
     by: ['site', 'function', 'stack'].includes(params.get('by')) ? params.get('by') : 'site',
-    site: SITE_MODES.some((m) => m.mode === params.get('site')) ? params.get('site') : 'user',
+    site: siteParam(params),
     topN: params.has('top') ? Math.max(0, Math.min(20, parseInt(params.get('top'), 10) || 0)) : 5,
     trace: params.get('trace') || '',
     search: params.get('q') || '',
@@ -247,8 +243,10 @@ function momentPanel(section, v) {
       h('span.muted', 'download:'),
       exportLinks(base, id, at, ['collapsed', 'pprof', 'speedscope', 'dot']),
       h('span.spacer'),
-      h('a', { href: `#/leaks/${id}` }, 'leaks of this run'),
-      others));
+      h('a', { href: `#/leaks/${id}${v.site === 'user' ? '' : '?site=' + v.site}` }, 'leaks of this run'),
+      others),
+    // names the table's rows and the plot's stack series alike
+    h('div.toolbar.site-bar', siteModeBar(v.site, (site) => here({ site }))));
   section.append(moment);
   fillOthers(v.run, others);
   return moment;
@@ -305,11 +303,7 @@ async function tablePart(moment, v, stale) {
     class: b === by ? 'on' : '', dataset: { by: b },
     on: { click: () => here({ by: b }) },
   }, 'by ' + b)));
-  const siteBar = h('div.tabs.small.site-modes', SITE_MODES.map((m) => h('button', {
-    class: m.mode === site ? 'on' : '', dataset: { site: m.mode }, title: m.title,
-    on: { click: () => here({ site: m.mode === 'user' ? '' : m.mode }) },
-  }, m.text)));
-  moment.append(h('div.toolbar', byBar, h('span.spacer'), h('span.muted', 'a site is'), siteBar));
+  moment.append(h('div.toolbar', byBar));
   // The rows a reader looks at first; more on demand (each row's stack
   // costs the server and the page alike).
   const limit = params.get('rows') === 'more' ? 1000 : 200;
