@@ -606,6 +606,19 @@ void hs_syms_forget(hs_syms *s, const uint8_t *bid, size_t blen)
     }
 }
 
+int hs_syms_available(hs_syms *s, const uint8_t *bid, size_t blen, const char *path)
+{
+    assert(blen > 0 && blen <= HS_BUILD_ID_MAX);
+    for (const build *b = s->builds; b; b = b->next)
+        if (b->blen == blen && !memcmp(b->bid, bid, blen)) {
+            if (b->mod) return 1;
+            hs_syms_forget(s, bid, blen); /* not found then: look again */
+            break;
+        }
+    const build *b = build_get(s, bid, blen, path);
+    return b && b->mod;
+}
+
 /* ---- streams ----------------------------------------------------------- */
 
 void hs_syms_stream_free(hs_syms_stream *st)
