@@ -60,4 +60,10 @@ hs_wjob *hs_refill_step(hs_refill *f, uint64_t now_ns, uint64_t *due_ns);
 /* The writer applied j (the job out): takes it back and frees it. */
 void hs_refill_done(hs_refill *f, hs_wjob *j);
 
+/* How many REFILL jobs have named frames since the process started. Frames
+ * rows change in place only through them: a reader that keeps frames in
+ * memory across requests (the query connections pooled by server/http.c)
+ * drops what it holds when this moves. Any thread. */
+uint64_t hs_refill_generation(void);
+
 #endif

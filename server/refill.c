@@ -3,12 +3,20 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hs_error.h"
 #include "hs_log.h"
 #include "hs_map.h"
+
+static _Atomic uint64_t generation; /* hs_refill_generation() */
+
+uint64_t hs_refill_generation(void)
+{
+    return atomic_load(&generation);
+}
 
 typedef struct missing {
     uint8_t bid[HS_BUILD_ID_MAX];
@@ -296,6 +304,7 @@ void hs_refill_done(hs_refill *f, hs_wjob *j)
     f->acked = 1;
     f->named += j->named;
     f->renamed += j->renamed;
+    if (j->named) atomic_fetch_add(&generation, 1);
     if (j->err) finish(f, hs_strerror(j->err));
     hs_wjob_free(j);
 }
