@@ -1,0 +1,232 @@
+/* Runs stored while their build could not be found are named once it can
+ * be (server/hs_refill.h): the real server on loopback reading no local
+ * files and asking no collector (--no-local-symbols --no-symbol-uploads),
+ * the real collector preloaded into hs-example, and the real CLI asking the
+ * server over HTTP.
+ *
+ * - A run stored unnamed shows module+offset; `heapstore symbols add` of
+ *   the program's debug file while the server runs names it within a
+ *   bounded wait, in top and flame, through the same pooled query
+ *   connections that answered before.
+ * - The names exist already, from a rebuild of the same source (another
+ *   build id, named when stored): the old run's frames are named too, each
+ *   under a key of its own, and the other run's frames are untouched.
+ * - Debug files added while the server is stopped name the runs stored
+ *   before, at the next start. */
+#include <limits.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "hs_testkit.h"
+
+#define FILL_WAIT_MS 15000 /* a refill is looked for every second */
+
+static const char *bdir(void)
+{
+    const char *b = getenv("HS_BUILD_DIR");
+    return b ? b : "build";
+}
+
+static int64_t q_int(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    int64_t v = INT64_MIN;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return v;
+    sqlite3_busy_timeout(h, 5000);
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    } else {
+        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
+    }
+    sqlite3_close(h);
+    return v;
+}
+
+/* prog (a file of bin/) under the collector, sending to port. */
+static int run_prog(const char *prog, int port)
+{
+    char path[600], lib[600], url[64], log[700];
+    snprintf(path, sizeof path, "%s/bin/%s", bdir(), prog);
+    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", bdir());
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
+    snprintf(log, sizeof log, "%s/symfill-example.log",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("LD_PRELOAD", lib, 1);
+        setenv("HEAPSTORE_URL", url, 1);
+        setenv("HEAPSTORE_EXIT_FLUSH_MS", "20000", 1);
+        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
+        if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
+        execl(path, path, "--rounds", "3", "--round-ms", "5", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* `heapstore ARGS` asking the server at port, into out. Returns its exit
+ * status. */
+static int cli(char *out, size_t len, int port, const char *args)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "HEAPSTORE_URL=http://127.0.0.1:%d '%s/bin/heapstore' %s 2>&1", port,
+             bdir(), args);
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, len - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Frames of module prog used by run r's stacks that have no name. */
+static int64_t unnamed(const char *db, const char *prog, int64_t r)
+{
+    char sql[600];
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM frames WHERE module LIKE '%%/%s' AND function = '' "
+             "AND id IN (SELECT t.frame FROM traces t JOIN run_stacks rs ON rs.trace = t.id "
+             "WHERE rs.run = %lld)",
+             prog, (long long)r);
+    return q_int(db, sql);
+}
+
+/* `heapstore symbols add` of prog's debug info (objcopy --only-keep-debug). */
+static void symbols_add(const char *dir, const char *db, const char *prog)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "objcopy --only-keep-debug '%s/bin/%s' '%s/%s.debug' && "
+             "'%s/bin/heapstore' symbols add --db '%s' '%s/%s.debug' > /dev/null",
+             bdir(), prog, dir, prog, bdir(), db, dir, prog);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* Waits until run r's top at port names build_index with its file. */
+static int wait_named(int port, int64_t r)
+{
+    char out[16384], args[64];
+    snprintf(args, sizeof args, "top %lld --limit 10", (long long)r);
+    for (uint64_t t0 = tk_now_ms(); tk_now_ms() - t0 < FILL_WAIT_MS; usleep(100 * 1000))
+        if (!cli(out, sizeof out, port, args) && strstr(out, "build_index (hs_example.c:"))
+            return 0;
+    fprintf(stderr, "run %lld not named in %d ms:\n%s\n", (long long)r, FILL_WAIT_MS, out);
+    return -1;
+}
+
+static const char *const no_files[] = {"--no-local-symbols", "--no-symbol-uploads", NULL};
+
+static void start_unnamed_run(tk_server *srv, const char *dir, char *db, size_t dblen)
+{
+    snprintf(db, dblen, "%s/h.db", dir);
+    assert_int_equal(tk_server_start(srv, db, 0, no_files), 0);
+    assert_int_equal(run_prog("hs-example", srv->port), 0);
+    assert_true(unnamed(db, "hs-example", 1) > 0);
+}
+
+static void test_fill_after_add(void **state)
+{
+    (void)state;
+    char dir[512], db[600], out[16384];
+    tk_tmpdir(dir, sizeof dir, "symfill-add");
+    tk_server srv;
+    start_unnamed_run(&srv, dir, db, sizeof db);
+    /* asked through the server: its pooled connections read the frames */
+    assert_int_equal(cli(out, sizeof out, srv.port, "top 1 --limit 10"), 0);
+    assert_non_null(strstr(out, "hs-example+0x"));
+    assert_null(strstr(out, "build_index"));
+    symbols_add(dir, db, "hs-example");
+    assert_int_equal(wait_named(srv.port, 1), 0);
+    assert_int_equal(cli(out, sizeof out, srv.port, "top 1 --limit 10"), 0);
+    assert_null(strstr(out, "hs-example+0x"));
+    assert_int_equal(cli(out, sizeof out, srv.port, "flame 1"), 0);
+    assert_non_null(strstr(out, ";main;build_index "));
+    assert_null(strstr(out, "hs-example+0x"));
+    assert_int_equal(unnamed(db, "hs-example", 1), 0);
+    /* file and line, and the plain content key (no other row held it) */
+    assert_true(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND file "
+                          "LIKE '%/hs_example.c' AND line > 0 AND key = function || char(31) || "
+                          "file || char(31) || line") == 1);
+    /* a later run of the build is named when stored, onto the same frame */
+    assert_int_equal(run_prog("hs-example", srv.port), 0);
+    assert_int_equal(unnamed(db, "hs-example", 2), 0);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"), 1);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_true(tk_log_contains(&srv, "stored frames named"));
+}
+
+/* The names are there already, from hs-example-rebuilt (the same source
+ * under another build id, named when stored since its debug file was added
+ * first): the old run's frames are named under keys of their own. */
+static void test_fill_names_exist(void **state)
+{
+    (void)state;
+    char dir[512], db[600], out[16384];
+    tk_tmpdir(dir, sizeof dir, "symfill-exist");
+    tk_server srv;
+    start_unnamed_run(&srv, dir, db, sizeof db);
+    symbols_add(dir, db, "hs-example-rebuilt");
+    assert_int_equal(run_prog("hs-example-rebuilt", srv.port), 0);
+    assert_int_equal(unnamed(db, "hs-example-rebuilt", 2), 0);
+    int64_t plain = q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'");
+    assert_int_equal(plain, 1);
+    assert_true(unnamed(db, "hs-example", 1) > 0); /* its build is still missing */
+    symbols_add(dir, db, "hs-example");
+    assert_int_equal(wait_named(srv.port, 1), 0);
+    assert_int_equal(unnamed(db, "hs-example", 1), 0);
+    /* two rows of one content: the newer named under "content key, old key" */
+    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"), 2);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
+                               "key = function || char(31) || file || char(31) || line || "
+                               "char(31) || module || char(31) || module_offset"),
+                     1);
+    /* the other run reads as it did */
+    assert_int_equal(cli(out, sizeof out, srv.port, "top 2 --limit 10"), 0);
+    assert_non_null(strstr(out, "build_index (hs_example.c:"));
+    assert_int_equal(cli(out, sizeof out, srv.port, "flame 1"), 0);
+    assert_non_null(strstr(out, ";main;build_index "));
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_true(tk_log_contains(&srv, "under a key of their own"));
+}
+
+/* Added while the server is stopped: named at the next start. */
+static void test_fill_at_start(void **state)
+{
+    (void)state;
+    char dir[512], db[600];
+    tk_tmpdir(dir, sizeof dir, "symfill-start");
+    tk_server srv;
+    start_unnamed_run(&srv, dir, db, sizeof db);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    symbols_add(dir, db, "hs-example");
+    assert_true(unnamed(db, "hs-example", 1) > 0);
+    assert_int_equal(tk_server_start(&srv, db, 0, no_files), 0);
+    assert_int_equal(wait_named(srv.port, 1), 0);
+    assert_int_equal(unnamed(db, "hs-example", 1), 0);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fill_after_add),
+        cmocka_unit_test(test_fill_names_exist),
+        cmocka_unit_test(test_fill_at_start),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
