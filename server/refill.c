@@ -305,6 +305,11 @@ void hs_refill_done(hs_refill *f, hs_wjob *j)
     f->named += j->named;
     f->renamed += j->renamed;
     if (j->named) atomic_fetch_add(&generation, 1);
-    if (j->err) finish(f, hs_strerror(j->err));
+    if (j->err == HS_ENOTSUP) { /* the database is read-only: nothing to do */
+        f->named = 0;
+        finish(f, NULL);
+    } else if (j->err) {
+        finish(f, hs_strerror(j->err));
+    }
     hs_wjob_free(j);
 }

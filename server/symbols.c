@@ -612,11 +612,17 @@ int hs_syms_available(hs_syms *s, const uint8_t *bid, size_t blen, const char *p
     for (const build *b = s->builds; b; b = b->next)
         if (b->blen == blen && !memcmp(b->bid, bid, blen)) {
             if (b->mod) return 1;
-            hs_syms_forget(s, bid, blen); /* not found then: look again */
             break;
         }
-    const build *b = build_get(s, bid, blen, path);
-    return b && b->mod;
+    /* Only looked for: a build kept for each check would push the builds
+     * in use out of the most recently used HS_SYMS_BUILDS_MAX. */
+    char *found = NULL;
+    int fd = find_elf(s, bid, blen, path, &found);
+    free(found);
+    if (fd < 0) return 0;
+    close(fd);
+    hs_syms_forget(s, bid, blen); /* "not found" no more: read at the next lookup */
+    return 1;
 }
 
 /* ---- streams ----------------------------------------------------------- */

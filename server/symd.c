@@ -1,6 +1,7 @@
 /* hs_symd: the symbolizer thread (see hs_symd.h). */
 #include "hs_symd.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -82,6 +83,7 @@ struct hs_symd {
     int no_park;          /* after SYNC: nothing waits any more */
     uint64_t uploads_done, uploads_bytes;
     hs_refill *refill; /* NULL: no database to name stored frames in */
+    item *refill_item; /* for the REFILL job out: the writer hands it back in it */
 };
 
 /* ---- symbol_cache ------------------------------------------------------ */
@@ -578,13 +580,14 @@ static void process_job(hs_symd *d, item *it)
 
 static void enqueue(hs_symd *d, item *it);
 
-/* On the writer thread: the REFILL job is applied; back to the thread. */
+/* On the writer thread: the REFILL job is applied; back to the thread, in
+ * the item made for it (one job is out at a time). */
 static void refill_applied(hs_wjob *j, void *data)
 {
     hs_symd *d = data;
-    item *it = calloc(1, sizeof *it);
-    if (!it) abort(); /* the thread would wait for it for good */
-    it->kind = IT_REFILLED;
+    item *it = d->refill_item;
+    assert(it && it->kind == IT_REFILLED);
+    d->refill_item = NULL;
     it->job = j;
     enqueue(d, it);
 }
@@ -595,13 +598,19 @@ static void refill_applied(hs_wjob *j, void *data)
 static uint64_t refill_step(hs_symd *d)
 {
     uint64_t due = 0;
-    if (!d->refill || d->no_park) return 0;
+    if (!d->refill || d->no_park || d->refill_item) return 0;
+    item *it = calloc(1, sizeof *it);
+    if (!it) return mono_ns() + HS_REFILL_CHECK_MS * 1000000ull;
+    it->kind = IT_REFILLED;
     hs_wjob *j = hs_refill_step(d->refill, mono_ns(), &due);
-    if (j) {
-        j->on_done = refill_applied;
-        j->on_done_data = d;
-        submit(d, j);
+    if (!j) {
+        free(it);
+        return due;
     }
+    d->refill_item = it;
+    j->on_done = refill_applied;
+    j->on_done_data = d;
+    submit(d, j);
     return due;
 }
 
@@ -799,6 +808,7 @@ void hs_symd_stop(hs_symd *d)
                d->uploads_done, d->uploads_bytes);
     for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) upload_drop(&d->ups[i]);
     hs_refill_free(d->refill);
+    free(d->refill_item); /* a job the writer ended without applying */
     free(d->zbuf);
     free(d->db_path);
     sqlite3_finalize(d->get);
