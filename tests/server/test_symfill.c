@@ -195,6 +195,10 @@ static void test_fill_names_exist(void **state)
                                "key = function || char(31) || file || char(31) || line || "
                                "char(31) || module || char(31) || module_offset"),
                      1);
+    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
+                               "key = function || char(31) || file || char(31) || line AND "
+                               "module LIKE '%/hs-example-rebuilt'"),
+                     1);
     /* the other run reads as it did */
     assert_int_equal(cli(out, sizeof out, srv.port, "top 2 --limit 10"), 0);
     assert_non_null(strstr(out, "build_index (hs_example.c:"));
