@@ -220,8 +220,9 @@ static void finish(hs_refill *f, const char *why)
         hs_refill_missing(f, f->cur.bid, f->cur.blen, f->cur.path);
     } else if (f->named) {
         hs_log("symbols: build %s (%s) found: %" PRIu64 " stored frames named (%" PRIu64
-               " under a key of their own), %zu left (used by other builds)",
-               hex, f->cur.path, f->named, f->renamed, (size_t)f->skip.count);
+               " under a key of their own)%s",
+               hex, f->cur.path, f->named, f->renamed,
+               f->skip.count ? "; those runs of other builds of the path use stay unnamed" : "");
     }
     free(f->cur.path);
     f->cur.path = NULL;
