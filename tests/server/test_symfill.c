@@ -12,8 +12,12 @@
  *   build id, named when stored): the old run's frames are named too, each
  *   under a key of its own, and the other run's frames are untouched.
  * - Debug files added while the server is stopped name the runs stored
- *   before, at the next start. */
+ *   before, at the next start.
+ * - Hand-made streams: frames of one build named in several bounded jobs,
+ *   but not those a run of another build of the same path uses. */
+#include <elf.h>
 #include <limits.h>
+#include <link.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -28,6 +32,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "hs_proto.h"
 #include "hs_testkit.h"
 
 #define FILL_WAIT_MS 15000 /* a refill is looked for every second */
@@ -208,6 +213,138 @@ static void test_fill_names_exist(void **state)
     assert_true(tk_log_contains(&srv, "under a key of their own"));
 }
 
+/* ---- hand-made streams: many frames, a path two builds share ----------- */
+
+#define S4(k)  v[k]++, v[k + 1]++, v[k + 2]++, v[k + 3]++;
+#define S16(k) S4(k) S4(k) S4(k) S4(k)
+#define S64(k) S16(k) S16(k) S16(k) S16(k)
+
+/* A function of a few KB: every offset in its first NPCS bytes is its. */
+void fill_big_function(volatile int *v);
+__attribute__((noinline)) void fill_big_function(volatile int *v)
+{
+    S64(0) S64(4) S64(8) S64(12)
+}
+
+#define NPCS   700 /* more than HS_REFILL_BATCH: several REFILL jobs */
+#define SHARED 10  /* the first offsets, also used by a run of another build */
+
+static char exe[PATH_MAX];
+static uint64_t load_bias;
+static uint8_t self_bid[64];
+static uint32_t self_blen;
+
+/* This executable's load bias and build id. */
+static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size, (void)data;
+    load_bias = info->dlpi_addr; /* the first object is the executable */
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const uint8_t *q = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = q + ph->p_memsz;
+        while (q + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)q;
+            const uint8_t *name = q + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+                n->n_descsz <= sizeof self_bid) {
+                self_blen = n->n_descsz;
+                memcpy(self_bid, desc, self_blen);
+            }
+            q = desc + ((n->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;
+}
+
+static hs_str str(const char *s)
+{
+    return (hs_str){s, strlen(s)};
+}
+
+/* A run of this executable under build id bid: its MAPPINGS, then the
+ * first n offsets of fill_big_function unnamed, then BYE. */
+static void send_offsets(int port, uint8_t seed, const uint8_t *bid, uint32_t blen, int n)
+{
+    uint64_t base = (uint64_t)(uintptr_t)fill_big_function - load_bias;
+    tk_buf b = {0};
+    uint8_t run_id[16];
+    memset(run_id, seed, sizeof run_id);
+    tk_header(&b);
+    tk_hello(&b, run_id, 1, 0, NULL);
+    hs_wr wr = tk_buf_wr(&b, 200000);
+    size_t pos = hs_frame_begin(&wr, HS_FRAME_MAPPINGS);
+    hs_wr_varint(&wr, 0);
+    hs_mapping m = {.start = load_bias + 0x1000,
+                    .end = load_bias + 0x10000000,
+                    .file_offset = 0x1000,
+                    .build_id = bid,
+                    .build_id_len = blen,
+                    .path = str(exe)};
+    hs_mapping_put(&wr, &m);
+    hs_frame_end(&wr, pos);
+    pos = hs_frame_begin(&wr, HS_FRAME_SYMBOLS);
+    for (int i = 0; i < n; i++) {
+        hs_symbol sy = {.pc = load_bias + base + 1 + (uint64_t)i,
+                        .function = str(""),
+                        .file = str(""),
+                        .module = str(exe),
+                        .module_offset = base + 1 + (uint64_t)i};
+        hs_symbol_put(&wr, &sy);
+    }
+    hs_frame_end(&wr, pos);
+    tk_buf_commit(&b, &wr);
+    tk_bye(&b, 10000, 0, 0);
+    int fd = tk_connect(port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    uint64_t got = 0;
+    assert_int_equal(tk_wait_ack(fd, 4, &got, NULL, 0, 30000), 0); /* 3 frames after HELLO */
+    close(fd);
+    tk_buf_free(&b);
+}
+
+/* NPCS frames of one build, named in several jobs; the SHARED of them that
+ * a run of another build of the same path uses stay unnamed (module and
+ * offset name two builds' code there). */
+static void test_fill_batches_shared_path(void **state)
+{
+    (void)state;
+    char dir[512], db[600], cmd[16384];
+    tk_tmpdir(dir, sizeof dir, "symfill-batches");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    assert_true(len > 0);
+    exe[len] = 0;
+    dl_iterate_phdr(self_cb, NULL);
+    assert_true(self_blen >= 8);
+    tk_server srv;
+    assert_int_equal(tk_server_start(&srv, db, 0, no_files), 0);
+    uint8_t other[20];
+    memset(other, 0x5e, sizeof other);
+    send_offsets(srv.port, 1, self_bid, self_blen, NPCS);
+    send_offsets(srv.port, 2, other, sizeof other, SHARED);
+    char like[PATH_MAX + 200];
+    snprintf(like, sizeof like,
+             "SELECT count(*) FROM frames WHERE module = '%s' AND function = 'fill_big_function'",
+             exe);
+    assert_int_equal(q_int(db, like), 0);
+    snprintf(cmd, sizeof cmd,
+             "objcopy --only-keep-debug '%s' '%s/self.debug' && '%s/bin/heapstore' symbols add "
+             "--db '%s' '%s/self.debug' > /dev/null",
+             exe, dir, bdir(), db, dir);
+    assert_int_equal(system(cmd), 0);
+    uint64_t t0 = tk_now_ms();
+    while (q_int(db, like) < NPCS - SHARED && tk_now_ms() - t0 < FILL_WAIT_MS) usleep(100000);
+    assert_int_equal(q_int(db, like), NPCS - SHARED);
+    snprintf(like, sizeof like, "SELECT count(*) FROM frames WHERE module = '%s' AND function = ''",
+             exe);
+    assert_int_equal(q_int(db, like), SHARED);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_true(tk_log_contains(&srv, "stored frames named"));
+    assert_true(tk_log_contains(&srv, "stay unnamed"));
+}
+
 /* Added while the server is stopped: named at the next start. */
 static void test_fill_at_start(void **state)
 {
@@ -231,6 +368,7 @@ int main(void)
         cmocka_unit_test(test_fill_after_add),
         cmocka_unit_test(test_fill_names_exist),
         cmocka_unit_test(test_fill_at_start),
+        cmocka_unit_test(test_fill_batches_shared_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
