@@ -581,13 +581,14 @@ static void process_job(hs_symd *d, item *it)
 static void enqueue(hs_symd *d, item *it);
 
 /* On the writer thread: the REFILL job is applied; back to the thread, in
- * the item made for it (one job is out at a time). */
+ * the item made for it (one job is out at a time; the thread set
+ * refill_item before submitting the job and clears it only once the item
+ * is back, so both threads only read it meanwhile). */
 static void refill_applied(hs_wjob *j, void *data)
 {
     hs_symd *d = data;
     item *it = d->refill_item;
-    assert(it && it->kind == IT_REFILLED);
-    d->refill_item = NULL;
+    assert(it && it->kind == IT_REFILLED && !it->job);
     it->job = j;
     enqueue(d, it);
 }
@@ -648,6 +649,8 @@ static void *symd_main(void *arg)
             break;
         }
         if (it && it->kind == IT_REFILLED) {
+            assert(it == d->refill_item);
+            d->refill_item = NULL;
             hs_refill_done(d->refill, it->job);
             item_free(d, it);
         } else if (it && it->kind != IT_JOB) {
