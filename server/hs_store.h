@@ -122,6 +122,18 @@ int hs_store_run_lose(hs_store *s, hs_run *r);
  * it and returns HS_EPROTO. */
 int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len);
 
+/* Names frames rows stored unnamed (key "\x1fmodule\x1foffset"), in place:
+ * entries "frame:varint function:str file:str line:varint" to the end of p
+ * (server/refill.c). A row keeps its id, so every trace, run and open run
+ * that holds it reads the name; its key becomes "function\x1ffile\x1fline",
+ * or, when another row holds that key already, that key followed by the
+ * old one (unique, and never a key a stream interns). A row named since,
+ * or gone, is left alone. Adds to *named the rows named, to *renamed those
+ * of them under a key of their own. HS_EPROTO for a malformed list (what
+ * came before it stays), HS_EDB. */
+int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *named,
+                         uint64_t *renamed);
+
 /* Forgets a run's in-memory state (rows are untouched). Outside the
  * transaction that last touched it, or after its commit. The memory goes
  * with the last reference (below); r is released from then on. */

@@ -113,6 +113,11 @@ int hs_syms_rewrite(hs_syms *s, hs_syms_stream *st, const uint8_t *p, size_t len
  * looks for its file again (one has just been added). */
 void hs_syms_forget(hs_syms *s, const uint8_t *bid, size_t blen);
 
+/* 1 if a file of build bid (blen > 0; once at path) can be read now: a
+ * build not found is looked for again at once (the search path and, unless
+ * no_local, path and /usr/lib/debug), without keeping anything of it. */
+int hs_syms_available(hs_syms *s, const uint8_t *bid, size_t blen, const char *path);
+
 /* The path of build bid's file among those added to the database at
  * db_path: "DB.symbols/.build-id/xx/yyyy.debug" (hs_syms_store_dir). 0 or
  * HS_ETOOBIG. */

@@ -16,6 +16,11 @@
  * Only the connection waits while its build is read; the writer and the
  * other connections go on (their jobs without SYMBOLS go straight to the
  * writer).
+ * The builds it finds no file for are named later in the runs stored
+ * meanwhile (hs_refill.h): the thread looks for them again every second,
+ * at once when an upload ends, and at start for those the database holds
+ * unnamed frames of, and sends the writer REFILL jobs that name the stored
+ * frames in place, one job out at a time.
  *
  * The loop owns each hs_symd_conn (inside its connection); the thread
  * touches it from hs_symd_submit() until it has submitted that job to the

@@ -35,12 +35,19 @@ enum hs_wjob_kind {
     HS_WJOB_DETACH, /* the connection is gone */
     HS_WJOB_SYNC,   /* nothing: its return means every earlier job is committed */
     HS_WJOB_STOP,   /* the writer finishes after this one */
+    /* names stored frames (HS_WFRAME_REFILL frames, server/hs_refill.h):
+     * applied in a transaction of its own after the jobs queued with it,
+     * then handed to on_done (on the writer thread) instead of the loop */
+    HS_WJOB_REFILL,
 };
 
 /* A frame of a FRAMES job that no peer sends (net.c admits only the
  * protocol's types): the symbolizer's answers for symbol_cache
  * (hs_store_symcache_put), without a sequence number. */
 #define HS_WFRAME_SYMCACHE 0xf0
+/* A frame of a REFILL job: names for frames rows stored unnamed
+ * (hs_store_frames_name). */
+#define HS_WFRAME_REFILL 0xf1
 
 typedef struct hs_wframe {
     uint64_t seq;
@@ -64,6 +71,11 @@ typedef struct hs_wjob {
     char msg[256];     /* why, for the log (and REFUSE) */
     uint64_t next_seq; /* the run's committed next_seq */
     int ended;         /* the run has ended (BYE stored) */
+    /* REFILL: called on the writer thread once the job is applied (err set),
+     * in place of the loop's done list; it owns j from then on */
+    void (*on_done)(struct hs_wjob *j, void *data);
+    void *on_done_data;
+    uint64_t named, renamed; /* REFILL results: frames named, of them under a key of their own */
 } hs_wjob;
 
 typedef struct hs_writer_config {

@@ -43,6 +43,7 @@
 #include "hs_http_parse.h"
 #include "hs_log.h"
 #include "hs_queries.h"
+#include "hs_refill.h"
 
 #define HTTP_FILE_MAX (64u << 20)
 #define HTTP_POOL_MAX 16
@@ -71,6 +72,7 @@ struct hs_http {
     uint64_t header_timeout_ns, idle_timeout_ns;
     pthread_mutex_t mu; /* guards pool and npool (thread-pool threads take and return) */
     hs_q *pool[HTTP_POOL_MAX];
+    uint64_t pool_gen[HTTP_POOL_MAX]; /* hs_refill_generation() when each was taken */
     int npool;
     hs_q *health_q; /* opened at start: GET /api/health says whether it could be */
     http_conn *conns;
@@ -112,11 +114,22 @@ static void conn_close(http_conn *c);
 
 /* ---- pool of read-only connections ---------------------------------------- */
 
-static hs_q *pool_take(hs_http *h)
+/* A connection keeps the frames it read, across requests; frames are
+ * named in place when their build comes late (hs_refill.h), so one that
+ * may hold frames read before that is not used again. *gen: the generation
+ * it is taken in, for pool_give. */
+static hs_q *pool_take(hs_http *h, uint64_t *gen)
 {
     hs_q *q = NULL;
+    *gen = hs_refill_generation();
     pthread_mutex_lock(&h->mu);
-    if (h->npool) q = h->pool[--h->npool];
+    while (!q && h->npool) {
+        q = h->pool[--h->npool];
+        if (h->pool_gen[h->npool] != *gen) {
+            hs_q_free(q);
+            q = NULL;
+        }
+    }
     pthread_mutex_unlock(&h->mu);
     if (!q) {
         hs_qerr err;
@@ -125,11 +138,12 @@ static hs_q *pool_take(hs_http *h)
     return q;
 }
 
-static void pool_give(hs_http *h, hs_q *q)
+static void pool_give(hs_http *h, hs_q *q, uint64_t gen)
 {
     if (!q) return;
     pthread_mutex_lock(&h->mu);
-    if (h->npool < HTTP_POOL_MAX) {
+    if (h->npool < HTTP_POOL_MAX && gen == hs_refill_generation()) {
+        h->pool_gen[h->npool] = gen;
         h->pool[h->npool++] = q;
         q = NULL;
     }
@@ -800,9 +814,10 @@ static void serve_api_with(http_conn *c, hs_q *q)
 
 static void serve_api(http_conn *c)
 {
-    hs_q *q = pool_take(c->h);
+    uint64_t gen;
+    hs_q *q = pool_take(c->h, &gen);
     serve_api_with(c, q);
-    pool_give(c->h, q);
+    pool_give(c->h, q, gen);
 }
 
 static void work_cb(uv_work_t *w)

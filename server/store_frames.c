@@ -169,6 +169,83 @@ int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len)
     return rd.err ? HS_EPROTO : 0;
 }
 
+/* ---- frames named after they were stored --------------------------------- */
+
+/* Names frame id (unnamed, old key okey) under the content key, or under
+ * the content key followed by okey when another row holds it. */
+static int name_frame(hs_store *s, sqlite3_stmt *upd, int64_t id, const char *okey, hs_str fn,
+                      hs_str file, uint64_t line, uint64_t *renamed)
+{
+    int n = snprintf(s->key, sizeof s->key, "%.*s\x1f%.*s\x1f%" PRIu64, (int)fn.len, fn.ptr,
+                     (int)file.len, file.ptr ? file.ptr : "", line);
+    if (n < 0 || (size_t)n >= sizeof s->key) return HS_ETOOBIG;
+    sqlite3_stmt *st = s->st[ST_FRAME_GET];
+    sqlite3_bind_text(st, 1, s->key, n, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (step != SQLITE_ROW && step != SQLITE_DONE) {
+        s->db_failed = 1;
+        return HS_EDB;
+    }
+    if (step == SQLITE_ROW) {
+        int m = snprintf(s->key + n, sizeof s->key - (size_t)n, "%s", okey);
+        if (m < 0 || (size_t)(n + m) >= sizeof s->key) return HS_ETOOBIG;
+        n += m;
+        (*renamed)++;
+    }
+    sqlite3_bind_int64(upd, 1, id);
+    sqlite3_bind_text(upd, 2, s->key, n, SQLITE_STATIC);
+    bind_str(upd, 3, fn);
+    bind_str(upd, 4, file);
+    sqlite3_bind_int64(upd, 5, (int64_t)line);
+    return hs__store_step_done(s, upd);
+}
+
+int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *named,
+                         uint64_t *renamed)
+{
+    /* Prepared per call: a refill is rare, and a batch names hundreds. */
+    sqlite3_stmt *get = NULL, *upd = NULL;
+    if (sqlite3_prepare_v2(s->db, "SELECT key FROM frames WHERE id = ?1 AND function = ''", -1,
+                           &get, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(s->db,
+                           "UPDATE frames SET key = ?2, function = ?3, file = ?4, line = ?5"
+                           " WHERE id = ?1",
+                           -1, &upd, NULL) != SQLITE_OK) {
+        sqlite3_finalize(get);
+        s->db_failed = 1;
+        return HS_EDB;
+    }
+    hs_rd rd;
+    hs_rd_init(&rd, p, len);
+    int rc = 0;
+    char okey[HS_STR_MAX + 64];
+    while (!rc && hs_rd_left(&rd) && !rd.err) {
+        uint64_t id = hs_rd_varint(&rd);
+        hs_str fn = hs_rd_str(&rd, HS_FUNC_MAX), file = hs_rd_str(&rd, HS_STR_MAX);
+        uint64_t line = hs_rd_varint(&rd);
+        if (rd.err || !fn.len || id > INT64_MAX) break;
+        sqlite3_bind_int64(get, 1, (int64_t)id);
+        int step = sqlite3_step(get);
+        const char *k = step == SQLITE_ROW ? (const char *)sqlite3_column_text(get, 0) : NULL;
+        /* only a module+offset key: a row named since is left as it is */
+        int ok = k && k[0] == '\x1f' && snprintf(okey, sizeof okey, "%s", k) < (int)sizeof okey;
+        sqlite3_reset(get);
+        if (step != SQLITE_ROW && step != SQLITE_DONE) {
+            s->db_failed = 1;
+            rc = HS_EDB;
+        } else if (ok && !(rc = name_frame(s, upd, (int64_t)id, okey, fn, file, line, renamed))) {
+            (*named)++;
+        } else if (rc == HS_ETOOBIG) {
+            rc = 0; /* a name too long for a key: the row stays unnamed */
+        }
+    }
+    sqlite3_finalize(get);
+    sqlite3_finalize(upd);
+    if (rc) return rc;
+    return rd.err || hs_rd_left(&rd) ? HS_EPROTO : 0;
+}
+
 /* ---- STACKS ------------------------------------------------------------ */
 
 static int intern_node(hs_store *s, int64_t parent, int64_t frame, uint32_t depth, int64_t *out)

@@ -606,6 +606,25 @@ void hs_syms_forget(hs_syms *s, const uint8_t *bid, size_t blen)
     }
 }
 
+int hs_syms_available(hs_syms *s, const uint8_t *bid, size_t blen, const char *path)
+{
+    assert(blen > 0 && blen <= HS_BUILD_ID_MAX);
+    for (const build *b = s->builds; b; b = b->next)
+        if (b->blen == blen && !memcmp(b->bid, bid, blen)) {
+            if (b->mod) return 1;
+            break;
+        }
+    /* Only looked for: a build kept for each check would push the builds
+     * in use out of the most recently used HS_SYMS_BUILDS_MAX. */
+    char *found = NULL;
+    int fd = find_elf(s, bid, blen, path, &found);
+    free(found);
+    if (fd < 0) return 0;
+    close(fd);
+    hs_syms_forget(s, bid, blen); /* "not found" no more: read at the next lookup */
+    return 1;
+}
+
 /* ---- streams ----------------------------------------------------------- */
 
 void hs_syms_stream_free(hs_syms_stream *st)

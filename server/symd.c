@@ -1,6 +1,7 @@
 /* hs_symd: the symbolizer thread (see hs_symd.h). */
 #include "hs_symd.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -16,8 +17,9 @@
 #include "hs_error.h"
 #include "hs_lz.h"
 #include "hs_log.h"
+#include "hs_refill.h"
 
-enum { IT_JOB, IT_UPLOAD, IT_ABORT };
+enum { IT_JOB, IT_UPLOAD, IT_ABORT, IT_REFILLED };
 
 typedef struct hs_symd_item item;
 struct hs_symd_item {
@@ -80,6 +82,8 @@ struct hs_symd {
     hs_symd_conn *parked; /* connections whose jobs wait for uploads */
     int no_park;          /* after SYNC: nothing waits any more */
     uint64_t uploads_done, uploads_bytes;
+    hs_refill *refill; /* NULL: no database to name stored frames in */
+    item *refill_item; /* for the REFILL job out: the writer hands it back in it */
 };
 
 /* ---- symbol_cache ------------------------------------------------------ */
@@ -176,6 +180,7 @@ static void cache_open(hs_symd *d, const char *db_path)
     }
     hs_syms_cache c = {.get = cache_get, .put = cache_put, .data = d};
     hs_syms_set_cache(d->syms, &c);
+    if (d->get) hs_refill_new(&d->refill, d->db, d->syms); /* NULL on failure, said */
 }
 
 int hs_symd_wants(const hs_wjob *j)
@@ -297,6 +302,7 @@ static unsigned ask_missed(hs_symd *d, hs_symd_conn *c, uint64_t conn_id)
         hs_syms_module *m = &c->stream.mods[i];
         if (!m->missed) continue;
         m->missed = 0;
+        if (d->refill) hs_refill_missing(d->refill, m->bid, m->blen, m->path);
         if (!c->can_upload || !d->db_path || asked_lately(d, m->bid, m->blen)) continue;
         push_ask(d, conn_id, m->bid, m->blen, NULL);
         n++;
@@ -388,6 +394,7 @@ static void upload_finish(hs_symd *d, upload *u)
         return;
     }
     hs_syms_forget(d->syms, u->bid, u->blen);
+    if (d->refill) hs_refill_recheck(d->refill); /* the runs stored before it */
     d->uploads_done++;
     d->uploads_bytes += u->sent;
     hs_log("symbols: build %s received from conn %" PRIu64 ": %" PRIu64 " bytes (%" PRIu64
@@ -569,10 +576,55 @@ static void process_job(hs_symd *d, item *it)
     item_free(d, it);
 }
 
+/* ---- stored frames named late (hs_refill.h) ------------------------------ */
+
+static void enqueue(hs_symd *d, item *it);
+
+/* On the writer thread: the REFILL job is applied; back to the thread, in
+ * the item made for it (one job is out at a time; the thread set
+ * refill_item before submitting the job and clears it only once the item
+ * is back, so both threads only read it meanwhile). */
+static void refill_applied(hs_wjob *j, void *data)
+{
+    hs_symd *d = data;
+    item *it = d->refill_item;
+    assert(it && it->kind == IT_REFILLED && !it->job);
+    it->job = j;
+    enqueue(d, it);
+}
+
+/* Submits the next REFILL job, if any; returns when to look again (0:
+ * only news brings work). None once the server stops (SYNC came): the
+ * writer ends after it. */
+static uint64_t refill_step(hs_symd *d)
+{
+    uint64_t due = 0;
+    if (!d->refill || d->no_park || d->refill_item) return 0;
+    item *it = calloc(1, sizeof *it);
+    if (!it) return mono_ns() + HS_REFILL_CHECK_MS * 1000000ull;
+    it->kind = IT_REFILLED;
+    hs_wjob *j = hs_refill_step(d->refill, mono_ns(), &due);
+    if (!j) {
+        free(it);
+        return due;
+    }
+    d->refill_item = it;
+    j->on_done = refill_applied;
+    j->on_done_data = d;
+    submit(d, j);
+    return due;
+}
+
+static uint64_t earliest(uint64_t a, uint64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
+}
+
 static void *symd_main(void *arg)
 {
     hs_symd *d = arg;
-    uint64_t next_due = 0;
+    if (d->refill) hs_refill_scan(d->refill);
+    uint64_t next_due = refill_step(d);
     for (;;) {
         pthread_mutex_lock(&d->mu);
         while (!d->head && !d->stop) {
@@ -596,7 +648,12 @@ static void *symd_main(void *arg)
             unpark_due(d, 1);
             break;
         }
-        if (it && it->kind != IT_JOB) {
+        if (it && it->kind == IT_REFILLED) {
+            assert(it == d->refill_item);
+            d->refill_item = NULL;
+            hs_refill_done(d->refill, it->job);
+            item_free(d, it);
+        } else if (it && it->kind != IT_JOB) {
             if (it->kind == IT_UPLOAD)
                 upload_piece(d, it->conn_id, &it->sd);
             else
@@ -605,7 +662,7 @@ static void *symd_main(void *arg)
         } else if (it) {
             process_job(d, it);
         }
-        next_due = unpark_due(d, 0);
+        next_due = earliest(unpark_due(d, 0), refill_step(d));
     }
     return NULL;
 }
@@ -753,6 +810,8 @@ void hs_symd_stop(hs_symd *d)
         hs_log("symbols: %" PRIu64 " builds received from collectors (%" PRIu64 " bytes sent)",
                d->uploads_done, d->uploads_bytes);
     for (int i = 0; i < HS_SYMD_UPLOADS_MAX; i++) upload_drop(&d->ups[i]);
+    hs_refill_free(d->refill);
+    free(d->refill_item); /* a job the writer ended without applying */
     free(d->zbuf);
     free(d->db_path);
     sqlite3_finalize(d->get);

@@ -1,6 +1,7 @@
 /* hs_writer: the writer thread, its job queue and the runs' grace periods. */
 #include "hs_writer.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -399,6 +400,54 @@ static void run_jobs(hs_writer *w, hs_wjob *head, uint64_t now)
     post_done(w, head, tail);
 }
 
+/* ---- frames named late (server/hs_refill.h) ---------------------------- */
+
+/* Moves the REFILL jobs of *head, in order, to the returned list. */
+static hs_wjob *take_refills(hs_wjob **head)
+{
+    hs_wjob *out = NULL, **tail = &out;
+    for (hs_wjob **pp = head; *pp;) {
+        hs_wjob *j = *pp;
+        if (j->kind != HS_WJOB_REFILL) {
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        j->next = NULL;
+        *tail = j;
+        tail = &j->next;
+    }
+    return out;
+}
+
+/* One REFILL job in a transaction of its own, kept short by its sender (a
+ * few hundred rows): ingest waits for no more than that. */
+static void do_refill(hs_writer *w, hs_wjob *j)
+{
+    assert(j->kind == HS_WJOB_REFILL && j->on_done);
+    int rc = hs_store_readonly(w->store) ? HS_ENOTSUP : hs_store_begin(w->store);
+    for (uint32_t i = 0; !rc && i < j->nframes; i++) {
+        const hs_wframe *f = &j->frames[i];
+        const uint8_t *p = j->data + f->off;
+        if (f->type == HS_WFRAME_SYMCACHE)
+            rc = hs_store_symcache_put(w->store, p, f->len) == HS_EDB ? HS_EDB : 0;
+        else if (f->type == HS_WFRAME_REFILL)
+            rc = hs_store_frames_name(w->store, p, f->len, &j->named, &j->renamed);
+    }
+    if (rc == HS_ENOTSUP)
+        ;
+    else if (!rc)
+        rc = hs_store_commit(w->store);
+    else
+        hs_store_rollback(w->store);
+    if (rc && rc != HS_ENOTSUP) {
+        hs_log("naming stored frames failed: %s", hs_store_errmsg(w->store));
+        j->named = j->renamed = 0;
+    }
+    j->err = rc;
+    j->on_done(j, j->on_done_data);
+}
+
 static void retention_step(hs_writer *w, uint64_t now)
 {
     uint64_t wall = now_ns(CLOCK_REALTIME);
@@ -478,9 +527,16 @@ static void *writer_main(void *arg)
         uint64_t now = now_ns(CLOCK_MONOTONIC);
         for (hs_wjob *j = head; j; j = j->next)
             if (j->kind == HS_WJOB_STOP) stop = 1;
+        hs_wjob *refills = take_refills(&head);
         if (head) {
             run_jobs(w, head, now);
             w->last_job_ns = now;
+        }
+        while (refills) {
+            hs_wjob *j = refills;
+            refills = j->next;
+            j->next = NULL;
+            do_refill(w, j);
         }
         if (stop) break;
         hs_log_flush(0);

@@ -9,7 +9,8 @@
  * it decline a build. With hand-made frames on a raw socket: a valid upload
  * of this test's own executable, stored and used (stored and compressed
  * pieces), an old collector never asked, and malformed or oversized uploads
- * each closing only their connection while another run goes on. */
+ * each closing only their connection while another run goes on, and an
+ * upload that ends after the run was stored unnamed naming it in place. */
 #include <elf.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -388,6 +389,56 @@ static void test_raw_upload(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
+/* An upload that ends after the run's jobs stopped waiting for it (1 s):
+ * the pc is stored unnamed, then named in place once the file is whole. */
+static void test_raw_upload_late(void **state)
+{
+    (void)state;
+    char dir[512], db[600], sql[256];
+    tk_tmpdir(dir, sizeof dir, "symup-late");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    tk_server srv;
+    const char *args[] = {"--no-local-symbols", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    uint64_t off = (uint64_t)(uintptr_t)upload_marker - load_bias + 1;
+    tk_buf b = {0};
+    stream_start(&b, 0x41, HS_HELLO_SYMDATA, self_bid, (uint32_t)self_blen, off);
+    int fd = tk_connect(srv.port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    expect_symreq(fd, self_bid, (uint32_t)self_blen);
+    uint8_t ack[64];
+    size_t n;
+    assert_int_equal(read_frame(fd, HS_FRAME_ACK, ack, sizeof ack, &n, 10000), 0);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM frames WHERE function = '' AND module_offset = %llu",
+             (unsigned long long)off);
+    assert_int_equal(q_int(db, sql), 1); /* stored as module+offset */
+    uint8_t *file = read_all(exe, &n);
+    uint32_t *table = malloc(HS_LZ_TABLE * sizeof *table);
+    b.len = 0;
+    for (size_t at = 0; at < n; at += 100000) {
+        uint32_t k = (uint32_t)(n - at < 100000 ? n - at : 100000);
+        put_symdata(&b, self_bid, (uint32_t)self_blen, HS_SYMDATA_LZ, at, n, file + at, k, table);
+    }
+    tk_bye(&b, 1000, 0, 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM frames WHERE function = 'upload_marker' AND module_offset = "
+             "%llu",
+             (unsigned long long)off);
+    uint64_t t0 = tk_now_ms();
+    while (q_int(db, sql) != 1 && tk_now_ms() - t0 < 15000) usleep(50000);
+    assert_int_equal(q_int(db, sql), 1);
+    close(fd);
+    free(file);
+    free(table);
+    tk_buf_free(&b);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_int_equal(log_count(&srv, "received from conn"), 1);
+    assert_int_equal(log_count(&srv, "stored frames named"), 1);
+}
+
 /* One run on a raw socket (HELLO flags given) naming a build this server
  * lacks: 0 if no SYMREQ came before its frames' ACK (it would come first). */
 static int asked_once(int port, uint8_t seed, uint64_t flags, uint8_t tag)
@@ -603,7 +654,7 @@ int main(void)
         cmocka_unit_test(test_raw_upload),      cmocka_unit_test(test_raw_not_asked),
         cmocka_unit_test(test_raw_bad_uploads), cmocka_unit_test(test_real_upload),
         cmocka_unit_test(test_real_upload_off), cmocka_unit_test(test_real_upload_budget),
-        cmocka_unit_test(test_raw_upload_cut),
+        cmocka_unit_test(test_raw_upload_cut),  cmocka_unit_test(test_raw_upload_late),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

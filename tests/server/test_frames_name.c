@@ -1,0 +1,132 @@
+/* hs_store_frames_name: frames rows stored unnamed get their names in place
+ * (the writer's REFILL jobs, server/hs_refill.h), on a real SQLite file.
+ * A row keeps its id; its key becomes the content key, or the content key
+ * followed by its old key when another row holds it; a row named since, or
+ * gone, is left alone; a malformed list keeps what came before it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <sqlite3.h>
+
+#include "hs_error.h"
+#include "hs_store.h"
+#include "hs_testkit.h"
+
+typedef struct buf {
+    uint8_t p[4096];
+    size_t n;
+} buf;
+
+static void put_varint(buf *b, uint64_t v)
+{
+    b->n += hs_varint_encode(b->p + b->n, v);
+}
+
+static void put_entry(buf *b, uint64_t id, const char *fn, const char *file, uint64_t line)
+{
+    put_varint(b, id);
+    put_varint(b, strlen(fn));
+    memcpy(b->p + b->n, fn, strlen(fn));
+    b->n += strlen(fn);
+    put_varint(b, strlen(file));
+    memcpy(b->p + b->n, file, strlen(file));
+    b->n += strlen(file);
+    put_varint(b, line);
+}
+
+static void exec(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    char *msg = NULL;
+    int rc = sqlite3_exec(h, sql, NULL, NULL, &msg);
+    if (rc) fprintf(stderr, "%s: %s\n", sql, msg);
+    sqlite3_free(msg);
+    sqlite3_close(h);
+    assert_int_equal(rc, SQLITE_OK);
+}
+
+/* The key of frame id with \x1f shown as '|', into out. */
+static void key_of(const char *db, int64_t id, char *out, size_t len)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    out[0] = 0;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(h,
+                                        "SELECT replace(key, char(31), '|') || ' ' || function"
+                                        " FROM frames WHERE id = ?1",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_int64(st, 1, id);
+    if (sqlite3_step(st) == SQLITE_ROW)
+        snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+static const struct {
+    int64_t id;
+    const char *key; /* after, '|' for \x1f, then the function */
+} expect[] = {
+    {1, "f|a.c|3 f"},           /* named under its content key */
+    {2, "g|a.c|4|/bin/a|32 g"}, /* row 3 holds "g|a.c|4": a key of its own */
+    {3, "g|a.c|4 g"},           /* named when stored: untouched */
+    {4, "h|b.c|1 h"},           /* named since: left as it is */
+    {5, "k|c.c|9 k"},           /* two rows of one content: the first plain */
+    {6, "k|c.c|9|/bin/a|96 k"}, /* the second under a key of its own */
+    {7, "|/bin/a|112 "},        /* after the malformed entry: not reached */
+};
+
+static void test_frames_name(void **state)
+{
+    (void)state;
+    char dir[512], db[600], err[256];
+    tk_tmpdir(dir, sizeof dir, "frames-name");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    hs_store *s;
+    assert_int_equal(hs_store_open(&s, db, NULL, err, sizeof err), 0);
+    hs_store_free(s);
+    exec(db, "INSERT INTO frames (id, key, function, file, line, module, module_offset) VALUES"
+             " (1, char(31) || '/bin/a' || char(31) || '16', '', '', 0, '/bin/a', 16),"
+             " (2, char(31) || '/bin/a' || char(31) || '32', '', '', 0, '/bin/a', 32),"
+             " (3, 'g' || char(31) || 'a.c' || char(31) || '4', 'g', 'a.c', 4, '/bin/b', 8),"
+             " (4, 'h' || char(31) || 'b.c' || char(31) || '1', 'h', 'b.c', 1, '/bin/a', 64),"
+             " (5, char(31) || '/bin/a' || char(31) || '80', '', '', 0, '/bin/a', 80),"
+             " (6, char(31) || '/bin/a' || char(31) || '96', '', '', 0, '/bin/a', 96),"
+             " (7, char(31) || '/bin/a' || char(31) || '112', '', '', 0, '/bin/a', 112)");
+    buf b = {.n = 0};
+    put_entry(&b, 1, "f", "a.c", 3);
+    put_entry(&b, 2, "g", "a.c", 4);
+    put_entry(&b, 4, "other", "x.c", 2);
+    put_entry(&b, 99, "gone", "x.c", 2);
+    put_entry(&b, 5, "k", "c.c", 9);
+    put_entry(&b, 6, "k", "c.c", 9);
+    put_varint(&b, 7);
+    put_varint(&b, 200); /* a function name longer than what is left */
+    assert_int_equal(hs_store_open(&s, db, NULL, err, sizeof err), 0);
+    uint64_t named = 0, renamed = 0;
+    assert_int_equal(hs_store_begin(s), 0);
+    assert_int_equal(hs_store_frames_name(s, b.p, b.n, &named, &renamed), HS_EPROTO);
+    assert_int_equal(hs_store_commit(s), 0);
+    hs_store_free(s);
+    assert_int_equal(named, 4);
+    assert_int_equal(renamed, 2);
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
+        char k[256];
+        key_of(db, expect[i].id, k, sizeof k);
+        assert_string_equal(k, expect[i].key);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_frames_name)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
