@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "hs_error.h"
-#include "hs_schema.h"
 #include "hs_text.h"
 #include "q_internal.h"
 
@@ -475,10 +474,10 @@ static const char *const run_views[] = {"history", "top", "flame", "leaks", "siz
 static json_t *api_health(const hs_q *q)
 {
     char why[256] = "", msg[4400];
-    int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
+    int ro = q && q->store->ops->read_only(q->store, why, sizeof why);
     if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
     return json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version", HEAPSTORE_VERSION, "schema",
-                     hs_schema_version(), "database", q != NULL, "read_only", ro,
+                     hs_qstore_sqlite_schema(), "database", q != NULL, "read_only", ro,
                      "read_only_reason", ro ? msg : NULL);
 }
 
@@ -544,8 +543,7 @@ static void api_request_end(hs_q *q)
 {
     /* An idle pooled connection must not hold a read transaction open (it
      * would pin an old snapshot and keep the WAL from being checkpointed). */
-    for (int i = 0; i < ST__COUNT; i++)
-        if (q->st[i]) sqlite3_reset(q->st[i]);
+    q->store->ops->idle(q->store);
     /* Give back what a big request used: the caches past what an idle
      * connection keeps, and malloc's free pages (glibc keeps them, and
      * raises its mmap threshold after a big free, so that two big requests
@@ -574,7 +572,9 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
     q->node_misses = 0;
     if (!strcmp(path, "/api/sql")) {
         if (strcmp(method, "POST")) goto bad_method;
-        if (!(rc = hs__view_sql(q, body, body_len, &j, err))) reply_json(out, j);
+        if (!q->store->ops->sql)
+            return hs__err(err, HS_EINVAL, "this store (%s) answers no SQL", q->store->ops->name);
+        if (!(rc = q->store->ops->sql(q->store, body, body_len, &j, err))) reply_json(out, j);
         return rc;
     }
     if (!is_get) goto bad_method;

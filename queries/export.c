@@ -17,9 +17,6 @@
 #include <zlib.h>
 
 #include "hs_error.h"
-#include "hs_evcodec.h"
-#include "hs_proto.h"
-#include "hs_schema.h"
 #include "q_internal.h"
 
 /* ---- protobuf encoding ---------------------------------------------------- */
@@ -153,62 +150,30 @@ static int xset_live(hs_q *q, hs__state *s, xset *x, hs_qerr *err)
 }
 
 /* alloc_* per trace: every sampled allocation made up to at_ns. */
+typedef struct allocs_walk {
+    hs_q *q;
+    xset *x;
+    hs_qerr *err;
+} allocs_walk;
+
+static int alloc_row(const hs_qstore_event *ev, void *data)
+{
+    allocs_walk *w = data;
+    if (ev->is_free) return 0;
+    size_t ix;
+    int rc = xset_add(w->q, w->x, ev->trace, &ix, w->err);
+    if (rc == 1) return 0;
+    if (rc) return rc;
+    w->x->t[ix].alloc_space += (double)ev->weight;
+    w->x->t[ix].alloc_objects += ev->size ? (double)ev->weight / (double)ev->size : 1.0;
+    return 0;
+}
+
 static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_qerr *err)
 {
-    hs__map stacks = {0};
-    hs_evdec dec = {0};
-    int rc = HS_EDB, s, more;
-    sqlite3_stmt *st = hs__stmt(q, ST_RUN_STACKS, err);
-    if (!st) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        if (hs__map_put(&stacks, (uint64_t)sqlite3_column_int64(st, 0),
-                        (uint64_t)sqlite3_column_int64(st, 1))) {
-            rc = hs__err(err, HS_ENOMEM, "out of memory");
-            goto out;
-        }
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE) {
-        hs__dberr(q, err);
-        goto out;
-    }
-    if (!(st = hs__stmt(q, ST_EVENTS, err))) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    sqlite3_bind_int64(st, 2, at_ns);
-    int schema = hs_schema_db_version(q->db);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        hs_event ev;
-        const uint8_t *data = sqlite3_column_blob(st, 0);
-        size_t len = (size_t)sqlite3_column_bytes(st, 0);
-        if ((more = hs_evdec_open_row(&dec, schema, data, len))) goto corrupt;
-        while ((more = hs_evdec_next(&dec, &ev)) == 1) {
-            if (ev.is_free || (int64_t)ev.t_ns > at_ns) continue;
-            uint64_t trace;
-            if (!hs__map_get(&stacks, ev.stack_id, &trace)) continue;
-            size_t ix;
-            if ((rc = xset_add(q, x, (int64_t)trace, &ix, err)) == 1) continue;
-            if (rc) goto out;
-            x->t[ix].alloc_space += (double)ev.weight;
-            x->t[ix].alloc_objects += ev.size ? (double)ev.weight / (double)ev.size : 1.0;
-        }
-        if (more) goto corrupt;
-    }
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE) {
-        hs__dberr(q, err);
-        rc = HS_EDB;
-        goto out;
-    }
-    rc = 0;
-    goto out;
-corrupt:
-    sqlite3_reset(st);
-    rc = hs__err(err, HS_EDB, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
-                 hs_strerror(more));
-out:
-    hs__map_free(&stacks);
-    hs_evdec_free(&dec);
-    return rc;
+    allocs_walk w = {.q = q, .x = x, .err = err};
+    return q->store->ops->events(q->store, run->id, HS_QSTORE_FROM_START, at_ns, alloc_row, &w,
+                                 err);
 }
 
 static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const char *name,
@@ -362,6 +327,57 @@ static int gzip_buf(const hs__buf *in, hs__buf *out)
     return rc == Z_STREAM_END ? 0 : -1;
 }
 
+/* The run's mappings (build ids as hex) and the first address seen for
+ * each frame. */
+typedef struct maps_walk {
+    pmap *maps;
+    size_t n, cap;
+    hs__map *pcs;
+    hs_qerr *err;
+} maps_walk;
+
+static int map_row(const hs_qstore_mapping *m, void *data)
+{
+    maps_walk *w = data;
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 16;
+        pmap *np = realloc(w->maps, w->cap * sizeof *np);
+        if (!np) return hs__err(w->err, HS_ENOMEM, "out of memory");
+        w->maps = np;
+    }
+    pmap *pm = &w->maps[w->n++];
+    pm->start = m->start;
+    pm->end = m->end;
+    pm->offset = m->offset;
+    const uint8_t *bid = m->build_id;
+    pm->build_id = calloc(m->build_id_len * 2 + 1, 1);
+    for (size_t i = 0; pm->build_id && i < m->build_id_len; i++)
+        snprintf(pm->build_id + 2 * i, 3, "%02x", bid[i]);
+    pm->path = strdup(m->path ? m->path : "");
+    if (!pm->build_id || !pm->path) return hs__err(w->err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int pc_row(uint64_t pc, int64_t frame, void *data)
+{
+    maps_walk *w = data;
+    uint64_t v;
+    if (!hs__map_get(w->pcs, (uint64_t)frame, &v) && hs__map_put(w->pcs, (uint64_t)frame, pc))
+        return hs__err(w->err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int pprof_maps(hs_q *q, const hs__run *run, pmap **maps, size_t *nmaps, hs__map *pcs,
+                      hs_qerr *err)
+{
+    maps_walk w = {.pcs = pcs, .err = err};
+    int rc = q->store->ops->mappings(q->store, run->id, map_row, &w, err);
+    *maps = w.maps; /* the caller frees them, also on failure */
+    *nmaps = w.n;
+    if (!rc) rc = q->store->ops->pcs(q->store, run->id, pc_row, &w, err);
+    return rc;
+}
+
 static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
                         hs_qerr *err)
 {
@@ -370,48 +386,13 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
     hs__map loc_ids = {0}, fn_ids = {0}, pcs = {0};
     hs__smap fn_keys = {0};
     pmap *maps = NULL;
-    size_t nmaps = 0, capmaps = 0;
-    int rc = HS_EDB, st_rc;
+    size_t nmaps = 0;
+    int rc;
     uint64_t next_loc = 1, next_fn = 1;
     pstr_id(&s, "");
 
-    sqlite3_stmt *st = hs__stmt(q, ST_MAPPINGS, err);
-    if (!st) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    while ((st_rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (nmaps == capmaps) {
-            capmaps = capmaps ? capmaps * 2 : 16;
-            pmap *np = realloc(maps, capmaps * sizeof *np);
-            if (!np) goto oom;
-            maps = np;
-        }
-        pmap *pm = &maps[nmaps++];
-        pm->start = (uint64_t)sqlite3_column_int64(st, 0);
-        pm->end = (uint64_t)sqlite3_column_int64(st, 1);
-        pm->offset = (uint64_t)sqlite3_column_int64(st, 2);
-        const uint8_t *bid = sqlite3_column_blob(st, 3);
-        int bl = sqlite3_column_bytes(st, 3);
-        pm->build_id = calloc((size_t)bl * 2 + 1, 1);
-        for (int i = 0; pm->build_id && i < bl; i++)
-            snprintf(pm->build_id + 2 * i, 3, "%02x", bid[i]);
-        const unsigned char *path = sqlite3_column_text(st, 4);
-        pm->path = strdup(path ? (const char *)path : "");
-        if (!pm->build_id || !pm->path) goto oom;
-    }
-    sqlite3_reset(st);
-    if (st_rc != SQLITE_DONE) {
-        hs__dberr(q, err);
-        goto out;
-    }
-    if (!(st = hs__stmt(q, ST_PCS, err))) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    while ((st_rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint64_t frame = (uint64_t)sqlite3_column_int64(st, 1), pc;
-        if (!hs__map_get(&pcs, frame, &pc) &&
-            hs__map_put(&pcs, frame, (uint64_t)sqlite3_column_int64(st, 0)))
-            goto oom;
-    }
-    sqlite3_reset(st);
+    if ((rc = pprof_maps(q, run, &maps, &nmaps, &pcs, err))) goto out;
+    rc = HS_EDB;
 
     /* header */
     value_type(&body, 1, &s, "alloc_objects", "count");

@@ -1,4 +1,5 @@
-/* sql: read-only SQL for power users (POST /api/sql, `heapstore sql`), and
+/* store_sqlite_sql: read-only SQL for power users (POST /api/sql, `heapstore sql`), in
+ * SQLite's dialect and so part of the SQLite store (store_sqlite.h), and
  * the event_rows(run) table-valued function that expands the events blobs.
  *
  * Read-only by construction, three times over: the connection is opened
@@ -18,6 +19,7 @@
 #include "hs_proto.h"
 #include "hs_schema.h"
 #include "q_internal.h"
+#include "store_sqlite.h"
 
 #define SQL_MAX_LEN      (64 * 1024)
 #define SQL_DEFAULT_ROWS 1000
@@ -86,7 +88,7 @@ static int progress(void *data)
 }
 
 /* Gives the checked functions the running user query's deadline (or none). */
-static void fn_arm(hs_q *q, deadline *dl);
+static void fn_arm(hs__sqlite *q, deadline *dl);
 
 static json_t *column_json(sqlite3_stmt *st, int i, size_t *bytes)
 {
@@ -127,7 +129,7 @@ static json_t *column_json(sqlite3_stmt *st, int i, size_t *bytes)
     }
 }
 
-int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err)
+int hs__view_sql(hs__sqlite *q, const char *body, size_t len, json_t **out, hs_qerr *err)
 {
     if (!body || !len)
         return hs__err(err, HS_EINVAL, "POST /api/sql needs a body {\"sql\": \"SELECT …\"}");
@@ -802,12 +804,12 @@ static void fn_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     fn_builtin(ctx, x, c->id, argc, argv);
 }
 
-static void fn_arm(hs_q *q, deadline *dl)
+static void fn_arm(hs__sqlite *q, deadline *dl)
 {
     if (q->sqlfn) q->sqlfn->dl = dl;
 }
 
-void hs__sql_free(hs_q *q)
+void hs__sql_free(hs__sqlite *q)
 {
     struct hs__sqlfn *x = q->sqlfn;
     if (!x) return;
@@ -819,7 +821,7 @@ void hs__sql_free(hs_q *q)
     q->sqlfn = NULL;
 }
 
-int hs__sql_register(hs_q *q)
+int hs__sql_register(hs__sqlite *q)
 {
     if (sqlite3_create_module(q->db, "event_rows", &event_rows_module, NULL) != SQLITE_OK)
         return HS_EDB;
