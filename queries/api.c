@@ -469,6 +469,75 @@ static int api_history(hs_q *q, const char *seg, size_t n, const hs__params *par
     return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
+/* One node of a flame answer and its subtree; *ix moves past them. */
+static json_t *flame_node_json(const hs_flame_result *r, size_t *ix)
+{
+    const hs_flame_node *n = &r->nodes[(*ix)++];
+    json_t *o, *kids = json_array();
+    if (n == r->nodes)
+        o = json_pack("{s:s,s:I,s:I,s:I}", "name", "all", "bytes", (json_int_t)n->bytes, "count",
+                      (json_int_t)n->count, "self_bytes", (json_int_t)0);
+    else
+        o = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", n->label, "function",
+                      n->frame.name, "file", n->frame.file, "line", (json_int_t)n->frame.line,
+                      "module", n->frame.module, "bytes", (json_int_t)n->bytes, "count",
+                      (json_int_t)n->count, "self_bytes", (json_int_t)n->self_bytes);
+    for (size_t k = 0; o && kids && k < n->nchildren; k++) {
+        json_t *c = flame_node_json(r, ix);
+        if (!c || json_array_append_new(kids, c)) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    if (!o || !kids) {
+        json_decref(o);
+        json_decref(kids);
+        return NULL;
+    }
+    json_object_set_new(o, "children", kids);
+    return o;
+}
+
+json_t *hs_api_flame_json(const hs_flame_result *r)
+{
+    size_t ix = 0;
+    json_t *root = r->nnodes ? flame_node_json(r, &ix) : NULL;
+    if (!root) return NULL;
+    json_t *cut = json_null();
+    if (r->cut)
+        cut = json_pack("{s:I,s:I,s:I,s:o,s:I,s:I,s:b}", "nodes", (json_int_t)r->nodes_cut,
+                        "nodes_shown", (json_int_t)r->nodes_shown, "min_bytes",
+                        (json_int_t)r->min_bytes, "depth",
+                        r->depth_cut ? json_integer(r->depth_cut) : json_null(), "stacks",
+                        (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes,
+                        "answer_bytes", r->bytes_cut);
+    return json_pack("{s:O,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", (json_t *)r->run.record, "at",
+                     r->at, "at_ns", (json_int_t)r->at_ns, "total_bytes",
+                     (json_int_t)r->total_bytes, "total_count", (json_int_t)r->total_count, "root",
+                     root, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+}
+
+/* GET /api/runs/RUN/flame (as JSON). */
+static int api_flame(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                     hs_qerr *err)
+{
+    static const char *const keys[] = {"at", "min_share", "max_nodes", "max_depth"};
+    hs_flame_params p;
+    hs_flame_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_flame_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_flame_result r;
+    if ((rc = hs_core_flame(q, &p, &r, err))) return rc;
+    *out = hs_api_flame_json(&r);
+    hs_flame_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
 
 static json_t *api_health(const hs_q *q)
@@ -481,24 +550,40 @@ static json_t *api_health(const hs_q *q)
                      "read_only_reason", ro ? msg : NULL);
 }
 
-/* The views not yet on the typed core, over a resolved run. */
-static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *format,
-                        const hs__params *params, hs_api_reply *out, hs_qerr *err)
+/* GET /api/runs/RUN/export (and top or flame with a format): a file. */
+static int api_export(hs_q *q, const char *seg, size_t n, const char *format,
+                      const hs__params *params, hs_api_reply *out, hs_qerr *err)
 {
-    json_t *j = NULL;
-    int rc;
-    if (!strcmp(view, "export"))
-        return hs__export(q, run, params, format ? format : "pprof", out, err);
-    if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
-        return hs__export(q, run, params, format, out, err);
+    hs_export_params p;
+    hs_export_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    if (!(rc = hs_export_param(&p, "format", format, err))) {
+        const char *v = hs__param(params, "min_share");
+        if (v) rc = hs_export_param(&p, "min_share", v, err);
+        if (!rc && (v = hs__param(params, "at"))) rc = hs_export_param(&p, "at", v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_export_result r;
+    if ((rc = hs_core_export(q, &p, &r, err))) return rc;
+    out->status = 200;
+    out->content_type = r.content_type;
+    out->body = r.body;
+    out->len = r.len;
+    out->filename = r.filename;
+    return 0;
+}
+
+/* The views with a format, other than exports (over a resolved run). */
+static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *format,
+                        hs_api_reply *out, hs_qerr *err)
+{
     if (format && !strcmp(view, "history")) {
         if (strcmp(format, "csv"))
             return hs__err(err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
         return hs__history_csv(q, run, out, err);
     }
-    if (format) return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
-    if (!(rc = hs__view_flame(q, run, params, &j, err))) reply_json(out, j);
-    return rc;
+    return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
 }
 
 /* GET /api/runs/RUN[/VIEW]: path is what follows "/api/runs/" in full. */
@@ -522,17 +607,22 @@ static int api_run_route(hs_q *q, const char *method, const char *full, const hs
         return rc;
     }
     if (!format && (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks") ||
-                    !strcmp(view, "history"))) {
+                    !strcmp(view, "history") || !strcmp(view, "flame"))) {
         rc = !strcmp(view, "top")       ? api_top(q, path, seglen, params, &j, err)
+             : !strcmp(view, "flame")   ? api_flame(q, path, seglen, params, &j, err)
              : !strcmp(view, "history") ? api_history(q, path, seglen, params, &j, err)
              : !strcmp(view, "leaks")   ? api_leaks(q, path, seglen, params, &j, err)
                                         : api_sizes(q, path, seglen, &j, err);
         if (!rc) reply_json(out, j);
         return rc;
     }
+    if (!strcmp(view, "export"))
+        return api_export(q, path, seglen, format ? format : "pprof", params, out, err);
+    if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
+        return api_export(q, path, seglen, format, params, out, err);
     hs__run run = {0};
     if (!(rc = run_from_segment(q, path, seglen, &run, err)))
-        rc = api_run_view(q, &run, view, format, params, out, err);
+        rc = api_run_view(q, &run, view, format, out, err);
     hs__run_clear(&run);
     return rc;
 }

@@ -9,6 +9,7 @@
  * speedscope: its JSON file format, one sampled profile weighted in bytes.
  * dot: a Graphviz call graph of functions weighted by inclusive live bytes.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -751,50 +752,97 @@ out:
     return rc;
 }
 
-int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, hs_api_reply *out,
-               hs_qerr *err)
+static const char *const export_names[] = {
+    [HS_EXPORT_COLLAPSED] = "collapsed",
+    [HS_EXPORT_PPROF] = "pprof",
+    [HS_EXPORT_SPEEDSCOPE] = "speedscope",
+    [HS_EXPORT_DOT] = "dot",
+};
+
+void hs_export_params_init(hs_export_params *p)
 {
-    int kind = !strcmp(format, "collapsed")    ? 0
-               : !strcmp(format, "pprof")      ? 1
-               : !strcmp(format, "speedscope") ? 2
-               : !strcmp(format, "dot")        ? 3
-                                               : -1;
-    if (kind < 0)
-        return hs__err(err, HS_EINVAL,
-                       "format must be pprof, speedscope, collapsed or dot (not '%s')", format);
-    double min_share;
-    int rc = hs__min_share_param(p, &min_share, err);
-    if (rc) return rc;
-    if (hs__param(p, "min_share") && kind != 0)
-        return hs__err(err, HS_EINVAL,
-                       "min_share applies to the flame graph and collapsed stacks, not to %s",
-                       format);
-    hs__at at;
-    if ((rc = hs__at_param(q, run, p, HS_EXPORT_AT, &at, err))) return rc;
-    hs__state s;
-    if ((rc = hs__state_at(q, run, &at, &s, err))) return rc;
-    xset x = {0};
-    if (!(rc = xset_live(q, &s, &x, err))) {
-        if (kind == 1) rc = xset_allocs(q, run, at.at_ns, &x, err);
-        if (!rc) {
-            switch (kind) {
-            case 0:
-                rc =
-                    export_collapsed(q, &x, (int64_t)(min_share * (double)x.total_bytes), out, err);
-                break;
-            case 1:
-                rc = export_pprof(q, run, &at, &x, out, err);
-                break;
-            case 2:
-                rc = export_speedscope(q, run, &at, &x, out, err);
-                break;
-            default:
-                rc = export_dot(q, run, &at, &x, out, err);
-                break;
+    memset(p, 0, sizeof *p);
+    p->at.kind = HS_TSEL_PEAK;
+    p->format = HS_EXPORT_PPROF;
+}
+
+int hs_export_param(hs_export_params *p, const char *key, const char *value, hs_qerr *err)
+{
+    if (!strcmp(key, "at")) return hs_sel_parse_t(&p->at, value, err);
+    if (!strcmp(key, "format")) {
+        for (size_t i = 0; i < HS_COUNTOF(export_names); i++)
+            if (!strcmp(value, export_names[i])) {
+                p->format = (int)i;
+                return 0;
             }
+        return hs__err(err, HS_EINVAL,
+                       "format must be pprof, speedscope, collapsed or dot (not '%s')", value);
+    }
+    if (strcmp(key, "min_share")) return 0;
+    char *end;
+    p->min_share = strtod(value, &end);
+    if (!*value || *end || !(p->min_share >= 0 && p->min_share <= 1))
+        return hs__err(err, HS_EINVAL, "min_share must be a number from 0 to 1 (not '%s')", value);
+    p->has_min_share = 1;
+    return 0;
+}
+
+/* The file of format for the state at at. */
+static int export_state(hs_q *q, const hs__run *run, const hs__at *at, const hs_export_params *p,
+                        hs_api_reply *out, hs_qerr *err)
+{
+    hs__state s;
+    int rc = hs__state_at(q, run, at, &s, err);
+    if (rc) return rc;
+    xset x = {0};
+    if (!(rc = xset_live(q, &s, &x, err)) && p->format == HS_EXPORT_PPROF)
+        rc = xset_allocs(q, run, at->at_ns, &x, err);
+    if (!rc) {
+        switch (p->format) {
+        case HS_EXPORT_COLLAPSED:
+            rc = export_collapsed(q, &x, (int64_t)(p->min_share * (double)x.total_bytes), out, err);
+            break;
+        case HS_EXPORT_PPROF:
+            rc = export_pprof(q, run, at, &x, out, err);
+            break;
+        case HS_EXPORT_SPEEDSCOPE:
+            rc = export_speedscope(q, run, at, &x, out, err);
+            break;
+        default:
+            rc = export_dot(q, run, at, &x, out, err);
+            break;
         }
     }
     xset_free(&x);
     hs__state_clear(&s);
     return rc;
+}
+
+int hs_core_export(hs_q *q, const hs_export_params *p, hs_export_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    assert(p->format >= 0 && (size_t)p->format < HS_COUNTOF(export_names));
+    hs__run run = {0};
+    hs__at at;
+    hs_api_reply r = {0};
+    int rc = hs__run_resolve(q, &p->run, &run, err);
+    if (!rc && p->has_min_share && p->format != HS_EXPORT_COLLAPSED)
+        rc = hs__err(err, HS_EINVAL,
+                     "min_share applies to the flame graph and collapsed stacks, not to %s",
+                     export_names[p->format]);
+    if (!rc) rc = hs__at_resolve(q, &run, &p->at, &at, err);
+    if (!rc) rc = export_state(q, &run, &at, p, &r, err);
+    hs__run_clear(&run);
+    if (rc) return rc;
+    out->body = r.body;
+    out->len = r.len;
+    out->content_type = r.content_type;
+    out->filename = r.filename;
+    return 0;
+}
+
+void hs_export_result_clear(hs_export_result *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof *r);
 }

@@ -388,4 +388,83 @@ typedef struct hs_sizes_result {
 int hs_core_sizes(hs_q *q, const hs_run_sel *run, hs_sizes_result *out, hs_qerr *err);
 void hs_sizes_result_clear(hs_sizes_result *r);
 
+/* ---- flame: a moment's state as a tree of stacks ---------------------- */
+
+#define HS_FLAME_MAX_NODES 5000 /* nodes in an answer (max_nodes, up to 100000) */
+#define HS_FLAME_MAX_DEPTH 256  /* frames deep (max_depth, up to HS_MAX_DEPTH) */
+
+typedef struct hs_flame_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    double min_share; /* nodes narrower than this share of the bytes are left out */
+    int64_t max_nodes, max_depth;
+} hs_flame_params;
+
+/* Defaults: at peak, every node, HS_FLAME_MAX_NODES nodes at most,
+ * HS_FLAME_MAX_DEPTH deep; run must still be set. */
+void hs_flame_params_init(hs_flame_params *p);
+/* at, min_share, max_nodes, max_depth, as hs_top_param. */
+int hs_flame_param(hs_flame_params *p, const char *key, const char *value, hs_qerr *err);
+
+/* A node: a frame where stacks pass (the root: name and label "all"). */
+typedef struct hs_flame_node {
+    hs_qframe frame;
+    const char *label; /* hs_frame_label of the frame */
+    int64_t bytes, count, self_bytes;
+    size_t nchildren; /* its children: the next subtrees in nodes, widest first */
+} hs_flame_node;
+
+typedef struct hs_flame_result {
+    hs_run_brief run;
+    char at[32];
+    int64_t at_ns, total_bytes, total_count;
+    hs_flame_node *nodes; /* depth first: nodes[0] is the root, each node before its children */
+    size_t nnodes;
+    /* what the answer left out (truncated when cut is set) */
+    int cut;
+    int64_t nodes_cut, nodes_shown; /* nodes built but not in the answer; nodes in it */
+    int64_t min_bytes;              /* the narrowest node it could hold */
+    int64_t depth_cut;              /* max_depth when deeper frames were left out, else 0 */
+    int64_t stacks_omitted, stacks_bytes;
+    int bytes_cut;        /* stopped at the answer's byte bound */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_flame_result;
+
+int hs_core_flame(hs_q *q, const hs_flame_params *p, hs_flame_result *out, hs_qerr *err);
+void hs_flame_result_clear(hs_flame_result *r);
+
+/* ---- exports: files other tools open ------------------------------------ */
+
+/* collapsed: "outer;…;leaf BYTES" lines (flamegraph.pl, inferno,
+ * speedscope); pprof: gzipped profile.proto; speedscope: its JSON; dot: a
+ * Graphviz call graph. */
+typedef enum hs_export_format {
+    HS_EXPORT_COLLAPSED,
+    HS_EXPORT_PPROF,
+    HS_EXPORT_SPEEDSCOPE,
+    HS_EXPORT_DOT
+} hs_export_format;
+
+typedef struct hs_export_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    int format;        /* hs_export_format */
+    double min_share;  /* collapsed: stacks narrower than this share are left out */
+    int has_min_share; /* given (an error for the other formats) */
+} hs_export_params;
+
+/* Defaults: pprof at peak; run must still be set. */
+void hs_export_params_init(hs_export_params *p);
+/* at, format, min_share, as hs_top_param. */
+int hs_export_param(hs_export_params *p, const char *key, const char *value, hs_qerr *err);
+
+typedef struct hs_export_result {
+    char *body; /* the file (owned) */
+    size_t len;
+    const char *content_type, *filename; /* static */
+} hs_export_result;
+
+int hs_core_export(hs_q *q, const hs_export_params *p, hs_export_result *out, hs_qerr *err);
+void hs_export_result_clear(hs_export_result *r);
+
 #endif

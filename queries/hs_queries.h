@@ -64,7 +64,9 @@ json_t *hs_api_history_json(const hs_history_result *r);
 json_t *hs_api_top_json(const hs_top_result *r);
 /* … /api/runs/RUN/leaks … */
 json_t *hs_api_leaks_json(const hs_leaks_result *r);
-/* … and /api/runs/RUN/sizes. */
+/* … /api/runs/RUN/sizes … */
 json_t *hs_api_sizes_json(const hs_sizes_result *r);
+/* … and /api/runs/RUN/flame. */
+json_t *hs_api_flame_json(const hs_flame_result *r);
 
 #endif
