@@ -1,16 +1,66 @@
 /* heapstore flame: flame graph data, as collapsed stacks (default) or the
- * JSON tree; with two RUN@T, the differential form. */
+ * JSON tree; with two RUN@T, the differential form. Direct mode asks the
+ * typed core (hs_core_flame, hs_core_export's collapsed stacks). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli_query.h"
 #include "hs_cli.h"
+#include "hs_queries.h"
 
 static const char usage[] =
     "flame RUN [--at T] [--min-share F] [--json] [--db PATH]\n"
     "       flame RUN@T RUN@T [--json]   (differential: 'stack A_BYTES B_BYTES' lines)\n"
     "  collapsed lines 'outer;…;leaf BYTES' feed flamegraph.pl, inferno and speedscope";
+
+/* Direct, one run, --json: the core's tree; the options in the order the
+ * API checks them. */
+static int flame_json_direct(const hs_cli_args *a, hs_q *q, hs_qerr *err)
+{
+    hs_flame_params p;
+    hs_flame_result r;
+    hs_flame_params_init(&p);
+    int rc = hs_sel_parse_run(&p.run, a->pos[0], err);
+    if (rc) return rc;
+    rc = hs_flame_param(&p, "at", a->at ? a->at : HS_FLAME_AT, err);
+    if (!rc && a->min_share) rc = hs_flame_param(&p, "min_share", a->min_share, err);
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    if ((rc = hs_core_flame(q, &p, &r, err))) return rc;
+    rc = hs_cli_print_own_json(a, hs_api_flame_json(&r));
+    hs_flame_result_clear(&r);
+    return rc ? 1 : 0;
+}
+
+/* Direct, one run: the collapsed stacks (the core's export). */
+static int flame_collapsed_direct(const hs_cli_args *a, hs_q *q, hs_qerr *err)
+{
+    hs_export_params p;
+    hs_export_result r;
+    hs_export_params_init(&p);
+    int rc = hs_sel_parse_run(&p.run, a->pos[0], err);
+    if (rc) return rc;
+    rc = hs_export_param(&p, "format", "collapsed", err);
+    if (!rc && a->min_share) rc = hs_export_param(&p, "min_share", a->min_share, err);
+    if (!rc) rc = hs_export_param(&p, "at", a->at ? a->at : HS_FLAME_AT, err);
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    if ((rc = hs_core_export(q, &p, &r, err))) return rc;
+    fwrite(r.body, 1, r.len, stdout);
+    hs_export_result_clear(&r);
+    return 0;
+}
+
+static int flame_direct(const hs_cli_args *a, int json)
+{
+    hs_q *q;
+    hs_qerr err = {0};
+    int rc = hs_cli_open(a, &q);
+    if (rc) return rc;
+    rc = json ? flame_json_direct(a, q, &err) : flame_collapsed_direct(a, q, &err);
+    hs_q_free(q);
+    if (rc > 0) return rc; /* printed already */
+    return rc ? hs_cli_fail(a, &err) : 0;
+}
 
 int hs_cmd_flame(int argc, char **argv)
 {
@@ -27,6 +77,7 @@ int hs_cmd_flame(int argc, char **argv)
         fprintf(stderr, "heapstore flame: --format is collapsed or json\n");
         return 2;
     }
+    if (a.npos == 1 && hs_cli_direct(&a)) return flame_direct(&a, json);
     char target[8192];
     if (a.npos == 2) {
         strcpy(target, "/api/diff?a=");
