@@ -538,6 +538,103 @@ static int api_flame(hs_q *q, const char *seg, size_t n, const hs__params *param
     return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
+/* Node *ix of a differential flame and its subtree; *ix moves past them. */
+static json_t *dflame_node_json(const hs_diff_result *r, size_t *ix)
+{
+    const hs_dflame_node *n = &r->flame[(*ix)++];
+    json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "name", n->name, "a_bytes", (json_int_t)n->a_bytes,
+                          "b_bytes", (json_int_t)n->b_bytes, "delta_bytes",
+                          (json_int_t)(n->b_bytes - n->a_bytes));
+    json_t *kids = json_array();
+    for (size_t k = 0; k < n->nchildren; k++) json_array_append_new(kids, dflame_node_json(r, ix));
+    json_object_set_new(o, "children", kids);
+    return o;
+}
+
+static json_t *diff_row_json(const hs_diff_result *r, const hs_diff_row *w)
+{
+    json_t *row = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", w->name, "a_bytes",
+                            (json_int_t)w->a_bytes, "b_bytes", (json_int_t)w->b_bytes,
+                            "delta_bytes", (json_int_t)(w->b_bytes - w->a_bytes), "a_count",
+                            (json_int_t)w->a_count, "b_count", (json_int_t)w->b_count,
+                            "delta_count", (json_int_t)(w->b_count - w->a_count));
+    if (row && r->by != HS_GROUP_FUNCTION) row_stack_json(row, &w->stack);
+    return row;
+}
+
+json_t *hs_api_diff_json(const hs_diff_result *r)
+{
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < r->nrows; i++)
+        if (json_array_append_new(rows, diff_row_json(r, &r->rows[i]))) {
+            json_decref(rows);
+            return NULL;
+        }
+    size_t ix = 0;
+    json_t *flame = r->nflame ? dflame_node_json(r, &ix) : json_null();
+    json_t *cut = json_null();
+    if (r->flame_cut || r->frames_cut || r->stacks_omitted)
+        cut = json_pack("{s:b,s:o,s:I,s:I}", "flame", r->flame_cut, "max_frames",
+                        r->frames_cut ? json_integer(r->max_frames) : json_null(), "stacks",
+                        (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes);
+    return json_pack(
+        "{s:{s:O,s:s,s:I,s:I},s:{s:O,s:s,s:I,s:I},s:s,s:o,s:o,s:o,s:{s:O,s:O}}", "a", "run",
+        (json_t *)r->a.run.record, "at", r->a.at, "at_ns", (json_int_t)r->a.at_ns, "total_bytes",
+        (json_int_t)r->a.total_bytes, "b", "run", (json_t *)r->b.run.record, "at", r->b.at, "at_ns",
+        (json_int_t)r->b.at_ns, "total_bytes", (json_int_t)r->b.total_bytes, "by",
+        hs_group_name(r->by), "rows", rows, "flame", flame, "truncated", cut, "sampling", "a",
+        (json_t *)r->a.run.sampling, "b", (json_t *)r->b.run.sampling);
+}
+
+/* A mistake in b= (rc, err filled), unless a= fails first, as the API has
+ * always checked a before b. */
+static int diff_b_check(hs_q *q, const hs_diff_params *p, hs_qerr *err, int rc)
+{
+    if (!p->a.given) return hs__err(err, HS_EINVAL, "diff needs a=RUN@T");
+    hs__run run;
+    hs__at at;
+    hs_qerr e2;
+    int arc = hs__run_resolve(q, &p->a.run, &run, &e2);
+    if (!arc) arc = hs__at_resolve(q, &run, &p->a.at, &at, &e2);
+    hs__run_clear(&run);
+    if (!arc) return rc;
+    *err = e2;
+    return arc;
+}
+
+/* GET /api/diff: the parameters in the order the API has always checked
+ * them (a missing run of a named before a mistake in b). */
+static int api_diff(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err)
+{
+    static const char *const keys[] = {"site",       "wrappers", "by", "limit",
+                                       "max_frames", "format",   "a",  "b"};
+    hs_diff_params p;
+    hs_diff_params_init(&p);
+    int rc = 0;
+    size_t i;
+    for (i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_diff_param(&p, keys[i], v, err);
+    }
+    if (rc) return i == HS_COUNTOF(keys) ? diff_b_check(q, &p, err, rc) : rc;
+    hs_diff_result r;
+    if ((rc = hs_core_diff(q, &p, &r, err))) return rc;
+    out->status = 200;
+    if (p.collapsed) {
+        out->content_type = "text/plain; charset=utf-8";
+        out->body = r.collapsed;
+        out->len = r.collapsed_len;
+        out->filename = "diff.folded";
+        r.collapsed = NULL;
+    } else {
+        out->content_type = "application/json";
+        out->json = hs_api_diff_json(&r);
+    }
+    hs_diff_result_clear(&r);
+    if (!p.collapsed && !out->json) return hs__err(err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
 
 static json_t *api_health(const hs_q *q)
@@ -673,7 +770,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
         if (!(rc = api_runs(q, params, &j, err))) reply_json(out, j);
         return rc;
     }
-    if (!strcmp(path, "/api/diff")) return hs__view_diff(q, params, out, err);
+    if (!strcmp(path, "/api/diff")) return api_diff(q, params, out, err);
     if (!strncmp(path, "/api/runs/", 10)) return api_run_route(q, method, path, params, out, err);
     return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
 bad_method:

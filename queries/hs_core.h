@@ -467,4 +467,68 @@ typedef struct hs_export_result {
 int hs_core_export(hs_q *q, const hs_export_params *p, hs_export_result *out, hs_qerr *err);
 void hs_export_result_clear(hs_export_result *r);
 
+/* ---- diff: two moments of one run, or of two runs --------------------------- */
+
+/* One side: RUN@T (T defaults to HS_DIFF_AT). */
+typedef struct hs_diff_side_sel {
+    hs_run_sel run;
+    hs_t_sel at;
+    int given;
+} hs_diff_side_sel;
+
+typedef struct hs_diff_params {
+    hs_diff_side_sel a, b;
+    hs_group by;    /* rows by stack (default), site or function */
+    int64_t limit;  /* rows, 1 to 1000000 */
+    int max_frames; /* frames per row's stack */
+    hs_site_rules site;
+    int collapsed; /* format=collapsed: "stack A_BYTES B_BYTES" lines, by stack */
+} hs_diff_params;
+
+/* Defaults: by stack, HS_DIFF_LIMIT rows, HS_STACK_FRAMES frames, user
+ * sites; a and b must still be given. */
+void hs_diff_params_init(hs_diff_params *p);
+/* a, b (RUN@T), by, limit, max_frames, format (json or collapsed), site,
+ * wrappers, as hs_top_param. */
+int hs_diff_param(hs_diff_params *p, const char *key, const char *value, hs_qerr *err);
+
+typedef struct hs_diff_side {
+    hs_run_brief run;
+    char at[32];
+    int64_t at_ns, total_bytes;
+} hs_diff_side;
+
+/* A row: stacks matched by their frames' names (not by trace id). */
+typedef struct hs_diff_row {
+    const char *name; /* the site's or function's name, or the stack's site */
+    int64_t trace;    /* a representative trace (b's when b has one) */
+    int64_t a_bytes, a_count, b_bytes, b_count;
+    hs_qstack stack; /* the trace's stack (none by function) */
+} hs_diff_row;
+
+/* A node of the differential flame, depth first as in hs_flame_result. */
+typedef struct hs_dflame_node {
+    const char *name;
+    int64_t a_bytes, b_bytes;
+    size_t nchildren;
+} hs_dflame_node;
+
+typedef struct hs_diff_result {
+    hs_diff_side a, b;
+    hs_group by;
+    hs_diff_row *rows; /* the largest changes first */
+    size_t nrows;
+    hs_dflame_node *flame; /* flame[0]: "all" */
+    size_t nflame;
+    char *collapsed; /* format=collapsed: the lines, instead of rows and flame (owned) */
+    size_t collapsed_len;
+    /* what the answer left out */
+    int flame_cut, frames_cut, max_frames;
+    int64_t stacks_omitted, stacks_bytes;
+    void *own, *own_json; /* as in hs_top_result */
+} hs_diff_result;
+
+int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr *err);
+void hs_diff_result_clear(hs_diff_result *r);
+
 #endif

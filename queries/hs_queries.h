@@ -66,7 +66,9 @@ json_t *hs_api_top_json(const hs_top_result *r);
 json_t *hs_api_leaks_json(const hs_leaks_result *r);
 /* … /api/runs/RUN/sizes … */
 json_t *hs_api_sizes_json(const hs_sizes_result *r);
-/* … and /api/runs/RUN/flame. */
+/* … /api/runs/RUN/flame … */
 json_t *hs_api_flame_json(const hs_flame_result *r);
+/* … and /api/diff (not format=collapsed). */
+json_t *hs_api_diff_json(const hs_diff_result *r);
 
 #endif
