@@ -586,22 +586,6 @@ json_t *hs_api_diff_json(const hs_diff_result *r)
         (json_t *)r->a.run.sampling, "b", (json_t *)r->b.run.sampling);
 }
 
-/* A mistake in b= (rc, err filled), unless a= fails first, as the API has
- * always checked a before b. */
-static int diff_b_check(hs_q *q, const hs_diff_params *p, hs_qerr *err, int rc)
-{
-    if (!p->a.given) return hs__err(err, HS_EINVAL, "diff needs a=RUN@T");
-    hs__run run;
-    hs__at at;
-    hs_qerr e2;
-    int arc = hs__run_resolve(q, &p->a.run, &run, &e2);
-    if (!arc) arc = hs__at_resolve(q, &run, &p->a.at, &at, &e2);
-    hs__run_clear(&run);
-    if (!arc) return rc;
-    *err = e2;
-    return arc;
-}
-
 /* GET /api/diff: the parameters in the order the API has always checked
  * them (a missing run of a named before a mistake in b). */
 static int api_diff(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err)
@@ -616,7 +600,7 @@ static int api_diff(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qer
         const char *v = hs__param(params, keys[i]);
         if (v) rc = hs_diff_param(&p, keys[i], v, err);
     }
-    if (rc) return i == HS_COUNTOF(keys) ? diff_b_check(q, &p, err, rc) : rc;
+    if (rc) return i == HS_COUNTOF(keys) ? hs_diff_b_check(q, &p, err, rc) : rc;
     hs_diff_result r;
     if ((rc = hs_core_diff(q, &p, &r, err))) return rc;
     out->status = 200;

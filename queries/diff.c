@@ -315,6 +315,20 @@ int hs_diff_param(hs_diff_params *p, const char *key, const char *value, hs_qerr
     return hs__rows_param(key, value, 1000000, &p->limit, &p->max_frames, &p->site, err);
 }
 
+int hs_diff_b_check(hs_q *q, const hs_diff_params *p, hs_qerr *err, int rc)
+{
+    if (!p->a.given) return hs__err(err, HS_EINVAL, "diff needs a=RUN@T");
+    hs__run run;
+    hs__at at;
+    hs_qerr e2;
+    int arc = hs__run_resolve(q, &p->a.run, &run, &e2);
+    if (!arc) arc = hs__at_resolve(q, &run, &p->a.at, &at, &e2);
+    hs__run_clear(&run);
+    if (!arc) return rc;
+    *err = e2;
+    return arc;
+}
+
 /* One side: its run, moment and state, into the context's stacks. */
 static int diff_side(dctx *c, const hs_diff_side_sel *sel, const char *key, int side,
                      hs_diff_side *out, hs__run *run)

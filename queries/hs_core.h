@@ -491,6 +491,10 @@ void hs_diff_params_init(hs_diff_params *p);
 /* a, b (RUN@T), by, limit, max_frames, format (json or collapsed), site,
  * wrappers, as hs_top_param. */
 int hs_diff_param(hs_diff_params *p, const char *key, const char *value, hs_qerr *err);
+/* For a mistake in b= (rc, err filled): the API checks a= first, so a's
+ * missing run or moment outside it is named instead. Returns that error,
+ * else rc with err unchanged. */
+int hs_diff_b_check(hs_q *q, const hs_diff_params *p, hs_qerr *err, int rc);
 
 typedef struct hs_diff_side {
     hs_run_brief run;

@@ -50,13 +50,38 @@ static int flame_collapsed_direct(const hs_cli_args *a, hs_q *q, hs_qerr *err)
     return 0;
 }
 
+/* Direct, two RUN@T: the core's diff, its differential flame (--json) or
+ * its "stack A_BYTES B_BYTES" lines. */
+static int flame_diff_direct(const hs_cli_args *a, int json, hs_q *q, hs_qerr *err)
+{
+    hs_diff_params p;
+    hs_diff_result r;
+    hs_diff_params_init(&p);
+    int rc = hs_diff_param(&p, json ? "limit" : "format", json ? "1" : "collapsed", err);
+    if (!rc) rc = hs_diff_param(&p, "a", a->pos[0], err);
+    if (!rc && (rc = hs_diff_param(&p, "b", a->pos[1], err))) rc = hs_diff_b_check(q, &p, err, rc);
+    if (rc || (rc = hs_core_diff(q, &p, &r, err))) return rc;
+    if (json) {
+        json_t *j = hs_api_diff_json(&r);
+        if (j) hs_cli_print_json(json_object_get(j, "flame"));
+        json_decref(j);
+        rc = j ? 0 : hs_cli_oom(a);
+    } else {
+        fwrite(r.collapsed, 1, r.collapsed_len, stdout);
+    }
+    hs_diff_result_clear(&r);
+    return rc;
+}
+
 static int flame_direct(const hs_cli_args *a, int json)
 {
     hs_q *q;
     hs_qerr err = {0};
     int rc = hs_cli_open(a, &q);
     if (rc) return rc;
-    rc = json ? flame_json_direct(a, q, &err) : flame_collapsed_direct(a, q, &err);
+    rc = a->npos == 2 ? flame_diff_direct(a, json, q, &err)
+         : json       ? flame_json_direct(a, q, &err)
+                      : flame_collapsed_direct(a, q, &err);
     hs_q_free(q);
     if (rc > 0) return rc; /* printed already */
     return rc ? hs_cli_fail(a, &err) : 0;
@@ -77,7 +102,7 @@ int hs_cmd_flame(int argc, char **argv)
         fprintf(stderr, "heapstore flame: --format is collapsed or json\n");
         return 2;
     }
-    if (a.npos == 1 && hs_cli_direct(&a)) return flame_direct(&a, json);
+    if (hs_cli_direct(&a)) return flame_direct(&a, json);
     char target[8192];
     if (a.npos == 2) {
         strcpy(target, "/api/diff?a=");
