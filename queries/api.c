@@ -655,15 +655,27 @@ static int api_export(hs_q *q, const char *seg, size_t n, const char *format,
     return 0;
 }
 
-/* The views with a format, other than exports (over a resolved run). */
-static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *format,
-                        hs_api_reply *out, hs_qerr *err)
+/* GET /api/runs/RUN/history?format=csv: a file. */
+static int api_history_csv(hs_q *q, const char *seg, size_t n, hs_api_reply *out, hs_qerr *err)
 {
-    if (format && !strcmp(view, "history")) {
-        if (strcmp(format, "csv"))
-            return hs__err(err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
-        return hs__history_csv(q, run, out, err);
-    }
+    hs_run_sel sel;
+    hs_export_result r;
+    int rc = run_sel_segment(seg, n, &sel, err);
+    if (rc || (rc = hs_core_history_csv(q, &sel, &r, err))) return rc;
+    out->status = 200;
+    out->content_type = r.content_type;
+    out->body = r.body;
+    out->len = r.len;
+    out->filename = r.filename;
+    return 0;
+}
+
+/* A format a view does not have (after its run: a missing run is named
+ * first). */
+static int api_format_err(const char *view, const char *format, hs_qerr *err)
+{
+    if (!strcmp(view, "history"))
+        return hs__err(err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
     return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
 }
 
@@ -701,9 +713,12 @@ static int api_run_route(hs_q *q, const char *method, const char *full, const hs
         return api_export(q, path, seglen, format ? format : "pprof", params, out, err);
     if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
         return api_export(q, path, seglen, format, params, out, err);
+    if (format && !strcmp(view, "history") && !strcmp(format, "csv"))
+        return api_history_csv(q, path, seglen, out, err);
+    assert(format); /* every view without one is answered above */
     hs__run run = {0};
     if (!(rc = run_from_segment(q, path, seglen, &run, err)))
-        rc = api_run_view(q, &run, view, format, out, err);
+        rc = api_format_err(view, format, err);
     hs__run_clear(&run);
     return rc;
 }

@@ -399,24 +399,25 @@ static int csv_row(const hs_qstore_heap *row, void *data)
     return 0;
 }
 
-int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
+int hs_core_history_csv(hs_q *q, const hs_run_sel *sel, hs_export_result *out, hs_qerr *err)
 {
+    memset(out, 0, sizeof *out);
+    hs__run run;
+    int rc = hs__run_resolve(q, sel, &run, err);
+    if (rc) return rc;
     hs__buf b = {0};
     hs__buf_printf(&b, "t_ns,heap_bytes,heap_max_bytes,rss_bytes\n");
-    csv_walk w = {.q = q, .run = run, .b = &b, .err = err};
-    int rc = q->store->ops->heap_series(q->store, run->id, csv_row, &w, err);
+    csv_walk w = {.q = q, .run = &run, .b = &b, .err = err};
+    rc = q->store->ops->heap_series(q->store, run.id, csv_row, &w, err);
+    hs__run_clear(&run);
+    if (!rc && b.oom) rc = hs__err(err, HS_ENOMEM, "out of memory");
     if (rc) {
         free(b.p);
         return rc;
     }
-    if (b.oom) {
-        free(b.p);
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    }
-    out->status = 200;
-    out->content_type = "text/csv";
     out->body = b.p;
     out->len = b.n;
+    out->content_type = "text/csv";
     out->filename = "history.csv";
     return 0;
 }

@@ -271,6 +271,11 @@ typedef struct hs_history_result {
 } hs_history_result;
 
 int hs_core_history(hs_q *q, const hs_history_params *p, hs_history_result *out, hs_qerr *err);
+/* The heap's points, one a bucket, as CSV ("t_ns,heap_bytes,heap_max_bytes,
+ * rss_bytes" lines, rss the latest sample at or before each point): a file
+ * as an export's (hs_export_result, below; hs_export_result_clear). */
+typedef struct hs_export_result hs_export_result;
+int hs_core_history_csv(hs_q *q, const hs_run_sel *run, hs_export_result *out, hs_qerr *err);
 void hs_history_result_clear(hs_history_result *r);
 
 /* ---- top: a moment's state, grouped ---------------------------------------- */

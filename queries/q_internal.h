@@ -242,9 +242,6 @@ int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
 /* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
 int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
-/* history's points as CSV. */
-int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err);
-
 /* A growable byte buffer for text and protobuf output. */
 typedef struct hs__buf {
     char *p;
