@@ -379,153 +379,196 @@ static int pprof_maps(hs_q *q, const hs__run *run, pmap **maps, size_t *nmaps, h
     return rc;
 }
 
-static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
-                        hs_qerr *err)
+/* What a pprof file is built from: its string table, the Location and
+ * Function messages so far (each frame one location, each name and file
+ * one function), and the run's mappings and frame addresses. */
+typedef struct pprof {
+    hs_q *q;
+    pstr s;
+    hs__buf m;         /* a message being encoded */
+    hs__buf locs, fns; /* encoded Location (field 4) and Function (field 5) messages */
+    hs__map loc_ids, pcs;
+    hs__smap fn_keys;
+    pmap *maps;
+    size_t nmaps;
+    uint64_t next_loc, next_fn;
+    hs_qerr *err;
+} pprof;
+
+/* The function of f (by name and file), its message added when new. */
+static size_t pprof_function(pprof *pp, const hs__frame *f)
 {
-    pstr s = {0};
-    hs__buf body = {0}, m = {0}, gz = {0};
-    hs__map loc_ids = {0}, fn_ids = {0}, pcs = {0};
-    hs__smap fn_keys = {0};
-    pmap *maps = NULL;
-    size_t nmaps = 0;
-    int rc;
-    uint64_t next_loc = 1, next_fn = 1;
-    pstr_id(&s, "");
+    char fk[1024];
+    snprintf(fk, sizeof fk, "%s\x1f%s", f->name, f->file);
+    int added;
+    size_t fi = hs__smap_intern(&pp->fn_keys, fk, strlen(fk), pp->next_fn, &added);
+    if (added) {
+        pp->next_fn++;
+        pp->m.n = 0;
+        pb_int(&pp->m, 1, (int64_t)fi);
+        pb_int(&pp->m, 2, pstr_id(&pp->s, f->name));
+        pb_int(&pp->m, 3, pstr_id(&pp->s, f->name));
+        pb_int(&pp->m, 4, pstr_id(&pp->s, f->file));
+        pb_bytes(&pp->fns, 5, pp->m.p ? pp->m.p : "", pp->m.n);
+    }
+    return fi;
+}
 
-    if ((rc = pprof_maps(q, run, &maps, &nmaps, &pcs, err))) goto out;
-    rc = HS_EDB;
-
-    /* header */
-    value_type(&body, 1, &s, "alloc_objects", "count");
-    value_type(&body, 1, &s, "alloc_space", "bytes");
-    value_type(&body, 1, &s, "inuse_objects", "count");
-    value_type(&body, 1, &s, "inuse_space", "bytes");
-
-    /* samples, locations and functions */
-    hs__buf locs = {0}, fns = {0};
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
-        if (!t->depth || (t->bytes <= 0 && t->alloc_space <= 0)) continue;
-        hs__buf ids = {0}, vals = {0};
-        for (int k = 0; k < t->depth; k++) {
-            uint64_t lid;
-            if (!hs__map_get(&loc_ids, (uint64_t)t->frames[k], &lid)) {
-                const hs__frame *f = hs__frame_get(q, t->frames[k], err);
-                if (!f) {
-                    free(ids.p);
-                    free(vals.p);
-                    free(locs.p);
-                    free(fns.p);
-                    goto out;
-                }
-                lid = next_loc++;
-                hs__map_put(&loc_ids, (uint64_t)t->frames[k], lid);
-                /* function: by name and file */
-                char fk[1024];
-                snprintf(fk, sizeof fk, "%s\x1f%s", f->name, f->file);
-                int added;
-                size_t fi = hs__smap_intern(&fn_keys, fk, strlen(fk), next_fn, &added);
-                if (added) {
-                    next_fn++;
-                    m.n = 0;
-                    pb_int(&m, 1, (int64_t)fi);
-                    pb_int(&m, 2, pstr_id(&s, f->name));
-                    pb_int(&m, 3, pstr_id(&s, f->name));
-                    pb_int(&m, 4, pstr_id(&s, f->file));
-                    pb_bytes(&fns, 5, m.p ? m.p : "", m.n);
-                }
-                uint64_t addr = 0, mid = 0;
-                if (!hs__map_get(&pcs, (uint64_t)t->frames[k], &addr)) addr = 0;
-                for (size_t mi = 0; mi < nmaps; mi++) {
-                    if ((addr && addr >= maps[mi].start && addr < maps[mi].end) ||
-                        (!addr && f->module[0] && !strcmp(f->module, maps[mi].path))) {
-                        mid = mi + 1;
-                        if (!addr) addr = maps[mi].start + (uint64_t)f->module_offset;
-                        break;
-                    }
-                }
-                hs__buf line = {0};
-                pb_int(&line, 1, (int64_t)fi);
-                pb_int(&line, 2, f->line);
-                m.n = 0;
-                pb_int(&m, 1, (int64_t)lid);
-                pb_int(&m, 2, (int64_t)mid);
-                pb_int(&m, 3, (int64_t)addr);
-                pb_bytes(&m, 4, line.p ? line.p : "", line.n);
-                free(line.p);
-                pb_bytes(&locs, 4, m.p ? m.p : "", m.n);
-            }
-            pb_varint(&ids, lid);
+/* The location of frame into *lid, its message added when new: the
+ * frame's first address seen, else its module's start plus its offset,
+ * and the mapping that holds it. 0 or an HS_E code. */
+static int pprof_location(pprof *pp, int64_t frame, uint64_t *lid)
+{
+    if (hs__map_get(&pp->loc_ids, (uint64_t)frame, lid)) return 0;
+    const hs__frame *f = hs__frame_get(pp->q, frame, pp->err);
+    if (!f) return HS_EDB;
+    *lid = pp->next_loc++;
+    hs__map_put(&pp->loc_ids, (uint64_t)frame, *lid);
+    size_t fi = pprof_function(pp, f);
+    uint64_t addr = 0, mid = 0;
+    if (!hs__map_get(&pp->pcs, (uint64_t)frame, &addr)) addr = 0;
+    for (size_t mi = 0; mi < pp->nmaps; mi++) {
+        const pmap *pm = &pp->maps[mi];
+        if ((addr && addr >= pm->start && addr < pm->end) ||
+            (!addr && f->module[0] && !strcmp(f->module, pm->path))) {
+            mid = mi + 1;
+            if (!addr) addr = pm->start + (uint64_t)f->module_offset;
+            break;
         }
-        pb_varint(&vals, (uint64_t)llround(t->alloc_objects));
-        pb_varint(&vals, (uint64_t)llround(t->alloc_space));
-        pb_varint(&vals, (uint64_t)(t->count > 0 ? t->count : 0));
-        pb_varint(&vals, (uint64_t)(t->bytes > 0 ? t->bytes : 0));
-        m.n = 0;
-        pb_bytes(&m, 1, ids.p ? ids.p : "", ids.n);
-        pb_bytes(&m, 2, vals.p, vals.n);
-        if (ids.oom || vals.oom) m.oom = 1;
-        free(ids.p);
-        free(vals.p);
-        pb_bytes(&body, 2, m.p ? m.p : "", m.n);
     }
-    /* mappings */
-    for (size_t mi = 0; mi < nmaps; mi++) {
-        m.n = 0;
-        pb_int(&m, 1, (int64_t)(mi + 1));
-        pb_int(&m, 2, (int64_t)maps[mi].start);
-        pb_int(&m, 3, (int64_t)maps[mi].end);
-        pb_int(&m, 4, (int64_t)maps[mi].offset);
-        pb_int(&m, 5, pstr_id(&s, maps[mi].path));
-        pb_int(&m, 6, pstr_id(&s, maps[mi].build_id));
-        pb_int(&m, 7, 1);
-        pb_int(&m, 8, 1);
-        pb_int(&m, 9, 1);
-        pb_bytes(&body, 3, m.p ? m.p : "", m.n);
+    hs__buf line = {0};
+    pb_int(&line, 1, (int64_t)fi);
+    pb_int(&line, 2, f->line);
+    pp->m.n = 0;
+    pb_int(&pp->m, 1, (int64_t)*lid);
+    pb_int(&pp->m, 2, (int64_t)mid);
+    pb_int(&pp->m, 3, (int64_t)addr);
+    pb_bytes(&pp->m, 4, line.p ? line.p : "", line.n);
+    free(line.p);
+    pb_bytes(&pp->locs, 4, pp->m.p ? pp->m.p : "", pp->m.n);
+    return 0;
+}
+
+/* t's Sample message (its locations, leaf first, and the four values). */
+static int pprof_sample(pprof *pp, hs__buf *body, const xtrace *t)
+{
+    hs__buf ids = {0}, vals = {0};
+    for (int k = 0; k < t->depth; k++) {
+        uint64_t lid;
+        int rc = pprof_location(pp, t->frames[k], &lid);
+        if (rc) {
+            free(ids.p);
+            return rc;
+        }
+        pb_varint(&ids, lid);
     }
-    hs__buf_put(&body, locs.p ? locs.p : "", locs.n);
-    hs__buf_put(&body, fns.p ? fns.p : "", fns.n);
-    if (locs.oom || fns.oom) body.oom = 1;
-    free(locs.p);
-    free(fns.p);
+    pb_varint(&vals, (uint64_t)llround(t->alloc_objects));
+    pb_varint(&vals, (uint64_t)llround(t->alloc_space));
+    pb_varint(&vals, (uint64_t)(t->count > 0 ? t->count : 0));
+    pb_varint(&vals, (uint64_t)(t->bytes > 0 ? t->bytes : 0));
+    pp->m.n = 0;
+    pb_bytes(&pp->m, 1, ids.p ? ids.p : "", ids.n);
+    pb_bytes(&pp->m, 2, vals.p, vals.n);
+    if (ids.oom || vals.oom) pp->m.oom = 1;
+    free(ids.p);
+    free(vals.p);
+    pb_bytes(body, 2, pp->m.p ? pp->m.p : "", pp->m.n);
+    return 0;
+}
+
+/* The Mapping messages (field 3), then the locations and functions. */
+static void pprof_mappings(pprof *pp, hs__buf *body)
+{
+    for (size_t mi = 0; mi < pp->nmaps; mi++) {
+        const pmap *pm = &pp->maps[mi];
+        pp->m.n = 0;
+        pb_int(&pp->m, 1, (int64_t)(mi + 1));
+        pb_int(&pp->m, 2, (int64_t)pm->start);
+        pb_int(&pp->m, 3, (int64_t)pm->end);
+        pb_int(&pp->m, 4, (int64_t)pm->offset);
+        pb_int(&pp->m, 5, pstr_id(&pp->s, pm->path));
+        pb_int(&pp->m, 6, pstr_id(&pp->s, pm->build_id));
+        pb_int(&pp->m, 7, 1);
+        pb_int(&pp->m, 8, 1);
+        pb_int(&pp->m, 9, 1);
+        pb_bytes(body, 3, pp->m.p ? pp->m.p : "", pp->m.n);
+    }
+    hs__buf_put(body, pp->locs.p ? pp->locs.p : "", pp->locs.n);
+    hs__buf_put(body, pp->fns.p ? pp->fns.p : "", pp->fns.n);
+    if (pp->locs.oom || pp->fns.oom) body->oom = 1;
+}
+
+/* The profile's time, period, comments and default view, then the string
+ * table (every string is interned by now). */
+static void pprof_trailer(pprof *pp, hs__buf *body, const hs__run *run, const hs__at *at,
+                          const xset *x)
+{
     int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
-    int64_t c1 = pstr_id(&s, "heapstore: estimated live heap, sum of sampling weights");
+    int64_t c1 = pstr_id(&pp->s, "heapstore: estimated live heap, sum of sampling weights");
     char comment[768], note[512];
     sampling_note(note, sizeof note, run, x);
     snprintf(comment, sizeof comment, "run %" PRId64 " at %.3f s, %s", run->id, at->at_ns / 1e9,
              note);
-    int64_t c2 = pstr_id(&s, comment);
-    int64_t dflt = pstr_id(&s, "inuse_space");
-    pb_int(&body, 9, start_ns + at->at_ns);
-    pb_int(&body, 10, at->at_ns);
-    value_type(&body, 11, &s, "space", "bytes");
-    pb_int(&body, 12, run->sample_bytes);
-    pb_int(&body, 13, c1);
-    pb_int(&body, 13, c2);
-    pb_int(&body, 14, dflt);
-    hs__buf_put(&body, s.table.p, s.table.n);
-    if (body.oom || s.table.oom || m.oom) goto oom;
-    if (gzip_buf(&body, &gz)) goto oom;
+    int64_t c2 = pstr_id(&pp->s, comment);
+    int64_t dflt = pstr_id(&pp->s, "inuse_space");
+    pb_int(body, 9, start_ns + at->at_ns);
+    pb_int(body, 10, at->at_ns);
+    value_type(body, 11, &pp->s, "space", "bytes");
+    pb_int(body, 12, run->sample_bytes);
+    pb_int(body, 13, c1);
+    pb_int(body, 13, c2);
+    pb_int(body, 14, dflt);
+    hs__buf_put(body, pp->s.table.p, pp->s.table.n);
+}
+
+static void pprof_free(pprof *pp)
+{
+    for (size_t i = 0; i < pp->nmaps; i++) {
+        free(pp->maps[i].path);
+        free(pp->maps[i].build_id);
+    }
+    free(pp->maps);
+    free(pp->m.p);
+    free(pp->locs.p);
+    free(pp->fns.p);
+    free(pp->s.table.p);
+    hs__smap_free(&pp->s.idx);
+    hs__smap_free(&pp->fn_keys);
+    hs__map_free(&pp->loc_ids);
+    hs__map_free(&pp->pcs);
+}
+
+static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
+                        hs_qerr *err)
+{
+    pprof pp = {.q = q, .next_loc = 1, .next_fn = 1, .err = err};
+    hs__buf body = {0}, gz = {0};
+    pstr_id(&pp.s, "");
+    int rc = pprof_maps(q, run, &pp.maps, &pp.nmaps, &pp.pcs, err);
+    if (rc) goto out;
+    /* header */
+    value_type(&body, 1, &pp.s, "alloc_objects", "count");
+    value_type(&body, 1, &pp.s, "alloc_space", "bytes");
+    value_type(&body, 1, &pp.s, "inuse_objects", "count");
+    value_type(&body, 1, &pp.s, "inuse_space", "bytes");
+    /* samples, locations and functions */
+    for (size_t i = 0; !rc && i < x->n; i++) {
+        const xtrace *t = &x->t[i];
+        if (t->depth && (t->bytes > 0 || t->alloc_space > 0)) rc = pprof_sample(&pp, &body, t);
+    }
+    if (rc) goto out;
+    pprof_mappings(&pp, &body);
+    pprof_trailer(&pp, &body, run, at, x);
+    if (body.oom || pp.s.table.oom || pp.m.oom || gzip_buf(&body, &gz)) {
+        rc = hs__err(err, HS_ENOMEM, "out of memory");
+        goto out;
+    }
     rc = file_reply(out, &gz, "application/octet-stream", "heap.pb.gz", err);
     gz.p = NULL;
-    goto out;
-oom:
-    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
-    for (size_t i = 0; i < nmaps; i++) {
-        free(maps[i].path);
-        free(maps[i].build_id);
-    }
-    free(maps);
     free(gz.p);
     free(body.p);
-    free(m.p);
-    free(s.table.p);
-    hs__smap_free(&s.idx);
-    hs__smap_free(&fn_keys);
-    hs__map_free(&loc_ids);
-    hs__map_free(&fn_ids);
-    hs__map_free(&pcs);
+    pprof_free(&pp);
     return rc;
 }
 
