@@ -109,10 +109,10 @@ typedef struct hs_qstore_node {
     int depth; /* 1 at a root */
 } hs_qstore_node;
 
-/* A frame; strings malloc'd (the caller owns them, also when not found:
- * then all three are ""). */
+/* A frame; strings lent (until the next call), all three "" when there
+ * is no such frame. */
 typedef struct hs_qstore_frame {
-    char *function, *file, *module;
+    const char *function, *file, *module;
     int64_t line, module_offset;
 } hs_qstore_frame;
 

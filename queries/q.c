@@ -538,9 +538,9 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
     }
     hs_qstore_frame sf;
     if (q->store->ops->frame(q->store, frame, &sf, err)) return NULL;
-    hs__frame f = {.function = sf.function,
-                   .file = sf.file,
-                   .module = sf.module,
+    hs__frame f = {.function = xstrdup(sf.function),
+                   .file = xstrdup(sf.file),
+                   .module = xstrdup(sf.module),
                    .line = sf.line,
                    .module_offset = sf.module_offset};
     char tmp[512];

@@ -433,17 +433,12 @@ static int frame_bits(hs_q *q, int64_t id, hs_qerr *err)
         hs_qstore_frame sf;
         int rc = q->store->ops->frame(q->store, id, &sf, err);
         if (rc) return rc;
-        hs__frame f = {.function = sf.function, .module = sf.module};
+        hs__frame f = {.function = (char *)sf.function, .module = (char *)sf.module};
         f.name = hs__fn_name(f.function, !f.module[0]);
-        if (f.name) {
-            hs__frame_classify(&f);
-            bits = frame_class(q, &f);
-        }
-        free(f.name);
-        free(sf.function);
-        free(sf.file);
-        free(sf.module);
         if (!f.name) return hs__err(err, HS_ENOMEM, "out of memory");
+        hs__frame_classify(&f);
+        bits = frame_class(q, &f);
+        free(f.name);
     }
     if (q->site_class.count >= SITE_CLASS_MAX) hs__map_free(&q->site_class);
     (void)hs__map_put(&q->site_class, (uint64_t)id, bits); /* else asked again */

@@ -144,6 +144,7 @@ static void sqlite_free(hs_qstore *s)
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
     hs__sql_free(q);
     sqlite3_close_v2(q->db);
+    free(q->frame_buf);
     free(q->path);
     free(q);
 }
@@ -851,39 +852,49 @@ static int sqlite_node(hs_qstore *s, int64_t id, hs_qstore_node *out, hs_qerr *e
     return 0;
 }
 
-static char *xstrdup(const char *s)
+/* The frame row's three strings, copied into the store's buffer (no
+ * allocation once it has grown to the longest frame seen). */
+static int frame_copy(hs__sqlite *q, sqlite3_stmt *st, hs_qstore_frame *out)
 {
-    return strdup(s ? s : "");
+    static const int cols[3] = {0, 1, 3};
+    size_t len[3], need = 0;
+    for (int i = 0; i < 3; i++) need += (len[i] = strlen(col_text(st, cols[i]))) + 1;
+    if (need > q->frame_cap) {
+        char *np = realloc(q->frame_buf, need);
+        if (!np) return HS_ENOMEM;
+        q->frame_buf = np;
+        q->frame_cap = need;
+    }
+    char *p = q->frame_buf, *str[3];
+    for (int i = 0; i < 3; i++) {
+        str[i] = p;
+        memcpy(p, col_text(st, cols[i]), len[i] + 1);
+        p += len[i] + 1;
+    }
+    out->function = str[0];
+    out->file = str[1];
+    out->module = str[2];
+    return 0;
 }
 
 static int sqlite_frame(hs_qstore *s, int64_t id, hs_qstore_frame *out, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
-    memset(out, 0, sizeof *out);
+    *out = (hs_qstore_frame){.function = "", .file = "", .module = ""};
     sqlite3_stmt *st = hs__sqlite_stmt(q, ST_FRAME, err);
     if (!st) return HS_EDB;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
+    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hs__sqlite_err(q, err);
     if (rc == SQLITE_ROW) {
-        out->function = xstrdup(col_text(st, 0));
-        out->file = xstrdup(col_text(st, 1));
         out->line = sqlite3_column_int64(st, 2);
-        out->module = xstrdup(col_text(st, 3));
         out->module_offset = sqlite3_column_int64(st, 4);
-    } else if (rc == SQLITE_DONE) {
-        out->function = xstrdup("");
-        out->file = xstrdup("");
-        out->module = xstrdup("");
+        rc = frame_copy(q, st, out);
     } else {
-        return hs__sqlite_err(q, err);
+        rc = 0;
     }
     sqlite3_reset(st);
-    if (out->function && out->file && out->module) return 0;
-    free(out->function);
-    free(out->file);
-    free(out->module);
-    memset(out, 0, sizeof *out);
-    return hs__err(err, HS_ENOMEM, "out of memory");
+    return rc ? hs__err(err, HS_ENOMEM, "out of memory") : 0;
 }
 
 /* ---- mappings and addresses (pprof) ---------------------------------------- */
