@@ -144,7 +144,6 @@ static void sqlite_free(hs_qstore *s)
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
     hs__sql_free(q);
     sqlite3_close_v2(q->db);
-    free(q->frame_buf);
     free(q->path);
     free(q);
 }
@@ -852,31 +851,9 @@ static int sqlite_node(hs_qstore *s, int64_t id, hs_qstore_node *out, hs_qerr *e
     return 0;
 }
 
-/* The frame row's three strings, copied into the store's buffer (no
- * allocation once it has grown to the longest frame seen). */
-static int frame_copy(hs__sqlite *q, sqlite3_stmt *st, hs_qstore_frame *out)
-{
-    static const int cols[3] = {0, 1, 3};
-    size_t len[3], need = 0;
-    for (int i = 0; i < 3; i++) need += (len[i] = strlen(col_text(st, cols[i]))) + 1;
-    if (need > q->frame_cap) {
-        char *np = realloc(q->frame_buf, need);
-        if (!np) return HS_ENOMEM;
-        q->frame_buf = np;
-        q->frame_cap = need;
-    }
-    char *p = q->frame_buf, *str[3];
-    for (int i = 0; i < 3; i++) {
-        str[i] = p;
-        memcpy(p, col_text(st, cols[i]), len[i] + 1);
-        p += len[i] + 1;
-    }
-    out->function = str[0];
-    out->file = str[1];
-    out->module = str[2];
-    return 0;
-}
-
+/* The strings are the row's own: the statement stays on its row until the
+ * next frame is asked for (or the store goes idle), which costs nothing
+ * more, since the request's run record holds its read transaction anyway. */
 static int sqlite_frame(hs_qstore *s, int64_t id, hs_qstore_frame *out, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
@@ -885,16 +862,14 @@ static int sqlite_frame(hs_qstore *s, int64_t id, hs_qstore_frame *out, hs_qerr 
     if (!st) return HS_EDB;
     sqlite3_bind_int64(st, 1, id);
     int rc = sqlite3_step(st);
-    if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hs__sqlite_err(q, err);
-    if (rc == SQLITE_ROW) {
-        out->line = sqlite3_column_int64(st, 2);
-        out->module_offset = sqlite3_column_int64(st, 4);
-        rc = frame_copy(q, st, out);
-    } else {
-        rc = 0;
-    }
-    sqlite3_reset(st);
-    return rc ? hs__err(err, HS_ENOMEM, "out of memory") : 0;
+    if (rc == SQLITE_DONE) return 0;
+    if (rc != SQLITE_ROW) return hs__sqlite_err(q, err);
+    out->function = col_text(st, 0);
+    out->file = col_text(st, 1);
+    out->line = sqlite3_column_int64(st, 2);
+    out->module = col_text(st, 3);
+    out->module_offset = sqlite3_column_int64(st, 4);
+    return 0;
 }
 
 /* ---- mappings and addresses (pprof) ---------------------------------------- */

@@ -49,8 +49,6 @@ typedef struct hs__sqlite {
     sqlite3_stmt *st[ST__COUNT];
     struct hs__sqlfn *sqlfn; /* store_sqlite_sql.c: the checked functions of user SQL */
     char uuid[40];           /* the last run record's uuid, lower case */
-    char *frame_buf;         /* the last frame's strings (lent by the frame op) */
-    size_t frame_cap;
 } hs__sqlite;
 
 /* The statements' text (their plans are tested, tests/queries). */

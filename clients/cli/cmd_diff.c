@@ -3,6 +3,7 @@
  * server's JSON into the same result; one renderer prints both. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_decode.h"
@@ -79,30 +80,40 @@ static void print_diff(const hs_diff_result *r)
     hs_cli_sampling(r->b.run.sampling);
 }
 
-/* Direct: the core's answer on the database file, printed before q is
- * closed (its strings live in q's caches). */
+/* Direct: the core's answer on the database file. A table is printed
+ * before q is closed (its strings live in q's caches); JSON and lines
+ * after, as an API reply was, so that they are freed after the connection. */
 static int diff_direct(const hs_cli_args *a, int collapsed, const char *limit)
 {
     hs_q *q;
     hs_diff_params p;
     hs_diff_result r;
     hs_qerr err = {0};
+    json_t *j = NULL;
+    char *lines = NULL;
+    size_t len = 0;
     int rc = hs_cli_open(a, &q);
     if (rc) return rc;
-    if (!(rc = diff_params(a, q, collapsed, limit, &p, &err)) &&
-        !(rc = hs_core_diff(q, &p, &r, &err))) {
-        if (collapsed)
-            fwrite(r.collapsed, 1, r.collapsed_len, stdout);
-        else if (a->json || a->format)
-            rc = hs_cli_print_own_json(a, hs_api_diff_json(&r));
-        else
-            print_diff(&r);
-        hs_diff_result_clear(&r);
+    if ((rc = diff_params(a, q, collapsed, limit, &p, &err)) ||
+        (rc = hs_core_diff(q, &p, &r, &err))) {
         hs_q_free(q);
-        return rc;
+        return hs_cli_fail(a, &err);
     }
+    if (collapsed) {
+        lines = r.collapsed; /* taken over */
+        len = r.collapsed_len;
+        r.collapsed = NULL;
+    } else if (a->json || a->format) {
+        j = hs_api_diff_json(&r);
+    } else {
+        print_diff(&r);
+    }
+    int json = !collapsed && (a->json || a->format);
+    hs_diff_result_clear(&r);
     hs_q_free(q);
-    return hs_cli_fail(a, &err);
+    if (lines) fwrite(lines, 1, len, stdout);
+    free(lines);
+    return json ? hs_cli_print_own_json(a, j) : 0;
 }
 
 /* HTTP: the server's answer, printed as it is or decoded and rendered. */

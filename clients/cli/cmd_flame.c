@@ -3,6 +3,7 @@
  * typed core (hs_core_flame, hs_core_export's collapsed stacks). */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_query.h"
@@ -14,9 +15,19 @@ static const char usage[] =
     "       flame RUN@T RUN@T [--json]   (differential: 'stack A_BYTES B_BYTES' lines)\n"
     "  collapsed lines 'outer;…;leaf BYTES' feed flamegraph.pl, inferno and speedscope";
 
+/* Direct mode's answer, printed once the database is closed (as an API
+ * reply was, so that the JSON is freed after the connection): JSON (show,
+ * a member of it or all of it) or a file's bytes. */
+typedef struct flame_answer {
+    json_t *json;
+    const json_t *show;
+    char *body;
+    size_t len;
+} flame_answer;
+
 /* Direct, one run, --json: the core's tree; the options in the order the
  * API checks them. */
-static int flame_json_direct(const hs_cli_args *a, hs_q *q, hs_qerr *err)
+static int flame_json_direct(const hs_cli_args *a, hs_q *q, flame_answer *out, hs_qerr *err)
 {
     hs_flame_params p;
     hs_flame_result r;
@@ -27,13 +38,13 @@ static int flame_json_direct(const hs_cli_args *a, hs_q *q, hs_qerr *err)
     if (!rc && a->min_share) rc = hs_flame_param(&p, "min_share", a->min_share, err);
     if (rc) return hs_run_check(q, &p.run, err, rc);
     if ((rc = hs_core_flame(q, &p, &r, err))) return rc;
-    rc = hs_cli_print_own_json(a, hs_api_flame_json(&r));
+    out->show = out->json = hs_api_flame_json(&r);
     hs_flame_result_clear(&r);
-    return rc ? 1 : 0;
+    return out->json ? 0 : hs_cli_oom(a);
 }
 
 /* Direct, one run: the collapsed stacks (the core's export). */
-static int flame_collapsed_direct(const hs_cli_args *a, hs_q *q, hs_qerr *err)
+static int flame_collapsed_direct(const hs_cli_args *a, hs_q *q, flame_answer *out, hs_qerr *err)
 {
     hs_export_params p;
     hs_export_result r;
@@ -45,14 +56,15 @@ static int flame_collapsed_direct(const hs_cli_args *a, hs_q *q, hs_qerr *err)
     if (!rc) rc = hs_export_param(&p, "at", a->at ? a->at : HS_FLAME_AT, err);
     if (rc) return hs_run_check(q, &p.run, err, rc);
     if ((rc = hs_core_export(q, &p, &r, err))) return rc;
-    fwrite(r.body, 1, r.len, stdout);
-    hs_export_result_clear(&r);
+    out->body = r.body; /* taken over */
+    out->len = r.len;
     return 0;
 }
 
 /* Direct, two RUN@T: the core's diff, its differential flame (--json) or
  * its "stack A_BYTES B_BYTES" lines. */
-static int flame_diff_direct(const hs_cli_args *a, int json, hs_q *q, hs_qerr *err)
+static int flame_diff_direct(const hs_cli_args *a, int json, hs_q *q, flame_answer *out,
+                             hs_qerr *err)
 {
     hs_diff_params p;
     hs_diff_result r;
@@ -62,12 +74,13 @@ static int flame_diff_direct(const hs_cli_args *a, int json, hs_q *q, hs_qerr *e
     if (!rc && (rc = hs_diff_param(&p, "b", a->pos[1], err))) rc = hs_diff_b_check(q, &p, err, rc);
     if (rc || (rc = hs_core_diff(q, &p, &r, err))) return rc;
     if (json) {
-        json_t *j = hs_api_diff_json(&r);
-        if (j) hs_cli_print_json(json_object_get(j, "flame"));
-        json_decref(j);
-        rc = j ? 0 : hs_cli_oom(a);
+        out->json = hs_api_diff_json(&r);
+        out->show = json_object_get(out->json, "flame");
+        rc = out->json ? 0 : hs_cli_oom(a);
     } else {
-        fwrite(r.collapsed, 1, r.collapsed_len, stdout);
+        out->body = r.collapsed; /* taken over */
+        out->len = r.collapsed_len;
+        r.collapsed = NULL;
     }
     hs_diff_result_clear(&r);
     return rc;
@@ -77,12 +90,17 @@ static int flame_direct(const hs_cli_args *a, int json)
 {
     hs_q *q;
     hs_qerr err = {0};
+    flame_answer ans = {0};
     int rc = hs_cli_open(a, &q);
     if (rc) return rc;
-    rc = a->npos == 2 ? flame_diff_direct(a, json, q, &err)
-         : json       ? flame_json_direct(a, q, &err)
-                      : flame_collapsed_direct(a, q, &err);
+    rc = a->npos == 2 ? flame_diff_direct(a, json, q, &ans, &err)
+         : json       ? flame_json_direct(a, q, &ans, &err)
+                      : flame_collapsed_direct(a, q, &ans, &err);
     hs_q_free(q);
+    if (!rc && ans.show) hs_cli_print_json(ans.show);
+    if (!rc && ans.body) fwrite(ans.body, 1, ans.len, stdout);
+    json_decref(ans.json);
+    free(ans.body);
     if (rc > 0) return rc; /* printed already */
     return rc ? hs_cli_fail(a, &err) : 0;
 }
