@@ -683,74 +683,137 @@ static void dot_escape(hs__buf *b, const char *s)
     }
 }
 
-static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
-                      hs_qerr *err)
-{
-    /* nodes: functions (inclusive and self bytes); edges: caller -> callee */
-    hs__smap fn = {0}, edges = {0};
+/* The call graph: functions (inclusive and self bytes) and caller ->
+ * callee edges, each named by its index in the string maps. */
+typedef struct dgraph {
+    hs__smap fn, edges;
     struct dn {
         const char *name;
         int64_t incl, self;
         size_t seen;
-    } *nodes = NULL;
-    int64_t *ew = NULL;
-    size_t nn = 0, cn = 0, ne = 0, ce = 0;
-    hs__buf b = {0};
-    int rc = HS_EDB;
+    } * nodes;
+    int64_t *ew;
+    size_t nn, cn, ne, ce;
+} dgraph;
+
+static void dgraph_free(dgraph *g)
+{
+    free(g->nodes);
+    free(g->ew);
+    hs__smap_free(&g->fn);
+    hs__smap_free(&g->edges);
+}
+
+/* The node of f (trace i's frame), counted once per trace; its index, or
+ * (size_t)-1 when out of memory. */
+static size_t dgraph_node(dgraph *g, const hs__frame *f, size_t i, const xtrace *t, int leaf)
+{
+    int added;
+    size_t k = hs__smap_intern(&g->fn, f->name, strlen(f->name), g->nn, &added);
+    if (k == (size_t)-1) return k;
+    if (added) {
+        if (g->nn == g->cn) {
+            g->cn = g->cn ? g->cn * 2 : 256;
+            void *np = realloc(g->nodes, g->cn * sizeof *g->nodes);
+            if (!np) return (size_t)-1;
+            g->nodes = np;
+        }
+        g->nodes[g->nn++] = (struct dn){f->name, 0, 0, (size_t)-1};
+    }
+    if (g->nodes[k].seen != i) {
+        g->nodes[k].seen = i;
+        g->nodes[k].incl += t->bytes;
+    }
+    if (leaf) g->nodes[k].self += t->bytes;
+    return k;
+}
+
+/* Adds bytes to the edge prev -> k. 0, or -1 when out of memory. */
+static int dgraph_edge(dgraph *g, size_t prev, size_t k, int64_t bytes)
+{
+    char ek[64];
+    int added, en = snprintf(ek, sizeof ek, "%zu>%zu", prev, k);
+    size_t e = hs__smap_intern(&g->edges, ek, (size_t)en, g->ne, &added);
+    if (e == (size_t)-1) return -1;
+    if (added) {
+        if (g->ne == g->ce) {
+            g->ce = g->ce ? g->ce * 2 : 256;
+            int64_t *np = realloc(g->ew, g->ce * sizeof *np);
+            if (!np) return -1;
+            g->ew = np;
+        }
+        g->ew[g->ne++] = 0;
+    }
+    g->ew[e] += bytes;
+    return 0;
+}
+
+static int dgraph_build(hs_q *q, const xset *x, dgraph *g, hs_qerr *err)
+{
     for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+        const xtrace *t = &x->t[i];
         if (t->bytes <= 0) continue;
         size_t prev = (size_t)-1;
         for (int j = t->depth - 1; j >= 0; j--) {
             const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-            if (!f) goto out;
-            int added;
-            size_t k = hs__smap_intern(&fn, f->name, strlen(f->name), nn, &added);
-            if (k == (size_t)-1) goto oom;
-            if (added) {
-                if (nn == cn) {
-                    cn = cn ? cn * 2 : 256;
-                    void *np = realloc(nodes, cn * sizeof *nodes);
-                    if (!np) goto oom;
-                    nodes = np;
-                }
-                nodes[nn++] = (struct dn){f->name, 0, 0, (size_t)-1};
-            }
-            if (nodes[k].seen != i) {
-                nodes[k].seen = i;
-                nodes[k].incl += t->bytes;
-            }
-            if (j == 0) nodes[k].self += t->bytes;
-            if (prev != (size_t)-1 && prev != k) {
-                char ek[64];
-                int en = snprintf(ek, sizeof ek, "%zu>%zu", prev, k);
-                size_t e = hs__smap_intern(&edges, ek, (size_t)en, ne, &added);
-                if (e == (size_t)-1) goto oom;
-                if (added) {
-                    if (ne == ce) {
-                        ce = ce ? ce * 2 : 256;
-                        int64_t *np = realloc(ew, ce * sizeof *np);
-                        if (!np) goto oom;
-                        ew = np;
-                    }
-                    ew[ne++] = 0;
-                }
-                ew[e] += t->bytes;
-            }
+            if (!f) return HS_EDB;
+            size_t k = dgraph_node(g, f, i, t, j == 0);
+            if (k == (size_t)-1 ||
+                (prev != (size_t)-1 && prev != k && dgraph_edge(g, prev, k, t->bytes)))
+                return hs__err(err, HS_ENOMEM, "out of memory");
             prev = k;
         }
     }
+    return 0;
+}
+
+/* The graph as DOT, its nodes of at least min_incl bytes and the edges
+ * between them. */
+static void dgraph_write(const dgraph *g, hs__buf *b, int64_t min_incl, int64_t total)
+{
+    double tot = total > 0 ? (double)total : 1;
+    for (size_t i = 0; i < g->nn; i++) {
+        const struct dn *n = &g->nodes[i];
+        if (n->incl < min_incl) continue;
+        hs__buf_printf(b, "  n%zu [label=\"", i);
+        dot_escape(b, n->name);
+        hs__buf_printf(
+            b, "\\nself %" PRId64 " B (%.1f%%)\\ntotal %" PRId64 " B (%.1f%%)\", fontsize=%d];\n",
+            n->self, 100.0 * (double)n->self / tot, n->incl, 100.0 * (double)n->incl / tot,
+            8 + (int)(16.0 * (double)n->self / tot));
+    }
+    for (size_t i = 0; i < g->edges.cap; i++) {
+        if (!g->edges.keys[i]) continue;
+        size_t a, c;
+        if (sscanf(g->edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
+        if (g->nodes[a].incl < min_incl || g->nodes[c].incl < min_incl) continue;
+        int64_t w = g->ew[g->edges.vals[i]];
+        hs__buf_printf(b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
+                       1.0 + 4.0 * (double)w / tot);
+    }
+}
+
+static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
+                      hs_qerr *err)
+{
+    dgraph g = {0};
+    hs__buf b = {0};
+    int rc = dgraph_build(q, x, &g, err);
+    if (rc) goto out;
     /* Graphviz lays out a few thousand nodes, not a hundred thousand: the
      * DOT_NODES functions of most inclusive bytes, and the edges between them */
     int64_t min_incl = INT64_MIN;
     size_t dropped = 0;
-    if (nn > DOT_NODES) {
-        int64_t *w = malloc(nn * sizeof *w);
-        if (!w) goto oom;
-        for (size_t i = 0; i < nn; i++) w[i] = nodes[i].incl;
-        min_incl = hs__kth_largest(w, nn, DOT_NODES);
+    if (g.nn > DOT_NODES) {
+        int64_t *w = malloc(g.nn * sizeof *w);
+        if (!w) {
+            rc = hs__err(err, HS_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < g.nn; i++) w[i] = g.nodes[i].incl;
+        min_incl = hs__kth_largest(w, g.nn, DOT_NODES);
         free(w);
-        for (size_t i = 0; i < nn; i++) dropped += nodes[i].incl < min_incl;
+        for (size_t i = 0; i < g.nn; i++) dropped += g.nodes[i].incl < min_incl;
     }
     char note[512], more[128] = "";
     sampling_note(note, sizeof note, run, x);
@@ -761,37 +824,13 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
                    "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
                    " bytes (%s%s)\";\n  node [shape=box];\n",
                    run->id, at->at_ns / 1e9, x->total_bytes, note, more);
-    double tot = x->total_bytes > 0 ? (double)x->total_bytes : 1;
-    for (size_t i = 0; i < nn; i++) {
-        if (nodes[i].incl < min_incl) continue;
-        hs__buf_printf(&b, "  n%zu [label=\"", i);
-        dot_escape(&b, nodes[i].name);
-        hs__buf_printf(
-            &b, "\\nself %" PRId64 " B (%.1f%%)\\ntotal %" PRId64 " B (%.1f%%)\", fontsize=%d];\n",
-            nodes[i].self, 100.0 * (double)nodes[i].self / tot, nodes[i].incl,
-            100.0 * (double)nodes[i].incl / tot, 8 + (int)(16.0 * (double)nodes[i].self / tot));
-    }
-    for (size_t i = 0; i < edges.cap; i++) {
-        if (!edges.keys[i]) continue;
-        size_t a, c;
-        if (sscanf(edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
-        if (nodes[a].incl < min_incl || nodes[c].incl < min_incl) continue;
-        int64_t w = ew[edges.vals[i]];
-        hs__buf_printf(&b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
-                       1.0 + 4.0 * (double)w / tot);
-    }
+    dgraph_write(&g, &b, min_incl, x->total_bytes);
     hs__buf_printf(&b, "}\n");
     rc = file_reply(out, &b, "text/vnd.graphviz", "heap.dot", err);
     b.p = NULL;
-    goto out;
-oom:
-    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     free(b.p);
-    free(nodes);
-    free(ew);
-    hs__smap_free(&fn);
-    hs__smap_free(&edges);
+    dgraph_free(&g);
     return rc;
 }
 
