@@ -1,4 +1,6 @@
-/* export: files other tools open, for the state of a run at a moment.
+/* export: files other tools open, for the state of a run at a moment,
+ * written from the core's stacks (stacks.c: the live stacks with their
+ * frames, and for pprof the allocations up to the moment).
  *
  * collapsed: "outer;…;leaf BYTES" lines (flamegraph.pl, inferno, speedscope).
  * pprof: gzipped profile.proto, encoded here by hand (the format is a handful
@@ -49,134 +51,6 @@ static void pb_bytes(hs__buf *b, int field, const void *p, size_t n) /* wire typ
     hs__buf_put(b, p, n);
 }
 
-/* ---- common: the live traces with their frames ------------------------------ */
-
-/* Bounds: a stack keeps its XSET_FRAMES innermost frames (the allocation
- * site and its callers, as a collector's depth limit keeps them), and the
- * set takes stacks, largest first, while it names fewer than XSET_MAX_FRAMES
- * distinct frames: each export reads every frame it names, and a frame costs
- * the request about 270 B in the frame cache. What was cut is said in the
- * file (pprof's comments, speedscope's name, dot's label, a "[truncated]"
- * outermost frame in collapsed lines). */
-#define XSET_FRAMES     64
-#define XSET_MAX_FRAMES (96u << 10)
-
-typedef struct xtrace {
-    int64_t trace, bytes, count;
-    double alloc_objects, alloc_space;
-    int depth, cut;  /* frames kept; cut: the stack was deeper */
-    int64_t *frames; /* leaf first */
-} xtrace;
-
-typedef struct xset {
-    xtrace *t;
-    size_t n, cap;
-    hs__map idx; /* trace -> index */
-    int64_t total_bytes, total_count;
-    hs__map seen;   /* frame ids named */
-    size_t omitted; /* stacks left out (frames ran out) */
-    int64_t omitted_bytes;
-    size_t cut; /* stacks cut to XSET_FRAMES */
-} xset;
-
-static void xset_free(xset *x)
-{
-    for (size_t i = 0; i < x->n; i++) free(x->t[i].frames);
-    free(x->t);
-    hs__map_free(&x->idx);
-    hs__map_free(&x->seen);
-}
-
-/* Returns 0 with *ix, 1 when the stack is left out, or an HS_E code. */
-static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
-{
-    uint64_t v;
-    if (hs__map_get(&x->idx, (uint64_t)trace, &v)) {
-        *ix = v;
-        return 0;
-    }
-    int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err), cut = 0;
-    if (d < 0) return d;
-    if (d > XSET_FRAMES) {
-        d = XSET_FRAMES;
-        cut = 1;
-    }
-    size_t fresh = 0;
-    for (int k = 0; k < d; k++) fresh += !hs__map_get(&x->seen, (uint64_t)frames[k], &v);
-    if (x->seen.count + fresh > XSET_MAX_FRAMES) return 1;
-    for (int k = 0; k < d; k++)
-        if (hs__map_put(&x->seen, (uint64_t)frames[k], 1))
-            return hs__err(err, HS_ENOMEM, "out of memory");
-    x->cut += (size_t)cut;
-    if (x->n == x->cap) {
-        x->cap = x->cap ? x->cap * 2 : 256;
-        xtrace *np = realloc(x->t, x->cap * sizeof *np);
-        if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
-        x->t = np;
-    }
-    xtrace *t = &x->t[x->n];
-    memset(t, 0, sizeof *t);
-    t->trace = trace;
-    t->depth = d;
-    t->cut = cut;
-    t->frames = malloc((size_t)(d ? d : 1) * sizeof *t->frames);
-    if (!t->frames || hs__map_put(&x->idx, (uint64_t)trace, x->n)) {
-        free(t->frames);
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    }
-    memcpy(t->frames, frames, (size_t)d * sizeof *frames);
-    *ix = x->n++;
-    return 0;
-}
-
-static int xset_live(hs_q *q, hs__state *s, xset *x, hs_qerr *err)
-{
-    x->total_bytes = s->total_bytes;
-    x->total_count = s->total_count;
-    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
-    for (size_t i = 0; i < s->n; i++) {
-        size_t ix;
-        int rc = xset_add(q, x, s->rows[i].trace, &ix, err);
-        if (rc == 1) {
-            x->omitted++;
-            x->omitted_bytes += s->rows[i].bytes;
-            continue;
-        }
-        if (rc) return rc;
-        x->t[ix].bytes += s->rows[i].bytes;
-        x->t[ix].count += s->rows[i].count;
-    }
-    return 0;
-}
-
-/* alloc_* per trace: every sampled allocation made up to at_ns. */
-typedef struct allocs_walk {
-    hs_q *q;
-    xset *x;
-    hs_qerr *err;
-} allocs_walk;
-
-static int alloc_row(const hs_qstore_event *ev, void *data)
-{
-    allocs_walk *w = data;
-    if (ev->is_free) return 0;
-    size_t ix;
-    int rc = xset_add(w->q, w->x, ev->trace, &ix, w->err);
-    if (rc == 1) return 0;
-    if (rc) return rc;
-    w->x->t[ix].alloc_space += (double)ev->weight;
-    w->x->t[ix].alloc_objects += ev->size ? (double)ev->weight / (double)ev->size : 1.0;
-    return 0;
-}
-
-static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_qerr *err)
-{
-    allocs_walk w = {.q = q, .x = x, .err = err};
-    return q->store->ops->events(q->store, run->id, HS_QSTORE_FROM_START, at_ns, alloc_row, &w,
-                                 err);
-}
-
 static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const char *name,
                       hs_qerr *err)
 {
@@ -195,7 +69,7 @@ static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const ch
 
 /* What the numbers rest on, for the formats that carry a note: the sampling
  * interval and what the collector dropped. */
-static void sampling_note(char *buf, size_t len, const hs__run *run, const xset *x)
+static void sampling_note(char *buf, size_t len, const hs__run *run, const hs_stacks_result *x)
 {
     const json_t *d = json_object_get(run->sampling, "dropped");
     int n = snprintf(
@@ -204,7 +78,7 @@ static void sampling_note(char *buf, size_t len, const hs__run *run, const xset 
         (int64_t)json_integer_value(json_object_get(d, "free_events")));
     if (n > 0 && (size_t)n < len && x->cut)
         n += snprintf(buf + n, len - (size_t)n, "; %zu stacks cut to their %d innermost frames",
-                      x->cut, XSET_FRAMES);
+                      x->cut, HS_STACKS_FRAMES);
     if (n > 0 && (size_t)n < len && x->omitted)
         snprintf(buf + n, len - (size_t)n,
                  "; %zu smallest stacks (%" PRId64 " bytes) left out of this export", x->omitted,
@@ -214,21 +88,21 @@ static void sampling_note(char *buf, size_t len, const hs__run *run, const xset 
 /* ---- collapsed ------------------------------------------------------------ */
 
 /* min_bytes: lines (merged stacks) below it are left out. */
-static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *out, hs_qerr *err)
+static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_api_reply *out,
+                            hs_qerr *err)
 {
     hs__smap lines = {0};
     int64_t *sums = NULL;
     size_t n = 0, cap = 0;
     hs__buf key = {0}, b = {0};
     int rc = HS_EDB;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         key.n = 0;
         if (t->cut) hs__buf_put(&key, "[truncated];", 12);
         for (int j = t->depth - 1; j >= 0; j--) {
-            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-            if (!f) goto out;
+            const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
             hs__collapsed_put(&key, f->name);
             if (j) hs__buf_put(&key, ";", 1);
         }
@@ -383,7 +257,7 @@ static int pprof_maps(hs_q *q, const hs__run *run, pmap **maps, size_t *nmaps, h
  * Function messages so far (each frame one location, each name and file
  * one function), and the run's mappings and frame addresses. */
 typedef struct pprof {
-    hs_q *q;
+    const hs_stacks_result *x;
     pstr s;
     hs__buf m;         /* a message being encoded */
     hs__buf locs, fns; /* encoded Location (field 4) and Function (field 5) messages */
@@ -396,7 +270,7 @@ typedef struct pprof {
 } pprof;
 
 /* The function of f (by name and file), its message added when new. */
-static size_t pprof_function(pprof *pp, const hs__frame *f)
+static size_t pprof_function(pprof *pp, const hs_sframe *f)
 {
     char fk[1024];
     snprintf(fk, sizeof fk, "%s\x1f%s", f->name, f->file);
@@ -420,8 +294,7 @@ static size_t pprof_function(pprof *pp, const hs__frame *f)
 static int pprof_location(pprof *pp, int64_t frame, uint64_t *lid)
 {
     if (hs__map_get(&pp->loc_ids, (uint64_t)frame, lid)) return 0;
-    const hs__frame *f = hs__frame_get(pp->q, frame, pp->err);
-    if (!f) return HS_EDB;
+    const hs_sframe *f = hs_stacks_frame(pp->x, frame);
     *lid = pp->next_loc++;
     hs__map_put(&pp->loc_ids, (uint64_t)frame, *lid);
     size_t fi = pprof_function(pp, f);
@@ -450,7 +323,7 @@ static int pprof_location(pprof *pp, int64_t frame, uint64_t *lid)
 }
 
 /* t's Sample message (its locations, leaf first, and the four values). */
-static int pprof_sample(pprof *pp, hs__buf *body, const xtrace *t)
+static int pprof_sample(pprof *pp, hs__buf *body, const hs_stack_row *t)
 {
     hs__buf ids = {0}, vals = {0};
     for (int k = 0; k < t->depth; k++) {
@@ -501,7 +374,7 @@ static void pprof_mappings(pprof *pp, hs__buf *body)
 /* The profile's time, period, comments and default view, then the string
  * table (every string is interned by now). */
 static void pprof_trailer(pprof *pp, hs__buf *body, const hs__run *run, const hs__at *at,
-                          const xset *x)
+                          const hs_stacks_result *x)
 {
     int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
     int64_t c1 = pstr_id(&pp->s, "heapstore: estimated live heap, sum of sampling weights");
@@ -538,10 +411,10 @@ static void pprof_free(pprof *pp)
     hs__map_free(&pp->pcs);
 }
 
-static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
-                        hs_qerr *err)
+static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, const hs_stacks_result *x,
+                        hs_api_reply *out, hs_qerr *err)
 {
-    pprof pp = {.q = q, .next_loc = 1, .next_fn = 1, .err = err};
+    pprof pp = {.x = x, .next_loc = 1, .next_fn = 1, .err = err};
     hs__buf body = {0}, gz = {0};
     pstr_id(&pp.s, "");
     int rc = pprof_maps(q, run, &pp.maps, &pp.nmaps, &pp.pcs, err);
@@ -552,8 +425,8 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, 
     value_type(&body, 1, &pp.s, "inuse_objects", "count");
     value_type(&body, 1, &pp.s, "inuse_space", "bytes");
     /* samples, locations and functions */
-    for (size_t i = 0; !rc && i < x->n; i++) {
-        const xtrace *t = &x->t[i];
+    for (size_t i = 0; !rc && i < x->nrows; i++) {
+        const hs_stack_row *t = &x->rows[i];
         if (t->depth && (t->bytes > 0 || t->alloc_space > 0)) rc = pprof_sample(&pp, &body, t);
     }
     if (rc) goto out;
@@ -596,7 +469,7 @@ static void json_str(hs__buf *b, const char *s)
 /* Written as text in three passes over the stacks (frames, samples,
  * weights), not built as a JSON tree and then dumped: the file is the only
  * copy. */
-static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset *x,
+static int export_speedscope(const hs__run *run, const hs__at *at, const hs_stacks_result *x,
                              hs_api_reply *out, hs_qerr *err)
 {
     hs__buf b = {0};
@@ -606,15 +479,14 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     int rc = HS_EDB;
     hs__buf_printf(&b, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
                        "\"shared\":{\"frames\":[");
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         total += t->bytes;
         for (int j = t->depth - 1; j >= 0; j--) {
             uint64_t fi;
             if (hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) continue;
-            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-            if (!f) goto out;
+            const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
             hs__buf_printf(&b, "%s{\"name\":", nf ? "," : "");
             json_str(&b, f->name);
             if (f->file[0]) {
@@ -636,8 +508,8 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     hs__buf_printf(
         &b, ",\"unit\":\"bytes\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":[", total);
     int first = 1;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         hs__buf_put(&b, first ? "[" : ",[", first ? 1 : 2);
         first = 0;
@@ -650,8 +522,8 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     }
     hs__buf_put(&b, "],\"weights\":[", 13);
     first = 1;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         hs__buf_printf(&b, "%s%" PRId64, first ? "" : ",", t->bytes);
         first = 0;
@@ -706,7 +578,7 @@ static void dgraph_free(dgraph *g)
 
 /* The node of f (trace i's frame), counted once per trace; its index, or
  * (size_t)-1 when out of memory. */
-static size_t dgraph_node(dgraph *g, const hs__frame *f, size_t i, const xtrace *t, int leaf)
+static size_t dgraph_node(dgraph *g, const hs_sframe *f, size_t i, const hs_stack_row *t, int leaf)
 {
     int added;
     size_t k = hs__smap_intern(&g->fn, f->name, strlen(f->name), g->nn, &added);
@@ -748,15 +620,14 @@ static int dgraph_edge(dgraph *g, size_t prev, size_t k, int64_t bytes)
     return 0;
 }
 
-static int dgraph_build(hs_q *q, const xset *x, dgraph *g, hs_qerr *err)
+static int dgraph_build(const hs_stacks_result *x, dgraph *g, hs_qerr *err)
 {
-    for (size_t i = 0; i < x->n; i++) {
-        const xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        const hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0) continue;
         size_t prev = (size_t)-1;
         for (int j = t->depth - 1; j >= 0; j--) {
-            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-            if (!f) return HS_EDB;
+            const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
             size_t k = dgraph_node(g, f, i, t, j == 0);
             if (k == (size_t)-1 ||
                 (prev != (size_t)-1 && prev != k && dgraph_edge(g, prev, k, t->bytes)))
@@ -793,12 +664,12 @@ static void dgraph_write(const dgraph *g, hs__buf *b, int64_t min_incl, int64_t 
     }
 }
 
-static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
-                      hs_qerr *err)
+static int export_dot(const hs__run *run, const hs__at *at, const hs_stacks_result *x,
+                      hs_api_reply *out, hs_qerr *err)
 {
     dgraph g = {0};
     hs__buf b = {0};
-    int rc = dgraph_build(q, x, &g, err);
+    int rc = dgraph_build(x, &g, err);
     if (rc) goto out;
     /* Graphviz lays out a few thousand nodes, not a hundred thousand: the
      * DOT_NODES functions of most inclusive bytes, and the edges between them */
@@ -876,26 +747,25 @@ static int export_state(hs_q *q, const hs__run *run, const hs__at *at, const hs_
     hs__state s;
     int rc = hs__state_at(q, run, at, &s, err);
     if (rc) return rc;
-    xset x = {0};
-    if (!(rc = xset_live(q, &s, &x, err)) && p->format == HS_EXPORT_PPROF)
-        rc = xset_allocs(q, run, at->at_ns, &x, err);
+    hs_stacks_result x;
+    rc = hs__stacks_build(q, run, at, &s, p->format == HS_EXPORT_PPROF, &x, err);
     if (!rc) {
         switch (p->format) {
         case HS_EXPORT_COLLAPSED:
-            rc = export_collapsed(q, &x, (int64_t)(p->min_share * (double)x.total_bytes), out, err);
+            rc = export_collapsed(&x, (int64_t)(p->min_share * (double)x.total_bytes), out, err);
             break;
         case HS_EXPORT_PPROF:
             rc = export_pprof(q, run, at, &x, out, err);
             break;
         case HS_EXPORT_SPEEDSCOPE:
-            rc = export_speedscope(q, run, at, &x, out, err);
+            rc = export_speedscope(run, at, &x, out, err);
             break;
         default:
-            rc = export_dot(q, run, at, &x, out, err);
+            rc = export_dot(run, at, &x, out, err);
             break;
         }
     }
-    xset_free(&x);
+    hs_stacks_result_clear(&x);
     hs__state_clear(&s);
     return rc;
 }

@@ -438,6 +438,51 @@ typedef struct hs_flame_result {
 int hs_core_flame(hs_q *q, const hs_flame_params *p, hs_flame_result *out, hs_qerr *err);
 void hs_flame_result_clear(hs_flame_result *r);
 
+/* ---- stacks: a moment's live stacks with their frames ------------------- */
+
+/* What the exports are written from. A stack keeps its innermost
+ * HS_STACKS_FRAMES frames, and the result takes stacks, largest first,
+ * while they name fewer than HS_STACKS_MAX_FRAMES distinct frames; what
+ * was cut or left out is counted. */
+#define HS_STACKS_FRAMES     64
+#define HS_STACKS_MAX_FRAMES (96u << 10)
+
+/* A frame as the exports name it (strings lent, as in hs_qframe). */
+typedef struct hs_sframe {
+    int64_t id;
+    const char *name, *file, *module;
+    int64_t line, module_offset;
+} hs_sframe;
+
+typedef struct hs_stack_row {
+    int64_t trace, bytes, count;
+    double alloc_objects, alloc_space; /* sampled allocations up to the moment (with allocs) */
+    int depth, cut;                    /* frames kept; cut: the stack was deeper */
+    int64_t *frames;                   /* frame ids, leaf first (hs_stacks_frame) */
+} hs_stack_row;
+
+typedef struct hs_stacks_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    int allocs; /* also every sampled allocation made up to the moment */
+} hs_stacks_params;
+
+typedef struct hs_stacks_result {
+    hs_run_brief run;
+    int64_t at_ns, total_bytes, total_count;
+    hs_stack_row *rows; /* live ones by bytes, largest first; then allocations' only */
+    size_t nrows;
+    size_t omitted; /* stacks left out (frames ran out) */
+    int64_t omitted_bytes;
+    size_t cut;           /* stacks cut to HS_STACKS_FRAMES */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_stacks_result;
+
+int hs_core_stacks(hs_q *q, const hs_stacks_params *p, hs_stacks_result *out, hs_qerr *err);
+/* The frame of id, one of r's rows' (never NULL for those). */
+const hs_sframe *hs_stacks_frame(const hs_stacks_result *r, int64_t id);
+void hs_stacks_result_clear(hs_stacks_result *r);
+
 /* ---- exports: files other tools open ------------------------------------ */
 
 /* collapsed: "outer;…;leaf BYTES" lines (flamegraph.pl, inferno,

@@ -242,6 +242,11 @@ int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
 /* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
 int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
+/* The stacks of state s (run at at), sorted by bytes, and with allocs the
+ * sampled allocations up to at (stacks.c); hs_stacks_result_clear frees. */
+int hs__stacks_build(hs_q *q, const hs__run *run, const hs__at *at, hs__state *s, int allocs,
+                     hs_stacks_result *out, hs_qerr *err);
+
 /* A growable byte buffer for text and protobuf output. */
 typedef struct hs__buf {
     char *p;
