@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "hs_error.h"
-#include "hs_schema.h"
 #include "hs_text.h"
 #include "q_internal.h"
 
@@ -470,36 +469,214 @@ static int api_history(hs_q *q, const char *seg, size_t n, const hs__params *par
     return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
+/* One node of a flame answer and its subtree; *ix moves past them. */
+static json_t *flame_node_json(const hs_flame_result *r, size_t *ix)
+{
+    const hs_flame_node *n = &r->nodes[(*ix)++];
+    json_t *o, *kids = json_array();
+    if (n == r->nodes)
+        o = json_pack("{s:s,s:I,s:I,s:I}", "name", "all", "bytes", (json_int_t)n->bytes, "count",
+                      (json_int_t)n->count, "self_bytes", (json_int_t)0);
+    else
+        o = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", n->label, "function",
+                      n->frame.name, "file", n->frame.file, "line", (json_int_t)n->frame.line,
+                      "module", n->frame.module, "bytes", (json_int_t)n->bytes, "count",
+                      (json_int_t)n->count, "self_bytes", (json_int_t)n->self_bytes);
+    for (size_t k = 0; o && kids && k < n->nchildren; k++) {
+        json_t *c = flame_node_json(r, ix);
+        if (!c || json_array_append_new(kids, c)) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
+    if (!o || !kids) {
+        json_decref(o);
+        json_decref(kids);
+        return NULL;
+    }
+    json_object_set_new(o, "children", kids);
+    return o;
+}
+
+json_t *hs_api_flame_json(const hs_flame_result *r)
+{
+    size_t ix = 0;
+    json_t *root = r->nnodes ? flame_node_json(r, &ix) : NULL;
+    if (!root) return NULL;
+    json_t *cut = json_null();
+    if (r->cut)
+        cut = json_pack("{s:I,s:I,s:I,s:o,s:I,s:I,s:b}", "nodes", (json_int_t)r->nodes_cut,
+                        "nodes_shown", (json_int_t)r->nodes_shown, "min_bytes",
+                        (json_int_t)r->min_bytes, "depth",
+                        r->depth_cut ? json_integer(r->depth_cut) : json_null(), "stacks",
+                        (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes,
+                        "answer_bytes", r->bytes_cut);
+    return json_pack("{s:O,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", (json_t *)r->run.record, "at",
+                     r->at, "at_ns", (json_int_t)r->at_ns, "total_bytes",
+                     (json_int_t)r->total_bytes, "total_count", (json_int_t)r->total_count, "root",
+                     root, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+}
+
+/* GET /api/runs/RUN/flame (as JSON). */
+static int api_flame(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
+                     hs_qerr *err)
+{
+    static const char *const keys[] = {"at", "min_share", "max_nodes", "max_depth"};
+    hs_flame_params p;
+    hs_flame_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_flame_param(&p, keys[i], v, err);
+    }
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_flame_result r;
+    if ((rc = hs_core_flame(q, &p, &r, err))) return rc;
+    *out = hs_api_flame_json(&r);
+    hs_flame_result_clear(&r);
+    return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+}
+
+/* Node *ix of a differential flame and its subtree; *ix moves past them. */
+static json_t *dflame_node_json(const hs_diff_result *r, size_t *ix)
+{
+    const hs_dflame_node *n = &r->flame[(*ix)++];
+    json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "name", n->name, "a_bytes", (json_int_t)n->a_bytes,
+                          "b_bytes", (json_int_t)n->b_bytes, "delta_bytes",
+                          (json_int_t)(n->b_bytes - n->a_bytes));
+    json_t *kids = json_array();
+    for (size_t k = 0; k < n->nchildren; k++) json_array_append_new(kids, dflame_node_json(r, ix));
+    json_object_set_new(o, "children", kids);
+    return o;
+}
+
+static json_t *diff_row_json(const hs_diff_result *r, const hs_diff_row *w)
+{
+    json_t *row = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", w->name, "a_bytes",
+                            (json_int_t)w->a_bytes, "b_bytes", (json_int_t)w->b_bytes,
+                            "delta_bytes", (json_int_t)(w->b_bytes - w->a_bytes), "a_count",
+                            (json_int_t)w->a_count, "b_count", (json_int_t)w->b_count,
+                            "delta_count", (json_int_t)(w->b_count - w->a_count));
+    if (row && r->by != HS_GROUP_FUNCTION) row_stack_json(row, &w->stack);
+    return row;
+}
+
+json_t *hs_api_diff_json(const hs_diff_result *r)
+{
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < r->nrows; i++)
+        if (json_array_append_new(rows, diff_row_json(r, &r->rows[i]))) {
+            json_decref(rows);
+            return NULL;
+        }
+    size_t ix = 0;
+    json_t *flame = r->nflame ? dflame_node_json(r, &ix) : json_null();
+    json_t *cut = json_null();
+    if (r->flame_cut || r->frames_cut || r->stacks_omitted)
+        cut = json_pack("{s:b,s:o,s:I,s:I}", "flame", r->flame_cut, "max_frames",
+                        r->frames_cut ? json_integer(r->max_frames) : json_null(), "stacks",
+                        (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes);
+    return json_pack(
+        "{s:{s:O,s:s,s:I,s:I},s:{s:O,s:s,s:I,s:I},s:s,s:o,s:o,s:o,s:{s:O,s:O}}", "a", "run",
+        (json_t *)r->a.run.record, "at", r->a.at, "at_ns", (json_int_t)r->a.at_ns, "total_bytes",
+        (json_int_t)r->a.total_bytes, "b", "run", (json_t *)r->b.run.record, "at", r->b.at, "at_ns",
+        (json_int_t)r->b.at_ns, "total_bytes", (json_int_t)r->b.total_bytes, "by",
+        hs_group_name(r->by), "rows", rows, "flame", flame, "truncated", cut, "sampling", "a",
+        (json_t *)r->a.run.sampling, "b", (json_t *)r->b.run.sampling);
+}
+
+/* GET /api/diff: the parameters in the order the API has always checked
+ * them (a missing run of a named before a mistake in b). */
+static int api_diff(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err)
+{
+    static const char *const keys[] = {"site",       "wrappers", "by", "limit",
+                                       "max_frames", "format",   "a",  "b"};
+    hs_diff_params p;
+    hs_diff_params_init(&p);
+    int rc = 0;
+    size_t i;
+    for (i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_diff_param(&p, keys[i], v, err);
+    }
+    if (rc) return i == HS_COUNTOF(keys) ? hs_diff_b_check(q, &p, err, rc) : rc;
+    hs_diff_result r;
+    if ((rc = hs_core_diff(q, &p, &r, err))) return rc;
+    out->status = 200;
+    if (p.collapsed) {
+        out->content_type = "text/plain; charset=utf-8";
+        out->body = r.collapsed;
+        out->len = r.collapsed_len;
+        out->filename = "diff.folded";
+        r.collapsed = NULL;
+    } else {
+        out->content_type = "application/json";
+        out->json = hs_api_diff_json(&r);
+    }
+    hs_diff_result_clear(&r);
+    if (!p.collapsed && !out->json) return hs__err(err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
 static const char *const run_views[] = {"history", "top", "flame", "leaks", "sizes", "export"};
 
 static json_t *api_health(const hs_q *q)
 {
     char why[256] = "", msg[4400];
-    int ro = q && hs_schema_readonly_why(q->path, why, sizeof why);
+    int ro = q && q->store->ops->read_only(q->store, why, sizeof why);
     if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
     return json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version", HEAPSTORE_VERSION, "schema",
-                     hs_schema_version(), "database", q != NULL, "read_only", ro,
+                     hs_qstore_sqlite_schema(), "database", q != NULL, "read_only", ro,
                      "read_only_reason", ro ? msg : NULL);
 }
 
-/* The views not yet on the typed core, over a resolved run. */
-static int api_run_view(hs_q *q, hs__run *run, const char *view, const char *format,
-                        const hs__params *params, hs_api_reply *out, hs_qerr *err)
+/* GET /api/runs/RUN/export (and top or flame with a format): a file. */
+static int api_export(hs_q *q, const char *seg, size_t n, const char *format,
+                      const hs__params *params, hs_api_reply *out, hs_qerr *err)
 {
-    json_t *j = NULL;
-    int rc;
-    if (!strcmp(view, "export"))
-        return hs__export(q, run, params, format ? format : "pprof", out, err);
-    if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
-        return hs__export(q, run, params, format, out, err);
-    if (format && !strcmp(view, "history")) {
-        if (strcmp(format, "csv"))
-            return hs__err(err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
-        return hs__history_csv(q, run, out, err);
+    hs_export_params p;
+    hs_export_params_init(&p);
+    int rc = run_sel_segment(seg, n, &p.run, err);
+    if (rc) return rc;
+    if (!(rc = hs_export_param(&p, "format", format, err))) {
+        const char *v = hs__param(params, "min_share");
+        if (v) rc = hs_export_param(&p, "min_share", v, err);
+        if (!rc && (v = hs__param(params, "at"))) rc = hs_export_param(&p, "at", v, err);
     }
-    if (format) return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
-    if (!(rc = hs__view_flame(q, run, params, &j, err))) reply_json(out, j);
-    return rc;
+    if (rc) return hs_run_check(q, &p.run, err, rc);
+    hs_export_result r;
+    if ((rc = hs_core_export(q, &p, &r, err))) return rc;
+    out->status = 200;
+    out->content_type = r.content_type;
+    out->body = r.body;
+    out->len = r.len;
+    out->filename = r.filename;
+    return 0;
+}
+
+/* GET /api/runs/RUN/history?format=csv: a file. */
+static int api_history_csv(hs_q *q, const char *seg, size_t n, hs_api_reply *out, hs_qerr *err)
+{
+    hs_run_sel sel;
+    hs_export_result r;
+    int rc = run_sel_segment(seg, n, &sel, err);
+    if (rc || (rc = hs_core_history_csv(q, &sel, &r, err))) return rc;
+    out->status = 200;
+    out->content_type = r.content_type;
+    out->body = r.body;
+    out->len = r.len;
+    out->filename = r.filename;
+    return 0;
+}
+
+/* A format a view does not have (after its run: a missing run is named
+ * first). */
+static int api_format_err(const char *view, const char *format, hs_qerr *err)
+{
+    if (!strcmp(view, "history"))
+        return hs__err(err, HS_EINVAL, "history formats: json, csv (not '%s')", format);
+    return hs__err(err, HS_EINVAL, "%s has no format '%s'", view, format);
 }
 
 /* GET /api/runs/RUN[/VIEW]: path is what follows "/api/runs/" in full. */
@@ -523,17 +700,25 @@ static int api_run_route(hs_q *q, const char *method, const char *full, const hs
         return rc;
     }
     if (!format && (!strcmp(view, "top") || !strcmp(view, "sizes") || !strcmp(view, "leaks") ||
-                    !strcmp(view, "history"))) {
+                    !strcmp(view, "history") || !strcmp(view, "flame"))) {
         rc = !strcmp(view, "top")       ? api_top(q, path, seglen, params, &j, err)
+             : !strcmp(view, "flame")   ? api_flame(q, path, seglen, params, &j, err)
              : !strcmp(view, "history") ? api_history(q, path, seglen, params, &j, err)
              : !strcmp(view, "leaks")   ? api_leaks(q, path, seglen, params, &j, err)
                                         : api_sizes(q, path, seglen, &j, err);
         if (!rc) reply_json(out, j);
         return rc;
     }
+    if (!strcmp(view, "export"))
+        return api_export(q, path, seglen, format ? format : "pprof", params, out, err);
+    if (format && (!strcmp(view, "top") || !strcmp(view, "flame")))
+        return api_export(q, path, seglen, format, params, out, err);
+    if (format && !strcmp(view, "history") && !strcmp(format, "csv"))
+        return api_history_csv(q, path, seglen, out, err);
+    assert(format); /* every view without one is answered above */
     hs__run run = {0};
     if (!(rc = run_from_segment(q, path, seglen, &run, err)))
-        rc = api_run_view(q, &run, view, format, params, out, err);
+        rc = api_format_err(view, format, err);
     hs__run_clear(&run);
     return rc;
 }
@@ -544,8 +729,7 @@ static void api_request_end(hs_q *q)
 {
     /* An idle pooled connection must not hold a read transaction open (it
      * would pin an old snapshot and keep the WAL from being checkpointed). */
-    for (int i = 0; i < ST__COUNT; i++)
-        if (q->st[i]) sqlite3_reset(q->st[i]);
+    q->store->ops->idle(q->store);
     /* Give back what a big request used: the caches past what an idle
      * connection keeps, and malloc's free pages (glibc keeps them, and
      * raises its mmap threshold after a big free, so that two big requests
@@ -574,7 +758,9 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
     q->node_misses = 0;
     if (!strcmp(path, "/api/sql")) {
         if (strcmp(method, "POST")) goto bad_method;
-        if (!(rc = hs__view_sql(q, body, body_len, &j, err))) reply_json(out, j);
+        if (!q->store->ops->sql)
+            return hs__err(err, HS_EINVAL, "this store (%s) answers no SQL", q->store->ops->name);
+        if (!(rc = q->store->ops->sql(q->store, body, body_len, &j, err))) reply_json(out, j);
         return rc;
     }
     if (!is_get) goto bad_method;
@@ -583,7 +769,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
         if (!(rc = api_runs(q, params, &j, err))) reply_json(out, j);
         return rc;
     }
-    if (!strcmp(path, "/api/diff")) return hs__view_diff(q, params, out, err);
+    if (!strcmp(path, "/api/diff")) return api_diff(q, params, out, err);
     if (!strncmp(path, "/api/runs/", 10)) return api_run_route(q, method, path, params, out, err);
     return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
 bad_method:

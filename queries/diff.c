@@ -172,154 +172,222 @@ static int64_t dwidth(const dnode *n)
     return n->a_bytes > n->b_bytes ? n->a_bytes : n->b_bytes;
 }
 
-static json_t *dflame_json(dctx *c, size_t i, int depth, int64_t min_w, size_t *left, int *cut)
+/* The differential flame's node i and, in sibling order, its children,
+ * depth first into out->flame. */
+typedef struct dflame_out {
+    dctx *c;
+    hs_diff_result *r;
+    size_t cap, left;
+    int64_t min_w;
+} dflame_out;
+
+static int dflame_walk(dflame_out *o, size_t i, int depth)
 {
-    dnode *n = &c->t[i];
-    json_t *o = json_pack("{s:s,s:I,s:I,s:I}", "name", n->name, "a_bytes", (json_int_t)n->a_bytes,
-                          "b_bytes", (json_int_t)n->b_bytes, "delta_bytes",
-                          (json_int_t)(n->b_bytes - n->a_bytes));
-    json_t *kids = json_array();
-    for (size_t k = n->first_child; k != NONE; k = c->t[k].next_sibling) {
+    dctx *c = o->c;
+    hs_diff_result *r = o->r;
+    if (r->nflame == o->cap) {
+        size_t ncap = o->cap ? o->cap * 2 : 256;
+        hs_dflame_node *np = realloc(r->flame, ncap * sizeof *np);
+        if (!np) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        r->flame = np;
+        o->cap = ncap;
+    }
+    size_t me = r->nflame++;
+    r->flame[me] = (hs_dflame_node){
+        .name = c->t[i].name, .a_bytes = c->t[i].a_bytes, .b_bytes = c->t[i].b_bytes};
+    for (size_t k = c->t[i].first_child; k != NONE; k = c->t[k].next_sibling) {
         if (!c->t[k].a_bytes && !c->t[k].b_bytes) continue;
-        if (depth >= DFLAME_DEPTH || dwidth(&c->t[k]) < min_w || !*left) {
-            *cut = 1;
+        if (depth >= DFLAME_DEPTH || dwidth(&c->t[k]) < o->min_w || !o->left) {
+            r->flame_cut = 1;
             continue;
         }
-        (*left)--;
-        json_array_append_new(kids, dflame_json(c, k, depth + 1, min_w, left, cut));
+        o->left--;
+        int rc = dflame_walk(o, k, depth + 1);
+        if (rc) return rc;
+        r->flame[me].nchildren++;
     }
-    json_object_set_new(o, "children", kids);
-    return o;
+    return 0;
 }
 
-static int side_parse(hs_q *q, const hs__params *p, const char *key, hs__run *run, hs__at *at,
-                      hs__state *s, hs_qerr *err)
+/* The differential flame: its DFLAME_NODES widest nodes. */
+static int dflame(dctx *c, hs_diff_result *r)
 {
-    const char *v = hs__param(p, key);
-    if (!v) return hs__err(err, HS_EINVAL, "diff needs %s=RUN@T", key);
-    hs_run_sel rs;
-    hs_t_sel ts;
-    hs_qerr sel;
-    if (hs_sel_parse_at(&rs, &ts, v, HS_DIFF_AT, &sel))
-        return hs__err(err, HS_EINVAL, "%s: %s", key, sel.msg);
-    int rc = hs__run_resolve(q, &rs, run, err);
-    if (!rc) rc = hs__at_resolve(q, run, &ts, at, err);
-    if (!rc) rc = hs__state_at(q, run, at, s, err);
-    return rc;
-}
-
-int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err)
-{
-    hs__run ra = {0}, rb = {0};
-    hs__at aa, ab;
-    hs__state sa = {0}, sb = {0};
-    dctx c = {.q = q, .err = err};
-    json_t *rows = NULL;
-    int64_t limit = HS_DIFF_LIMIT;
-    int rc, max_frames, frames_cut = 0;
-    const char *by = hs__param(p, "by");
-    if (!by) by = "stack";
-    if (hs_group_parse(by, &c.by))
-        return hs__err(err, HS_EINVAL, "by must be stack, site or function (not '%s')", by);
-    const char *ls = hs__param(p, "limit");
-    if (ls) {
-        char *end;
-        limit = strtoll(ls, &end, 10);
-        if (!*ls || *end || limit < 1 || limit > 1000000)
-            return hs__err(err, HS_EINVAL, "limit must be an integer from 1 to 1000000");
-    }
-    if ((rc = hs__max_frames_param(p, &max_frames, err))) return rc;
-    const char *format = hs__param(p, "format");
-    if (format && strcmp(format, "json") && strcmp(format, "collapsed"))
-        return hs__err(err, HS_EINVAL, "diff formats: json, collapsed (not '%s')", format);
-    int collapsed = format && !strcmp(format, "collapsed");
-    if (collapsed) c.by = HS_GROUP_STACK;
-    if ((rc = side_parse(q, p, "a", &ra, &aa, &sa, err))) goto out;
-    if ((rc = side_parse(q, p, "b", &rb, &ab, &sb, err))) goto out;
-    if (tnode_get(&c, NONE, "all") == NONE) goto oom;
-    if ((rc = add_state(&c, &sa, 0)) || (rc = add_state(&c, &sb, 1))) goto out;
-    if (collapsed) {
-        hs__buf b = {0};
-        for (size_t i = 0; i < c.keys.cap; i++) {
-            if (!c.keys.keys[i]) continue;
-            drow *r = &c.rows[c.keys.vals[i]];
-            hs__buf_printf(&b, "%s %" PRId64 " %" PRId64 "\n", c.keys.keys[i], r->a_bytes,
-                           r->b_bytes);
-        }
-        if (b.oom || !b.p) {
-            free(b.p);
-            if (b.oom) goto oom;
-            b.p = strdup("");
-        }
-        out->status = 200;
-        out->content_type = "text/plain; charset=utf-8";
-        out->body = b.p;
-        out->len = b.n;
-        out->filename = "diff.folded";
-        rc = 0;
-        goto out;
-    }
-    hs__sort(c.rows, c.n, sizeof *c.rows, cmp_delta);
-    rows = json_array();
-    for (size_t i = 0; i < c.n && (int64_t)i < limit; i++) {
-        drow *r = &c.rows[i];
-        if (r->a_bytes == r->b_bytes && r->a_count == r->b_count) continue;
-        json_t *row = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:I}", "name", r->name, "a_bytes",
-                                (json_int_t)r->a_bytes, "b_bytes", (json_int_t)r->b_bytes,
-                                "delta_bytes", (json_int_t)(r->b_bytes - r->a_bytes), "a_count",
-                                (json_int_t)r->a_count, "b_count", (json_int_t)r->b_count,
-                                "delta_count", (json_int_t)(r->b_count - r->a_count));
-        if (!row) goto oom;
-        if (c.by != HS_GROUP_FUNCTION &&
-            (rc = hs__row_stack(q, row, r->trace, max_frames, &frames_cut, err))) {
-            json_decref(row);
-            goto out;
-        }
-        json_array_append_new(rows, row);
-    }
     int64_t min_w = 1;
-    if (c.tn > DFLAME_NODES + 1) { /* the width of the DFLAME_NODES-th widest */
-        int64_t *w = malloc(c.tn * sizeof *w);
-        if (!w) goto oom;
-        for (size_t i = 1; i < c.tn; i++) w[i - 1] = dwidth(&c.t[i]);
-        min_w = hs__kth_largest(w, c.tn - 1, DFLAME_NODES);
+    if (c->tn > DFLAME_NODES + 1) { /* the width of the DFLAME_NODES-th widest */
+        int64_t *w = malloc(c->tn * sizeof *w);
+        if (!w) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        for (size_t i = 1; i < c->tn; i++) w[i - 1] = dwidth(&c->t[i]);
+        min_w = hs__kth_largest(w, c->tn - 1, DFLAME_NODES);
         if (min_w < 1) min_w = 1;
         free(w);
     }
-    size_t left = DFLAME_NODES;
-    int flame_cut = 0;
-    json_t *flame = dflame_json(&c, 0, 0, min_w, &left, &flame_cut);
-    json_t *cut = json_null();
-    if (flame_cut || frames_cut || c.omitted)
-        cut = json_pack("{s:b,s:o,s:I,s:I}", "flame", flame_cut, "max_frames",
-                        frames_cut ? json_integer(max_frames) : json_null(), "stacks",
-                        (json_int_t)c.omitted, "stacks_bytes", (json_int_t)c.omitted_bytes);
-    char t1[32], t2[32];
-    out->json =
-        json_pack("{s:{s:O,s:s,s:I,s:I},s:{s:O,s:s,s:I,s:I},s:s,s:o,s:o,s:o,s:{s:O,s:O}}", "a",
-                  "run", ra.info, "at", hs__at_name(&aa, t1, sizeof t1), "at_ns",
-                  (json_int_t)aa.at_ns, "total_bytes", (json_int_t)sa.total_bytes, "b", "run",
-                  rb.info, "at", hs__at_name(&ab, t2, sizeof t2), "at_ns", (json_int_t)ab.at_ns,
-                  "total_bytes", (json_int_t)sb.total_bytes, "by", by, "rows", rows, "flame", flame,
-                  "truncated", cut, "sampling", "a", ra.sampling, "b", rb.sampling);
-    rows = NULL;
-    if (!out->json) goto oom;
-    out->status = 200;
-    out->content_type = "application/json";
-    rc = 0;
-    goto out;
-oom:
-    rc = hs__err(err, HS_ENOMEM, "out of memory");
-out:
-    json_decref(rows);
+    dflame_out o = {.c = c, .r = r, .left = DFLAME_NODES, .min_w = min_w};
+    return dflame_walk(&o, 0, 0);
+}
+
+/* "stack A_BYTES B_BYTES" lines, in the order of the rows' table. */
+static int diff_collapsed(dctx *c, hs_diff_result *r)
+{
+    hs__buf b = {0};
+    for (size_t i = 0; i < c->keys.cap; i++) {
+        if (!c->keys.keys[i]) continue;
+        drow *w = &c->rows[c->keys.vals[i]];
+        hs__buf_printf(&b, "%s %" PRId64 " %" PRId64 "\n", c->keys.keys[i], w->a_bytes, w->b_bytes);
+    }
+    if (b.oom || !b.p) {
+        free(b.p);
+        if (b.oom) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        b.p = strdup("");
+        if (!b.p) return hs__err(c->err, HS_ENOMEM, "out of memory");
+    }
+    r->collapsed = b.p;
+    r->collapsed_len = b.n;
+    return 0;
+}
+
+/* The rows that changed among the limit largest changes, with stacks. */
+static int diff_rows(dctx *c, const hs_diff_params *p, hs_diff_result *r)
+{
+    hs__sort(c->rows, c->n, sizeof *c->rows, cmp_delta);
+    size_t n = c->n < (size_t)p->limit ? c->n : (size_t)p->limit;
+    if (!(r->rows = calloc(n ? n : 1, sizeof *r->rows)))
+        return hs__err(c->err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        drow *w = &c->rows[i];
+        if (w->a_bytes == w->b_bytes && w->a_count == w->b_count) continue;
+        hs_diff_row *row = &r->rows[r->nrows++];
+        *row = (hs_diff_row){.name = w->name,
+                             .trace = w->trace,
+                             .a_bytes = w->a_bytes,
+                             .a_count = w->a_count,
+                             .b_bytes = w->b_bytes,
+                             .b_count = w->b_count};
+        if (c->by == HS_GROUP_FUNCTION) continue;
+        int rc = hs__qstack(c->q, w->trace, p->max_frames, &row->stack, c->err);
+        if (rc) return rc;
+        if (row->stack.depth > row->stack.n) r->frames_cut = 1;
+    }
+    return 0;
+}
+
+void hs_diff_params_init(hs_diff_params *p)
+{
+    memset(p, 0, sizeof *p);
+    p->by = HS_GROUP_STACK;
+    p->limit = HS_DIFF_LIMIT;
+    p->max_frames = HS_STACK_FRAMES;
+    p->site.mode = HS_SITE_USER;
+}
+
+/* a= or b=: RUN@T, T "end" when not given. */
+static int diff_side_param(hs_diff_side_sel *s, const char *key, const char *value, hs_qerr *err)
+{
+    hs_qerr sel;
+    if (hs_sel_parse_at(&s->run, &s->at, value, HS_DIFF_AT, &sel))
+        return hs__err(err, HS_EINVAL, "%s: %s", key, sel.msg);
+    s->given = 1;
+    return 0;
+}
+
+int hs_diff_param(hs_diff_params *p, const char *key, const char *value, hs_qerr *err)
+{
+    if (!strcmp(key, "a")) return diff_side_param(&p->a, key, value, err);
+    if (!strcmp(key, "b")) return diff_side_param(&p->b, key, value, err);
+    if (!strcmp(key, "by")) {
+        if (hs_group_parse(value, &p->by))
+            return hs__err(err, HS_EINVAL, "by must be stack, site or function (not '%s')", value);
+        return 0;
+    }
+    if (!strcmp(key, "limit")) {
+        char *end;
+        long long v = strtoll(value, &end, 10);
+        if (!*value || *end || v < 1 || v > 1000000)
+            return hs__err(err, HS_EINVAL, "limit must be an integer from 1 to 1000000");
+        p->limit = v;
+        return 0;
+    }
+    if (!strcmp(key, "format")) {
+        if (strcmp(value, "json") && strcmp(value, "collapsed"))
+            return hs__err(err, HS_EINVAL, "diff formats: json, collapsed (not '%s')", value);
+        p->collapsed = !strcmp(value, "collapsed");
+        return 0;
+    }
+    return hs__rows_param(key, value, 1000000, &p->limit, &p->max_frames, &p->site, err);
+}
+
+int hs_diff_b_check(hs_q *q, const hs_diff_params *p, hs_qerr *err, int rc)
+{
+    if (!p->a.given) return hs__err(err, HS_EINVAL, "diff needs a=RUN@T");
+    hs__run run;
+    hs__at at;
+    hs_qerr e2;
+    int arc = hs__run_resolve(q, &p->a.run, &run, &e2);
+    if (!arc) arc = hs__at_resolve(q, &run, &p->a.at, &at, &e2);
+    hs__run_clear(&run);
+    if (!arc) return rc;
+    *err = e2;
+    return arc;
+}
+
+/* One side: its run, moment and state, into the context's stacks. */
+static int diff_side(dctx *c, const hs_diff_side_sel *sel, const char *key, int side,
+                     hs_diff_side *out, hs__run *run)
+{
+    if (!sel->given) return hs__err(c->err, HS_EINVAL, "diff needs %s=RUN@T", key);
+    hs__at at;
+    hs__state s = {0};
+    int rc = hs__run_resolve(c->q, &sel->run, run, c->err);
+    if (!rc) rc = hs__at_resolve(c->q, run, &sel->at, &at, c->err);
+    if (!rc) rc = hs__state_at(c->q, run, &at, &s, c->err);
+    if (rc) return rc;
+    hs__run_brief(&out->run, run);
+    char tb[32];
+    snprintf(out->at, sizeof out->at, "%s", hs__at_name(&at, tb, sizeof tb));
+    out->at_ns = at.at_ns;
+    out->total_bytes = s.total_bytes;
+    rc = add_state(c, &s, side);
+    hs__state_clear(&s);
+    return rc;
+}
+
+int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    hs__run *runs = calloc(2, sizeof *runs);
+    if (!runs) return hs__err(err, HS_ENOMEM, "out of memory");
+    out->own = runs;
+    dctx c = {.q = q, .err = err, .by = p->collapsed ? HS_GROUP_STACK : p->by};
+    out->by = p->by;
+    out->max_frames = p->max_frames;
+    int rc = hs__site_apply(q, &p->site, err);
+    if (!rc && tnode_get(&c, NONE, "all") == NONE) rc = hs__err(err, HS_ENOMEM, "out of memory");
+    if (!rc) rc = diff_side(&c, &p->a, "a", 0, &out->a, &runs[0]);
+    if (!rc) rc = diff_side(&c, &p->b, "b", 1, &out->b, &runs[1]);
+    if (!rc && p->collapsed) rc = diff_collapsed(&c, out);
+    if (!rc && !p->collapsed && !(rc = diff_rows(&c, p, out))) rc = dflame(&c, out);
+    out->stacks_omitted = (int64_t)c.omitted;
+    out->stacks_bytes = c.omitted_bytes;
     hs__smap_free(&c.keys);
     hs__smap_free(&c.tkeys);
     free(c.rows);
     free(c.t);
     free(c.key.p);
-    hs__state_clear(&sa);
-    hs__state_clear(&sb);
-    hs__run_clear(&ra);
-    hs__run_clear(&rb);
+    if (rc) hs_diff_result_clear(out);
     return rc;
+}
+
+void hs_diff_result_clear(hs_diff_result *r)
+{
+    for (size_t i = 0; i < r->nrows; i++) free(r->rows[i].stack.frames);
+    free(r->rows);
+    free(r->flame);
+    free(r->collapsed);
+    hs__run *runs = r->own;
+    if (runs) {
+        hs__run_clear(&runs[0]);
+        hs__run_clear(&runs[1]);
+    }
+    free(runs);
+    json_decref(r->own_json);
+    memset(r, 0, sizeof *r);
 }

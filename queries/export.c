@@ -1,4 +1,6 @@
-/* export: files other tools open, for the state of a run at a moment.
+/* export: files other tools open, for the state of a run at a moment,
+ * written from the core's stacks (stacks.c: the live stacks with their
+ * frames, and for pprof the allocations up to the moment).
  *
  * collapsed: "outer;…;leaf BYTES" lines (flamegraph.pl, inferno, speedscope).
  * pprof: gzipped profile.proto, encoded here by hand (the format is a handful
@@ -9,6 +11,7 @@
  * speedscope: its JSON file format, one sampled profile weighted in bytes.
  * dot: a Graphviz call graph of functions weighted by inclusive live bytes.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,9 +20,6 @@
 #include <zlib.h>
 
 #include "hs_error.h"
-#include "hs_evcodec.h"
-#include "hs_proto.h"
-#include "hs_schema.h"
 #include "q_internal.h"
 
 /* ---- protobuf encoding ---------------------------------------------------- */
@@ -51,166 +51,6 @@ static void pb_bytes(hs__buf *b, int field, const void *p, size_t n) /* wire typ
     hs__buf_put(b, p, n);
 }
 
-/* ---- common: the live traces with their frames ------------------------------ */
-
-/* Bounds: a stack keeps its XSET_FRAMES innermost frames (the allocation
- * site and its callers, as a collector's depth limit keeps them), and the
- * set takes stacks, largest first, while it names fewer than XSET_MAX_FRAMES
- * distinct frames: each export reads every frame it names, and a frame costs
- * the request about 270 B in the frame cache. What was cut is said in the
- * file (pprof's comments, speedscope's name, dot's label, a "[truncated]"
- * outermost frame in collapsed lines). */
-#define XSET_FRAMES     64
-#define XSET_MAX_FRAMES (96u << 10)
-
-typedef struct xtrace {
-    int64_t trace, bytes, count;
-    double alloc_objects, alloc_space;
-    int depth, cut;  /* frames kept; cut: the stack was deeper */
-    int64_t *frames; /* leaf first */
-} xtrace;
-
-typedef struct xset {
-    xtrace *t;
-    size_t n, cap;
-    hs__map idx; /* trace -> index */
-    int64_t total_bytes, total_count;
-    hs__map seen;   /* frame ids named */
-    size_t omitted; /* stacks left out (frames ran out) */
-    int64_t omitted_bytes;
-    size_t cut; /* stacks cut to XSET_FRAMES */
-} xset;
-
-static void xset_free(xset *x)
-{
-    for (size_t i = 0; i < x->n; i++) free(x->t[i].frames);
-    free(x->t);
-    hs__map_free(&x->idx);
-    hs__map_free(&x->seen);
-}
-
-/* Returns 0 with *ix, 1 when the stack is left out, or an HS_E code. */
-static int xset_add(hs_q *q, xset *x, int64_t trace, size_t *ix, hs_qerr *err)
-{
-    uint64_t v;
-    if (hs__map_get(&x->idx, (uint64_t)trace, &v)) {
-        *ix = v;
-        return 0;
-    }
-    int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err), cut = 0;
-    if (d < 0) return d;
-    if (d > XSET_FRAMES) {
-        d = XSET_FRAMES;
-        cut = 1;
-    }
-    size_t fresh = 0;
-    for (int k = 0; k < d; k++) fresh += !hs__map_get(&x->seen, (uint64_t)frames[k], &v);
-    if (x->seen.count + fresh > XSET_MAX_FRAMES) return 1;
-    for (int k = 0; k < d; k++)
-        if (hs__map_put(&x->seen, (uint64_t)frames[k], 1))
-            return hs__err(err, HS_ENOMEM, "out of memory");
-    x->cut += (size_t)cut;
-    if (x->n == x->cap) {
-        x->cap = x->cap ? x->cap * 2 : 256;
-        xtrace *np = realloc(x->t, x->cap * sizeof *np);
-        if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
-        x->t = np;
-    }
-    xtrace *t = &x->t[x->n];
-    memset(t, 0, sizeof *t);
-    t->trace = trace;
-    t->depth = d;
-    t->cut = cut;
-    t->frames = malloc((size_t)(d ? d : 1) * sizeof *t->frames);
-    if (!t->frames || hs__map_put(&x->idx, (uint64_t)trace, x->n)) {
-        free(t->frames);
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    }
-    memcpy(t->frames, frames, (size_t)d * sizeof *frames);
-    *ix = x->n++;
-    return 0;
-}
-
-static int xset_live(hs_q *q, hs__state *s, xset *x, hs_qerr *err)
-{
-    x->total_bytes = s->total_bytes;
-    x->total_count = s->total_count;
-    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
-    for (size_t i = 0; i < s->n; i++) {
-        size_t ix;
-        int rc = xset_add(q, x, s->rows[i].trace, &ix, err);
-        if (rc == 1) {
-            x->omitted++;
-            x->omitted_bytes += s->rows[i].bytes;
-            continue;
-        }
-        if (rc) return rc;
-        x->t[ix].bytes += s->rows[i].bytes;
-        x->t[ix].count += s->rows[i].count;
-    }
-    return 0;
-}
-
-/* alloc_* per trace: every sampled allocation made up to at_ns. */
-static int xset_allocs(hs_q *q, const hs__run *run, int64_t at_ns, xset *x, hs_qerr *err)
-{
-    hs__map stacks = {0};
-    hs_evdec dec = {0};
-    int rc = HS_EDB, s, more;
-    sqlite3_stmt *st = hs__stmt(q, ST_RUN_STACKS, err);
-    if (!st) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        if (hs__map_put(&stacks, (uint64_t)sqlite3_column_int64(st, 0),
-                        (uint64_t)sqlite3_column_int64(st, 1))) {
-            rc = hs__err(err, HS_ENOMEM, "out of memory");
-            goto out;
-        }
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE) {
-        hs__dberr(q, err);
-        goto out;
-    }
-    if (!(st = hs__stmt(q, ST_EVENTS, err))) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    sqlite3_bind_int64(st, 2, at_ns);
-    int schema = hs_schema_db_version(q->db);
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        hs_event ev;
-        const uint8_t *data = sqlite3_column_blob(st, 0);
-        size_t len = (size_t)sqlite3_column_bytes(st, 0);
-        if ((more = hs_evdec_open_row(&dec, schema, data, len))) goto corrupt;
-        while ((more = hs_evdec_next(&dec, &ev)) == 1) {
-            if (ev.is_free || (int64_t)ev.t_ns > at_ns) continue;
-            uint64_t trace;
-            if (!hs__map_get(&stacks, ev.stack_id, &trace)) continue;
-            size_t ix;
-            if ((rc = xset_add(q, x, (int64_t)trace, &ix, err)) == 1) continue;
-            if (rc) goto out;
-            x->t[ix].alloc_space += (double)ev.weight;
-            x->t[ix].alloc_objects += ev.size ? (double)ev.weight / (double)ev.size : 1.0;
-        }
-        if (more) goto corrupt;
-    }
-    sqlite3_reset(st);
-    if (s != SQLITE_DONE) {
-        hs__dberr(q, err);
-        rc = HS_EDB;
-        goto out;
-    }
-    rc = 0;
-    goto out;
-corrupt:
-    sqlite3_reset(st);
-    rc = hs__err(err, HS_EDB, "the stored events of run %" PRId64 " cannot be read: %s", run->id,
-                 hs_strerror(more));
-out:
-    hs__map_free(&stacks);
-    hs_evdec_free(&dec);
-    return rc;
-}
-
 static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const char *name,
                       hs_qerr *err)
 {
@@ -229,7 +69,7 @@ static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const ch
 
 /* What the numbers rest on, for the formats that carry a note: the sampling
  * interval and what the collector dropped. */
-static void sampling_note(char *buf, size_t len, const hs__run *run, const xset *x)
+static void sampling_note(char *buf, size_t len, const hs__run *run, const hs_stacks_result *x)
 {
     const json_t *d = json_object_get(run->sampling, "dropped");
     int n = snprintf(
@@ -238,7 +78,7 @@ static void sampling_note(char *buf, size_t len, const hs__run *run, const xset 
         (int64_t)json_integer_value(json_object_get(d, "free_events")));
     if (n > 0 && (size_t)n < len && x->cut)
         n += snprintf(buf + n, len - (size_t)n, "; %zu stacks cut to their %d innermost frames",
-                      x->cut, XSET_FRAMES);
+                      x->cut, HS_STACKS_FRAMES);
     if (n > 0 && (size_t)n < len && x->omitted)
         snprintf(buf + n, len - (size_t)n,
                  "; %zu smallest stacks (%" PRId64 " bytes) left out of this export", x->omitted,
@@ -248,21 +88,21 @@ static void sampling_note(char *buf, size_t len, const hs__run *run, const xset 
 /* ---- collapsed ------------------------------------------------------------ */
 
 /* min_bytes: lines (merged stacks) below it are left out. */
-static int export_collapsed(hs_q *q, xset *x, int64_t min_bytes, hs_api_reply *out, hs_qerr *err)
+static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_api_reply *out,
+                            hs_qerr *err)
 {
     hs__smap lines = {0};
     int64_t *sums = NULL;
     size_t n = 0, cap = 0;
     hs__buf key = {0}, b = {0};
     int rc = HS_EDB;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         key.n = 0;
         if (t->cut) hs__buf_put(&key, "[truncated];", 12);
         for (int j = t->depth - 1; j >= 0; j--) {
-            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-            if (!f) goto out;
+            const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
             hs__collapsed_put(&key, f->name);
             if (j) hs__buf_put(&key, ";", 1);
         }
@@ -362,6 +202,74 @@ static int gzip_buf(const hs__buf *in, hs__buf *out)
     return rc == Z_STREAM_END ? 0 : -1;
 }
 
+/* The run's mappings (build ids as hex) and the first address seen for
+ * each frame. */
+typedef struct maps_walk {
+    pmap *maps;
+    size_t n, cap;
+    hs__map *pcs;
+    hs_qerr *err;
+} maps_walk;
+
+static int map_row(const hs_qstore_mapping *m, void *data)
+{
+    maps_walk *w = data;
+    if (w->n == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 16;
+        pmap *np = realloc(w->maps, w->cap * sizeof *np);
+        if (!np) return hs__err(w->err, HS_ENOMEM, "out of memory");
+        w->maps = np;
+    }
+    pmap *pm = &w->maps[w->n++];
+    pm->start = m->start;
+    pm->end = m->end;
+    pm->offset = m->offset;
+    const uint8_t *bid = m->build_id;
+    pm->build_id = calloc(m->build_id_len * 2 + 1, 1);
+    for (size_t i = 0; pm->build_id && i < m->build_id_len; i++)
+        snprintf(pm->build_id + 2 * i, 3, "%02x", bid[i]);
+    pm->path = strdup(m->path ? m->path : "");
+    if (!pm->build_id || !pm->path) return hs__err(w->err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int pc_row(uint64_t pc, int64_t frame, void *data)
+{
+    maps_walk *w = data;
+    uint64_t v;
+    if (!hs__map_get(w->pcs, (uint64_t)frame, &v) && hs__map_put(w->pcs, (uint64_t)frame, pc))
+        return hs__err(w->err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int pprof_maps(hs_q *q, const hs__run *run, pmap **maps, size_t *nmaps, hs__map *pcs,
+                      hs_qerr *err)
+{
+    maps_walk w = {.pcs = pcs, .err = err};
+    int rc = q->store->ops->mappings(q->store, run->id, map_row, &w, err);
+    *maps = w.maps; /* the caller frees them, also on failure */
+    *nmaps = w.n;
+    if (!rc) rc = q->store->ops->pcs(q->store, run->id, pc_row, &w, err);
+    return rc;
+}
+
+/* What a pprof file is built from: its string table, the Location and
+ * Function messages so far (each address one location, each name and file
+ * one function), and the run's mappings and frame addresses. */
+typedef struct pprof {
+    const hs_stacks_result *x;
+    pstr s;
+    hs__buf m;         /* a message being encoded */
+    hs__buf locs, fns; /* encoded Location (field 4) and Function (field 5) messages */
+    hs__map pcs;       /* frame id -> a pc that stands for it */
+    hs__smap loc_keys; /* "id,id,…" of a location's frames -> location id */
+    hs__smap fn_keys;  /* name \x1f file -> function id */
+    pmap *maps;
+    size_t nmaps;
+    uint64_t next_loc, next_fn;
+    hs_qerr *err;
+} pprof;
+
 /* Synthetic pcs of inlined frames, as the server names them
  * (server/hs_symbols.h's hs_inl_pc: the tag, k << 48, the pc they are
  * inlined at). */
@@ -369,29 +277,12 @@ static int gzip_buf(const hs__buf *in, hs__buf *out)
 #define INL_TAG_MASK 0xff00000000000000ull
 #define INL_PC_MASK  ((1ull << 48) - 1)
 
-/* The samples' locations and functions, encoded as they are first met. A
- * location is one address: the functions inlined there, innermost first,
- * then the function that holds them (profile.proto's Location.line: "the
- * last entry represents the caller into which the preceding entries were
- * inlined"), all at the holder's address within its mapping. */
-typedef struct ploc {
-    hs_q *q;
-    pstr *s;
-    const pmap *maps;
-    size_t nmaps;
-    hs__map pcs;      /* frame id -> a pc that stands for it */
-    hs__smap keys;    /* "id,id,…" of a location's frames -> location id */
-    hs__smap fn_keys; /* name \x1f file -> function id */
-    hs__buf locs, fns;
-    uint64_t next_loc, next_fn;
-} ploc;
-
 /* The pc that stands for frame (0 when none): for a function inlined
  * somewhere, the pc it is inlined at, with *inlined set. */
-static uint64_t frame_pc(const ploc *c, int64_t frame, int *inlined)
+static uint64_t frame_pc(const pprof *pp, int64_t frame, int *inlined)
 {
     uint64_t pc;
-    if (!hs__map_get(&c->pcs, (uint64_t)frame, &pc)) pc = 0;
+    if (!hs__map_get(&pp->pcs, (uint64_t)frame, &pc)) pc = 0;
     *inlined = (pc & INL_TAG_MASK) == INL_TAG;
     return *inlined ? pc & INL_PC_MASK : pc;
 }
@@ -399,57 +290,54 @@ static uint64_t frame_pc(const ploc *c, int64_t frame, int *inlined)
 /* How many frames from frames[0] (leaf first, n > 0) share one address:
  * the functions inlined at one pc and the frame that holds them (its pc, or
  * its module and offset, are theirs); else 1. */
-static int loc_span(hs_q *q, const ploc *c, const int64_t *frames, int n, hs_qerr *err)
+static int loc_span(const pprof *pp, const int64_t *frames, int n)
 {
     int inl;
-    uint64_t base = frame_pc(c, frames[0], &inl), pc;
+    uint64_t base = frame_pc(pp, frames[0], &inl), pc;
     if (!inl) return 1;
     int k = 1;
-    while (k < n && (pc = frame_pc(c, frames[k], &inl), inl && pc == base)) k++;
+    while (k < n && (pc = frame_pc(pp, frames[k], &inl), inl && pc == base)) k++;
     if (k == n) return k;
-    if ((pc = frame_pc(c, frames[k], &inl)), inl) return k;
+    if ((pc = frame_pc(pp, frames[k], &inl)), inl) return k;
     if (pc == base) return k + 1;
-    /* frame pointers stay valid while the request runs (q_internal.h) */
-    const hs__frame *a = hs__frame_get(q, frames[k - 1], err), *b;
-    if (!a || !(b = hs__frame_get(q, frames[k], err))) return HS_EDB;
+    const hs_sframe *a = hs_stacks_frame(pp->x, frames[k - 1]);
+    const hs_sframe *b = hs_stacks_frame(pp->x, frames[k]);
     return b->module_offset == a->module_offset && !strcmp(b->module, a->module) ? k + 1 : k;
 }
 
-/* The function id of f (by name and file), encoded when new. */
-static int64_t ploc_fn(ploc *c, const hs__frame *f)
+/* The function of f (by name and file), its message added when new. */
+static size_t pprof_function(pprof *pp, const hs_sframe *f)
 {
     char fk[1024];
     snprintf(fk, sizeof fk, "%s\x1f%s", f->name, f->file);
     int added;
-    size_t fi = hs__smap_intern(&c->fn_keys, fk, strlen(fk), c->next_fn, &added);
+    size_t fi = hs__smap_intern(&pp->fn_keys, fk, strlen(fk), pp->next_fn, &added);
     if (fi == (size_t)-1) {
-        c->fns.oom = 1;
+        pp->fns.oom = 1;
         return 0;
     }
     if (added) {
-        c->next_fn++;
-        hs__buf m = {0};
-        pb_int(&m, 1, (int64_t)fi);
-        pb_int(&m, 2, pstr_id(c->s, f->name));
-        pb_int(&m, 3, pstr_id(c->s, f->name));
-        pb_int(&m, 4, pstr_id(c->s, f->file));
-        pb_bytes(&c->fns, 5, m.p ? m.p : "", m.n);
-        if (m.oom) c->fns.oom = 1;
-        free(m.p);
+        pp->next_fn++;
+        pp->m.n = 0;
+        pb_int(&pp->m, 1, (int64_t)fi);
+        pb_int(&pp->m, 2, pstr_id(&pp->s, f->name));
+        pb_int(&pp->m, 3, pstr_id(&pp->s, f->name));
+        pb_int(&pp->m, 4, pstr_id(&pp->s, f->file));
+        pb_bytes(&pp->fns, 5, pp->m.p ? pp->m.p : "", pp->m.n);
     }
-    return (int64_t)fi;
+    return fi;
 }
 
-/* f's address and mapping (0 when none holds it): its pc, else its
+/* frame's address and mapping (0 when none holds it): its pc, else its
  * module's start plus its offset. */
-static void ploc_addr(const ploc *c, int64_t frame, const hs__frame *f, uint64_t *addr,
-                      uint64_t *mid)
+static void pprof_addr(const pprof *pp, int64_t frame, uint64_t *addr, uint64_t *mid)
 {
+    const hs_sframe *f = hs_stacks_frame(pp->x, frame);
     int inl;
-    *addr = frame_pc(c, frame, &inl);
+    *addr = frame_pc(pp, frame, &inl);
     *mid = 0;
-    for (size_t mi = 0; mi < c->nmaps; mi++) {
-        const pmap *pm = &c->maps[mi];
+    for (size_t mi = 0; mi < pp->nmaps; mi++) {
+        const pmap *pm = &pp->maps[mi];
         if ((*addr && *addr >= pm->start && *addr < pm->end) ||
             (!*addr && f->module[0] && !strcmp(f->module, pm->path))) {
             *mid = mi + 1;
@@ -459,9 +347,11 @@ static void ploc_addr(const ploc *c, int64_t frame, const hs__frame *f, uint64_t
     }
 }
 
-/* The location of frames[0..n) (one address, see loc_span) into *lid,
- * encoded when new. 0 or an HS_E code. */
-static int ploc_get(ploc *c, const int64_t *frames, int n, uint64_t *lid, hs_qerr *err)
+/* The location of frames[0..n) (one address, see loc_span) into *lid, its
+ * message added when new: one Line per frame, the inlined functions first
+ * and the function holding them last (profile.proto's Location.line), at
+ * the holder's address within its mapping. 0 or an HS_E code. */
+static int pprof_location(pprof *pp, const int64_t *frames, int n, uint64_t *lid)
 {
     char key[512];
     size_t len = 0;
@@ -469,188 +359,155 @@ static int ploc_get(ploc *c, const int64_t *frames, int n, uint64_t *lid, hs_qer
         len += (size_t)snprintf(key + len, sizeof key - len, "%" PRId64 ",", frames[k]);
     if (len >= sizeof key) len = sizeof key - 1;
     int added;
-    size_t id = hs__smap_intern(&c->keys, key, len, c->next_loc, &added);
-    if (id == (size_t)-1) return hs__err(err, HS_ENOMEM, "out of memory");
+    size_t id = hs__smap_intern(&pp->loc_keys, key, len, pp->next_loc, &added);
+    if (id == (size_t)-1) return hs__err(pp->err, HS_ENOMEM, "out of memory");
     *lid = id;
     if (!added) return 0;
-    c->next_loc++;
-    hs__buf m = {0}, line = {0};
-    uint64_t addr = 0, mid = 0;
+    pp->next_loc++;
+    hs__buf lines = {0}, line = {0};
     for (int k = 0; k < n; k++) {
-        const hs__frame *f = hs__frame_get(c->q, frames[k], err);
-        if (!f) {
-            free(line.p);
-            free(m.p);
-            return HS_EDB;
-        }
+        const hs_sframe *f = hs_stacks_frame(pp->x, frames[k]);
         line.n = 0;
-        pb_int(&line, 1, ploc_fn(c, f));
+        pb_int(&line, 1, (int64_t)pprof_function(pp, f));
         pb_int(&line, 2, f->line);
-        pb_bytes(&m, 4, line.p ? line.p : "", line.n);
-        if (k == n - 1) ploc_addr(c, frames[k], f, &addr, &mid);
+        pb_bytes(&lines, 4, line.p ? line.p : "", line.n);
     }
-    hs__buf head = {0};
-    pb_int(&head, 1, (int64_t)id);
-    pb_int(&head, 2, (int64_t)mid);
-    pb_int(&head, 3, (int64_t)addr);
-    hs__buf_put(&head, m.p ? m.p : "", m.n);
-    pb_bytes(&c->locs, 4, head.p ? head.p : "", head.n);
-    if (m.oom || line.oom || head.oom) c->locs.oom = 1;
-    free(m.p);
+    uint64_t addr, mid;
+    pprof_addr(pp, frames[n - 1], &addr, &mid);
+    pp->m.n = 0;
+    pb_int(&pp->m, 1, (int64_t)id);
+    pb_int(&pp->m, 2, (int64_t)mid);
+    pb_int(&pp->m, 3, (int64_t)addr);
+    hs__buf_put(&pp->m, lines.p ? lines.p : "", lines.n);
+    if (lines.oom || line.oom) pp->m.oom = 1;
+    free(lines.p);
     free(line.p);
-    free(head.p);
+    pb_bytes(&pp->locs, 4, pp->m.p ? pp->m.p : "", pp->m.n);
     return 0;
 }
 
-/* A sample's location ids, leaf first, into ids. 0 or an HS_E code. */
-static int ploc_stack(ploc *c, const xtrace *t, hs__buf *ids, hs_qerr *err)
+/* t's Sample message (its locations, leaf first, and the four values). */
+static int pprof_sample(pprof *pp, hs__buf *body, const hs_stack_row *t)
 {
+    hs__buf ids = {0}, vals = {0};
     for (int k = 0; k < t->depth;) {
-        int n = loc_span(c->q, c, t->frames + k, t->depth - k, err);
-        if (n < 0) return n;
+        int n = loc_span(pp, t->frames + k, t->depth - k);
         uint64_t lid = 0;
-        int rc = ploc_get(c, t->frames + k, n, &lid, err);
-        if (rc) return rc;
-        pb_varint(ids, lid);
+        int rc = pprof_location(pp, t->frames + k, n, &lid);
+        if (rc) {
+            free(ids.p);
+            return rc;
+        }
+        pb_varint(&ids, lid);
         k += n;
     }
+    pb_varint(&vals, (uint64_t)llround(t->alloc_objects));
+    pb_varint(&vals, (uint64_t)llround(t->alloc_space));
+    pb_varint(&vals, (uint64_t)(t->count > 0 ? t->count : 0));
+    pb_varint(&vals, (uint64_t)(t->bytes > 0 ? t->bytes : 0));
+    pp->m.n = 0;
+    pb_bytes(&pp->m, 1, ids.p ? ids.p : "", ids.n);
+    pb_bytes(&pp->m, 2, vals.p, vals.n);
+    if (ids.oom || vals.oom) pp->m.oom = 1;
+    free(ids.p);
+    free(vals.p);
+    pb_bytes(body, 2, pp->m.p ? pp->m.p : "", pp->m.n);
     return 0;
 }
 
-static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
-                        hs_qerr *err)
+/* The Mapping messages (field 3), then the locations and functions. */
+static void pprof_mappings(pprof *pp, hs__buf *body)
 {
-    pstr s = {0};
-    hs__buf body = {0}, m = {0}, gz = {0};
-    ploc c = {.q = q, .s = &s, .next_loc = 1, .next_fn = 1};
-    pmap *maps = NULL;
-    size_t nmaps = 0, capmaps = 0;
-    int rc = HS_EDB, st_rc;
-    pstr_id(&s, "");
+    for (size_t mi = 0; mi < pp->nmaps; mi++) {
+        const pmap *pm = &pp->maps[mi];
+        pp->m.n = 0;
+        pb_int(&pp->m, 1, (int64_t)(mi + 1));
+        pb_int(&pp->m, 2, (int64_t)pm->start);
+        pb_int(&pp->m, 3, (int64_t)pm->end);
+        pb_int(&pp->m, 4, (int64_t)pm->offset);
+        pb_int(&pp->m, 5, pstr_id(&pp->s, pm->path));
+        pb_int(&pp->m, 6, pstr_id(&pp->s, pm->build_id));
+        pb_int(&pp->m, 7, 1);
+        pb_int(&pp->m, 8, 1);
+        pb_int(&pp->m, 9, 1);
+        pb_bytes(body, 3, pp->m.p ? pp->m.p : "", pp->m.n);
+    }
+    hs__buf_put(body, pp->locs.p ? pp->locs.p : "", pp->locs.n);
+    hs__buf_put(body, pp->fns.p ? pp->fns.p : "", pp->fns.n);
+    if (pp->locs.oom || pp->fns.oom) body->oom = 1;
+}
 
-    sqlite3_stmt *st = hs__stmt(q, ST_MAPPINGS, err);
-    if (!st) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    while ((st_rc = sqlite3_step(st)) == SQLITE_ROW) {
-        if (nmaps == capmaps) {
-            capmaps = capmaps ? capmaps * 2 : 16;
-            pmap *np = realloc(maps, capmaps * sizeof *np);
-            if (!np) goto oom;
-            maps = np;
-        }
-        pmap *pm = &maps[nmaps++];
-        pm->start = (uint64_t)sqlite3_column_int64(st, 0);
-        pm->end = (uint64_t)sqlite3_column_int64(st, 1);
-        pm->offset = (uint64_t)sqlite3_column_int64(st, 2);
-        const uint8_t *bid = sqlite3_column_blob(st, 3);
-        int bl = sqlite3_column_bytes(st, 3);
-        pm->build_id = calloc((size_t)bl * 2 + 1, 1);
-        for (int i = 0; pm->build_id && i < bl; i++)
-            snprintf(pm->build_id + 2 * i, 3, "%02x", bid[i]);
-        const unsigned char *path = sqlite3_column_text(st, 4);
-        pm->path = strdup(path ? (const char *)path : "");
-        if (!pm->build_id || !pm->path) goto oom;
-    }
-    sqlite3_reset(st);
-    if (st_rc != SQLITE_DONE) {
-        hs__dberr(q, err);
-        goto out;
-    }
-    if (!(st = hs__stmt(q, ST_PCS, err))) goto out;
-    sqlite3_bind_int64(st, 1, run->id);
-    while ((st_rc = sqlite3_step(st)) == SQLITE_ROW) {
-        uint64_t frame = (uint64_t)sqlite3_column_int64(st, 1), pc;
-        if (!hs__map_get(&c.pcs, frame, &pc) &&
-            hs__map_put(&c.pcs, frame, (uint64_t)sqlite3_column_int64(st, 0)))
-            goto oom;
-    }
-    sqlite3_reset(st);
-
-    /* header */
-    value_type(&body, 1, &s, "alloc_objects", "count");
-    value_type(&body, 1, &s, "alloc_space", "bytes");
-    value_type(&body, 1, &s, "inuse_objects", "count");
-    value_type(&body, 1, &s, "inuse_space", "bytes");
-
-    /* samples, locations and functions */
-    c.maps = maps;
-    c.nmaps = nmaps;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
-        if (!t->depth || (t->bytes <= 0 && t->alloc_space <= 0)) continue;
-        hs__buf ids = {0}, vals = {0};
-        if ((rc = ploc_stack(&c, t, &ids, err))) {
-            free(ids.p);
-            goto out;
-        }
-        pb_varint(&vals, (uint64_t)llround(t->alloc_objects));
-        pb_varint(&vals, (uint64_t)llround(t->alloc_space));
-        pb_varint(&vals, (uint64_t)(t->count > 0 ? t->count : 0));
-        pb_varint(&vals, (uint64_t)(t->bytes > 0 ? t->bytes : 0));
-        m.n = 0;
-        pb_bytes(&m, 1, ids.p ? ids.p : "", ids.n);
-        pb_bytes(&m, 2, vals.p, vals.n);
-        if (ids.oom || vals.oom) m.oom = 1;
-        free(ids.p);
-        free(vals.p);
-        pb_bytes(&body, 2, m.p ? m.p : "", m.n);
-    }
-    /* mappings */
-    for (size_t mi = 0; mi < nmaps; mi++) {
-        m.n = 0;
-        pb_int(&m, 1, (int64_t)(mi + 1));
-        pb_int(&m, 2, (int64_t)maps[mi].start);
-        pb_int(&m, 3, (int64_t)maps[mi].end);
-        pb_int(&m, 4, (int64_t)maps[mi].offset);
-        pb_int(&m, 5, pstr_id(&s, maps[mi].path));
-        pb_int(&m, 6, pstr_id(&s, maps[mi].build_id));
-        pb_int(&m, 7, 1);
-        pb_int(&m, 8, 1);
-        pb_int(&m, 9, 1);
-        pb_bytes(&body, 3, m.p ? m.p : "", m.n);
-    }
-    hs__buf_put(&body, c.locs.p ? c.locs.p : "", c.locs.n);
-    hs__buf_put(&body, c.fns.p ? c.fns.p : "", c.fns.n);
-    if (c.locs.oom || c.fns.oom) body.oom = 1;
+/* The profile's time, period, comments and default view, then the string
+ * table (every string is interned by now). */
+static void pprof_trailer(pprof *pp, hs__buf *body, const hs__run *run, const hs__at *at,
+                          const hs_stacks_result *x)
+{
     int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
-    int64_t c1 = pstr_id(&s, "heapstore: estimated live heap, sum of sampling weights");
+    int64_t c1 = pstr_id(&pp->s, "heapstore: estimated live heap, sum of sampling weights");
     char comment[768], note[512];
     sampling_note(note, sizeof note, run, x);
     snprintf(comment, sizeof comment, "run %" PRId64 " at %.3f s, %s", run->id, at->at_ns / 1e9,
              note);
-    int64_t c2 = pstr_id(&s, comment);
-    int64_t dflt = pstr_id(&s, "inuse_space");
-    pb_int(&body, 9, start_ns + at->at_ns);
-    pb_int(&body, 10, at->at_ns);
-    value_type(&body, 11, &s, "space", "bytes");
-    pb_int(&body, 12, run->sample_bytes);
-    pb_int(&body, 13, c1);
-    pb_int(&body, 13, c2);
-    pb_int(&body, 14, dflt);
-    hs__buf_put(&body, s.table.p, s.table.n);
-    if (body.oom || s.table.oom || m.oom) goto oom;
-    if (gzip_buf(&body, &gz)) goto oom;
+    int64_t c2 = pstr_id(&pp->s, comment);
+    int64_t dflt = pstr_id(&pp->s, "inuse_space");
+    pb_int(body, 9, start_ns + at->at_ns);
+    pb_int(body, 10, at->at_ns);
+    value_type(body, 11, &pp->s, "space", "bytes");
+    pb_int(body, 12, run->sample_bytes);
+    pb_int(body, 13, c1);
+    pb_int(body, 13, c2);
+    pb_int(body, 14, dflt);
+    hs__buf_put(body, pp->s.table.p, pp->s.table.n);
+}
+
+static void pprof_free(pprof *pp)
+{
+    for (size_t i = 0; i < pp->nmaps; i++) {
+        free(pp->maps[i].path);
+        free(pp->maps[i].build_id);
+    }
+    free(pp->maps);
+    free(pp->m.p);
+    free(pp->locs.p);
+    free(pp->fns.p);
+    free(pp->s.table.p);
+    hs__smap_free(&pp->s.idx);
+    hs__smap_free(&pp->fn_keys);
+    hs__smap_free(&pp->loc_keys);
+    hs__map_free(&pp->pcs);
+}
+
+static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, const hs_stacks_result *x,
+                        hs_api_reply *out, hs_qerr *err)
+{
+    pprof pp = {.x = x, .next_loc = 1, .next_fn = 1, .err = err};
+    hs__buf body = {0}, gz = {0};
+    pstr_id(&pp.s, "");
+    int rc = pprof_maps(q, run, &pp.maps, &pp.nmaps, &pp.pcs, err);
+    if (rc) goto out;
+    /* header */
+    value_type(&body, 1, &pp.s, "alloc_objects", "count");
+    value_type(&body, 1, &pp.s, "alloc_space", "bytes");
+    value_type(&body, 1, &pp.s, "inuse_objects", "count");
+    value_type(&body, 1, &pp.s, "inuse_space", "bytes");
+    /* samples, locations and functions */
+    for (size_t i = 0; !rc && i < x->nrows; i++) {
+        const hs_stack_row *t = &x->rows[i];
+        if (t->depth && (t->bytes > 0 || t->alloc_space > 0)) rc = pprof_sample(&pp, &body, t);
+    }
+    if (rc) goto out;
+    pprof_mappings(&pp, &body);
+    pprof_trailer(&pp, &body, run, at, x);
+    if (body.oom || pp.s.table.oom || pp.m.oom || gzip_buf(&body, &gz)) {
+        rc = hs__err(err, HS_ENOMEM, "out of memory");
+        goto out;
+    }
     rc = file_reply(out, &gz, "application/octet-stream", "heap.pb.gz", err);
     gz.p = NULL;
-    goto out;
-oom:
-    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
-    for (size_t i = 0; i < nmaps; i++) {
-        free(maps[i].path);
-        free(maps[i].build_id);
-    }
-    free(maps);
     free(gz.p);
     free(body.p);
-    free(m.p);
-    free(s.table.p);
-    hs__smap_free(&s.idx);
-    free(c.locs.p);
-    free(c.fns.p);
-    hs__smap_free(&c.keys);
-    hs__smap_free(&c.fn_keys);
-    hs__map_free(&c.pcs);
+    pprof_free(&pp);
     return rc;
 }
 
@@ -678,7 +535,7 @@ static void json_str(hs__buf *b, const char *s)
 /* Written as text in three passes over the stacks (frames, samples,
  * weights), not built as a JSON tree and then dumped: the file is the only
  * copy. */
-static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset *x,
+static int export_speedscope(const hs__run *run, const hs__at *at, const hs_stacks_result *x,
                              hs_api_reply *out, hs_qerr *err)
 {
     hs__buf b = {0};
@@ -688,15 +545,14 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     int rc = HS_EDB;
     hs__buf_printf(&b, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
                        "\"shared\":{\"frames\":[");
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         total += t->bytes;
         for (int j = t->depth - 1; j >= 0; j--) {
             uint64_t fi;
             if (hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) continue;
-            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-            if (!f) goto out;
+            const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
             hs__buf_printf(&b, "%s{\"name\":", nf ? "," : "");
             json_str(&b, f->name);
             if (f->file[0]) {
@@ -718,8 +574,8 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     hs__buf_printf(
         &b, ",\"unit\":\"bytes\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":[", total);
     int first = 1;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         hs__buf_put(&b, first ? "[" : ",[", first ? 1 : 2);
         first = 0;
@@ -732,8 +588,8 @@ static int export_speedscope(hs_q *q, const hs__run *run, const hs__at *at, xset
     }
     hs__buf_put(&b, "],\"weights\":[", 13);
     first = 1;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    for (size_t i = 0; i < x->nrows; i++) {
+        hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         hs__buf_printf(&b, "%s%" PRId64, first ? "" : ",", t->bytes);
         first = 0;
@@ -765,74 +621,136 @@ static void dot_escape(hs__buf *b, const char *s)
     }
 }
 
-static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs_api_reply *out,
-                      hs_qerr *err)
-{
-    /* nodes: functions (inclusive and self bytes); edges: caller -> callee */
-    hs__smap fn = {0}, edges = {0};
+/* The call graph: functions (inclusive and self bytes) and caller ->
+ * callee edges, each named by its index in the string maps. */
+typedef struct dgraph {
+    hs__smap fn, edges;
     struct dn {
         const char *name;
         int64_t incl, self;
         size_t seen;
-    } *nodes = NULL;
-    int64_t *ew = NULL;
-    size_t nn = 0, cn = 0, ne = 0, ce = 0;
-    hs__buf b = {0};
-    int rc = HS_EDB;
-    for (size_t i = 0; i < x->n; i++) {
-        xtrace *t = &x->t[i];
+    } * nodes;
+    int64_t *ew;
+    size_t nn, cn, ne, ce;
+} dgraph;
+
+static void dgraph_free(dgraph *g)
+{
+    free(g->nodes);
+    free(g->ew);
+    hs__smap_free(&g->fn);
+    hs__smap_free(&g->edges);
+}
+
+/* The node of f (trace i's frame), counted once per trace; its index, or
+ * (size_t)-1 when out of memory. */
+static size_t dgraph_node(dgraph *g, const hs_sframe *f, size_t i, const hs_stack_row *t, int leaf)
+{
+    int added;
+    size_t k = hs__smap_intern(&g->fn, f->name, strlen(f->name), g->nn, &added);
+    if (k == (size_t)-1) return k;
+    if (added) {
+        if (g->nn == g->cn) {
+            g->cn = g->cn ? g->cn * 2 : 256;
+            void *np = realloc(g->nodes, g->cn * sizeof *g->nodes);
+            if (!np) return (size_t)-1;
+            g->nodes = np;
+        }
+        g->nodes[g->nn++] = (struct dn){f->name, 0, 0, (size_t)-1};
+    }
+    if (g->nodes[k].seen != i) {
+        g->nodes[k].seen = i;
+        g->nodes[k].incl += t->bytes;
+    }
+    if (leaf) g->nodes[k].self += t->bytes;
+    return k;
+}
+
+/* Adds bytes to the edge prev -> k. 0, or -1 when out of memory. */
+static int dgraph_edge(dgraph *g, size_t prev, size_t k, int64_t bytes)
+{
+    char ek[64];
+    int added, en = snprintf(ek, sizeof ek, "%zu>%zu", prev, k);
+    size_t e = hs__smap_intern(&g->edges, ek, (size_t)en, g->ne, &added);
+    if (e == (size_t)-1) return -1;
+    if (added) {
+        if (g->ne == g->ce) {
+            g->ce = g->ce ? g->ce * 2 : 256;
+            int64_t *np = realloc(g->ew, g->ce * sizeof *np);
+            if (!np) return -1;
+            g->ew = np;
+        }
+        g->ew[g->ne++] = 0;
+    }
+    g->ew[e] += bytes;
+    return 0;
+}
+
+static int dgraph_build(const hs_stacks_result *x, dgraph *g, hs_qerr *err)
+{
+    for (size_t i = 0; i < x->nrows; i++) {
+        const hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0) continue;
         size_t prev = (size_t)-1;
         for (int j = t->depth - 1; j >= 0; j--) {
-            const hs__frame *f = hs__frame_get(q, t->frames[j], err);
-            if (!f) goto out;
-            int added;
-            size_t k = hs__smap_intern(&fn, f->name, strlen(f->name), nn, &added);
-            if (k == (size_t)-1) goto oom;
-            if (added) {
-                if (nn == cn) {
-                    cn = cn ? cn * 2 : 256;
-                    void *np = realloc(nodes, cn * sizeof *nodes);
-                    if (!np) goto oom;
-                    nodes = np;
-                }
-                nodes[nn++] = (struct dn){f->name, 0, 0, (size_t)-1};
-            }
-            if (nodes[k].seen != i) {
-                nodes[k].seen = i;
-                nodes[k].incl += t->bytes;
-            }
-            if (j == 0) nodes[k].self += t->bytes;
-            if (prev != (size_t)-1 && prev != k) {
-                char ek[64];
-                int en = snprintf(ek, sizeof ek, "%zu>%zu", prev, k);
-                size_t e = hs__smap_intern(&edges, ek, (size_t)en, ne, &added);
-                if (e == (size_t)-1) goto oom;
-                if (added) {
-                    if (ne == ce) {
-                        ce = ce ? ce * 2 : 256;
-                        int64_t *np = realloc(ew, ce * sizeof *np);
-                        if (!np) goto oom;
-                        ew = np;
-                    }
-                    ew[ne++] = 0;
-                }
-                ew[e] += t->bytes;
-            }
+            const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
+            size_t k = dgraph_node(g, f, i, t, j == 0);
+            if (k == (size_t)-1 ||
+                (prev != (size_t)-1 && prev != k && dgraph_edge(g, prev, k, t->bytes)))
+                return hs__err(err, HS_ENOMEM, "out of memory");
             prev = k;
         }
     }
+    return 0;
+}
+
+/* The graph as DOT, its nodes of at least min_incl bytes and the edges
+ * between them. */
+static void dgraph_write(const dgraph *g, hs__buf *b, int64_t min_incl, int64_t total)
+{
+    double tot = total > 0 ? (double)total : 1;
+    for (size_t i = 0; i < g->nn; i++) {
+        const struct dn *n = &g->nodes[i];
+        if (n->incl < min_incl) continue;
+        hs__buf_printf(b, "  n%zu [label=\"", i);
+        dot_escape(b, n->name);
+        hs__buf_printf(
+            b, "\\nself %" PRId64 " B (%.1f%%)\\ntotal %" PRId64 " B (%.1f%%)\", fontsize=%d];\n",
+            n->self, 100.0 * (double)n->self / tot, n->incl, 100.0 * (double)n->incl / tot,
+            8 + (int)(16.0 * (double)n->self / tot));
+    }
+    for (size_t i = 0; i < g->edges.cap; i++) {
+        if (!g->edges.keys[i]) continue;
+        size_t a, c;
+        if (sscanf(g->edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
+        if (g->nodes[a].incl < min_incl || g->nodes[c].incl < min_incl) continue;
+        int64_t w = g->ew[g->edges.vals[i]];
+        hs__buf_printf(b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
+                       1.0 + 4.0 * (double)w / tot);
+    }
+}
+
+static int export_dot(const hs__run *run, const hs__at *at, const hs_stacks_result *x,
+                      hs_api_reply *out, hs_qerr *err)
+{
+    dgraph g = {0};
+    hs__buf b = {0};
+    int rc = dgraph_build(x, &g, err);
+    if (rc) goto out;
     /* Graphviz lays out a few thousand nodes, not a hundred thousand: the
      * DOT_NODES functions of most inclusive bytes, and the edges between them */
     int64_t min_incl = INT64_MIN;
     size_t dropped = 0;
-    if (nn > DOT_NODES) {
-        int64_t *w = malloc(nn * sizeof *w);
-        if (!w) goto oom;
-        for (size_t i = 0; i < nn; i++) w[i] = nodes[i].incl;
-        min_incl = hs__kth_largest(w, nn, DOT_NODES);
+    if (g.nn > DOT_NODES) {
+        int64_t *w = malloc(g.nn * sizeof *w);
+        if (!w) {
+            rc = hs__err(err, HS_ENOMEM, "out of memory");
+            goto out;
+        }
+        for (size_t i = 0; i < g.nn; i++) w[i] = g.nodes[i].incl;
+        min_incl = hs__kth_largest(w, g.nn, DOT_NODES);
         free(w);
-        for (size_t i = 0; i < nn; i++) dropped += nodes[i].incl < min_incl;
+        for (size_t i = 0; i < g.nn; i++) dropped += g.nodes[i].incl < min_incl;
     }
     char note[512], more[128] = "";
     sampling_note(note, sizeof note, run, x);
@@ -843,84 +761,106 @@ static int export_dot(hs_q *q, const hs__run *run, const hs__at *at, xset *x, hs
                    "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
                    " bytes (%s%s)\";\n  node [shape=box];\n",
                    run->id, at->at_ns / 1e9, x->total_bytes, note, more);
-    double tot = x->total_bytes > 0 ? (double)x->total_bytes : 1;
-    for (size_t i = 0; i < nn; i++) {
-        if (nodes[i].incl < min_incl) continue;
-        hs__buf_printf(&b, "  n%zu [label=\"", i);
-        dot_escape(&b, nodes[i].name);
-        hs__buf_printf(
-            &b, "\\nself %" PRId64 " B (%.1f%%)\\ntotal %" PRId64 " B (%.1f%%)\", fontsize=%d];\n",
-            nodes[i].self, 100.0 * (double)nodes[i].self / tot, nodes[i].incl,
-            100.0 * (double)nodes[i].incl / tot, 8 + (int)(16.0 * (double)nodes[i].self / tot));
-    }
-    for (size_t i = 0; i < edges.cap; i++) {
-        if (!edges.keys[i]) continue;
-        size_t a, c;
-        if (sscanf(edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
-        if (nodes[a].incl < min_incl || nodes[c].incl < min_incl) continue;
-        int64_t w = ew[edges.vals[i]];
-        hs__buf_printf(&b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
-                       1.0 + 4.0 * (double)w / tot);
-    }
+    dgraph_write(&g, &b, min_incl, x->total_bytes);
     hs__buf_printf(&b, "}\n");
     rc = file_reply(out, &b, "text/vnd.graphviz", "heap.dot", err);
     b.p = NULL;
-    goto out;
-oom:
-    rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
     free(b.p);
-    free(nodes);
-    free(ew);
-    hs__smap_free(&fn);
-    hs__smap_free(&edges);
+    dgraph_free(&g);
     return rc;
 }
 
-int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, hs_api_reply *out,
-               hs_qerr *err)
+static const char *const export_names[] = {
+    [HS_EXPORT_COLLAPSED] = "collapsed",
+    [HS_EXPORT_PPROF] = "pprof",
+    [HS_EXPORT_SPEEDSCOPE] = "speedscope",
+    [HS_EXPORT_DOT] = "dot",
+};
+
+void hs_export_params_init(hs_export_params *p)
 {
-    int kind = !strcmp(format, "collapsed")    ? 0
-               : !strcmp(format, "pprof")      ? 1
-               : !strcmp(format, "speedscope") ? 2
-               : !strcmp(format, "dot")        ? 3
-                                               : -1;
-    if (kind < 0)
-        return hs__err(err, HS_EINVAL,
-                       "format must be pprof, speedscope, collapsed or dot (not '%s')", format);
-    double min_share;
-    int rc = hs__min_share_param(p, &min_share, err);
-    if (rc) return rc;
-    if (hs__param(p, "min_share") && kind != 0)
-        return hs__err(err, HS_EINVAL,
-                       "min_share applies to the flame graph and collapsed stacks, not to %s",
-                       format);
-    hs__at at;
-    if ((rc = hs__at_param(q, run, p, HS_EXPORT_AT, &at, err))) return rc;
-    hs__state s;
-    if ((rc = hs__state_at(q, run, &at, &s, err))) return rc;
-    xset x = {0};
-    if (!(rc = xset_live(q, &s, &x, err))) {
-        if (kind == 1) rc = xset_allocs(q, run, at.at_ns, &x, err);
-        if (!rc) {
-            switch (kind) {
-            case 0:
-                rc =
-                    export_collapsed(q, &x, (int64_t)(min_share * (double)x.total_bytes), out, err);
-                break;
-            case 1:
-                rc = export_pprof(q, run, &at, &x, out, err);
-                break;
-            case 2:
-                rc = export_speedscope(q, run, &at, &x, out, err);
-                break;
-            default:
-                rc = export_dot(q, run, &at, &x, out, err);
-                break;
+    memset(p, 0, sizeof *p);
+    p->at.kind = HS_TSEL_PEAK;
+    p->format = HS_EXPORT_PPROF;
+}
+
+int hs_export_param(hs_export_params *p, const char *key, const char *value, hs_qerr *err)
+{
+    if (!strcmp(key, "at")) return hs_sel_parse_t(&p->at, value, err);
+    if (!strcmp(key, "format")) {
+        for (size_t i = 0; i < HS_COUNTOF(export_names); i++)
+            if (!strcmp(value, export_names[i])) {
+                p->format = (int)i;
+                return 0;
             }
+        return hs__err(err, HS_EINVAL,
+                       "format must be pprof, speedscope, collapsed or dot (not '%s')", value);
+    }
+    if (strcmp(key, "min_share")) return 0;
+    char *end;
+    p->min_share = strtod(value, &end);
+    if (!*value || *end || !(p->min_share >= 0 && p->min_share <= 1))
+        return hs__err(err, HS_EINVAL, "min_share must be a number from 0 to 1 (not '%s')", value);
+    p->has_min_share = 1;
+    return 0;
+}
+
+/* The file of format for the state at at. */
+static int export_state(hs_q *q, const hs__run *run, const hs__at *at, const hs_export_params *p,
+                        hs_api_reply *out, hs_qerr *err)
+{
+    hs__state s;
+    int rc = hs__state_at(q, run, at, &s, err);
+    if (rc) return rc;
+    hs_stacks_result x;
+    rc = hs__stacks_build(q, run, at, &s, p->format == HS_EXPORT_PPROF, &x, err);
+    if (!rc) {
+        switch (p->format) {
+        case HS_EXPORT_COLLAPSED:
+            rc = export_collapsed(&x, (int64_t)(p->min_share * (double)x.total_bytes), out, err);
+            break;
+        case HS_EXPORT_PPROF:
+            rc = export_pprof(q, run, at, &x, out, err);
+            break;
+        case HS_EXPORT_SPEEDSCOPE:
+            rc = export_speedscope(run, at, &x, out, err);
+            break;
+        default:
+            rc = export_dot(run, at, &x, out, err);
+            break;
         }
     }
-    xset_free(&x);
+    hs_stacks_result_clear(&x);
     hs__state_clear(&s);
     return rc;
+}
+
+int hs_core_export(hs_q *q, const hs_export_params *p, hs_export_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    assert(p->format >= 0 && (size_t)p->format < HS_COUNTOF(export_names));
+    hs__run run = {0};
+    hs__at at;
+    hs_api_reply r = {0};
+    int rc = hs__run_resolve(q, &p->run, &run, err);
+    if (!rc && p->has_min_share && p->format != HS_EXPORT_COLLAPSED)
+        rc = hs__err(err, HS_EINVAL,
+                     "min_share applies to the flame graph and collapsed stacks, not to %s",
+                     export_names[p->format]);
+    if (!rc) rc = hs__at_resolve(q, &run, &p->at, &at, err);
+    if (!rc) rc = export_state(q, &run, &at, p, &r, err);
+    hs__run_clear(&run);
+    if (rc) return rc;
+    out->body = r.body;
+    out->len = r.len;
+    out->content_type = r.content_type;
+    out->filename = r.filename;
+    return 0;
+}
+
+void hs_export_result_clear(hs_export_result *r)
+{
+    free(r->body);
+    memset(r, 0, sizeof *r);
 }

@@ -108,56 +108,58 @@ static int series_point(history_acc *h, hs_history_series *s, int64_t bucket, in
     return 0;
 }
 
+/* One trace's delta row into its series (lookup), or any trace's (scan). */
+typedef struct series_walk {
+    history_acc *h;
+    hs_history_series *s; /* lookup: the series */
+    int64_t cur;          /* lookup: its live bytes so far */
+    hs__map idx;          /* scan: trace -> series index */
+    int64_t *curs;        /* scan: each series' live bytes so far */
+    hs_qerr *err;
+} series_walk;
+
+static int lookup_row(int64_t bucket, int64_t bytes, void *data)
+{
+    series_walk *w = data;
+    w->cur += bytes;
+    return series_point(w->h, w->s, bucket, w->cur, w->err);
+}
+
 static int series_points_lookup(history_acc *h, const trace_series *ts, size_t n, hs_qerr *err)
 {
     for (size_t i = 0; i < n; i++) {
         if (ts[i].first > ts[i].last) continue; /* no delta rows */
-        sqlite3_stmt *st = hs__stmt(h->q, ST_TRACE_DELTAS, err);
-        if (!st) return HS_EDB;
-        sqlite3_bind_int64(st, 1, h->run->id);
-        sqlite3_bind_int64(st, 2, ts[i].first);
-        sqlite3_bind_int64(st, 3, ts[i].last);
-        sqlite3_bind_int64(st, 4, ts[i].trace);
-        int64_t cur = 0;
-        int s, rc = 0;
-        while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
-            cur += sqlite3_column_int64(st, 1);
-            rc = series_point(h, &h->r->series[i], sqlite3_column_int64(st, 0), cur, err);
-        }
-        sqlite3_reset(st);
+        series_walk w = {.h = h, .s = &h->r->series[i], .err = err};
+        int rc = h->q->store->ops->trace_deltas(h->q->store, h->run->id, ts[i].trace, ts[i].first,
+                                                ts[i].last, lookup_row, &w, err);
         if (rc) return rc;
-        if (s != SQLITE_DONE) return hs__dberr(h->q, err);
     }
     return 0;
 }
 
+static int scan_row(int64_t bucket, int64_t trace, int64_t bytes, void *data)
+{
+    series_walk *w = data;
+    uint64_t i;
+    if (!hs__map_get(&w->idx, (uint64_t)trace, &i)) return 0;
+    w->curs[i] += bytes;
+    return series_point(w->h, &w->h->r->series[i], bucket, w->curs[i], w->err);
+}
+
 static int series_points_scan(history_acc *h, const trace_series *ts, size_t n, hs_qerr *err)
 {
-    hs__map idx = {0};
-    int64_t *cur = calloc(n ? n : 1, sizeof *cur);
-    int rc = HS_EDB, s;
-    sqlite3_stmt *st = NULL;
-    if (!cur) goto oom;
+    series_walk w = {.h = h, .err = err};
+    int rc = 0;
+    if (!(w.curs = calloc(n ? n : 1, sizeof *w.curs))) goto oom;
     for (size_t i = 0; i < n; i++)
-        if (hs__map_put(&idx, (uint64_t)ts[i].trace, i)) goto oom;
-    if (!(st = hs__stmt(h->q, ST_DELTAS_AFTER, err))) goto out;
-    sqlite3_bind_int64(st, 1, h->run->id);
-    sqlite3_bind_int64(st, 2, -1);
-    rc = 0;
-    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
-        uint64_t i;
-        if (!hs__map_get(&idx, (uint64_t)sqlite3_column_int64(st, 1), &i)) continue;
-        cur[i] += sqlite3_column_int64(st, 2);
-        rc = series_point(h, &h->r->series[i], sqlite3_column_int64(st, 0), cur[i], err);
-    }
-    sqlite3_reset(st);
-    if (!rc) rc = s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
+        if (hs__map_put(&w.idx, (uint64_t)ts[i].trace, i)) goto oom;
+    rc = h->q->store->ops->deltas(h->q->store, h->run->id, -1, scan_row, &w, err);
     goto out;
 oom:
     rc = hs__err(err, HS_ENOMEM, "out of memory");
 out:
-    hs__map_free(&idx);
-    free(cur);
+    hs__map_free(&w.idx);
+    free(w.curs);
     return rc;
 }
 
@@ -259,105 +261,76 @@ static void *grow(void *a, size_t n, size_t sz, void **out)
     return na;
 }
 
-/* The heap's rows (bucket, live, max, count): the exact ones of a run that
- * has them (schema 008, run_exact.flags & 256), with *own set (the caller
- * finalizes it); else the sampled series. */
-static sqlite3_stmt *series_stmt(hs_q *q, int64_t run, int *own, hs_qerr *err)
-{
-    sqlite3_stmt *st = NULL;
-    *own = 0;
-    if (q->schema >= 8 &&
-        sqlite3_prepare_v2(q->db,
-                           "SELECT h.bucket, h.live_bytes, h.max_bytes, max(h.allocs - h.frees, 0) "
-                           "FROM run_exact r JOIN heap_exact h ON h.run = r.run WHERE r.run = ?1 "
-                           "AND r.flags & 256 ORDER BY h.bucket",
-                           -1, &st, NULL) == SQLITE_OK) {
-        sqlite3_bind_int64(st, 1, run);
-        if (sqlite3_step(st) == SQLITE_ROW) {
-            sqlite3_reset(st);
-            *own = 1;
-            return st;
-        }
-        sqlite3_finalize(st);
-    }
-    if ((st = hs__stmt(q, ST_SERIES, err))) sqlite3_bind_int64(st, 1, run);
-    return st;
-}
-
-static void series_done(sqlite3_stmt *st, int own)
-{
-    if (own)
-        sqlite3_finalize(st);
-    else
-        sqlite3_reset(st);
-}
-
 /* The heap's points, one per span of k buckets. */
+typedef struct points_walk {
+    history_acc *h;
+    int64_t span, hmax;
+    hs_history_point *last;
+    hs_qerr *err;
+} points_walk;
+
+static int point_row(const hs_qstore_heap *row, void *data)
+{
+    points_walk *w = data;
+    hs_history_result *r = w->h->r;
+    int64_t b = row->bucket, m = row->max_bytes, k = w->h->k;
+    if (b / k != w->span || !w->last) {
+        void *np = grow(r->points, r->npoints, sizeof *r->points, (void **)&w->last);
+        if (!np) return hs__err(w->err, HS_ENOMEM, "out of memory");
+        r->points = np;
+        r->npoints++;
+        w->span = b / k;
+        w->hmax = m;
+        *w->last =
+            (hs_history_point){.t_ns = bucket_end_ns(w->h->run, k > 1 ? w->span * k + k - 1 : b)};
+    }
+    if (m > w->hmax) w->hmax = m;
+    w->last->heap_bytes = row->live_bytes;
+    w->last->heap_max_bytes = w->hmax;
+    w->last->heap_count = row->live_count;
+    return 0;
+}
+
 static int history_points(history_acc *h, hs_qerr *err)
 {
-    hs_history_result *r = h->r;
-    int own;
-    sqlite3_stmt *st = series_stmt(h->q, h->run->id, &own, err);
-    if (!st) return HS_EDB;
-    int s;
-    int64_t span = -1, hmax = 0, k = h->k;
-    hs_history_point *last = NULL;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t b = sqlite3_column_int64(st, 0), m = sqlite3_column_int64(st, 2);
-        if (b / k != span || !last) {
-            void *np = grow(r->points, r->npoints, sizeof *r->points, (void **)&last);
-            if (!np) {
-                series_done(st, own);
-                return hs__err(err, HS_ENOMEM, "out of memory");
-            }
-            r->points = np;
-            r->npoints++;
-            span = b / k;
-            hmax = m;
-            *last = (hs_history_point){.t_ns = bucket_end_ns(h->run, k > 1 ? span * k + k - 1 : b)};
-        }
-        if (m > hmax) hmax = m;
-        last->heap_bytes = sqlite3_column_int64(st, 1);
-        last->heap_max_bytes = hmax;
-        last->heap_count = sqlite3_column_int64(st, 3);
-    }
-    int rc = s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
-    series_done(st, own);
-    return rc;
+    points_walk w = {.h = h, .span = -1, .err = err};
+    return h->q->store->ops->heap_series(h->q->store, h->run->id, point_row, &w, err);
 }
 
 /* RSS: one sample, the highest, per span of k buckets (and per
  * 1/HISTORY_POINTS of the run). */
+typedef struct rss_walk {
+    hs_history_result *r;
+    int64_t w, span;
+    hs_qerr *err;
+} rss_walk;
+
+static int rss_row(int64_t t, int64_t v, int64_t vsize, void *data)
+{
+    rss_walk *x = data;
+    hs_history_result *r = x->r;
+    r->rss_samples++;
+    hs_rss_point *p;
+    if (r->nrss && t / x->w == x->span) {
+        if (v <= r->rss[r->nrss - 1].rss_bytes) return 0;
+        p = &r->rss[r->nrss - 1];
+    } else {
+        void *np = grow(r->rss, r->nrss, sizeof *r->rss, (void **)&p);
+        if (!np) return hs__err(x->err, HS_ENOMEM, "out of memory");
+        r->rss = np;
+        r->nrss++;
+    }
+    x->span = t / x->w;
+    *p = (hs_rss_point){.t_ns = t, .rss_bytes = v, .vsize_bytes = vsize};
+    return 0;
+}
+
 static int history_rss(history_acc *h, hs_qerr *err)
 {
-    hs_history_result *r = h->r;
-    sqlite3_stmt *st = hs__stmt(h->q, ST_RSS, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, h->run->id);
-    int64_t w = h->k * h->run->g, w2 = h->run->end_ns / HISTORY_POINTS + 1, span = -1;
-    if (w < w2) w = w2;
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t t = sqlite3_column_int64(st, 0), v = sqlite3_column_int64(st, 1);
-        r->rss_samples++;
-        hs_rss_point *p;
-        if (r->nrss && t / w == span) {
-            if (v <= r->rss[r->nrss - 1].rss_bytes) continue;
-            p = &r->rss[r->nrss - 1];
-        } else {
-            void *np = grow(r->rss, r->nrss, sizeof *r->rss, (void **)&p);
-            if (!np) {
-                sqlite3_reset(st);
-                return hs__err(err, HS_ENOMEM, "out of memory");
-            }
-            r->rss = np;
-            r->nrss++;
-        }
-        span = t / w;
-        *p = (hs_rss_point){.t_ns = t, .rss_bytes = v, .vsize_bytes = sqlite3_column_int64(st, 2)};
-    }
-    sqlite3_reset(st);
-    return s == SQLITE_DONE ? 0 : hs__dberr(h->q, err);
+    rss_walk x = {.r = h->r, .w = h->k * h->run->g, .span = -1, .err = err};
+    int64_t w2 = h->run->end_ns / HISTORY_POINTS + 1;
+    if (x.w < w2) x.w = w2;
+    return h->q->store->ops->rss(h->q->store, h->run->id, rss_row, &x, err);
 }
 
 int hs_core_history(hs_q *q, const hs_history_params *p, hs_history_result *out, hs_qerr *err)
@@ -407,48 +380,44 @@ void hs_history_result_clear(hs_history_result *r)
 
 /* ---- the points as CSV ---------------------------------------------------- */
 
-int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err)
+typedef struct csv_walk {
+    hs_q *q;
+    const hs__run *run;
+    hs__buf *b;
+    hs_qerr *err;
+} csv_walk;
+
+static int csv_row(const hs_qstore_heap *row, void *data)
 {
+    csv_walk *w = data;
+    int64_t t = bucket_end_ns(w->run, row->bucket), rss;
+    /* rss: the latest sample at or before each point */
+    int rc = w->q->store->ops->rss_at(w->q->store, w->run->id, t, &rss, w->err);
+    if (rc) return rc;
+    hs__buf_printf(w->b, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", t, row->live_bytes,
+                   row->max_bytes, rss);
+    return 0;
+}
+
+int hs_core_history_csv(hs_q *q, const hs_run_sel *sel, hs_export_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    hs__run run;
+    int rc = hs__run_resolve(q, sel, &run, err);
+    if (rc) return rc;
     hs__buf b = {0};
     hs__buf_printf(&b, "t_ns,heap_bytes,heap_max_bytes,rss_bytes\n");
-    int own;
-    sqlite3_stmt *st = series_stmt(q, run->id, &own, err);
-    if (!st) return HS_EDB;
-    /* rss: the latest sample at or before each point */
-    sqlite3_stmt *rs = NULL;
-    if (sqlite3_prepare_v2(q->db,
-                           "SELECT rss_bytes FROM process_samples WHERE run = ?1 AND t_ns <= ?2 "
-                           "ORDER BY t_ns DESC LIMIT 1",
-                           -1, &rs, NULL) != SQLITE_OK) {
-        series_done(st, own);
-        return hs__dberr(q, err);
-    }
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t t = bucket_end_ns(run, sqlite3_column_int64(st, 0));
-        sqlite3_bind_int64(rs, 1, run->id);
-        sqlite3_bind_int64(rs, 2, t);
-        int64_t rss = sqlite3_step(rs) == SQLITE_ROW ? sqlite3_column_int64(rs, 0) : 0;
-        sqlite3_reset(rs);
-        hs__buf_printf(&b, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", t,
-                       (int64_t)sqlite3_column_int64(st, 1), (int64_t)sqlite3_column_int64(st, 2),
-                       rss);
-    }
-    sqlite3_finalize(rs);
-    int rc = s == SQLITE_DONE ? 0 : hs__dberr(q, err);
-    series_done(st, own);
+    csv_walk w = {.q = q, .run = &run, .b = &b, .err = err};
+    rc = q->store->ops->heap_series(q->store, run.id, csv_row, &w, err);
+    hs__run_clear(&run);
+    if (!rc && b.oom) rc = hs__err(err, HS_ENOMEM, "out of memory");
     if (rc) {
         free(b.p);
         return rc;
     }
-    if (b.oom) {
-        free(b.p);
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    }
-    out->status = 200;
-    out->content_type = "text/csv";
     out->body = b.p;
     out->len = b.n;
+    out->content_type = "text/csv";
     out->filename = "history.csv";
     return 0;
 }

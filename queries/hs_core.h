@@ -271,6 +271,11 @@ typedef struct hs_history_result {
 } hs_history_result;
 
 int hs_core_history(hs_q *q, const hs_history_params *p, hs_history_result *out, hs_qerr *err);
+/* The heap's points, one a bucket, as CSV ("t_ns,heap_bytes,heap_max_bytes,
+ * rss_bytes" lines, rss the latest sample at or before each point): a file
+ * as an export's (hs_export_result, below; hs_export_result_clear). */
+typedef struct hs_export_result hs_export_result;
+int hs_core_history_csv(hs_q *q, const hs_run_sel *run, hs_export_result *out, hs_qerr *err);
 void hs_history_result_clear(hs_history_result *r);
 
 /* ---- top: a moment's state, grouped ---------------------------------------- */
@@ -387,5 +392,197 @@ typedef struct hs_sizes_result {
 
 int hs_core_sizes(hs_q *q, const hs_run_sel *run, hs_sizes_result *out, hs_qerr *err);
 void hs_sizes_result_clear(hs_sizes_result *r);
+
+/* ---- flame: a moment's state as a tree of stacks ---------------------- */
+
+#define HS_FLAME_MAX_NODES 5000 /* nodes in an answer (max_nodes, up to 100000) */
+#define HS_FLAME_MAX_DEPTH 256  /* frames deep (max_depth, up to HS_MAX_DEPTH) */
+
+typedef struct hs_flame_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    double min_share; /* nodes narrower than this share of the bytes are left out */
+    int64_t max_nodes, max_depth;
+} hs_flame_params;
+
+/* Defaults: at peak, every node, HS_FLAME_MAX_NODES nodes at most,
+ * HS_FLAME_MAX_DEPTH deep; run must still be set. */
+void hs_flame_params_init(hs_flame_params *p);
+/* at, min_share, max_nodes, max_depth, as hs_top_param. */
+int hs_flame_param(hs_flame_params *p, const char *key, const char *value, hs_qerr *err);
+
+/* A node: a frame where stacks pass (the root: name and label "all"). */
+typedef struct hs_flame_node {
+    hs_qframe frame;
+    const char *label; /* hs_frame_label of the frame */
+    int64_t bytes, count, self_bytes;
+    size_t nchildren; /* its children: the next subtrees in nodes, widest first */
+} hs_flame_node;
+
+typedef struct hs_flame_result {
+    hs_run_brief run;
+    char at[32];
+    int64_t at_ns, total_bytes, total_count;
+    hs_flame_node *nodes; /* depth first: nodes[0] is the root, each node before its children */
+    size_t nnodes;
+    /* what the answer left out (truncated when cut is set) */
+    int cut;
+    int64_t nodes_cut, nodes_shown; /* nodes built but not in the answer; nodes in it */
+    int64_t min_bytes;              /* the narrowest node it could hold */
+    int64_t depth_cut;              /* max_depth when deeper frames were left out, else 0 */
+    int64_t stacks_omitted, stacks_bytes;
+    int bytes_cut;        /* stopped at the answer's byte bound */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_flame_result;
+
+int hs_core_flame(hs_q *q, const hs_flame_params *p, hs_flame_result *out, hs_qerr *err);
+void hs_flame_result_clear(hs_flame_result *r);
+
+/* ---- stacks: a moment's live stacks with their frames ------------------- */
+
+/* What the exports are written from. A stack keeps its innermost
+ * HS_STACKS_FRAMES frames, and the result takes stacks, largest first,
+ * while they name fewer than HS_STACKS_MAX_FRAMES distinct frames; what
+ * was cut or left out is counted. */
+#define HS_STACKS_FRAMES     64
+#define HS_STACKS_MAX_FRAMES (96u << 10)
+
+/* A frame as the exports name it (strings lent, as in hs_qframe). */
+typedef struct hs_sframe {
+    int64_t id;
+    const char *name, *file, *module;
+    int64_t line, module_offset;
+} hs_sframe;
+
+typedef struct hs_stack_row {
+    int64_t trace, bytes, count;
+    double alloc_objects, alloc_space; /* sampled allocations up to the moment (with allocs) */
+    int depth, cut;                    /* frames kept; cut: the stack was deeper */
+    int64_t *frames;                   /* frame ids, leaf first (hs_stacks_frame) */
+} hs_stack_row;
+
+typedef struct hs_stacks_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    int allocs; /* also every sampled allocation made up to the moment */
+} hs_stacks_params;
+
+typedef struct hs_stacks_result {
+    hs_run_brief run;
+    int64_t at_ns, total_bytes, total_count;
+    hs_stack_row *rows; /* live ones by bytes, largest first; then allocations' only */
+    size_t nrows;
+    size_t omitted; /* stacks left out (frames ran out) */
+    int64_t omitted_bytes;
+    size_t cut;           /* stacks cut to HS_STACKS_FRAMES */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_stacks_result;
+
+int hs_core_stacks(hs_q *q, const hs_stacks_params *p, hs_stacks_result *out, hs_qerr *err);
+/* The frame of id, one of r's rows' (never NULL for those). */
+const hs_sframe *hs_stacks_frame(const hs_stacks_result *r, int64_t id);
+void hs_stacks_result_clear(hs_stacks_result *r);
+
+/* ---- exports: files other tools open ------------------------------------ */
+
+/* collapsed: "outer;…;leaf BYTES" lines (flamegraph.pl, inferno,
+ * speedscope); pprof: gzipped profile.proto; speedscope: its JSON; dot: a
+ * Graphviz call graph. */
+typedef enum hs_export_format {
+    HS_EXPORT_COLLAPSED,
+    HS_EXPORT_PPROF,
+    HS_EXPORT_SPEEDSCOPE,
+    HS_EXPORT_DOT
+} hs_export_format;
+
+typedef struct hs_export_params {
+    hs_run_sel run;
+    hs_t_sel at;
+    int format;        /* hs_export_format */
+    double min_share;  /* collapsed: stacks narrower than this share are left out */
+    int has_min_share; /* given (an error for the other formats) */
+} hs_export_params;
+
+/* Defaults: pprof at peak; run must still be set. */
+void hs_export_params_init(hs_export_params *p);
+/* at, format, min_share, as hs_top_param. */
+int hs_export_param(hs_export_params *p, const char *key, const char *value, hs_qerr *err);
+
+typedef struct hs_export_result {
+    char *body; /* the file (owned) */
+    size_t len;
+    const char *content_type, *filename; /* static */
+} hs_export_result;
+
+int hs_core_export(hs_q *q, const hs_export_params *p, hs_export_result *out, hs_qerr *err);
+void hs_export_result_clear(hs_export_result *r);
+
+/* ---- diff: two moments of one run, or of two runs --------------------------- */
+
+/* One side: RUN@T (T defaults to HS_DIFF_AT). */
+typedef struct hs_diff_side_sel {
+    hs_run_sel run;
+    hs_t_sel at;
+    int given;
+} hs_diff_side_sel;
+
+typedef struct hs_diff_params {
+    hs_diff_side_sel a, b;
+    hs_group by;    /* rows by stack (default), site or function */
+    int64_t limit;  /* rows, 1 to 1000000 */
+    int max_frames; /* frames per row's stack */
+    hs_site_rules site;
+    int collapsed; /* format=collapsed: "stack A_BYTES B_BYTES" lines, by stack */
+} hs_diff_params;
+
+/* Defaults: by stack, HS_DIFF_LIMIT rows, HS_STACK_FRAMES frames, user
+ * sites; a and b must still be given. */
+void hs_diff_params_init(hs_diff_params *p);
+/* a, b (RUN@T), by, limit, max_frames, format (json or collapsed), site,
+ * wrappers, as hs_top_param. */
+int hs_diff_param(hs_diff_params *p, const char *key, const char *value, hs_qerr *err);
+/* For a mistake in b= (rc, err filled): the API checks a= first, so a's
+ * missing run or moment outside it is named instead. Returns that error,
+ * else rc with err unchanged. */
+int hs_diff_b_check(hs_q *q, const hs_diff_params *p, hs_qerr *err, int rc);
+
+typedef struct hs_diff_side {
+    hs_run_brief run;
+    char at[32];
+    int64_t at_ns, total_bytes;
+} hs_diff_side;
+
+/* A row: stacks matched by their frames' names (not by trace id). */
+typedef struct hs_diff_row {
+    const char *name; /* the site's or function's name, or the stack's site */
+    int64_t trace;    /* a representative trace (b's when b has one) */
+    int64_t a_bytes, a_count, b_bytes, b_count;
+    hs_qstack stack; /* the trace's stack (none by function) */
+} hs_diff_row;
+
+/* A node of the differential flame, depth first as in hs_flame_result. */
+typedef struct hs_dflame_node {
+    const char *name;
+    int64_t a_bytes, b_bytes;
+    size_t nchildren;
+} hs_dflame_node;
+
+typedef struct hs_diff_result {
+    hs_diff_side a, b;
+    hs_group by;
+    hs_diff_row *rows; /* the largest changes first */
+    size_t nrows;
+    hs_dflame_node *flame; /* flame[0]: "all" */
+    size_t nflame;
+    char *collapsed; /* format=collapsed: the lines, instead of rows and flame (owned) */
+    size_t collapsed_len;
+    /* what the answer left out */
+    int flame_cut, frames_cut, max_frames;
+    int64_t stacks_omitted, stacks_bytes;
+    void *own, *own_json; /* as in hs_top_result */
+} hs_diff_result;
+
+int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr *err);
+void hs_diff_result_clear(hs_diff_result *r);
 
 #endif

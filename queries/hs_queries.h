@@ -2,8 +2,8 @@
  *
  * Everything people ask about stored runs (runs, history, top, flame, diff,
  * leaks, sizes, exports, read-only SQL) is answered by queries/, over a
- * read-only SQLite connection; hs_core.h is the typed core, and this header
- * its JSON adapter: hs_api_handle() takes a request of docs/api.md (method,
+ * store (hs_qstore.h; SQLite's, read-only); hs_core.h is the typed core,
+ * and this header its JSON adapter: hs_api_handle() takes a request of docs/api.md (method,
  * "/api/…?query", body) and answers JSON or a file with an HTTP status. The
  * server's HTTP layer (server/http.c) calls it; the CLI calls the core in
  * its direct mode, and the adapter's JSON encoders for --json, so both give
@@ -14,10 +14,10 @@
  * so is what a request holds: about 200 MB at most, the caches dropping back
  * to a few MB between requests.
  *
- * An hs_q owns one connection, its prepared statements and caches of the
- * immutable tables (frames, traces); it is used by one thread at a time. The
- * selector parsers (RUN, T, RUN@T) are pure functions and may be called from
- * anywhere.
+ * An hs_q owns its store (one connection with its prepared statements) and
+ * caches of the immutable stacks (frames, traces); it is used by one thread
+ * at a time. The selector parsers (RUN, T, RUN@T) are pure functions and
+ * may be called from anywhere.
  */
 #ifndef HS_QUERIES_H
 #define HS_QUERIES_H
@@ -64,7 +64,11 @@ json_t *hs_api_history_json(const hs_history_result *r);
 json_t *hs_api_top_json(const hs_top_result *r);
 /* … /api/runs/RUN/leaks … */
 json_t *hs_api_leaks_json(const hs_leaks_result *r);
-/* … and /api/runs/RUN/sizes. */
+/* … /api/runs/RUN/sizes … */
 json_t *hs_api_sizes_json(const hs_sizes_result *r);
+/* … /api/runs/RUN/flame … */
+json_t *hs_api_flame_json(const hs_flame_result *r);
+/* … and /api/diff (not format=collapsed). */
+json_t *hs_api_diff_json(const hs_diff_result *r);
 
 #endif

@@ -233,41 +233,44 @@ static int site_put(leak_site *s, int64_t bucket, int64_t bytes)
 
 /* The rows of buckets <= upto of the traces in ls->traces, in one pass
  * over the run's delta rows. */
+typedef struct scan_acc {
+    leak_sites *ls;
+    int64_t upto;
+} scan_acc;
+
+#define SCAN_STOP 1 /* a row past upto: the pass is done (not an error) */
+
+static int scan_row(int64_t bucket, int64_t trace, int64_t bytes, void *data)
+{
+    scan_acc *a = data;
+    uint64_t k;
+    if (bucket > a->upto) return SCAN_STOP;
+    if (!hs__map_get(&a->ls->traces, (uint64_t)trace, &k)) return 0;
+    return site_put(&a->ls->s[k], bucket, bytes);
+}
+
 static int sites_scan(hs_q *q, const hs__run *run, int64_t upto, leak_sites *ls, hs_qerr *err)
 {
-    sqlite3_stmt *st = hs__stmt(q, ST_DELTAS_AFTER, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, run->id);
-    sqlite3_bind_int64(st, 2, -1);
-    int s = SQLITE_DONE, rc = 0;
-    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t b = sqlite3_column_int64(st, 0);
-        uint64_t k;
-        if (b > upto) break;
-        if (hs__map_get(&ls->traces, (uint64_t)sqlite3_column_int64(st, 1), &k))
-            rc = site_put(&ls->s[k], b, sqlite3_column_int64(st, 2));
-    }
-    sqlite3_reset(st);
-    if (rc) return hs__err(err, HS_ENOMEM, "out of memory");
-    return s == SQLITE_DONE || s == SQLITE_ROW ? 0 : hs__dberr(q, err);
+    scan_acc a = {ls, upto};
+    int rc = q->store->ops->deltas(q->store, run->id, -1, scan_row, &a, err);
+    if (rc == SCAN_STOP) return 0;
+    if (rc == HS_ENOMEM) return hs__err(err, HS_ENOMEM, "out of memory");
+    return rc;
+}
+
+static int lookup_row(int64_t bucket, int64_t bytes, void *data)
+{
+    return site_put(data, bucket, bytes);
 }
 
 /* The rows of buckets first..last of one trace, looked up. */
 static int site_lookup(hs_q *q, const hs__run *run, int64_t trace, int64_t first, int64_t last,
                        leak_site *site, hs_qerr *err)
 {
-    sqlite3_stmt *st = hs__stmt(q, ST_TRACE_DELTAS, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, run->id);
-    sqlite3_bind_int64(st, 2, first);
-    sqlite3_bind_int64(st, 3, last);
-    sqlite3_bind_int64(st, 4, trace);
-    int s, rc = 0;
-    while (!rc && (s = sqlite3_step(st)) == SQLITE_ROW)
-        rc = site_put(site, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1));
-    sqlite3_reset(st);
-    if (rc) return hs__err(err, HS_ENOMEM, "out of memory");
-    return s == SQLITE_DONE ? 0 : hs__dberr(q, err);
+    int rc =
+        q->store->ops->trace_deltas(q->store, run->id, trace, first, last, lookup_row, site, err);
+    if (rc == HS_ENOMEM) return hs__err(err, HS_ENOMEM, "out of memory");
+    return rc;
 }
 
 static int cmp_delta_bucket(const void *a, const void *b)
@@ -409,18 +412,15 @@ static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *su
 
 /* Ranks the growing sites (equal scores keep the order of their first
  * delta row, as a pass over the rows meets them); stacks only for the rows
- * answered. The summaries and the rows are read in one transaction. */
+ * answered. The summaries and the rows are read in the request's one read
+ * transaction (the store's, held by the run's record). */
 static int leaks_growing(leaks_out *o, const hs__run *run, const hs__at *at, hs_qerr *err)
 {
     hs__tsums sums = {0};
     hs_leaks_result *r = o->r;
     size_t n = 0;
-    int own_tx = sqlite3_get_autocommit(o->q->db);
-    if (own_tx && sqlite3_exec(o->q->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK)
-        return hs__dberr(o->q, err);
     int rc = hs__tsums_load(o->q, run, at->bucket, &sums, err);
     if (!rc && at->bucket >= 0) rc = leaks_fit(o->q, run, at->bucket, &sums, &r->growing, &n, err);
-    if (own_tx) sqlite3_exec(o->q->db, "COMMIT", NULL, NULL, NULL);
     hs__tsums_clear(&sums);
     if (rc) return rc;
     hs__sort(r->growing, n, sizeof *r->growing, cmp_score);

@@ -1,7 +1,7 @@
 /* q_internal: what the files of queries/ share and nobody else sees.
  *
- * The connection (hs_q) with its prepared statements, which are prepared on
- * first use and finalized in hs_q_free(); caches of trace nodes and frames,
+ * The query handle (hs_q) over its store (hs_qstore.h: SQLite's today, the
+ * only code of queries/ that speaks SQL); caches of trace nodes and frames,
  * which never change once written (the prefix tree and the frame table are
  * append-only), so they stay valid across queries; a resolved run (hs__run)
  * and the state of a run at a moment (hs__state: live bytes per trace).
@@ -9,13 +9,13 @@
 #ifndef HS_Q_INTERNAL_H
 #define HS_Q_INTERNAL_H
 
-#include <sqlite3.h>
 #include <stdint.h>
 #include <stdlib.h>
 
 #include "hs_map.h"
 #include "hs_core.h"
 #include "hs_queries.h"
+#include "hs_qstore.h"
 #include "hs_tstats.h"
 
 typedef struct hs__params hs__params; /* a request's decoded query parameters */
@@ -48,31 +48,6 @@ typedef struct hs__smap {
  * Returns (size_t)-1 when out of memory. */
 size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, int *added);
 void hs__smap_free(hs__smap *m);
-
-enum hs__stmt_id {
-    ST_RUN,
-    ST_LABELS,
-    ST_KEYFRAME,
-    ST_KF_ROWS,
-    ST_DELTA_ROWS,
-    ST_PEAK_BUCKET,
-    ST_PEAK_ROWS,
-    ST_NODE,
-    ST_FRAME,
-    ST_SERIES,
-    ST_RSS,
-    ST_DELTAS_AFTER,
-    ST_TRACE_DELTAS,
-    ST_TSTATS_MARK,
-    ST_TSTATS_ROWS,
-    ST_SIZES,
-    ST_LAST_BUCKET,
-    ST_EVENTS,
-    ST_RUN_STACKS,
-    ST_MAPPINGS,
-    ST_PCS,
-    ST__COUNT
-};
 
 typedef struct hs__frame {
     char *function, *file, *module;
@@ -108,15 +83,9 @@ int hs__site_index(hs_q *q, int64_t trace, const int64_t *frames, int depth, hs_
 int hs__site_of(hs_q *q, const int64_t *frames, int depth, hs_qerr *err);
 
 struct hs_q {
-    sqlite3 *db;
-    char *path;
-    /* the database's location cannot be written, and why (a sentence after
-     * its path): found once at open, so health answers without a system call */
-    int read_only;
-    char read_only_why[256];
-    int schema;      /* user_version when opened: below 2, no trace_stats */
-    int series_path; /* history's points: 0 the cheaper way, 1 lookups, 2 a pass (tests) */
-    sqlite3_stmt *st[ST__COUNT];
+    hs_qstore *store; /* where the runs are (owned) */
+    char *path;       /* the database named at open */
+    int series_path;  /* history's points: 0 the cheaper way, 1 lookups, 2 a pass (tests) */
     hs__map node_idx; /* trace node id -> index into nodes */
     struct hs__node {
         int64_t parent, frame;
@@ -126,8 +95,7 @@ struct hs_q {
     hs__map frame_idx;  /* frame id -> index into frames */
     hs__frame **frames; /* each allocated alone: pointers stay valid until hs__cache_trim */
     size_t nframes, capframes;
-    struct hs__sqlfn *sqlfn; /* sql.c: the checked functions of user SQL (owned) */
-    size_t node_misses;      /* trace nodes read from the database in this request */
+    size_t node_misses; /* trace nodes read from the database in this request */
     /* sites (site.c): the current rules and trace -> site frame under them */
     int site_mode;            /* HS_SITE_* */
     char site_wrappers[2048]; /* comma-separated user wrappers */
@@ -136,13 +104,8 @@ struct hs_q {
     int big;                  /* the last request was big: trim malloc's pages */
 };
 
-/* Returns the statement, reset and with bindings cleared, or NULL (err set). */
-sqlite3_stmt *hs__stmt(hs_q *q, int id, hs_qerr *err);
-extern const char *const hs__stmt_sql[ST__COUNT];
-
 /* Fills err (code: a negative HS_E code) and returns code. */
 int hs__err(hs_qerr *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-int hs__dberr(hs_q *q, hs_qerr *err);
 
 /* A run resolved from a selector. */
 typedef struct hs__run {
@@ -160,6 +123,10 @@ typedef struct hs__run {
 
 int hs__run_resolve(hs_q *q, const hs_run_sel *sel, hs__run *out, hs_qerr *err);
 int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err);
+/* The ids of the runs matching every key=value (at most MAX_RUN_FILTERS),
+ * newest first, at most limit; *ids malloc'd. */
+int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
+                    int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err);
 void hs__run_clear(hs__run *r);
 
 /* A moment of a run. */
@@ -175,9 +142,7 @@ typedef struct hs__at {
 
 int hs__at_resolve(hs_q *q, const hs__run *run, const hs_t_sel *t, hs__at *out, hs_qerr *err);
 
-typedef struct hs__live {
-    int64_t trace, bytes, count;
-} hs__live;
+typedef hs_qstore_live hs__live;
 
 typedef struct hs__state {
     hs__live *rows; /* live traces (bytes > 0 or count > 0), unordered */
@@ -196,15 +161,8 @@ void hs__state_clear(hs__state *s);
  * then every delta row is read. Rows are
  * in the order of their traces' first delta row (bucket, then trace), the
  * order in which one pass over the delta rows meets them. */
-typedef struct hs__tsum {
-    int64_t trace;
-    hs_tstats s;
-} hs__tsum;
-typedef struct hs__tsums {
-    hs__tsum *rows;
-    size_t n, cap;
-    int64_t delta_rows; /* delta rows summed, over all traces */
-} hs__tsums;
+typedef hs_qstore_tsum hs__tsum;
+typedef hs_qstore_tsums hs__tsums;
 int hs__tsums_load(hs_q *q, const hs__run *run, int64_t upto, hs__tsums *out, hs_qerr *err);
 void hs__tsums_clear(hs__tsums *t);
 
@@ -284,18 +242,10 @@ int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
 /* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
 int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
-int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err);
-int hs__view_diff(hs_q *q, const hs__params *p, hs_api_reply *out, hs_qerr *err);
-int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);
-/* Registers event_rows and the checked SQL functions on q's connection;
- * hs__sql_free releases what they hold. */
-int hs__sql_register(hs_q *q);
-void hs__sql_free(hs_q *q);
-
-/* Files: collapsed, pprof, speedscope, dot (export) and csv (history). */
-int hs__export(hs_q *q, hs__run *run, const hs__params *p, const char *format, hs_api_reply *out,
-               hs_qerr *err);
-int hs__history_csv(hs_q *q, hs__run *run, hs_api_reply *out, hs_qerr *err);
+/* The stacks of state s (run at at), sorted by bytes, and with allocs the
+ * sampled allocations up to at (stacks.c); hs_stacks_result_clear frees. */
+int hs__stacks_build(hs_q *q, const hs__run *run, const hs__at *at, hs__state *s, int allocs,
+                     hs_stacks_result *out, hs_qerr *err);
 
 /* A growable byte buffer for text and protobuf output. */
 typedef struct hs__buf {

@@ -8,9 +8,6 @@
 #include "hs_error.h"
 #include "q_internal.h"
 
-int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
-                    int64_t limit, int64_t **ids, size_t *nids, hs_qerr *err);
-
 /* What an hs_runs_result owns besides its arrays: the runs' records. */
 typedef struct runs_own {
     hs__run *runs;

@@ -426,28 +426,19 @@ static int frame_bits(hs_q *q, int64_t id, hs_qerr *err)
 {
     uint64_t v;
     if (hs__map_get(&q->site_class, (uint64_t)id, &v)) return (int)v;
-    unsigned bits;
+    unsigned bits = 0;
     if (hs__map_get(&q->frame_idx, (uint64_t)id, &v)) {
         bits = frame_class(q, q->frames[v]);
     } else {
-        sqlite3_stmt *st = hs__stmt(q, ST_FRAME, err);
-        if (!st) return HS_EDB;
-        sqlite3_bind_int64(st, 1, id);
-        int rc = sqlite3_step(st);
-        if (rc != SQLITE_ROW && rc != SQLITE_DONE) return hs__dberr(q, err);
-        const unsigned char *fn = rc == SQLITE_ROW ? sqlite3_column_text(st, 0) : NULL;
-        const unsigned char *mod = rc == SQLITE_ROW ? sqlite3_column_text(st, 3) : NULL;
-        hs__frame f = {.function = (char *)(fn ? (const char *)fn : ""),
-                       .module = (char *)(mod ? (const char *)mod : "")};
+        hs_qstore_frame sf;
+        int rc = q->store->ops->frame(q->store, id, &sf, err);
+        if (rc) return rc;
+        hs__frame f = {.function = (char *)sf.function, .module = (char *)sf.module};
         f.name = hs__fn_name(f.function, !f.module[0]);
-        if (!f.name) {
-            sqlite3_reset(st);
-            return hs__err(err, HS_ENOMEM, "out of memory");
-        }
+        if (!f.name) return hs__err(err, HS_ENOMEM, "out of memory");
         hs__frame_classify(&f);
         bits = frame_class(q, &f);
         free(f.name);
-        sqlite3_reset(st);
     }
     if (q->site_class.count >= SITE_CLASS_MAX) hs__map_free(&q->site_class);
     (void)hs__map_put(&q->site_class, (uint64_t)id, bits); /* else asked again */

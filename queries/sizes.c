@@ -9,37 +9,36 @@
 #include "hs_error.h"
 #include "q_internal.h"
 
+typedef struct sizes_walk {
+    hs_sizes_result *out;
+    size_t cap;
+    hs_qerr *err;
+} sizes_walk;
+
+static int sizes_row(int64_t b, int64_t allocs, int64_t bytes, void *data)
+{
+    sizes_walk *w = data;
+    hs_sizes_result *out = w->out;
+    if (b < 0 || b > 63) return 0;
+    if (out->nbuckets == w->cap) {
+        w->cap = w->cap ? w->cap * 2 : 64;
+        hs_qsize_bucket *np = realloc(out->buckets, w->cap * sizeof *np);
+        if (!np) return hs__err(w->err, HS_ENOMEM, "out of memory");
+        out->buckets = np;
+    }
+    uint64_t lo = b == 0 ? 0 : 1ull << b, hi = b >= 63 ? UINT64_MAX >> 1 : (2ull << b) - 1;
+    hs_qsize_bucket *k = &out->buckets[out->nbuckets++];
+    *k = (hs_qsize_bucket){
+        .bucket = (int)b, .lo = (int64_t)lo, .hi = (int64_t)hi, .allocs = allocs, .bytes = bytes};
+    out->total_allocs += k->allocs;
+    out->total_bytes += k->bytes;
+    return 0;
+}
+
 static int sizes_read(hs_q *q, const hs__run *run, hs_sizes_result *out, hs_qerr *err)
 {
-    sqlite3_stmt *st = hs__stmt(q, ST_SIZES, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, run->id);
-    size_t cap = 0;
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        int64_t b = sqlite3_column_int64(st, 0);
-        if (b < 0 || b > 63) continue;
-        if (out->nbuckets == cap) {
-            cap = cap ? cap * 2 : 64;
-            hs_qsize_bucket *np = realloc(out->buckets, cap * sizeof *np);
-            if (!np) {
-                sqlite3_reset(st);
-                return hs__err(err, HS_ENOMEM, "out of memory");
-            }
-            out->buckets = np;
-        }
-        uint64_t lo = b == 0 ? 0 : 1ull << b, hi = b >= 63 ? UINT64_MAX >> 1 : (2ull << b) - 1;
-        hs_qsize_bucket *k = &out->buckets[out->nbuckets++];
-        *k = (hs_qsize_bucket){.bucket = (int)b,
-                               .lo = (int64_t)lo,
-                               .hi = (int64_t)hi,
-                               .allocs = sqlite3_column_int64(st, 1),
-                               .bytes = sqlite3_column_int64(st, 2)};
-        out->total_allocs += k->allocs;
-        out->total_bytes += k->bytes;
-    }
-    sqlite3_reset(st);
-    return s == SQLITE_DONE ? 0 : hs__dberr(q, err);
+    sizes_walk w = {.out = out, .err = err};
+    return q->store->ops->sizes(q->store, run->id, sizes_row, &w, err);
 }
 
 /* Suggests the interval that gives about 20,000 samples a second over the

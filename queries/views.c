@@ -1,5 +1,5 @@
-/* views: flame, as the JSON of
- * docs/api.md. Each view reads the state of a run at a moment (q.c) and
+/* views: flame, a moment's state as a tree of stacks, as a typed result
+ * (hs_core.h). Each view reads the state of a run at a moment (q.c) and
  * aggregates it in memory: the cost grows with the number of live stacks,
  * not with the number of events. */
 #include <inttypes.h>
@@ -43,8 +43,8 @@ const char *hs__at_name(const hs__at *at, char *buf, size_t len)
  * distinct frames once answered 158 MB and took the server to 3 GB. */
 #define NONE               ((size_t)-1)
 #define FLAME_BUILD_NODES  (512u << 10)
-#define FLAME_MAX_DEPTH    256
-#define FLAME_MAX_NODES    5000
+#define FLAME_MAX_DEPTH    HS_FLAME_MAX_DEPTH
+#define FLAME_MAX_NODES    HS_FLAME_MAX_NODES
 #define FLAME_NODES_LIMIT  100000
 #define FLAME_ANSWER_BYTES (8u << 20)
 
@@ -137,9 +137,12 @@ void hs__flame_free(hs__flame *f)
     memset(f, 0, sizeof *f);
 }
 
+/* The answer's nodes, depth first, as the tree is walked from the root. */
 typedef struct flame_out {
     hs_q *q;
     const hs__flame *f;
+    hs_flame_result *r;
+    size_t cap;
     int64_t min_bytes;  /* nodes narrower are left out */
     size_t left, shown; /* nodes the answer may still hold; nodes it holds */
     size_t bytes;       /* the answer's JSON so far, about */
@@ -152,34 +155,51 @@ static int flame_visible(const flame_out *o, size_t c)
     return o->f->n[c].bytes >= o->min_bytes && o->f->n[c].bytes > 0;
 }
 
-static json_t *flame_json(flame_out *o, size_t ix)
+/* Appends tree node ix to the answer (frames lent from the frame cache). */
+static int flame_put(flame_out *o, size_t ix)
 {
-    const hs__flame *f = o->f;
-    const hs__fnode *n = &f->n[ix];
-    json_t *o_ = NULL, *kids = NULL;
-    size_t *order = NULL;
+    const hs__fnode *n = &o->f->n[ix];
+    hs_flame_result *r = o->r;
+    if (r->nnodes == o->cap) {
+        size_t ncap = o->cap ? o->cap * 2 : 256;
+        hs_flame_node *np = realloc(r->nodes, ncap * sizeof *np);
+        if (!np) return hs__err(o->err, HS_ENOMEM, "out of memory");
+        r->nodes = np;
+        o->cap = ncap;
+    }
+    hs_flame_node *fn = &r->nodes[r->nnodes];
+    *fn = (hs_flame_node){.bytes = n->bytes, .count = n->count};
     if (ix == 0) {
-        o_ = json_pack("{s:s,s:I,s:I,s:I}", "name", "all", "bytes", (json_int_t)n->bytes, "count",
-                       (json_int_t)n->count, "self_bytes", (json_int_t)0);
+        fn->frame = (hs_qframe){.name = "all", .file = "", .module = ""};
+        fn->label = "all";
     } else {
         const hs__frame *fr = hs__frame_get(o->q, n->frame, o->err);
-        if (!fr) return NULL;
-        o_ = json_pack("{s:s,s:s,s:s,s:I,s:s,s:I,s:I,s:I}", "name", fr->label, "function", fr->name,
-                       "file", fr->file, "line", (json_int_t)fr->line, "module", fr->module,
-                       "bytes", (json_int_t)n->bytes, "count", (json_int_t)n->count, "self_bytes",
-                       (json_int_t)n->self_bytes);
+        if (!fr) return HS_EDB;
+        fn->frame =
+            (hs_qframe){.name = fr->name, .file = fr->file, .module = fr->module, .line = fr->line};
+        fn->label = fr->label;
+        fn->self_bytes = n->self_bytes;
         o->bytes +=
             120 + strlen(fr->label) + strlen(fr->name) + strlen(fr->file) + strlen(fr->module);
     }
+    r->nnodes++;
     o->shown++;
-    kids = json_array();
-    if (!o_ || !kids) goto oom;
-    /* children by bytes, descending */
-    size_t nk = 0;
-    for (size_t c = n->first_child; c != NONE; c = f->n[c].next_sibling) nk += flame_visible(o, c);
-    if (!(order = malloc((nk ? nk : 1) * sizeof *order))) goto oom;
+    return 0;
+}
+
+/* Node ix and, widest first, its children while the answer may hold more. */
+static int flame_walk(flame_out *o, size_t ix)
+{
+    const hs__flame *f = o->f;
+    size_t me = o->r->nnodes, *order = NULL, nk = 0;
+    int rc = flame_put(o, ix);
+    if (rc) return rc;
+    for (size_t c = f->n[ix].first_child; c != NONE; c = f->n[c].next_sibling)
+        nk += flame_visible(o, c);
+    if (!(order = malloc((nk ? nk : 1) * sizeof *order)))
+        return hs__err(o->err, HS_ENOMEM, "out of memory");
     nk = 0;
-    for (size_t c = n->first_child; c != NONE; c = f->n[c].next_sibling)
+    for (size_t c = f->n[ix].first_child; c != NONE; c = f->n[c].next_sibling)
         if (flame_visible(o, c)) order[nk++] = c;
     for (size_t a = 1; a < nk; a++) { /* insertion sort: most nodes have few children */
         size_t v = order[a], b = a;
@@ -189,29 +209,16 @@ static json_t *flame_json(flame_out *o, size_t ix)
         }
         order[b] = v;
     }
-    for (size_t k = 0; k < nk && o->left > 0; k++) {
+    for (size_t k = 0; !rc && k < nk && o->left > 0; k++) {
         if (o->bytes >= FLAME_ANSWER_BYTES) {
             o->bytes_cut = 1;
             break;
         }
         o->left--;
-        json_t *c = flame_json(o, order[k]);
-        if (!c) {
-            free(order);
-            json_decref(o_);
-            json_decref(kids);
-            return NULL;
-        }
-        json_array_append_new(kids, c);
+        if (!(rc = flame_walk(o, order[k]))) o->r->nodes[me].nchildren++;
     }
     free(order);
-    json_object_set_new(o_, "children", kids);
-    return o_;
-oom:
-    json_decref(o_);
-    json_decref(kids);
-    hs__err(o->err, HS_ENOMEM, "out of memory");
-    return NULL;
+    return rc;
 }
 
 /* The narrowest node the answer can hold: min_bytes, or the width of the
@@ -233,50 +240,87 @@ static int64_t flame_threshold(const hs__flame *f, int64_t min_bytes, size_t max
     return t > min_bytes ? t : min_bytes;
 }
 
-int hs__view_flame(hs_q *q, hs__run *run, const hs__params *p, json_t **out, hs_qerr *err)
+void hs_flame_params_init(hs_flame_params *p)
 {
-    hs__at at;
-    int64_t max_nodes, max_depth;
-    int rc = hs__at_param(q, run, p, HS_FLAME_AT, &at, err);
-    if (rc) return rc;
-    double min_share;
-    if ((rc = hs__min_share_param(p, &min_share, err))) return rc;
-    if ((rc =
-             hs__param_int(p, "max_nodes", FLAME_MAX_NODES, 1, FLAME_NODES_LIMIT, &max_nodes, err)))
-        return rc;
-    if ((rc = hs__param_int(p, "max_depth", FLAME_MAX_DEPTH, 1, HS_MAX_DEPTH, &max_depth, err)))
-        return rc;
-    hs__state state;
-    if ((rc = hs__state_at(q, run, &at, &state, err))) return rc;
-    hs__flame f;
-    if ((rc = hs__flame_build(q, &state, (int)max_depth, FLAME_BUILD_NODES, &f, err))) goto out;
-    int64_t min_bytes = (int64_t)(min_share * (double)state.total_bytes);
+    memset(p, 0, sizeof *p);
+    p->at.kind = HS_TSEL_PEAK;
+    p->max_nodes = FLAME_MAX_NODES;
+    p->max_depth = FLAME_MAX_DEPTH;
+}
+
+int hs_flame_param(hs_flame_params *p, const char *key, const char *value, hs_qerr *err)
+{
+    if (!strcmp(key, "at")) return hs_sel_parse_t(&p->at, value, err);
+    if (!strcmp(key, "max_nodes"))
+        return hs__int_text(key, value, 1, FLAME_NODES_LIMIT, &p->max_nodes, err);
+    if (!strcmp(key, "max_depth"))
+        return hs__int_text(key, value, 1, HS_MAX_DEPTH, &p->max_depth, err);
+    if (strcmp(key, "min_share")) return 0;
+    char *end;
+    p->min_share = strtod(value, &end);
+    if (!*value || *end || !(p->min_share >= 0 && p->min_share <= 1))
+        return hs__err(err, HS_EINVAL, "min_share must be a number from 0 to 1 (not '%s')", value);
+    return 0;
+}
+
+/* The tree's nodes into out, and what they left out. */
+static int flame_answer(hs_q *q, const hs_flame_params *p, hs__flame *f, int64_t total,
+                        hs_flame_result *out, hs_qerr *err)
+{
+    int64_t min_bytes = (int64_t)(p->min_share * (double)total);
     flame_out o = {.q = q,
-                   .f = &f,
-                   .min_bytes = flame_threshold(&f, min_bytes, (size_t)max_nodes),
-                   .left = (size_t)max_nodes,
+                   .f = f,
+                   .r = out,
+                   .min_bytes = flame_threshold(f, min_bytes, (size_t)p->max_nodes),
+                   .left = (size_t)p->max_nodes,
                    .err = err};
-    json_t *root = flame_json(&o, 0);
-    if (!root) {
-        rc = HS_EDB;
-        goto out;
-    }
-    size_t built = f.len - 1, shown = o.shown - 1;
-    json_t *cut = json_null();
-    if (shown < built || f.depth_cut || f.stacks_omitted || o.bytes_cut)
-        cut = json_pack("{s:I,s:I,s:I,s:o,s:I,s:I,s:b}", "nodes", (json_int_t)(built - shown),
-                        "nodes_shown", (json_int_t)shown, "min_bytes", (json_int_t)o.min_bytes,
-                        "depth", f.depth_cut ? json_integer(max_depth) : json_null(), "stacks",
-                        (json_int_t)f.stacks_omitted, "stacks_bytes", (json_int_t)f.omitted_bytes,
-                        "answer_bytes", o.bytes_cut);
+    int rc = flame_walk(&o, 0);
+    if (rc) return rc;
+    size_t built = f->len - 1, shown = o.shown - 1;
+    out->cut = shown < built || f->depth_cut || f->stacks_omitted || o.bytes_cut;
+    out->nodes_cut = (int64_t)(built - shown);
+    out->nodes_shown = (int64_t)shown;
+    out->min_bytes = o.min_bytes;
+    out->depth_cut = f->depth_cut ? p->max_depth : 0;
+    out->stacks_omitted = (int64_t)f->stacks_omitted;
+    out->stacks_bytes = f->omitted_bytes;
+    out->bytes_cut = o.bytes_cut;
+    return 0;
+}
+
+int hs_core_flame(hs_q *q, const hs_flame_params *p, hs_flame_result *out, hs_qerr *err)
+{
+    memset(out, 0, sizeof *out);
+    hs__run *run = calloc(1, sizeof *run);
+    if (!run) return hs__err(err, HS_ENOMEM, "out of memory");
+    out->own = run;
+    hs__at at;
+    hs__state state = {0};
+    hs__flame f = {0};
+    int rc = hs__run_resolve(q, &p->run, run, err);
+    if (!rc) rc = hs__at_resolve(q, run, &p->at, &at, err);
+    if (!rc) rc = hs__state_at(q, run, &at, &state, err);
+    if (!rc) rc = hs__flame_build(q, &state, (int)p->max_depth, FLAME_BUILD_NODES, &f, err);
+    if (!rc) rc = flame_answer(q, p, &f, state.total_bytes, out, err);
+    if (rc) goto out;
+    hs__run_brief(&out->run, run);
     char tb[32];
-    *out = json_pack("{s:O,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", run->info, "at",
-                     hs__at_name(&at, tb, sizeof tb), "at_ns", (json_int_t)at.at_ns, "total_bytes",
-                     (json_int_t)state.total_bytes, "total_count", (json_int_t)state.total_count,
-                     "root", root, "truncated", cut, "sampling", run->sampling);
-    rc = *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
+    snprintf(out->at, sizeof out->at, "%s", hs__at_name(&at, tb, sizeof tb));
+    out->at_ns = at.at_ns;
+    out->total_bytes = state.total_bytes;
+    out->total_count = state.total_count;
 out:
     hs__flame_free(&f);
     hs__state_clear(&state);
+    if (rc) hs_flame_result_clear(out);
     return rc;
+}
+
+void hs_flame_result_clear(hs_flame_result *r)
+{
+    free(r->nodes);
+    if (r->own) hs__run_clear(r->own);
+    free(r->own);
+    json_decref(r->own_json);
+    memset(r, 0, sizeof *r);
 }

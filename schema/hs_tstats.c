@@ -2,6 +2,7 @@
  * fills them for runs stored before schema version 2. */
 #include "hs_tstats.h"
 
+#include <sqlite3.h>
 #include <stdio.h>
 #include <string.h>
 

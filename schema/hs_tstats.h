@@ -17,7 +17,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include <sqlite3.h>
+/* Declared, not included: the readers of queries/ use the summaries
+ * without SQLite's header (their store implements the reading). */
+struct sqlite3;
+struct sqlite3_stmt;
 
 typedef struct hs_tstats {
     int64_t rows;        /* delta rows added */
@@ -47,13 +50,13 @@ void hs_tstats_close(hs_tstats *t, int64_t upto);
 #define HS_TSTATS_NCOLS 13
 
 /* Binds the 13 values to parameters first .. first + 12. */
-void hs_tstats_bind(sqlite3_stmt *st, int first, const hs_tstats *t);
+void hs_tstats_bind(struct sqlite3_stmt *st, int first, const hs_tstats *t);
 /* Reads the 13 values from columns first .. first + 12. */
-void hs_tstats_read(sqlite3_stmt *st, int first, hs_tstats *t);
+void hs_tstats_read(struct sqlite3_stmt *st, int first, hs_tstats *t);
 
 /* Fills trace_stats and runs.stats_bucket for every run from its delta
  * rows (migration 2; inside the migration's transaction). 0 or HS_EDB with
  * a message in errmsg. */
-int hs_tstats_backfill(sqlite3 *db, char *errmsg, size_t errlen);
+int hs_tstats_backfill(struct sqlite3 *db, char *errmsg, size_t errlen);
 
 #endif

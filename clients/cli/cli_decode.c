@@ -291,3 +291,47 @@ oom:
     hs_history_result_clear(out);
     return HS_ENOMEM;
 }
+
+/* One side of a diff answer: its run from the side, its sampling from the
+ * answer's "sampling" object. */
+static void diff_side_decode(hs_diff_side *out, const json_t *j, const char *key)
+{
+    const json_t *side = json_object_get(j, key), *run = json_object_get(side, "run");
+    const json_t *s = json_object_get(json_object_get(j, "sampling"), key);
+    *out = (hs_diff_side){.run = {.id = hs_json_int(run, "id"),
+                                  .program = hs_json_str(run, "program"),
+                                  .sample_bytes = hs_json_int(s, "sample_bytes"),
+                                  .open = !strcmp(hs_json_str(run, "state"), "open"),
+                                  .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
+                                  .record = run,
+                                  .sampling = s},
+                          .at_ns = hs_json_int(side, "at_ns"),
+                          .total_bytes = hs_json_int(side, "total_bytes")};
+    snprintf(out->at, sizeof out->at, "%s", hs_json_str(side, "at"));
+}
+
+int hs_cli_diff_decode(hs_diff_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    diff_side_decode(&out->a, j, "a");
+    diff_side_decode(&out->b, j, "b");
+    if (hs_group_parse(hs_json_str(j, "by"), &out->by)) out->by = HS_GROUP_STACK;
+    const json_t *rows = json_object_get(j, "rows");
+    size_t n = json_array_size(rows);
+    if (!(out->rows = calloc(n ? n : 1, sizeof *out->rows))) goto oom;
+    for (size_t i = 0; i < n; i++, out->nrows++) {
+        const json_t *row = json_array_get(rows, i);
+        hs_diff_row *w = &out->rows[i];
+        *w = (hs_diff_row){.name = hs_json_str(row, "name"),
+                           .a_bytes = hs_json_int(row, "a_bytes"),
+                           .a_count = hs_json_int(row, "a_count"),
+                           .b_bytes = hs_json_int(row, "b_bytes"),
+                           .b_count = hs_json_int(row, "b_count")};
+        if (stack_decode(&w->stack, row)) goto oom;
+    }
+    return 0;
+oom:
+    hs_diff_result_clear(out);
+    return HS_ENOMEM;
+}

@@ -29,5 +29,8 @@ int hs_cli_history_decode(hs_history_result *out, json_t *j);
 int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j);
 /* /api/runs/RUN/sizes's answer, the same way. */
 int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j);
+/* /api/diff's answer, the same way (not its differential flame, which the
+ * tables do not show). */
+int hs_cli_diff_decode(hs_diff_result *out, json_t *j);
 
 #endif

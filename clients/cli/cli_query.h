@@ -5,8 +5,9 @@
  * file, hs_cli_open; or the server named by HEAPSTORE_URL over HTTP,
  * hs_cli_call, whose JSON cli_decode.c turns into the same typed result, so
  * one renderer prints both), and the human rendering helpers (tables, byte
- * sizes, the sampling footer every answer carries). Commands not yet on the
- * typed core send their API request through hs_cli_call either way.
+ * sizes, the sampling footer every answer carries). heapstore sql, whose
+ * answer is the store's own (SQLite's rows, not a typed result), sends its
+ * API request through hs_cli_call either way.
  */
 #ifndef HS_CLI_QUERY_H
 #define HS_CLI_QUERY_H

@@ -1,10 +1,15 @@
-/* heapstore diff: what grew and shrank between two moments or two runs. */
+/* heapstore diff: what grew and shrank between two moments or two runs.
+ * Direct mode asks the typed core (hs_core_diff); HTTP mode decodes the
+ * server's JSON into the same result; one renderer prints both. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cli_decode.h"
 #include "cli_query.h"
 #include "hs_cli.h"
+#include "hs_queries.h"
 
 static const char usage[] =
     "diff RUN[@T] RUN[@T] [--by stack|site|function] [--limit N] [--format collapsed]\n"
@@ -13,6 +18,135 @@ static const char usage[] =
     "     code finished, before teardown) or 'exit' (the process's last moment)\n" HS_CLI_SITE_HELP
     "  e.g. heapstore diff 7@1.5 7@end, or heapstore diff program=app,version=1 "
     "program=app,version=2";
+
+/* The options as the API's parameters, in the order it checks them. 0, or
+ * the error in err (a mistake in b named after a's own trouble). */
+static int diff_params(const hs_cli_args *a, hs_q *q, int collapsed, const char *limit,
+                       hs_diff_params *p, hs_qerr *err)
+{
+    const char *const opts[][2] = {{"site", a->site},
+                                   {"wrappers", a->wrappers},
+                                   {"by", a->by ? a->by : "stack"},
+                                   {"limit", limit},
+                                   {"format", collapsed ? "collapsed" : NULL},
+                                   {"a", a->pos[0]},
+                                   {"b", a->pos[1]}};
+    int rc = 0;
+    size_t i;
+    hs_diff_params_init(p);
+    for (i = 0; !rc && i < sizeof opts / sizeof opts[0]; i++)
+        if (opts[i][1]) rc = hs_diff_param(p, opts[i][0], opts[i][1], err);
+    return rc && i == sizeof opts / sizeof opts[0] ? hs_diff_b_check(q, p, err, rc) : rc;
+}
+
+static void print_diff(const hs_diff_result *r)
+{
+    char b1[32], b2[32], b3[32];
+    for (int s = 0; s < 2; s++) {
+        const hs_diff_side *side = s ? &r->b : &r->a;
+        printf("%s: run %" PRId64 " (%s) at %s (%s): %s live\n", s ? "b" : "a", side->run.id,
+               side->run.program, side->at, hs_cli_secs(side->at_ns, b1),
+               hs_cli_bytes(side->total_bytes, b2));
+    }
+    static const char *const hdr[] = {"DELTA", "A", "B", "", "STACK"};
+    static const int right[] = {1, 1, 1, 0, 0};
+    hs_table t;
+    hs_table_init(&t, 5, hdr, right);
+    if (r->by != HS_GROUP_STACK) t.hdr[4] = r->by == HS_GROUP_SITE ? "SITE" : "FUNCTION";
+    for (size_t i = 0; i < r->nrows; i++) {
+        const hs_diff_row *w = &r->rows[i];
+        int64_t d = w->b_bytes - w->a_bytes;
+        char name[1024];
+        snprintf(name, sizeof name, "%s", w->name);
+        for (int k = 1; k < w->stack.n && k < 4; k++) {
+            size_t n = strlen(name);
+            snprintf(name + n, sizeof name - n, " ← %s", w->stack.frames[k].name);
+        }
+        if (w->stack.n > 4) strncat(name, " ← …", sizeof name - strlen(name) - 1);
+        char dd[40];
+        snprintf(dd, sizeof dd, "%s%s", d > 0 ? "+" : "", hs_cli_bytes(d, b1));
+        hs_table_row(&t, dd, hs_cli_bytes(w->a_bytes, b2), hs_cli_bytes(w->b_bytes, b3),
+                     d > 0   ? "grew"
+                     : d < 0 ? "shrank"
+                             : "",
+                     name);
+    }
+    hs_table_print(&t);
+    hs_table_free(&t);
+    if (!r->nrows) printf("no difference\n");
+    printf("a: ");
+    hs_cli_sampling(r->a.run.sampling);
+    printf("b: ");
+    hs_cli_sampling(r->b.run.sampling);
+}
+
+/* Direct: the core's answer on the database file. A table is printed
+ * before q is closed (its strings live in q's caches); JSON and lines
+ * after, as an API reply was, so that they are freed after the connection. */
+static int diff_direct(const hs_cli_args *a, int collapsed, const char *limit)
+{
+    hs_q *q;
+    hs_diff_params p;
+    hs_diff_result r;
+    hs_qerr err = {0};
+    json_t *j = NULL;
+    char *lines = NULL;
+    size_t len = 0;
+    int rc = hs_cli_open(a, &q);
+    if (rc) return rc;
+    if ((rc = diff_params(a, q, collapsed, limit, &p, &err)) ||
+        (rc = hs_core_diff(q, &p, &r, &err))) {
+        hs_q_free(q);
+        return hs_cli_fail(a, &err);
+    }
+    if (collapsed) {
+        lines = r.collapsed; /* taken over */
+        len = r.collapsed_len;
+        r.collapsed = NULL;
+    } else if (a->json || a->format) {
+        j = hs_api_diff_json(&r);
+    } else {
+        print_diff(&r);
+    }
+    int json = !collapsed && (a->json || a->format);
+    hs_diff_result_clear(&r);
+    hs_q_free(q);
+    if (lines) fwrite(lines, 1, len, stdout);
+    free(lines);
+    return json ? hs_cli_print_own_json(a, j) : 0;
+}
+
+/* HTTP: the server's answer, printed as it is or decoded and rendered. */
+static int diff_http(const hs_cli_args *a, int collapsed, const char *limit)
+{
+    char target[8192] = "/api/diff?a=";
+    hs_cli_pct(target, sizeof target, a->pos[0]);
+    strcat(target, "&b=");
+    hs_cli_pct(target, sizeof target, a->pos[1]);
+    strcat(target, "&by=");
+    hs_cli_pct(target, sizeof target, a->by ? a->by : "stack");
+    strcat(target, "&limit=");
+    hs_cli_pct(target, sizeof target, limit);
+    if (collapsed) strcat(target, "&format=collapsed");
+    hs_cli_site_params(a, target, sizeof target);
+    hs_api_reply r;
+    int rc = hs_cli_call(a, "GET", target, NULL, 0, collapsed, &r);
+    if (rc) return rc;
+    if (collapsed) {
+        fwrite(r.body, 1, r.len, stdout);
+    } else if (a->json || a->format) {
+        hs_cli_print_json(r.json);
+    } else {
+        hs_diff_result d;
+        json_t *j = r.json;
+        r.json = NULL;
+        if (hs_cli_diff_decode(&d, j)) rc = hs_cli_oom(a); /* takes j over */
+        if (!rc) print_diff(&d);
+        if (!rc) hs_diff_result_clear(&d);
+    }
+    hs_api_reply_clear(&r);
+    return rc;
+}
 
 int hs_cmd_diff(int argc, char **argv)
 {
@@ -30,76 +164,6 @@ int hs_cmd_diff(int argc, char **argv)
         fprintf(stderr, "heapstore diff: --format is collapsed or json\n");
         return 2;
     }
-    char target[8192] = "/api/diff?a=";
-    hs_cli_pct(target, sizeof target, a.pos[0]);
-    strcat(target, "&b=");
-    hs_cli_pct(target, sizeof target, a.pos[1]);
-    strcat(target, "&by=");
-    hs_cli_pct(target, sizeof target, a.by ? a.by : "stack");
-    strcat(target, "&limit=");
-    hs_cli_pct(target, sizeof target, a.limit ? a.limit : def_limit);
-    if (collapsed) strcat(target, "&format=collapsed");
-    hs_cli_site_params(&a, target, sizeof target);
-    hs_api_reply r;
-    if ((rc = hs_cli_call(&a, "GET", target, NULL, 0, collapsed, &r))) return rc;
-    if (collapsed) {
-        fwrite(r.body, 1, r.len, stdout);
-        hs_api_reply_clear(&r);
-        return 0;
-    }
-    if (a.json || a.format) {
-        hs_cli_print_json(r.json);
-        hs_api_reply_clear(&r);
-        return 0;
-    }
-    const json_t *j = r.json;
-    char b1[32], b2[32], b3[32];
-    for (int s = 0; s < 2; s++) {
-        const json_t *side = json_object_get(j, s ? "b" : "a");
-        const json_t *run = json_object_get(side, "run");
-        printf("%s: run %" PRId64 " (%s) at %s (%s): %s live\n", s ? "b" : "a",
-               hs_json_int(run, "id"), hs_json_str(run, "program"), hs_json_str(side, "at"),
-               hs_cli_secs(hs_json_int(side, "at_ns"), b1),
-               hs_cli_bytes(hs_json_int(side, "total_bytes"), b2));
-    }
-    static const char *const hdr[] = {"DELTA", "A", "B", "", "STACK"};
-    static const int right[] = {1, 1, 1, 0, 0};
-    hs_table t;
-    hs_table_init(&t, 5, hdr, right);
-    size_t i;
-    json_t *row;
-    const char *by = hs_json_str(j, "by");
-    if (strcmp(by, "stack")) t.hdr[4] = !strcmp(by, "site") ? "SITE" : "FUNCTION";
-    json_array_foreach(json_object_get(j, "rows"), i, row)
-    {
-        int64_t d = hs_json_int(row, "delta_bytes");
-        char name[1024];
-        snprintf(name, sizeof name, "%s", hs_json_str(row, "name"));
-        const json_t *stack = json_object_get(row, "stack");
-        for (size_t k = 1; k < json_array_size(stack) && k < 4; k++) {
-            size_t n = strlen(name);
-            snprintf(name + n, sizeof name - n, " ← %s",
-                     hs_json_str(json_array_get(stack, k), "function"));
-        }
-        if (json_array_size(stack) > 4) strncat(name, " ← …", sizeof name - strlen(name) - 1);
-        char dd[40];
-        snprintf(dd, sizeof dd, "%s%s", d > 0 ? "+" : "", hs_cli_bytes(d, b1));
-        hs_table_row(&t, dd, hs_cli_bytes(hs_json_int(row, "a_bytes"), b2),
-                     hs_cli_bytes(hs_json_int(row, "b_bytes"), b3),
-                     d > 0   ? "grew"
-                     : d < 0 ? "shrank"
-                             : "",
-                     name);
-    }
-    hs_table_print(&t);
-    hs_table_free(&t);
-    if (!json_array_size(json_object_get(j, "rows"))) printf("no difference\n");
-    const json_t *sa = json_object_get(json_object_get(j, "sampling"), "a");
-    const json_t *sb = json_object_get(json_object_get(j, "sampling"), "b");
-    printf("a: ");
-    hs_cli_sampling(sa);
-    printf("b: ");
-    hs_cli_sampling(sb);
-    hs_api_reply_clear(&r);
-    return 0;
+    const char *limit = a.limit ? a.limit : def_limit;
+    return hs_cli_direct(&a) ? diff_direct(&a, collapsed, limit) : diff_http(&a, collapsed, limit);
 }

@@ -1,7 +1,7 @@
 /* heapstore history: the estimated live heap (and RSS) over a run. Direct
  * mode asks the typed core (hs_core_history); HTTP mode decodes the
  * server's JSON into the same result; one renderer prints both. --format
- * csv is the API's CSV answer either way. */
+ * csv is the core's CSV (hs_core_history_csv), or the server's. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -143,9 +143,35 @@ static int history_http(const hs_cli_args *a, char *target, size_t len)
     return 0;
 }
 
-/* --format csv: the API's CSV answer, printed as it comes. */
+/* --format csv, direct: the core's CSV, after the checks the API makes
+ * first (site rules, then the run). */
+static int history_csv_direct(const hs_cli_args *a)
+{
+    hs_q *q;
+    hs_qerr err = {0};
+    hs_site_rules site;
+    hs_run_sel sel;
+    hs_export_result r;
+    int rc = hs_cli_open(a, &q);
+    if (rc) return rc;
+    if ((a->site || a->wrappers) && (rc = hs_site_rules_parse(&site, a->site, a->wrappers, &err)))
+        goto fail;
+    if ((rc = hs_sel_parse_run(&sel, a->pos[0], &err)) ||
+        (rc = hs_core_history_csv(q, &sel, &r, &err)))
+        goto fail;
+    fwrite(r.body, 1, r.len, stdout);
+    hs_export_result_clear(&r);
+    hs_q_free(q);
+    return 0;
+fail:
+    hs_q_free(q);
+    return hs_cli_fail(a, &err);
+}
+
+/* --format csv: the server's CSV answer, printed as it comes. */
 static int history_csv(const hs_cli_args *a, char *target, size_t len)
 {
+    if (hs_cli_direct(a)) return history_csv_direct(a);
     strncat(target, "/history?format=csv", len - strlen(target) - 1);
     hs_cli_site_params(a, target, len);
     hs_api_reply r;

@@ -157,6 +157,19 @@ static void test_same_output_both_ways(void **state)
         {"history", "1", "--top", "1001"},
         {"history", "42", "--trace", "x"},
         {"flame", "1"},
+        {"flame", "1", "--json", "--at", "end", "--min-share", "0.1"},
+        {"flame", "1@peak", "2@end"},
+        {"flame", "1@peak", "2@end", "--json"},
+        {"flame", "42", "--min-share", "2"},
+        {"diff", "1", "2"},
+        {"diff", "1@peak", "1@end", "--by", "function", "--json"},
+        {"diff", "1", "2", "--format", "collapsed"},
+        {"diff", "42", "x@y"},
+        {"diff", "1", "2", "--limit", "0"},
+        {"export", "1", "--format", "collapsed", "-o", "-"},
+        {"export", "1", "--format", "dot", "--at", "end", "-o", "-"},
+        {"export", "1", "--format", "nope", "-o", "-"},
+        {"export", "42", "--at", "x", "-o", "-"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         qk_out d, s;

@@ -18,6 +18,10 @@
 #include "hs_error.h"
 #include "hs_queries.h"
 #include "q_internal.h"
+#include "store_sqlite.h"
+
+/* The SQLite store's connection under q. */
+#define QDB(q) (((hs__sqlite *)(q)->store)->db)
 
 static char db_path[512];
 static hs_q *q;
@@ -832,9 +836,9 @@ static void test_plans(void **state)
     (void)state;
     for (int i = 0; i < ST__COUNT; i++) {
         char sql_[2048];
-        snprintf(sql_, sizeof sql_, "EXPLAIN QUERY PLAN %s", hs__stmt_sql[i]);
+        snprintf(sql_, sizeof sql_, "EXPLAIN QUERY PLAN %s", hs__sqlite_stmt_sql[i]);
         sqlite3_stmt *st;
-        assert_int_equal(sqlite3_prepare_v2(q->db, sql_, -1, &st, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(QDB(q), sql_, -1, &st, NULL), SQLITE_OK);
         int full_scan = 0;
         char plan[4096] = "";
         while (sqlite3_step(st) == SQLITE_ROW) {
@@ -853,8 +857,8 @@ static void test_plans(void **state)
     /* the state at a moment reads the snapshots by its primary key */
     sqlite3_stmt *st;
     char sql_[1024];
-    snprintf(sql_, sizeof sql_, "EXPLAIN QUERY PLAN %s", hs__stmt_sql[ST_DELTA_ROWS]);
-    sqlite3_prepare_v2(q->db, sql_, -1, &st, NULL);
+    snprintf(sql_, sizeof sql_, "EXPLAIN QUERY PLAN %s", hs__sqlite_stmt_sql[ST_DELTA_ROWS]);
+    sqlite3_prepare_v2(QDB(q), sql_, -1, &st, NULL);
     assert_int_equal(sqlite3_step(st), SQLITE_ROW);
     const char *d = (const char *)sqlite3_column_text(st, 3);
     assert_non_null(

@@ -25,6 +25,11 @@
 #include "hs_queries.h"
 #include "hs_schema.h"
 #include "q_internal.h"
+#include "store_sqlite.h"
+
+/* The SQLite store's connection under q. */
+#define QSTORE(q) ((hs__sqlite *)(q)->store)
+#define QDB(q)    (QSTORE(q)->db)
 
 static void rm_db(const char *path)
 {
@@ -65,12 +70,12 @@ static char *ask_text(hs_q *q, const char *target)
  * and each way of reading a series' points. */
 static void same_every_way(hs_q *q, const char *target)
 {
-    int schema = q->schema;
+    int schema = QSTORE(q)->schema;
     char *want = ask_text(q, target);
     for (int path = 0; path <= 2; path++) {
         q->series_path = path;
         for (int sc = 1; sc <= schema; sc++) {
-            q->schema = sc;
+            QSTORE(q)->schema = sc;
             char *got = ask_text(q, target);
             if (strcmp(got, want))
                 fprintf(stderr, "%s differs (schema %d, series path %d):\n%s\n%s\n", target, sc,
@@ -79,7 +84,7 @@ static void same_every_way(hs_q *q, const char *target)
             free(got);
         }
     }
-    q->schema = schema;
+    QSTORE(q)->schema = schema;
     q->series_path = 0;
     free(want);
 }
@@ -365,7 +370,7 @@ static void at_checkpoint(const char *path, void *data)
     hs_q *q;
     hs_qerr err;
     assert_int_equal(hs_q_open(&q, path, &err), 0);
-    assert_int_equal(q->schema, hs_schema_version());
+    assert_int_equal(QSTORE(q)->schema, hs_schema_version());
     check_top(q, 1, cp_top, cp_max, HS_COUNTOF(cp_top));
     check_leaks(q, 1, cp_leaks, HS_COUNTOF(cp_leaks));
     for (size_t i = 0; i < HS_COUNTOF(targets); i++) same_every_way(q, targets[i]);
@@ -520,15 +525,14 @@ static void race_checkpoint(const char *path, void *data)
     json_decref(j);
     hs__run run;
     assert_int_equal(hs__run_load(q, 1, &run, &err), 0);
-    for (int i = 0; i < ST__COUNT; i++) /* idle: no statement holds a snapshot */
-        if (q->st[i]) sqlite3_reset(q->st[i]);
-    assert_int_equal(sqlite3_trace_v2(q->db, SQLITE_TRACE_STMT, before_summaries, ra), SQLITE_OK);
+    q->store->ops->idle(q->store); /* no statement holds a snapshot */
+    assert_int_equal(sqlite3_trace_v2(QDB(q), SQLITE_TRACE_STMT, before_summaries, ra), SQLITE_OK);
     hs__tsums sums;
     assert_int_equal(hs__tsums_load(q, &run, INT64_MAX, &sums, &err), 0);
     assert_int_equal(ra->fired, 1);
     assert_int_equal(ra->step_rc, 0);
     assert_true(ra->mark_after > 38);
-    assert_true(sqlite3_get_autocommit(q->db));
+    assert_true(sqlite3_get_autocommit(QDB(q)));
     /* as of the checkpoint: delta rows up to bucket 36 */
     const hs_tstats *lk = sum_of(&sums, leak), *lt = sum_of(&sums, late);
     assert_non_null(lk);
@@ -574,7 +578,7 @@ static void test_schema1(void **state)
     hs_qerr err;
     assert_int_equal(hs_q_open(&q2, path, &err), 0);
     assert_int_equal(hs_q_open(&q1, v1, &err), 0);
-    assert_int_equal(q1->schema, 1);
+    assert_int_equal(QSTORE(q1)->schema, 1);
     check_top(q1, 1, end_top, end_max, HS_COUNTOF(end_top));
     check_leaks(q1, 1, end_leaks, HS_COUNTOF(end_leaks));
     for (size_t i = 0; i < HS_COUNTOF(targets); i++) {
@@ -595,7 +599,7 @@ static void test_schema1(void **state)
     check_summaries(v1);
     same_summaries(path, v1);
     assert_int_equal(hs_q_open(&q1, v1, &err), 0);
-    assert_int_equal(q1->schema, hs_schema_version());
+    assert_int_equal(QSTORE(q1)->schema, hs_schema_version());
     check_rank_end(v1);
     for (size_t i = 0; i < HS_COUNTOF(targets); i++) {
         char *a = ask_text(q2, targets[i]), *b = ask_text(q1, targets[i]);
@@ -658,9 +662,9 @@ static void test_plan(void **state)
     hs_qerr err;
     assert_int_equal(hs_q_open(&q, path, &err), 0);
     char sql[1024], plan[2048] = "";
-    snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", hs__stmt_sql[ST_TRACE_DELTAS]);
+    snprintf(sql, sizeof sql, "EXPLAIN QUERY PLAN %s", hs__sqlite_stmt_sql[ST_TRACE_DELTAS]);
     sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(q->db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(QDB(q), sql, -1, &st, NULL), SQLITE_OK);
     while (sqlite3_step(st) == SQLITE_ROW) {
         strncat(plan, (const char *)sqlite3_column_text(st, 3), sizeof plan - strlen(plan) - 3);
         strcat(plan, "; ");

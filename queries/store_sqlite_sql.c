@@ -1,4 +1,5 @@
-/* sql: read-only SQL for power users (POST /api/sql, `heapstore sql`), and
+/* store_sqlite_sql: read-only SQL for power users (POST /api/sql, `heapstore sql`), in
+ * SQLite's dialect and so part of the SQLite store (store_sqlite.h), and
  * the event_rows(run) table-valued function that expands the events blobs.
  *
  * Read-only by construction, three times over: the connection is opened
@@ -18,6 +19,7 @@
 #include "hs_proto.h"
 #include "hs_schema.h"
 #include "q_internal.h"
+#include "store_sqlite.h"
 
 #define SQL_MAX_LEN      (64 * 1024)
 #define SQL_DEFAULT_ROWS 1000
@@ -86,7 +88,7 @@ static int progress(void *data)
 }
 
 /* Gives the checked functions the running user query's deadline (or none). */
-static void fn_arm(hs_q *q, deadline *dl);
+static void fn_arm(hs__sqlite *q, deadline *dl);
 
 static json_t *column_json(sqlite3_stmt *st, int i, size_t *bytes)
 {
@@ -127,94 +129,85 @@ static json_t *column_json(sqlite3_stmt *st, int i, size_t *bytes)
     }
 }
 
-int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err)
+/* A request's body: {"sql": "…", "limit": N, "timeout_ms": N}. */
+typedef struct sql_req {
+    json_t *json;
+    const char *sql;
+    int64_t limit, ms;
+} sql_req;
+
+static int sql_request(sql_req *r, const char *body, size_t len, hs_qerr *err)
 {
+    memset(r, 0, sizeof *r);
     if (!body || !len)
         return hs__err(err, HS_EINVAL, "POST /api/sql needs a body {\"sql\": \"SELECT …\"}");
     if (len > SQL_MAX_LEN)
         return hs__err(err, HS_ETOOBIG, "SQL request larger than %d bytes", SQL_MAX_LEN);
     json_error_t jerr;
-    json_t *req = json_loadb(body, len, 0, &jerr);
-    if (!json_is_object(req)) {
-        json_decref(req);
+    r->json = json_loadb(body, len, 0, &jerr);
+    if (!json_is_object(r->json))
         return hs__err(err, HS_EINVAL, "the body must be a JSON object {\"sql\": \"SELECT …\"}");
-    }
-    const char *sql = json_string_value(json_object_get(req, "sql"));
-    json_t *jl = json_object_get(req, "limit"), *jt = json_object_get(req, "timeout_ms");
-    int64_t limit = json_is_integer(jl) ? json_integer_value(jl) : SQL_DEFAULT_ROWS;
-    int64_t ms = json_is_integer(jt) ? json_integer_value(jt) : SQL_DEFAULT_MS;
-    int rc = 0;
-    sqlite3_stmt *st = NULL;
-    json_t *cols = NULL, *rows = NULL;
-    deadline dl = {0};
-    int old_length = -1;
-    if (!sql || !*sql) {
-        rc = hs__err(err, HS_EINVAL, "\"sql\" must be a non-empty string");
-        goto out;
-    }
-    if ((jl && !json_is_integer(jl)) || limit < 1 || limit > SQL_MAX_ROWS) {
-        rc = hs__err(err, HS_EINVAL, "\"limit\" must be an integer from 1 to %d", SQL_MAX_ROWS);
-        goto out;
-    }
-    if ((jt && !json_is_integer(jt)) || ms < 1 || ms > SQL_MAX_MS) {
-        rc = hs__err(err, HS_EINVAL, "\"timeout_ms\" must be an integer from 1 to %d", SQL_MAX_MS);
-        goto out;
-    }
+    r->sql = json_string_value(json_object_get(r->json, "sql"));
+    json_t *jl = json_object_get(r->json, "limit"), *jt = json_object_get(r->json, "timeout_ms");
+    r->limit = json_is_integer(jl) ? json_integer_value(jl) : SQL_DEFAULT_ROWS;
+    r->ms = json_is_integer(jt) ? json_integer_value(jt) : SQL_DEFAULT_MS;
+    if (!r->sql || !*r->sql) return hs__err(err, HS_EINVAL, "\"sql\" must be a non-empty string");
+    if ((jl && !json_is_integer(jl)) || r->limit < 1 || r->limit > SQL_MAX_ROWS)
+        return hs__err(err, HS_EINVAL, "\"limit\" must be an integer from 1 to %d", SQL_MAX_ROWS);
+    if ((jt && !json_is_integer(jt)) || r->ms < 1 || r->ms > SQL_MAX_MS)
+        return hs__err(err, HS_EINVAL, "\"timeout_ms\" must be an integer from 1 to %d",
+                       SQL_MAX_MS);
+    return 0;
+}
 
-    /* zeroblob(1e9) or printf('%.*c', 1e9, 'x') would otherwise build (and
-     * then hex-encode) one gigantic value before any row cap applies. */
-    old_length = sqlite3_limit(q->db, SQLITE_LIMIT_LENGTH, SQL_MAX_VALUE);
+/* sql prepared under the authorizer, one read-only statement, into *st. */
+static int sql_prepare(hs__sqlite *q, const char *sql, sqlite3_stmt **st, hs_qerr *err)
+{
     sqlite3_set_authorizer(q->db, authorize, NULL);
     const char *tail = NULL;
-    int prc = sqlite3_prepare_v2(q->db, sql, -1, &st, &tail);
+    int prc = sqlite3_prepare_v2(q->db, sql, -1, st, &tail);
     sqlite3_set_authorizer(q->db, NULL, NULL);
     if (prc != SQLITE_OK) {
         const char *m = sqlite3_errmsg(q->db);
         if (prc == SQLITE_AUTH || strstr(m, "not authorized"))
-            rc = hs__err(err, HS_EINVAL,
-                         "only read-only queries (SELECT, WITH, read-only PRAGMA) are "
-                         "allowed: %s",
-                         m);
-        else
-            rc = hs__err(err, HS_EINVAL, "SQL error: %s", m);
-        goto out;
+            return hs__err(err, HS_EINVAL,
+                           "only read-only queries (SELECT, WITH, read-only PRAGMA) are "
+                           "allowed: %s",
+                           m);
+        return hs__err(err, HS_EINVAL, "SQL error: %s", m);
     }
-    if (!st) {
-        rc = hs__err(err, HS_EINVAL, "no SQL statement given");
-        goto out;
-    }
+    if (!*st) return hs__err(err, HS_EINVAL, "no SQL statement given");
     while (tail &&
            (*tail == ' ' || *tail == '\n' || *tail == '\t' || *tail == '\r' || *tail == ';'))
         tail++;
-    if (tail && *tail) {
-        rc = hs__err(err, HS_EINVAL, "one statement at a time, please (extra text: '%.40s')", tail);
-        goto out;
-    }
-    if (!sqlite3_stmt_readonly(st)) {
-        rc = hs__err(err, HS_EINVAL, "only read-only queries are allowed");
-        goto out;
-    }
-    int ncol = sqlite3_column_count(st);
-    cols = json_array();
-    rows = json_array();
-    for (int i = 0; i < ncol; i++)
-        json_array_append_new(cols, json_string(sqlite3_column_name(st, i)));
+    if (tail && *tail)
+        return hs__err(err, HS_EINVAL, "one statement at a time, please (extra text: '%.40s')",
+                       tail);
+    if (!sqlite3_stmt_readonly(*st))
+        return hs__err(err, HS_EINVAL, "only read-only queries are allowed");
+    return 0;
+}
 
+/* st's rows into rows, at most r->limit of them and about SQL_MAX_BYTES,
+ * within r->ms; *n rows, *truncated when more were left. */
+static int sql_rows(hs__sqlite *q, sqlite3_stmt *st, const sql_req *r, json_t *rows, int64_t *n,
+                    int *truncated, hs_qerr *err)
+{
+    deadline dl = {0};
     clock_gettime(CLOCK_MONOTONIC, &dl.end);
-    dl.end.tv_sec += ms / 1000;
-    dl.end.tv_nsec += (ms % 1000) * 1000000;
+    dl.end.tv_sec += r->ms / 1000;
+    dl.end.tv_nsec += (r->ms % 1000) * 1000000;
     if (dl.end.tv_nsec >= 1000000000) {
         dl.end.tv_sec++;
         dl.end.tv_nsec -= 1000000000;
     }
     sqlite3_progress_handler(q->db, 100, progress, &dl);
     fn_arm(q, &dl);
-    int s, truncated = 0;
+    int s, ncol = sqlite3_column_count(st);
     size_t bytes = 0;
-    int64_t n = 0;
     while ((s = sqlite3_step(st)) == SQLITE_ROW) {
-        if (n == limit || bytes > SQL_MAX_BYTES) {
-            truncated = 1;
+        if (*n == r->limit || bytes > SQL_MAX_BYTES) {
+            *truncated = 1;
             break;
         }
         json_t *row = json_array();
@@ -222,25 +215,42 @@ int hs__view_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *e
             json_array_append_new(row, column_json(st, i, &bytes));
         if (bytes > SQL_MAX_BYTES) { /* a row of many large values: not one more */
             json_decref(row);
-            truncated = 1;
+            *truncated = 1;
             break;
         }
         json_array_append_new(rows, row);
-        n++;
+        (*n)++;
     }
     sqlite3_progress_handler(q->db, 0, NULL, NULL);
     fn_arm(q, NULL);
-    if (s != SQLITE_ROW && s != SQLITE_DONE) {
-        if (dl.hit) {
-            rc = hs__err(err, HS_ETIMEOUT,
-                         "the query ran longer than its time limit of %" PRId64
-                         " ms and was stopped (ask for less, or set timeout_ms up to %d)",
-                         ms, SQL_MAX_MS);
-        } else {
-            rc = hs__err(err, HS_EINVAL, "SQL error: %s", sqlite3_errmsg(q->db));
-        }
-        goto out;
-    }
+    if (s == SQLITE_ROW || s == SQLITE_DONE) return 0;
+    if (dl.hit)
+        return hs__err(err, HS_ETIMEOUT,
+                       "the query ran longer than its time limit of %" PRId64
+                       " ms and was stopped (ask for less, or set timeout_ms up to %d)",
+                       r->ms, SQL_MAX_MS);
+    return hs__err(err, HS_EINVAL, "SQL error: %s", sqlite3_errmsg(q->db));
+}
+
+int hs__view_sql(hs__sqlite *q, const char *body, size_t len, json_t **out, hs_qerr *err)
+{
+    sql_req r;
+    sqlite3_stmt *st = NULL;
+    json_t *cols = NULL, *rows = NULL;
+    int old_length = -1, truncated = 0;
+    int64_t n = 0;
+    int rc = sql_request(&r, body, len, err);
+    if (rc) goto out;
+    /* zeroblob(1e9) or printf('%.*c', 1e9, 'x') would otherwise build (and
+     * then hex-encode) one gigantic value before any row cap applies. */
+    old_length = sqlite3_limit(q->db, SQLITE_LIMIT_LENGTH, SQL_MAX_VALUE);
+    if ((rc = sql_prepare(q, r.sql, &st, err))) goto out;
+    int ncol = sqlite3_column_count(st);
+    cols = json_array();
+    rows = json_array();
+    for (int i = 0; i < ncol; i++)
+        json_array_append_new(cols, json_string(sqlite3_column_name(st, i)));
+    if ((rc = sql_rows(q, st, &r, rows, &n, &truncated, err))) goto out;
     *out = json_pack("{s:o,s:o,s:b,s:I}", "columns", cols, "rows", rows, "truncated", truncated,
                      "row_count", (json_int_t)n);
     cols = rows = NULL;
@@ -250,7 +260,7 @@ out:
     if (old_length >= 0) sqlite3_limit(q->db, SQLITE_LIMIT_LENGTH, old_length);
     json_decref(cols);
     json_decref(rows);
-    json_decref(req);
+    json_decref(r.json);
     return rc;
 }
 
@@ -802,12 +812,12 @@ static void fn_call(sqlite3_context *ctx, int argc, sqlite3_value **argv)
     fn_builtin(ctx, x, c->id, argc, argv);
 }
 
-static void fn_arm(hs_q *q, deadline *dl)
+static void fn_arm(hs__sqlite *q, deadline *dl)
 {
     if (q->sqlfn) q->sqlfn->dl = dl;
 }
 
-void hs__sql_free(hs_q *q)
+void hs__sql_free(hs__sqlite *q)
 {
     struct hs__sqlfn *x = q->sqlfn;
     if (!x) return;
@@ -819,7 +829,7 @@ void hs__sql_free(hs_q *q)
     q->sqlfn = NULL;
 }
 
-int hs__sql_register(hs_q *q)
+int hs__sql_register(hs__sqlite *q)
 {
     if (sqlite3_create_module(q->db, "event_rows", &event_rows_module, NULL) != SQLITE_OK)
         return HS_EDB;

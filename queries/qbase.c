@@ -1,0 +1,135 @@
+/* qbase: the small foundations every file of queries/ uses, the store's
+ * included, and which call nothing else of queries/: the string -> index
+ * map, the growable buffer and the error filler (q_internal.h). */
+#include <assert.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "q_internal.h"
+
+/* ---- string map ----------------------------------------------------------- */
+
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, int *added)
+{
+    *added = 0;
+    if ((m->n + 1) * 4 > m->cap * 3) {
+        size_t ncap = m->cap ? m->cap * 2 : 256;
+        char **nk = calloc(ncap, sizeof *nk);
+        uint64_t *nh = malloc(ncap * sizeof *nh);
+        size_t *nv = malloc(ncap * sizeof *nv);
+        if (!nk || !nh || !nv) {
+            free(nk);
+            free(nh);
+            free(nv);
+            return (size_t)-1;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = m->hashes[i] & (ncap - 1);
+            while (nk[j]) j = (j + 1) & (ncap - 1);
+            nk[j] = m->keys[i];
+            nh[j] = m->hashes[i];
+            nv[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->hashes);
+        free(m->vals);
+        m->keys = nk;
+        m->hashes = nh;
+        m->vals = nv;
+        m->cap = ncap;
+    }
+    uint64_t h = fnv1a(key, len);
+    size_t i = h & (m->cap - 1);
+    while (m->keys[i]) {
+        if (m->hashes[i] == h && !strncmp(m->keys[i], key, len) && m->keys[i][len] == '\0')
+            return m->vals[i];
+        i = (i + 1) & (m->cap - 1);
+    }
+    char *k = malloc(len + 1);
+    if (!k) return (size_t)-1;
+    memcpy(k, key, len);
+    k[len] = '\0';
+    m->keys[i] = k;
+    m->hashes[i] = h;
+    m->vals[i] = next;
+    m->n++;
+    *added = 1;
+    return next;
+}
+
+void hs__smap_free(hs__smap *m)
+{
+    for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
+    free(m->keys);
+    free(m->hashes);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+void hs__buf_put(hs__buf *b, const void *data, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 4096;
+        while (ncap < b->n + n + 1) ncap *= 2;
+        char *np = realloc(b->p, ncap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = ncap;
+    }
+    memcpy(b->p + b->n, data, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+void hs__buf_printf(hs__buf *b, const char *fmt, ...)
+{
+    char tmp[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n < 0) return;
+    if ((size_t)n < sizeof tmp) {
+        hs__buf_put(b, tmp, (size_t)n);
+        return;
+    }
+    char *big = malloc((size_t)n + 1);
+    if (!big) {
+        b->oom = 1;
+        return;
+    }
+    va_start(ap, fmt);
+    vsnprintf(big, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    hs__buf_put(b, big, (size_t)n);
+    free(big);
+}
+
+/* ---- errors --------------------------------------------------------------- */
+
+int hs__err(hs_qerr *err, int code, const char *fmt, ...)
+{
+    assert(code < 0);
+    err->code = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return code;
+}

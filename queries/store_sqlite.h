@@ -1,0 +1,71 @@
+/* store_sqlite: the SQLite store of hs_qstore.h, private to its two files
+ * (store_sqlite.c: the ops over a read-only connection; store_sqlite_sql.c:
+ * /api/sql, user SQL in SQLite's dialect with its checked functions).
+ *
+ * The connection owns its prepared statements, prepared on first use with
+ * SQLITE_PREPARE_PERSISTENT and finalized in the store's free; a statement
+ * is reset and its bindings cleared when fetched (hs__sqlite_stmt), and
+ * every statement is reset when the store goes idle between requests, so
+ * that no read transaction stays open.
+ */
+#ifndef HS_STORE_SQLITE_H
+#define HS_STORE_SQLITE_H
+
+#include <sqlite3.h>
+
+#include "hs_qstore.h"
+
+enum hs__stmt_id {
+    ST_RUN,
+    ST_LABELS,
+    ST_KEYFRAME,
+    ST_KF_ROWS,
+    ST_DELTA_ROWS,
+    ST_PEAK_BUCKET,
+    ST_PEAK_ROWS,
+    ST_NODE,
+    ST_FRAME,
+    ST_SERIES,
+    ST_RSS,
+    ST_DELTAS_AFTER,
+    ST_TRACE_DELTAS,
+    ST_TSTATS_MARK,
+    ST_TSTATS_ROWS,
+    ST_SIZES,
+    ST_LAST_BUCKET,
+    ST_EVENTS,
+    ST_RUN_STACKS,
+    ST_MAPPINGS,
+    ST_PCS,
+    ST_RSS_AT,
+    ST_EXACT_RUN,    /* schema 8 and later */
+    ST_EXACT_SERIES, /* schema 8 and later */
+    ST__COUNT
+};
+
+typedef struct hs__sqlite {
+    hs_qstore base; /* first: the store is its base */
+    sqlite3 *db;
+    char *path;
+    int schema; /* user_version when opened: below 2, no trace_stats */
+    sqlite3_stmt *st[ST__COUNT];
+    struct hs__sqlfn *sqlfn; /* store_sqlite_sql.c: the checked functions of user SQL */
+    char uuid[40];           /* the last run record's uuid, lower case */
+} hs__sqlite;
+
+/* The statements' text (their plans are tested, tests/queries). */
+extern const char *const hs__sqlite_stmt_sql[ST__COUNT];
+
+/* Returns the statement, reset and with bindings cleared, or NULL (err set). */
+sqlite3_stmt *hs__sqlite_stmt(hs__sqlite *q, int id, hs_qerr *err);
+/* HS_EDB with the connection's message in err. */
+int hs__sqlite_err(hs__sqlite *q, hs_qerr *err);
+
+/* /api/sql (store_sqlite_sql.c). */
+int hs__view_sql(hs__sqlite *q, const char *body, size_t len, json_t **out, hs_qerr *err);
+/* Registers event_rows and the checked SQL functions on q's connection;
+ * hs__sql_free releases what they hold. */
+int hs__sql_register(hs__sqlite *q);
+void hs__sql_free(hs__sqlite *q);
+
+#endif
