@@ -749,9 +749,14 @@ static void pump(void)
     }
 }
 
-/* Everything is delivered: written (file) or acknowledged (tcp). */
+/* Everything is delivered: written (file) or acknowledged (tcp). Frames
+ * the server acknowledged stay delivered when it then closes the
+ * connection (as it does after BYE): the ACK and the end of the stream
+ * often arrive in one read, and reconnecting to send nothing new cost a
+ * connection and a resumed HELLO at every exit. */
 static int delivered(void)
 {
+    if (S.acked_seq > 0 && S.acked_seq >= S.next_seq) return 1;
     if (S.fd < 0 || S.net != NET_OPEN || S.hello_off < S.hello_len) return 0;
     return S.acked_seq >= S.next_seq;
 }
