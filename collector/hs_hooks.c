@@ -354,21 +354,49 @@ __attribute__((noinline, cold)) static void free_counted(void *p, int publish)
     real.free(p);
 }
 
+/* The load address of the object whose PT_LOAD segments hold an address
+ * (dl_iterate_phdr: a walk over a handful of objects; dladdr would also
+ * search the object's symbols, some 85,000 instructions a call in libc). */
+typedef struct obj_of {
+    uintptr_t addr, base;
+    int found;
+} obj_of;
+
+static int obj_of_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    obj_of *o = data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && o->addr >= lo && o->addr - lo < ph->p_memsz) {
+            o->base = info->dlpi_addr;
+            o->found = 1;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int same_object(const void *a, const void *b)
+{
+    obj_of x = {(uintptr_t)a, 0, 0}, y = {(uintptr_t)b, 0, 0};
+    dl_iterate_phdr(obj_of_cb, &x);
+    dl_iterate_phdr(obj_of_cb, &y);
+    return x.found && y.found && x.base == y.base;
+}
+
 /* Chooses how sizes are read, once the real allocator is known: the chunk
- * header only when malloc is glibc's own (the library that defines
+ * header only when malloc is glibc's own (the object that defines
  * gnu_get_libc_version); a preloaded allocator's or a sanitizer's through
  * its malloc_usable_size; nothing without one. */
 static void exact_choose(void)
 {
-    Dl_info mi, gi;
-    void *g = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
     int mode = real.usable_size != boot_usable_size ? EX_CALL : EX_OFF;
 #if defined(__x86_64__) || defined(__aarch64__)
-    if (g && dladdr((void *)real.malloc, &mi) && dladdr(g, &gi) && mi.dli_fbase == gi.dli_fbase &&
-        (void *)real.free != (void *)boot_free)
+    void *g = dlsym(RTLD_DEFAULT, "gnu_get_libc_version");
+    if (g && (void *)real.free != (void *)boot_free && same_object((void *)real.malloc, g))
         mode = EX_GLIBC;
-#else
-    (void)mi, (void)gi, (void)g;
 #endif
     atomic_store_explicit(&ex_mode, mode, memory_order_relaxed);
 }
