@@ -157,6 +157,9 @@ void hs__exact_publish(hs_tls *t)
         exact_fold_counts(t);
     } else {
         t->ex_pending = 0;
+        /* A thread without a ring (it never sampled: one that only frees)
+         * is not in the registry the sender reads counts through. */
+        if (!t->ring) exact_fold_counts(t);
     }
     int64_t v = atomic_fetch_add_explicit(&ex.live, d, memory_order_relaxed) + d;
     if (d > 0 && v > atomic_load_explicit(&ex.win_max, memory_order_relaxed))
@@ -181,11 +184,14 @@ void hs__exact_flush(hs_tls *t)
 void hs__exact_read(hs_exact *out, uint64_t now)
 {
     memset(out, 0, sizeof *out);
+    /* The folded counts are read under the registry lock, as a thread's
+     * exit moves its counts there and leaves the registry under it: read
+     * apart, an exit in between made an observation's counts dip. */
+    hs_lock_acquire(&reg_lock);
     out->allocs = atomic_load_explicit(&ex.allocs, memory_order_relaxed);
     out->frees = atomic_load_explicit(&ex.frees, memory_order_relaxed);
     out->alloc_bytes = atomic_load_explicit(&ex.alloc_bytes, memory_order_relaxed);
     out->free_bytes = atomic_load_explicit(&ex.free_bytes, memory_order_relaxed);
-    hs_lock_acquire(&reg_lock);
     for (hs_ring *r = reg_head; r; r = r->next) {
         hs_tls *t = r->owner;
         if (!t) continue;
