@@ -187,6 +187,7 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
     s->granularity_ns = cfg && cfg->granularity_ns ? cfg->granularity_ns : 1000000000ull;
     s->keyframe_every = cfg && cfg->keyframe_every ? cfg->keyframe_every : 32;
     s->event_quantum_ns = cfg && cfg->event_time_ns ? cfg->event_time_ns : 1;
+    s->nodes_max = HS_STORE_NODES_MAX;
     int rc = take_lock(s, path, err, errlen);
     if (rc) goto fail;
     rc = hs_schema_open(&s->db, path, HS_SCHEMA_ALLOW_READONLY, err, errlen);
@@ -274,6 +275,7 @@ void hs_store_free(hs_store *s)
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     sqlite3_close_v2(s->db);
     if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
+    hs_map_free(&s->nodes);
     free(s->scratch);
     free(s->evcache);
     hs_evenc_free(&s->enc);
@@ -415,6 +417,9 @@ void hs_store_rollback(hs_store *s)
      * itself; a second ROLLBACK would fail and replace the error message
      * (hs_store_errmsg) that says what went wrong with its own. */
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+    /* Rows the transaction wrote are gone, and their ids may be given to
+     * other nodes: the cache may hold some of them. */
+    hs_map_clear(&s->nodes);
     while (s->touched) {
         hs_run *r = s->touched;
         s->touched = r->touch_next;

@@ -248,7 +248,16 @@ int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *na
 
 /* ---- STACKS ------------------------------------------------------------ */
 
-static int intern_node(hs_store *s, int64_t parent, int64_t frame, uint32_t depth, int64_t *out)
+/* The key of node (parent, frame) in s->nodes; 0 when an id is too large
+ * for it (no frame id is 0: frames.id starts at 1). */
+static uint64_t node_key(int64_t parent, int64_t frame)
+{
+    if (parent < 0 || parent > UINT32_MAX || frame <= 0 || frame > UINT32_MAX) return 0;
+    return (uint64_t)parent << 32 | (uint64_t)frame;
+}
+
+/* Looks node (parent, frame) up in traces: 1 (*out set) or 0, or HS_EDB. */
+static int select_node(hs_store *s, int64_t parent, int64_t frame, int64_t *out)
 {
     sqlite3_stmt *st = s->st[ST_NODE_GET];
     sqlite3_bind_int64(st, 1, parent);
@@ -256,56 +265,129 @@ static int intern_node(hs_store *s, int64_t parent, int64_t frame, uint32_t dept
     int step = sqlite3_step(st);
     if (step == SQLITE_ROW) *out = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
-    if (step == SQLITE_ROW) return 0;
-    if (step != SQLITE_DONE) {
-        s->db_failed = 1;
-        return HS_EDB;
+    if (step == SQLITE_ROW) return 1;
+    if (step == SQLITE_DONE) return 0;
+    s->db_failed = 1;
+    return HS_EDB;
+}
+
+static void remember_node(hs_store *s, uint64_t key, int64_t id)
+{
+    if (!key) return;
+    if (s->nodes.count >= s->nodes_max) hs_map_clear(&s->nodes);
+    (void)hs_map_put(&s->nodes, key, (uint64_t)id); /* out of memory: not cached */
+}
+
+/* Moves *node, the id of a node or 0 for the root's parent, to its child of
+ * frame at depth, inserted when new. *fresh says that *node was inserted by
+ * the previous call of this walk: its children cannot be rows yet (ids of
+ * traces rows are never taken back but by a rollback), so none is looked
+ * for. Ids come from the cache when it has them; only rows that exist go
+ * into it. */
+static int intern_node(hs_store *s, int64_t *node, int *fresh, int64_t frame, uint32_t depth)
+{
+    int64_t parent = *node, id;
+    uint64_t key = node_key(parent, frame), cached;
+    if (key && hs_map_get(&s->nodes, key, &cached)) {
+        assert(!*fresh);
+        *node = (int64_t)cached;
+        return 0;
     }
-    st = s->st[ST_NODE_INSERT];
-    sqlite3_bind_int64(st, 1, parent);
-    sqlite3_bind_int64(st, 2, frame);
-    sqlite3_bind_int64(st, 3, depth);
-    int rc = hs__store_step_done(s, st);
-    if (!rc) *out = sqlite3_last_insert_rowid(s->db);
-    return rc;
+    int found = 0;
+    if (!*fresh && (found = select_node(s, parent, frame, &id)) < 0) return found;
+#ifndef NDEBUG
+    if (*fresh) assert(select_node(s, parent, frame, &id) == 0);
+#endif
+    if (!found) {
+        sqlite3_stmt *st = s->st[ST_NODE_INSERT];
+        sqlite3_bind_int64(st, 1, parent);
+        sqlite3_bind_int64(st, 2, frame);
+        sqlite3_bind_int64(st, 3, depth);
+        int rc = hs__store_step_done(s, st);
+        if (rc) return rc;
+        id = sqlite3_last_insert_rowid(s->db);
+    }
+    remember_node(s, key, id);
+    *node = id;
+    *fresh = !found;
+    return 0;
+}
+
+/* What frame_stacks works with, off the writer thread's stack. prev_*: the
+ * frames, root first, and the nodes of the stack interned last; a stack
+ * that begins as that one did (most do) takes its nodes without a lookup. */
+typedef struct stacks_work {
+    hs_stack stk;
+    int64_t frames[HS_STACK_MAX_DEPTH]; /* of stk, leaf first */
+    int64_t prev_frames[HS_STACK_MAX_DEPTH], prev_nodes[HS_STACK_MAX_DEPTH];
+    uint32_t nprev;
+} stacks_work;
+
+/* The frames of w->stk into w->frames; *out gets their number. */
+static int stack_frames(hs_run *r, stacks_work *w, uint32_t *out, char *err, size_t errlen)
+{
+    const hs_stack *stk = &w->stk;
+    uint32_t nf = 0;
+    /* A pc with inlined frames stands for them (defined under
+     * hs_inl_pc(pc, k) by SYMBOLS), innermost first, then for itself;
+     * collectors that named frames themselves sent them in the stack
+     * already. At most HS_STACK_MAX_DEPTH frames: the outermost go. */
+    for (uint32_t i = 0; i < stk->depth && nf < HS_STACK_MAX_DEPTH; i++) {
+        uint64_t f, pc = stk->pcs[i];
+        if (hs_inl_pc_ok(pc) && !(i > 0 && hs_inl_pc_of(stk->pcs[i - 1], pc)))
+            for (int k = 0; k < HS_SYMS_INLINE_MAX && nf < HS_STACK_MAX_DEPTH - 1 &&
+                            hs_map_get(&r->pcs, hs_inl_pc(pc, k), &f);
+                 k++)
+                w->frames[nf++] = (int64_t)f;
+        if (!hs_map_get(&r->pcs, stk->pcs[i], &f)) {
+            hs__store_seterr(err, errlen,
+                             "stack %" PRIu64 " uses pc 0x%" PRIx64 " never defined by SYMBOLS",
+                             stk->id, stk->pcs[i]);
+            return HS_EPROTO;
+        }
+        w->frames[nf++] = (int64_t)f;
+    }
+    *out = nf;
+    return 0;
+}
+
+/* The trace of w->frames (nf of them), root first: the nodes it shares
+ * with the previous stack, then one node at a time. */
+static int stack_trace(hs_store *s, stacks_work *w, uint32_t nf, int64_t *out)
+{
+    uint32_t d = 0;
+    while (d < nf && d < w->nprev && w->prev_frames[d] == w->frames[nf - 1 - d]) d++;
+    int64_t node = d ? w->prev_nodes[d - 1] : 0;
+    int fresh = 0; /* a node of the previous stack may have children since */
+    for (; d < nf; d++) {
+        int rc = intern_node(s, &node, &fresh, w->frames[nf - 1 - d], d + 1);
+        if (rc) {
+            w->nprev = d;
+            return rc;
+        }
+        w->prev_frames[d] = w->frames[nf - 1 - d];
+        w->prev_nodes[d] = node;
+    }
+    w->nprev = nf;
+    *out = node;
+    return 0;
 }
 
 static int frame_stacks(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
                         size_t errlen)
 {
     hs_batch_it it;
-    /* hs_stack holds 1024 pcs: keep it off the stack of the writer thread. */
-    hs_stack *stk = malloc(sizeof *stk);
-    if (!stk) return HS_ENOMEM;
+    stacks_work *w = malloc(sizeof *w);
+    if (!w) return HS_ENOMEM;
+    w->nprev = 0;
+    hs_stack *stk = &w->stk;
     int rc = hs_stacks_begin(&it, p, len), more = 0;
     if (rc) goto bad;
     while ((more = hs_stacks_next(&it, stk)) == 1) {
-        int64_t frames[HS_STACK_MAX_DEPTH];
-        uint32_t nf = 0;
-        /* A pc with inlined frames stands for them (defined under
-         * hs_inl_pc(pc, k) by SYMBOLS), innermost first, then for itself;
-         * collectors that named frames themselves sent them in the stack
-         * already. At most HS_STACK_MAX_DEPTH frames: the outermost go. */
-        for (uint32_t i = 0; i < stk->depth && nf < HS_STACK_MAX_DEPTH; i++) {
-            uint64_t f, pc = stk->pcs[i];
-            if (hs_inl_pc_ok(pc) && !(i > 0 && hs_inl_pc_of(stk->pcs[i - 1], pc)))
-                for (int k = 0; k < HS_SYMS_INLINE_MAX && nf < HS_STACK_MAX_DEPTH - 1 &&
-                                hs_map_get(&r->pcs, hs_inl_pc(pc, k), &f);
-                     k++)
-                    frames[nf++] = (int64_t)f;
-            if (!hs_map_get(&r->pcs, stk->pcs[i], &f)) {
-                hs__store_seterr(err, errlen,
-                                 "stack %" PRIu64 " uses pc 0x%" PRIx64 " never defined by SYMBOLS",
-                                 stk->id, stk->pcs[i]);
-                rc = HS_EPROTO;
-                goto out;
-            }
-            frames[nf++] = (int64_t)f;
-        }
-        /* Root first: the outermost frame is the last pc. */
+        uint32_t nf;
         int64_t node = 0;
-        for (uint32_t d = 0; d < nf; d++)
-            if ((rc = intern_node(s, node, frames[nf - 1 - d], d + 1, &node))) goto out;
+        if ((rc = stack_frames(r, w, &nf, err, errlen))) goto out;
+        if ((rc = stack_trace(s, w, nf, &node))) goto out;
         /* An id keeps the stack it was first defined with: events already
          * stored refer to it, and a replay of them must give the same
          * rollups (a collector resends a definition only unchanged). */
@@ -332,7 +414,7 @@ static int frame_stacks(hs_store *s, hs_run *r, const uint8_t *p, size_t len, ch
 bad:
     hs__store_seterr(err, errlen, "malformed STACKS frame: %s", hs_strerror(rc));
 out:
-    free(stk);
+    free(w);
     return rc;
 }
 

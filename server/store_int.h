@@ -78,6 +78,11 @@ enum { HS_RUN_OPEN, HS_RUN_ENDED, HS_RUN_LOST };
 #define HS_RUN_MAX_PCS    (4u << 20)
 #define HS_RUN_MAX_STACKS (1u << 20)
 
+/* Entries of the writer's trace node cache (hs_store.nodes): 16 bytes each
+ * in a table at most half full, so at most 16 MiB. A full cache starts
+ * over empty: later stacks look their nodes up in traces again. */
+#define HS_STORE_NODES_MAX (1u << 19)
+
 typedef struct hs_slot {
     int64_t trace;
     int64_t bytes;    /* live estimated bytes */
@@ -183,6 +188,14 @@ struct hs_store {
     hs_evdec dec;              /* decodes events rows replayed into the rollups */
     uint64_t event_quantum_ns; /* stored event times are kept to multiples of it */
     char key[HS_FUNC_MAX + HS_STR_MAX + 64];
+    /* Nodes of traces known to be rows, committed or written by the open
+     * transaction: (parent << 32 | frame) -> traces.id, for a parent and a
+     * frame below 2^32 (store_frames.c, intern_node). Exact because traces
+     * rows are never changed or deleted and this connection is the only
+     * writer; a rollback may take ids back, so it empties the cache. At
+     * most nodes_max entries (HS_STORE_NODES_MAX; tests lower it). */
+    hs_map nodes;
+    uint32_t nodes_max;
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
