@@ -20,6 +20,7 @@
 #include <zlib.h>
 
 #include "hs_error.h"
+#include "hs_inlpc.h"
 #include "q_internal.h"
 
 /* ---- protobuf encoding ---------------------------------------------------- */
@@ -270,21 +271,14 @@ typedef struct pprof {
     hs_qerr *err;
 } pprof;
 
-/* Synthetic pcs of inlined frames, as the server names them
- * (server/hs_symbols.h's hs_inl_pc: the tag, k << 48, the pc they are
- * inlined at). */
-#define INL_TAG      0xfe00000000000000ull
-#define INL_TAG_MASK 0xff00000000000000ull
-#define INL_PC_MASK  ((1ull << 48) - 1)
-
 /* The pc that stands for frame (0 when none): for a function inlined
  * somewhere, the pc it is inlined at, with *inlined set. */
 static uint64_t frame_pc(const pprof *pp, int64_t frame, int *inlined)
 {
     uint64_t pc;
     if (!hs__map_get(&pp->pcs, (uint64_t)frame, &pc)) pc = 0;
-    *inlined = (pc & INL_TAG_MASK) == INL_TAG;
-    return *inlined ? pc & INL_PC_MASK : pc;
+    *inlined = hs_inl_pc_is(pc);
+    return *inlined ? pc & HS_INL_PC_MASK : pc;
 }
 
 /* How many frames from frames[0] (leaf first, n > 0) share one address:

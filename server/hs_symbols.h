@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hs_inlpc.h"
 #include "hs_proto.h"
 
 typedef struct hs_syms hs_syms;
@@ -123,21 +124,6 @@ int hs_syms_available(hs_syms *s, const uint8_t *bid, size_t blen, const char *p
  * HS_ETOOBIG. */
 int hs_syms_store_file(char *out, size_t len, const char *db_path, const uint8_t *bid, size_t blen);
 
-/* Synthetic pcs of inlined frames: HS_INL_PC_TAG | k << 48 | pc (k = 0 the
- * innermost), below Python's tag and above every user-space address. */
-#define HS_INL_PC_TAG 0xfe00000000000000ull
-static inline uint64_t hs_inl_pc(uint64_t pc, int k)
-{
-    return HS_INL_PC_TAG | (uint64_t)k << 48 | pc;
-}
-static inline int hs_inl_pc_ok(uint64_t pc) /* a pc that may have inlined frames */
-{
-    return pc && pc < (1ull << 48);
-}
-/* 1 if pc is an inlined frame's synthetic pc of the frame at base. */
-static inline int hs_inl_pc_of(uint64_t pc, uint64_t base)
-{
-    return (pc & 0xff00000000000000ull) == HS_INL_PC_TAG && (pc & ((1ull << 48) - 1)) == base;
-}
+/* Synthetic pcs of inlined frames: common/hs_inlpc.h. */
 
 #endif
