@@ -386,7 +386,8 @@ static int next_frame(void)
         for (unsigned i = 0; i < U.ndone; i++) answered |= same(&U.done[i], k.bid, k.blen);
         if (!U.w && !(U.w = hs_mem_map(sizeof *U.w))) return 0;
         U.cur = k;
-        if (answered || U.ndone == DONE_MAX || start(&k) || U.total > U.left) {
+        if (answered || U.ndone == DONE_MAX || start(&k) || U.total > U.left ||
+            U.total > HS_SYMDATA_FILE_MAX) {
             forget_upload();
             if (!answered) finish(&k);
             put_frame(&k, 0, 0, 0);

@@ -276,6 +276,9 @@ void hs_symreq_encode(hs_wr *wr, const uint8_t *bid, uint32_t blen);
 #define HS_SYMDATA_RAW   0
 #define HS_SYMDATA_LZ    1
 #define HS_SYMDATA_PIECE (1u << 20) /* bytes of a piece, uncompressed */
+/* The largest file a server takes (it closes a connection that sends more):
+ * a collector declines a larger build. */
+#define HS_SYMDATA_FILE_MAX (512ull << 20)
 typedef struct hs_symdata {
     const uint8_t *bid;
     uint32_t blen;

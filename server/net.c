@@ -38,9 +38,9 @@ typedef struct server server;
 /* Symbol uploads (docs/protocol.md, SYMREQ and SYMDATA): builds one
  * connection may have been asked for at once, and the most it may send. */
 #define SYMUP_SLOTS     4
-#define SYMUP_BUILD_MAX (512ull << 20) /* bytes of one build's file */
-#define SYMUP_CONN_MAX  (1ull << 30)   /* bytes of SYMDATA pieces a connection sends */
-#define SYMUP_QUEUE_MAX (64u << 20)    /* pieces waiting for the symbolizer thread */
+#define SYMUP_BUILD_MAX HS_SYMDATA_FILE_MAX /* bytes of one build's file */
+#define SYMUP_CONN_MAX  (1ull << 30)        /* bytes of SYMDATA pieces a connection sends */
+#define SYMUP_QUEUE_MAX (64u << 20)         /* pieces waiting for the symbolizer thread */
 
 typedef struct symup_slot {
     uint8_t bid[HS_BUILD_ID_MAX];
