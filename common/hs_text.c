@@ -66,3 +66,13 @@ int hs_ct_eq(const void *a, size_t an, const void *b, size_t bn)
     for (size_t i = 0; i < an && i < bn; i++) diff |= (unsigned)(x[i] ^ y[i]);
     return diff == 0; /* no early exit: the time does not tell how much matched */
 }
+
+void hs_hex(char *out, const uint8_t *p, size_t n)
+{
+    static const char hx[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = hx[p[i] >> 4];
+        out[2 * i + 1] = hx[p[i] & 15];
+    }
+    out[2 * n] = 0;
+}

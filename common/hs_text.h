@@ -36,4 +36,8 @@ long hs_pct_decode(char *out, size_t cap, const char *s, size_t n, int flags);
  * depends on the lengths only, never on how much of them matched. */
 int hs_ct_eq(const void *a, size_t an, const void *b, size_t bn);
 
+/* The n bytes at p as lower-case hex into out (2n + 1 bytes, NUL
+ * included): build ids and run ids as people and paths spell them. */
+void hs_hex(char *out, const uint8_t *p, size_t n);
+
 #endif

@@ -18,6 +18,7 @@
 #include "hs_spawn.h"
 #include "hs_store.h"
 #include "hs_symd.h"
+#include "hs_text.h"
 #include "hs_writer.h"
 
 enum phase {
@@ -302,16 +303,6 @@ static void slot_free(hs_conn *c, symup_slot *u)
     if (c->bye_seq && c->acked >= c->bye_seq && !conn_uploading(c)) conn_close(c, NULL);
 }
 
-static void hex_of(char *out, const uint8_t *bid, uint32_t blen)
-{
-    static const char hx[] = "0123456789abcdef";
-    for (uint32_t i = 0; i < blen; i++) {
-        out[2 * i] = hx[bid[i] >> 4];
-        out[2 * i + 1] = hx[bid[i] & 15];
-    }
-    out[2 * blen] = 0;
-}
-
 /* Asks c for build bid: a SYMREQ, and a slot to check its pieces against. */
 static void conn_ask(hs_conn *c, const uint8_t *bid, uint32_t blen)
 {
@@ -342,7 +333,7 @@ static void conn_ask(hs_conn *c, const uint8_t *bid, uint32_t blen)
     s->nslots++;
     s->symreqs++;
     char hex[2 * HS_BUILD_ID_MAX + 1];
-    hex_of(hex, bid, blen);
+    hs_hex(hex, bid, blen);
     hs_log("collector %s (conn %" PRIu64 "): asked for build %s (no file of it here)", c->peer,
            c->id, hex);
 }

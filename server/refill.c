@@ -10,6 +10,7 @@
 #include "hs_error.h"
 #include "hs_log.h"
 #include "hs_map.h"
+#include "hs_text.h"
 
 static _Atomic uint64_t generation; /* hs_refill_generation() */
 
@@ -43,16 +44,6 @@ struct hs_refill {
     size_t len, cap;
     int failed;
 };
-
-static void hex_of(char *out, const uint8_t *bid, uint32_t blen)
-{
-    static const char hx[] = "0123456789abcdef";
-    for (uint32_t i = 0; i < blen; i++) {
-        out[2 * i] = hx[bid[i] >> 4];
-        out[2 * i + 1] = hx[bid[i] & 15];
-    }
-    out[2 * blen] = 0;
-}
 
 int hs_refill_new(hs_refill **out, sqlite3 *db, hs_syms *syms)
 {
@@ -213,7 +204,7 @@ static int pick(hs_refill *f)
 static void finish(hs_refill *f, const char *why)
 {
     char hex[2 * HS_BUILD_ID_MAX + 1];
-    hex_of(hex, f->cur.bid, f->cur.blen);
+    hs_hex(hex, f->cur.bid, f->cur.blen);
     if (why) {
         hs_log("symbols: stored frames of build %s (%s) not named: %s; tried again later", hex,
                f->cur.path, why);

@@ -18,6 +18,7 @@
 #include "hs_lz.h"
 #include "hs_log.h"
 #include "hs_refill.h"
+#include "hs_text.h"
 
 enum { IT_JOB, IT_UPLOAD, IT_ABORT, IT_REFILLED };
 
@@ -251,16 +252,6 @@ static hs_wjob *name_frames(hs_symd *d, hs_symd_conn *c, hs_wjob *j)
 
 static void upload_ended(hs_symd *d, uint64_t conn_id, int all);
 
-static void hex_of(char *out, const uint8_t *bid, uint32_t blen)
-{
-    static const char hx[] = "0123456789abcdef";
-    for (uint32_t i = 0; i < blen; i++) {
-        out[2 * i] = hx[bid[i] >> 4];
-        out[2 * i + 1] = hx[bid[i] & 15];
-    }
-    out[2 * blen] = 0;
-}
-
 static void push_ask(hs_symd *d, uint64_t conn_id, const uint8_t *bid, uint32_t blen,
                      const char *close_why)
 {
@@ -348,7 +339,7 @@ static upload *upload_open(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
     for (int i = 0; i < HS_SYMD_UPLOADS_MAX && !u; i++)
         if (d->ups[i].fd < 0) u = &d->ups[i];
     char hex[2 * HS_BUILD_ID_MAX + 1];
-    hex_of(hex, sd->bid, sd->blen);
+    hs_hex(hex, sd->bid, sd->blen);
     if (!u) {
         hs_log("symbols: build %s from conn %" PRIu64 " not received: %d files are being received",
                hex, conn_id, HS_SYMD_UPLOADS_MAX);
@@ -378,7 +369,7 @@ static void upload_finish(hs_symd *d, upload *u)
 {
     char hex[2 * HS_BUILD_ID_MAX + 1], why[200];
     uint8_t have[HS_BUILD_ID_MAX];
-    hex_of(hex, u->bid, u->blen);
+    hs_hex(hex, u->bid, u->blen);
     int fail = close(u->fd);
     u->fd = -1;
     int n = fail ? HS_EIO : hs_syms_file_build_id(u->part, have);
@@ -409,7 +400,7 @@ static void upload_piece(hs_symd *d, uint64_t conn_id, const hs_symdata *sd)
     if (u && (sd->total == 0 || sd->offset == 0)) upload_drop(u);
     if (sd->total == 0) {
         char hex[2 * HS_BUILD_ID_MAX + 1];
-        hex_of(hex, sd->bid, sd->blen);
+        hs_hex(hex, sd->bid, sd->blen);
         hs_log("symbols: conn %" PRIu64 " does not send build %s (no such file there, or "
                "its bound reached)",
                conn_id, hex);

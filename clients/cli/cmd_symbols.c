@@ -21,6 +21,7 @@
 #include "hs_error.h"
 #include "hs_paths.h"
 #include "hs_symbols.h"
+#include "hs_text.h"
 
 static void usage(FILE *f)
 {
@@ -77,12 +78,7 @@ static int add_one(const char *dir, const char *path)
         return 1;
     }
     char hex[2 * HS_BUILD_ID_MAX + 1], sub[4400], dst[4600];
-    static const char hx[] = "0123456789abcdef";
-    for (int i = 0; i < n; i++) {
-        hex[2 * i] = hx[bid[i] >> 4];
-        hex[2 * i + 1] = hx[bid[i] & 15];
-    }
-    hex[2 * n] = 0;
+    hs_hex(hex, bid, (size_t)n);
     int a = snprintf(sub, sizeof sub, "%s/.build-id/%.2s", dir, hex);
     int b = snprintf(dst, sizeof dst, "%s/%s.debug", sub, hex + 2);
     if (a < 0 || (size_t)a >= sizeof sub || b < 0 || (size_t)b >= sizeof dst || mkdirs(sub) ||
