@@ -122,12 +122,34 @@ static void test_pct_bounds(void **state)
     assert_int_equal(hs_pct_decode(out, sizeof out, "a%41", 1, 0), 1);
 }
 
+static void test_hex_table(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        size_t n;
+        const char *out;
+    } cases[] = {
+        {"", 0, ""},
+        {"\x00", 1, "00"},
+        {"\xab\x01\xff", 3, "ab01ff"},
+        {"\x0f\xf0", 2, "0ff0"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[16];
+        memset(out, 'x', sizeof out);
+        hs_hex(out, (const uint8_t *)cases[i].in, cases[i].n);
+        assert_string_equal(out, cases[i].out);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_duration_table),
         cmocka_unit_test(test_pct_table),
         cmocka_unit_test(test_pct_bounds),
+        cmocka_unit_test(test_hex_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
