@@ -293,8 +293,11 @@ static void test_sql_lane(void **state)
     }
     fprintf(stderr, "12 SQL queries at once: %d ran to their limit, %d answered busy\n", done,
             busy);
-    assert_true(busy >= 1);
-    assert_true(done >= 9);
+    /* The lane runs one and queues 8: 9 run to their limit, or 8 when a
+     * ninth arrived before the lane's thread had taken the first (as it
+     * may under load); never more. */
+    assert_true(busy >= 3);
+    assert_true(done >= 8 && done <= 9);
     assert_int_equal(busy + done, 12);
     assert_int_equal(health_status(srv.port, NULL), 200);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
