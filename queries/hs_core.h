@@ -178,8 +178,9 @@ typedef struct hs_runs_params {
 
 /* Defaults: HS_RUNS_LIMIT runs, no filter. */
 void hs_runs_params_init(hs_runs_params *p);
-/* Sets limit, or adds a filter: program, host, pid or state (an empty
- * value is no filter) or label (key=value). Other keys are ignored. 0 or
+/* Sets limit, or adds a filter: program, host, pid or state, parent (the
+ * runs a run started) or root (a run and every run below it in its
+ * process tree) (an empty value is no filter) or label (key=value). Other keys are ignored. 0 or
  * HS_EINVAL with the sentence the API answers. value is lent to p. */
 int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr *err);
 

@@ -80,7 +80,8 @@ typedef struct hs_qstore_run {
 } hs_qstore_run;
 
 /* A filter of runs_find: key is program (a path or its base name), host,
- * id, pid, state, or else a label's key. */
+ * id, pid, state, parent (a run id: the runs it started), root (a run id:
+ * it and its descendants), or else a label's key. */
 typedef struct hs_qstore_filter {
     const char *key, *value;
 } hs_qstore_filter;

@@ -38,11 +38,14 @@ int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr
         const char *eq = strchr(value, '=');
         return runs_filter(p, value, eq ? (size_t)(eq - value) : 0, eq ? eq + 1 : NULL, err, value);
     }
-    static const char *const direct[] = {"program", "host", "pid", "state"};
+    static const char *const direct[] = {"program", "host", "pid", "state", "parent", "root"};
     for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
         if (strcmp(key, direct[i]) || !*value) continue;
-        if (!strcmp(key, "pid") && strspn(value, "0123456789") != strlen(value))
+        int digits = strspn(value, "0123456789") == strlen(value);
+        if (!strcmp(key, "pid") && !digits)
             return hs__err(err, HS_EINVAL, "pid must be an integer");
+        if ((!strcmp(key, "parent") || !strcmp(key, "root")) && (!digits || strlen(value) > 18))
+            return hs__err(err, HS_EINVAL, "%s must be a run id (an integer)", key);
         return runs_filter(p, key, strlen(key), value, err, value);
     }
     return 0;

@@ -318,6 +318,12 @@ static void where_kv(hs__buf *b, const char *key)
         hs__buf_printf(b, " AND r.pid = ?");
     else if (!strcmp(key, "state"))
         hs__buf_printf(b, " AND r.state = ?");
+    else if (!strcmp(key, "parent"))
+        hs__buf_printf(b, " AND r.parent_uuid = (SELECT uuid FROM runs WHERE id = ?)");
+    else if (!strcmp(key, "root")) /* the run and its descendants, by runs_parent_uuid */
+        hs__buf_printf(b, " AND r.id IN (WITH RECURSIVE tree(id, uuid) AS (SELECT id, uuid FROM "
+                          "runs WHERE id = ? UNION ALL SELECT c.id, c.uuid FROM runs c JOIN tree "
+                          "t ON c.parent_uuid = t.uuid) SELECT id FROM tree)");
     else
         hs__buf_printf(b, " AND EXISTS (SELECT 1 FROM run_labels l WHERE l.run = r.id AND "
                           "l.key = ? AND l.value = ?)");
@@ -329,7 +335,8 @@ static int bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
         for (int k = 0; k < 3; k++) sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
     } else if (!strcmp(key, "host") || !strcmp(key, "state")) {
         sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
-    } else if (!strcmp(key, "id") || !strcmp(key, "pid")) {
+    } else if (!strcmp(key, "id") || !strcmp(key, "pid") || !strcmp(key, "parent") ||
+               !strcmp(key, "root")) {
         sqlite3_bind_int64(st, i++, strtoll(value, NULL, 10));
     } else {
         sqlite3_bind_text(st, i++, key, -1, SQLITE_TRANSIENT);

@@ -6,6 +6,7 @@
  * first, fold the processes without samples into one line, and then detail
  * the largest. A shell that runs two short programs and execs into a third
  * keeps the single-process summary with one line for the rest. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -18,6 +19,8 @@
 #include <jansson.h>
 
 #include "fixture.h"
+#include "hs_core.h"
+#include "hs_error.h"
 #include "qkit.h"
 
 #define KIB 1024
@@ -139,6 +142,55 @@ static size_t count_lines(const char *s)
     return n;
 }
 
+/* The ids of the runs the core answers for one filter (parent or root). */
+static size_t filtered(const char *key, int64_t id, int64_t *out, size_t cap)
+{
+    hs_q *q;
+    hs_qerr err;
+    assert_int_equal(hs_q_open(&q, db, &err), 0);
+    hs_runs_params p;
+    hs_runs_params_init(&p);
+    p.limit = 1000;
+    char v[32];
+    snprintf(v, sizeof v, "%" PRId64, id);
+    assert_int_equal(hs_runs_param(&p, key, v, &err), 0);
+    hs_runs_result r;
+    assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+    size_t n = r.nruns;
+    for (size_t i = 0; i < n && i < cap; i++) out[i] = r.runs[i].brief.id;
+    hs_runs_result_clear(&r);
+    hs_q_free(q);
+    return n;
+}
+
+/* root=ID answers exactly the runs whose tree root is ID's; parent=ID
+ * exactly those whose parent_id is ID; a bad id is refused. */
+static void tree_filters(json_t *runs, json_t *root, size_t members)
+{
+    json_t *arr = json_object_get(runs, "runs");
+    int64_t rid = json_integer_value(json_object_get(root, "id")), got[64];
+    size_t n = filtered("root", rid, got, 64);
+    assert_int_equal(n, members);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = 0;
+        while (i < json_array_size(arr) &&
+               json_integer_value(json_object_get(json_array_get(arr, i), "id")) != got[k])
+            i++;
+        assert_true(i < json_array_size(arr));
+        assert_ptr_equal(json_array_get(arr, tree_root_of(runs, i)), root);
+    }
+    size_t children = 0;
+    for (size_t i = 0; i < json_array_size(arr); i++)
+        children += json_integer_value(json_object_get(json_array_get(arr, i), "parent_id")) == rid;
+    assert_true(children > 0);
+    assert_int_equal(filtered("parent", rid, got, 64), children);
+    hs_runs_params p;
+    hs_qerr err;
+    hs_runs_params_init(&p);
+    assert_int_equal(hs_runs_param(&p, "root", "x1", &err), HS_EINVAL);
+    assert_int_equal(hs_runs_param(&p, "parent", "-2", &err), HS_EINVAL);
+}
+
 /* heapstore runs folds each process tree into its first run's row, which
  * says how many more it holds and the largest; --all lists every run. Runs
  * after test_tree_summary, on its database (and test_one_allocating_process's
@@ -169,6 +221,7 @@ static void test_runs_folds_trees(void **state)
     assert_non_null(strstr(o.out, foot));
     assert_int_equal(count_lines(o.out), 1 + roots + 1); /* header, roots, the note */
     qk_out_free(&o);
+    tree_filters(runs, root, members);
     const char *all[] = {cli, "runs", "--limit", "1000", "--db", db, "--all", NULL};
     assert_int_equal(qk_run(&o, all, noenv), 0);
     assert_int_equal(o.code, 0);
