@@ -94,4 +94,9 @@ void tk_tmpdir(char *out, size_t len, const char *name);
 
 uint64_t tk_now_ms(void);
 
+/* This executable's GNU build id (at most cap bytes, its length in *blen,
+ * 0 when it has none) and its load bias, for tests that name their own
+ * functions. */
+void tk_self_build_id(uint8_t *bid, size_t cap, size_t *blen, uint64_t *load_bias);
+
 #endif

@@ -66,33 +66,12 @@ static uint8_t bid[64];
 static size_t blen;
 static uint64_t load_bias;
 
-static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size, (void)data;
-    load_bias = info->dlpi_addr; /* the first object is the executable */
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE) continue;
-        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-            const uint8_t *name = p + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4)) {
-                blen = n->n_descsz;
-                memcpy(bid, desc, blen);
-            }
-            p = desc + ((n->n_descsz + 3) & ~3u);
-        }
-    }
-    return 1;
-}
-
 static void self_init(void)
 {
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     assert_true(n > 0);
     exe[n] = 0;
-    dl_iterate_phdr(self_cb, NULL);
+    tk_self_build_id(bid, sizeof bid, &blen, &load_bias);
     assert_true(blen >= 8);
 }
 

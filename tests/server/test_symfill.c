@@ -234,29 +234,6 @@ static uint64_t load_bias;
 static uint8_t self_bid[64];
 static uint32_t self_blen;
 
-/* This executable's load bias and build id. */
-static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size, (void)data;
-    load_bias = info->dlpi_addr; /* the first object is the executable */
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE) continue;
-        const uint8_t *q = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = q + ph->p_memsz;
-        while (q + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)q;
-            const uint8_t *name = q + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
-                n->n_descsz <= sizeof self_bid) {
-                self_blen = n->n_descsz;
-                memcpy(self_bid, desc, self_blen);
-            }
-            q = desc + ((n->n_descsz + 3) & ~3u);
-        }
-    }
-    return 1;
-}
-
 static hs_str str(const char *s)
 {
     return (hs_str){s, strlen(s)};
@@ -316,7 +293,9 @@ static void test_fill_batches_shared_path(void **state)
     ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
     assert_true(len > 0);
     exe[len] = 0;
-    dl_iterate_phdr(self_cb, NULL);
+    size_t sblen;
+    tk_self_build_id(self_bid, sizeof self_bid, &sblen, &load_bias);
+    self_blen = (uint32_t)sblen;
     assert_true(self_blen >= 8);
     tk_server srv;
     assert_int_equal(tk_server_start(&srv, db, 0, no_files), 0);

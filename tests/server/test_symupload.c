@@ -187,27 +187,6 @@ static uint8_t self_bid[64];
 static size_t self_blen;
 static uint64_t load_bias;
 
-static int self_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size, (void)data;
-    load_bias = info->dlpi_addr; /* the first object is the executable */
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE) continue;
-        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-            const uint8_t *name = p + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4)) {
-                self_blen = n->n_descsz;
-                memcpy(self_bid, desc, self_blen);
-            }
-            p = desc + ((n->n_descsz + 3) & ~3u);
-        }
-    }
-    return 1;
-}
-
 __attribute__((noinline)) static int upload_marker(int x)
 {
     return x * 3 + 1;
@@ -647,7 +626,7 @@ int main(void)
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (n <= 0) return 1;
     exe[n] = 0;
-    dl_iterate_phdr(self_cb, NULL);
+    tk_self_build_id(self_bid, sizeof self_bid, &self_blen, &load_bias);
     if (self_blen < 8) return 1;
     (void)upload_marker(1);
     const struct CMUnitTest tests[] = {

@@ -4,6 +4,8 @@
 #include "hs_spawn.h"
 
 #include <arpa/inet.h>
+#include <elf.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -404,4 +406,40 @@ int tk_log_contains(const tk_server *s, const char *text)
     while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
     fclose(f);
     return found;
+}
+
+typedef struct self_id {
+    uint8_t *bid;
+    size_t cap, *blen;
+    uint64_t *bias;
+} self_id;
+
+static int self_id_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    self_id *w = data;
+    *w->bias = info->dlpi_addr; /* the first object is the executable */
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        if (ph->p_type != PT_NOTE) continue;
+        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
+        while (p + sizeof(ElfW(Nhdr)) <= end) {
+            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
+            const uint8_t *name = p + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
+            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
+                n->n_descsz <= w->cap) {
+                *w->blen = n->n_descsz;
+                memcpy(w->bid, desc, n->n_descsz);
+            }
+            p = desc + ((n->n_descsz + 3) & ~3u);
+        }
+    }
+    return 1;
+}
+
+void tk_self_build_id(uint8_t *bid, size_t cap, size_t *blen, uint64_t *load_bias)
+{
+    self_id w = {bid, cap, blen, load_bias};
+    *blen = 0;
+    dl_iterate_phdr(self_id_cb, &w);
 }
