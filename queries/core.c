@@ -37,13 +37,13 @@ int hs_frame_label(char *buf, size_t len, const char *name, const char *file, in
     return snprintf(buf, len, "%s (%s:%" PRId64 ")", name, base ? base + 1 : file, line);
 }
 
-void hs__collapsed_put(hs__buf *b, const char *name)
+void hs__collapsed_put(hs_buf *b, const char *name)
 {
     for (const char *c = name; *c;) { /* spans without ';' or ' ' whole: names rarely have them */
         size_t n = strcspn(c, "; ");
-        hs__buf_put(b, c, n);
+        hs_buf_put(b, c, n);
         if (!c[n]) break;
-        hs__buf_put(b, c[n] == ';' ? ":" : "_", 1);
+        hs_buf_put(b, c[n] == ';' ? ":" : "_", 1);
         c += n + 1;
     }
 }

@@ -37,7 +37,7 @@ typedef struct dctx {
     hs__smap tkeys; /* "parent\x1fname" -> flame node */
     dnode *t;
     size_t tn, tcap;
-    hs__buf key;
+    hs_buf key;
     size_t stamp;
     size_t omitted; /* stacks left out when the request's frames ran out */
     int64_t omitted_bytes;
@@ -113,11 +113,11 @@ static int add_state(dctx *c, hs__state *s, int side)
             if (c->by == HS_GROUP_STACK) { /* the whole stack, root first, named by its site */
                 for (int j = d - 1; j >= 0; j--) {
                     hs__collapsed_put(&c->key, fr[j]->name);
-                    if (j) hs__buf_put(&c->key, ";", 1);
+                    if (j) hs_buf_put(&c->key, ";", 1);
                 }
                 name = fr[site]->name;
             } else {
-                hs__buf_put(&c->key, name, strlen(name));
+                hs_buf_put(&c->key, name, strlen(name));
             }
             if (c->key.oom) return hs__err(c->err, HS_ENOMEM, "out of memory");
             size_t r = drow_get(c, c->key.p, c->key.n, name);
@@ -228,11 +228,11 @@ static int dflame(dctx *c, hs_diff_result *r)
 /* "stack A_BYTES B_BYTES" lines, in the order of the rows' table. */
 static int diff_collapsed(dctx *c, hs_diff_result *r)
 {
-    hs__buf b = {0};
+    hs_buf b = {0};
     for (size_t i = 0; i < c->keys.cap; i++) {
         if (!c->keys.keys[i]) continue;
         drow *w = &c->rows[c->keys.vals[i]];
-        hs__buf_printf(&b, "%s %" PRId64 " %" PRId64 "\n", c->keys.keys[i], w->a_bytes, w->b_bytes);
+        hs_buf_printf(&b, "%s %" PRId64 " %" PRId64 "\n", c->keys.keys[i], w->a_bytes, w->b_bytes);
     }
     if (b.oom || !b.p) {
         free(b.p);

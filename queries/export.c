@@ -25,7 +25,7 @@
 
 /* ---- protobuf encoding ---------------------------------------------------- */
 
-static void pb_varint(hs__buf *b, uint64_t v)
+static void pb_varint(hs_buf *b, uint64_t v)
 {
     uint8_t tmp[10];
     int n = 0;
@@ -35,31 +35,31 @@ static void pb_varint(hs__buf *b, uint64_t v)
         if (v) tmp[n] |= 0x80;
         n++;
     } while (v);
-    hs__buf_put(b, tmp, (size_t)n);
+    hs_buf_put(b, tmp, (size_t)n);
 }
 
-static void pb_int(hs__buf *b, int field, int64_t v) /* wire type 0; zero is omitted */
+static void pb_int(hs_buf *b, int field, int64_t v) /* wire type 0; zero is omitted */
 {
     if (!v) return;
     pb_varint(b, (uint64_t)field << 3);
     pb_varint(b, (uint64_t)v);
 }
 
-static void pb_bytes(hs__buf *b, int field, const void *p, size_t n) /* wire type 2 */
+static void pb_bytes(hs_buf *b, int field, const void *p, size_t n) /* wire type 2 */
 {
     pb_varint(b, (uint64_t)field << 3 | 2);
     pb_varint(b, n);
-    hs__buf_put(b, p, n);
+    hs_buf_put(b, p, n);
 }
 
-static int file_reply(hs_api_reply *out, hs__buf *b, const char *ctype, const char *name,
+static int file_reply(hs_api_reply *out, hs_buf *b, const char *ctype, const char *name,
                       hs_qerr *err)
 {
     if (b->oom) {
         free(b->p);
         return hs__err(err, HS_ENOMEM, "out of memory");
     }
-    if (!b->p) hs__buf_put(b, "", 0);
+    if (!b->p) hs_buf_put(b, "", 0);
     out->status = 200;
     out->content_type = ctype;
     out->body = b->p;
@@ -95,17 +95,17 @@ static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_api
     hs__smap lines = {0};
     int64_t *sums = NULL;
     size_t n = 0, cap = 0;
-    hs__buf key = {0}, b = {0};
+    hs_buf key = {0}, b = {0};
     int rc = HS_EDB;
     for (size_t i = 0; i < x->nrows; i++) {
         hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
         key.n = 0;
-        if (t->cut) hs__buf_put(&key, "[truncated];", 12);
+        if (t->cut) hs_buf_put(&key, "[truncated];", 12);
         for (int j = t->depth - 1; j >= 0; j--) {
             const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
             hs__collapsed_put(&key, f->name);
-            if (j) hs__buf_put(&key, ";", 1);
+            if (j) hs_buf_put(&key, ";", 1);
         }
         if (key.oom) goto oom;
         int added;
@@ -124,12 +124,12 @@ static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_api
     }
     for (size_t i = 0; i < lines.cap; i++)
         if (lines.keys[i] && sums[lines.vals[i]] >= min_bytes)
-            hs__buf_printf(&b, "%s %" PRId64 "\n", lines.keys[i], sums[lines.vals[i]]);
+            hs_buf_printf(&b, "%s %" PRId64 "\n", lines.keys[i], sums[lines.vals[i]]);
     /* stacks the export left out, as one line, so that the total is right
      * and the graph shows they are missing */
     if (x->omitted && x->omitted_bytes >= min_bytes)
-        hs__buf_printf(&b, "[%zu_smallest_stacks_left_out] %" PRId64 "\n", x->omitted,
-                       x->omitted_bytes);
+        hs_buf_printf(&b, "[%zu_smallest_stacks_left_out] %" PRId64 "\n", x->omitted,
+                      x->omitted_bytes);
     rc = file_reply(out, &b, "text/plain; charset=utf-8", "heap.folded", err);
     b.p = NULL;
     goto out;
@@ -147,7 +147,7 @@ out:
 
 typedef struct pstr {
     hs__smap idx;
-    hs__buf table; /* encoded string_table entries (field 6) */
+    hs_buf table; /* encoded string_table entries (field 6) */
     size_t n;
 } pstr;
 
@@ -166,9 +166,9 @@ static int64_t pstr_id(pstr *s, const char *str)
     return (int64_t)i;
 }
 
-static void value_type(hs__buf *b, int field, pstr *s, const char *type, const char *unit)
+static void value_type(hs_buf *b, int field, pstr *s, const char *type, const char *unit)
 {
-    hs__buf m = {0};
+    hs_buf m = {0};
     pb_int(&m, 1, pstr_id(s, type));
     pb_int(&m, 2, pstr_id(s, unit));
     pb_bytes(b, field, m.p ? m.p : "", m.n);
@@ -181,7 +181,7 @@ typedef struct pmap {
     char *path, *build_id;
 } pmap;
 
-static int gzip_buf(const hs__buf *in, hs__buf *out)
+static int gzip_buf(const hs_buf *in, hs_buf *out)
 {
     z_stream z;
     memset(&z, 0, sizeof z);
@@ -260,8 +260,8 @@ static int pprof_maps(hs_q *q, const hs__run *run, pmap **maps, size_t *nmaps, h
 typedef struct pprof {
     const hs_stacks_result *x;
     pstr s;
-    hs__buf m;         /* a message being encoded */
-    hs__buf locs, fns; /* encoded Location (field 4) and Function (field 5) messages */
+    hs_buf m;          /* a message being encoded */
+    hs_buf locs, fns;  /* encoded Location (field 4) and Function (field 5) messages */
     hs__map pcs;       /* frame id -> a pc that stands for it */
     hs__smap loc_keys; /* "id,id,…" of a location's frames -> location id */
     hs__smap fn_keys;  /* name \x1f file -> function id */
@@ -358,7 +358,7 @@ static int pprof_location(pprof *pp, const int64_t *frames, int n, uint64_t *lid
     *lid = id;
     if (!added) return 0;
     pp->next_loc++;
-    hs__buf lines = {0}, line = {0};
+    hs_buf lines = {0}, line = {0};
     for (int k = 0; k < n; k++) {
         const hs_sframe *f = hs_stacks_frame(pp->x, frames[k]);
         line.n = 0;
@@ -372,7 +372,7 @@ static int pprof_location(pprof *pp, const int64_t *frames, int n, uint64_t *lid
     pb_int(&pp->m, 1, (int64_t)id);
     pb_int(&pp->m, 2, (int64_t)mid);
     pb_int(&pp->m, 3, (int64_t)addr);
-    hs__buf_put(&pp->m, lines.p ? lines.p : "", lines.n);
+    hs_buf_put(&pp->m, lines.p ? lines.p : "", lines.n);
     if (lines.oom || line.oom) pp->m.oom = 1;
     free(lines.p);
     free(line.p);
@@ -381,9 +381,9 @@ static int pprof_location(pprof *pp, const int64_t *frames, int n, uint64_t *lid
 }
 
 /* t's Sample message (its locations, leaf first, and the four values). */
-static int pprof_sample(pprof *pp, hs__buf *body, const hs_stack_row *t)
+static int pprof_sample(pprof *pp, hs_buf *body, const hs_stack_row *t)
 {
-    hs__buf ids = {0}, vals = {0};
+    hs_buf ids = {0}, vals = {0};
     for (int k = 0; k < t->depth;) {
         int n = loc_span(pp, t->frames + k, t->depth - k);
         uint64_t lid = 0;
@@ -410,7 +410,7 @@ static int pprof_sample(pprof *pp, hs__buf *body, const hs_stack_row *t)
 }
 
 /* The Mapping messages (field 3), then the locations and functions. */
-static void pprof_mappings(pprof *pp, hs__buf *body)
+static void pprof_mappings(pprof *pp, hs_buf *body)
 {
     for (size_t mi = 0; mi < pp->nmaps; mi++) {
         const pmap *pm = &pp->maps[mi];
@@ -426,14 +426,14 @@ static void pprof_mappings(pprof *pp, hs__buf *body)
         pb_int(&pp->m, 9, 1);
         pb_bytes(body, 3, pp->m.p ? pp->m.p : "", pp->m.n);
     }
-    hs__buf_put(body, pp->locs.p ? pp->locs.p : "", pp->locs.n);
-    hs__buf_put(body, pp->fns.p ? pp->fns.p : "", pp->fns.n);
+    hs_buf_put(body, pp->locs.p ? pp->locs.p : "", pp->locs.n);
+    hs_buf_put(body, pp->fns.p ? pp->fns.p : "", pp->fns.n);
     if (pp->locs.oom || pp->fns.oom) body->oom = 1;
 }
 
 /* The profile's time, period, comments and default view, then the string
  * table (every string is interned by now). */
-static void pprof_trailer(pprof *pp, hs__buf *body, const hs__run *run, const hs__at *at,
+static void pprof_trailer(pprof *pp, hs_buf *body, const hs__run *run, const hs__at *at,
                           const hs_stacks_result *x)
 {
     int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
@@ -451,7 +451,7 @@ static void pprof_trailer(pprof *pp, hs__buf *body, const hs__run *run, const hs
     pb_int(body, 13, c1);
     pb_int(body, 13, c2);
     pb_int(body, 14, dflt);
-    hs__buf_put(body, pp->s.table.p, pp->s.table.n);
+    hs_buf_put(body, pp->s.table.p, pp->s.table.n);
 }
 
 static void pprof_free(pprof *pp)
@@ -475,7 +475,7 @@ static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, const hs_
                         hs_api_reply *out, hs_qerr *err)
 {
     pprof pp = {.x = x, .next_loc = 1, .next_fn = 1, .err = err};
-    hs__buf body = {0}, gz = {0};
+    hs_buf body = {0}, gz = {0};
     pstr_id(&pp.s, "");
     int rc = pprof_maps(q, run, &pp.maps, &pp.nmaps, &pp.pcs, err);
     if (rc) goto out;
@@ -509,21 +509,21 @@ out:
 
 /* s as a JSON string: quotes, backslashes and control characters escaped
  * (the text of the frames table is UTF-8 already). */
-static void json_str(hs__buf *b, const char *s)
+static void json_str(hs_buf *b, const char *s)
 {
-    hs__buf_put(b, "\"", 1);
+    hs_buf_put(b, "\"", 1);
     for (const char *r = s; *r; r++) {
         unsigned char c = (unsigned char)*r;
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
-            hs__buf_put(b, e, 2);
+            hs_buf_put(b, e, 2);
         } else if (c < 0x20) {
-            hs__buf_printf(b, "\\u%04x", c);
+            hs_buf_printf(b, "\\u%04x", c);
         } else {
-            hs__buf_put(b, r, 1);
+            hs_buf_put(b, r, 1);
         }
     }
-    hs__buf_put(b, "\"", 1);
+    hs_buf_put(b, "\"", 1);
 }
 
 /* Written as text in three passes over the stacks (frames, samples,
@@ -532,13 +532,13 @@ static void json_str(hs__buf *b, const char *s)
 static int export_speedscope(const hs__run *run, const hs__at *at, const hs_stacks_result *x,
                              hs_api_reply *out, hs_qerr *err)
 {
-    hs__buf b = {0};
+    hs_buf b = {0};
     hs__map fidx = {0};
     size_t nf = 0;
     int64_t total = 0;
     int rc = HS_EDB;
-    hs__buf_printf(&b, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
-                       "\"shared\":{\"frames\":[");
+    hs_buf_printf(&b, "{\"$schema\":\"https://www.speedscope.app/file-format-schema.json\","
+                      "\"shared\":{\"frames\":[");
     for (size_t i = 0; i < x->nrows; i++) {
         hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
@@ -547,14 +547,14 @@ static int export_speedscope(const hs__run *run, const hs__at *at, const hs_stac
             uint64_t fi;
             if (hs__map_get(&fidx, (uint64_t)t->frames[j], &fi)) continue;
             const hs_sframe *f = hs_stacks_frame(x, t->frames[j]);
-            hs__buf_printf(&b, "%s{\"name\":", nf ? "," : "");
+            hs_buf_printf(&b, "%s{\"name\":", nf ? "," : "");
             json_str(&b, f->name);
             if (f->file[0]) {
-                hs__buf_put(&b, ",\"file\":", 8);
+                hs_buf_put(&b, ",\"file\":", 8);
                 json_str(&b, f->file);
-                hs__buf_printf(&b, ",\"line\":%" PRId64, f->line);
+                hs_buf_printf(&b, ",\"line\":%" PRId64, f->line);
             }
-            hs__buf_put(&b, "}", 1);
+            hs_buf_put(&b, "}", 1);
             if (hs__map_put(&fidx, (uint64_t)t->frames[j], nf++)) goto oom;
         }
     }
@@ -563,35 +563,35 @@ static int export_speedscope(const hs__run *run, const hs__at *at, const hs_stac
     sampling_note(note, sizeof note, run, x);
     snprintf(name, sizeof name, "%s (run %" PRId64 ") live heap at %.3f s (%s)", prog ? prog : "?",
              run->id, at->at_ns / 1e9, note);
-    hs__buf_printf(&b, "]},\"profiles\":[{\"type\":\"sampled\",\"name\":");
+    hs_buf_printf(&b, "]},\"profiles\":[{\"type\":\"sampled\",\"name\":");
     json_str(&b, name);
-    hs__buf_printf(
-        &b, ",\"unit\":\"bytes\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":[", total);
+    hs_buf_printf(&b, ",\"unit\":\"bytes\",\"startValue\":0,\"endValue\":%" PRId64 ",\"samples\":[",
+                  total);
     int first = 1;
     for (size_t i = 0; i < x->nrows; i++) {
         hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
-        hs__buf_put(&b, first ? "[" : ",[", first ? 1 : 2);
+        hs_buf_put(&b, first ? "[" : ",[", first ? 1 : 2);
         first = 0;
         for (int j = t->depth - 1; j >= 0; j--) { /* root first */
             uint64_t fi = 0;
             hs__map_get(&fidx, (uint64_t)t->frames[j], &fi);
-            hs__buf_printf(&b, "%s%" PRIu64, j == t->depth - 1 ? "" : ",", fi);
+            hs_buf_printf(&b, "%s%" PRIu64, j == t->depth - 1 ? "" : ",", fi);
         }
-        hs__buf_put(&b, "]", 1);
+        hs_buf_put(&b, "]", 1);
     }
-    hs__buf_put(&b, "],\"weights\":[", 13);
+    hs_buf_put(&b, "],\"weights\":[", 13);
     first = 1;
     for (size_t i = 0; i < x->nrows; i++) {
         hs_stack_row *t = &x->rows[i];
         if (t->bytes <= 0 || !t->depth) continue;
-        hs__buf_printf(&b, "%s%" PRId64, first ? "" : ",", t->bytes);
+        hs_buf_printf(&b, "%s%" PRId64, first ? "" : ",", t->bytes);
         first = 0;
     }
-    hs__buf_put(&b, "]}],\"name\":", 11);
+    hs_buf_put(&b, "]}],\"name\":", 11);
     json_str(&b, name);
-    hs__buf_printf(&b,
-                   ",\"activeProfileIndex\":0,\"exporter\":\"heapstore " HEAPSTORE_VERSION "\"}");
+    hs_buf_printf(&b,
+                  ",\"activeProfileIndex\":0,\"exporter\":\"heapstore " HEAPSTORE_VERSION "\"}");
     rc = file_reply(out, &b, "application/json", "heap.speedscope.json", err);
     b.p = NULL;
     goto out;
@@ -607,11 +607,11 @@ out:
 
 #define DOT_NODES 2000
 
-static void dot_escape(hs__buf *b, const char *s)
+static void dot_escape(hs_buf *b, const char *s)
 {
     for (; *s; s++) {
-        if (*s == '"' || *s == '\\') hs__buf_put(b, "\\", 1);
-        hs__buf_put(b, s, 1);
+        if (*s == '"' || *s == '\\') hs_buf_put(b, "\\", 1);
+        hs_buf_put(b, s, 1);
     }
 }
 
@@ -700,15 +700,15 @@ static int dgraph_build(const hs_stacks_result *x, dgraph *g, hs_qerr *err)
 
 /* The graph as DOT, its nodes of at least min_incl bytes and the edges
  * between them. */
-static void dgraph_write(const dgraph *g, hs__buf *b, int64_t min_incl, int64_t total)
+static void dgraph_write(const dgraph *g, hs_buf *b, int64_t min_incl, int64_t total)
 {
     double tot = total > 0 ? (double)total : 1;
     for (size_t i = 0; i < g->nn; i++) {
         const struct dn *n = &g->nodes[i];
         if (n->incl < min_incl) continue;
-        hs__buf_printf(b, "  n%zu [label=\"", i);
+        hs_buf_printf(b, "  n%zu [label=\"", i);
         dot_escape(b, n->name);
-        hs__buf_printf(
+        hs_buf_printf(
             b, "\\nself %" PRId64 " B (%.1f%%)\\ntotal %" PRId64 " B (%.1f%%)\", fontsize=%d];\n",
             n->self, 100.0 * (double)n->self / tot, n->incl, 100.0 * (double)n->incl / tot,
             8 + (int)(16.0 * (double)n->self / tot));
@@ -719,8 +719,8 @@ static void dgraph_write(const dgraph *g, hs__buf *b, int64_t min_incl, int64_t 
         if (sscanf(g->edges.keys[i], "%zu>%zu", &a, &c) != 2) continue;
         if (g->nodes[a].incl < min_incl || g->nodes[c].incl < min_incl) continue;
         int64_t w = g->ew[g->edges.vals[i]];
-        hs__buf_printf(b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
-                       1.0 + 4.0 * (double)w / tot);
+        hs_buf_printf(b, "  n%zu -> n%zu [label=\"%" PRId64 " B\", penwidth=%.2f];\n", a, c, w,
+                      1.0 + 4.0 * (double)w / tot);
     }
 }
 
@@ -728,7 +728,7 @@ static int export_dot(const hs__run *run, const hs__at *at, const hs_stacks_resu
                       hs_api_reply *out, hs_qerr *err)
 {
     dgraph g = {0};
-    hs__buf b = {0};
+    hs_buf b = {0};
     int rc = dgraph_build(x, &g, err);
     if (rc) goto out;
     /* Graphviz lays out a few thousand nodes, not a hundred thousand: the
@@ -751,12 +751,12 @@ static int export_dot(const hs__run *run, const hs__at *at, const hs_stacks_resu
     if (dropped)
         snprintf(more, sizeof more, "; %zu functions of less than %" PRId64 " bytes left out",
                  dropped, min_incl);
-    hs__buf_printf(&b,
-                   "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
-                   " bytes (%s%s)\";\n  node [shape=box];\n",
-                   run->id, at->at_ns / 1e9, x->total_bytes, note, more);
+    hs_buf_printf(&b,
+                  "digraph heap {\n  label=\"run %" PRId64 ": live heap at %.3f s, %" PRId64
+                  " bytes (%s%s)\";\n  node [shape=box];\n",
+                  run->id, at->at_ns / 1e9, x->total_bytes, note, more);
     dgraph_write(&g, &b, min_incl, x->total_bytes);
-    hs__buf_printf(&b, "}\n");
+    hs_buf_printf(&b, "}\n");
     rc = file_reply(out, &b, "text/vnd.graphviz", "heap.dot", err);
     b.p = NULL;
 out:

@@ -383,7 +383,7 @@ void hs_history_result_clear(hs_history_result *r)
 typedef struct csv_walk {
     hs_q *q;
     const hs__run *run;
-    hs__buf *b;
+    hs_buf *b;
     hs_qerr *err;
 } csv_walk;
 
@@ -394,8 +394,8 @@ static int csv_row(const hs_qstore_heap *row, void *data)
     /* rss: the latest sample at or before each point */
     int rc = w->q->store->ops->rss_at(w->q->store, w->run->id, t, &rss, w->err);
     if (rc) return rc;
-    hs__buf_printf(w->b, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", t, row->live_bytes,
-                   row->max_bytes, rss);
+    hs_buf_printf(w->b, "%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "\n", t, row->live_bytes,
+                  row->max_bytes, rss);
     return 0;
 }
 
@@ -405,8 +405,8 @@ int hs_core_history_csv(hs_q *q, const hs_run_sel *sel, hs_export_result *out, h
     hs__run run;
     int rc = hs__run_resolve(q, sel, &run, err);
     if (rc) return rc;
-    hs__buf b = {0};
-    hs__buf_printf(&b, "t_ns,heap_bytes,heap_max_bytes,rss_bytes\n");
+    hs_buf b = {0};
+    hs_buf_printf(&b, "t_ns,heap_bytes,heap_max_bytes,rss_bytes\n");
     csv_walk w = {.q = q, .run = &run, .b = &b, .err = err};
     rc = q->store->ops->heap_series(q->store, run.id, csv_row, &w, err);
     hs__run_clear(&run);

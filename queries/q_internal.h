@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "hs_buf.h"
 #include "hs_map.h"
 #include "hs_core.h"
 #include "hs_queries.h"
@@ -247,18 +248,9 @@ int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 int hs__stacks_build(hs_q *q, const hs__run *run, const hs__at *at, hs__state *s, int allocs,
                      hs_stacks_result *out, hs_qerr *err);
 
-/* A growable byte buffer for text and protobuf output. */
-typedef struct hs__buf {
-    char *p;
-    size_t n, cap;
-    int oom;
-} hs__buf;
-void hs__buf_put(hs__buf *b, const void *data, size_t n);
-void hs__buf_printf(hs__buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* name in a collapsed stack: ';' separates frames and the last ' ' the
  * count, so they become ':' and '_' (export's collapsed and diff's alike). */
-void hs__collapsed_put(hs__buf *b, const char *name);
+void hs__collapsed_put(hs_buf *b, const char *name);
 /* The integer parameter key from its text v: 0, or HS_EINVAL unless a
  * decimal in [lo, hi]. */
 int hs__int_text(const char *key, const char *v, int64_t lo, int64_t hi, int64_t *out,

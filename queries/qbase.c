@@ -76,51 +76,6 @@ void hs__smap_free(hs__smap *m)
     memset(m, 0, sizeof *m);
 }
 
-/* ---- buffers -------------------------------------------------------------- */
-
-void hs__buf_put(hs__buf *b, const void *data, size_t n)
-{
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 4096;
-        while (ncap < b->n + n + 1) ncap *= 2;
-        char *np = realloc(b->p, ncap);
-        if (!np) {
-            b->oom = 1;
-            return;
-        }
-        b->p = np;
-        b->cap = ncap;
-    }
-    memcpy(b->p + b->n, data, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-
-void hs__buf_printf(hs__buf *b, const char *fmt, ...)
-{
-    char tmp[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (n < 0) return;
-    if ((size_t)n < sizeof tmp) {
-        hs__buf_put(b, tmp, (size_t)n);
-        return;
-    }
-    char *big = malloc((size_t)n + 1);
-    if (!big) {
-        b->oom = 1;
-        return;
-    }
-    va_start(ap, fmt);
-    vsnprintf(big, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    hs__buf_put(b, big, (size_t)n);
-    free(big);
-}
-
 /* ---- errors --------------------------------------------------------------- */
 
 int hs__err(hs_qerr *err, int code, const char *fmt, ...)

@@ -306,27 +306,27 @@ static int sqlite_run_labels(hs_qstore *s, int64_t id,
 
 /* Appends the WHERE conditions of a key=value list (runs aliased r) and
  * binds nothing: the values are bound in order by bind_kv(). */
-static void where_kv(hs__buf *b, const char *key)
+static void where_kv(hs_buf *b, const char *key)
 {
     if (!strcmp(key, "program"))
-        hs__buf_printf(b, " AND (r.program = ? OR substr(r.program, -length(?) - 1) = '/' || ?)");
+        hs_buf_printf(b, " AND (r.program = ? OR substr(r.program, -length(?) - 1) = '/' || ?)");
     else if (!strcmp(key, "host"))
-        hs__buf_printf(b, " AND r.host = ?");
+        hs_buf_printf(b, " AND r.host = ?");
     else if (!strcmp(key, "id"))
-        hs__buf_printf(b, " AND r.id = ?");
+        hs_buf_printf(b, " AND r.id = ?");
     else if (!strcmp(key, "pid"))
-        hs__buf_printf(b, " AND r.pid = ?");
+        hs_buf_printf(b, " AND r.pid = ?");
     else if (!strcmp(key, "state"))
-        hs__buf_printf(b, " AND r.state = ?");
+        hs_buf_printf(b, " AND r.state = ?");
     else if (!strcmp(key, "parent"))
-        hs__buf_printf(b, " AND r.parent_uuid = (SELECT uuid FROM runs WHERE id = ?)");
+        hs_buf_printf(b, " AND r.parent_uuid = (SELECT uuid FROM runs WHERE id = ?)");
     else if (!strcmp(key, "root")) /* the run and its descendants, by runs_parent_uuid */
-        hs__buf_printf(b, " AND r.id IN (WITH RECURSIVE tree(id, uuid) AS (SELECT id, uuid FROM "
-                          "runs WHERE id = ? UNION ALL SELECT c.id, c.uuid FROM runs c JOIN tree "
-                          "t ON c.parent_uuid = t.uuid) SELECT id FROM tree)");
+        hs_buf_printf(b, " AND r.id IN (WITH RECURSIVE tree(id, uuid) AS (SELECT id, uuid FROM "
+                         "runs WHERE id = ? UNION ALL SELECT c.id, c.uuid FROM runs c JOIN tree "
+                         "t ON c.parent_uuid = t.uuid) SELECT id FROM tree)");
     else
-        hs__buf_printf(b, " AND EXISTS (SELECT 1 FROM run_labels l WHERE l.run = r.id AND "
-                          "l.key = ? AND l.value = ?)");
+        hs_buf_printf(b, " AND EXISTS (SELECT 1 FROM run_labels l WHERE l.run = r.id AND "
+                         "l.key = ? AND l.value = ?)");
 }
 
 static int bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
@@ -350,10 +350,10 @@ static int sqlite_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int6
                             int64_t **ids, size_t *nids, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
-    hs__buf b = {0};
-    hs__buf_printf(&b, "SELECT r.id FROM runs r WHERE 1");
+    hs_buf b = {0};
+    hs_buf_printf(&b, "SELECT r.id FROM runs r WHERE 1");
     for (int i = 0; i < n; i++) where_kv(&b, f[i].key);
-    hs__buf_printf(&b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?");
+    hs_buf_printf(&b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?");
     *ids = NULL;
     *nids = 0;
     if (b.oom) return hs__err(err, HS_ENOMEM, "out of memory");

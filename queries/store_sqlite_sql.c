@@ -739,16 +739,16 @@ static void fn_replace(sqlite3_context *ctx, sqlite3_value **argv)
     s = sqlite3_value_text(argv[0]); /* the conversions above may have moved it */
     pat = sqlite3_value_text(argv[1]);
     size_t limit = (size_t)sqlite3_limit(sqlite3_context_db_handle(ctx), SQLITE_LIMIT_LENGTH, -1);
-    hs__buf b = {0};
+    hs_buf b = {0};
     size_t at = 0;
     const unsigned char *m;
     while (at < ns && (m = find(s + at, ns - at, pat, np))) {
-        hs__buf_put(&b, s + at, (size_t)(m - s) - at);
-        hs__buf_put(&b, rep, nr);
+        hs_buf_put(&b, s + at, (size_t)(m - s) - at);
+        hs_buf_put(&b, rep, nr);
         at = (size_t)(m - s) + np;
         if (b.n > limit) break;
     }
-    if (at < ns && b.n <= limit) hs__buf_put(&b, s + at, ns - at);
+    if (at < ns && b.n <= limit) hs_buf_put(&b, s + at, ns - at);
     if (b.oom) {
         free(b.p);
         sqlite3_result_error_nomem(ctx);

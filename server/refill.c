@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hs_buf.h"
 #include "hs_error.h"
 #include "hs_log.h"
 #include "hs_map.h"
@@ -39,10 +40,7 @@ struct hs_refill {
     int64_t last_id;
     hs_map skip; /* frame ids left unnamed (shared with other builds) */
     uint64_t named, renamed;
-    /* the payload being built */
-    uint8_t *buf;
-    size_t len, cap;
-    int failed;
+    hs_buf out_buf; /* the payload being built (oom: give up this build) */
 };
 
 int hs_refill_new(hs_refill **out, sqlite3 *db, hs_syms *syms)
@@ -79,7 +77,7 @@ void hs_refill_free(hs_refill *f)
     for (size_t i = 0; i < HS_REFILL_MISSING_MAX; i++) free(f->miss[i].path);
     free(f->cur.path);
     hs_map_free(&f->skip);
-    free(f->buf);
+    hs_buf_free(&f->out_buf);
     free(f);
 }
 
@@ -133,20 +131,7 @@ void hs_refill_recheck(hs_refill *f)
 
 static void put(hs_refill *f, const void *p, size_t n)
 {
-    if (f->failed) return;
-    if (f->len + n > f->cap) {
-        size_t cap = f->cap ? f->cap : 4096;
-        while (cap < f->len + n) cap *= 2;
-        uint8_t *nb = realloc(f->buf, cap);
-        if (!nb) {
-            f->failed = 1;
-            return;
-        }
-        f->buf = nb;
-        f->cap = cap;
-    }
-    memcpy(f->buf + f->len, p, n);
-    f->len += n;
+    hs_buf_put(&f->out_buf, p, n);
 }
 
 static void put_varint(hs_refill *f, uint64_t v)
@@ -225,8 +210,7 @@ static void finish(hs_refill *f, const char *why)
  * done (or failed). */
 static hs_wjob *next_batch(hs_refill *f)
 {
-    f->len = 0;
-    f->failed = 0;
+    hs_buf_reset(&f->out_buf);
     sqlite3_bind_text(f->rows, 1, f->cur.path, -1, SQLITE_STATIC);
     sqlite3_bind_int64(f->rows, 2, f->last_id);
     sqlite3_bind_int(f->rows, 3, HS_REFILL_BATCH);
@@ -258,7 +242,8 @@ static hs_wjob *next_batch(hs_refill *f)
         return NULL;
     }
     hs_wjob *j = hs_wjob_new(HS_WJOB_REFILL, 0, NULL);
-    if (!j || f->failed || hs_wjob_add_frame(j, 0, HS_WFRAME_REFILL, f->buf, f->len)) {
+    if (!j || f->out_buf.oom ||
+        hs_wjob_add_frame(j, 0, HS_WFRAME_REFILL, (const uint8_t *)f->out_buf.p, f->out_buf.n)) {
         hs_wjob_free(j);
         finish(f, "out of memory");
         return NULL;

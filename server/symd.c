@@ -14,6 +14,7 @@
 
 #include <sqlite3.h>
 
+#include "hs_buf.h"
 #include "hs_error.h"
 #include "hs_lz.h"
 #include "hs_log.h"
@@ -59,9 +60,7 @@ struct hs_symd {
     sqlite3 *db;                   /* read-only, for symbol_cache; NULL: none */
     sqlite3_stmt *get;
     char *names[2 * HS_SYMS_INLINE_MAX]; /* strings of the last cache answer */
-    uint8_t *put;                        /* answers for the writer, the current job's */
-    size_t put_len, put_cap;
-    int put_failed; /* out of memory: drop this job's answers */
+    hs_buf put; /* answers for the writer, the current job's (oom: drop them) */
     /* uploads: asks for the loop (under mu), the files being received and
      * the builds asked for lately (the thread's) */
     char *db_path; /* NULL: no database, nothing asked */
@@ -121,20 +120,7 @@ static int cache_get(void *data, const uint8_t *bid, size_t blen, uint64_t off, 
 
 static void put_bytes(hs_symd *d, const void *p, size_t n)
 {
-    if (d->put_failed) return;
-    if (d->put_len + n > d->put_cap) {
-        size_t cap = d->put_cap ? d->put_cap : 4096;
-        while (cap < d->put_len + n) cap *= 2;
-        uint8_t *np = realloc(d->put, cap);
-        if (!np) {
-            d->put_failed = 1;
-            return;
-        }
-        d->put = np;
-        d->put_cap = cap;
-    }
-    memcpy(d->put + d->put_len, p, n);
-    d->put_len += n;
+    hs_buf_put(&d->put, p, n);
 }
 
 static void put_varint(hs_symd *d, uint64_t v)
@@ -463,10 +449,9 @@ static void item_free(hs_symd *d, item *it)
 static void submit(hs_symd *d, hs_wjob *j)
 {
     /* what was read from files, for symbol_cache (lost if this fails) */
-    if (d->put_len && !d->put_failed)
-        hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, d->put, d->put_len);
-    d->put_len = 0;
-    d->put_failed = 0;
+    if (d->put.n && !d->put.oom)
+        hs_wjob_add_frame(j, 0, HS_WFRAME_SYMCACHE, (const uint8_t *)d->put.p, d->put.n);
+    hs_buf_reset(&d->put);
     hs_writer_submit(d->writer, j);
 }
 
@@ -808,7 +793,7 @@ void hs_symd_stop(hs_symd *d)
     sqlite3_finalize(d->get);
     sqlite3_close(d->db);
     for (size_t i = 0; i < HS_COUNTOF(d->names); i++) free(d->names[i]);
-    free(d->put);
+    hs_buf_free(&d->put);
     hs_syms_free(d->syms);
     pthread_mutex_destroy(&d->mu);
     pthread_cond_destroy(&d->cv);
