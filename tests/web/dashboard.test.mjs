@@ -406,7 +406,7 @@ async function main() {
     // The top stacks' series are fetched after the heap: wait for them.
     await page.waitForSelector('.plot-box[data-stacks="ready"]');
     const names = await page.$$eval('.legend-item', (els) => els.map((e) => e.textContent));
-    assert(names.some((n) => /live heap/.test(n)), `legend: ${names}`);
+    assert(names.some((n) => /live heap \(exact\)/.test(n)), `every allocation sampled: the heap is exact: ${names}`);
     assert(names.some((n) => /RSS/.test(n)), `the plot has RSS on the same axis: ${names}`);
     assert(names.some((n) => n.startsWith(BIGGEST_AT_PEAK)) && names.some((n) => n.startsWith(LEAKING)),
       `the top stacks are series of their own: ${names}`);

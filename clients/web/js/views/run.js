@@ -116,8 +116,10 @@ function baseSeries(hist, run) {
   const heap = (hist.points || []).map((p) => [p.t_ns, p.heap_bytes]);
   const heapMax = maxBand(hist.points || [], g, run.duration_ns);
   if (heapMax.length) series.push({ id: 'heap_max', name: 'live heap, max in bucket', color: '#9bb5ea', kind: 'area', alpha: 0.35, points: heapMax });
-  const exact = (hist.sampling || run.sampling || {}).sample_bytes === 1;
-  series.push({ id: 'heap', name: exact ? 'live heap' : 'live heap (estimated)', color: '#3b6fd6', kind: 'area', alpha: 0.3, step: true, points: heap });
+  // Exact at every-allocation sampling, or where the collector's counted
+  // totals are the run's figures (its heap series among them).
+  const exact = (hist.sampling || run.sampling || {}).sample_bytes === 1 || !!(run.exact && run.exact.in_figures);
+  series.push({ id: 'heap', name: exact ? 'live heap (exact)' : 'live heap (estimated)', color: '#3b6fd6', kind: 'area', alpha: 0.3, step: true, points: heap });
   const rss = (hist.rss || []).map((p) => [p.t_ns, p.rss_bytes]);
   if (rss.length) series.push({ id: 'rss', name: 'RSS', color: '#333', kind: 'line', dash: [5, 3], points: rss });
   return series;
