@@ -407,7 +407,12 @@ static int symdata_frame(hs_conn *c, const hs_frame *f)
                "symbolizer thread already",
                c->peer, c->id, SYMUP_QUEUE_MAX);
         u->dropped = 1;
-        hs_symd_upload_abort(s->symd, c->id);
+        /* that build only, as given up (total 0): the connection's other
+         * uploads go on */
+        hs_symdata gave_up = sd;
+        gave_up.total = gave_up.offset = gave_up.size = 0;
+        gave_up.data.len = 0;
+        hs_symd_upload(s->symd, c->id, &gave_up);
     }
     if (!u->dropped && hs_symd_upload(s->symd, c->id, &sd)) u->dropped = 1;
     if (u->got == u->total) slot_free(c, u);
