@@ -123,8 +123,12 @@ int hs_store_run_lose(hs_store *s, hs_run *r);
 int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len);
 
 /* Names frames rows stored unnamed (key "\x1fmodule\x1foffset"), in place:
- * entries "frame:varint function:str file:str line:varint" to the end of p
- * (server/refill.c). A row keeps its id, so every trace, run and open run
+ * after a head "build_id:str path:str runs_seen:varint", entries
+ * "frame:varint function:str file:str line:varint" to the end of p
+ * (server/refill.c). A frame that a run of another build of path (or of
+ * none) uses, among the open runs and those after run id runs_seen (stored
+ * after the refill looked), stays unnamed: its module and offset name two
+ * builds' code. A row keeps its id, so every trace, run and open run
  * that holds it reads the name; its key becomes "function\x1ffile\x1fline",
  * or, when another row holds that key already, that key followed by the
  * old one (unique, and never a key a stream interns). A row named since,

@@ -38,7 +38,8 @@ struct hs_refill {
     int active, out, acked; /* out: a job is at the writer; acked: one came back */
     missing cur;
     int64_t last_id;
-    hs_map skip; /* frame ids left unnamed (shared with other builds) */
+    int64_t runs_seen; /* the highest run id when skip was read */
+    hs_map skip;       /* frame ids left unnamed (shared with other builds) */
     uint64_t named, renamed;
     hs_buf out_buf; /* the payload being built (oom: give up this build) */
 };
@@ -150,6 +151,16 @@ static void put_str(hs_refill *f, hs_str s)
 static int load_shared(hs_refill *f)
 {
     hs_map_clear(&f->skip);
+    /* runs stored after this (and open ones) are the writer's to check */
+    sqlite3_stmt *mx = NULL;
+    if (sqlite3_prepare_v2(f->db, "SELECT coalesce(max(id), 0) FROM runs", -1, &mx, NULL) !=
+            SQLITE_OK ||
+        sqlite3_step(mx) != SQLITE_ROW) {
+        sqlite3_finalize(mx);
+        return HS_EDB;
+    }
+    f->runs_seen = sqlite3_column_int64(mx, 0);
+    sqlite3_finalize(mx);
     sqlite3_bind_text(f->shared, 1, f->cur.path, -1, SQLITE_STATIC);
     sqlite3_bind_blob(f->shared, 2, f->cur.bid, (int)f->cur.blen, SQLITE_STATIC);
     int step, rc = 0;
@@ -216,6 +227,9 @@ static hs_wjob *next_batch(hs_refill *f)
     sqlite3_bind_int(f->rows, 3, HS_REFILL_BATCH);
     int nrows = 0, step;
     hs_symbol out[HS_SYMS_INLINE_MAX];
+    put_str(f, (hs_str){.ptr = (const char *)f->cur.bid, .len = f->cur.blen});
+    put_str(f, (hs_str){.ptr = f->cur.path, .len = strlen(f->cur.path)});
+    put_varint(f, (uint64_t)f->runs_seen);
     while ((step = sqlite3_step(f->rows)) == SQLITE_ROW) {
         int64_t id = sqlite3_column_int64(f->rows, 0);
         int64_t off = sqlite3_column_int64(f->rows, 1);

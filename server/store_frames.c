@@ -201,6 +201,29 @@ static int name_frame(hs_store *s, sqlite3_stmt *upd, int64_t id, const char *ok
     return hs__store_step_done(s, upd);
 }
 
+/* The frames that runs of another build of path use (or of none), among
+ * the runs stored after runs_seen and the open ones: their pcs came after
+ * the refill read its own list of such frames. */
+static int shared_since(hs_store *s, hs_str bid, hs_str path, int64_t runs_seen, hs_map *out)
+{
+    sqlite3_stmt *st = NULL;
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT DISTINCT p.frame FROM runs r JOIN mappings m ON m.run = r.id"
+                           " JOIN run_pcs p ON p.run = r.id WHERE (r.state = 'open' OR r.id > ?3)"
+                           " AND m.path = ?1 AND (m.build_id IS NULL OR m.build_id <> ?2)",
+                           -1, &st, NULL) != SQLITE_OK)
+        return HS_EDB;
+    sqlite3_bind_text(st, 1, path.ptr, (int)path.len, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, bid.ptr, (int)bid.len, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, runs_seen);
+    int step, rc = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+        rc = hs_map_put(out, (uint64_t)sqlite3_column_int64(st, 0), 1);
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *named,
                          uint64_t *renamed)
 {
@@ -218,13 +241,18 @@ int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *na
     }
     hs_rd rd;
     hs_rd_init(&rd, p, len);
-    int rc = 0;
+    hs_str bid = hs_rd_str(&rd, HS_BUILD_ID_MAX), path = hs_rd_str(&rd, HS_STR_MAX);
+    uint64_t runs_seen = hs_rd_varint_max(&rd, INT64_MAX);
+    hs_map skip = {0};
+    int rc = rd.err ? 0 : shared_since(s, bid, path, (int64_t)runs_seen, &skip);
+    if (rc == HS_EDB) s->db_failed = 1;
     char okey[HS_STR_MAX + 64];
     while (!rc && hs_rd_left(&rd) && !rd.err) {
-        uint64_t id = hs_rd_varint(&rd);
+        uint64_t id = hs_rd_varint(&rd), v;
         hs_str fn = hs_rd_str(&rd, HS_FUNC_MAX), file = hs_rd_str(&rd, HS_STR_MAX);
         uint64_t line = hs_rd_varint(&rd);
         if (rd.err || !fn.len || id > INT64_MAX) break;
+        if (hs_map_get(&skip, id, &v)) continue; /* another build's code too */
         sqlite3_bind_int64(get, 1, (int64_t)id);
         int step = sqlite3_step(get);
         const char *k = step == SQLITE_ROW ? (const char *)sqlite3_column_text(get, 0) : NULL;
@@ -242,6 +270,7 @@ int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *na
     }
     sqlite3_finalize(get);
     sqlite3_finalize(upd);
+    hs_map_free(&skip);
     if (rc) return rc;
     return rd.err || hs_rd_left(&rd) ? HS_EPROTO : 0;
 }

@@ -2,7 +2,9 @@
  * (the writer's REFILL jobs, server/hs_refill.h), on a real SQLite file.
  * A row keeps its id; its key becomes the content key, or the content key
  * followed by its old key when another row holds it; a row named since, or
- * gone, is left alone; a malformed list keeps what came before it. */
+ * gone, is left alone; a malformed list keeps what came before it; a row
+ * that a run of another build of the path came to use after the refill
+ * looked (an open run, or one stored since) stays unnamed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -82,7 +84,25 @@ static const struct {
     {5, "k|c.c|9 k"},           /* two rows of one content: the first plain */
     {6, "k|c.c|9|/bin/a|96 k"}, /* the second under a key of its own */
     {7, "|/bin/a|112 "},        /* after the malformed entry: not reached */
+    {8, "|/bin/a|128 "},        /* an open run of another build uses it */
+    {9, "|/bin/a|144 "},        /* a run stored since, of no build id, uses it */
+    {10, "m|d.c|5 m"},          /* only ended runs seen before use it */
 };
+
+/* Run id of build bid (NULL: none) of /bin/a, state st, using frame. */
+static void add_run(const char *db, int id, const char *bid, const char *st, int frame)
+{
+    char sql[1024];
+    snprintf(sql, sizeof sql,
+             "INSERT INTO runs (id, uuid, program, argv, host, pid, ppid, start_unix_ns,"
+             " sample_bytes, max_depth, rss_interval_ms, granularity_ns, keyframe_every, state)"
+             " VALUES (%d, randomblob(16), '/bin/a', '[]', 'h', 1, 0, 0, 1, 64, 0, 1000000000,"
+             " 32, '%s');"
+             "INSERT INTO mappings VALUES (%d, 0, 4096, 8192, 0, %s, '/bin/a');"
+             "INSERT INTO run_pcs VALUES (%d, 4200, %d)",
+             id, st, id, bid ? bid : "NULL", id, frame);
+    exec(db, sql);
+}
 
 static void test_frames_name(void **state)
 {
@@ -100,8 +120,25 @@ static void test_frames_name(void **state)
              " (4, 'h' || char(31) || 'b.c' || char(31) || '1', 'h', 'b.c', 1, '/bin/a', 64),"
              " (5, char(31) || '/bin/a' || char(31) || '80', '', '', 0, '/bin/a', 80),"
              " (6, char(31) || '/bin/a' || char(31) || '96', '', '', 0, '/bin/a', 96),"
-             " (7, char(31) || '/bin/a' || char(31) || '112', '', '', 0, '/bin/a', 112)");
+             " (7, char(31) || '/bin/a' || char(31) || '112', '', '', 0, '/bin/a', 112),"
+             " (8, char(31) || '/bin/a' || char(31) || '128', '', '', 0, '/bin/a', 128),"
+             " (9, char(31) || '/bin/a' || char(31) || '144', '', '', 0, '/bin/a', 144),"
+             " (10, char(31) || '/bin/a' || char(31) || '160', '', '', 0, '/bin/a', 160)");
+    add_run(db, 1, "x'0102'", "ended", 10); /* seen by the refill: its own list */
+    add_run(db, 2, "x'0102'", "open", 8);
+    add_run(db, 3, NULL, "ended", 9);
+    add_run(db, 4, "x'abcd'", "open", 1); /* the build being named */
     buf b = {.n = 0};
+    put_varint(&b, 2); /* head: build id abcd, path, runs_seen 2 */
+    memcpy(b.p + b.n, "\xab\xcd", 2);
+    b.n += 2;
+    put_varint(&b, 6);
+    memcpy(b.p + b.n, "/bin/a", 6);
+    b.n += 6;
+    put_varint(&b, 2);
+    put_entry(&b, 8, "i", "d.c", 3);
+    put_entry(&b, 9, "j", "d.c", 4);
+    put_entry(&b, 10, "m", "d.c", 5);
     put_entry(&b, 1, "f", "a.c", 3);
     put_entry(&b, 2, "g", "a.c", 4);
     put_entry(&b, 4, "other", "x.c", 2);
@@ -116,7 +153,7 @@ static void test_frames_name(void **state)
     assert_int_equal(hs_store_frames_name(s, b.p, b.n, &named, &renamed), HS_EPROTO);
     assert_int_equal(hs_store_commit(s), 0);
     hs_store_free(s);
-    assert_int_equal(named, 4);
+    assert_int_equal(named, 5);
     assert_int_equal(renamed, 2);
     for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++) {
         char k[256];
