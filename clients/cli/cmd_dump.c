@@ -5,6 +5,7 @@
  * Collectors send native frames as module and offset; dump names them on
  * this machine as the server would (server/hs_symbols.h: function, file,
  * line, inlined frames under their synthetic pcs) unless --raw. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -145,131 +146,161 @@ static int dump_hello(dump *d, const hs_frame *f, int *first)
     return 0;
 }
 
+/* The next entry of a batch, printed: 1, 0 after the last, or an error. */
+typedef int (*entry_fn)(dump *d, hs_batch_it *it, int *fe);
+
+static int entry_mapping(dump *d, hs_batch_it *it, int *fe)
+{
+    hs_mapping m;
+    int rc, ef;
+    if ((rc = hs_mappings_next(it, &m)) != 1) return rc;
+    entry_open(d, fe, &ef);
+    kv_u64(d, "start", m.start, &ef);
+    kv_u64(d, "end", m.end, &ef);
+    kv_u64(d, "file_offset", m.file_offset, &ef);
+    kv_hex(d, "build_id", m.build_id, m.build_id_len, &ef);
+    kv_str(d, "path", m.path, &ef);
+    return 1;
+}
+
+static int entry_symbol(dump *d, hs_batch_it *it, int *fe)
+{
+    hs_symbol s;
+    int rc, ef;
+    if ((rc = hs_symbols_next(it, &s)) != 1) return rc;
+    entry_open(d, fe, &ef);
+    kv_u64(d, "pc", s.pc, &ef);
+    kv_str(d, "function", s.function, &ef);
+    kv_str(d, "file", s.file, &ef);
+    kv_u64(d, "line", s.line, &ef);
+    kv_str(d, "module", s.module, &ef);
+    kv_u64(d, "module_offset", s.module_offset, &ef);
+    return 1;
+}
+
+static int entry_stack(dump *d, hs_batch_it *it, int *fe)
+{
+    static hs_stack st; /* large: not on the stack */
+    int rc, ef;
+    if ((rc = hs_stacks_next(it, &st)) != 1) return rc;
+    entry_open(d, fe, &ef);
+    kv_u64(d, "id", st.id, &ef);
+    key(d, "pcs", &ef);
+    fputc('[', d->out);
+    for (uint32_t i = 0; i < st.depth; i++) fprintf(d->out, "%s%" PRIu64, i ? "," : "", st.pcs[i]);
+    fputc(']', d->out);
+    return 1;
+}
+
+static int entry_event(dump *d, hs_batch_it *it, int *fe)
+{
+    hs_event e;
+    int rc, ef;
+    if ((rc = hs_events_next(it, &e)) != 1) return rc;
+    entry_open(d, fe, &ef);
+    kv_u64(d, "t", e.t_ns, &ef);
+    kv_u64(d, "stack", e.stack_id, &ef);
+    key(d, "free", &ef);
+    fputs(e.is_free ? "true" : "false", d->out);
+    kv_u64(d, "size", e.size, &ef);
+    kv_u64(d, "weight", e.weight, &ef);
+    return 1;
+}
+
+static int entry_process(dump *d, hs_batch_it *it, int *fe)
+{
+    hs_process_sample s;
+    int rc, ef;
+    if ((rc = hs_process_next(it, &s)) != 1) return rc;
+    entry_open(d, fe, &ef);
+    kv_u64(d, "t", s.t_ns, &ef);
+    kv_u64(d, "rss", s.rss_bytes, &ef);
+    kv_u64(d, "vsize", s.vsize_bytes, &ef);
+    return 1;
+}
+
+static int entry_size(dump *d, hs_batch_it *it, int *fe)
+{
+    hs_size_bucket b;
+    int rc, ef;
+    if ((rc = hs_sizes_next(it, &b)) != 1) return rc;
+    entry_open(d, fe, &ef);
+    kv_u64(d, "bucket", b.bucket, &ef);
+    kv_u64(d, "allocs", b.allocs, &ef);
+    kv_u64(d, "bytes", b.bytes, &ef);
+    return 1;
+}
+
+static int entry_drop(dump *d, hs_batch_it *it, int *fe)
+{
+    hs_drop x;
+    int rc, ef;
+    if ((rc = hs_drops_next(it, &x)) != 1) return rc;
+    entry_open(d, fe, &ef);
+    const char *name = hs_drop_name((int)x.kind);
+    key(d, "kind", &ef);
+    if (name)
+        fprintf(d->out, "\"%s\"", name);
+    else
+        fprintf(d->out, "%" PRIu32, x.kind);
+    kv_u64(d, "value", x.value, &ef);
+    return 1;
+}
+
+/* Starts the batch of f: its iterator, its list's name and entry printer,
+ * and the fields before the list (none for a frame of no list: its header
+ * alone is shown). */
+static int batch_begin(dump *d, const hs_frame *f, hs_batch_it *it, int *first, const char **list,
+                       entry_fn *next)
+{
+    int rc = 0;
+    switch (f->type) {
+    case HS_FRAME_MAPPINGS:
+        if (!(rc = hs_mappings_begin(it, f->payload, f->len))) kv_u64(d, "t", it->t, first);
+        *list = "mappings", *next = entry_mapping;
+        break;
+    case HS_FRAME_EVENTS:
+        if (!(rc = hs_events_begin(it, f->payload, f->len))) kv_u64(d, "t0", it->t, first);
+        *list = "events", *next = entry_event;
+        break;
+    case HS_FRAME_SYMBOLS:
+        rc = hs_symbols_begin(it, f->payload, f->len);
+        *list = "symbols", *next = entry_symbol;
+        break;
+    case HS_FRAME_STACKS:
+        rc = hs_stacks_begin(it, f->payload, f->len);
+        *list = "stacks", *next = entry_stack;
+        break;
+    case HS_FRAME_PROCESS:
+        rc = hs_process_begin(it, f->payload, f->len);
+        *list = "samples", *next = entry_process;
+        break;
+    case HS_FRAME_SIZES:
+        rc = hs_sizes_begin(it, f->payload, f->len);
+        *list = "buckets", *next = entry_size;
+        break;
+    case HS_FRAME_DROPS:
+        rc = hs_drops_begin(it, f->payload, f->len);
+        *list = "drops", *next = entry_drop;
+        break;
+    }
+    return rc;
+}
+
 /* Each batch: begin, then entries until 0 or an error. */
 static int dump_batch(dump *d, const hs_frame *f, int *first, uint64_t *n_entries)
 {
     hs_batch_it it;
-    int rc = 0, fe = 1, ef;
     const char *list = NULL;
-    switch (f->type) {
-    case HS_FRAME_MAPPINGS:
-        rc = hs_mappings_begin(&it, f->payload, f->len);
-        if (!rc) kv_u64(d, "t", it.t, first);
-        list = "mappings";
-        break;
-    case HS_FRAME_EVENTS:
-        rc = hs_events_begin(&it, f->payload, f->len);
-        if (!rc) kv_u64(d, "t0", it.t, first);
-        list = "events";
-        break;
-    case HS_FRAME_SYMBOLS:
-        rc = hs_symbols_begin(&it, f->payload, f->len);
-        list = "symbols";
-        break;
-    case HS_FRAME_STACKS:
-        rc = hs_stacks_begin(&it, f->payload, f->len);
-        list = "stacks";
-        break;
-    case HS_FRAME_PROCESS:
-        rc = hs_process_begin(&it, f->payload, f->len);
-        list = "samples";
-        break;
-    case HS_FRAME_SIZES:
-        rc = hs_sizes_begin(&it, f->payload, f->len);
-        list = "buckets";
-        break;
-    case HS_FRAME_DROPS:
-        rc = hs_drops_begin(&it, f->payload, f->len);
-        list = "drops";
-        break;
-    }
-    if (rc) return rc;
+    entry_fn next = NULL;
+    int rc = batch_begin(d, f, &it, first, &list, &next), fe = 1;
+    if (rc || !next) return rc;
+    assert(list);
     if (d->json) {
         key(d, list, first);
         fputc('[', d->out);
     }
-    static hs_stack st;
-    for (;;) {
-        switch (f->type) {
-        case HS_FRAME_MAPPINGS: {
-            hs_mapping m;
-            if ((rc = hs_mappings_next(&it, &m)) != 1) break;
-            entry_open(d, &fe, &ef);
-            kv_u64(d, "start", m.start, &ef);
-            kv_u64(d, "end", m.end, &ef);
-            kv_u64(d, "file_offset", m.file_offset, &ef);
-            kv_hex(d, "build_id", m.build_id, m.build_id_len, &ef);
-            kv_str(d, "path", m.path, &ef);
-            break;
-        }
-        case HS_FRAME_SYMBOLS: {
-            hs_symbol s;
-            if ((rc = hs_symbols_next(&it, &s)) != 1) break;
-            entry_open(d, &fe, &ef);
-            kv_u64(d, "pc", s.pc, &ef);
-            kv_str(d, "function", s.function, &ef);
-            kv_str(d, "file", s.file, &ef);
-            kv_u64(d, "line", s.line, &ef);
-            kv_str(d, "module", s.module, &ef);
-            kv_u64(d, "module_offset", s.module_offset, &ef);
-            break;
-        }
-        case HS_FRAME_STACKS: {
-            if ((rc = hs_stacks_next(&it, &st)) != 1) break;
-            entry_open(d, &fe, &ef);
-            kv_u64(d, "id", st.id, &ef);
-            key(d, "pcs", &ef);
-            fputc('[', d->out);
-            for (uint32_t i = 0; i < st.depth; i++)
-                fprintf(d->out, "%s%" PRIu64, i ? "," : "", st.pcs[i]);
-            fputc(']', d->out);
-            break;
-        }
-        case HS_FRAME_EVENTS: {
-            hs_event e;
-            if ((rc = hs_events_next(&it, &e)) != 1) break;
-            entry_open(d, &fe, &ef);
-            kv_u64(d, "t", e.t_ns, &ef);
-            kv_u64(d, "stack", e.stack_id, &ef);
-            key(d, "free", &ef);
-            fputs(e.is_free ? "true" : "false", d->out);
-            kv_u64(d, "size", e.size, &ef);
-            kv_u64(d, "weight", e.weight, &ef);
-            break;
-        }
-        case HS_FRAME_PROCESS: {
-            hs_process_sample s;
-            if ((rc = hs_process_next(&it, &s)) != 1) break;
-            entry_open(d, &fe, &ef);
-            kv_u64(d, "t", s.t_ns, &ef);
-            kv_u64(d, "rss", s.rss_bytes, &ef);
-            kv_u64(d, "vsize", s.vsize_bytes, &ef);
-            break;
-        }
-        case HS_FRAME_SIZES: {
-            hs_size_bucket b;
-            if ((rc = hs_sizes_next(&it, &b)) != 1) break;
-            entry_open(d, &fe, &ef);
-            kv_u64(d, "bucket", b.bucket, &ef);
-            kv_u64(d, "allocs", b.allocs, &ef);
-            kv_u64(d, "bytes", b.bytes, &ef);
-            break;
-        }
-        case HS_FRAME_DROPS: {
-            hs_drop x;
-            if ((rc = hs_drops_next(&it, &x)) != 1) break;
-            entry_open(d, &fe, &ef);
-            const char *name = hs_drop_name((int)x.kind);
-            key(d, "kind", &ef);
-            if (name)
-                fprintf(d->out, "\"%s\"", name);
-            else
-                fprintf(d->out, "%" PRIu32, x.kind);
-            kv_u64(d, "value", x.value, &ef);
-            break;
-        }
-        }
-        if (rc != 1) break;
+    while ((rc = next(d, &it, &fe)) == 1) {
         entry_close(d);
         (*n_entries)++;
     }
@@ -371,16 +402,14 @@ static void totals(dump *d, uint64_t bytes)
         fprintf(d->out, " bytes=%" PRIu64 "\n", bytes);
 }
 
-int hs_cmd_dump(int argc, char **argv)
+/* The options into d, *path and *raw: -1 to go on, else the exit status. */
+static int dump_args(int argc, char **argv, dump *d, const char **path, int *raw)
 {
-    dump d = {.out = stdout};
-    const char *path = NULL;
-    int raw = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
-            d.json = 1;
+            d->json = 1;
         else if (!strcmp(argv[i], "--raw"))
-            raw = 1;
+            *raw = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: heapstore dump FILE.hsp [--json] [--raw]\n"
                    "Prints every frame of a collector stream file, then totals per frame type\n"
@@ -388,17 +417,62 @@ int hs_cmd_dump(int argc, char **argv)
                    "Native frames are named from the files on this machine (inlined functions\n"
                    "as entries of their own); --raw prints them as sent (module and offset).\n");
             return 0;
-        } else if (!path)
-            path = argv[i];
+        } else if (!*path)
+            *path = argv[i];
         else {
             fprintf(stderr, "heapstore dump: unexpected argument '%s'\n", argv[i]);
             return 2;
         }
     }
-    if (!path) {
+    if (!*path) {
         fprintf(stderr, "usage: heapstore dump FILE.hsp [--json]\n");
         return 2;
     }
+    return -1;
+}
+
+/* Every frame of the stream in buf; *off where it stopped. 0, or 1 at the
+ * first corrupt byte (said on stderr). */
+static int dump_stream(dump *d, const uint8_t *buf, size_t len, const char *path, size_t *off)
+{
+    uint32_t version = 0;
+    int h = hs_header_parse(buf, len, &version);
+    *off = 0;
+    if (h <= 0) {
+        fprintf(stderr, "heapstore dump: %s: %s at byte offset 0\n", path,
+                h == 0 ? "truncated stream header" : hs_strerror(h));
+        return 1;
+    }
+    *off = (size_t)h;
+    while (*off < len) {
+        hs_frame f;
+        long n = hs_frame_split(buf + *off, len - *off, &f);
+        if (n <= 0) {
+            fflush(d->out);
+            fprintf(stderr, "heapstore dump: %s: %s at byte offset %zu\n", path,
+                    n == 0 ? "truncated frame" : hs_strerror((int)n), *off);
+            return 1;
+        }
+        int rc = dump_frame(d, &f, *off);
+        if (rc) {
+            fflush(d->out);
+            fprintf(stderr, "heapstore dump: %s: %s in the %s frame at byte offset %zu\n", path,
+                    hs_strerror(rc), hs_frame_name(f.type) ? hs_frame_name(f.type) : "unknown",
+                    *off);
+            return 1;
+        }
+        *off += (size_t)n;
+    }
+    return 0;
+}
+
+int hs_cmd_dump(int argc, char **argv)
+{
+    dump d = {.out = stdout};
+    const char *path = NULL;
+    int raw = 0;
+    int status = dump_args(argc, argv, &d, &path, &raw);
+    if (status >= 0) return status;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
@@ -406,7 +480,7 @@ int hs_cmd_dump(int argc, char **argv)
         if (fd >= 0) close(fd);
         return 1;
     }
-    size_t len = (size_t)st.st_size;
+    size_t len = (size_t)st.st_size, off = 0;
     const uint8_t *buf = len ? mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
     close(fd);
     if (len && buf == MAP_FAILED) {
@@ -414,39 +488,7 @@ int hs_cmd_dump(int argc, char **argv)
         return 1;
     }
     if (!raw && hs_syms_new(&d.syms, NULL)) d.syms = NULL; /* out of memory: as sent */
-    int status = 0;
-    uint32_t version = 0;
-    int h = hs_header_parse(buf, len, &version);
-    size_t off = 0;
-    if (h <= 0) {
-        fprintf(stderr, "heapstore dump: %s: %s at byte offset 0\n", path,
-                h == 0 ? "truncated stream header" : hs_strerror(h));
-        status = 1;
-        goto out;
-    }
-    off = (size_t)h;
-    while (off < len) {
-        hs_frame f;
-        long n = hs_frame_split(buf + off, len - off, &f);
-        if (n <= 0) {
-            fflush(d.out);
-            fprintf(stderr, "heapstore dump: %s: %s at byte offset %zu\n", path,
-                    n == 0 ? "truncated frame" : hs_strerror((int)n), off);
-            status = 1;
-            break;
-        }
-        int rc = dump_frame(&d, &f, off);
-        if (rc) {
-            fflush(d.out);
-            fprintf(stderr, "heapstore dump: %s: %s in the %s frame at byte offset %zu\n", path,
-                    hs_strerror(rc), hs_frame_name(f.type) ? hs_frame_name(f.type) : "unknown",
-                    off);
-            status = 1;
-            break;
-        }
-        off += (size_t)n;
-    }
-out:
+    status = dump_stream(&d, buf, len, path, &off);
     totals(&d, off);
     if (len) munmap((void *)buf, len);
     hs_syms_stream_free(&d.stream);
