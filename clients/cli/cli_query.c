@@ -1,6 +1,7 @@
 /* cli_query: requests, options and rendering shared by the query commands. */
 #include "cli_query.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -373,7 +374,7 @@ void hs_table_init(hs_table *t, int ncol, const char *const *hdr, const int *rig
     }
 }
 
-void hs_table_row(hs_table *t, ...)
+void hs_table_rowv(hs_table *t, const char *const *cells)
 {
     if (t->nrows == t->cap) {
         int ncap = t->cap ? t->cap * 2 : 64;
@@ -382,14 +383,20 @@ void hs_table_row(hs_table *t, ...)
         t->cells = np;
         t->cap = ncap;
     }
+    for (int i = 0; i < t->ncol; i++)
+        t->cells[t->nrows * t->ncol + i] = strdup(cells[i] ? cells[i] : "");
+    t->nrows++;
+}
+
+void hs_table_row(hs_table *t, ...)
+{
+    const char *cells[12];
+    assert(t->ncol <= 12);
     va_list ap;
     va_start(ap, t);
-    for (int i = 0; i < t->ncol; i++) {
-        const char *s = va_arg(ap, const char *);
-        t->cells[t->nrows * t->ncol + i] = strdup(s ? s : "");
-    }
+    for (int i = 0; i < t->ncol; i++) cells[i] = va_arg(ap, const char *);
     va_end(ap);
-    t->nrows++;
+    hs_table_rowv(t, cells);
 }
 
 /* Display width of UTF-8 text: count the bytes that start a character. */

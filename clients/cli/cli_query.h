@@ -109,7 +109,8 @@ typedef struct hs_table {
     int nrows, cap;
 } hs_table;
 void hs_table_init(hs_table *t, int ncol, const char *const *hdr, const int *right);
-void hs_table_row(hs_table *t, ...); /* ncol strings */
+void hs_table_row(hs_table *t, ...);                       /* ncol strings */
+void hs_table_rowv(hs_table *t, const char *const *cells); /* ncol strings */
 void hs_table_print(hs_table *t);
 void hs_table_free(hs_table *t);
 

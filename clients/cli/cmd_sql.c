@@ -12,6 +12,81 @@ static const char usage[] =
     "  tables: runs run_labels mappings frames traces run_pcs run_stacks events snapshots\n"
     "          heap_series process_samples size_hist; event_rows(RUN) expands a run's events";
 
+/* The request's JSON body, or NULL with *status the exit status. */
+static char *sql_body(const hs_cli_args *a, int *status)
+{
+    json_t *req = json_pack("{s:s}", "sql", a->pos[0]);
+    const struct {
+        const char *name, *value, *key, *what;
+    } opts[] = {{"--limit", a->limit, "limit", "a number of rows"},
+                {"--timeout-ms", a->timeout_ms, "timeout_ms", "milliseconds"}};
+    for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+        if (!opts[i].value) continue;
+        char *end;
+        long long v = strtoll(opts[i].value, &end, 10);
+        if (*end || !*opts[i].value) {
+            fprintf(stderr, "heapstore sql: %s takes %s\n", opts[i].name, opts[i].what);
+            json_decref(req);
+            *status = 2;
+            return NULL;
+        }
+        json_object_set_new(req, opts[i].key, json_integer(v));
+    }
+    char *body = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    if (!body) *status = 1;
+    return body;
+}
+
+/* Too wide for a table: one "column = value" a line, a blank line a row. */
+static void print_lines(const json_t *cols, const json_t *rows)
+{
+    size_t i, ncol = json_array_size(cols);
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        for (size_t c = 0; c < ncol; c++) {
+            char *v = json_dumps(json_array_get(row, c), JSON_ENCODE_ANY);
+            printf("%s = %s\n", json_string_value(json_array_get(cols, c)), v);
+            free(v);
+        }
+        printf("\n");
+    }
+}
+
+/* At most 12 columns as a table, numbers right-aligned. */
+static void print_table(const json_t *cols, const json_t *rows)
+{
+    int ncol = (int)json_array_size(cols);
+    if (!ncol) return;
+    const char *hdr[12];
+    int right[12] = {0};
+    for (int c = 0; c < ncol; c++) hdr[c] = json_string_value(json_array_get(cols, (size_t)c));
+    hs_table t;
+    hs_table_init(&t, ncol, hdr, right);
+    char *cells[12];
+    size_t i;
+    json_t *row;
+    json_array_foreach(rows, i, row)
+    {
+        for (int c = 0; c < ncol; c++) {
+            json_t *v = json_array_get(row, (size_t)c);
+            if (json_is_string(v))
+                cells[c] = strdup(json_string_value(v));
+            else if (json_is_null(v))
+                cells[c] = strdup("NULL");
+            else
+                cells[c] = json_dumps(v, JSON_ENCODE_ANY);
+            if (json_is_number(v)) right[c] = 1;
+        }
+        hs_table_rowv(&t, (const char *const *)cells);
+        for (int c = 0; c < ncol; c++) free(cells[c]);
+    }
+    for (int c = 0; c < ncol; c++) t.right[c] = right[c];
+    hs_table_print(&t);
+    hs_table_free(&t);
+}
+
 int hs_cmd_sql(int argc, char **argv)
 {
     hs_cli_args a;
@@ -22,28 +97,8 @@ int hs_cmd_sql(int argc, char **argv)
                 usage);
         return 2;
     }
-    json_t *req = json_pack("{s:s}", "sql", a.pos[0]);
-    char *end;
-    if (a.limit) {
-        long long v = strtoll(a.limit, &end, 10);
-        if (*end || !*a.limit) {
-            fprintf(stderr, "heapstore sql: --limit takes a number of rows\n");
-            json_decref(req);
-            return 2;
-        }
-        json_object_set_new(req, "limit", json_integer(v));
-    }
-    if (a.timeout_ms) {
-        long long v = strtoll(a.timeout_ms, &end, 10);
-        if (*end || !*a.timeout_ms) {
-            fprintf(stderr, "heapstore sql: --timeout-ms takes milliseconds\n");
-            json_decref(req);
-            return 2;
-        }
-        json_object_set_new(req, "timeout_ms", json_integer(v));
-    }
-    char *body = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
+    char *body = sql_body(&a, &rc);
+    if (!body) return rc;
     hs_api_reply r;
     rc = hs_cli_call(&a, "POST", "/api/sql", body, strlen(body), 0, &r);
     free(body);
@@ -53,55 +108,12 @@ int hs_cmd_sql(int argc, char **argv)
         hs_api_reply_clear(&r);
         return 0;
     }
-    json_t *cols = json_object_get(r.json, "columns"), *rows = json_object_get(r.json, "rows");
-    int ncol = (int)json_array_size(cols);
-    size_t i;
-    json_t *row;
-    if (ncol > 12) { /* too wide for a table: one value per line */
-        json_array_foreach(rows, i, row)
-        {
-            for (int c = 0; c < ncol; c++) {
-                char *v = json_dumps(json_array_get(row, (size_t)c), JSON_ENCODE_ANY);
-                printf("%s = %s\n", json_string_value(json_array_get(cols, (size_t)c)), v);
-                free(v);
-            }
-            printf("\n");
-        }
-    } else {
-        const char *hdr[12];
-        int right[12];
-        for (int c = 0; c < ncol; c++) {
-            hdr[c] = json_string_value(json_array_get(cols, (size_t)c));
-            right[c] = 0;
-        }
-        hs_table t;
-        hs_table_init(&t, ncol, hdr, right);
-        char *cells[12];
-        json_array_foreach(rows, i, row)
-        {
-            if (!ncol) break;
-            for (int c = 0; c < ncol; c++) {
-                json_t *v = json_array_get(row, (size_t)c);
-                if (json_is_string(v))
-                    cells[c] = strdup(json_string_value(v));
-                else if (json_is_null(v))
-                    cells[c] = strdup("NULL");
-                else
-                    cells[c] = json_dumps(v, JSON_ENCODE_ANY);
-                if (json_is_number(v)) right[c] = 1;
-            }
-            /* hs_table_row takes exactly ncol strings: pass through a fixed arity */
-            hs_table_row(
-                &t, cells[0], ncol > 1 ? cells[1] : "", ncol > 2 ? cells[2] : "",
-                ncol > 3 ? cells[3] : "", ncol > 4 ? cells[4] : "", ncol > 5 ? cells[5] : "",
-                ncol > 6 ? cells[6] : "", ncol > 7 ? cells[7] : "", ncol > 8 ? cells[8] : "",
-                ncol > 9 ? cells[9] : "", ncol > 10 ? cells[10] : "", ncol > 11 ? cells[11] : "");
-            for (int c = 0; c < ncol; c++) free(cells[c]);
-        }
-        for (int c = 0; c < ncol; c++) t.right[c] = right[c];
-        if (ncol) hs_table_print(&t);
-        hs_table_free(&t);
-    }
+    const json_t *cols = json_object_get(r.json, "columns"),
+                 *rows = json_object_get(r.json, "rows");
+    if (json_array_size(cols) > 12)
+        print_lines(cols, rows);
+    else
+        print_table(cols, rows);
     printf("(%" PRId64 " row%s%s)\n", hs_json_int(r.json, "row_count"),
            hs_json_int(r.json, "row_count") == 1 ? "" : "s",
            json_is_true(json_object_get(r.json, "truncated")) ? "; more were cut off, --limit N"
