@@ -112,23 +112,11 @@ static int write_all(int fd, const char *p, size_t n)
     return 0;
 }
 
-int hs_http_request(hs_http_answer *out, const char *url, const char *token, const char *method,
-                    const char *target, const char *body, size_t body_len, int timeout_s, char *err,
-                    size_t errlen)
+/* The request's head and body on fd. 0, or an HS_E code with err filled. */
+static int send_request(int fd, const char *host, int port, const char *token, const char *method,
+                        const char *target, const char *body, size_t body_len, char *err,
+                        size_t errlen)
 {
-    char host[256];
-    int port;
-    memset(out, 0, sizeof *out);
-    if (hs_http_url_parse(url, host, sizeof host, &port)) {
-        snprintf(err, errlen,
-                 "HEAPSTORE_URL '%s' is not tcp://HOST:PORT, http://HOST:PORT or HOST:PORT", url);
-        return HS_EINVAL;
-    }
-    int fd = connect_to(host, port, 5000, err, errlen);
-    if (fd < 0) return HS_EIO;
-    struct timeval tv = {.tv_sec = timeout_s};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
     char head[8192];
     int n =
         snprintf(head, sizeof head,
@@ -137,7 +125,6 @@ int hs_http_request(hs_http_answer *out, const char *url, const char *token, con
                  method, target, host, port, HEAPSTORE_VERSION,
                  token ? "Authorization: Bearer " : "", token ? token : "", token ? "\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof head - 128) {
-        close(fd);
         snprintf(err, errlen, "request too long");
         return HS_ETOOBIG;
     }
@@ -147,37 +134,52 @@ int hs_http_request(hs_http_answer *out, const char *url, const char *token, con
     n += snprintf(head + n, sizeof head - (size_t)n, "\r\n");
     if (write_all(fd, head, (size_t)n) || (body && write_all(fd, body, body_len))) {
         snprintf(err, errlen, "cannot send to %s:%d: %s", host, port, strerror(errno));
-        close(fd);
         return HS_EIO;
     }
-    size_t cap = 65536, len = 0;
+    return 0;
+}
+
+/* Everything fd sends until it closes (at most ANSWER_MAX bytes), NUL-
+ * terminated, into *out (malloc'd) and *len. 0, or an HS_E code. */
+static int read_answer(int fd, const char *host, int port, char **out, size_t *len, char *err,
+                       size_t errlen)
+{
+    size_t cap = 65536, n = 0;
     char *buf = malloc(cap);
     while (buf) {
-        if (len + 1 >= cap) {
+        if (n + 1 >= cap) {
             if (cap >= ANSWER_MAX) break;
             char *np = realloc(buf, cap * 2);
             if (!np) break;
             buf = np;
             cap *= 2;
         }
-        ssize_t r = recv(fd, buf + len, cap - len - 1, 0);
+        ssize_t r = recv(fd, buf + n, cap - n - 1, 0);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) {
             snprintf(err, errlen, "no answer from %s:%d: %s", host, port,
                      errno == EAGAIN ? "timed out" : strerror(errno));
             free(buf);
-            close(fd);
             return HS_EIO;
         }
         if (r == 0) break;
-        len += (size_t)r;
+        n += (size_t)r;
     }
-    close(fd);
     if (!buf) {
         snprintf(err, errlen, "out of memory");
         return HS_ENOMEM;
     }
-    buf[len] = '\0';
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+/* The status, content type and body of the answer buf (len bytes, taken
+ * over: out->body on success, freed on failure). */
+static int parse_answer(hs_http_answer *out, char *buf, size_t len, const char *host, int port,
+                        char *err, size_t errlen)
+{
     char *hend = strstr(buf, "\r\n\r\n");
     if (!hend || strncmp(buf, "HTTP/1.", 7) || len < 12) {
         snprintf(err, errlen, "%s:%d did not answer in HTTP", host, port);
@@ -212,4 +214,29 @@ int hs_http_request(hs_http_answer *out, const char *url, const char *token, con
     out->body = buf;
     out->len = blen;
     return 0;
+}
+
+int hs_http_request(hs_http_answer *out, const char *url, const char *token, const char *method,
+                    const char *target, const char *body, size_t body_len, int timeout_s, char *err,
+                    size_t errlen)
+{
+    char host[256];
+    int port;
+    memset(out, 0, sizeof *out);
+    if (hs_http_url_parse(url, host, sizeof host, &port)) {
+        snprintf(err, errlen,
+                 "HEAPSTORE_URL '%s' is not tcp://HOST:PORT, http://HOST:PORT or HOST:PORT", url);
+        return HS_EINVAL;
+    }
+    int fd = connect_to(host, port, 5000, err, errlen);
+    if (fd < 0) return HS_EIO;
+    struct timeval tv = {.tv_sec = timeout_s};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = send_request(fd, host, port, token, method, target, body, body_len, err, errlen);
+    if (!rc) rc = read_answer(fd, host, port, &buf, &len, err, errlen);
+    close(fd);
+    return rc ? rc : parse_answer(out, buf, len, host, port, err, errlen);
 }
