@@ -365,7 +365,7 @@ int hs_core_check(hs_q *q, const hs_check_params *p, hs_check_result *out, hs_qe
     int rc = hs__gdiff_runs(q, &p->run, &side, err);
     out->runs = side.runs;
     out->nruns = side.nruns;
-    out->selector = side.selector;
+    out->selector = p->run.text ? p->run.text : "";
     out->baseline = p->baseline.given ? p->baseline.text : NULL;
     if (!rc && p->max_peak >= 0)
         rc = check_budget(q, p, out, "max_peak", HS_TSEL_PEAK, (double)p->max_peak, err);

@@ -249,7 +249,9 @@ static int verdict(double delta, double se)
  * the newest) for a group, else the one run. */
 int hs__gdiff_runs(hs_q *q, const hs_diff_side_sel *sel, hs_gdiff_side *out, hs_qerr *err)
 {
-    out->selector = sel->text ? sel->text : "";
+    snprintf(out->selector, sizeof out->selector, "%s", sel->text ? sel->text : "");
+    char *at = strrchr(out->selector, '@');
+    if (at) *at = '\0';
     if (!hs_sel_is_group(&sel->run)) {
         hs__run run;
         int rc = hs__run_resolve(q, &sel->run, &run, err);

@@ -629,7 +629,7 @@ typedef struct hs_gstat {
 } hs_gstat;
 
 typedef struct hs_gdiff_side {
-    const char *selector; /* as given (lent from the params) */
+    char selector[2050]; /* as given, less its @T */
     char at[32];
     int64_t *runs; /* ids used, newest first (owned by the result) */
     size_t nruns;
