@@ -107,8 +107,9 @@ int hs_check_param(hs_check_params *p, const char *key, const char *value, hs_qe
     if (!strcmp(key, "tolerance")) {
         char *end;
         x = strtod(value, &end);
-        if (end != value && *end == '%' && !end[1]) x /= 100, end++;
-        if (end == value || *end || !(x >= 0) || x > 100)
+        int pct = end != value && *end == '%' && !end[1];
+        if (pct) x /= 100, end++;
+        if (end == value || *end || !(x >= 0) || x > 100 || (!pct && x > 1))
             return hs__err(err, HS_EINVAL, "tolerance must be a share such as 5%% or 0.05");
         p->tolerance = x;
         return 0;
@@ -167,9 +168,11 @@ static int run_moment(hs_q *q, const hs__run *run, int kind, double *value, doub
     for (size_t i = 0; i < s.n; i++)
         if (s.rows[i].bytes > 0)
             var += hs__sampling_var(s.rows[i].bytes, s.rows[i].count, run->sample_bytes);
-    *exact = run_exact(run) || run->sample_bytes <= 1;
+    *exact =
+        (run_exact(run) && (kind == HS_TSEL_PEAK || !run->main_end_ns)) || run->sample_bytes <= 1;
     *value = kind == HS_TSEL_PEAK ? (double)run->peak_bytes : (double)s.total_bytes;
-    if (run_exact(run) && kind != HS_TSEL_PEAK) *value = (double)run->end_bytes;
+    if (run_exact(run) && kind != HS_TSEL_PEAK && !run->main_end_ns) /* the process's end */
+        *value = (double)run->end_bytes;
     *se = *exact ? 0 : sqrt(var);
     hs__state_clear(&s);
     return 0;

@@ -18,6 +18,10 @@
  *   (exit 0) on version=1b; budgets fail and pass as the figures say; the
  *   JUnit file is well-formed XML with the failure naming grow_b; the
  *   answer is the same from the database file and from the server.
+ * - A run without exact totals, streamed with known samples (200 blocks of
+ *   4 KiB at 512 KiB: peak V = 200 w, se = sqrt(200 w (w - 4096))), has
+ *   that error in check, and its budget passes at V + 4 se, warns (exit
+ *   0) at V and fails at V - 4 se.
  * - Two single runs still get the two-run diff; bad input gets a 400. */
 #include <math.h>
 #include <setjmp.h>
@@ -33,6 +37,7 @@
 #include <jansson.h>
 
 #include "fixture.h"
+#include "hs_testkit.h"
 #include "qkit.h"
 
 #define RUNS    5
@@ -315,6 +320,72 @@ static void test_junit(void **state)
     qk_out_free(&o);
 }
 
+/* A run sampled at DEFAULT without exact totals: NBLOCK blocks of BLOCK
+ * bytes on one stack, kept; label env=test (tk_hello's). */
+#define NBLOCK 200
+#define BLOCK  4096
+static double block_weight(void)
+{
+    return round(BLOCK / -expm1(-BLOCK / DEFAULT));
+}
+
+static void stream_sampled(void)
+{
+    tk_buf b = {0};
+    uint8_t id[16] = {0x5a, 0x3b, 0x1e};
+    tk_header(&b);
+    tk_hello_sampled(&b, id, (uint64_t)DEFAULT);
+    size_t start = b.len;
+    tk_symbols(&b, 0, 2, 0);
+    uint64_t pcs[2] = {1, 2};
+    tk_stack(&b, 1, pcs, 2);
+    tk_event ev[NBLOCK];
+    for (int i = 0; i < NBLOCK; i++)
+        ev[i] = (tk_event){.t = 1000000ull + (uint64_t)i * 2000000ull,
+                           .stack = 1,
+                           .size = BLOCK,
+                           .weight = (uint64_t)block_weight()};
+    tk_events(&b, ev, NBLOCK);
+    tk_bye(&b, 1000000000ull, NBLOCK, 0);
+    size_t *offs;
+    size_t nframes = tk_frame_offsets(&b, start, &offs);
+    free(offs);
+    int fd = tk_connect(srv.port);
+    uint64_t got = 0;
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    assert_int_equal(tk_wait_ack(fd, nframes, &got, NULL, 0, 60000), 0);
+    close(fd);
+    tk_buf_free(&b);
+}
+
+static void test_check_sampled(void **state)
+{
+    (void)state;
+    stream_sampled();
+    double w = block_weight(), v = NBLOCK * w, se = sqrt(NBLOCK * w * (w - BLOCK));
+    static const struct {
+        double k; /* the budget: V + k se */
+        int code;
+        const char *status;
+    } cases[] = {{4, 0, "pass"}, {0, 0, "warn"}, {-4, 1, "fail"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char limit[32];
+        snprintf(limit, sizeof limit, "%.0f", v + cases[i].k * se);
+        /* the run is still open until the server has its BYE: wait for it */
+        json_t *j = check((const char *const[]){"check", "env=test", "--max-peak", limit, NULL},
+                          cases[i].code);
+        const json_t *it = item(j, "max_peak");
+        fprintf(stderr, "budget V%+.0f se: value %.0f se %.0f (want %.0f, %.0f) %s\n", cases[i].k,
+                jnum(it, "value"), jnum(it, "se"), v, se, status(j, "max_peak"));
+        assert_true(fabs(jnum(it, "value") - v) <= 1);
+        assert_true(fabs(jnum(it, "se") / se - 1) < 1e-3);
+        assert_false(json_is_true(json_object_get(it, "exact")));
+        assert_string_equal(status(j, "max_peak"), cases[i].status);
+        json_decref(j);
+    }
+}
+
 static char *http_get(const char *target, int *status)
 {
     char req[2048];
@@ -372,9 +443,13 @@ static void test_api(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_planted),        cmocka_unit_test(test_noise),
-        cmocka_unit_test(test_check_baseline), cmocka_unit_test(test_check_budgets),
-        cmocka_unit_test(test_junit),          cmocka_unit_test(test_api),
+        cmocka_unit_test(test_planted),
+        cmocka_unit_test(test_noise),
+        cmocka_unit_test(test_check_baseline),
+        cmocka_unit_test(test_check_budgets),
+        cmocka_unit_test(test_junit),
+        cmocka_unit_test(test_check_sampled),
+        cmocka_unit_test(test_api),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
