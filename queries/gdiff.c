@@ -195,7 +195,7 @@ static int count_run(gctx *c, int64_t id, const hs_t_sel *t, int side, hs_gdiff_
                 : t->kind == HS_TSEL_EXIT || (t->kind == HS_TSEL_END && !run.main_end_ns)
                     ? run.end_bytes
                     : -1;
-    if (!out->at[0]) {
+    if (!rc && !out->at[0]) {
         char tb[32];
         snprintf(out->at, sizeof out->at, "%s", hs__at_name(&at, tb, sizeof tb));
     }

@@ -176,6 +176,31 @@ static void test_planted(void **state)
     }
 }
 
+/* The table the CLI prints: the same from the server and from the file,
+ * grow_b's row called grown. */
+static void test_table(void **state)
+{
+    (void)state;
+    int c1, c2;
+    char *o1, *o2;
+    cli_run((const char *const[]){"diff", "version=1", "version=2", "--by", "site", "--at", "peak",
+                                  NULL},
+            env, &c1, &o1);
+    cli_run((const char *const[]){"diff", "version=1", "version=2", "--by", "site", "--at", "peak",
+                                  "--db", db, NULL},
+            env, &c2, &o2);
+    assert_int_equal(c1, 0);
+    assert_int_equal(c2, 0);
+    assert_string_equal(o1, o2);
+    const char *line = strstr(o1, "grow_b (wl_versions.c:");
+    assert_non_null(line);
+    while (line > o1 && line[-1] != '\n') line--;
+    assert_non_null(strstr(line, " grew "));
+    assert_non_null(strstr(o1, "a: version=1 at peak: 5 run(s)"));
+    free(o1);
+    free(o2);
+}
+
 static void test_noise(void **state)
 {
     (void)state;
@@ -443,13 +468,10 @@ static void test_api(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_planted),
-        cmocka_unit_test(test_noise),
-        cmocka_unit_test(test_check_baseline),
-        cmocka_unit_test(test_check_budgets),
-        cmocka_unit_test(test_junit),
-        cmocka_unit_test(test_check_sampled),
-        cmocka_unit_test(test_api),
+        cmocka_unit_test(test_planted),       cmocka_unit_test(test_table),
+        cmocka_unit_test(test_noise),         cmocka_unit_test(test_check_baseline),
+        cmocka_unit_test(test_check_budgets), cmocka_unit_test(test_junit),
+        cmocka_unit_test(test_check_sampled), cmocka_unit_test(test_api),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
