@@ -36,12 +36,12 @@ export async function mount(root, { params, stale }) {
   }
 
   // The flame tree is the same whichever grouping the table uses: stack.
-  const path = '/api/diff' + qs({ a, b, by: tab === 'flame' ? 'stack' : by });
-  let d = await get(path);
+  // Groups have no flame: a side that may be a group is asked by `by` first.
+  const runBy = tab === 'flame' ? 'stack' : by;
+  let d = await get('/api/diff' + qs({ a, b, by: maybeGroup(a) || maybeGroup(b) ? by : runBy }));
+  if (!stale() && d.by !== (d.group ? by : runBy)) d = await get('/api/diff' + qs({ a, b, by: d.group ? by : runBy }));
   if (stale()) return null;
-  if (d.group) { // two groups: no flame; the table by the chosen grouping
-    if (d.by !== by) d = await get('/api/diff' + qs({ a, b, by }));
-    if (stale()) return null;
+  if (d.group) { // two groups: the table by the chosen grouping
     mountGroup(section, d, { a, b, by, sortParam: params.get('sort') });
     window.heapstore = { view: 'diff', diff: d, group: true };
     return { destroy() { window.heapstore = null; } };
@@ -89,6 +89,12 @@ export async function mount(root, { params, stale }) {
 
   window.heapstore = { view: 'diff', diff: d, flame: graph };
   return { destroy() { if (graph) graph.destroy(); window.heapstore = null; } };
+}
+
+// key=value… without ",latest" may name several runs (id=120..140, version=1.3).
+function maybeGroup(sel) {
+  const run = sel.includes('@') ? sel.slice(0, sel.lastIndexOf('@')) : sel;
+  return run.includes('=') && !/(^|,)latest$/.test(run);
 }
 
 // The differential flame graph, with its search box; returns the FlameGraph.
