@@ -836,6 +836,12 @@ static json_t *gdiff_row_json(const hs_gdiff_result *r, const hs_gdiff_row *w)
                             gstat_json(&w->b), "delta_bytes", w->delta, "se_bytes", w->se, "share",
                             w->share, "verdict", hs_gdiff_verdict_name(w->verdict));
     if (row && r->by != HS_GROUP_FUNCTION) row_stack_json(row, &w->stack);
+    if (row && r->by == HS_GROUP_FUNCTION)
+        json_object_set_new(row, "self",
+                            json_pack("{s:o,s:o,s:f,s:f,s:s}", "a", gstat_json(&w->self.a), "b",
+                                      gstat_json(&w->self.b), "delta_bytes", w->self.delta,
+                                      "se_bytes", w->self.se, "verdict",
+                                      hs_gdiff_verdict_name(w->self.verdict)));
     return row;
 }
 

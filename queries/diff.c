@@ -87,8 +87,8 @@ static size_t tnode_get(dctx *c, size_t parent, const char *name)
 
 int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame *const *fr, int d,
                   hs_group by, hs__buf *key,
-                  int (*cb)(const char *k, size_t len, const hs__frame *f, void *data), void *data,
-                  hs_qerr *err)
+                  int (*cb)(const char *k, size_t len, const hs__frame *f, int site, void *data),
+                  void *data, hs_qerr *err)
 {
     assert(d > 0);
     int site = hs__site_index(q, trace, frames, d, err);
@@ -107,7 +107,7 @@ int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame
             hs__buf_put(key, f->name, strlen(f->name));
         }
         if (key->oom) return hs__err(err, HS_ENOMEM, "out of memory");
-        int rc = cb(key->p, key->n, f, data);
+        int rc = cb(key->p, key->n, f, by != HS_GROUP_FUNCTION || k == site, data);
         if (rc) return rc;
     }
     return 0;
@@ -121,8 +121,9 @@ typedef struct add_one {
 
 /* A row of the live trace in o (hs__diff_keys' callback): counted once a
  * stack. */
-static int add_row(const char *k, size_t len, const hs__frame *f, void *data)
+static int add_row(const char *k, size_t len, const hs__frame *f, int site, void *data)
 {
+    (void)site;
     add_one *o = data;
     dctx *c = o->c;
     size_t r = drow_get(c, k, len, f->name);

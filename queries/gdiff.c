@@ -33,8 +33,10 @@ typedef struct grow {
     int64_t trace_bytes;
     double sum[2], sumsq[2], var[2]; /* over the side's runs */
     double cur, curvar;              /* the run being counted */
-    size_t seen;                     /* the last stack counted */
-    size_t touched;                  /* the last run counted */
+    /* by function, the same for the stacks whose site is in it (its self) */
+    double ssum[2], ssumsq[2], svar[2], scur, scurvar;
+    size_t seen;    /* the last stack counted */
+    size_t touched; /* the last run counted */
 } grow;
 
 typedef struct gctx {
@@ -44,7 +46,7 @@ typedef struct gctx {
     hs__smap keys; /* row key -> row */
     grow *rows;
     size_t n, cap;
-    hs__map tidx; /* trace -> 1 + offset into tl (its rows, ended by NONE) */
+    hs__map tidx; /* trace -> 1 + offset into tl: its rows (row << 1 | site), ended by NONE */
     size_t *tl;
     size_t tln, tlcap;
     size_t *touched; /* rows counted in the run being counted */
@@ -87,12 +89,12 @@ static int tl_push(gctx *c, size_t v)
 
 typedef struct key_one {
     gctx *c;
-    int64_t trace;
+    size_t start; /* the trace's first entry in tl */
 } key_one;
 
 /* hs__diff_keys' callback: the row of key k, added to the trace's list
- * once a stack. */
-static int key_row(const char *k, size_t len, const hs__frame *f, void *data)
+ * once a stack (marked when its frame is the stack's site). */
+static int key_row(const char *k, size_t len, const hs__frame *f, int site, void *data)
 {
     key_one *o = data;
     gctx *c = o->c;
@@ -109,9 +111,13 @@ static int key_row(const char *k, size_t len, const hs__frame *f, void *data)
         }
         c->rows[c->n++] = (grow){.name = f->name, .frame = f, .seen = NONE, .touched = NONE};
     }
-    if (c->rows[i].seen == c->stamp) return 0;
+    if (c->rows[i].seen == c->stamp) { /* a name twice in a stack: once, its site's mark kept */
+        for (size_t j = o->start; site && j < c->tln; j++)
+            if (c->tl[j] >> 1 == i) c->tl[j] |= 1;
+        return 0;
+    }
     c->rows[i].seen = c->stamp;
-    return tl_push(c, i);
+    return tl_push(c, i << 1 | (site ? 1u : 0u));
 }
 
 /* The offset in c->tl of trace's rows (ended by NONE), worked out once. */
@@ -134,7 +140,7 @@ static int trace_rows(gctx *c, int64_t trace, size_t *off)
         if (!(fr[k] = hs__frame_get(c->q, frames[k], c->err))) return HS_EDB;
     *off = c->tln;
     c->stamp++;
-    key_one o = {c, trace};
+    key_one o = {c, c->tln};
     int rc = d ? hs__diff_keys(c->q, trace, frames, fr, d, c->by, &c->key, key_row, &o, c->err) : 0;
     if (!rc) rc = tl_push(c, NONE);
     if (!rc && hs__map_put(&c->tidx, (uint64_t)trace, *off + 1))
@@ -155,7 +161,8 @@ static int count_trace(gctx *c, const hs__live *lv, int64_t sample)
     }
     double v = hs__sampling_var(lv->bytes, lv->count, sample);
     for (size_t j = off; c->tl[j] != NONE; j++) {
-        grow *r = &c->rows[c->tl[j]];
+        size_t ri = c->tl[j] >> 1;
+        grow *r = &c->rows[ri];
         if (r->touched != c->run_no) {
             if (c->ntouched == c->tcap) {
                 size_t cap = c->tcap ? c->tcap * 2 : 1024;
@@ -164,12 +171,16 @@ static int count_trace(gctx *c, const hs__live *lv, int64_t sample)
                 c->touched = np;
                 c->tcap = cap;
             }
-            c->touched[c->ntouched++] = c->tl[j];
+            c->touched[c->ntouched++] = ri;
             r->touched = c->run_no;
-            r->cur = r->curvar = 0;
+            r->cur = r->curvar = r->scur = r->scurvar = 0;
         }
         r->cur += (double)lv->bytes;
         r->curvar += v;
+        if (c->tl[j] & 1) {
+            r->scur += (double)lv->bytes;
+            r->scurvar += v;
+        }
         if (lv->bytes > r->trace_bytes || !r->trace) {
             r->trace = lv->trace;
             r->trace_bytes = lv->bytes;
@@ -214,6 +225,9 @@ static int count_run(gctx *c, int64_t id, const hs_t_sel *t, int side, hs_gdiff_
         r->sum[side] += r->cur;
         r->sumsq[side] += r->cur * r->cur;
         r->var[side] += r->curvar;
+        r->ssum[side] += r->scur;
+        r->ssumsq[side] += r->scur * r->scur;
+        r->svar[side] += r->scurvar;
     }
     double tot = (double)(exact >= 0 ? exact : s.total_bytes);
     if (exact >= 0) tvar = 0;
@@ -302,12 +316,16 @@ int hs_diff_is_group(hs_q *q, const hs_diff_params *p, int *group, hs_qerr *err)
     return 0;
 }
 
-/* Changed rows first, then by |delta|, then by name. */
+/* Changed rows first, then by |self delta| (by function: the change of
+ * the function's own allocations, so that its callers, whose inclusive
+ * change is as large, come after it; else the delta), |delta|, name. */
 static int cmp_grow(const void *x, const void *y)
 {
     const hs_gdiff_row *a = x, *b = y;
     int ca = a->verdict >= HS_GDIFF_GREW, cb = b->verdict >= HS_GDIFF_GREW;
     if (ca != cb) return ca ? -1 : 1;
+    double sa = fabs(a->self.delta), sb = fabs(b->self.delta);
+    if (sa != sb) return sa < sb ? 1 : -1;
     double da = fabs(a->delta), db = fabs(b->delta);
     if (da != db) return da < db ? 1 : -1;
     return strcmp(a->name, b->name);
@@ -333,6 +351,16 @@ static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
         row->delta = row->b.mean - row->a.mean;
         row->se = sqrt(row->a.se * row->a.se + row->b.se * row->b.se);
         row->verdict = verdict(row->delta, row->se);
+        row->self = (hs_gdiff_self){
+            .a = row->a, .b = row->b, .delta = row->delta, .se = row->se, .verdict = row->verdict};
+        if (c->by == HS_GROUP_FUNCTION) {
+            hs_gdiff_self *sf = &row->self;
+            sf->a = gstat(w->ssum[0], w->ssumsq[0], w->svar[0], na);
+            sf->b = gstat(w->ssum[1], w->ssumsq[1], w->svar[1], nb);
+            sf->delta = sf->b.mean - sf->a.mean;
+            sf->se = sqrt(sf->a.se * sf->a.se + sf->b.se * sf->b.se);
+            sf->verdict = verdict(sf->delta, sf->se);
+        }
         row->share = r->delta != 0 ? row->delta / r->delta : 0;
         r->nrows++;
     }

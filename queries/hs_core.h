@@ -638,16 +638,26 @@ typedef struct hs_gdiff_side {
     hs_gstat total;
 } hs_gdiff_side;
 
+/* By function, what the function allocated itself (the stacks whose site
+ * is in it; its callers' rows hold the same bytes inclusive): the same
+ * figures as the row's. By site and stack, the row's own. */
+typedef struct hs_gdiff_self {
+    hs_gstat a, b;
+    double delta, se;
+    int verdict;
+} hs_gdiff_self;
+
 typedef struct hs_gdiff_row {
     const char *name; /* the row's name, as in hs_diff_row */
     const char *file; /* where: its frame's file ("" unknown) and line */
     int64_t line;
     int64_t trace; /* a representative trace */
     hs_gstat a, b;
-    double delta, se; /* b.mean - a.mean, sqrt(a.se² + b.se²) */
-    double share;     /* delta / the total's delta (0 when that is 0) */
-    int verdict;      /* hs_gdiff_verdict */
-    hs_qstack stack;  /* the trace's stack (none by function) */
+    double delta, se;   /* b.mean - a.mean, sqrt(a.se² + b.se²) */
+    double share;       /* delta / the total's delta (0 when that is 0) */
+    int verdict;        /* hs_gdiff_verdict */
+    hs_gdiff_self self; /* by function: its own allocations */
+    hs_qstack stack;    /* the trace's stack (none by function) */
 } hs_gdiff_row;
 
 typedef struct hs_gdiff_result {
@@ -655,7 +665,7 @@ typedef struct hs_gdiff_result {
     hs_group by;
     double delta, se; /* of the totals */
     int verdict;
-    hs_gdiff_row *rows; /* changed rows first (largest |delta| first), then noise */
+    hs_gdiff_row *rows; /* changed rows first (by |self.delta|, then |delta|), then noise */
     size_t nrows;
     int64_t rows_total; /* rows before the limit */
     int frames_cut, max_frames;

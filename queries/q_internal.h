@@ -284,13 +284,14 @@ int64_t hs__kth_largest(int64_t *w, size_t n, size_t k);
  * keys matched by names across runs: by site its site's name, by function
  * every function of the stack (a name twice in a stack is given twice: the
  * caller counts a row once a stack), by stack the whole stack's names, root
- * first. cb gets each key (in key's buffer) and the frame naming the row;
+ * first. cb gets each key (in key's buffer), the frame naming the row and
+ * whether that frame is the stack's site (by site and stack: always);
  * frames and fr hold the trace's d > 0 frames, leaf first. 0, cb's non-zero
  * return, or an HS_E code. */
 int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame *const *fr, int d,
                   hs_group by, hs__buf *key,
-                  int (*cb)(const char *k, size_t len, const hs__frame *f, void *data), void *data,
-                  hs_qerr *err);
+                  int (*cb)(const char *k, size_t len, const hs__frame *f, int site, void *data),
+                  void *data, hs_qerr *err);
 
 /* Group diff (gdiff.c): the sampling variance of a trace's estimated bytes
  * (count: its estimated blocks) in a run of sample_bytes sample

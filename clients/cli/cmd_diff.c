@@ -121,7 +121,7 @@ static void print_gside(const char *name, const json_t *s)
 /* The group diff's table, from its JSON (the core's, or the server's). */
 static void print_gdiff(const json_t *j)
 {
-    char b1[64], b2[64], b3[32], b4[32], sh[16];
+    char b1[64], b2[64], b3[32], b4[32], b5[32], sh[16];
     print_gside("a", json_object_get(j, "a"));
     print_gside("b", json_object_get(j, "b"));
     const json_t *tot = json_object_get(j, "total");
@@ -129,13 +129,14 @@ static void print_gdiff(const json_t *j)
     printf("total: %s%s ± %s (3 standard errors): %s\n", d > 0 ? "+" : "",
            hs_cli_bytes((int64_t)d, b3), hs_cli_bytes((int64_t)(3 * jd(tot, "se_bytes")), b4),
            hs_json_str(tot, "verdict"));
-    static const char *const hdr[] = {"DELTA", "±3SE", "A MEAN ± SD", "B MEAN ± SD",
-                                      "SHARE", "",     "STACK"};
-    static const int right[] = {1, 1, 1, 1, 1, 0, 0};
+    static const char *const hdr[] = {"DELTA", "±3SE", "A MEAN ± SD", "B MEAN ± SD", "SHARE",
+                                      "SELF",  "",     "STACK"};
+    static const int right[] = {1, 1, 1, 1, 1, 1, 0, 0};
     hs_table t;
-    hs_table_init(&t, 7, hdr, right);
     const char *by = hs_json_str(j, "by");
-    if (by && strcmp(by, "stack")) t.hdr[6] = !strcmp(by, "site") ? "SITE" : "FUNCTION";
+    int fn = by && !strcmp(by, "function");
+    hs_table_init(&t, 8, hdr, right);
+    if (by && strcmp(by, "stack")) t.hdr[7] = !strcmp(by, "site") ? "SITE" : "FUNCTION";
     size_t i;
     const json_t *w;
     json_array_foreach(json_object_get(j, "rows"), i, w)
@@ -145,15 +146,21 @@ static void print_gdiff(const json_t *j)
         snprintf(ds, sizeof ds, "%s%s", dd > 0 ? "+" : "", hs_cli_bytes((int64_t)dd, b3));
         snprintf(sh, sizeof sh, "%.0f%%", 100 * jd(w, "share"));
         hs_cli_site(name, sizeof name, w, "name");
+        char self[40] = "";
+        if (fn) {
+            double sd = jd(json_object_get(w, "self"), "delta_bytes");
+            snprintf(self, sizeof self, "%s%s", sd > 0 ? "+" : "", hs_cli_bytes((int64_t)sd, b5));
+        }
         hs_table_row(&t, ds, hs_cli_bytes((int64_t)(3 * jd(w, "se_bytes")), b4),
                      mean_sd(json_object_get(w, "a"), b1, sizeof b1),
-                     mean_sd(json_object_get(w, "b"), b2, sizeof b2), sh, hs_json_str(w, "verdict"),
-                     name);
+                     mean_sd(json_object_get(w, "b"), b2, sizeof b2), sh, self,
+                     hs_json_str(w, "verdict"), name);
     }
     hs_table_print(&t);
     hs_table_free(&t);
     printf("a row grew or shrank only past 3 standard errors of its change (spread across "
-           "runs and sampling error); else noise\n");
+           "runs and sampling error); else noise%s\n",
+           fn ? "; SELF: the change of what the function allocated itself" : "");
 }
 
 /* Direct, two groups: the core's answer as the API's JSON, printed as it

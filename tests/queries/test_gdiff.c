@@ -159,6 +159,11 @@ static void test_planted(void **state)
         fprintf(stderr, "by %s: grow_b %+.2f MiB (se %.2f MiB) %s\n", bys[k], d / MIB, se / MIB,
                 verdict(g));
         assert_string_equal(verdict(g), "grew");
+        /* ranked first: by function, by what it allocated itself (its callers
+         * grew as much inclusive, and allocated nothing) */
+        assert_string_equal(json_string_value(json_object_get(
+                                json_array_get(json_object_get(j, "rows"), 0), "name")),
+                            "grow_b");
         assert_true(se > 0 && se < 4 * MIB);
         assert_true(fabs(d - 16 * MIB) <= 4 * se);
         for (int s = 0; s < 2; s++) {

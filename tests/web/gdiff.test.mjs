@@ -45,6 +45,8 @@ async function main() {
     const rows = await rowsOf(page);
     const grow = rows.find((r) => r.name === 'grow_b');
     assert(grow && grow.verdict === 'grew', `grow_b: ${JSON.stringify(rows)}`);
+    // ranked by what a function allocated itself: grow_b before its callers
+    assert(rows[0].name === 'grow_b', `first row: ${JSON.stringify(rows)}`);
     for (const name of ['steady_a', 'steady_c']) {
       const r = rows.find((x) => x.name === name);
       assert(r && (r.verdict === 'noise' || r.verdict === 'same'), `${name}: ${JSON.stringify(r)}`);

@@ -51,6 +51,11 @@ function rowsTable(rows, by, sortParam) {
       cell: (r) => h('span', { class: VERDICT_CLASS[r.verdict] || '' }, fmtSignedBytes(Math.round(r.delta_bytes))),
     },
     { key: 'se_bytes', label: '± 3 se', num: true, cell: (r) => fmtBytes(Math.round(3 * r.se_bytes)) },
+    ...(by === 'function' ? [{
+      key: 'self', label: 'self change', num: true, value: (r) => Math.abs(r.self.delta_bytes),
+      title: 'the change of what the function allocated itself (its callers hold the same bytes inclusive)',
+      cell: (r) => fmtSignedBytes(Math.round(r.self.delta_bytes)),
+    }] : []),
     { key: 'share', label: 'share of change', num: true, cell: (r) => fmtShare(r.share) },
     { key: 'verdict', label: 'verdict', value: (r) => r.verdict, cell: (r) => verdictCell(r.verdict) },
   ];
