@@ -298,7 +298,7 @@ int hs__gdiff_runs(hs_q *q, const hs_diff_side_sel *sel, hs_gdiff_side *out, hs_
 int hs_diff_is_group(hs_q *q, const hs_diff_params *p, int *group, hs_qerr *err)
 {
     *group = 0;
-    if (!p->a.given || !p->b.given || p->collapsed) return 0;
+    if (!p->a.given || !p->b.given) return 0;
     for (int s = 0; s < 2 && !*group; s++) {
         const hs_diff_side_sel *sel = s ? &p->b : &p->a;
         if (!hs_sel_is_group(&sel->run)) continue;
@@ -312,6 +312,11 @@ int hs_diff_is_group(hs_q *q, const hs_diff_params *p, int *group, hs_qerr *err)
             return rc;
         }
         *group = side.nruns > 1;
+        if (*group && p->collapsed)
+            return hs__err(err, HS_EINVAL,
+                           "format=collapsed compares two runs, and %s= names several (end it "
+                           "with ',latest' for the newest)",
+                           s ? "b" : "a");
     }
     return 0;
 }

@@ -177,7 +177,7 @@ static int gdiff_direct(const hs_cli_args *a, hs_q *q, const hs_diff_params *p)
     json_t *j = hs_api_gdiff_json(&r);
     hs_gdiff_result_clear(&r);
     hs_q_free(q);
-    if (a->json || !j) return hs_cli_print_own_json(a, j);
+    if (a->json || a->format || !j) return hs_cli_print_own_json(a, j);
     print_gdiff(j);
     json_decref(j);
     return 0;

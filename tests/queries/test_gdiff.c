@@ -449,6 +449,7 @@ static void test_api(void **state)
     free(ans);
     static const char *const bad[] = {
         "/api/diff?a=id=6..1&b=version=2",
+        "/api/diff?a=version=1&b=version=2&format=collapsed",
         "/api/check?run=version=2",
         "/api/check?run=version=2&max_peak=lots",
         "/api/check?run=version=2&baseline=version=1&tolerance=x",
