@@ -189,6 +189,23 @@ static int write_junit(const char *path, const json_t *j)
     return 0;
 }
 
+/* The JUnit file when there was no answer (exit 2): one test case in
+ * error, so that CI shows the error rather than a missing report. */
+static void write_junit_error(const char *path, const char *selector)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+               "<testsuites name=\"heapstore check\" tests=\"1\" errors=\"1\">\n"
+               "  <testsuite name=\"heapstore check ");
+    xml_put(f, selector);
+    fprintf(f, "\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\">\n"
+               "    <testcase classname=\"heapstore.check\" name=\"check\">\n"
+               "      <error message=\"heapstore check could not answer (see its error "
+               "output)\"/>\n    </testcase>\n  </testsuite>\n</testsuites>\n");
+    fclose(f);
+}
+
 /* The parameters as the API takes them, in one list: { key, value }. */
 static int check_kv(const hs_cli_args *a, const check_opts *o, const char *kv[][2])
 {
@@ -263,7 +280,10 @@ int hs_cmd_check(int argc, char **argv)
     }
     json_t *j = check_answer(&a, &o);
     free(av);
-    if (!j) return 2;
+    if (!j) {
+        if (o.v[NOWN - 1]) write_junit_error(o.v[NOWN - 1], a.pos[0]);
+        return 2;
+    }
     if (a.json)
         hs_cli_print_json(j);
     else

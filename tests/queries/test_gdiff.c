@@ -348,6 +348,19 @@ static void test_junit(void **state)
     assert_int_equal(attr, 1);
     assert_non_null(strstr(o.out, "grow_b"));
     qk_out_free(&o);
+    /* no answer (no such runs): exit 2, and a report with the error */
+    json_decref(cli_run(
+        (const char *const[]){"check", "version=9", "--max-peak", "1MiB", "--junit", junit, NULL},
+        env, &code, NULL));
+    assert_int_equal(code, 2);
+    const char *py2 = "import sys, xml.etree.ElementTree as E\n"
+                      "r = E.parse(sys.argv[1]).getroot()\n"
+                      "print(len(r.findall('.//testcase/error')))\n";
+    const char *argv2[] = {"/usr/bin/python3", "-c", py2, junit, NULL};
+    assert_int_equal(qk_run(&o, argv2, NULL), 0);
+    assert_int_equal(o.code, 0);
+    assert_int_equal(atoi(o.out), 1);
+    qk_out_free(&o);
 }
 
 /* A run sampled at DEFAULT without exact totals: NBLOCK blocks of BLOCK
