@@ -890,9 +890,10 @@ json_t *hs_api_check_json(const hs_check_result *r)
         json_t *where = json_array();
         for (size_t k = 0; k < it->nwhere; k++) {
             const hs_check_where *w = &it->where[k];
-            json_array_append_new(where, json_pack("{s:s,s:s,s:I,s:f,s:f}", "name", w->name, "file",
-                                                   w->file, "line", (json_int_t)w->line, "bytes",
-                                                   w->bytes, "share", w->share));
+            json_array_append_new(where,
+                                  json_pack("{s:s,s:s,s:I,s:s,s:f,s:f}", "name", w->name, "file",
+                                            w->file, "line", (json_int_t)w->line, "via", w->via,
+                                            "bytes", w->bytes, "share", w->share));
         }
         json_array_append_new(
             items, json_pack("{s:s,s:s,s:f,s:f,s:f,s:b,s:o,s:s,s:o}", "name", it->name, "status",

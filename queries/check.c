@@ -26,7 +26,9 @@
 #include "hs_error.h"
 #include "q_internal.h"
 
-#define CHECK_WHERE 10 /* rows named per check, by default */
+#define CHECK_WHERE   10 /* rows named per check, by default */
+#define WHERE_CALLERS 3  /* callers of a row's site named (via) */
+#define WHERE_FRAMES  16 /* frames read per row's stack */
 
 const char *hs_check_status_name(int s)
 {
@@ -187,7 +189,7 @@ static int run_leak_rate(hs_q *q, int64_t id, double *rate, hs_qerr *err)
     lp.run.id = id;
     snprintf(lp.run.hex, sizeof lp.run.hex, "%" PRId64, id);
     lp.limit = 100000;
-    lp.max_frames = 1;
+    lp.max_frames = WHERE_FRAMES;
     hs_leaks_result lr;
     int rc = hs_core_leaks(q, &lp, &lr, err);
     if (rc) return rc;
@@ -208,14 +210,23 @@ static const char *fmt_bytes(double b, char *buf, size_t len)
     return buf;
 }
 
+/* A row of where; st (may be NULL) gives the callers of its site. */
 static int where_add(hs_check_item *it, const char *name, const char *file, int64_t line,
-                     double bytes, double share, hs_qerr *err)
+                     const hs_qstack *st, double bytes, double share, hs_qerr *err)
 {
     hs_check_where *np = realloc(it->where, (it->nwhere + 1) * sizeof *np);
     if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
     it->where = np;
-    it->where[it->nwhere++] = (hs_check_where){
+    hs_check_where *w = &it->where[it->nwhere++];
+    *w = (hs_check_where){
         .name = name, .file = file ? file : "", .line = line, .bytes = bytes, .share = share};
+    size_t n = 0;
+    for (int k = st ? st->site + 1 : 0; st && k < st->n && k <= st->site + WHERE_CALLERS; k++) {
+        int m = snprintf(w->via + n, sizeof w->via - n, "%s%s", n ? " ← " : "", st->frames[k].name);
+        if (m < 0 || (size_t)m >= sizeof w->via - n) break;
+        n += (size_t)m;
+        if (!strcmp(st->frames[k].name, "main")) break; /* not the C library's start-up */
+    }
     return 0;
 }
 
@@ -230,15 +241,15 @@ static int where_top(hs_q *q, const hs_check_params *p, hs_check_item *it, int k
     tp.at.kind = kind;
     tp.by = p->by;
     tp.limit = p->limit;
-    tp.max_frames = 1;
+    tp.max_frames = WHERE_FRAMES;
     hs_top_result tr;
     int rc = hs_core_top(q, &tp, &tr, err);
     if (rc) return rc;
     for (size_t i = 0; !rc && i < tr.nrows; i++) {
         const hs_top_row *w = &tr.rows[i];
-        const hs_qframe *f = w->stack.n ? &w->stack.frames[0] : &w->frame;
         int64_t b = p->by == HS_GROUP_FUNCTION ? w->self_bytes : w->total_bytes;
-        rc = where_add(it, w->frame.name, f->file, f->line, (double)b, w->share, err);
+        rc = where_add(it, w->frame.name, w->frame.file, w->frame.line,
+                       p->by == HS_GROUP_FUNCTION ? NULL : &w->stack, (double)b, w->share, err);
     }
     hs_top_result_clear(&tr);
     return rc;
@@ -253,13 +264,13 @@ static int where_leaks(hs_q *q, hs_check_item *it, int64_t limit, hs_qerr *err)
     lp.run.id = it->run;
     snprintf(lp.run.hex, sizeof lp.run.hex, "%" PRId64, it->run);
     lp.limit = limit;
-    lp.max_frames = 1;
+    lp.max_frames = WHERE_FRAMES;
     hs_leaks_result lr;
     int rc = hs_core_leaks(q, &lp, &lr, err);
     if (rc) return rc;
     for (size_t i = 0; !rc && i < lr.ngrowing; i++) {
         const hs_leak_row *w = &lr.growing[i];
-        rc = where_add(it, w->site.name, w->site.file, w->site.line, w->slope,
+        rc = where_add(it, w->site.name, w->site.file, w->site.line, &w->stack, w->slope,
                        it->value > 0 ? w->slope / it->value : 0, err);
     }
     hs_leaks_result_clear(&lr);
@@ -318,7 +329,7 @@ static int check_baseline(hs_q *q, const hs_check_params *p, hs_check_result *r,
     dp.a.at = dp.b.at = p->at;
     dp.by = p->by;
     dp.limit = 100000;
-    dp.max_frames = 1;
+    dp.max_frames = WHERE_FRAMES;
     hs_gdiff_result g;
     int rc = hs_core_gdiff(q, &dp, &g, err);
     if (rc) return rc;
@@ -349,9 +360,8 @@ static int check_baseline(hs_q *q, const hs_check_params *p, hs_check_result *r,
     for (size_t i = 0; !rc && i < g.nrows && it->nwhere < (size_t)p->limit; i++) {
         const hs_gdiff_row *w = &g.rows[i];
         if (w->verdict != HS_GDIFF_GREW) continue;
-        const char *file = w->stack.n ? w->stack.frames[0].file : w->file;
-        int64_t line = w->stack.n ? w->stack.frames[0].line : w->line;
-        rc = where_add(it, w->name, file, line, w->delta, w->share, err);
+        rc = where_add(it, w->name, w->file, w->line, w->stack.n ? &w->stack : NULL, w->delta,
+                       w->share, err);
     }
     hs_gdiff_result_clear(&g);
     return rc;

@@ -351,7 +351,6 @@ static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
                               .trace = w->trace,
                               .a = gstat(w->sum[0], w->sumsq[0], w->var[0], na),
                               .b = gstat(w->sum[1], w->sumsq[1], w->var[1], nb)};
-        if (c->by == HS_GROUP_FUNCTION) row->line = 0, row->file = "";
         if (row->a.mean == 0 && row->b.mean == 0) continue;
         row->delta = row->b.mean - row->a.mean;
         row->se = sqrt(row->a.se * row->a.se + row->b.se * row->b.se);

@@ -706,8 +706,9 @@ int hs_check_param(hs_check_params *p, const char *key, const char *value, hs_qe
 typedef struct hs_check_where {
     const char *name, *file;
     int64_t line;
-    double bytes; /* grew by (baseline), or held (budgets) */
-    double share; /* of the growth, or of the moment's bytes */
+    double bytes;  /* grew by (baseline), or held (budgets) */
+    double share;  /* of the growth, or of the moment's bytes */
+    char via[200]; /* the callers of its site, "f ← g ← h" ("" by function) */
 } hs_check_where;
 
 /* One budget, or the baseline: value against limit. For a budget, the

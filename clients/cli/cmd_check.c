@@ -105,9 +105,11 @@ static void where_lines(FILE *f, const json_t *it, const char *indent, int xml)
     int base = !strcmp(hs_json_str(it, "name"), "baseline");
     json_array_foreach(json_object_get(it, "where"), i, w)
     {
-        char name[700], line[900], b[32];
+        char name[1000], line[1200], b[32];
         double bytes = json_number_value(json_object_get(w, "bytes"));
         hs_cli_site(name, sizeof name, w, "name");
+        const char *via = hs_json_str(w, "via");
+        if (via && *via) snprintf(name + strlen(name), sizeof name - strlen(name), " via %s", via);
         snprintf(line, sizeof line, "%s%s %s%s%s (%.0f%% of the %s)\n", indent, name,
                  base && bytes > 0 ? "+" : "", hs_cli_bytes((int64_t)bytes, b), leak ? "/s" : "",
                  100 * json_number_value(json_object_get(w, "share")),
