@@ -170,6 +170,11 @@ static int write_junit(const char *path, const json_t *j)
                 hs_cli_site(name, sizeof name, w0, "name");
                 fputs("; most: ", f);
                 xml_put(f, name);
+                const char *via = hs_json_str(w0, "via");
+                if (via && *via) {
+                    fputs(" via ", f);
+                    xml_put(f, via);
+                }
             }
             fprintf(f, "\">");
             where_lines(f, it, "", 1);
