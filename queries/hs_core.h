@@ -607,9 +607,13 @@ void hs_diff_result_clear(hs_diff_result *r);
  * w / size), f(s) = s / (exp(s / S) - 1) and S the run's sample_bytes:
  * the unbiased estimate sum of w·(w - s) over the live samples of a
  * byte-interval sampler (weight w = s / (1 - exp(-s / S))), exact when a
- * trace's live blocks have one size, and never above B · S. A row changed
- * (grew or shrank) only when |delta| > HS_GDIFF_K · sqrt(se_a² + se_b²),
- * else its change is noise. */
+ * trace's live blocks have one size, and never above B · S (snapshots keep
+ * B and C, not the sum of w²; a trace mixing blocks of about S with much
+ * larger ones is underestimated). A side's total at the peak or the end is
+ * the runs' exact figure where they have one (no sampling error). A row
+ * changed (grew or shrank) only when |delta| > HS_GDIFF_K · sqrt(se_a² +
+ * se_b²), else its change is noise. hs_diff_is_group refuses
+ * format=collapsed (two runs only) when a side names several runs. */
 #define HS_GDIFF_K        3.0
 #define HS_GDIFF_MAX_RUNS 100 /* runs a side takes: the newest matches */
 
