@@ -12,7 +12,8 @@
 #
 #   bash bench/queries/gdiff.sh [BUILD_DIR]       (default: build)
 # Environment: N (20), STACKS (4000), PER_FRAME (8000), EVENTS (200000 per
-# run), REPEAT (5).
+# run), REPEAT (5), EXTRA (0: small runs recorded first, 200 at a time, so
+# that the 2 x N runs sit in a store of EXTRA + 2N runs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/bench/server_start.sh"
@@ -38,10 +39,16 @@ median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+
 
 db=$tmp/gdiff.db
 hs_bench_server "$server" "$tmp/server.log" --db "$db" --listen 127.0.0.1:0 --granularity 100ms
+EXTRA=${EXTRA:-0}
+for ((done = 0; done < EXTRA; done += 200)); do
+    "$loadgen" --port "$port" --conns $((EXTRA - done < 200 ? EXTRA - done : 200)) \
+        --events 2000 --per-frame 500 --stacks 200 --sample-bytes 524288 --first "$done" \
+        > /dev/null
+done
 "$loadgen" --port "$port" --conns $((2 * N)) --events "$EVENTS" --per-frame "$PER_FRAME" \
-    --stacks "$STACKS" --sample-bytes 524288 > "$tmp/loadgen.txt"
-a="id=1..$N" b="id=$((N + 1))..$((2 * N))"
-echo "a: $a, b: $b; $STACKS stacks, frames of $PER_FRAME, $EVENTS events a run"
+    --stacks "$STACKS" --sample-bytes 524288 --first "$EXTRA" > "$tmp/loadgen.txt"
+a="id=$((EXTRA + 1))..$((EXTRA + N))" b="id=$((EXTRA + N + 1))..$((EXTRA + 2 * N))"
+echo "a: $a, b: $b of $((EXTRA + 2 * N)) runs; $STACKS stacks, frames of $PER_FRAME, $EVENTS events a run"
 "$cli" diff "$a" "$b" --by stack --at peak --limit 1 --json --db "$db" > "$tmp/one.json"
 python3 - "$tmp/one.json" <<'EOF'
 import json, sys
