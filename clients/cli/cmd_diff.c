@@ -1,6 +1,9 @@
-/* heapstore diff: what grew and shrank between two moments or two runs.
- * Direct mode asks the typed core (hs_core_diff); HTTP mode decodes the
- * server's JSON into the same result; one renderer prints both. */
+/* heapstore diff: what grew and shrank between two moments or two runs,
+ * or between two groups of runs. Direct mode asks the typed core
+ * (hs_core_diff); HTTP mode decodes the server's JSON into the same result;
+ * one renderer prints both. Groups (hs_core_gdiff) are rendered from the
+ * API's JSON in both modes: direct mode encodes the core's result as the
+ * server does, so the two print the same table. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
