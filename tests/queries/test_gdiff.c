@@ -22,6 +22,9 @@
  *   4 KiB at 512 KiB: peak V = 200 w, se = sqrt(200 w (w - 4096))), has
  *   that error in check, and its budget passes at V + 4 se, warns (exit
  *   0) at V and fails at V - 4 se.
+ * - version=3 allocates 16 MiB more through a helper (grow_d calls
+ *   pool_get, the blocks' site): check names pool_get and, as its caller,
+ *   grow_d.
  * - Two single runs still get the two-run diff; bad input gets a 400. */
 #include <math.h>
 #include <setjmp.h>
@@ -50,12 +53,12 @@ static qk_server srv;
 static const char *const env[] = {url,
                                   "HEAPSTORE_SAMPLE_BYTES=", "HEAPSTORE_ALLOC_WRAPPERS=", NULL};
 
-static void run_version(const char *version, const char *b_kib)
+static void run_version(const char *version, const char *b_kib, const char *d_kib)
 {
     char lab[64];
     snprintf(lab, sizeof lab, "version=%s", version);
-    const char *argv[] = {cli,    "run", "--label", lab,  "--", wl,
-                          "8192", b_kib, "4096",    "10", "5",  NULL};
+    const char *argv[] = {cli,   "run",  "--label", lab, "--",  wl,  "8192",
+                          b_kib, "4096", "10",      "5", d_kib, NULL};
     qk_out o;
     assert_int_equal(qk_run(&o, argv, env), 0);
     if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
@@ -74,9 +77,10 @@ static int setup(void **state)
     if (qk_server_start(&srv, db, (const char *const[]){"--granularity", "10ms", NULL})) return -1;
     snprintf(url, sizeof url, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
     for (int i = 0; i < RUNS; i++) {
-        run_version("1", "8192");
-        run_version("1b", "8192");
-        run_version("2", "24576");
+        run_version("1", "8192", "0");
+        run_version("1b", "8192", "0");
+        run_version("2", "24576", "0");
+        run_version("3", "8192", "16384");
     }
     return 0;
 }
@@ -292,6 +296,21 @@ static void test_check_baseline(void **state)
     free(out);
 }
 
+/* A growth through a helper: the site is the helper, and check names the
+ * function that called it. */
+static void test_check_helper(void **state)
+{
+    (void)state;
+    json_t *j =
+        check((const char *const[]){"check", "version=3", "--baseline", "version=1", NULL}, 1);
+    const json_t *w0 = json_array_get(json_object_get(item(j, "baseline"), "where"), 0);
+    assert_string_equal(json_string_value(json_object_get(w0, "name")), "pool_get");
+    const char *via = json_string_value(json_object_get(w0, "via"));
+    assert_non_null(via);
+    assert_true(!strncmp(via, "grow_d", 6));
+    json_decref(j);
+}
+
 static void test_check_budgets(void **state)
 {
     (void)state;
@@ -490,7 +509,8 @@ int main(void)
         cmocka_unit_test(test_planted),       cmocka_unit_test(test_table),
         cmocka_unit_test(test_noise),         cmocka_unit_test(test_check_baseline),
         cmocka_unit_test(test_check_budgets), cmocka_unit_test(test_junit),
-        cmocka_unit_test(test_check_sampled), cmocka_unit_test(test_api),
+        cmocka_unit_test(test_check_sampled), cmocka_unit_test(test_check_helper),
+        cmocka_unit_test(test_api),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
