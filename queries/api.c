@@ -586,6 +586,9 @@ json_t *hs_api_diff_json(const hs_diff_result *r)
         (json_t *)r->a.run.sampling, "b", (json_t *)r->b.run.sampling);
 }
 
+static int api_gdiff(hs_q *q, const hs_diff_params *p, hs_api_reply *out, int *rc, hs_qerr *err);
+static int api_check(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err);
+
 /* GET /api/diff: the parameters in the order the API has always checked
  * them (a missing run of a named before a mistake in b). */
 static int api_diff(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err)
@@ -601,6 +604,7 @@ static int api_diff(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qer
         if (v) rc = hs_diff_param(&p, keys[i], v, err);
     }
     if (rc) return i == HS_COUNTOF(keys) ? hs_diff_b_check(q, &p, err, rc) : rc;
+    if (api_gdiff(q, &p, out, &rc, err)) return rc;
     hs_diff_result r;
     if ((rc = hs_core_diff(q, &p, &r, err))) return rc;
     out->status = 200;
@@ -770,6 +774,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
         return rc;
     }
     if (!strcmp(path, "/api/diff")) return api_diff(q, params, out, err);
+    if (!strcmp(path, "/api/check")) return api_check(q, params, out, err);
     if (!strncmp(path, "/api/runs/", 10)) return api_run_route(q, method, path, params, out, err);
     return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
 bad_method:
@@ -804,4 +809,122 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
     }
     free(params);
     if (q) api_request_end(q);
+}
+
+/* ---- group diff and check (docs/api.md: "Groups of runs", "check") ---------- */
+
+static json_t *gstat_json(const hs_gstat *g)
+{
+    return json_pack("{s:f,s:f,s:f,s:f}", "mean_bytes", g->mean, "sd_bytes", g->sd,
+                     "sampling_se_bytes", g->sampling_se, "se_bytes", g->se);
+}
+
+static json_t *gside_json(const hs_gdiff_side *s)
+{
+    json_t *runs = json_array();
+    for (size_t i = 0; runs && i < s->nruns; i++)
+        json_array_append_new(runs, json_integer((json_int_t)s->runs[i]));
+    return json_pack("{s:s,s:s,s:o,s:b,s:I,s:o}", "selector", s->selector, "at", s->at, "runs",
+                     runs, "runs_more", s->more, "sample_bytes", (json_int_t)s->sample_bytes,
+                     "total", gstat_json(&s->total));
+}
+
+static json_t *gdiff_row_json(const hs_gdiff_result *r, const hs_gdiff_row *w)
+{
+    json_t *row = json_pack("{s:s,s:s,s:I,s:o,s:o,s:f,s:f,s:f,s:s}", "name", w->name, "file",
+                            w->file, "line", (json_int_t)w->line, "a", gstat_json(&w->a), "b",
+                            gstat_json(&w->b), "delta_bytes", w->delta, "se_bytes", w->se, "share",
+                            w->share, "verdict", hs_gdiff_verdict_name(w->verdict));
+    if (row && r->by != HS_GROUP_FUNCTION) row_stack_json(row, &w->stack);
+    if (row && r->by == HS_GROUP_FUNCTION)
+        json_object_set_new(row, "self",
+                            json_pack("{s:o,s:o,s:f,s:f,s:s}", "a", gstat_json(&w->self.a), "b",
+                                      gstat_json(&w->self.b), "delta_bytes", w->self.delta,
+                                      "se_bytes", w->self.se, "verdict",
+                                      hs_gdiff_verdict_name(w->self.verdict)));
+    return row;
+}
+
+json_t *hs_api_gdiff_json(const hs_gdiff_result *r)
+{
+    json_t *rows = json_array();
+    for (size_t i = 0; rows && i < r->nrows; i++)
+        if (json_array_append_new(rows, gdiff_row_json(r, &r->rows[i]))) {
+            json_decref(rows);
+            return NULL;
+        }
+    json_t *cut = json_null();
+    if (r->frames_cut || r->stacks_omitted)
+        cut = json_pack("{s:o,s:I,s:I}", "max_frames",
+                        r->frames_cut ? json_integer(r->max_frames) : json_null(), "stacks",
+                        (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes);
+    return json_pack("{s:b,s:o,s:o,s:s,s:f,s:{s:f,s:f,s:s},s:o,s:I,s:o}", "group", 1, "a",
+                     gside_json(&r->a), "b", gside_json(&r->b), "by", hs_group_name(r->by), "k",
+                     HS_GDIFF_K, "total", "delta_bytes", r->delta, "se_bytes", r->se, "verdict",
+                     hs_gdiff_verdict_name(r->verdict), "rows", rows, "rows_total",
+                     (json_int_t)r->rows_total, "truncated", cut);
+}
+
+/* /api/diff when a side names several runs: the group's answer. 1 when it
+ * answered (or failed: rc), 0 when the sides are two runs. */
+static int api_gdiff(hs_q *q, const hs_diff_params *p, hs_api_reply *out, int *rc, hs_qerr *err)
+{
+    int group;
+    if ((*rc = hs_diff_is_group(q, p, &group, err))) return 1;
+    if (!group) return 0;
+    hs_gdiff_result r;
+    if ((*rc = hs_core_gdiff(q, p, &r, err))) return 1;
+    reply_json(out, hs_api_gdiff_json(&r));
+    hs_gdiff_result_clear(&r);
+    if (!out->json) *rc = hs__err(err, HS_ENOMEM, "out of memory");
+    return 1;
+}
+
+json_t *hs_api_check_json(const hs_check_result *r)
+{
+    json_t *runs = json_array(), *items = json_array();
+    for (size_t i = 0; i < r->nruns; i++)
+        json_array_append_new(runs, json_integer((json_int_t)r->runs[i]));
+    for (size_t i = 0; i < r->nitems; i++) {
+        const hs_check_item *it = &r->items[i];
+        json_t *where = json_array();
+        for (size_t k = 0; k < it->nwhere; k++) {
+            const hs_check_where *w = &it->where[k];
+            json_array_append_new(where,
+                                  json_pack("{s:s,s:s,s:I,s:s,s:f,s:f}", "name", w->name, "file",
+                                            w->file, "line", (json_int_t)w->line, "via", w->via,
+                                            "bytes", w->bytes, "share", w->share));
+        }
+        json_array_append_new(
+            items, json_pack("{s:s,s:s,s:f,s:f,s:f,s:b,s:o,s:s,s:o}", "name", it->name, "status",
+                             hs_check_status_name(it->status), "value", it->value, "se", it->se,
+                             "limit", it->limit, "exact", it->exact, "run",
+                             it->run ? json_integer((json_int_t)it->run) : json_null(), "message",
+                             it->message, "where", where));
+    }
+    return json_pack("{s:s,s:o,s:o,s:s,s:b,s:f,s:o}", "selector", r->selector, "baseline",
+                     r->baseline ? json_string(r->baseline) : json_null(), "runs", runs, "status",
+                     hs_check_status_name(r->status), "pass", r->status != HS_CHECK_FAIL, "k",
+                     HS_GDIFF_K, "checks", items);
+}
+
+/* GET /api/check?run=SEL&max_peak=…&max_end=…&max_leak_rate=…&baseline=SEL
+ * &tolerance=…&at=…&by=…&limit=… */
+static int api_check(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err)
+{
+    static const char *const keys[] = {"run",      "max_peak",  "max_end", "max_leak_rate",
+                                       "baseline", "tolerance", "at",      "by",
+                                       "limit"};
+    hs_check_params p;
+    hs_check_params_init(&p);
+    int rc = 0;
+    for (size_t i = 0; !rc && i < HS_COUNTOF(keys); i++) {
+        const char *v = hs__param(params, keys[i]);
+        if (v) rc = hs_check_param(&p, keys[i], v, err);
+    }
+    hs_check_result r;
+    if (rc || (rc = hs_core_check(q, &p, &r, err))) return rc;
+    reply_json(out, hs_api_check_json(&r));
+    hs_check_result_clear(&r);
+    return out->json ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }

@@ -3,6 +3,7 @@
  * module+offset when the function is unknown), so a changed line number or
  * another build of the same program still matches; trace ids are not used
  * for matching. By site, a stack counts for its site (site.c). */
+#include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,6 +85,66 @@ static size_t tnode_get(dctx *c, size_t parent, const char *name)
     return i;
 }
 
+int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame *const *fr, int d,
+                  hs_group by, hs_buf *key,
+                  int (*cb)(const char *k, size_t len, const hs__frame *f, int site, void *data),
+                  void *data, hs_qerr *err)
+{
+    assert(d > 0);
+    int site = hs__site_index(q, trace, frames, d, err);
+    if (site < 0) return site;
+    int lo = by == HS_GROUP_SITE ? site : 0, hi = by == HS_GROUP_FUNCTION ? d : lo + 1;
+    for (int k = lo; k < hi; k++) {
+        key->n = 0;
+        const hs__frame *f = fr[k];
+        if (by == HS_GROUP_STACK) { /* the whole stack, root first, named by its site */
+            for (int j = d - 1; j >= 0; j--) {
+                hs__collapsed_put(key, fr[j]->name);
+                if (j) hs_buf_put(key, ";", 1);
+            }
+            f = fr[site];
+        } else {
+            hs_buf_put(key, f->name, strlen(f->name));
+        }
+        if (key->oom) return hs__err(err, HS_ENOMEM, "out of memory");
+        int rc = cb(key->p, key->n, f, by != HS_GROUP_FUNCTION || k == site, data);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+typedef struct add_one {
+    dctx *c;
+    const hs__live *lv;
+    int side;
+} add_one;
+
+/* A row of the live trace in o (hs__diff_keys' callback): counted once a
+ * stack. */
+static int add_row(const char *k, size_t len, const hs__frame *f, int site, void *data)
+{
+    (void)site;
+    add_one *o = data;
+    dctx *c = o->c;
+    size_t r = drow_get(c, k, len, f->name);
+    if (r == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
+    drow *row = &c->rows[r];
+    if (row->seen == c->stamp) return 0;
+    row->seen = c->stamp;
+    if (o->side == 0) {
+        row->a_bytes += o->lv->bytes;
+        row->a_count += o->lv->count;
+    } else {
+        row->b_bytes += o->lv->bytes;
+        row->b_count += o->lv->count;
+    }
+    if (!row->trace || (o->side == 1 && row->side == 0)) {
+        row->trace = o->lv->trace;
+        row->side = o->side;
+    }
+    return 0;
+}
+
 static int add_state(dctx *c, hs__state *s, int side)
 {
     /* largest first: the stacks left when the frames a request may hold run
@@ -104,39 +165,9 @@ static int add_state(dctx *c, hs__state *s, int side)
         for (int k = 0; k < d; k++)
             if (!(fr[k] = hs__frame_get(c->q, frames[k], c->err))) return HS_EDB;
         c->stamp++;
-        int site = hs__site_index(c->q, lv->trace, frames, d, c->err);
-        if (site < 0) return site;
-        int lo = c->by == HS_GROUP_SITE ? site : 0, hi = c->by == HS_GROUP_FUNCTION ? d : lo + 1;
-        for (int k = lo; k < hi; k++) {
-            c->key.n = 0;
-            const char *name = fr[k]->name;
-            if (c->by == HS_GROUP_STACK) { /* the whole stack, root first, named by its site */
-                for (int j = d - 1; j >= 0; j--) {
-                    hs__collapsed_put(&c->key, fr[j]->name);
-                    if (j) hs_buf_put(&c->key, ";", 1);
-                }
-                name = fr[site]->name;
-            } else {
-                hs_buf_put(&c->key, name, strlen(name));
-            }
-            if (c->key.oom) return hs__err(c->err, HS_ENOMEM, "out of memory");
-            size_t r = drow_get(c, c->key.p, c->key.n, name);
-            if (r == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
-            drow *row = &c->rows[r];
-            if (row->seen == c->stamp) continue;
-            row->seen = c->stamp;
-            if (side == 0) {
-                row->a_bytes += lv->bytes;
-                row->a_count += lv->count;
-            } else {
-                row->b_bytes += lv->bytes;
-                row->b_count += lv->count;
-            }
-            if (!row->trace || (side == 1 && row->side == 0)) {
-                row->trace = lv->trace;
-                row->side = side;
-            }
-        }
+        add_one o = {c, lv, side};
+        int rc = hs__diff_keys(c->q, lv->trace, frames, fr, d, c->by, &c->key, add_row, &o, c->err);
+        if (rc) return rc;
         /* differential flame, root first */
         size_t node = 0;
         c->t[0].a_bytes += side == 0 ? lv->bytes : 0;
@@ -286,6 +317,7 @@ static int diff_side_param(hs_diff_side_sel *s, const char *key, const char *val
     if (hs_sel_parse_at(&s->run, &s->at, value, HS_DIFF_AT, &sel))
         return hs__err(err, HS_EINVAL, "%s: %s", key, sel.msg);
     s->given = 1;
+    s->text = value;
     return 0;
 }
 

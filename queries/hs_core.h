@@ -86,7 +86,9 @@ enum hs_run_sel_kind {
     HS_RUNSEL_ID,     /* digits: a run id (or, if no such id, a uuid prefix) */
     HS_RUNSEL_UUID,   /* hex: a unique prefix of a run's uuid */
     HS_RUNSEL_LATEST, /* "latest" */
-    HS_RUNSEL_MATCH,  /* key=value[,key=value…][,latest]: the newest match */
+    HS_RUNSEL_MATCH,  /* key=value[,key=value…][,latest]: the newest match, or, where a
+                         question takes a group of runs (diff, check) and without ',latest',
+                         every match */
 };
 
 typedef struct hs_run_sel {
@@ -98,6 +100,7 @@ typedef struct hs_run_sel {
         char key[64];
         char value[256];
     } kv[HS_SEL_MAX_KV];
+    int latest; /* HS_RUNSEL_MATCH: ended in ",latest" (always one run) */
 } hs_run_sel;
 
 /* END is the end of the program's main code where the run knows it (a
@@ -113,6 +116,11 @@ typedef struct hs_t_sel {
 /* Each returns 0 or HS_EINVAL with a sentence in err. */
 int hs_sel_parse_run(hs_run_sel *out, const char *s, hs_qerr *err);
 int hs_sel_parse_t(hs_t_sel *out, const char *s, hs_qerr *err);
+/* 1 when sel may name a group of runs (key=value… without ",latest"),
+ * where diff and check take every match; elsewhere the newest match. */
+int hs_sel_is_group(const hs_run_sel *sel);
+/* id=A..B: 1 and the bounds (inclusive) when v is "A..B" with A <= B. */
+int hs_sel_id_range(const char *v, int64_t *lo, int64_t *hi);
 /* "RUN@T"; T defaults to def (e.g. "end") when there is no '@'. */
 int hs_sel_parse_at(hs_run_sel *run, hs_t_sel *t, const char *s, const char *def, hs_qerr *err);
 
@@ -525,6 +533,7 @@ typedef struct hs_diff_side_sel {
     hs_run_sel run;
     hs_t_sel at;
     int given;
+    const char *text; /* as given (lent) */
 } hs_diff_side_sel;
 
 typedef struct hs_diff_params {
@@ -585,5 +594,153 @@ typedef struct hs_diff_result {
 
 int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr *err);
 void hs_diff_result_clear(hs_diff_result *r);
+
+/* ---- group diff: two groups of runs, noise told apart from change ------- */
+
+/* A side of diff whose selector is a group (key=value… without ",latest",
+ * id=A..B) and matches several runs is compared as a group: per row, each
+ * side's mean over its runs, its spread across them and the error of the
+ * mean, which holds both the spread (sd²/n) and the sampling error of the
+ * runs' estimates (their sampling variance summed, / n²). A row's
+ * sampling variance in one run is, per trace, B · f(B / C) with B its
+ * bytes, C its count (both estimates: sums of the samples' weights w and
+ * w / size), f(s) = s / (exp(s / S) - 1) and S the run's sample_bytes:
+ * the unbiased estimate sum of w·(w - s) over the live samples of a
+ * byte-interval sampler (weight w = s / (1 - exp(-s / S))), exact when a
+ * trace's live blocks have one size, and never above B · S (snapshots keep
+ * B and C, not the sum of w²; a trace mixing blocks of about S with much
+ * larger ones is underestimated). A side's total at the peak or the end is
+ * the runs' exact figure where they have one (no sampling error). A row
+ * changed (grew or shrank) only when |delta| > HS_GDIFF_K · sqrt(se_a² +
+ * se_b²), else its change is noise. hs_diff_is_group refuses
+ * format=collapsed (two runs only) when a side names several runs. */
+#define HS_GDIFF_K        3.0
+#define HS_GDIFF_MAX_RUNS 100 /* runs a side takes: the newest matches */
+
+typedef enum hs_gdiff_verdict {
+    HS_GDIFF_SAME,   /* no change at all */
+    HS_GDIFF_NOISE,  /* a change within the noise */
+    HS_GDIFF_GREW,   /* grew past the noise */
+    HS_GDIFF_SHRANK, /* shrank past the noise */
+} hs_gdiff_verdict;
+const char *hs_gdiff_verdict_name(int v);
+
+/* One side's figure: mean over its n runs, sd across them, the sampling
+ * error of the mean (sqrt(sum of the runs' sampling variances) / n) and
+ * the mean's whole error (sqrt(sd² / n + sampling_se²)). */
+typedef struct hs_gstat {
+    double mean, sd, sampling_se, se;
+} hs_gstat;
+
+typedef struct hs_gdiff_side {
+    char selector[2050]; /* as given, less its @T */
+    char at[32];
+    int64_t *runs; /* ids used, newest first (owned by the result) */
+    size_t nruns;
+    int more;             /* the selector matched more than HS_GDIFF_MAX_RUNS runs */
+    int64_t sample_bytes; /* the largest of its runs' (1: every allocation) */
+    hs_gstat total;
+} hs_gdiff_side;
+
+/* By function, what the function allocated itself (the stacks whose site
+ * is in it; its callers' rows hold the same bytes inclusive): the same
+ * figures as the row's. By site and stack, the row's own. */
+typedef struct hs_gdiff_self {
+    hs_gstat a, b;
+    double delta, se;
+    int verdict;
+} hs_gdiff_self;
+
+typedef struct hs_gdiff_row {
+    const char *name; /* the row's name, as in hs_diff_row */
+    const char *file; /* where: its frame's file ("" unknown) and line */
+    int64_t line;
+    int64_t trace; /* a representative trace */
+    hs_gstat a, b;
+    double delta, se;   /* b.mean - a.mean, sqrt(a.se² + b.se²) */
+    double share;       /* delta / the total's delta (0 when that is 0) */
+    int verdict;        /* hs_gdiff_verdict */
+    hs_gdiff_self self; /* by function: its own allocations */
+    hs_qstack stack;    /* the trace's stack (none by function) */
+} hs_gdiff_row;
+
+typedef struct hs_gdiff_result {
+    hs_gdiff_side a, b;
+    hs_group by;
+    double delta, se; /* of the totals */
+    int verdict;
+    hs_gdiff_row *rows; /* changed rows first (by |self.delta|, then |delta|), then noise */
+    size_t nrows;
+    int64_t rows_total; /* rows before the limit */
+    int frames_cut, max_frames;
+    int64_t stacks_omitted, stacks_bytes; /* live traces past the frames a request may read */
+    void *own, *own_json;
+} hs_gdiff_result;
+
+/* 1 in *group when either side of p names several runs (then
+ * hs_core_gdiff answers; else hs_core_diff, as for two runs). 0 or an
+ * HS_E code (a side matching no run is left to hs_core_diff to name). */
+int hs_diff_is_group(hs_q *q, const hs_diff_params *p, int *group, hs_qerr *err);
+int hs_core_gdiff(hs_q *q, const hs_diff_params *p, hs_gdiff_result *out, hs_qerr *err);
+void hs_gdiff_result_clear(hs_gdiff_result *r);
+
+/* ---- check: budgets and a baseline, for CI --------------------------------- */
+
+typedef enum hs_check_status { HS_CHECK_PASS, HS_CHECK_WARN, HS_CHECK_FAIL } hs_check_status;
+const char *hs_check_status_name(int s);
+
+typedef struct hs_check_params {
+    hs_diff_side_sel run;      /* RUN-OR-SELECTOR (T unused) */
+    int64_t max_peak, max_end; /* bytes; -1: no budget */
+    double max_leak_rate;      /* bytes a second; < 0: no budget */
+    hs_diff_side_sel baseline; /* given: compare with it */
+    double tolerance;          /* growth of the total allowed, a share of the baseline's */
+    hs_t_sel at;               /* the baseline's moment (default peak) */
+    hs_group by;               /* rows that grew (default site) */
+    int64_t limit;             /* rows named per check */
+} hs_check_params;
+
+void hs_check_params_init(hs_check_params *p);
+/* run, max_peak, max_end (sizes: 200MiB, 10MB, 4096), max_leak_rate
+ * (1MiB/s), baseline, tolerance (5% or 0.05), at, by, limit. 0 or
+ * HS_EINVAL. */
+int hs_check_param(hs_check_params *p, const char *key, const char *value, hs_qerr *err);
+
+/* Where bytes are: a row of a check. */
+typedef struct hs_check_where {
+    const char *name, *file;
+    int64_t line;
+    double bytes;  /* grew by (baseline), or held (budgets) */
+    double share;  /* of the growth, or of the moment's bytes */
+    char via[200]; /* the callers of its site, "f ← g ← h" ("" by function) */
+} hs_check_where;
+
+/* One budget, or the baseline: value against limit. For a budget, the
+ * worst of the target's runs (run); for the baseline, the growth of the
+ * total's mean against tolerance · the baseline's mean. */
+typedef struct hs_check_item {
+    char name[32];    /* "max_peak", "max_end", "max_leak_rate", "baseline" */
+    int status;       /* hs_check_status */
+    double value, se; /* the estimate and its standard error (0: exact) */
+    double limit;
+    int64_t run; /* the run it is about (budgets) */
+    int exact;   /* value is an exact figure */
+    char message[512];
+    hs_check_where *where;
+    size_t nwhere;
+} hs_check_item;
+
+typedef struct hs_check_result {
+    const char *selector, *baseline;
+    int64_t *runs; /* the target's runs (owned) */
+    size_t nruns;
+    int status; /* the worst item's */
+    hs_check_item *items;
+    size_t nitems;
+    void *own;
+} hs_check_result;
+
+int hs_core_check(hs_q *q, const hs_check_params *p, hs_check_result *out, hs_qerr *err);
+void hs_check_result_clear(hs_check_result *r);
 
 #endif

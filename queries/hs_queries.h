@@ -70,5 +70,8 @@ json_t *hs_api_sizes_json(const hs_sizes_result *r);
 json_t *hs_api_flame_json(const hs_flame_result *r);
 /* … and /api/diff (not format=collapsed). */
 json_t *hs_api_diff_json(const hs_diff_result *r);
+/* … /api/diff when a side names several runs, and /api/check. */
+json_t *hs_api_gdiff_json(const hs_gdiff_result *r);
+json_t *hs_api_check_json(const hs_check_result *r);
 
 #endif

@@ -272,4 +272,25 @@ int hs__rows_param(const char *key, const char *value, int64_t limit_hi, int64_t
  * where the answers cut a tree to its k widest nodes. */
 int64_t hs__kth_largest(int64_t *w, size_t n, size_t k);
 
+/* The rows of diff (diff.c) a live trace counts for under by, each stack's
+ * keys matched by names across runs: by site its site's name, by function
+ * every function of the stack (a name twice in a stack is given twice: the
+ * caller counts a row once a stack), by stack the whole stack's names, root
+ * first. cb gets each key (in key's buffer), the frame naming the row and
+ * whether that frame is the stack's site (by site and stack: always);
+ * frames and fr hold the trace's d > 0 frames, leaf first. 0, cb's non-zero
+ * return, or an HS_E code. */
+int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame *const *fr, int d,
+                  hs_group by, hs_buf *key,
+                  int (*cb)(const char *k, size_t len, const hs__frame *f, int site, void *data),
+                  void *data, hs_qerr *err);
+
+/* Group diff (gdiff.c): the sampling variance of a trace's estimated bytes
+ * (count: its estimated blocks) in a run of sample_bytes sample
+ * (hs_core.h says how), and the runs a side's selector names (every match
+ * of a group, at most HS_GDIFF_MAX_RUNS; else one run) into out's runs,
+ * nruns, more and selector. */
+double hs__sampling_var(int64_t bytes, int64_t count, int64_t sample);
+int hs__gdiff_runs(hs_q *q, const hs_diff_side_sel *sel, hs_gdiff_side *out, hs_qerr *err);
+
 #endif

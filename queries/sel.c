@@ -33,6 +33,15 @@ static int is_key_char(int c)
     return isalnum(c) || c == '_' || c == '-' || c == '.';
 }
 
+/* An id= value: digits (at most 18), or a range A..B with A <= B. */
+static int id_value_ok(const char *v)
+{
+    size_t n = strlen(v);
+    int64_t lo, hi;
+    if (strspn(v, "0123456789") == n) return n > 0;
+    return hs_sel_id_range(v, &lo, &hi);
+}
+
 int hs_sel_parse_run(hs_run_sel *out, const char *s, hs_qerr *err)
 {
     memset(out, 0, sizeof *out);
@@ -96,16 +105,36 @@ int hs_sel_parse_run(hs_run_sel *out, const char *s, hs_qerr *err)
             out->kv[out->nkv].key[klen] = '\0';
             memcpy(out->kv[out->nkv].value, eq + 1, vlen);
             out->kv[out->nkv].value[vlen] = '\0';
-            if (!strcmp(out->kv[out->nkv].key, "id") &&
-                strspn(out->kv[out->nkv].value, "0123456789") != vlen)
-                return fail(err, "malformed run selector '%s': id must be an integer", s);
+            if (!strcmp(out->kv[out->nkv].key, "id") && !id_value_ok(out->kv[out->nkv].value))
+                return fail(err,
+                            "malformed run selector '%s': id must be an integer or a range "
+                            "A..B (A <= B)",
+                            s);
             out->nkv++;
         }
         if (!end) break;
         p = end + 1;
     }
     if (!out->nkv) out->kind = HS_RUNSEL_LATEST;
+    out->latest = latest;
     return 0;
+}
+
+int hs_sel_id_range(const char *v, int64_t *lo, int64_t *hi)
+{
+    const char *dots = strstr(v, "..");
+    size_t n1 = strspn(v, "0123456789");
+    if (!dots || n1 != (size_t)(dots - v) || n1 == 0 || n1 > 18) return 0;
+    size_t n2 = strspn(dots + 2, "0123456789");
+    if (n2 == 0 || n2 > 18 || dots[2 + n2]) return 0;
+    sscanf(v, "%" SCNd64, lo);
+    sscanf(dots + 2, "%" SCNd64, hi);
+    return *lo <= *hi;
+}
+
+int hs_sel_is_group(const hs_run_sel *sel)
+{
+    return sel->kind == HS_RUNSEL_MATCH && !sel->latest;
 }
 
 int hs_sel_parse_t(hs_t_sel *out, const char *s, hs_qerr *err)

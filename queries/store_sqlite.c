@@ -306,8 +306,13 @@ static int sqlite_run_labels(hs_qstore *s, int64_t id,
 
 /* Appends the WHERE conditions of a key=value list (runs aliased r) and
  * binds nothing: the values are bound in order by bind_kv(). */
-static void where_kv(hs_buf *b, const char *key)
+static void where_kv(hs_buf *b, const char *key, const char *value)
 {
+    int64_t lo, hi;
+    if (!strcmp(key, "id") && hs_sel_id_range(value, &lo, &hi)) { /* id=A..B */
+        hs_buf_printf(b, " AND r.id BETWEEN %" PRId64 " AND %" PRId64, lo, hi);
+        return;
+    }
     if (!strcmp(key, "program"))
         hs_buf_printf(b, " AND (r.program = ? OR substr(r.program, -length(?) - 1) = '/' || ?)");
     else if (!strcmp(key, "host"))
@@ -335,6 +340,8 @@ static int bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
         for (int k = 0; k < 3; k++) sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
     } else if (!strcmp(key, "host") || !strcmp(key, "state")) {
         sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
+    } else if (!strcmp(key, "id") && hs_sel_id_range(value, &(int64_t){0}, &(int64_t){0})) {
+        /* id=A..B: its bounds are in the statement (where_kv) */
     } else if (!strcmp(key, "id") || !strcmp(key, "pid") || !strcmp(key, "parent") ||
                !strcmp(key, "root")) {
         sqlite3_bind_int64(st, i++, strtoll(value, NULL, 10));
@@ -352,7 +359,7 @@ static int sqlite_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int6
     hs__sqlite *q = (hs__sqlite *)s;
     hs_buf b = {0};
     hs_buf_printf(&b, "SELECT r.id FROM runs r WHERE 1");
-    for (int i = 0; i < n; i++) where_kv(&b, f[i].key);
+    for (int i = 0; i < n; i++) where_kv(&b, f[i].key, f[i].value);
     hs_buf_printf(&b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?");
     *ids = NULL;
     *nids = 0;

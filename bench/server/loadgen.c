@@ -24,6 +24,7 @@
 
 typedef struct opts {
     int port, conns, stacks, per_frame, distinct;
+    int first;       /* the first connection's number: runs of another invocation differ */
     uint64_t events; /* per connection */
     uint64_t sample_bytes;
 } opts;
@@ -156,7 +157,7 @@ static void *conn_main(void *arg)
 static void usage(void)
 {
     fprintf(stderr, "usage: hs-loadgen --port PORT [--conns N] [--events PER_CONN] "
-                    "[--per-frame K] [--stacks S] [--sample-bytes B]\n");
+                    "[--per-frame K] [--stacks S] [--sample-bytes B] [--first N]\n");
     exit(2);
 }
 
@@ -184,6 +185,8 @@ int main(int argc, char **argv)
             o.stacks = atoi(v);
         else if (!strcmp(a, "--sample-bytes"))
             o.sample_bytes = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--first"))
+            o.first = atoi(v);
         else
             usage();
     }
@@ -192,7 +195,7 @@ int main(int argc, char **argv)
     pthread_t *th = calloc((size_t)o.conns, sizeof *th);
     for (int i = 0; i < o.conns; i++) {
         cs[i].o = &o;
-        cs[i].idx = i;
+        cs[i].idx = o.first + i;
         build(&cs[i]);
     }
     pthread_barrier_init(&start_barrier, NULL, (unsigned)o.conns + 1);

@@ -1,6 +1,9 @@
-/* heapstore diff: what grew and shrank between two moments or two runs.
- * Direct mode asks the typed core (hs_core_diff); HTTP mode decodes the
- * server's JSON into the same result; one renderer prints both. */
+/* heapstore diff: what grew and shrank between two moments or two runs,
+ * or between two groups of runs. Direct mode asks the typed core
+ * (hs_core_diff); HTTP mode decodes the server's JSON into the same result;
+ * one renderer prints both. Groups (hs_core_gdiff) are rendered from the
+ * API's JSON in both modes: direct mode encodes the core's result as the
+ * server does, so the two print the same table. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,25 +15,39 @@
 #include "hs_queries.h"
 
 static const char usage[] =
-    "diff RUN[@T] RUN[@T] [--by stack|site|function] [--limit N] [--format collapsed]\n"
-    "    [--site user|alloc|leaf] [--wrappers LIST] [--json] [--db PATH]\n"
+    "diff RUN[@T] RUN[@T] [--by stack|site|function] [--at T] [--limit N]\n"
+    "    [--format collapsed] [--site user|alloc|leaf] [--wrappers LIST] [--json] [--db PATH]\n"
     "  T: seconds from the start, 'peak', 'end' (default; a Python program: when its main\n"
-    "     code finished, before teardown) or 'exit' (the process's last moment)\n" HS_CLI_SITE_HELP
-    "  e.g. heapstore diff 7@1.5 7@end, or heapstore diff program=app,version=1 "
-    "program=app,version=2";
+    "     code finished, before teardown) or 'exit' (the process's last moment); --at T is\n"
+    "     the T of a side given without one\n"
+    "  RUN: a run id, uuid prefix, 'latest' or key=value[,key=value…][,latest]; without\n"
+    "     ',latest' key=value (and id=A..B) names every matching run, and when a side names\n"
+    "     several the groups are compared: each row's mean, spread and error on each side,\n"
+    "     and 'grew' or 'shrank' only past 3 standard errors (else 'noise')\n" HS_CLI_SITE_HELP
+    "  e.g. heapstore diff 7@1.5 7@end, or heapstore diff 'version=1.3' 'version=1.4' "
+    "--by function --at peak";
+
+/* Side i as given, or with "@T" of --at when it has no '@'. */
+static const char *side_at(const hs_cli_args *a, int i, char *buf, size_t len)
+{
+    if (!a->at || strchr(a->pos[i], '@')) return a->pos[i];
+    snprintf(buf, len, "%s@%s", a->pos[i], a->at);
+    return buf;
+}
 
 /* The options as the API's parameters, in the order it checks them. 0, or
  * the error in err (a mistake in b named after a's own trouble). */
 static int diff_params(const hs_cli_args *a, hs_q *q, int collapsed, const char *limit,
                        hs_diff_params *p, hs_qerr *err)
 {
+    static char sides[2][2200]; /* RUN@T: the sides with --at applied (lent to p) */
     const char *const opts[][2] = {{"site", a->site},
                                    {"wrappers", a->wrappers},
                                    {"by", a->by ? a->by : "stack"},
                                    {"limit", limit},
                                    {"format", collapsed ? "collapsed" : NULL},
-                                   {"a", a->pos[0]},
-                                   {"b", a->pos[1]}};
+                                   {"a", side_at(a, 0, sides[0], sizeof sides[0])},
+                                   {"b", side_at(a, 1, sides[1], sizeof sides[1])}};
     int rc = 0;
     size_t i;
     hs_diff_params_init(p);
@@ -80,6 +97,95 @@ static void print_diff(const hs_diff_result *r)
     hs_cli_sampling(r->b.run.sampling);
 }
 
+static double jd(const json_t *o, const char *k)
+{
+    return json_number_value(json_object_get(o, k));
+}
+
+/* "12.0 MiB ± 0.4 MiB": a side's mean and its spread across runs. */
+static const char *mean_sd(const json_t *g, char *buf, size_t len)
+{
+    char b1[32], b2[32];
+    snprintf(buf, len, "%s ± %s", hs_cli_bytes((int64_t)jd(g, "mean_bytes"), b1),
+             hs_cli_bytes((int64_t)jd(g, "sd_bytes"), b2));
+    return buf;
+}
+
+static void print_gside(const char *name, const json_t *s)
+{
+    char b1[64], b2[32];
+    const json_t *runs = json_object_get(s, "runs"), *t = json_object_get(s, "total");
+    printf("%s: %s at %s: %zu run(s)%s, %s live (mean ± sd), error of the mean %s\n", name,
+           hs_json_str(s, "selector"), hs_json_str(s, "at"), json_array_size(runs),
+           json_is_true(json_object_get(s, "runs_more")) ? " (the newest; more matched)" : "",
+           mean_sd(t, b1, sizeof b1), hs_cli_bytes((int64_t)jd(t, "se_bytes"), b2));
+}
+
+/* The group diff's table, from its JSON (the core's, or the server's). */
+static void print_gdiff(const json_t *j)
+{
+    char b1[64], b2[64], b3[32], b4[32], b5[32], sh[16];
+    print_gside("a", json_object_get(j, "a"));
+    print_gside("b", json_object_get(j, "b"));
+    const json_t *tot = json_object_get(j, "total");
+    double d = jd(tot, "delta_bytes");
+    printf("total: %s%s ± %s (3 standard errors): %s\n", d > 0 ? "+" : "",
+           hs_cli_bytes((int64_t)d, b3), hs_cli_bytes((int64_t)(3 * jd(tot, "se_bytes")), b4),
+           hs_json_str(tot, "verdict"));
+    static const char *const hdr[] = {"DELTA", "±3SE", "A MEAN ± SD", "B MEAN ± SD", "SHARE",
+                                      "SELF",  "",     "STACK"};
+    static const int right[] = {1, 1, 1, 1, 1, 1, 0, 0};
+    hs_table t;
+    const char *by = hs_json_str(j, "by");
+    int fn = by && !strcmp(by, "function");
+    hs_table_init(&t, 8, hdr, right);
+    if (by && strcmp(by, "stack")) t.hdr[7] = !strcmp(by, "site") ? "SITE" : "FUNCTION";
+    size_t i;
+    const json_t *w;
+    json_array_foreach(json_object_get(j, "rows"), i, w)
+    {
+        double dd = jd(w, "delta_bytes");
+        char ds[40], name[600];
+        snprintf(ds, sizeof ds, "%s%s", dd > 0 ? "+" : "", hs_cli_bytes((int64_t)dd, b3));
+        snprintf(sh, sizeof sh, "%.0f%%", 100 * jd(w, "share"));
+        hs_cli_site(name, sizeof name, w, "name");
+        char self[40] = "";
+        if (fn) {
+            double sd = jd(json_object_get(w, "self"), "delta_bytes");
+            snprintf(self, sizeof self, "%s%s", sd > 0 ? "+" : "", hs_cli_bytes((int64_t)sd, b5));
+        }
+        hs_table_row(&t, ds, hs_cli_bytes((int64_t)(3 * jd(w, "se_bytes")), b4),
+                     mean_sd(json_object_get(w, "a"), b1, sizeof b1),
+                     mean_sd(json_object_get(w, "b"), b2, sizeof b2), sh, self,
+                     hs_json_str(w, "verdict"), name);
+    }
+    hs_table_print(&t);
+    hs_table_free(&t);
+    printf("a row grew or shrank only past 3 standard errors of its change (spread across "
+           "runs and sampling error); else noise%s\n",
+           fn ? "; SELF: the change of what the function allocated itself" : "");
+}
+
+/* Direct, two groups: the core's answer as the API's JSON, printed as it
+ * is (--json) or rendered as HTTP mode renders the server's (print_gdiff).
+ * Closes q. */
+static int gdiff_direct(const hs_cli_args *a, hs_q *q, const hs_diff_params *p)
+{
+    hs_gdiff_result r;
+    hs_qerr err = {0};
+    if (hs_core_gdiff(q, p, &r, &err)) {
+        hs_q_free(q);
+        return hs_cli_fail(a, &err);
+    }
+    json_t *j = hs_api_gdiff_json(&r);
+    hs_gdiff_result_clear(&r);
+    hs_q_free(q);
+    if (a->json || a->format || !j) return hs_cli_print_own_json(a, j);
+    print_gdiff(j);
+    json_decref(j);
+    return 0;
+}
+
 /* Direct: the core's answer on the database file. A table is printed
  * before q is closed (its strings live in q's caches); JSON and lines
  * after, as an API reply was, so that they are freed after the connection. */
@@ -94,8 +200,11 @@ static int diff_direct(const hs_cli_args *a, int collapsed, const char *limit)
     size_t len = 0;
     int rc = hs_cli_open(a, &q);
     if (rc) return rc;
-    if ((rc = diff_params(a, q, collapsed, limit, &p, &err)) ||
-        (rc = hs_core_diff(q, &p, &r, &err))) {
+    int group = 0;
+    if (!(rc = diff_params(a, q, collapsed, limit, &p, &err)) &&
+        !(rc = hs_diff_is_group(q, &p, &group, &err)) && group)
+        return gdiff_direct(a, q, &p);
+    if (rc || (rc = hs_core_diff(q, &p, &r, &err))) {
         hs_q_free(q);
         return hs_cli_fail(a, &err);
     }
@@ -120,9 +229,10 @@ static int diff_direct(const hs_cli_args *a, int collapsed, const char *limit)
 static int diff_http(const hs_cli_args *a, int collapsed, const char *limit)
 {
     char target[8192] = "/api/diff?a=";
-    hs_cli_pct(target, sizeof target, a->pos[0]);
+    char sides[2][2200];
+    hs_cli_pct(target, sizeof target, side_at(a, 0, sides[0], sizeof sides[0]));
     strcat(target, "&b=");
-    hs_cli_pct(target, sizeof target, a->pos[1]);
+    hs_cli_pct(target, sizeof target, side_at(a, 1, sides[1], sizeof sides[1]));
     strcat(target, "&by=");
     hs_cli_pct(target, sizeof target, a->by ? a->by : "stack");
     strcat(target, "&limit=");
@@ -136,6 +246,8 @@ static int diff_http(const hs_cli_args *a, int collapsed, const char *limit)
         fwrite(r.body, 1, r.len, stdout);
     } else if (a->json || a->format) {
         hs_cli_print_json(r.json);
+    } else if (json_is_true(json_object_get(r.json, "group"))) {
+        print_gdiff(r.json);
     } else {
         hs_diff_result d;
         json_t *j = r.json;
@@ -151,7 +263,7 @@ static int diff_http(const hs_cli_args *a, int collapsed, const char *limit)
 int hs_cmd_diff(int argc, char **argv)
 {
     hs_cli_args a;
-    int rc = hs_cli_parse(&a, argc, argv, "by,limit,format,site,wrappers", usage);
+    int rc = hs_cli_parse(&a, argc, argv, "by,at,limit,format,site,wrappers", usage);
     if (rc) return rc < 0 ? 0 : rc;
     char def_limit[24];
     snprintf(def_limit, sizeof def_limit, "%d", HS_CLI_DIFF_LIMIT);

@@ -19,6 +19,7 @@ static const hs_cli_command commands[] = {
     {"export", hs_cmd_export, "write pprof, speedscope, collapsed or dot files"},
     {"sql", hs_cmd_sql, "read-only SQL over the tables"},
     {"run", hs_cmd_run, "profile a program and summarize its heap"},
+    {"check", hs_cmd_check, "gate for CI: budgets and a baseline, exit 1 when exceeded"},
 };
 
 static void usage(FILE *f)

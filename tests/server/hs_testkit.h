@@ -32,6 +32,9 @@ void tk_header(tk_buf *b);
  * (its resume key is the run id itself, so that resuming works). */
 void tk_hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t flags,
               const char *token);
+/* The same HELLO (first_seq 0, no flags, no token) of a run sampled at
+ * sample_bytes. */
+void tk_hello_sampled(tk_buf *b, const uint8_t run_id[16], uint64_t sample_bytes);
 /* SYMBOLS defining pcs base+1 .. base+n in "file.c"; pc p is function
  * "fn<k>" at line k with k = (p - 1) % modulo + 1 (k = p when modulo is 0),
  * so pcs `modulo` apart are the same symbolized frame. */

@@ -77,8 +77,22 @@ static hs_str str(const char *s)
     return (hs_str){s, s ? strlen(s) : 0};
 }
 
+static void hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t flags,
+                  const char *token, uint64_t sample_bytes);
+
 void tk_hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t flags,
               const char *token)
+{
+    hello(b, run_id, first_seq, flags, token, 1);
+}
+
+void tk_hello_sampled(tk_buf *b, const uint8_t run_id[16], uint64_t sample_bytes)
+{
+    hello(b, run_id, 0, 0, NULL, sample_bytes);
+}
+
+static void hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t flags,
+                  const char *token, uint64_t sample_bytes)
 {
     hs_hello *hp = calloc(1, sizeof *hp); /* big for a thread's stack */
     if (!hp) abort();
@@ -89,7 +103,7 @@ void tk_hello(tk_buf *b, const uint8_t run_id[16], uint64_t first_seq, uint64_t 
     h.pid = 4242;
     h.ppid = 1;
     h.start_unix_ns = 1700000000ull * 1000000000ull;
-    h.sample_bytes = 1;
+    h.sample_bytes = sample_bytes;
     h.max_depth = 64;
     h.rss_interval_ms = 100;
     h.program = str("/usr/bin/testprog");

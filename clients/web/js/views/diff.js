@@ -2,6 +2,9 @@
 //
 // What changed from moment A to moment B (of one run or of two): a
 // differential flame graph (red grew, blue shrank) and the largest changes.
+// When a side is a selector naming several runs (version=1.3, id=120..140:
+// the runs page links such pairs here) the server answers for the groups,
+// and gdiff.js shows means, spreads and what changed past the noise.
 
 import {
   get, qs, h, runPath, fmtBytes, fmtInt, fmtSignedBytes, fmtExactBytes, basename, frameLabel,
@@ -11,6 +14,7 @@ import { go, setCrumbs, replaceParams, parseHash } from '../nav.js';
 import { FlameGraph } from '../flame.js';
 import { sortableTable, sortFromParam, sortToParam } from '../table.js';
 import { atLabel, dl, exportLinks, bytesCell, whereColumn } from '../components.js';
+import { mountGroup } from './gdiff.js';
 
 export async function mount(root, { params, stale }) {
   const a = params.get('a') || '';
@@ -26,14 +30,22 @@ export async function mount(root, { params, stale }) {
   root.append(section);
   section.append(pickers(a, b, (na, nb) => go('/diff', { a: na, b: nb, tab, by })));
   if (!a || !b) {
-    section.append(h('p', 'Pick two moments: RUN@TIME, where RUN is a run id and TIME is seconds, peak or end.'));
+    section.append(h('p', 'Pick two moments: RUN@TIME, where RUN is a run id and TIME is seconds, peak or end; ' +
+      'or two groups of runs, such as version=1.3 and version=1.4, or id=120..140.'));
     return null;
   }
 
   // The flame tree is the same whichever grouping the table uses: stack.
-  const path = '/api/diff' + qs({ a, b, by: tab === 'flame' ? 'stack' : by });
-  const d = await get(path);
+  // Groups have no flame: a side that may be a group is asked by `by` first.
+  const runBy = tab === 'flame' ? 'stack' : by;
+  let d = await get('/api/diff' + qs({ a, b, by: maybeGroup(a) || maybeGroup(b) ? by : runBy }));
+  if (!stale() && d.by !== (d.group ? by : runBy)) d = await get('/api/diff' + qs({ a, b, by: d.group ? by : runBy }));
   if (stale()) return null;
+  if (d.group) { // two groups: the table by the chosen grouping
+    mountGroup(section, d, { a, b, by, sortParam: params.get('sort') });
+    window.heapstore = { view: 'diff', diff: d, group: true };
+    return { destroy() { window.heapstore = null; } };
+  }
 
   const total = d.b.total_bytes - d.a.total_bytes;
   section.append(h('div.panel',
@@ -77,6 +89,12 @@ export async function mount(root, { params, stale }) {
 
   window.heapstore = { view: 'diff', diff: d, flame: graph };
   return { destroy() { if (graph) graph.destroy(); window.heapstore = null; } };
+}
+
+// key=value… without ",latest" may name several runs (id=120..140, version=1.3).
+function maybeGroup(sel) {
+  const run = sel.includes('@') ? sel.slice(0, sel.lastIndexOf('@')) : sel;
+  return run.includes('=') && !/(^|,)latest$/.test(run);
 }
 
 // The differential flame graph, with its search box; returns the FlameGraph.
