@@ -177,8 +177,7 @@ static int check(hs_check_params *p, const char *const *kv, hs_check_result *r, 
 }
 
 /* The bytes of run id's state at its peak, as top answers them: what the
- * group diff's totals are for runs without exact totals (the fixture's
- * run 2 holds 107300 B there, while its record's peak_bytes is 106300). */
+ * group diff's totals are for runs without exact totals. */
 static int64_t peak_state(int64_t id)
 {
     hs_top_params tp;
