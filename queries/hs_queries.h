@@ -70,5 +70,7 @@ json_t *hs_api_sizes_json(const hs_sizes_result *r);
 json_t *hs_api_flame_json(const hs_flame_result *r);
 /* … and /api/diff (not format=collapsed). */
 json_t *hs_api_diff_json(const hs_diff_result *r);
+/* /api/trend. */
+json_t *hs_api_trend_json(const hs_trend_result *r);
 
 #endif

@@ -306,7 +306,7 @@ static int sqlite_run_labels(hs_qstore *s, int64_t id,
 
 /* Appends the WHERE conditions of a key=value list (runs aliased r) and
  * binds nothing: the values are bound in order by bind_kv(). */
-static void where_kv(hs__buf *b, const char *key)
+void hs__sqlite_where_kv(hs__buf *b, const char *key)
 {
     if (!strcmp(key, "program"))
         hs__buf_printf(b, " AND (r.program = ? OR substr(r.program, -length(?) - 1) = '/' || ?)");
@@ -320,6 +320,9 @@ static void where_kv(hs__buf *b, const char *key)
         hs__buf_printf(b, " AND r.state = ?");
     else if (!strcmp(key, "parent"))
         hs__buf_printf(b, " AND r.parent_uuid = (SELECT uuid FROM runs WHERE id = ?)");
+    else if (!strcmp(key, "before")) /* keyset paging: the runs listed after run ? */
+        hs__buf_printf(b, " AND (r.start_unix_ns, r.id) < (SELECT start_unix_ns, id FROM runs "
+                          "WHERE id = ?)");
     else if (!strcmp(key, "root")) /* the run and its descendants, by runs_parent_uuid */
         hs__buf_printf(b, " AND r.id IN (WITH RECURSIVE tree(id, uuid) AS (SELECT id, uuid FROM "
                           "runs WHERE id = ? UNION ALL SELECT c.id, c.uuid FROM runs c JOIN tree "
@@ -329,14 +332,14 @@ static void where_kv(hs__buf *b, const char *key)
                           "l.key = ? AND l.value = ?)");
 }
 
-static int bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
+int hs__sqlite_bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
 {
     if (!strcmp(key, "program")) {
         for (int k = 0; k < 3; k++) sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
     } else if (!strcmp(key, "host") || !strcmp(key, "state")) {
         sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
     } else if (!strcmp(key, "id") || !strcmp(key, "pid") || !strcmp(key, "parent") ||
-               !strcmp(key, "root")) {
+               !strcmp(key, "root") || !strcmp(key, "before")) {
         sqlite3_bind_int64(st, i++, strtoll(value, NULL, 10));
     } else {
         sqlite3_bind_text(st, i++, key, -1, SQLITE_TRANSIENT);
@@ -352,7 +355,7 @@ static int sqlite_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int6
     hs__sqlite *q = (hs__sqlite *)s;
     hs__buf b = {0};
     hs__buf_printf(&b, "SELECT r.id FROM runs r WHERE 1");
-    for (int i = 0; i < n; i++) where_kv(&b, f[i].key);
+    for (int i = 0; i < n; i++) hs__sqlite_where_kv(&b, f[i].key);
     hs__buf_printf(&b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?");
     *ids = NULL;
     *nids = 0;
@@ -364,7 +367,7 @@ static int sqlite_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int6
         goto out;
     }
     int bi = 1;
-    for (int i = 0; i < n; i++) bi = bind_kv(st, bi, f[i].key, f[i].value);
+    for (int i = 0; i < n; i++) bi = hs__sqlite_bind_kv(st, bi, f[i].key, f[i].value);
     sqlite3_bind_int64(st, bi, limit);
     size_t cap = 0;
     int sr;
@@ -963,4 +966,5 @@ static const hs_qstore_ops sqlite_ops = {
     .mappings = sqlite_mappings,
     .pcs = sqlite_pcs,
     .sql = sqlite_sql,
+    .runs_summary = hs__sqlite_runs_summary,
 };

@@ -19,6 +19,7 @@ static const hs_cli_command commands[] = {
     {"export", hs_cmd_export, "write pprof, speedscope, collapsed or dot files"},
     {"sql", hs_cmd_sql, "read-only SQL over the tables"},
     {"run", hs_cmd_run, "profile a program and summarize its heap"},
+    {"trend", hs_cmd_trend, "peak, end, leak rate… across many runs, or by a label"},
 };
 
 static void usage(FILE *f)
