@@ -1,0 +1,380 @@
+/* test_trend: questions across many runs on real runs of wl_trend
+ * (tests/queries/trend/wl_trend.c) under the real collector, every
+ * allocation sampled, through `heapstore run` and the CLI, in direct mode and
+ * against a real server:
+ *   - three versions, two runs each, recorded out of their natural order
+ *     (1.9, 1.10, 1.2); 1.10 carries a regression planted in one function
+ *     (regressed_cache): trend --by version lists 1.2, 1.9, 1.10, shows the
+ *     step at 1.10 in the peak, the end and the leak rate, and --function
+ *     names that function's bytes at the peak and at the end;
+ *   - trend by run: one row per run, oldest first; the same JSON from the
+ *     database file and from the server;
+ *   - /api/runs pages with before= and next: every run exactly once;
+ *   - gc through the server (write token; the read token is refused): a dry
+ *     run removes nothing; --keep 1 --per version removes exactly the oldest
+ *     run of each version, every row of theirs, the database shrinks, and
+ *     the remaining runs' answers do not change; gc on the file by selector.
+ * Sizes are exact (every allocation sampled): tolerances are stated where
+ * a figure depends on the machine's pace (the leak rate). */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "fixture.h"
+#include "qkit.h"
+
+#define KIB       1024LL
+#define MIB       (1024 * KIB)
+#define BASE_KIB  "4096"
+#define EXTRA_KIB 8192
+#define RUN_MS    "800"
+/* wl_trend.c: peak = base + extra * 21 / 40 + 8 MiB; end = base + extra */
+#define PEAK_OK    (4 * MIB + 8 * MIB)
+#define STEP_BYTES (EXTRA_KIB * KIB / 40) /* regressed_cache's block */
+#define PEAK_BAD   (PEAK_OK + STEP_BYTES * 21)
+
+static char db[512], cli[512], wl[512];
+static const char *const noenv[] = {"HEAPSTORE_URL=", "HEAPSTORE_TOKEN=", NULL};
+static qk_server srv;
+
+static void profile(const char *version, const char *extra)
+{
+    char label[64];
+    snprintf(label, sizeof label, "version=%s", version);
+    const char *argv[] = {cli,   "run", "--sample", "1",      "--db", db,     "--label",
+                          label, "--",  wl,         BASE_KIB, extra,  RUN_MS, NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
+    assert_int_equal(o.code, 0);
+    qk_out_free(&o);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    fx_tmp_path(db, sizeof db, "trend.db");
+    qk_bin(cli, sizeof cli, "heapstore");
+    const char *b = getenv("HS_BUILD_DIR");
+    snprintf(wl, sizeof wl, "%s/tests/wl_trend", b ? b : ".");
+    char extra[16];
+    snprintf(extra, sizeof extra, "%d", EXTRA_KIB);
+    static const char *const order[] = {"1.9", "1.9", "1.10", "1.10", "1.2", "1.2"};
+    for (int i = 0; i < 6; i++) profile(order[i], !strcmp(order[i], "1.10") ? extra : "0");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    qk_server_stop(&srv);
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'*", db);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The CLI's answer; url NULL: direct mode on db. env: HEAPSTORE_TOKEN=… */
+static json_t *cli_json_at(const char *url, const char *token, const char *const *args)
+{
+    const char *argv[24] = {cli};
+    int n = 1;
+    for (int i = 0; args[i]; i++) argv[n++] = args[i];
+    if (!url) argv[n++] = "--db", argv[n++] = db;
+    argv[n++] = "--json";
+    argv[n] = NULL;
+    char u[128], t[128];
+    snprintf(u, sizeof u, "HEAPSTORE_URL=%s", url ? url : "");
+    snprintf(t, sizeof t, "HEAPSTORE_TOKEN=%s", token ? token : "");
+    const char *env[] = {u, t, NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, env), 0);
+    if (o.code) fprintf(stderr, "heapstore %s: %s\n", args[0], o.err);
+    assert_int_equal(o.code, 0);
+    json_error_t e;
+    json_t *j = json_loads(o.out, 0, &e);
+    assert_non_null(j);
+    qk_out_free(&o);
+    return j;
+}
+
+static json_t *cli_json(const char *const *args)
+{
+    return cli_json_at(NULL, NULL, args);
+}
+
+static int64_t jint(const json_t *o, const char *k)
+{
+    return (int64_t)json_integer_value(json_object_get(o, k));
+}
+
+static void near(double got, double want, double tol, const char *what)
+{
+    if (fabs(got - want) > tol)
+        fprintf(stderr, "%s: %.0f, expected %.0f within %.0f\n", what, got, want, tol);
+    assert_true(fabs(got - want) <= tol);
+}
+
+static void test_trend_by_version(void **state)
+{
+    (void)state;
+    json_t *j = cli_json((const char *const[]){"trend", "program=wl_trend", "--by", "version",
+                                               "--function", "regressed_cache", NULL});
+    json_t *rows = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(rows), 3);
+    static const char *const want[] = {"1.2", "1.9", "1.10"}; /* natural order */
+    for (size_t i = 0; i < 3; i++) {
+        json_t *r = json_array_get(rows, i);
+        assert_string_equal(json_string_value(json_object_get(r, "value")), want[i]);
+        assert_int_equal(jint(r, "runs"), 2);
+        int bad = i == 2;
+        /* every allocation sampled: the sizes are exact (the peak within a
+         * request buffer of the collector's own, 64 KiB) */
+        near((double)jint(r, "peak_bytes"), (double)(bad ? PEAK_BAD : PEAK_OK), 64 * KIB, "peak");
+        near((double)jint(r, "end_bytes"), (double)(4 * MIB + (bad ? EXTRA_KIB * KIB : 0)),
+             64 * KIB, "end");
+        assert_int_equal(jint(r, "code_bytes"), bad ? STEP_BYTES * 21 : 0);
+        /* the leak rate: the regression's 8 MiB over the run; the rest flat */
+        double rate = json_number_value(json_object_get(r, "leak_bytes_per_s"));
+        double secs = (double)jint(r, "duration_ns") / 1e9;
+        if (bad)
+            near(rate, EXTRA_KIB * KIB / secs, 0.35 * EXTRA_KIB * KIB / secs, "leak rate");
+        else
+            near(rate, 0, 64 * KIB, "leak rate of an unchanged version");
+        assert_true(jint(r, "rss_peak_bytes") >= jint(r, "peak_bytes") / 2);
+    }
+    assert_string_equal(json_string_value(json_object_get(j, "metric")), "code_bytes");
+    json_decref(j);
+
+    j = cli_json((const char *const[]){"trend", "program=wl_trend", "--by", "version", "--function",
+                                       "regressed_cache", "--at", "end", NULL});
+    rows = json_object_get(j, "rows");
+    assert_int_equal(jint(json_array_get(rows, 0), "code_bytes"), 0);
+    assert_int_equal(jint(json_array_get(rows, 2), "code_bytes"), STEP_BYTES * 40);
+    json_decref(j);
+
+    /* a site: the function's line */
+    j = cli_json((const char *const[]){"trend", "version=1.10", "--site", "wl_trend.c:62", NULL});
+    rows = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(rows), 2);
+    assert_int_equal(jint(json_array_get(rows, 1), "code_bytes"), STEP_BYTES * 21);
+    json_decref(j);
+}
+
+static void test_trend_runs_and_sparkline(void **state)
+{
+    (void)state;
+    json_t *j = cli_json((const char *const[]){"trend", "all", NULL});
+    json_t *rows = json_object_get(j, "rows");
+    assert_int_equal(json_array_size(rows), 6);
+    for (size_t i = 0; i < 6; i++) /* oldest first: ids in the order recorded */
+        assert_int_equal(jint(json_array_get(rows, i), "run"), (int64_t)i + 1);
+    assert_true(jint(json_array_get(rows, 2), "peak_bytes") >
+                jint(json_array_get(rows, 0), "peak_bytes"));
+    assert_int_equal(jint(j, "runs_read"), 6);
+    json_decref(j);
+    j = cli_json((const char *const[]){"trend", "all", "--limit", "2", NULL});
+    assert_int_equal(json_array_size(json_object_get(j, "rows")), 2);
+    assert_int_equal(jint(json_array_get(json_object_get(j, "rows"), 0), "run"), 5);
+    assert_true(json_is_true(json_object_get(j, "truncated")));
+    json_decref(j);
+
+    /* the table's line: the two 1.10 runs highest, the others lowest */
+    const char *argv[] = {cli, "trend", "all", "--db", db, NULL};
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    assert_int_equal(o.code, 0);
+    assert_non_null(strstr(o.out, "peak_bytes: ▁▁██▁▁"));
+    qk_out_free(&o);
+    const char *bad[] = {cli, "trend", "all", "--metric", "bogus", "--db", db, NULL};
+    assert_int_equal(qk_run(&o, bad, noenv), 0);
+    assert_int_equal(o.code, 1);
+    assert_non_null(strstr(o.err, "metric must be"));
+    qk_out_free(&o);
+}
+
+/* The server on db, with a write and a read token. */
+static void server_up(char *url, size_t len)
+{
+    if (!srv.pid) {
+        const char *extra[] = {"--token", "wtok", "--read-token", "rtok", NULL};
+        assert_int_equal(qk_server_start(&srv, db, extra), 0);
+    }
+    snprintf(url, len, "http://127.0.0.1:%d", srv.port);
+}
+
+static void test_trend_server_same(void **state)
+{
+    (void)state;
+    char url[64];
+    server_up(url, sizeof url);
+    const char *const cases[][8] = {
+        {"trend", "all", NULL},
+        {"trend", "program=wl_trend", "--by", "version", "--function", "regressed_cache", NULL},
+        {"trend", "version=1.9", "--metric", "leak_rate", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *a = cli_json(cases[i]), *b = cli_json_at(url, "rtok", cases[i]);
+        assert_true(json_equal(a, b));
+        json_decref(a);
+        json_decref(b);
+    }
+    /* a bad parameter: 400 with the API's error */
+    char req[256];
+    snprintf(req, sizeof req,
+             "GET /api/trend?runs=all&at=sometime HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+             "rtok\r\nConnection: close\r\n\r\n");
+    char *ans = qk_exchange(srv.port, req, strlen(req), 5000);
+    assert_non_null(ans);
+    assert_int_equal(qk_status(ans), 400);
+    assert_non_null(strstr(qk_body(ans), "bad_request"));
+    free(ans);
+}
+
+/* GET target from the server with the read token; the JSON answer. */
+static json_t *api_get(const char *target)
+{
+    char req[512];
+    snprintf(req, sizeof req,
+             "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer rtok\r\nConnection: "
+             "close\r\n\r\n",
+             target);
+    char *ans = qk_exchange(srv.port, req, strlen(req), 5000);
+    assert_non_null(ans);
+    assert_int_equal(qk_status(ans), 200);
+    json_t *j = json_loads(qk_body(ans), 0, NULL);
+    free(ans);
+    assert_non_null(j);
+    return j;
+}
+
+static void test_runs_paging(void **state)
+{
+    (void)state;
+    char url[64], target[128] = "/api/runs?limit=4";
+    server_up(url, sizeof url);
+    int seen[7] = {0}, pages = 0;
+    for (;;) {
+        json_t *j = api_get(target);
+        size_t i;
+        json_t *r;
+        int64_t prev = INT64_MAX;
+        json_array_foreach(json_object_get(j, "runs"), i, r)
+        {
+            int64_t id = jint(r, "id");
+            assert_true(id >= 1 && id <= 6 && id < prev); /* newest first */
+            seen[id]++;
+            prev = id;
+        }
+        pages++;
+        json_t *next = json_object_get(j, "next");
+        if (json_is_null(next)) {
+            json_decref(j);
+            break;
+        }
+        snprintf(target, sizeof target, "/api/runs?limit=4&before=%lld",
+                 (long long)json_integer_value(next));
+        json_decref(j);
+        assert_true(pages < 5);
+    }
+    assert_int_equal(pages, 2);
+    for (int id = 1; id <= 6; id++) assert_int_equal(seen[id], 1);
+}
+
+/* The rows of the runs table's other tables that name run. */
+static int64_t rows_of(const char *table, int64_t run)
+{
+    char sql[200];
+    snprintf(sql, sizeof sql, "SELECT COUNT(*) FROM %s WHERE run = %lld", table, (long long)run);
+    json_t *j = cli_json((const char *const[]){"sql", sql, NULL});
+    int64_t n =
+        json_integer_value(json_array_get(json_array_get(json_object_get(j, "rows"), 0), 0));
+    json_decref(j);
+    return n;
+}
+
+static void test_gc(void **state)
+{
+    (void)state;
+    char url[64];
+    server_up(url, sizeof url);
+    json_t *before = cli_json((const char *const[]){"trend", "all", NULL});
+    /* the read token may not remove runs */
+    const char *argv[] = {cli, "gc", "--keep", "1", NULL};
+    char u[128];
+    snprintf(u, sizeof u, "HEAPSTORE_URL=%s", url);
+    qk_out o;
+    assert_int_equal(qk_run(&o, argv, (const char *const[]){u, "HEAPSTORE_TOKEN=rtok", NULL}), 0);
+    assert_int_equal(o.code, 1);
+    assert_non_null(strstr(o.err, "write token"));
+    qk_out_free(&o);
+
+    json_t *dry = cli_json_at(
+        url, "wtok",
+        (const char *const[]){"gc", "--keep", "1", "--per", "version", "--dry-run", NULL});
+    assert_int_equal(json_array_size(json_object_get(dry, "runs")), 3);
+    assert_int_equal(jint(dry, "runs_removed"), 0);
+    json_decref(dry);
+    json_t *all = cli_json((const char *const[]){"trend", "all", NULL});
+    assert_int_equal(json_array_size(json_object_get(all, "rows")), 6); /* nothing went */
+    json_decref(all);
+
+    json_t *gc = cli_json_at(url, "wtok",
+                             (const char *const[]){"gc", "--keep", "1", "--per", "version", NULL});
+    /* the oldest of each version: runs 1 (1.9), 3 (1.10), 5 (1.2) */
+    json_t *gone = json_object_get(gc, "runs");
+    assert_int_equal(json_array_size(gone), 3);
+    for (size_t i = 0; i < 3; i++) assert_int_equal(jint(json_array_get(gone, i), "id"), 2 * i + 1);
+    assert_int_equal(jint(gc, "runs_removed"), 3);
+    assert_true(jint(gc, "db_bytes_after") < jint(gc, "db_bytes_before") * 3 / 4);
+    json_decref(gc);
+    qk_server_stop(&srv);
+    memset(&srv, 0, sizeof srv);
+
+    static const char *const tables[] = {
+        "events",  "snapshots",  "heap_series", "trace_stats", "run_labels",
+        "run_pcs", "run_stacks", "mappings",    "size_hist",   "process_samples"};
+    for (int64_t run = 1; run <= 6; run++)
+        for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
+            int64_t n = rows_of(tables[t], run);
+            if (run % 2) assert_int_equal(n, 0);
+            if (!(run % 2) && strcmp(tables[t], "mappings") && strcmp(tables[t], "trace_stats"))
+                assert_true(n > 0);
+        }
+    /* the remaining runs' answers are unchanged */
+    json_t *after = cli_json((const char *const[]){"trend", "all", NULL});
+    json_t *ra = json_object_get(after, "rows"), *rb = json_object_get(before, "rows");
+    assert_int_equal(json_array_size(ra), 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_true(json_equal(json_array_get(ra, i), json_array_get(rb, 2 * i + 1)));
+    json_decref(after);
+    json_decref(before);
+
+    /* on the file (no server): by selector */
+    json_t *sel = cli_json((const char *const[]){"gc", "version=1.10", NULL});
+    assert_int_equal(jint(sel, "runs_removed"), 1);
+    assert_int_equal(jint(json_array_get(json_object_get(sel, "runs"), 0), "id"), 4);
+    json_decref(sel);
+    after = cli_json((const char *const[]){"trend", "all", NULL});
+    assert_int_equal(json_array_size(json_object_get(after, "rows")), 2);
+    json_decref(after);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_trend_by_version),
+        cmocka_unit_test(test_trend_runs_and_sparkline),
+        cmocka_unit_test(test_trend_server_same),
+        cmocka_unit_test(test_runs_paging),
+        cmocka_unit_test(test_gc),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
