@@ -67,7 +67,9 @@ int hs__sqlite_err(hs__sqlite *q, hs_qerr *err);
 struct hs__buf;
 void hs__sqlite_where_kv(struct hs__buf *b, const char *key);
 int hs__sqlite_bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value);
-/* runs_summary (store_sqlite_trend.c). */
+/* runs_summary (store_sqlite_trend.c), and its statement's text for ask
+ * (seek: the plan of a small subtree), malloc'd, for the tests of its plan. */
+char *hs__sqlite_summary_sql(hs_qstore *s, const hs_qstore_summary_ask *ask, int seek);
 int hs__sqlite_runs_summary(hs_qstore *s, const hs_qstore_summary_ask *ask,
                             int (*cb)(const hs_qstore_summary *r, void *data), void *data,
                             hs_qerr *err);

@@ -82,11 +82,24 @@ static void summary_sql(hs__buf *b, const hs__sqlite *q, const hs_qstore_summary
                        leak);
     else
         hs__buf_printf(b, "%s, %s, ", rss, leak);
-    hs__buf_printf(b, "%s FROM sel JOIN runs r ON r.id = sel.id",
+    /* the selected runs first (not every run in runs_start's order) */
+    hs__buf_printf(b, "%s FROM sel CROSS JOIN runs r ON r.id = sel.id",
                    code ? "COALESCE(code.bytes, 0)" : "NULL");
     if (ask->by) hs__buf_printf(b, " JOIN run_labels lb ON lb.run = r.id AND lb.key = ?");
     if (code) hs__buf_printf(b, " LEFT JOIN code ON code.run = r.id");
     hs__buf_printf(b, " ORDER BY r.start_unix_ns, r.id");
+}
+
+char *hs__sqlite_summary_sql(hs_qstore *s, const hs_qstore_summary_ask *ask, int seek)
+{
+    hs__buf b = {0};
+    summary_sql(&b, (hs__sqlite *)s, ask, seek);
+    hs__buf_put(&b, "", 1);
+    if (b.oom) {
+        free(b.p);
+        return NULL;
+    }
+    return b.p;
 }
 
 /* Binds ask's values in the order summary_sql wrote their places. */

@@ -662,7 +662,14 @@ void hs_writer_join(hs_writer *w)
     w->q_head = w->q_tail = NULL;
     while (j) {
         hs_wjob *n = j->next;
-        hs_wjob_free(j);
+        if (j->kind == HS_WJOB_GC && j->on_done) { /* its asker waits: tell it */
+            j->err = HS_EBUSY;
+            snprintf(j->msg, sizeof j->msg, "the server stopped before the gc ran");
+            j->next = NULL;
+            j->on_done(j, j->on_done_data);
+        } else {
+            hs_wjob_free(j);
+        }
         j = n;
     }
     pthread_mutex_destroy(&w->mu);

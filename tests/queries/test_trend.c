@@ -28,8 +28,12 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include <sqlite3.h>
+
 #include "fixture.h"
+#include "hs_qstore.h"
 #include "qkit.h"
+#include "store_sqlite.h"
 
 #define KIB       1024LL
 #define MIB       (1024 * KIB)
@@ -286,6 +290,15 @@ static void test_runs_paging(void **state)
     }
     assert_int_equal(pages, 2);
     for (int id = 1; id <= 6; id++) assert_int_equal(seen[id], 1);
+    /* the CLI's --before, on the file */
+    json_t *p1 = cli_json((const char *const[]){"runs", "--limit", "4", NULL});
+    assert_int_equal(jint(p1, "next"), 3);
+    json_decref(p1);
+    json_t *p2 = cli_json((const char *const[]){"runs", "--limit", "4", "--before", "3", NULL});
+    assert_int_equal(json_array_size(json_object_get(p2, "runs")), 2);
+    assert_int_equal(jint(json_array_get(json_object_get(p2, "runs"), 0), "id"), 2);
+    assert_true(json_is_null(json_object_get(p2, "next")));
+    json_decref(p2);
 }
 
 /* The rows of the runs table's other tables that name run. */
@@ -367,14 +380,63 @@ static void test_gc(void **state)
     json_decref(after);
 }
 
+/* runs_summary's statement: one pass over the runs by runs_start, the
+ * code's subtree by traces_frame and the tree's parent key, and each run's
+ * bytes by key seeks into its snapshot; no table read whole. */
+static void test_summary_plan(void **state)
+{
+    (void)state;
+    hs_qstore *s;
+    hs_qerr err;
+    assert_int_equal(hs_qstore_sqlite_open(&s, db, &err), 0);
+    hs_qstore_filter f[] = {{"program", "wl_trend"}};
+    hs_qstore_summary_ask ask = {
+        .f = f, .n = 1, .limit = 10, .by = "version", .function = "regressed_cache"};
+    for (int seek = 0; seek < 2; seek++) {
+        char *sql = hs__sqlite_summary_sql(s, &ask, seek), *eqp = NULL;
+        assert_non_null(sql);
+        assert_true(asprintf(&eqp, "EXPLAIN QUERY PLAN %s", sql) > 0);
+        sqlite3_stmt *st;
+        assert_int_equal(sqlite3_prepare_v2(((hs__sqlite *)s)->db, eqp, -1, &st, NULL), SQLITE_OK);
+        char plan[8192] = "";
+        int full = 0;
+        while (sqlite3_step(st) == SQLITE_ROW) {
+            const char *d = (const char *)sqlite3_column_text(st, 3);
+            strncat(plan, d, sizeof plan - strlen(plan) - 3);
+            strcat(plan, "; ");
+            /* a SCAN of a table (not of one of the statement's CTEs) */
+            static const char *const ctes[] = {"SCAN sel", "SCAN sub", "SCAN pk", "SCAN code",
+                                               "SCAN m"};
+            int cte = 0;
+            for (size_t i = 0; i < sizeof ctes / sizeof ctes[0]; i++)
+                cte |= !strncmp(d, ctes[i], strlen(ctes[i]));
+            if (!strncmp(d, "SCAN ", 5) && !strstr(d, "USING") && !cte) full = 1;
+        }
+        sqlite3_finalize(st);
+        if (full) fprintf(stderr, "runs_summary reads a table whole: %s\n", plan);
+        assert_false(full);
+        assert_non_null(strstr(plan, "traces_frame"));
+        assert_non_null(strstr(plan, "SEARCH c USING COVERING INDEX sqlite_autoindex_traces_1"));
+        /* a run's bytes: its snapshot at one bucket, by key (SQLite seeks
+         * the trace too when the subtree is a list it can walk) */
+        assert_non_null(strstr(plan, "SEARCH s USING PRIMARY KEY (run=? AND kind=? AND bucket="));
+        if (seek)
+            assert_non_null(strstr(
+                plan, "SEARCH s USING PRIMARY KEY (run=? AND kind=? AND bucket=? AND trace=?)"));
+        /* the runs row of each selected run, not every run */
+        assert_non_null(strstr(plan, "SEARCH r USING INTEGER PRIMARY KEY (rowid=?)"));
+        free(eqp);
+        free(sql);
+    }
+    hs_qstore_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trend_by_version),
-        cmocka_unit_test(test_trend_runs_and_sparkline),
-        cmocka_unit_test(test_trend_server_same),
-        cmocka_unit_test(test_runs_paging),
-        cmocka_unit_test(test_gc),
+        cmocka_unit_test(test_trend_by_version),  cmocka_unit_test(test_trend_runs_and_sparkline),
+        cmocka_unit_test(test_trend_server_same), cmocka_unit_test(test_runs_paging),
+        cmocka_unit_test(test_summary_plan),      cmocka_unit_test(test_gc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
