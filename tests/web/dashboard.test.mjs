@@ -420,6 +420,17 @@ async function main() {
     assert(hp.get('a') === 'version=fixed' && hp.get('b') === 'version=leaky', `diff of the groups: ${page.url()}`);
   });
 
+  await check('the runs table pages: before= lists the older runs, with a way back', async () => {
+    await page.goto(`${srv.base}/#/runs?before=${fixed.id}`);
+    await waitReady(page);
+    const ids = await page.$$eval('table.runs tbody tr[data-run]', (trs) => trs.map((tr) => Number(tr.dataset.run)));
+    assert(ids.length && ids.every((id) => id < fixed.id), `only runs older than #${fixed.id}: ${ids}`);
+    await page.click('.pager a[data-act="newest"]');
+    await waitReady(page);
+    const first = await page.$$eval('table.runs tbody tr[data-run]', (trs) => Number(trs[0].dataset.run));
+    assert(first === leaky.id && !/before=/.test(page.url()), `back to the newest: ${first} ${page.url()}`);
+  });
+
   await check('dragging across the points picks two ranges of runs for a diff', async () => {
     await page.goto(srv.base + '/#/runs');
     await waitReady(page);
