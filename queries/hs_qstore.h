@@ -6,8 +6,9 @@
  * record, a run's state at a moment (live bytes and count per trace), its
  * heap per bucket, one trace's or every trace's changes over time, the
  * summaries of those changes, stacks (trace nodes and frames), the size
- * histogram, RSS samples, the events of a span (an exact end, exports) and
- * the mappings and addresses pprof wants. How a store keeps them (SQLite's
+ * histogram, RSS samples, the events of a span (an exact end, exports),
+ * the mappings and addresses pprof wants, and the summaries of many runs at
+ * once (trend: one question, however many runs). How a store keeps them (SQLite's
  * keyframes plus per-bucket deltas, a column store's aggregates) is its own
  * business: a second store implements hs_qstore_ops and the views do not
  * change. SQLite (store_sqlite.c) is the one store today; the server's

@@ -13,7 +13,8 @@
  *   - gc through the server (write token; the read token is refused): a dry
  *     run removes nothing; --keep 1 --per version removes exactly the oldest
  *     run of each version, every row of theirs, the database shrinks, and
- *     the remaining runs' answers do not change; gc on the file by selector.
+ *     the remaining runs' answers do not change; gc on the file by selector;
+ *   - a database of schema 8 is answered the same, and migrates to 9.
  * Sizes are exact (every allocation sampled): tolerances are stated where
  * a figure depends on the machine's pace (the leak rate). */
 #include <math.h>
@@ -431,12 +432,73 @@ static void test_summary_plan(void **state)
     hs_qstore_free(s);
 }
 
+/* A database of schema 8 (before the runs' summaries): read as it is, the
+ * summaries are computed by the query; opened by a writer, it migrates and
+ * the stored figures are the same. */
+static void test_schema8_migrates(void **state)
+{
+    (void)state;
+    char old[600], cmd[2000];
+    snprintf(old, sizeof old, "%s.v8", db);
+    snprintf(cmd, sizeof cmd, "rm -f '%s'* && cp '%s' '%s'", old, db, old);
+    assert_int_equal(system(cmd), 0);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(old, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "DROP INDEX traces_frame; ALTER TABLE runs DROP COLUMN "
+                                  "rss_peak_bytes; ALTER TABLE runs DROP COLUMN leak_bytes_per_s; "
+                                  "PRAGMA user_version = 8;",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    const char *const args[] = {"trend", "all", "--function", "regressed_cache", NULL};
+    json_t *want = cli_json(args);
+    const char *argv[] = {cli,    "trend", "all",    "--function", "regressed_cache",
+                          "--db", old,     "--json", NULL};
+    qk_out o;
+    for (int pass = 0; pass < 2; pass++) {
+        assert_int_equal(qk_run(&o, argv, noenv), 0);
+        assert_int_equal(o.code, 0);
+        json_t *got = json_loads(o.out, 0, NULL);
+        assert_true(json_equal(got, want));
+        json_decref(got);
+        qk_out_free(&o);
+        if (pass) break;
+        /* a writer opens it: schema 9, the summaries stored */
+        const char *gc[] = {cli, "gc", "--keep", "100", "--dry-run", "--db", old, NULL};
+        assert_int_equal(qk_run(&o, gc, noenv), 0);
+        assert_int_equal(o.code, 0);
+        qk_out_free(&o);
+        assert_int_equal(sqlite3_open(old, &h), SQLITE_OK);
+        sqlite3_stmt *st;
+        assert_int_equal(
+            sqlite3_prepare_v2(h,
+                               "SELECT (SELECT user_version FROM pragma_user_version), "
+                               "COUNT(*) FROM runs WHERE leak_bytes_per_s IS NOT NULL "
+                               "AND rss_peak_bytes IS NOT NULL",
+                               -1, &st, NULL),
+            SQLITE_OK);
+        assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(st, 0), 9);
+        assert_int_equal(sqlite3_column_int(st, 1), 6);
+        sqlite3_finalize(st);
+        sqlite3_close(h);
+    }
+    json_decref(want);
+    snprintf(cmd, sizeof cmd, "rm -f '%s'*", old);
+    assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trend_by_version),  cmocka_unit_test(test_trend_runs_and_sparkline),
-        cmocka_unit_test(test_trend_server_same), cmocka_unit_test(test_runs_paging),
-        cmocka_unit_test(test_summary_plan),      cmocka_unit_test(test_gc),
+        cmocka_unit_test(test_trend_by_version),
+        cmocka_unit_test(test_trend_runs_and_sparkline),
+        cmocka_unit_test(test_trend_server_same),
+        cmocka_unit_test(test_runs_paging),
+        cmocka_unit_test(test_summary_plan),
+        cmocka_unit_test(test_schema8_migrates),
+        cmocka_unit_test(test_gc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
