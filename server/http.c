@@ -7,7 +7,9 @@
  * the spot (it reads no table and makes no system call: what it says was
  * found when its connection opened) and hands other work to a thread: POST
  * /api/sql to the SQL lane (one thread of its own, HS_HTTP_SQL_QUEUE
- * waiting at most), the rest to libuv's thread pool. API requests run
+ * waiting at most), the rest to libuv's thread pool (POST /api/gc too: it
+ * needs the write token, and its pool thread waits while the writer thread
+ * applies it, hs_http_config's gc). API requests run
  * hs_api_handle() (queries/) on a read-only connection taken from a small
  * pool, static files are read on the pool too. So user SQL, however heavy,
  * holds one thread and one core at most, and the dashboard's own queries and

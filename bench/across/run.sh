@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Questions across many runs: a database of N runs (default 10000) of
-# realistic size, then the median of REPEAT answers of each question, and
-# what gc of half the runs costs and gives back. Prints one table.
+# realistic size, then the median of REPEAT answers of each question (the
+# typed core alone, in process: hs-bench-trend; and whole answers: the CLI
+# on the file, process start and JSON included, and the API of a running
+# server, curl's total), and what gc of half the runs costs and gives back.
+# Prints tables.
 #
 #   bash bench/across/run.sh [BUILD_DIR]          (default: build)
 # Environment: N (10000 runs), REPEAT (5), WORK (a folder for the database;
@@ -23,6 +26,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 cli=$build/bin/heapstore
 server=$build/bin/heapstore-server
+[ -x "$build/bin/hs-bench-trend" ] || { echo "build first: $build/bin/hs-bench-trend" >&2; exit 1; }
 wl=$build/tests/wl_trend
 for b in "$cli" "$server" "$wl"; do
     [ -x "$b" ] || { echo "build first: $b" >&2; exit 1; }
@@ -107,7 +111,20 @@ time_api() { # ms of GET $1 (curl's total), the median of REPEAT after one
         curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$port$1"
     done | awk '{ printf "%d\n", $1 * 1000 }' | median
 }
-printf '\n%-58s %10s %10s\n' question "cli (ms)" "api (ms)"
+# the typed core alone (hs_core_trend: the one store question and the
+# grouping), and its JSON, in one process: hs-bench-trend
+printf '\n%-58s %10s %10s\n' "typed core, in process (median of $REPEAT)" "core (ms)" "json (ms)"
+core() {
+    local out
+    out=$("$build/bin/hs-bench-trend" "$db" "$REPEAT" "${@:2}")
+    printf '%-58s %10s %10s\n' "$1" "$(echo "$out" | awk '{ print $2 }')" "$(echo "$out" | awk '{ print $4 }')"
+}
+core "trend all ($runs runs)"
+core "trend program=wl_trend --by version" runs=program=wl_trend by=version
+core "trend all --by build (100 groups)" by=build
+core "trend all --function regressed_cache" function=regressed_cache
+
+printf '\n%-58s %10s %10s\n' "whole answers (median of $REPEAT)" "cli (ms)" "api (ms)"
 row() { printf '%-58s %10s %10s\n' "$1" "$2" "$3"; }
 start_server
 row "trend all ($runs runs)" "$(time_cli trend all --json)" "$(time_api '/api/trend?runs=all')"
