@@ -771,10 +771,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
         return rc;
     }
     if (!strcmp(path, "/api/diff")) return api_diff(q, params, out, err);
-    if (!strcmp(path, "/api/trend")) {
-        if (!(rc = hs__api_trend(q, params, &j, err))) reply_json(out, j);
-        return rc;
-    }
+    if (!strcmp(path, "/api/trend")) return hs__api_trend(q, params, out, err);
     if (!strncmp(path, "/api/runs/", 10)) return api_run_route(q, method, path, params, out, err);
     return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
 bad_method:

@@ -1,8 +1,8 @@
 /* hs-bench-trend: the typed core's trend (hs_core_trend: the store's one
- * question and the grouping) and its JSON (/api/trend's encoding), timed
- * apart, in one process on a database file: what a trend costs before any
- * output. Prints "core MS json MS rows N": the medians of REPEAT answers
- * after one.
+ * question and the grouping) and the whole API answer (hs_api_handle of GET
+ * /api/trend: the core and the JSON text), in one process on a database
+ * file: what a trend costs before any network. Prints "core MS api MS rows
+ * N bytes B": the medians of REPEAT answers after one.
  *
  *   hs-bench-trend DB REPEAT [KEY=VALUE…]     (KEY: runs, by, function, site,
  *                                              at, metric, limit, as the API's)
@@ -52,9 +52,16 @@ int main(int argc, char **argv)
         fprintf(stderr, "hs-bench-trend: %s\n", err.msg);
         return 1;
     }
-    double *core = calloc((size_t)repeat, sizeof *core), *js = calloc((size_t)repeat, sizeof *js);
-    size_t rows = 0;
-    for (int i = -1; core && js && i < repeat; i++) {
+    char target[2048] = "/api/trend";
+    for (int i = 3; i < argc; i++) {
+        strncat(target, i == 3 ? "?" : "&", sizeof target - strlen(target) - 1);
+        strncat(target, argv[i], sizeof target - strlen(target) - 1);
+        strncat(target, "=", sizeof target - strlen(target) - 1);
+        strncat(target, argv[i] + strlen(argv[i]) + 1, sizeof target - strlen(target) - 1);
+    }
+    double *core = calloc((size_t)repeat, sizeof *core), *api = calloc((size_t)repeat, sizeof *api);
+    size_t rows = 0, bytes = 0;
+    for (int i = -1; core && api && i < repeat; i++) {
         hs_trend_result r;
         double a = now_ms();
         if (hs_core_trend(q, &p, &r, &err)) {
@@ -62,20 +69,26 @@ int main(int argc, char **argv)
             return 1;
         }
         double b = now_ms();
-        json_t *j = hs_api_trend_json(&r);
-        char *text = json_dumps(j, JSON_COMPACT);
-        double c = now_ms();
         rows = r.nrows;
-        free(text);
-        json_decref(j);
         hs_trend_result_clear(&r);
-        if (i >= 0) core[i] = b - a, js[i] = c - b;
+        hs_api_reply rep;
+        double c = now_ms();
+        hs_api_handle(q, "GET", target, NULL, 0, &rep);
+        double d = now_ms();
+        if (rep.status != 200) {
+            fprintf(stderr, "hs-bench-trend: %s answered %d\n", target, rep.status);
+            return 1;
+        }
+        bytes = rep.len;
+        hs_api_reply_clear(&rep);
+        if (i >= 0) core[i] = b - a, api[i] = d - c;
     }
     qsort(core, (size_t)repeat, sizeof *core, cmp_d);
-    qsort(js, (size_t)repeat, sizeof *js, cmp_d);
-    printf("core %.1f json %.1f rows %zu\n", core[repeat / 2], js[repeat / 2], rows);
+    qsort(api, (size_t)repeat, sizeof *api, cmp_d);
+    printf("core %.1f api %.1f rows %zu bytes %zu\n", core[repeat / 2], api[repeat / 2], rows,
+           bytes);
     free(core);
-    free(js);
+    free(api);
     hs_q_free(q);
     return 0;
 }

@@ -112,8 +112,9 @@ time_api() { # ms of GET $1 (curl's total), the median of REPEAT after one
     done | awk '{ printf "%d\n", $1 * 1000 }' | median
 }
 # the typed core alone (hs_core_trend: the one store question and the
-# grouping), and its JSON, in one process: hs-bench-trend
-printf '\n%-58s %10s %10s\n' "typed core, in process (median of $REPEAT)" "core (ms)" "json (ms)"
+# grouping), and the API's whole answer (the core and its JSON text), in
+# one process: hs-bench-trend
+printf '\n%-58s %10s %10s\n' "in process (median of $REPEAT)" "core (ms)" "answer (ms)"
 core() {
     local out
     out=$("$build/bin/hs-bench-trend" "$db" "$REPEAT" "${@:2}")
