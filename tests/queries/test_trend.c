@@ -14,9 +14,11 @@
  *     run removes nothing; --keep 1 --per version removes exactly the oldest
  *     run of each version, every row of theirs, the database shrinks, and
  *     the remaining runs' answers do not change; gc on the file by selector;
- *   - a database of schema 8 is answered the same, and migrates to 9.
+ *   - a database of schema 8 is answered the same, and migrates to 9;
+ *   - a run being recorded is spared by gc, and ends whole.
  * Sizes are exact (every allocation sampled): tolerances are stated where
  * a figure depends on the machine's pace (the leak rate). */
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <jansson.h>
@@ -492,16 +496,58 @@ static void test_schema8_migrates(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A run being recorded is never removed: gc by a selector that names it
+ * removes nothing while it is open, and the run ends whole. */
+static void test_gc_spares_open_run(void **state)
+{
+    (void)state;
+    char url[64], tcp[96], tok[] = "HEAPSTORE_TOKEN=wtok";
+    server_up(url, sizeof url);
+    snprintf(tcp, sizeof tcp, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
+    pid_t bg = fork();
+    assert_true(bg >= 0);
+    if (bg == 0) {
+        putenv(tcp);
+        putenv(tok);
+        int null = open("/dev/null", O_WRONLY);
+        dup2(null, 1);
+        dup2(null, 2);
+        execl(cli, cli, "run", "--sample", "1", "--label", "version=open", "--", wl, BASE_KIB, "0",
+              "4000", (char *)NULL);
+        _exit(127);
+    }
+    int open_runs = 0;
+    for (int i = 0; i < 300 && !open_runs; i++) {
+        json_t *j = api_get("/api/runs?state=open&label=version%3Dopen");
+        open_runs = (int)json_array_size(json_object_get(j, "runs"));
+        json_decref(j);
+        if (!open_runs) usleep(100000);
+    }
+    assert_int_equal(open_runs, 1);
+    json_t *gc = cli_json_at(url, "wtok", (const char *const[]){"gc", "version=open", NULL});
+    assert_int_equal(jint(gc, "runs_removed"), 0);
+    json_decref(gc);
+    int status;
+    assert_int_equal(waitpid(bg, &status, 0), bg);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    json_t *t = cli_json_at(url, "rtok", (const char *const[]){"trend", "version=open", NULL});
+    json_t *row = json_array_get(json_object_get(t, "rows"), 0);
+    assert_string_equal(json_string_value(json_object_get(row, "state")), "ended");
+    near((double)jint(row, "peak_bytes"), (double)PEAK_OK, 64 * KIB, "the spared run's peak");
+    json_decref(t);
+    /* out of the way of the next test's counts */
+    gc = cli_json_at(url, "wtok", (const char *const[]){"gc", "version=open", NULL});
+    assert_int_equal(jint(gc, "runs_removed"), 1);
+    json_decref(gc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_trend_by_version),
-        cmocka_unit_test(test_trend_runs_and_sparkline),
-        cmocka_unit_test(test_trend_server_same),
-        cmocka_unit_test(test_runs_paging),
-        cmocka_unit_test(test_summary_plan),
-        cmocka_unit_test(test_schema8_migrates),
-        cmocka_unit_test(test_gc),
+        cmocka_unit_test(test_trend_by_version),   cmocka_unit_test(test_trend_runs_and_sparkline),
+        cmocka_unit_test(test_trend_server_same),  cmocka_unit_test(test_runs_paging),
+        cmocka_unit_test(test_summary_plan),       cmocka_unit_test(test_schema8_migrates),
+        cmocka_unit_test(test_gc_spares_open_run), cmocka_unit_test(test_gc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
