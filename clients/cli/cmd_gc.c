@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli_query.h"
 #include "hs_cli.h"
@@ -152,6 +153,8 @@ static int gc_direct(const hs_cli_args *a, json_t *body, json_t **out)
     const char *db = a->db;
     if (!db && hs_default_db_path(path, sizeof path) == 0) db = path;
     if (!db) return fprintf(stderr, "heapstore gc: no database; use --db\n"), 1;
+    if (access(db, F_OK)) /* opening a store would make one: nothing to remove */
+        return fprintf(stderr, "heapstore gc: no database at %s\n", db), 1;
     hs_gc_spec g;
     struct timespec now;
     clock_gettime(CLOCK_REALTIME, &now);
