@@ -20,8 +20,9 @@ static const char usage[] =
     "  SELECTOR: key=value[,key=value…] (program, host, or a label), a run id, or 'all'.\n"
     "  One row per run, oldest first (the newest N runs, default 10000), or with --by\n"
     "  one row per value of the label in its natural order (1.9 before 1.10): the mean\n"
-    "  of its runs, and the least and greatest of the metric. Leak rate: the slope of\n"
-    "  the live heap over the second half of the run, bytes a second. --function or\n"
+    "  of its runs, and the least and greatest of the metric. Leak rate: how fast the\n"
+    "  heap's floor rose, from the run's second quarter to its last, bytes a second\n"
+    "  (a buffer built and freed does not count; memory never freed does). --function or\n"
     "  --site adds that code's bytes at the peak (or --at end) in every run. The line\n"
     "  under the table draws the metric (default peak; code with --function/--site).";
 
