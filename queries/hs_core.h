@@ -619,16 +619,18 @@ typedef struct hs_trend_params {
     char function[512];  /* the code whose bytes each row adds, or "" */
     char site_file[512]; /* or a site: file (base name) and line */
     int64_t site_line;
-    int at_end;    /* the code's bytes at the end, else at the peak */
-    int metric;    /* the chart's (the sparkline's) figure */
-    int64_t limit; /* runs read, the newest */
+    int site_is_function; /* site= named a function (function holds it) */
+    int at_end;           /* the code's bytes at the end, else at the peak */
+    int metric;           /* the chart's (the sparkline's) figure */
+    int64_t limit;        /* runs read, the newest */
 } hs_trend_params;
 
 /* Defaults: every run, by run, no code, at the peak, metric peak (code when
  * a code is given), HS_TREND_LIMIT runs. */
 void hs_trend_params_init(hs_trend_params *p);
-/* runs (a selector, or "all"), by, function, site (FILE:LINE), at (peak or
- * end), metric, limit; other keys are ignored. 0 or HS_EINVAL. */
+/* runs (a selector, or "all"), by, function, site (FILE:LINE, a frame
+ * label "NAME (FILE:LINE)", or a function's name), at (peak or end),
+ * metric, limit; other keys are ignored. 0 or HS_EINVAL. */
 int hs_trend_param(hs_trend_params *p, const char *key, const char *value, hs_qerr *err);
 
 /* A run, or the runs of a label's value (a group): a group's figures are

@@ -60,18 +60,34 @@ static int copy_param(char *dst, size_t len, const char *key, const char *v, hs_
     return 0;
 }
 
-/* site=FILE:LINE */
+/* site=FILE:LINE, or the frame label "NAME (FILE:LINE)" tables print: a
+ * location; any other text is a site's function, whose frames count as
+ * function= counts them. */
 static int site_param(hs_trend_params *p, const char *v, hs_qerr *err)
 {
+    char loc[600];
+    const char *open = strstr(v, " (");
+    size_t n = strlen(v);
+    if (open && n > 2 && v[n - 1] == ')' && n - (size_t)(open - v) - 3 < sizeof loc) {
+        memcpy(loc, open + 2, n - (size_t)(open - v) - 3);
+        loc[n - (size_t)(open - v) - 3] = '\0';
+        v = loc;
+    }
     const char *colon = strrchr(v, ':');
     int64_t line;
+    hs_qerr ignored;
+    p->function[0] = p->site_file[0] = '\0';
+    p->site_is_function = 0;
     if (!colon || colon == v || colon - v >= (long)sizeof p->site_file ||
-        hs__int_text("site's line", colon + 1, 1, INT32_MAX, &line, err))
-        return hs__err(err, HS_EINVAL, "site must be FILE:LINE, e.g. parse.c:120 (not '%s')", v);
+        hs__int_text("site's line", colon + 1, 1, INT32_MAX, &line, &ignored)) {
+        if (v == loc)
+            return hs__err(err, HS_EINVAL, "site must be FILE:LINE or a function (not '%s')", v);
+        p->site_is_function = 1;
+        return copy_param(p->function, sizeof p->function, "site", v, err);
+    }
     memcpy(p->site_file, v, (size_t)(colon - v));
     p->site_file[colon - v] = '\0';
     p->site_line = line;
-    p->function[0] = '\0';
     return 0;
 }
 
@@ -88,6 +104,7 @@ int hs_trend_param(hs_trend_params *p, const char *key, const char *value, hs_qe
     if (!strcmp(key, "by")) return copy_param(p->by, sizeof p->by, "by", value, err);
     if (!strcmp(key, "function")) {
         p->site_file[0] = '\0';
+        p->site_is_function = 0;
         return copy_param(p->function, sizeof p->function, "function", value, err);
     }
     if (!strcmp(key, "site")) return site_param(p, value, err);
@@ -305,10 +322,13 @@ int hs_core_trend(hs_q *q, const hs_trend_params *p, hs_trend_result *out, hs_qe
     char site[600];
     snprintf(site, sizeof site, "%s:%" PRId64, p->site_file, p->site_line);
     out->by = ask.by ? own_str(own, ask.by) : NULL;
-    out->function = ask.function ? own_str(own, ask.function) : NULL;
-    out->site = ask.file ? own_str(own, site) : NULL;
-    if (!rc &&
-        ((ask.by && !out->by) || (ask.function && !out->function) || (ask.file && !out->site)))
+    if (p->site_is_function)
+        out->site = own_str(own, ask.function);
+    else
+        out->function = ask.function ? own_str(own, ask.function) : NULL;
+    if (ask.file) out->site = own_str(own, site);
+    if (!rc && ((ask.by && !out->by) || (ask.function && !out->function && !out->site) ||
+                (ask.file && !out->site)))
         rc = hs__err(err, HS_ENOMEM, "out of memory");
     if (!rc && ask.by) trend_group(out);
     if (rc) hs_trend_result_clear(out);

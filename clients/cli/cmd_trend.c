@@ -14,7 +14,7 @@
 #include "hs_queries.h"
 
 static const char usage[] =
-    "trend SELECTOR [--by LABEL] [--function NAME | --site FILE:LINE] [--at peak|end]\n"
+    "trend SELECTOR [--by LABEL] [--function NAME | --site FILE:LINE|NAME] [--at peak|end]\n"
     "    [--metric peak|end|total|leak_rate|rss_peak|duration|dropped|code] [--limit N]\n"
     "    [--json] [--db PATH]\n"
     "  SELECTOR: key=value[,key=value…] (program, host, or a label), a run id, or 'all'.\n"

@@ -172,12 +172,18 @@ static void test_trend_by_version(void **state)
     assert_int_equal(jint(json_array_get(rows, 2), "code_bytes"), STEP_BYTES * 40);
     json_decref(j);
 
-    /* a site: the function's line */
-    j = cli_json((const char *const[]){"trend", "version=1.10", "--site", "wl_trend.c:62", NULL});
-    rows = json_object_get(j, "rows");
-    assert_int_equal(json_array_size(rows), 2);
-    assert_int_equal(jint(json_array_get(rows, 1), "code_bytes"), STEP_BYTES * 21);
-    json_decref(j);
+    /* a site: the function's line, as FILE:LINE, as the label the tables
+     * print, or by its function */
+    static const char *const sites[] = {"wl_trend.c:62", "regressed_cache (wl_trend.c:62)",
+                                        "regressed_cache"};
+    for (size_t i = 0; i < 3; i++) {
+        j = cli_json((const char *const[]){"trend", "version=1.10", "--site", sites[i], NULL});
+        rows = json_object_get(j, "rows");
+        assert_int_equal(json_array_size(rows), 2);
+        assert_int_equal(jint(json_array_get(rows, 1), "code_bytes"), STEP_BYTES * 21);
+        assert_non_null(json_object_get(json_object_get(j, "code"), "site"));
+        json_decref(j);
+    }
 }
 
 static void test_trend_runs_and_sparkline(void **state)
