@@ -173,7 +173,8 @@ json_t *hs_api_runs_json(const hs_runs_result *r)
             json_decref(runs);
             return NULL;
         }
-    return json_pack("{s:o}", "runs", runs);
+    return json_pack("{s:o,s:o}", "runs", runs, "next",
+                     r->next ? json_integer(r->next) : json_null());
 }
 
 json_t *hs_api_run_json(const hs_runs_result *r)
@@ -186,7 +187,7 @@ json_t *hs_api_run_json(const hs_runs_result *r)
  * checked them (program, host, pid, state, then every label=k=v). */
 static int api_runs(hs_q *q, const hs__params *params, json_t **out, hs_qerr *err)
 {
-    static const char *const keys[] = {"limit", "program", "host", "pid", "state"};
+    static const char *const keys[] = {"limit", "program", "host", "pid", "state", "before"};
     hs_runs_params p;
     hs_runs_result r;
     hs_runs_params_init(&p);
@@ -775,6 +776,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
     }
     if (!strcmp(path, "/api/diff")) return api_diff(q, params, out, err);
     if (!strcmp(path, "/api/check")) return api_check(q, params, out, err);
+    if (!strcmp(path, "/api/trend")) return hs__api_trend(q, params, out, err);
     if (!strncmp(path, "/api/runs/", 10)) return api_run_route(q, method, path, params, out, err);
     return hs__err(err, HS_ENOENT, "no such endpoint: %s %s (see docs/api.md)", method, path);
 bad_method:

@@ -186,7 +186,8 @@ typedef struct hs_runs_params {
 
 /* Defaults: HS_RUNS_LIMIT runs, no filter. */
 void hs_runs_params_init(hs_runs_params *p);
-/* Sets limit, or adds a filter: program, host, pid or state, parent (the
+/* Sets limit, or adds a filter: before (a run id: the runs listed after it,
+ * for paging), program, host, pid or state, parent (the
  * runs a run started) or root (a run and every run below it in its
  * process tree) (an empty value is no filter) or label (key=value). Other keys are ignored. 0 or
  * HS_EINVAL with the sentence the API answers. value is lent to p. */
@@ -212,6 +213,7 @@ typedef struct hs_run_info {
 typedef struct hs_runs_result {
     hs_run_info *runs; /* newest first */
     size_t nruns;
+    int64_t next;         /* paging: before= this run id lists the next page; 0 when none */
     hs_qlabel *labels;    /* every run's labels, one array (owned) */
     void *own, *own_json; /* as in hs_top_result */
 } hs_runs_result;
@@ -742,5 +744,85 @@ typedef struct hs_check_result {
 
 int hs_core_check(hs_q *q, const hs_check_params *p, hs_check_result *out, hs_qerr *err);
 void hs_check_result_clear(hs_check_result *r);
+/* ---- trend: the figures of many runs, or of the groups of a label -------- */
+
+/* Runs a trend reads at most (the newest): limit=, 1 to HS_TREND_MAX. */
+#define HS_TREND_LIMIT 10000
+#define HS_TREND_MAX   100000
+
+/* The figures of a trend's row; each has its JSON name (hs_trend_metric_name)
+ * and its CLI name (peak, end, total, leak_rate, rss_peak, duration, dropped,
+ * code). CODE is a function's or site's bytes (the params' code). */
+enum hs_trend_metric {
+    HS_TM_PEAK,      /* peak_bytes: the run's highest live heap */
+    HS_TM_END,       /* end_bytes: live at the end */
+    HS_TM_TOTAL,     /* total_alloc_bytes */
+    HS_TM_LEAK_RATE, /* leak_bytes_per_s (schema/009_run_summary.sql) */
+    HS_TM_RSS_PEAK,  /* rss_peak_bytes */
+    HS_TM_DURATION,  /* duration_ns */
+    HS_TM_DROPPED,   /* dropped_events: allocations and frees dropped */
+    HS_TM_CODE,      /* code_bytes */
+    HS_TM__COUNT
+};
+const char *hs_trend_metric_name(int m);
+/* A CLI name or a JSON name -> *out; -1 for anything else. */
+int hs_trend_metric_parse(const char *s, int *out);
+
+typedef struct hs_trend_params {
+    hs_run_sel runs; /* whose filters the runs match (a MATCH selector; "all": every run) */
+    int all;
+    char by[128];        /* a label's key: one row per value; "" one row per run */
+    char function[512];  /* the code whose bytes each row adds, or "" */
+    char site_file[512]; /* or a site: file (base name) and line */
+    int64_t site_line;
+    int site_is_function; /* site= named a function (function holds it) */
+    int at_end;           /* the code's bytes at the end, else at the peak */
+    int metric;           /* the chart's (the sparkline's) figure */
+    int64_t limit;        /* runs read, the newest */
+} hs_trend_params;
+
+/* Defaults: every run, by run, no code, at the peak, metric peak (code when
+ * a code is given), HS_TREND_LIMIT runs. */
+void hs_trend_params_init(hs_trend_params *p);
+/* runs (a selector, or "all"), by, function, site (FILE:LINE, a frame
+ * label "NAME (FILE:LINE)", or a function's name), at (peak or end),
+ * metric, limit; other keys are ignored. 0 or HS_EINVAL. */
+int hs_trend_param(hs_trend_params *p, const char *key, const char *value, hs_qerr *err);
+
+/* A run, or the runs of a label's value (a group): a group's figures are
+ * the means over its runs that have them, lo and hi their least and
+ * greatest (a run's are its figures). */
+typedef struct hs_trend_row {
+    int64_t run;                 /* the run's id; 0 for a group */
+    const char *program, *state; /* a run's ("" for a group) */
+    const char *value;           /* by's value (NULL by run without by) */
+    int64_t start_unix_ms;       /* a run's start; a group's first run's */
+    int64_t runs;                /* 1 for a run */
+    int64_t first_run, last_run; /* a group's lowest and highest run id */
+    double v[HS_TM__COUNT], lo[HS_TM__COUNT], hi[HS_TM__COUNT];
+    int has[HS_TM__COUNT]; /* the figure is known (for a group: of one run at least) */
+} hs_trend_row;
+
+typedef struct hs_trend_result {
+    hs_trend_row *rows; /* runs oldest first; groups in the label's natural order */
+    size_t nrows;
+    int metric;
+    const char *by;       /* NULL: by run */
+    const char *function; /* the code (NULL when none): a function, */
+    const char *site;     /* or a site "file:line" */
+    int at_end;
+    int64_t runs_read;    /* runs the rows hold */
+    int cut;              /* more runs matched than limit: the oldest were left out */
+    void *own, *own_json; /* as in hs_top_result */
+} hs_trend_result;
+
+/* One question to the store (hs_qstore runs_summary) whatever the number of
+ * runs. */
+int hs_core_trend(hs_q *q, const hs_trend_params *p, hs_trend_result *out, hs_qerr *err);
+void hs_trend_result_clear(hs_trend_result *r);
+
+/* Natural order of label values: runs of digits compare as numbers
+ * ("1.9" < "1.10" < "2"), the rest as bytes. <0, 0, >0 as strcmp. */
+int hs_natural_cmp(const char *a, const char *b);
 
 #endif

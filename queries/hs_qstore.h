@@ -6,8 +6,9 @@
  * record, a run's state at a moment (live bytes and count per trace), its
  * heap per bucket, one trace's or every trace's changes over time, the
  * summaries of those changes, stacks (trace nodes and frames), the size
- * histogram, RSS samples, the events of a span (an exact end, exports) and
- * the mappings and addresses pprof wants. How a store keeps them (SQLite's
+ * histogram, RSS samples, the events of a span (an exact end, exports),
+ * the mappings and addresses pprof wants, and the summaries of many runs at
+ * once (trend: one question, however many runs). How a store keeps them (SQLite's
  * keyframes plus per-bucket deltas, a column store's aggregates) is its own
  * business: a second store implements hs_qstore_ops and the views do not
  * change. SQLite (store_sqlite.c) is the one store today; the server's
@@ -148,6 +149,34 @@ typedef struct hs_qstore_mapping {
 /* events: from this moment is from the run's start. */
 #define HS_QSTORE_FROM_START INT64_MIN
 
+/* runs_summary's question: the runs matching every filter (as runs_find's,
+ * at most limit, the newest), those with label by when by is set, and,
+ * when code is set, the bytes of the stacks through some code in each run
+ * at a moment. */
+typedef struct hs_qstore_summary_ask {
+    const hs_qstore_filter *f;
+    int n;
+    int64_t limit;
+    const char *by; /* a label's key, or NULL */
+    /* the code: a function's name (a stack through any frame of it counts
+     * once), or a site: frames of file (its base name) at line */
+    const char *function, *file;
+    int64_t line;
+    int code_at_end; /* the code's bytes at the end (the last keyframe), else at the peak */
+} hs_qstore_summary_ask;
+
+/* A run's summary; strings lent until the next row. A figure the store
+ * cannot give is flagged absent (has_*). */
+typedef struct hs_qstore_summary {
+    int64_t id, start_unix_ns, duration_ns;
+    const char *program, *state;
+    const char *label; /* by's value (NULL without by) */
+    int64_t peak_bytes, end_bytes, total_alloc_bytes, dropped_events;
+    int64_t rss_peak_bytes, code_bytes;
+    double leak_bytes_per_s;
+    int has_rss, has_leak, has_code;
+} hs_qstore_summary;
+
 /* ---- the ops ------------------------------------------------------------------ */
 
 struct hs_qstore_ops {
@@ -233,6 +262,13 @@ struct hs_qstore_ops {
     /* /api/sql: one read-only statement in the store's dialect (SQLite's),
      * answered as docs/api.md says; NULL when the store has none. */
     int (*sql)(hs_qstore *s, const char *body, size_t len, json_t **out, hs_qerr *err);
+
+    /* -- across runs -- */
+    /* The summaries of the runs ask names, oldest first (start, then id),
+     * in one question to the store whatever their number. */
+    int (*runs_summary)(hs_qstore *s, const hs_qstore_summary_ask *ask,
+                        int (*cb)(const hs_qstore_summary *r, void *data), void *data,
+                        hs_qerr *err);
 };
 
 /* The SQLite store over the database file at path, opened read-only.

@@ -73,5 +73,7 @@ json_t *hs_api_diff_json(const hs_diff_result *r);
 /* … /api/diff when a side names several runs, and /api/check. */
 json_t *hs_api_gdiff_json(const hs_gdiff_result *r);
 json_t *hs_api_check_json(const hs_check_result *r);
+/* /api/trend. */
+json_t *hs_api_trend_json(const hs_trend_result *r);
 
 #endif

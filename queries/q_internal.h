@@ -227,6 +227,8 @@ void hs__flame_free(hs__flame *f);
 /* ?at= (default def) resolved against run. */
 int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *def, hs__at *at,
                  hs_qerr *err);
+/* GET /api/trend (api_trend.c): the answer's text in out. */
+int hs__api_trend(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err);
 int hs__param_count(const hs__params *p);
 void hs__param_at(const hs__params *p, int i, const char **k, const char **v);
 #define MAX_RUN_FILTERS 24

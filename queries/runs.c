@@ -38,13 +38,15 @@ int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr
         const char *eq = strchr(value, '=');
         return runs_filter(p, value, eq ? (size_t)(eq - value) : 0, eq ? eq + 1 : NULL, err, value);
     }
-    static const char *const direct[] = {"program", "host", "pid", "state", "parent", "root"};
+    static const char *const direct[] = {"program", "host", "pid",   "state",
+                                         "parent",  "root", "before"};
     for (size_t i = 0; i < HS_COUNTOF(direct); i++) {
         if (strcmp(key, direct[i]) || !*value) continue;
         int digits = strspn(value, "0123456789") == strlen(value);
         if (!strcmp(key, "pid") && !digits)
             return hs__err(err, HS_EINVAL, "pid must be an integer");
-        if ((!strcmp(key, "parent") || !strcmp(key, "root")) && (!digits || strlen(value) > 18))
+        if ((!strcmp(key, "parent") || !strcmp(key, "root") || !strcmp(key, "before")) &&
+            (!digits || strlen(value) > 18))
             return hs__err(err, HS_EINVAL, "%s must be a run id (an integer)", key);
         return runs_filter(p, key, strlen(key), value, err, value);
     }
@@ -122,8 +124,14 @@ int hs_core_runs(hs_q *q, const hs_runs_params *p, hs_runs_result *out, hs_qerr 
     }
     int64_t *ids;
     size_t nids;
-    int rc = hs__runs_select(q, keys, values, p->nfilters, p->limit, &ids, &nids, err);
+    /* one more than the page: whether there is a next page (keyset paging by
+     * before=, the last run listed) */
+    int rc = hs__runs_select(q, keys, values, p->nfilters, p->limit + 1, &ids, &nids, err);
     if (rc) return rc;
+    if ((int64_t)nids > p->limit) {
+        nids = (size_t)p->limit;
+        out->next = ids[nids - 1];
+    }
     runs_own *o = runs_own_new(out, nids, err);
     if (!o) rc = HS_ENOMEM;
     for (size_t i = 0; !rc && i < nids; i++, o->nruns++)

@@ -305,8 +305,9 @@ static int sqlite_run_labels(hs_qstore *s, int64_t id,
 }
 
 /* Appends the WHERE conditions of a key=value list (runs aliased r) and
- * binds nothing: the values are bound in order by bind_kv(). */
-static void where_kv(hs_buf *b, const char *key, const char *value)
+ * binds nothing but an id range's bounds: the values are bound in order by
+ * hs__sqlite_bind_kv(). */
+void hs__sqlite_where_kv(hs_buf *b, const char *key, const char *value)
 {
     int64_t lo, hi;
     if (!strcmp(key, "id") && hs_sel_id_range(value, &lo, &hi)) { /* id=A..B */
@@ -325,6 +326,9 @@ static void where_kv(hs_buf *b, const char *key, const char *value)
         hs_buf_printf(b, " AND r.state = ?");
     else if (!strcmp(key, "parent"))
         hs_buf_printf(b, " AND r.parent_uuid = (SELECT uuid FROM runs WHERE id = ?)");
+    else if (!strcmp(key, "before")) /* keyset paging: the runs listed after run ? */
+        hs_buf_printf(b, " AND (r.start_unix_ns, r.id) < (SELECT start_unix_ns, id FROM runs "
+                         "WHERE id = ?)");
     else if (!strcmp(key, "root")) /* the run and its descendants, by runs_parent_uuid */
         hs_buf_printf(b, " AND r.id IN (WITH RECURSIVE tree(id, uuid) AS (SELECT id, uuid FROM "
                          "runs WHERE id = ? UNION ALL SELECT c.id, c.uuid FROM runs c JOIN tree "
@@ -334,7 +338,7 @@ static void where_kv(hs_buf *b, const char *key, const char *value)
                          "l.key = ? AND l.value = ?)");
 }
 
-static int bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
+int hs__sqlite_bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
 {
     if (!strcmp(key, "program")) {
         for (int k = 0; k < 3; k++) sqlite3_bind_text(st, i++, value, -1, SQLITE_TRANSIENT);
@@ -343,7 +347,7 @@ static int bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value)
     } else if (!strcmp(key, "id") && hs_sel_id_range(value, &(int64_t){0}, &(int64_t){0})) {
         /* id=A..B: its bounds are in the statement (where_kv) */
     } else if (!strcmp(key, "id") || !strcmp(key, "pid") || !strcmp(key, "parent") ||
-               !strcmp(key, "root")) {
+               !strcmp(key, "root") || !strcmp(key, "before")) {
         sqlite3_bind_int64(st, i++, strtoll(value, NULL, 10));
     } else {
         sqlite3_bind_text(st, i++, key, -1, SQLITE_TRANSIENT);
@@ -359,7 +363,7 @@ static int sqlite_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int6
     hs__sqlite *q = (hs__sqlite *)s;
     hs_buf b = {0};
     hs_buf_printf(&b, "SELECT r.id FROM runs r WHERE 1");
-    for (int i = 0; i < n; i++) where_kv(&b, f[i].key, f[i].value);
+    for (int i = 0; i < n; i++) hs__sqlite_where_kv(&b, f[i].key, f[i].value);
     hs_buf_printf(&b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?");
     *ids = NULL;
     *nids = 0;
@@ -371,7 +375,7 @@ static int sqlite_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int6
         goto out;
     }
     int bi = 1;
-    for (int i = 0; i < n; i++) bi = bind_kv(st, bi, f[i].key, f[i].value);
+    for (int i = 0; i < n; i++) bi = hs__sqlite_bind_kv(st, bi, f[i].key, f[i].value);
     sqlite3_bind_int64(st, bi, limit);
     size_t cap = 0;
     int sr;
@@ -970,4 +974,5 @@ static const hs_qstore_ops sqlite_ops = {
     .mappings = sqlite_mappings,
     .pcs = sqlite_pcs,
     .sql = sqlite_sql,
+    .runs_summary = hs__sqlite_runs_summary,
 };

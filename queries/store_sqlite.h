@@ -61,6 +61,19 @@ sqlite3_stmt *hs__sqlite_stmt(hs__sqlite *q, int id, hs_qerr *err);
 /* HS_EDB with the connection's message in err. */
 int hs__sqlite_err(hs__sqlite *q, hs_qerr *err);
 
+/* The conditions of a runs_find filter key=value (runs aliased r), appended
+ * to b; hs__sqlite_bind_kv binds its values from parameter i on and
+ * returns the next parameter's index. */
+struct hs_buf;
+void hs__sqlite_where_kv(struct hs_buf *b, const char *key, const char *value);
+int hs__sqlite_bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value);
+/* runs_summary (store_sqlite_trend.c), and its statement's text for ask
+ * (seek: the plan of a small subtree), malloc'd, for the tests of its plan. */
+char *hs__sqlite_summary_sql(hs_qstore *s, const hs_qstore_summary_ask *ask, int seek);
+int hs__sqlite_runs_summary(hs_qstore *s, const hs_qstore_summary_ask *ask,
+                            int (*cb)(const hs_qstore_summary *r, void *data), void *data,
+                            hs_qerr *err);
+
 /* /api/sql (store_sqlite_sql.c). */
 int hs__view_sql(hs__sqlite *q, const char *body, size_t len, json_t **out, hs_qerr *err);
 /* Registers event_rows and the checked SQL functions on q's connection;

@@ -15,11 +15,49 @@
 #include "hs_evrecode.h"
 #include "hs_tstats.h"
 
+static void set_err(char *buf, size_t len, const char *fmt, ...);
+
+/* Migration 9: the runs' summary columns, added when missing (a file taken
+ * back to an older version number by hand keeps them, and SQLite has no ADD
+ * COLUMN IF NOT EXISTS), then computed for every run that has ended, with
+ * the text the writer and the readers use (hs_schema.h). */
+static int run_summaries(sqlite3 *db, char *errmsg, size_t errlen)
+{
+    static const char *const cols[][2] = {{"rss_peak_bytes", "INTEGER"},
+                                          {"leak_bytes_per_s", "REAL"}};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++) {
+        char sql[200];
+        sqlite3_stmt *st;
+        int have = 0;
+        if (sqlite3_prepare_v2(db, "SELECT COUNT(*) FROM pragma_table_info('runs') WHERE name = ?1",
+                               -1, &st, NULL) != SQLITE_OK)
+            goto fail;
+        sqlite3_bind_text(st, 1, cols[i][0], -1, SQLITE_STATIC);
+        if (sqlite3_step(st) == SQLITE_ROW) have = sqlite3_column_int(st, 0);
+        sqlite3_finalize(st);
+        snprintf(sql, sizeof sql, "ALTER TABLE runs ADD COLUMN %s %s", cols[i][0], cols[i][1]);
+        if (!have && sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) goto fail;
+    }
+    if (sqlite3_exec(db,
+                     "UPDATE runs SET rss_peak_bytes = " HS_SCHEMA_RSS_PEAK_SQL(
+                         "runs.id") ", leak_bytes_per_s = " HS_SCHEMA_LEAK_SQL("runs.id",
+                                                                               "runs.granularity_"
+                                                                               "ns") " WHERE state "
+                                                                                     "<> 'open'",
+                     NULL, NULL, NULL) == SQLITE_OK)
+        return 0;
+fail:
+    set_err(errmsg, errlen, "the runs' summaries: %s", sqlite3_errmsg(db));
+    return HS_EDB;
+}
+
 /* What a migration does beyond its SQL file, in the same transaction: the
  * backfills that SQL cannot do the way the code does them. */
 static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
 {
     switch (version) {
+    case 9:
+        return run_summaries(db, errmsg, errlen);
     case 2:
         return hs_tstats_backfill(db, errmsg, errlen);
     case 6:

@@ -65,4 +65,16 @@ int hs_schema_version(void);
  * read-only reader may open a database older than hs_schema_version(). */
 int hs_schema_db_version(sqlite3 *db);
 
+/* A run's summaries of schema 9 (009_run_summary.sql says what each is), as
+ * SQL expressions over the run whose id is the expression RUN and whose
+ * granularity is G: the writer stores them when a run ends, readers compute
+ * them for runs stored without them. The same text as the migration's. */
+#define HS_SCHEMA_RSS_PEAK_SQL(RUN)                                                                \
+    "(SELECT MAX(rss_bytes) FROM process_samples WHERE run = " RUN ")"
+#define HS_SCHEMA_LEAK_SQL(RUN, G)                                                                 \
+    "(SELECT CASE WHEN m.b < 4 THEN 0.0 ELSE COALESCE((MIN(CASE WHEN h.bucket >= 3 * m.b / 4 "     \
+    "THEN h.live_bytes END) - MIN(CASE WHEN h.bucket < m.b / 2 THEN h.live_bytes END)) * 2e9 / "   \
+    "(m.b * " G "), 0.0) END FROM (SELECT MAX(bucket) AS b FROM heap_series WHERE run = " RUN      \
+    ") m JOIN heap_series h ON h.run = " RUN " AND h.bucket >= m.b / 4)"
+
 #endif

@@ -35,6 +35,11 @@ typedef struct hs_http_config {
     const char *web_root;   /* folder of the dashboard's files; NULL: none served */
     uint64_t header_timeout_ns;
     uint64_t idle_timeout_ns;
+    /* POST /api/gc (docs/api.md): applies the JSON body on the writer and
+     * waits for it; on a thread of the pool, never the loop. Returns the
+     * HTTP status and sets *answer (JSON text, malloc'd). NULL: no route. */
+    int (*gc)(void *data, const char *body, size_t len, char **answer);
+    void *gc_data;
 } hs_http_config;
 
 int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg);

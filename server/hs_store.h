@@ -212,4 +212,49 @@ int hs_store_import(hs_store *s, const uint8_t *buf, size_t len, hs_import_stats
 int hs_store_import_file(hs_store *s, const char *path, hs_import_stats *out, char *err,
                          size_t errlen);
 
+/* ---- removing runs (store_gc.c) ------------------------------------------ */
+
+/* Which runs hs_store_gc removes: every criterion given holds. Open runs
+ * are never removed. */
+typedef struct hs_gc_spec {
+    uint64_t older_than_ns;       /* 0: any age; else started before older_than_cutoff_ns */
+    int64_t older_than_cutoff_ns; /* unix ns */
+    int64_t keep;                 /* -1: no count rule; else all but the newest keep of each */
+    const char *per;              /* keep's groups: NULL or "program", else a label's key */
+    int nfilters;                 /* program, host, id or a label's key = value */
+    struct {
+        const char *key, *value;
+    } filters[16];
+    int dry_run; /* select and report, remove nothing */
+    int vacuum;  /* give the space back to the file system (VACUUM) */
+} hs_gc_spec;
+
+typedef struct hs_gc_run {
+    int64_t id, start_unix_ns;
+    const char *program; /* lent to the callback */
+} hs_gc_run;
+
+typedef struct hs_gc_result {
+    int64_t runs, rows;                /* runs selected (removed unless dry_run), rows deleted */
+    int64_t bytes_before, bytes_after; /* the database's pages, in bytes */
+    int vacuumed;
+} hs_gc_result;
+
+/* Removes the runs g selects with every row of theirs, in transactions of
+ * its own (outside the caller's), oldest first, calling cb for each run
+ * selected (NULL: none); then, unless g->dry_run or nothing went, VACUUM
+ * when g->vacuum. 0, HS_ENOTSUP (read-only), HS_ENOMEM or HS_EDB. */
+int hs_store_gc(hs_store *s, const hs_gc_spec *g, hs_gc_result *out,
+                void (*cb)(const hs_gc_run *r, void *data), void *data);
+
+/* POST /api/gc's body (docs/api.md) as a spec (strings lent from j), and
+ * its answer: 0 or HS_EINVAL with a sentence in err. hs_gc_run_json is a
+ * cb of hs_store_gc appending each run to the JSON array data; the answer
+ * takes that array over. */
+struct json_t;
+int hs_gc_spec_json(hs_gc_spec *g, const struct json_t *j, int64_t now_unix_ns, char *err,
+                    size_t len);
+struct json_t *hs_gc_result_json(const hs_gc_spec *g, const hs_gc_result *r, struct json_t *runs);
+void hs_gc_run_json(const hs_gc_run *r, void *data);
+
 #endif

@@ -39,6 +39,11 @@ enum hs_wjob_kind {
      * applied in a transaction of its own after the jobs queued with it,
      * then handed to on_done (on the writer thread) instead of the loop */
     HS_WJOB_REFILL,
+    /* removes runs (POST /api/gc: data holds its JSON body; hs_store_gc):
+     * applied as a REFILL is, after the jobs queued with it, and handed to
+     * on_done with data replaced by the JSON answer (err: 0, HS_EINVAL with
+     * msg, or the store's trouble) */
+    HS_WJOB_GC,
 };
 
 /* A frame of a FRAMES job that no peer sends (net.c admits only the

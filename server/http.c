@@ -7,7 +7,9 @@
  * the spot (it reads no table and makes no system call: what it says was
  * found when its connection opened) and hands other work to a thread: POST
  * /api/sql to the SQL lane (one thread of its own, HS_HTTP_SQL_QUEUE
- * waiting at most), the rest to libuv's thread pool. API requests run
+ * waiting at most), the rest to libuv's thread pool (POST /api/gc too: it
+ * needs the write token, and its pool thread waits while the writer thread
+ * applies it, hs_http_config's gc). API requests run
  * hs_api_handle() (queries/) on a read-only connection taken from a small
  * pool, static files are read on the pool too. So user SQL, however heavy,
  * holds one thread and one core at most, and the dashboard's own queries and
@@ -75,6 +77,8 @@ struct hs_http {
     uint64_t pool_gen[HTTP_POOL_MAX]; /* hs_refill_generation() when each was taken */
     int npool;
     hs_q *health_q; /* opened at start: GET /api/health says whether it could be */
+    int (*gc)(void *data, const char *body, size_t len, char **answer); /* hs_http_config's */
+    void *gc_data;
     http_conn *conns;
     size_t nclients; /* adopted handles not being closed */
     int closing;
@@ -104,6 +108,7 @@ struct http_conn {
      * byte came at req_ns (0: none yet); the last bytes at read_ns */
     uint64_t wait_ns, req_ns, read_ns;
     int head_done; /* the head of the request in `in` is complete */
+    int is_gc;     /* the request is POST /api/gc, for the writer (cfg gc) */
     int lane;      /* LANE_*, under lane.mu */
     http_conn *lane_next;
 };
@@ -338,6 +343,8 @@ int hs_http_new(hs_http **out, uv_loop_t *loop, const hs_http_config *cfg)
     }
     h->header_timeout_ns = cfg->header_timeout_ns;
     h->idle_timeout_ns = cfg->idle_timeout_ns;
+    h->gc = cfg->gc;
+    h->gc_data = cfg->gc_data;
     int rc = HS_ENOMEM;
     if ((cfg->db_path && !(h->db_path = strdup(cfg->db_path))) ||
         (cfg->token && !(h->token = strdup(cfg->token))) ||
@@ -820,10 +827,23 @@ static void serve_api(http_conn *c)
     pool_give(c->h, q, gen);
 }
 
+/* POST /api/gc on a thread of the pool: the writer applies it. */
+static void serve_gc(http_conn *c)
+{
+    char *answer = NULL;
+    int status = c->h->gc(c->h->gc_data, c->in + c->req.head_len, c->req.body_len, &answer);
+    const char *extra = "Cache-Control: no-store\r\n";
+    if (!answer || build_response(c, status, "application/json", extra, answer, strlen(answer)))
+        json_error(c, 500, "internal", "out of memory");
+    free(answer);
+}
+
 static void work_cb(uv_work_t *w)
 {
     http_conn *c = w->data;
-    if (c->req.is_api)
+    if (c->is_gc)
+        serve_gc(c);
+    else if (c->req.is_api)
         serve_api(c);
     else
         serve_static(c);
@@ -911,6 +931,18 @@ static void conn_parse(http_conn *c)
     if (!strcmp(path, "/api/health")) {
         /* On the loop: it reads no table, so nothing may keep it waiting. */
         serve_api_with(c, c->h->health_q);
+        send_out(c);
+        return;
+    }
+    c->is_gc = !strcmp(path, "/api/gc");
+    if (c->is_gc && (strcmp(c->req.method, "POST") || !c->h->gc)) {
+        json_error(c, 405, "bad_request", "POST /api/gc only (on a server that writes)");
+        send_out(c);
+        return;
+    }
+    /* removing runs is a writer's act: the read token does not admit it */
+    if (c->is_gc && c->h->token && !hs_http_bearer_ok(c->req.auth, c->req.auth_len, c->h->token)) {
+        json_error(c, 401, "unauthorized", "POST /api/gc needs the write token (--token)");
         send_out(c);
         return;
     }

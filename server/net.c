@@ -1,12 +1,14 @@
 /* hs_server: the libuv loop: listener, collector connections, ACKs, signals. */
 #include <assert.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <sys/resource.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "hs_error.h"
@@ -1035,6 +1037,63 @@ static int bind_listener(server *s, int *port_out)
     return 0;
 }
 
+/* ---- POST /api/gc (hs_http_config's gc) ------------------------------- */
+
+/* A GC job's waiter: the pool thread that asked, until the writer is done. */
+typedef struct gc_wait {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+} gc_wait;
+
+static void gc_done(hs_wjob *j, void *data)
+{
+    (void)j;
+    gc_wait *g = data;
+    pthread_mutex_lock(&g->mu);
+    g->done = 1;
+    pthread_cond_signal(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* On a thread of libuv's pool: hands the body to the writer (HS_WJOB_GC)
+ * and waits for its answer. */
+static int gc_request(void *data, const char *body, size_t len, char **answer)
+{
+    server *s = data;
+    hs_wjob *j = hs_wjob_new(HS_WJOB_GC, 0, NULL);
+    gc_wait g = {.done = 0};
+    *answer = NULL;
+    if (!j || hs_wjob_set_data(j, (const uint8_t *)body, len)) {
+        hs_wjob_free(j);
+        return 500;
+    }
+    pthread_mutex_init(&g.mu, NULL);
+    pthread_cond_init(&g.cv, NULL);
+    j->on_done = gc_done;
+    j->on_done_data = &g;
+    hs_writer_submit(s->writer, j);
+    pthread_mutex_lock(&g.mu);
+    while (!g.done) pthread_cond_wait(&g.cv, &g.mu);
+    pthread_mutex_unlock(&g.mu);
+    pthread_mutex_destroy(&g.mu);
+    pthread_cond_destroy(&g.cv);
+    int status = j->err == 0 ? 200 : j->err == HS_EINVAL ? 400 : j->err == HS_ENOTSUP ? 405 : 500;
+    if (!j->err && j->len) {
+        *answer = strndup((const char *)j->data, j->len);
+    } else {
+        json_t *e = json_pack("{s:{s:s,s:s}}", "error", "code",
+                              status == 400 ? "bad_request" : "internal", "message",
+                              j->err == HS_ENOTSUP ? "the database is read-only"
+                              : j->msg[0]          ? j->msg
+                                                   : hs_strerror(j->err));
+        *answer = e ? json_dumps(e, JSON_COMPACT) : NULL;
+        json_decref(e);
+    }
+    hs_wjob_free(j);
+    return status;
+}
+
 int hs_server_run(const hs_server_config *cfg)
 {
     /* A peer that closes while an answer is written to it must cost that
@@ -1060,7 +1119,9 @@ int hs_server_run(const hs_server_config *cfg)
         hs_log("%s", err[0] ? err : hs_strerror(rc));
         goto fail_loop;
     }
-    hs_http_config hcfg = {.db_path = cfg->db_path,
+    hs_http_config hcfg = {.gc = gc_request,
+                           .gc_data = s,
+                           .db_path = cfg->db_path,
                            .token = cfg->token,
                            .read_token = cfg->read_token,
                            .web_root = cfg->web_root,

@@ -107,6 +107,9 @@ static const char *const stmt_sql[ST_COUNT] = {
                      "?10, ?11, ?12)",
     [ST_RUN_EXACT_LOAD] = "SELECT flags, allocs, frees, alloc_bytes, free_bytes, live_bytes, "
                           "peak_bytes, peak_t_ns, error_bytes FROM run_exact WHERE run = ?1",
+    [ST_RUN_SUMMARY] = "UPDATE runs SET rss_peak_bytes = " HS_SCHEMA_RSS_PEAK_SQL(
+        "?1") ", leak_bytes_per_s = " HS_SCHEMA_LEAK_SQL("?1",
+                                                         "runs.granularity_ns") " WHERE id = ?1",
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)

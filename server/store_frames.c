@@ -736,6 +736,10 @@ static int end_run(hs_store *s, hs_run *r, int state, int clean)
     sqlite3_bind_text(st, 2, state == HS_RUN_ENDED ? "ended" : "lost", -1, SQLITE_STATIC);
     sqlite3_bind_int(st, 3, clean);
     if ((rc = hs__store_step_done(s, st))) return rc;
+    /* the summaries across runs read (schema 9), from the rows just flushed */
+    st = s->st[ST_RUN_SUMMARY];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) return rc;
     r->state = state;
     hs__store_touch(s, r);
     return 0;

@@ -55,6 +55,7 @@ enum {
     ST_EXACT_OBS,
     ST_RUN_EXACT,
     ST_RUN_EXACT_LOAD,
+    ST_RUN_SUMMARY, /* schema 9: rss_peak_bytes, leak_bytes_per_s at the run's end */
     ST_COUNT
 };
 

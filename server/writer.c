@@ -5,9 +5,12 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include <jansson.h>
 
 #include "hs_error.h"
 #include "hs_log.h"
@@ -408,7 +411,7 @@ static hs_wjob *take_refills(hs_wjob **head)
     hs_wjob *out = NULL, **tail = &out;
     for (hs_wjob **pp = head; *pp;) {
         hs_wjob *j = *pp;
-        if (j->kind != HS_WJOB_REFILL) {
+        if (j->kind != HS_WJOB_REFILL && j->kind != HS_WJOB_GC) {
             pp = &j->next;
             continue;
         }
@@ -445,6 +448,41 @@ static void do_refill(hs_writer *w, hs_wjob *j)
         j->named = j->renamed = 0;
     }
     j->err = rc;
+    j->on_done(j, j->on_done_data);
+}
+
+/* POST /api/gc: hs_store_gc in transactions of its own (store_gc.c: a
+ * chunk of runs each, so ingest waits for one chunk at most), then VACUUM. */
+static void do_gc(hs_writer *w, hs_wjob *j)
+{
+    assert(j->kind == HS_WJOB_GC && j->on_done);
+    json_error_t je;
+    json_t *body = json_loadb((const char *)j->data, j->len, 0, &je), *ans = NULL;
+    hs_gc_spec g;
+    hs_gc_result r;
+    j->err = hs_store_readonly(w->store) ? HS_ENOTSUP : 0;
+    if (!j->err) {
+        if (!body) snprintf(j->msg, sizeof j->msg, "the body must be JSON: %s", je.text);
+        j->err = !body ? HS_EINVAL
+                       : hs_gc_spec_json(&g, body, (int64_t)now_ns(CLOCK_REALTIME), j->msg,
+                                         sizeof j->msg);
+    }
+    json_t *runs = json_array();
+    if (!j->err && (j->err = hs_store_gc(w->store, &g, &r, hs_gc_run_json, runs)))
+        snprintf(j->msg, sizeof j->msg, "%s", hs_store_errmsg(w->store));
+    if (!j->err) {
+        ans = hs_gc_result_json(&g, &r, runs);
+        hs_log("gc: %s %" PRId64 " runs, database %" PRId64 " -> %" PRId64 " bytes",
+               g.dry_run ? "would remove" : "removed", r.runs, r.bytes_before, r.bytes_after);
+    } else {
+        json_decref(runs);
+    }
+    char *text = ans ? json_dumps(ans, JSON_COMPACT) : NULL;
+    j->len = 0;
+    if (text) hs_wjob_set_data(j, (const uint8_t *)text, strlen(text) + 1);
+    free(text);
+    json_decref(ans);
+    json_decref(body);
     j->on_done(j, j->on_done_data);
 }
 
@@ -536,7 +574,10 @@ static void *writer_main(void *arg)
             hs_wjob *j = refills;
             refills = j->next;
             j->next = NULL;
-            do_refill(w, j);
+            if (j->kind == HS_WJOB_GC)
+                do_gc(w, j);
+            else
+                do_refill(w, j);
         }
         if (stop) break;
         hs_log_flush(0);
@@ -621,7 +662,14 @@ void hs_writer_join(hs_writer *w)
     w->q_head = w->q_tail = NULL;
     while (j) {
         hs_wjob *n = j->next;
-        hs_wjob_free(j);
+        if (j->kind == HS_WJOB_GC && j->on_done) { /* its asker waits: tell it */
+            j->err = HS_EBUSY;
+            snprintf(j->msg, sizeof j->msg, "the server stopped before the gc ran");
+            j->next = NULL;
+            j->on_done(j, j->on_done_data);
+        } else {
+            hs_wjob_free(j);
+        }
         j = n;
     }
     pthread_mutex_destroy(&w->mu);

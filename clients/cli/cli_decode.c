@@ -71,6 +71,7 @@ int hs_cli_runs_decode(hs_runs_result *out, json_t *j)
     hs_qlabel *l = out->labels;
     for (size_t i = 0; i < n; i++) run_info_decode(&out->runs[i], json_array_get(runs, i), &l);
     out->nruns = n;
+    out->next = hs_json_int(j, "next"); /* null: 0 */
     return 0;
 }
 

@@ -13,7 +13,10 @@
 #include "hs_queries.h"
 
 static const char usage[] =
-    "runs [--label k=v]… [--program P] [--host H] [--limit N] [--all] [--json] [--db PATH]\n"
+    "runs [--label k=v]… [--program P] [--host H] [--limit N] [--before ID] [--all] [--json]\n"
+    "    [--db PATH]\n"
+    "  Newest first, N at a time (default 100): --before ID lists the runs after run ID,\n"
+    "  the page the last line names.\n"
     "  A process tree (a program and the processes it started, heapstore run's\n"
     "  children) is one row, its first run's, with how many more it holds and the\n"
     "  largest of them; --all lists every run. --json always lists every run.";
@@ -104,6 +107,10 @@ static void tree_note(const hs_runs_result *r, const size_t *t, size_t k, char *
              hs_cli_bytes(r->runs[big].peak_bytes, b));
 }
 
+/* --before ID: this command's own option (taken out before the shared
+ * parser sees argv); NULL when absent. */
+static const char *before_opt;
+
 static void print_runs(const hs_runs_result *r, int all)
 {
     if (!r->nruns) {
@@ -143,6 +150,7 @@ static void print_runs(const hs_runs_result *r, int all)
         printf("%zu more run%s folded into their process tree's first (+N); --all lists every "
                "run\n",
                folded, folded == 1 ? "" : "s");
+    if (r->next) printf("older runs: heapstore runs --before %" PRId64 "\n", r->next);
     free(root);
 }
 
@@ -154,6 +162,7 @@ static int runs_params(const hs_cli_args *a, hs_runs_params *p, hs_qerr *err)
     if (a->limit) rc = hs_runs_param(p, "limit", a->limit, err);
     if (!rc && a->program) rc = hs_runs_param(p, "program", a->program, err);
     if (!rc && a->host) rc = hs_runs_param(p, "host", a->host, err);
+    if (!rc && before_opt) rc = hs_runs_param(p, "before", before_opt, err);
     for (int i = 0; !rc && i < a->nlabels; i++) rc = hs_runs_param(p, "label", a->labels[i], err);
     return rc;
 }
@@ -193,6 +202,10 @@ static int runs_http(const hs_cli_args *a)
         strcat(target, "&host=");
         hs_cli_pct(target, sizeof target, a->host);
     }
+    if (before_opt) {
+        strcat(target, "&before=");
+        hs_cli_pct(target, sizeof target, before_opt);
+    }
     for (int i = 0; i < a->nlabels; i++) {
         strncat(target, "&label=", sizeof target - strlen(target) - 1);
         hs_cli_pct(target, sizeof target, a->labels[i]);
@@ -210,6 +223,19 @@ static int runs_http(const hs_cli_args *a)
 int hs_cmd_runs(int argc, char **argv)
 {
     hs_cli_args a;
+    int n = 1;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--before")) {
+            argv[n++] = argv[i];
+        } else if (i + 1 < argc) {
+            before_opt = argv[++i];
+        } else {
+            fprintf(stderr, "heapstore runs: --before needs a run id\nusage: heapstore %s\n",
+                    usage);
+            return 2;
+        }
+    }
+    argc = n;
     int rc = hs_cli_parse(&a, argc, argv, "label,program,host,limit,all", usage);
     if (rc) return rc < 0 ? 0 : rc;
     if (a.npos) {

@@ -33,5 +33,7 @@ int hs_cmd_import(int argc, char **argv);
 int hs_cmd_dump(int argc, char **argv);
 int hs_cmd_symbols(int argc, char **argv);
 int hs_cmd_check(int argc, char **argv);
+int hs_cmd_trend(int argc, char **argv);
+int hs_cmd_gc(int argc, char **argv);
 
 #endif

@@ -20,6 +20,8 @@ static const hs_cli_command commands[] = {
     {"sql", hs_cmd_sql, "read-only SQL over the tables"},
     {"run", hs_cmd_run, "profile a program and summarize its heap"},
     {"check", hs_cmd_check, "gate for CI: budgets and a baseline, exit 1 when exceeded"},
+    {"trend", hs_cmd_trend, "peak, end, leak rate… across many runs, or by a label"},
+    {"gc", hs_cmd_gc, "remove runs by age, count or selector, and give the space back"},
 };
 
 static void usage(FILE *f)

@@ -1,14 +1,23 @@
-// #/runs?program=&host=&label=k=v&open=ID,ID : every run, newest first, with
-// the numbers that tell whether it is worth opening; tick two to compare them.
+// #/runs?program=&host=&label=k=v&open=ID,ID&before=ID&metric=&by= : every
+// run, newest first, a page of PAGE at a time (before= the last run of the
+// page before: /api/runs' keyset paging), with the numbers that tell whether
+// it is worth opening; tick two to compare them. Above the table, the trend
+// of a metric over the matching runs, per run or per value of a label (by=):
+// a point opens its run, two groups picked open the diff of the two groups
+// (#/diff?a=SEL&b=SEL, SEL id=A..B or LABEL=VALUE after the filters).
 // A process tree is one row, its root's, with the tree's size and largest
 // peak; opening it lists its processes under it, largest peak first, the
 // ones without samples folded into one line (open= keeps the open trees).
 
 import { get, qs, h, fmtBytes, fmtDuration, fmtDate, fmtInt, basename, droppedTotal } from '../api.js';
-import { go, setCrumbs, replaceParams } from '../nav.js';
+import { go, setCrumbs, replaceParams, parseHash } from '../nav.js';
 import { sortableTable, sortFromParam, sortToParam, tableRow } from '../table.js';
 import { stateText, stateClass, droppedTitle } from '../components.js';
 import { foldTrees, hasSamples, programCounts } from '../trees.js';
+import { TrendChart, METRICS } from '../trendchart.js';
+
+const PAGE = 100; // runs a page of the table lists
+const TREND_RUNS = 2000; // runs the chart draws at most (the newest)
 
 export async function mount(root, { params }) {
   const filter = {
@@ -24,8 +33,10 @@ export async function mount(root, { params }) {
   const bar = h('div.toolbar', filterForm(filter), h('span.spacer'), hint, compareBtn);
   root.append(h('section.view-runs', { dataset: { view: 'runs' } }, bar));
 
-  const res = await get('/api/runs' + qs({ ...filter, limit: 500 }), { fresh: true });
+  const before = params.get('before') || '';
+  const res = await get('/api/runs' + qs({ ...filter, limit: PAGE, before }), { fresh: true });
   const runs = res.runs || [];
+  const chart = await trendPanel(root.firstChild, filter, params, runs);
 
   function compare() {
     if (picked.length !== 2) return;
@@ -52,8 +63,9 @@ export async function mount(root, { params }) {
   const fold = { trees, open, everyone: new Set(), redraw: () => table.refresh() };
   const columns = runColumns(picked, toggle, fold);
   root.firstChild.append(h('p.count.muted', `${runs.length} run${runs.length === 1 ? '' : 's'}` +
-    (runs.length >= 500 ? ' (the newest 500)' : '') +
-    (roots.length < runs.length ? ` in ${roots.length} rows: a process tree's runs are folded under its root` : '')));
+    (before ? ` older than run #${before}` : res.next ? ' (the newest)' : '') +
+    (roots.length < runs.length ? ` in ${roots.length} rows: a process tree's runs are folded under its root` : '')),
+  pager(before, res.next));
   table = sortableTable({
     columns, rows: roots, className: 'runs',
     sort: sortFromParam(params.get('sort'), columns, { key: 'start_unix_ms', dir: -1 }),
@@ -62,6 +74,59 @@ export async function mount(root, { params }) {
     after: (r) => treeRows(columns, fold, r),
   });
   root.firstChild.append(table);
+  return chart;
+}
+
+// The links to the newest page and to the next older one.
+function pager(before, next) {
+  const nav = h('div.pager.toolbar');
+  if (before) nav.append(h('a', { href: '#', dataset: { act: 'newest' }, on: { click: (e) => { e.preventDefault(); replaceAndGo({ before: '' }); } } }, '« newest runs'));
+  if (next) nav.append(h('a', { href: '#', dataset: { act: 'older' }, on: { click: (e) => { e.preventDefault(); replaceAndGo({ before: String(next) }); } } }, 'older runs »'));
+  return nav;
+}
+
+function replaceAndGo(changes) {
+  const { params } = parseHash();
+  const o = Object.fromEntries(params.entries());
+  go('/runs', { ...o, ...changes });
+}
+
+// The filters as a run selector's key=value list ("" when none).
+function filterSel(filter) {
+  return [filter.program && `program=${filter.program}`, filter.host && `host=${filter.host}`, filter.label]
+    .filter(Boolean).join(',');
+}
+
+// The chart over the runs the filters match, with its metric and by choice.
+async function trendPanel(section, filter, params, runs) {
+  const metric = params.get('metric') || 'peak_bytes';
+  const by = params.get('by') || '';
+  const base = filterSel(filter);
+  // the table does not wait on the chart: a trend the server refuses (a
+  // label filter it cannot read as a selector, an older server) is a note
+  let t;
+  try {
+    t = await get('/api/trend' + qs({ runs: base || 'all', metric, by, limit: TREND_RUNS }));
+  } catch (err) {
+    section.append(h('p.muted.trend-error', `no trend: ${err.message}`));
+    return null;
+  }
+  const keys = new Set(runs.flatMap((r) => Object.keys(r.labels || {})));
+  if (by) keys.add(by);
+  const pickMetric = h('select', { name: 'metric', on: { change: (e) => replaceAndGo({ metric: e.target.value }) } },
+    METRICS.filter(([k]) => k !== 'code_bytes').map(([k, label]) => h('option', { value: k, selected: k === metric }, label)));
+  const pickBy = h('select', { name: 'by', on: { change: (e) => replaceAndGo({ by: e.target.value }) } },
+    h('option', { value: '' }, 'per run'), [...keys].sort().map((k) => h('option', { value: k, selected: k === by }, `by ${k}`)));
+  const panel = h('div.panel.trend', h('div.toolbar', h('strong', 'trend'), pickMetric, pickBy,
+    h('span.muted', `${t.runs_read} run${t.runs_read === 1 ? '' : 's'}${t.truncated ? ` (the newest ${TREND_RUNS})` : ''}`)));
+  section.append(panel);
+  const sel = (g) => [base, by ? `${by}=${g.value}` : `id=${Math.min(...g.ids)}..${Math.max(...g.ids)}`]
+    .filter(Boolean).join(',');
+  return new TrendChart(panel, {
+    rows: t.rows || [], by: by || null, metric,
+    onOpen: (id) => go(`/run/${id}`),
+    onCompare: (a, b) => go('/diff', { a: sel(a), b: sel(b) }),
+  });
 }
 
 // The rows under an open tree's root: its processes with samples, largest

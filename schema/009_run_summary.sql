@@ -1,0 +1,23 @@
+-- heapstore schema, version 9: what a question across many runs reads of
+-- each run in one row (queries' trend), written by the server when the run
+-- ends (server/store_frames.c) and computed by this migration for the runs
+-- stored before (hs_schema.c, run_summaries: it adds the two columns of runs
+-- below when they are missing, since a file taken back to an older version
+-- number by hand keeps them and SQLite has no ADD COLUMN IF NOT EXISTS, then
+-- fills them in with the text of hs_schema.h's HS_SCHEMA_*_SQL, which the
+-- writer and the readers use too).
+--
+-- runs.rss_peak_bytes INTEGER: the highest RSS sample of the run
+-- (process_samples); NULL when it has none.
+-- runs.leak_bytes_per_s REAL: the run's leak rate, how fast the floor of its
+-- heap rose: the lowest live heap at a bucket's end (heap_series.live_bytes)
+-- over the last quarter of the run's buckets (bucket >= 3B/4, B its last
+-- bucket) less the lowest over its second quarter (B/4 <= bucket < B/2),
+-- over the time between the two (half the run), in bytes a second; 0 for a
+-- run of fewer than four buckets. A buffer built and freed does not move a
+-- floor; memory never given back does.
+-- Open runs keep both NULL; readers compute them for such rows.
+
+-- The stacks through a function (trend's --function): the nodes of its
+-- frames, then their subtrees by traces(parent, frame).
+CREATE INDEX IF NOT EXISTS traces_frame ON traces(frame);
