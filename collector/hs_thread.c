@@ -111,12 +111,11 @@ static inline void relax(void)
 
 static void exact_fold_counts(hs_tls *t)
 {
-    _Atomic uint64_t *from[] = {&t->ex_allocs, &t->ex_frees, &t->ex_alloc_bytes, &t->ex_free_bytes};
+    uint64_t *from[] = {&t->ex_allocs, &t->ex_frees, &t->ex_alloc_bytes, &t->ex_free_bytes};
     _Atomic uint64_t *to[] = {&ex.allocs, &ex.frees, &ex.alloc_bytes, &ex.free_bytes};
     for (int i = 0; i < 4; i++) {
-        atomic_fetch_add_explicit(to[i], atomic_load_explicit(from[i], memory_order_relaxed),
-                                  memory_order_relaxed);
-        atomic_store_explicit(from[i], 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(to[i], hs__own_load(from[i]), memory_order_relaxed);
+        hs__own_store(from[i], 0);
     }
 }
 
@@ -145,10 +144,10 @@ void hs__exact_publish(hs_tls *t)
     int64_t d = t->ex_pending;
     if (t->state == HS_T_INTERNAL) { /* the sender: not counted */
         t->ex_pending = PARKED;
-        atomic_store_explicit(&t->ex_allocs, 0, memory_order_relaxed);
-        atomic_store_explicit(&t->ex_frees, 0, memory_order_relaxed);
-        atomic_store_explicit(&t->ex_alloc_bytes, 0, memory_order_relaxed);
-        atomic_store_explicit(&t->ex_free_bytes, 0, memory_order_relaxed);
+        hs__own_store(&t->ex_allocs, 0);
+        hs__own_store(&t->ex_frees, 0);
+        hs__own_store(&t->ex_alloc_bytes, 0);
+        hs__own_store(&t->ex_free_bytes, 0);
         return;
     }
     if (t->state == HS_T_DEAD) { /* exited: nobody reads its counts any more */
@@ -169,10 +168,10 @@ void hs__exact_publish(hs_tls *t)
 void hs__exact_park(hs_tls *t)
 {
     t->ex_pending = PARKED;
-    atomic_store_explicit(&t->ex_allocs, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->ex_frees, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->ex_alloc_bytes, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->ex_free_bytes, 0, memory_order_relaxed);
+    hs__own_store(&t->ex_allocs, 0);
+    hs__own_store(&t->ex_frees, 0);
+    hs__own_store(&t->ex_alloc_bytes, 0);
+    hs__own_store(&t->ex_free_bytes, 0);
 }
 
 void hs__exact_flush(hs_tls *t)
@@ -195,10 +194,10 @@ void hs__exact_read(hs_exact *out, uint64_t now)
     for (hs_ring *r = reg_head; r; r = r->next) {
         hs_tls *t = r->owner;
         if (!t) continue;
-        out->allocs += atomic_load_explicit(&t->ex_allocs, memory_order_relaxed);
-        out->frees += atomic_load_explicit(&t->ex_frees, memory_order_relaxed);
-        out->alloc_bytes += atomic_load_explicit(&t->ex_alloc_bytes, memory_order_relaxed);
-        out->free_bytes += atomic_load_explicit(&t->ex_free_bytes, memory_order_relaxed);
+        out->allocs += hs__own_load(&t->ex_allocs);
+        out->frees += hs__own_load(&t->ex_frees);
+        out->alloc_bytes += hs__own_load(&t->ex_alloc_bytes);
+        out->free_bytes += hs__own_load(&t->ex_free_bytes);
     }
     hs_lock_release(&reg_lock);
     while (atomic_exchange_explicit(&ex.lock, 1, memory_order_acquire)) relax();
@@ -246,14 +245,10 @@ static void thread_exit(void *arg)
     hs_tls *t = &hs__tls;
     hs__guard_enter(t);
     for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-        atomic_fetch_add_explicit(&dead_n[i],
-                                  atomic_load_explicit(&t->hist_n[i], memory_order_relaxed),
-                                  memory_order_relaxed);
-        atomic_fetch_add_explicit(&dead_b[i],
-                                  atomic_load_explicit(&t->hist_b[i], memory_order_relaxed),
-                                  memory_order_relaxed);
-        atomic_store_explicit(&t->hist_n[i], 0, memory_order_relaxed);
-        atomic_store_explicit(&t->hist_b[i], 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&dead_n[i], hs__own_load(&t->hist_n[i]), memory_order_relaxed);
+        atomic_fetch_add_explicit(&dead_b[i], hs__own_load(&t->hist_b[i]), memory_order_relaxed);
+        hs__own_store(&t->hist_n[i], 0);
+        hs__own_store(&t->hist_b[i], 0);
     }
     hs__exact_flush(t);
     if (r && t->ring == r) {
@@ -398,8 +393,8 @@ void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS])
         hs_tls *t = r->owner;
         if (!t) continue;
         for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-            n[i] += atomic_load_explicit(&t->hist_n[i], memory_order_relaxed);
-            b[i] += atomic_load_explicit(&t->hist_b[i], memory_order_relaxed);
+            n[i] += hs__own_load(&t->hist_n[i]);
+            b[i] += hs__own_load(&t->hist_b[i]);
         }
     }
     hs_lock_release(&reg_lock);
@@ -444,8 +439,8 @@ void hs__threads_reset_child(hs_tls *self)
     for (int i = 0; i < HS_HIST_BUCKETS; i++) {
         atomic_store(&dead_n[i], 0);
         atomic_store(&dead_b[i], 0);
-        atomic_store(&self->hist_n[i], 0);
-        atomic_store(&self->hist_b[i], 0);
+        hs__own_store(&self->hist_n[i], 0);
+        hs__own_store(&self->hist_b[i], 0);
     }
     hs__exact_reset_child(self, hs_now_ns());
     self->ring = NULL;
