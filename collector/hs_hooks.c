@@ -33,8 +33,6 @@
 #include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -594,7 +592,6 @@ static void init(void)
     hs__stacks_init(r[1], r[2]);
     hs__sampler_init(hs__cfg.sample_bytes, hs__cfg.seed);
     if (hs__threads_init() != 0) goto done;
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     new_run_id();
     take_given_run_id();
     hs__run.pid = getpid();
@@ -635,6 +632,7 @@ __attribute__((constructor(101))) static void hs_constructor(void)
     init();
     if (atomic_load(&hs__recording)) {
         hs__guard_enter(t);
+        hs__stacks_load_unwinder();
         settle(t);
         hs_py_scan();
         hs__sender_start();

@@ -1,7 +1,6 @@
 /* hs_thread: TLS, sampler draws, rings and their registry (see hs_thread.h). */
 #include "hs_thread.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -41,6 +40,71 @@ static struct {
     _Atomic uint64_t allocs, frees, alloc_bytes, free_bytes;
     atomic_int rings; /* rings ever made: the most threads counting at once */
 } ex;
+
+/* ---- the sampler's two functions of libm, so that the process need not
+ * load libm for them (a whole object to map and relocate in every
+ * process). Accurate to a few units in the last place, which is far more
+ * than a draw or a weight needs. ---- */
+
+#define LN2 0.6931471805599453094
+
+/* 2^k for -1022 <= k <= 1023, from its bits. */
+static double pow2(int k)
+{
+    assert(k >= -1022 && k <= 1023);
+    union {
+        uint64_t u;
+        double d;
+    } v = {.u = (uint64_t)(k + 1023) << 52};
+    return v.d;
+}
+
+/* -log(u) for 0 < u <= 1: u = m 2^e with m in [sqrt(1/2), sqrt(2)), and
+ * log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172. */
+static double neg_log(double u)
+{
+    assert(u > 0 && u <= 1);
+    union {
+        double d;
+        uint64_t u;
+    } v = {.d = u};
+    int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+    v.u = (v.u & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52); /* m in [1, 2) */
+    double m = v.d;
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e++;
+    }
+    double s = (m - 1) / (m + 1), s2 = s * s, term = s, sum = 0;
+    for (int k = 1; k < 40 && term != 0; k += 2) {
+        sum += term / k;
+        term *= s2;
+    }
+    return -((double)e * LN2 + 2 * sum);
+}
+
+/* 1 - e^-x for x >= 0 (-expm1(-x)): the series near 0, where 1 - e^-x
+ * would lose its digits; e^-x by x = k ln2 + r, |r| <= ln2 / 2, elsewhere. */
+static double one_minus_exp_neg(double x)
+{
+    assert(x >= 0);
+    if (x < 0.5) {
+        double term = x, sum = 0;
+        for (int k = 2; k < 40 && term != 0; k++) {
+            sum += term;
+            term *= -x / k;
+        }
+        return sum;
+    }
+    if (x > 700) return 1;
+    int k = (int)(x / LN2 + 0.5);
+    double r = x - k * LN2, term = 1, e = 0;
+    for (int i = 1; i < 40 && term != 0; i++) {
+        e += term;
+        term *= -r / i;
+    }
+    return 1 - e * pow2(-k);
+}
 
 void hs__sampler_init(uint64_t mean, uint64_t seed)
 {
@@ -83,7 +147,7 @@ uint64_t hs__sampler_next(hs_tls *t)
     t->rng = x;
     uint64_t r = x * 0x2545F4914F6CDD1Dull;
     double u = (double)((r >> 11) + 1) * 0x1.0p-53; /* (0, 1] */
-    double v = -log(u) * (double)sample_mean;
+    double v = neg_log(u) * (double)sample_mean;
     if (v > 9.0e18) v = 9.0e18;
     return (uint64_t)v + 1;
 }
@@ -92,7 +156,8 @@ uint64_t hs__sampler_weight(uint64_t size)
 {
     if (sample_mean == 1 || size == 0) return size;
     double m = (double)sample_mean;
-    double p = -expm1(-(double)size / m); /* probability that a block of this size is sampled */
+    double p =
+        one_minus_exp_neg((double)size / m); /* probability that a block of this size is sampled */
     assert(p > 0 && p <= 1);
     double w = (double)size / p;
     if (w > 1.8e19) return UINT64_MAX;
