@@ -156,8 +156,8 @@ uint64_t hs__sampler_weight(uint64_t size)
 {
     if (sample_mean == 1 || size == 0) return size;
     double m = (double)sample_mean;
-    double p =
-        one_minus_exp_neg((double)size / m); /* probability that a block of this size is sampled */
+    /* the probability that a block of this size is sampled */
+    double p = one_minus_exp_neg((double)size / m);
     assert(p > 0 && p <= 1);
     double w = (double)size / p;
     if (w > 1.8e19) return UINT64_MAX;
