@@ -65,7 +65,8 @@ typedef struct hs_config {
     int unwind; /* enum hs_unwind_mode */
 } hs_config;
 
-/* Fills cfg from the environment (see above for bad values). */
+/* Fills cfg, zero-filled (as a static object is), from the environment (see
+ * above for bad values). */
 void hs_config_load(hs_config *cfg);
 
 /* Splits a URL as described above into cfg's target fields. 0 or HS_EINVAL. */

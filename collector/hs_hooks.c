@@ -30,10 +30,9 @@
  * thread's own blocks are not counted; blocks the collector allocates on a
  * program thread (the unwinder's, the loader's) are, on both sides.
  */
+#include <assert.h>
 #include <dlfcn.h>
 #include <errno.h>
-#define UNW_LOCAL_ONLY
-#include <libunwind.h>
 #include <link.h>
 #include <malloc.h>
 #include <pthread.h>
@@ -281,12 +280,14 @@ static size_t boot_usable_size(void *p)
 
 /* ---- exact totals: the allocator's size of a block ---- */
 
-enum { EX_OFF, EX_GLIBC, EX_CALL };
+/* EX_PASS: HEAPSTORE_DISABLE; allocating hooks then only forward. */
+enum { EX_OFF, EX_GLIBC, EX_CALL, EX_PASS };
 static _Atomic int ex_mode; /* set once, by init */
 
 static inline int exact_on(void)
 {
-    return atomic_load_explicit(&ex_mode, memory_order_relaxed) != EX_OFF;
+    int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
+    return m == EX_GLIBC || m == EX_CALL;
 }
 
 /* glibc's chunk size less its 8-byte header: the usable size of an in-use
@@ -326,13 +327,12 @@ static inline void exact_alloc(hs_tls *t, void *p)
     exact_alloc_m(t, p, atomic_load_explicit(&ex_mode, memory_order_relaxed));
 }
 
-/* The block an unsampled allocating hook got from the real function:
- * counted, and returned. Out of line, so that the hook itself needs no
- * registers saved across its call: it calls the real function, then
- * jumps here. */
-__attribute__((noinline)) static void *counted(void *p)
+/* The block an unsampled allocating hook got from the real function, when
+ * sizes are not glibc's: counted (or not, without counting), and returned. */
+__attribute__((noinline, cold)) static void *counted_other(void *p)
 {
-    if (HS_LIKELY(p != NULL)) exact_alloc(&hs__tls, p);
+    if (p && atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_CALL)
+        exact_alloc_called(&hs__tls, p);
     return p;
 }
 
@@ -581,15 +581,17 @@ static void init(void)
     hs__guard_enter(t);
     resolve();
     hs_config_load(&hs__cfg);
-    if (hs__cfg.disabled) goto done;
+    if (hs__cfg.disabled) {
+        atomic_store_explicit(&ex_mode, EX_PASS, memory_order_relaxed);
+        goto done;
+    }
+    hs__liveset_init(hs__cfg.live_max); /* before exact_choose: free's NULL */
     exact_choose();
     uintptr_t r[3] = {(uintptr_t)&init, 0, 0};
     dl_iterate_phdr(self_range_cb, r);
     hs__stacks_init(r[1], r[2]);
-    hs__liveset_init(hs__cfg.live_max);
     hs__sampler_init(hs__cfg.sample_bytes, hs__cfg.seed);
     if (hs__threads_init() != 0) goto done;
-    unw_set_caching_policy(unw_local_addr_space, UNW_CACHE_PER_THREAD);
     new_run_id();
     take_given_run_id();
     hs__run.pid = getpid();
@@ -630,6 +632,7 @@ __attribute__((constructor(101))) static void hs_constructor(void)
     init();
     if (atomic_load(&hs__recording)) {
         hs__guard_enter(t);
+        hs__stacks_load_unwinder();
         settle(t);
         hs_py_scan();
         hs__sender_start();
@@ -915,17 +918,22 @@ static void *realloc_slow(void *p, size_t n)
 
 /* The unsampled path of every allocating hook: one subtraction and a branch
  * on the countdown, the size histogram, the real function, and the block's
- * exact count (a header load and a few adds, hs_thread.h). Everything else
- * is in out-of-line cold functions. */
+ * exact count, inline: a header load, three adds to the thread's counters
+ * and a range check (hs_thread.h). Everything else is in out-of-line cold
+ * functions. */
 #define HS_ALLOC_FAST(n, call)                                                                     \
     hs_tls *t = &hs__tls;                                                                          \
+    int m_ = atomic_load_explicit(&ex_mode, memory_order_relaxed);                                 \
+    if (HS_UNLIKELY(m_ != EX_GLIBC) && m_ == EX_PASS) return call;                                 \
     uint64_t c = t->countdown;                                                                     \
     if (HS_LIKELY((n) < c)) {                                                                      \
         t->countdown = c - (n);                                                                    \
         hs__hist_add(t, (n));                                                                      \
-        if (HS_UNLIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_OFF))           \
-            return call; /* not counting: still a tail call */                                     \
-        return counted(call);                                                                      \
+        if (HS_UNLIKELY(m_ != EX_GLIBC)) return counted_other(call);                               \
+        void *p_ = call;                                                                           \
+        if (HS_LIKELY(p_ != NULL) && HS_UNLIKELY(hs__exact_alloc(&hs__tls, glibc_size(p_))))       \
+            hs__exact_publish(&hs__tls);                                                           \
+        return p_;                                                                                 \
     }
 
 enum alloc_kind { K_MALLOC, K_CALLOC, K_REALLOC, K_MEMALIGN, K_ALIGNED_ALLOC, K_VALLOC, K_PVALLOC };
@@ -983,12 +991,15 @@ HS_EXPORT void *calloc(size_t n, size_t m)
 
 /* The unsampled free: the filter's load and branch, the block's size from
  * its header and the thread's counts, and a tail call to the real free (the
- * rare publish and other allocators' sizes in free_counted). */
+ * rare publish and other allocators' sizes in free_counted). NULL's granule
+ * is always marked (hs_liveset.c) once sizes are counted, so NULL takes the
+ * slow path without a test here. */
 HS_EXPORT void free(void *p)
 {
     if (HS_LIKELY(!hs__liveset_maybe(p))) {
         int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
-        if (HS_LIKELY(m == EX_GLIBC) && HS_LIKELY(p != NULL)) {
+        if (HS_LIKELY(m == EX_GLIBC)) {
+            assert(p != NULL);
             if (HS_UNLIKELY(hs__exact_free(&hs__tls, glibc_size(p)))) {
                 free_counted(p, 1);
                 return;

@@ -97,6 +97,13 @@ static void write_end(shard *s)
     atomic_store_explicit(&s->seq, q + 1, memory_order_release);
 }
 
+/* NULL's granule is marked for good (255 is never decremented): free's fast
+ * path then needs no test for NULL, as NULL always takes the slow path. */
+static void null_mark(void)
+{
+    atomic_store_explicit(&hs__filter[hs__filter_index(0)], 255, memory_order_relaxed);
+}
+
 void hs__liveset_init(uint64_t max_entries)
 {
     uint64_t per = max_entries / NSHARDS;
@@ -104,6 +111,7 @@ void hs__liveset_init(uint64_t max_entries)
     while (cap < per) cap *= 2;
     shard_max = cap;
     assert(shard_max >= SHARD_MIN && !(shard_max & (shard_max - 1)));
+    null_mark();
 }
 
 static void filter_inc(uint32_t i)
@@ -286,6 +294,7 @@ void hs__liveset_reset(void)
      * copy every page of the array (512 KiB) where the parent wrote a few. */
     if (madvise((void *)hs__filter, sizeof hs__filter, MADV_DONTNEED) != 0)
         memset((void *)hs__filter, 0, sizeof hs__filter);
+    null_mark();
 }
 
 uint64_t hs__liveset_count(void)

@@ -61,7 +61,8 @@ static inline uint32_t hs__filter_index(uintptr_t a)
     return (uint32_t)(a >> HS_FILTER_SHIFT) & ((1u << HS_FILTER_BITS) - 1);
 }
 
-/* 0: p is certainly not a sampled block (nor a bootstrap block). */
+/* 0: p is certainly not a sampled block (nor a bootstrap block, nor NULL
+ * once hs__liveset_init has run). */
 static inline int hs__liveset_maybe(const void *p)
 {
     return atomic_load_explicit(&hs__filter[hs__filter_index((uintptr_t)p)],

@@ -135,8 +135,10 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
     return p;
 }
 
-/* One set of wrappers per domain; the context stays the original's. The
- * unsampled free is a filter load, a load of the finalizing word and a tail
+/* One set of wrappers per domain; the context stays the original's. (NULL's
+ * filter granule is always marked, hs_liveset.c: Python often frees and
+ * reallocs NULL, which the test of p after the filter's keeps on the fast
+ * path.) The unsampled free is a filter load, a load of the finalizing word and a tail
  * call; an unsampled small allocation the hooks' fast path (a compare and a
  * subtraction) and a tail call. A realloc, which
  * pymalloc may hand to PyMem_RawRealloc whatever the size, looks at the
@@ -165,7 +167,7 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
     }                                                                                              \
     static void *realloc_##D(void *ctx, void *p, size_t n)                                         \
     {                                                                                              \
-        if (HS_UNLIKELY(hs__liveset_maybe(p)) || HS_UNLIKELY(fin_pending()))                       \
+        if ((HS_UNLIKELY(hs__liveset_maybe(p)) && p) || HS_UNLIKELY(fin_pending()))                \
             return realloc_slow(D, ctx, p, n);                                                     \
         hs_tls *t = &hs__tls;                                                                      \
         uint64_t c = t->countdown;                                                                 \
@@ -178,7 +180,7 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
     }                                                                                              \
     static void free_##D(void *ctx, void *p)                                                       \
     {                                                                                              \
-        if (HS_UNLIKELY(hs__liveset_maybe(p)) || HS_UNLIKELY(fin_pending())) {                     \
+        if ((HS_UNLIKELY(hs__liveset_maybe(p)) && p) || HS_UNLIKELY(fin_pending())) {              \
             free_slow(D, ctx, p);                                                                  \
             return;                                                                                \
         }                                                                                          \

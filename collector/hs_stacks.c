@@ -1,6 +1,7 @@
 /* hs_stacks: unwinding and the stack intern table (see hs_stacks.h). */
 #include "hs_stacks.h"
 
+#include <dlfcn.h>
 #define UNW_LOCAL_ONLY
 #include <libunwind.h>
 #include <stdatomic.h>
@@ -23,6 +24,48 @@ static uint64_t count, next_id = 1, mem_used;
 static hs_arena arena;
 static _Atomic(hs_stack_rec *) new_list;
 
+/* libunwind is not a dependency of libheapstore.so: hs__stacks_load_unwinder
+ * loads it, so that a process run with HEAPSTORE_DISABLE=1 neither maps nor
+ * relocates it (nor the liblzma it needs). unw_bt stays NULL until then, or
+ * for good when it cannot be loaded: the stacks our own unwinder cannot walk
+ * are then dropped (HS_DROP_UNWIND_FAILED). */
+typedef int (*hs_backtrace_fn)(void **, int);
+typedef int (*hs_policy_fn)(unw_addr_space_t, unw_caching_policy_t);
+static _Atomic(hs_backtrace_fn) unw_bt;
+/* Per-thread caches are set at the first use (setting them clears a large
+ * global cache: 35,000 instructions that most processes never need).
+ * policy_state: 0 not yet, 1 being set, 2 set. */
+static hs_policy_fn unw_policy;
+static unw_addr_space_t *unw_as;
+static atomic_int policy_state;
+
+static hs_backtrace_fn libunwind_ready(void)
+{
+    hs_backtrace_fn bt = atomic_load_explicit(&unw_bt, memory_order_acquire);
+    if (!bt || HS_LIKELY(atomic_load_explicit(&policy_state, memory_order_acquire) == 2)) return bt;
+    int z = 0;
+    if (atomic_compare_exchange_strong(&policy_state, &z, 1)) {
+        if (unw_policy && unw_as) unw_policy(*unw_as, UNW_CACHE_PER_THREAD);
+        atomic_store_explicit(&policy_state, 2, memory_order_release);
+    }
+    while (atomic_load_explicit(&policy_state, memory_order_acquire) != 2) hs__yield();
+    return bt;
+}
+
+#define HS_STR2(x) #x
+#define HS_STR(x)  HS_STR2(x) /* the name a libunwind.h macro stands for */
+
+void hs__stacks_load_unwinder(void)
+{
+    if (hs__cfg.unwind == HS_UNWIND_OWN || atomic_load(&unw_bt)) return;
+    void *h = dlopen(HS_LIBUNWIND_SONAME, RTLD_LAZY | RTLD_LOCAL);
+    if (!h) return;
+    unw_policy = (hs_policy_fn)dlsym(h, HS_STR(unw_set_caching_policy));
+    unw_as = (unw_addr_space_t *)dlsym(h, HS_STR(unw_local_addr_space));
+    atomic_store_explicit(&unw_bt, (hs_backtrace_fn)dlsym(h, HS_STR(unw_backtrace)),
+                          memory_order_release);
+}
+
 void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi)
 {
     lo = self_lo;
@@ -39,8 +82,12 @@ uint32_t hs__stack_capture(void **scratch, uint32_t scratch_cap, uint64_t *pcs, 
     int py = hs_py_present();
     uint32_t want = py || max + 9 > scratch_cap ? scratch_cap : max + 9;
     int n = -1;
-    if (hs__cfg.unwind != HS_UNWIND_LIBUNWIND) n = hs__unwind_fast(scratch, (int)want, bounds);
-    if (n < 0 && hs__cfg.unwind != HS_UNWIND_OWN) n = unw_backtrace(scratch, (int)want);
+    int lib = hs__cfg.unwind == HS_UNWIND_LIBUNWIND && atomic_load(&unw_bt);
+    if (!lib) n = hs__unwind_fast(scratch, (int)want, bounds);
+    if (n < 0 && hs__cfg.unwind != HS_UNWIND_OWN) {
+        hs_backtrace_fn bt = libunwind_ready();
+        if (bt) n = bt(scratch, (int)want);
+    }
     if (n <= 0) return 0;
     int i = 0;
     while (i < n && (uintptr_t)scratch[i] >= lo && (uintptr_t)scratch[i] < hi) i++;

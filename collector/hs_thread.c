@@ -1,7 +1,6 @@
 /* hs_thread: TLS, sampler draws, rings and their registry (see hs_thread.h). */
 #include "hs_thread.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
@@ -41,6 +40,71 @@ static struct {
     _Atomic uint64_t allocs, frees, alloc_bytes, free_bytes;
     atomic_int rings; /* rings ever made: the most threads counting at once */
 } ex;
+
+/* ---- the sampler's two functions of libm, so that the process need not
+ * load libm for them (a whole object to map and relocate in every
+ * process). Accurate to a few units in the last place, which is far more
+ * than a draw or a weight needs. ---- */
+
+#define LN2 0.6931471805599453094
+
+/* 2^k for -1022 <= k <= 1023, from its bits. */
+static double pow2(int k)
+{
+    assert(k >= -1022 && k <= 1023);
+    union {
+        uint64_t u;
+        double d;
+    } v = {.u = (uint64_t)(k + 1023) << 52};
+    return v.d;
+}
+
+/* -log(u) for 0 < u <= 1: u = m 2^e with m in [sqrt(1/2), sqrt(2)), and
+ * log(m) = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172. */
+static double neg_log(double u)
+{
+    assert(u > 0 && u <= 1);
+    union {
+        double d;
+        uint64_t u;
+    } v = {.d = u};
+    int e = (int)((v.u >> 52) & 0x7ff) - 1023;
+    v.u = (v.u & ~((uint64_t)0x7ff << 52)) | ((uint64_t)1023 << 52); /* m in [1, 2) */
+    double m = v.d;
+    if (m > 1.4142135623730951) {
+        m *= 0.5;
+        e++;
+    }
+    double s = (m - 1) / (m + 1), s2 = s * s, term = s, sum = 0;
+    for (int k = 1; k < 40 && term != 0; k += 2) {
+        sum += term / k;
+        term *= s2;
+    }
+    return -((double)e * LN2 + 2 * sum);
+}
+
+/* 1 - e^-x for x >= 0 (-expm1(-x)): the series near 0, where 1 - e^-x
+ * would lose its digits; e^-x by x = k ln2 + r, |r| <= ln2 / 2, elsewhere. */
+static double one_minus_exp_neg(double x)
+{
+    assert(x >= 0);
+    if (x < 0.5) {
+        double term = x, sum = 0;
+        for (int k = 2; k < 40 && term != 0; k++) {
+            sum += term;
+            term *= -x / k;
+        }
+        return sum;
+    }
+    if (x > 700) return 1;
+    int k = (int)(x / LN2 + 0.5);
+    double r = x - k * LN2, term = 1, e = 0;
+    for (int i = 1; i < 40 && term != 0; i++) {
+        e += term;
+        term *= -r / i;
+    }
+    return 1 - e * pow2(-k);
+}
 
 void hs__sampler_init(uint64_t mean, uint64_t seed)
 {
@@ -83,7 +147,7 @@ uint64_t hs__sampler_next(hs_tls *t)
     t->rng = x;
     uint64_t r = x * 0x2545F4914F6CDD1Dull;
     double u = (double)((r >> 11) + 1) * 0x1.0p-53; /* (0, 1] */
-    double v = -log(u) * (double)sample_mean;
+    double v = neg_log(u) * (double)sample_mean;
     if (v > 9.0e18) v = 9.0e18;
     return (uint64_t)v + 1;
 }
@@ -92,7 +156,8 @@ uint64_t hs__sampler_weight(uint64_t size)
 {
     if (sample_mean == 1 || size == 0) return size;
     double m = (double)sample_mean;
-    double p = -expm1(-(double)size / m); /* probability that a block of this size is sampled */
+    /* the probability that a block of this size is sampled */
+    double p = one_minus_exp_neg((double)size / m);
     assert(p > 0 && p <= 1);
     double w = (double)size / p;
     if (w > 1.8e19) return UINT64_MAX;
@@ -111,12 +176,11 @@ static inline void relax(void)
 
 static void exact_fold_counts(hs_tls *t)
 {
-    _Atomic uint64_t *from[] = {&t->ex_allocs, &t->ex_frees, &t->ex_alloc_bytes, &t->ex_free_bytes};
+    uint64_t *from[] = {&t->ex_allocs, &t->ex_frees, &t->ex_alloc_bytes, &t->ex_free_bytes};
     _Atomic uint64_t *to[] = {&ex.allocs, &ex.frees, &ex.alloc_bytes, &ex.free_bytes};
     for (int i = 0; i < 4; i++) {
-        atomic_fetch_add_explicit(to[i], atomic_load_explicit(from[i], memory_order_relaxed),
-                                  memory_order_relaxed);
-        atomic_store_explicit(from[i], 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(to[i], hs__own_load(from[i]), memory_order_relaxed);
+        hs__own_store(from[i], 0);
     }
 }
 
@@ -145,10 +209,10 @@ void hs__exact_publish(hs_tls *t)
     int64_t d = t->ex_pending;
     if (t->state == HS_T_INTERNAL) { /* the sender: not counted */
         t->ex_pending = PARKED;
-        atomic_store_explicit(&t->ex_allocs, 0, memory_order_relaxed);
-        atomic_store_explicit(&t->ex_frees, 0, memory_order_relaxed);
-        atomic_store_explicit(&t->ex_alloc_bytes, 0, memory_order_relaxed);
-        atomic_store_explicit(&t->ex_free_bytes, 0, memory_order_relaxed);
+        hs__own_store(&t->ex_allocs, 0);
+        hs__own_store(&t->ex_frees, 0);
+        hs__own_store(&t->ex_alloc_bytes, 0);
+        hs__own_store(&t->ex_free_bytes, 0);
         return;
     }
     if (t->state == HS_T_DEAD) { /* exited: nobody reads its counts any more */
@@ -169,10 +233,10 @@ void hs__exact_publish(hs_tls *t)
 void hs__exact_park(hs_tls *t)
 {
     t->ex_pending = PARKED;
-    atomic_store_explicit(&t->ex_allocs, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->ex_frees, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->ex_alloc_bytes, 0, memory_order_relaxed);
-    atomic_store_explicit(&t->ex_free_bytes, 0, memory_order_relaxed);
+    hs__own_store(&t->ex_allocs, 0);
+    hs__own_store(&t->ex_frees, 0);
+    hs__own_store(&t->ex_alloc_bytes, 0);
+    hs__own_store(&t->ex_free_bytes, 0);
 }
 
 void hs__exact_flush(hs_tls *t)
@@ -195,10 +259,10 @@ void hs__exact_read(hs_exact *out, uint64_t now)
     for (hs_ring *r = reg_head; r; r = r->next) {
         hs_tls *t = r->owner;
         if (!t) continue;
-        out->allocs += atomic_load_explicit(&t->ex_allocs, memory_order_relaxed);
-        out->frees += atomic_load_explicit(&t->ex_frees, memory_order_relaxed);
-        out->alloc_bytes += atomic_load_explicit(&t->ex_alloc_bytes, memory_order_relaxed);
-        out->free_bytes += atomic_load_explicit(&t->ex_free_bytes, memory_order_relaxed);
+        out->allocs += hs__own_load(&t->ex_allocs);
+        out->frees += hs__own_load(&t->ex_frees);
+        out->alloc_bytes += hs__own_load(&t->ex_alloc_bytes);
+        out->free_bytes += hs__own_load(&t->ex_free_bytes);
     }
     hs_lock_release(&reg_lock);
     while (atomic_exchange_explicit(&ex.lock, 1, memory_order_acquire)) relax();
@@ -246,14 +310,10 @@ static void thread_exit(void *arg)
     hs_tls *t = &hs__tls;
     hs__guard_enter(t);
     for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-        atomic_fetch_add_explicit(&dead_n[i],
-                                  atomic_load_explicit(&t->hist_n[i], memory_order_relaxed),
-                                  memory_order_relaxed);
-        atomic_fetch_add_explicit(&dead_b[i],
-                                  atomic_load_explicit(&t->hist_b[i], memory_order_relaxed),
-                                  memory_order_relaxed);
-        atomic_store_explicit(&t->hist_n[i], 0, memory_order_relaxed);
-        atomic_store_explicit(&t->hist_b[i], 0, memory_order_relaxed);
+        atomic_fetch_add_explicit(&dead_n[i], hs__own_load(&t->hist_n[i]), memory_order_relaxed);
+        atomic_fetch_add_explicit(&dead_b[i], hs__own_load(&t->hist_b[i]), memory_order_relaxed);
+        hs__own_store(&t->hist_n[i], 0);
+        hs__own_store(&t->hist_b[i], 0);
     }
     hs__exact_flush(t);
     if (r && t->ring == r) {
@@ -398,8 +458,8 @@ void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS])
         hs_tls *t = r->owner;
         if (!t) continue;
         for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-            n[i] += atomic_load_explicit(&t->hist_n[i], memory_order_relaxed);
-            b[i] += atomic_load_explicit(&t->hist_b[i], memory_order_relaxed);
+            n[i] += hs__own_load(&t->hist_n[i]);
+            b[i] += hs__own_load(&t->hist_b[i]);
         }
     }
     hs_lock_release(&reg_lock);
@@ -444,8 +504,8 @@ void hs__threads_reset_child(hs_tls *self)
     for (int i = 0; i < HS_HIST_BUCKETS; i++) {
         atomic_store(&dead_n[i], 0);
         atomic_store(&dead_b[i], 0);
-        atomic_store(&self->hist_n[i], 0);
-        atomic_store(&self->hist_b[i], 0);
+        hs__own_store(&self->hist_n[i], 0);
+        hs__own_store(&self->hist_b[i], 0);
     }
     hs__exact_reset_child(self, hs_now_ns());
     self->ring = NULL;

@@ -62,6 +62,10 @@ typedef struct hs_wframe {
 
 typedef struct hs_wjob {
     struct hs_wjob *next;
+    /* A HELLO the writer applies just before this job, in the same
+     * transaction (the frames that came with it): hs_writer_submit queues
+     * it first and clears this; hs_wjob_free frees it while still set. */
+    struct hs_wjob *first;
     int kind;
     uint64_t conn_id;
     void *conn; /* the loop's; untouched by the writer */

@@ -24,11 +24,10 @@
 #include "hs_writer.h"
 
 enum phase {
-    P_FIRST,      /* nothing read yet */
-    P_HEADER,     /* reading magic and version */
-    P_HELLO,      /* the first frame must be HELLO */
-    P_WAIT_HELLO, /* HELLO is with the writer; input waits in the buffer */
-    P_STREAM,     /* frames */
+    P_FIRST,  /* nothing read yet */
+    P_HEADER, /* reading magic and version */
+    P_HELLO,  /* the first frame must be HELLO */
+    P_STREAM, /* frames (HELLO may still be with the writer) */
 };
 
 /* The most a connection buffers before its HELLO passed the token check:
@@ -74,6 +73,10 @@ struct hs_conn {
     int tcp_closing;
     int refusing; /* accepted over the limit: read its first bytes, then turn it away */
     int preauth;  /* in_cap counts in srv->preauth_bytes (HELLO not yet checked) */
+    /* HELLO, from the token check until conn_parse hands it to the writer
+     * with the frames read with it (one transaction: a short process's
+     * HELLO and the rest of its stream often arrive together). */
+    struct hs_wjob *hello_job;
     uint64_t accepted_ns;
     uint64_t accepted_iter; /* srv->iter when accepted */
     uint64_t last_read_ns;  /* when bytes last arrived (the frame timeout) */
@@ -525,7 +528,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 static void conn_read_start(hs_conn *c)
 {
     if (c->reading || c->closing || !c->tcp || c->srv->stopping) return;
-    if (c->phase == P_WAIT_HELLO || c->inflight > HS_CONN_INFLIGHT_MAX) return;
+    if (c->inflight > HS_CONN_INFLIGHT_MAX) return;
     if (uv_read_start((uv_stream_t *)c->tcp, on_alloc, on_read)) {
         conn_close(c, "cannot read");
         return;
@@ -568,12 +571,35 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
     c->seq = s->hello.first_seq;
     c->sym.can_upload =
         s->symd && !s->cfg->no_symbol_uploads && (s->hello.flags & HS_HELLO_SYMDATA);
-    c->phase = P_WAIT_HELLO;
+    /* The frames behind it are read on (and go to the writer after it):
+     * if the writer refuses the run, they are refused with it. */
+    c->phase = P_STREAM;
     j->charged = f->len;
     c->inflight += j->charged;
-    conn_read_stop(c);
-    hs_writer_submit(s->writer, j);
+    c->hello_job = j;
     return 0;
+}
+
+/* The end of conn_parse: HELLO (if it was read now) and then the frames
+ * job j (if any) go to the writer, HELLO with j (hs_wjob.first) so that one
+ * transaction stores both and HELLO's ACK covers the frames. */
+static void parse_submit(hs_conn *c, hs_wjob *j)
+{
+    hs_wjob *hello = c->hello_job;
+    c->hello_job = NULL;
+    if (c->closing) {
+        if (hello) c->inflight -= hello->charged;
+        hs_wjob_free(hello);
+        hs_wjob_free(j);
+        return;
+    }
+    if (hello && !j) hs_writer_submit(c->srv->writer, hello);
+    if (!j) return;
+    assert(!j->first);
+    j->first = hello;
+    j->charged = j->len + 64;
+    c->inflight += j->charged;
+    conn_submit(c, j);
 }
 
 /* Before the first frame is whole: 1 (and the connection closed) if it
@@ -600,7 +626,7 @@ static void conn_parse(hs_conn *c)
 {
     size_t off = 0;
     hs_wjob *j = NULL;
-    while (!c->closing && c->phase != P_WAIT_HELLO) {
+    while (!c->closing) {
         const uint8_t *p = c->in + off;
         size_t left = c->in_len - off;
         if (c->phase == P_HEADER) {
@@ -659,13 +685,7 @@ static void conn_parse(hs_conn *c)
         if (f.type == HS_FRAME_BYE) c->bye_seq = c->seq + 1;
         c->seq++;
     }
-    if (j && !c->closing) {
-        j->charged = j->len + 64;
-        c->inflight += j->charged;
-        conn_submit(c, j);
-    } else {
-        hs_wjob_free(j);
-    }
+    parse_submit(c, j);
     if (off) {
         memmove(c->in, c->in + off, c->in_len - off);
         c->in_len -= off;
@@ -706,11 +726,14 @@ static void job_done(server *s, hs_wjob *j)
             conn_refuse(c, j->msg[0] ? j->msg : hs_strerror(j->err));
             break;
         }
-        c->phase = P_STREAM;
+        /* next_seq covers the frames stored in HELLO's transaction. */
         c->acked = j->next_seq;
-        conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, 0);
-        conn_parse(c);
-        conn_read_start(c);
+        conn_send(c, HS_FRAME_ACK, j->next_seq, NULL,
+                  c->bye_seq && j->next_seq >= c->bye_seq && !conn_uploading(c));
+        if (c->eof && !c->inflight)
+            conn_close(c, NULL);
+        else if (!c->eof)
+            conn_read_start(c);
         break;
     case HS_WJOB_FRAMES:
         c->inflight -= j->charged;
@@ -725,9 +748,10 @@ static void job_done(server *s, hs_wjob *j)
              * after the symbol uploads asked for, slot_free). */
             int last = c->bye_seq && j->next_seq >= c->bye_seq && !conn_uploading(c);
             conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, last);
-        } else if (c->bye_seq && c->acked >= c->bye_seq) {
-            /* A resend of frames stored before, BYE included (a resumed
-             * connection of an ended run): its ACK went out with HELLO's. */
+        } else if (c->bye_seq && c->acked >= c->bye_seq && !conn_uploading(c)) {
+            /* Acknowledged already by HELLO's ACK: frames stored in HELLO's
+             * transaction, or a resend of frames stored before, BYE included
+             * (a resumed connection of an ended run). */
             conn_close(c, NULL);
             break;
         }

@@ -541,7 +541,11 @@ static void process_job(hs_symd *d, item *it)
             park_append(c, it);
             return;
         }
-        if (nj != j) hs_wjob_free(j);
+        if (nj != j) {
+            nj->first = j->first; /* a HELLO goes on with its frames */
+            j->first = NULL;
+            hs_wjob_free(j);
+        }
         j = nj;
     }
     if (!c && !d->no_park) { /* SYNC: the server stops; nothing waits any more */

@@ -81,6 +81,7 @@ hs_wjob *hs_wjob_new(int kind, uint64_t conn_id, void *conn)
 void hs_wjob_free(hs_wjob *j)
 {
     if (!j) return;
+    hs_wjob_free(j->first);
     free(j->frames);
     free(j->data);
     free(j);
@@ -131,12 +132,16 @@ size_t hs_writer_conns(hs_writer *w)
 
 void hs_writer_submit(hs_writer *w, hs_wjob *j)
 {
+    hs_wjob *head = j->first ? j->first : j;
+    j->first = NULL;
+    head->next = head == j ? NULL : j;
     j->next = NULL;
+    assert(!head->first);
     pthread_mutex_lock(&w->mu);
     if (w->q_tail)
-        w->q_tail->next = j;
+        w->q_tail->next = head;
     else
-        w->q_head = j;
+        w->q_head = head;
     w->q_tail = j;
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);

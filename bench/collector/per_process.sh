@@ -23,7 +23,10 @@
 # With valgrind installed, the instructions the profiled process executes
 # (callgrind, user space, env's exec included in every row) under each
 # configuration with file:// (no server): steadier than wall time on a
-# loaded machine.
+# loaded machine. With perf installed, the same configurations' user and
+# kernel instructions and page faults (perf stat, mean of 50 runs, the
+# baseline's too): the kernel's part (mapping and relocating libraries,
+# page faults) is most of what a process's start costs.
 set -eu
 BUILD=${1:-build}
 ROUNDS=${2:-21}
@@ -110,7 +113,7 @@ kill -TERM $SPID; wait $SPID || true
 echo "3 x $PY -c 'import json, decimal, sqlite3' at every allocation, fresh server:"
 grep "symbols:" "$T/py.log" | sed 's/^[^ ]* [^ ]* /  /'
 
-command -v valgrind >/dev/null || exit 0
+if command -v valgrind >/dev/null; then
 ir() { # instructions of a command and its children
     rm -f "$T"/cg.*
     valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$T/cg.%p" "$@" \
@@ -128,4 +131,33 @@ done
 if [ -n "$BASE" ]; then
     v=$(ir env LD_PRELOAD="$BASE" HEAPSTORE_URL="file://$T/y.hsp" "$T/one")
     printf '  %-40s %12s (+%s)\n' "baseline lib, default" "$v" $((v - a))
+fi
+fi
+
+# User and kernel instructions and page faults (perf stat, mean of 50 runs,
+# env's exec included in every row): the kernel's share (mapping and
+# relocating libraries, page faults) is what callgrind does not see.
+command -v perf >/dev/null || exit 0
+pst() { # prints "user kernel faults"
+    perf stat -r 50 -x, -e instructions:u,instructions:k,page-faults "$@" 2>&1 >/dev/null |
+        awk -F, '/instructions:u/ {u = $1} /instructions:k/ {k = $1} /page-faults/ {f = $1}
+                 END {printf "%d %d %d", u, k, f}'
+}
+echo
+echo "instructions per process (perf stat, mean of 50), file:// instead of a server:"
+printf '  %-40s %12s %12s %8s\n' "" "user" "kernel" "faults"
+set -- $(pst env "$T/one")
+printf '  %-40s %12s %12s %8s\n' "alone" "$1" "$2" "$3"
+au=$1 ak=$2 af=$3
+for cfg in "HEAPSTORE_DISABLE=1" "default"; do
+    set -- $(pst env LD_PRELOAD="$LIB" HEAPSTORE_URL="file://$T/z.hsp" ${cfg%default} "$T/one")
+    printf '  %-40s %12s %12s %8s\n' "libheapstore.so, $cfg" "+$(($1 - au))" "+$(($2 - ak))" \
+        "+$(($3 - af))"
+done
+if [ -n "$BASE" ]; then
+    for cfg in "HEAPSTORE_DISABLE=1" "default"; do
+        set -- $(pst env LD_PRELOAD="$BASE" HEAPSTORE_URL="file://$T/w.hsp" ${cfg%default} "$T/one")
+        printf '  %-40s %12s %12s %8s\n' "baseline lib, $cfg" "+$(($1 - au))" "+$(($2 - ak))" \
+            "+$(($3 - af))"
+    done
 fi

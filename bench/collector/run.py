@@ -19,7 +19,11 @@ peak memory (from the BYE frame), the peak RSS of the profiled process
 against the workload alone, and the bytes written per sampled event.
 
     python3 bench/collector/run.py [--build DIR] [--rounds N] [--threads T] [--ops N]
-                                   [--workload mixed|churn]
+                                   [--workload mixed|churn] [--before DIR] [--counters N]
+
+--counters N adds N interleaved runs of each full-length configuration
+under perf stat: user-space instructions (median) and cycles (minimum),
+which a loaded machine disturbs far less than wall time.
 
 For churn, --ops is the pairs per thread (default 3500000, ~0.7 s alone)
 and --ops-full the pairs per thread of the every-allocation pairs (default
@@ -80,6 +84,44 @@ def bye_of(path, cli):
     return tuple(int(x) for x in m.groups())
 
 
+def perf_counts(argv, env_extra, out_dir):
+    """User-space (instructions, cycles) of one run, from perf stat."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(env_extra)
+    out = subprocess.run(["perf", "stat", "-x", ",", "-e", "instructions:u,cycles:u", "--"] + argv,
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         cwd=out_dir).stderr
+    got = {}
+    for line in out.splitlines():
+        f = line.split(",")
+        if len(f) > 2 and f[0].isdigit():
+            got[f[2].split(":")[0]] = int(f[0])
+    return got.get("instructions", 0), got.get("cycles", 0)
+
+
+def counters(n, configs, tmp):
+    """The instructions the process executes in user space do not depend on
+    the machine's load; its user cycles barely do, at their minimum over
+    runs (a run the others disturbed only takes more). On a shared machine
+    these say more than wall time."""
+    ins = {c[0]: [] for c in configs}
+    cyc = {c[0]: [] for c in configs}
+    for _ in range(n):
+        for name, argv, env, _ in configs:
+            i, c = perf_counts(argv, env, tmp)
+            ins[name].append(i)
+            cyc[name].append(c)
+    print(f"\nuser space, {n} interleaved runs each (perf stat): instructions (median) and "
+          f"cycles (minimum), and their ratios over the baseline")
+    print(f"{'configuration':<20} {'instructions':>14} {'ratio':>7} {'cycles':>14} {'ratio':>7}")
+    for name, _, _, base in configs:
+        mi, mc = statistics.median(ins[name]), min(cyc[name])
+        ri = f"{mi / statistics.median(ins[base]):.3f}" if base else "-"
+        rc = f"{mc / min(cyc[base]):.3f}" if base else "-"
+        print(f"{name.strip():<20} {mi:>14,.0f} {ri:>7} {mc:>14,} {rc:>7}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -87,6 +129,9 @@ def main():
     ap.add_argument("--before", help="another build whose collector runs in the same rounds "
                     "(at the default rate and at rate 1), to compare a change")
     ap.add_argument("--workload", choices=("mixed", "churn"), default="mixed")
+    ap.add_argument("--counters", type=int, default=0, metavar="N",
+                    help="then N interleaved runs of each default-length configuration "
+                    "under perf stat: user-space instructions (median) and cycles (minimum)")
     ap.add_argument("--threads", type=int)
     ap.add_argument("--ops", type=int, help="operations per thread")
     ap.add_argument("--ops-full", type=int,
@@ -241,6 +286,8 @@ def main():
               f"{peak / 1048576:>12.1f} MiB")
     print("\n(events = sampled allocations + their frees; bytes/event = whole file, "
           "stacks and symbols included)")
+    if a.counters and shutil.which("perf"):
+        counters(a.counters, [c for c in configs if c[1] is wl_argv], tmp)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -684,6 +684,44 @@ static void test_inlined_frames(void **state)
     }
 }
 
+/* What the collector maps into a process (a real `cat /proc/self/maps`
+ * under it): with HEAPSTORE_DISABLE=1, or HEAPSTORE_UNWIND=own, neither
+ * libunwind nor the liblzma it needs; never libm; recording with the default
+ * unwinder, libunwind (loaded by the constructor for the stacks our own
+ * unwinder cannot walk). */
+static void test_libraries_mapped(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("maps.hsp");
+    const char *url = hs_testrun_env("HEAPSTORE_URL=file://%s", out);
+    struct {
+        const char *env[3];
+        int unwind_expected;
+    } c[] = {
+        {{"HEAPSTORE_DISABLE=1", NULL}, 0},
+        {{url, "HEAPSTORE_UNWIND=own", NULL}, 0},
+        {{url, NULL}, 1},
+    };
+    const char *argv[] = {"/bin/cat", "/proc/self/maps", NULL};
+    for (size_t k = 0; k < HS_COUNTOF(c); k++) {
+        hs_testrun r;
+        hs_testrun_exec(&r, argv, c[k].env, 1, 60);
+        hs_testrun_expect_ok(&r);
+        assert_non_null(strstr(r.out, "libheapstore.so"));
+        int unw = strstr(r.out, "/libunwind.so") != NULL;
+        /* (A sanitized tree preloads the sanitizer's runtime, which maps
+         * libm itself.) */
+        int libm = strstr(r.out, "/libm.so") && !strstr(r.out, "/libasan.so");
+        int lzma = strstr(r.out, "/liblzma.so") != NULL;
+        if (unw != c[k].unwind_expected || libm || (!c[k].unwind_expected && lzma))
+            fprintf(stderr, "case %zu (%s):\n%s", k, c[k].env[0], r.out);
+        assert_int_equal(unw, c[k].unwind_expected);
+        assert_false(libm);
+        if (!c[k].unwind_expected) assert_false(lzma);
+        hs_testrun_free(&r);
+    }
+}
+
 /* Debug information is looked up on this machine only. With DEBUGINFOD_URLS
  * naming a listening server, a library whose separate debug file is missing
  * (a copy of libwl_split.so without its .debug) makes no connection, where
@@ -1133,25 +1171,16 @@ static void test_tcp_resume(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sites_exact),
-        cmocka_unit_test(test_sites_sampled),
-        cmocka_unit_test(test_sites_default_rate),
-        cmocka_unit_test(test_cxx_exact),
-        cmocka_unit_test(test_cxx_sampled),
-        cmocka_unit_test(test_python),
-        cmocka_unit_test(test_unwinders_agree),
-        cmocka_unit_test(test_dump),
-        cmocka_unit_test(test_lines_policy),
-        cmocka_unit_test(test_inlined_frames),
-        cmocka_unit_test(test_no_debuginfod),
-        cmocka_unit_test(test_underscore_exit),
-        cmocka_unit_test(test_exec),
-        cmocka_unit_test(test_usable_free_sized),
-        cmocka_unit_test(test_signal_handlers),
-        cmocka_unit_test(test_stuck_sender),
-        cmocka_unit_test(test_server_down),
-        cmocka_unit_test(test_buffer_bound),
-        cmocka_unit_test(test_tcp_resume),
+        cmocka_unit_test(test_sites_exact),        cmocka_unit_test(test_sites_sampled),
+        cmocka_unit_test(test_sites_default_rate), cmocka_unit_test(test_cxx_exact),
+        cmocka_unit_test(test_cxx_sampled),        cmocka_unit_test(test_python),
+        cmocka_unit_test(test_unwinders_agree),    cmocka_unit_test(test_dump),
+        cmocka_unit_test(test_lines_policy),       cmocka_unit_test(test_inlined_frames),
+        cmocka_unit_test(test_no_debuginfod),      cmocka_unit_test(test_libraries_mapped),
+        cmocka_unit_test(test_underscore_exit),    cmocka_unit_test(test_exec),
+        cmocka_unit_test(test_usable_free_sized),  cmocka_unit_test(test_signal_handlers),
+        cmocka_unit_test(test_stuck_sender),       cmocka_unit_test(test_server_down),
+        cmocka_unit_test(test_buffer_bound),       cmocka_unit_test(test_tcp_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
