@@ -258,6 +258,7 @@ static void group_fold(hs_trend_row *rows, size_t i, size_t j, size_t k)
 /* Runs -> one row per value of by, in the values' natural order. */
 static void trend_group(hs_trend_result *r)
 {
+    if (!r->nrows) return; /* rows may be NULL */
     qsort(r->rows, r->nrows, sizeof *r->rows, cmp_group);
     size_t k = 0;
     for (size_t i = 0, j; i < r->nrows; i = j) {
