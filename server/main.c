@@ -24,6 +24,10 @@ static void usage(FILE *f)
         "\n"
         "  --db PATH            database file (default $XDG_DATA_HOME/heapstore/heapstore.db,\n"
         "                       XDG_DATA_HOME defaulting to ~/.local/share)\n"
+        "  --store URL          clickhouse://HOST[:PORT]/DATABASE[?user=U&password=P&secure=1]:\n"
+        "                       keep runs in ClickHouse (docs/clickhouse.md); --db is then\n"
+        "                       the local write-ahead buffer; sqlite (the default) keeps them\n"
+        "                       in --db only\n"
         "  --listen HOST:PORT   address to listen on (default 127.0.0.1:%d; port 0 picks a\n"
         "                       free port, logged as \"listening on HOST:PORT\")\n"
         "  --granularity DUR    width of a rollup bucket, e.g. 100ms, 1s, 1m (default 1s)\n"
@@ -146,7 +150,7 @@ int main(int argc, char **argv)
             "--read-token",   "--web-root",       "--header-timeout",
             "--idle-timeout", "--hello-timeout",  "--frame-timeout",
             "--ready-fd",     "--alloc-wrappers", "--event-time",
-            "--symbol-path"};
+            "--symbol-path",  "--store"};
         int ok = 0;
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
@@ -214,6 +218,13 @@ int main(int argc, char **argv)
             bad = !*val || cfg.nsymbol_paths == (int)HS_COUNTOF(symbol_paths);
             if (!bad) symbol_paths[cfg.nsymbol_paths++] = val;
             cfg.symbol_paths = symbol_paths;
+        } else if (!strcmp(name, "--store")) {
+            char why[300];
+            if (strcmp(val, "sqlite") && hs_server_store_check(val, why, sizeof why)) {
+                fprintf(stderr, "heapstore-server: bad --store: %s\n", why);
+                return 2;
+            }
+            cfg.store_url = strcmp(val, "sqlite") ? val : NULL;
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
         } else if (!strcmp(name, "--alloc-wrappers")) {

@@ -20,6 +20,10 @@
 #include "hs_symd.h"
 #include "hs_text.h"
 #include "hs_writer.h"
+#ifdef HS_WITH_CLICKHOUSE
+#include "hs_chship.h"
+#include "hs_chttp.h"
+#endif
 
 enum phase {
     P_FIRST,      /* nothing read yet */
@@ -1030,6 +1034,19 @@ static int bind_listener(server *s, int *port_out)
     return 0;
 }
 
+int hs_server_store_check(const char *url, char *err, size_t errlen)
+{
+#ifdef HS_WITH_CLICKHOUSE
+    hs_ch *c;
+    int rc = hs_ch_open(&c, url, err, errlen);
+    hs_ch_free(c);
+    return rc;
+#else
+    snprintf(err, errlen, "%s: this build has no ClickHouse store (it needs libcurl)", url);
+    return HS_ENOTSUP;
+#endif
+}
+
 int hs_server_run(const hs_server_config *cfg)
 {
     /* A peer that closes while an answer is written to it must cost that
@@ -1055,7 +1072,7 @@ int hs_server_run(const hs_server_config *cfg)
         hs_log("%s", err[0] ? err : hs_strerror(rc));
         goto fail_loop;
     }
-    hs_http_config hcfg = {.db_path = cfg->db_path,
+    hs_http_config hcfg = {.db_path = cfg->store_url ? cfg->store_url : cfg->db_path,
                            .token = cfg->token,
                            .read_token = cfg->read_token,
                            .web_root = cfg->web_root,
@@ -1089,6 +1106,17 @@ int hs_server_run(const hs_server_config *cfg)
         goto fail_http;
     }
     store = NULL; /* the writer's now */
+#ifdef HS_WITH_CLICKHOUSE
+    hs_chship *ship = NULL;
+    if (cfg->store_url) {
+        if (hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err) ||
+            hs_chship_start(ship, 200)) {
+            hs_log("cannot ship to ClickHouse: %s", err);
+            hs_chship_free(ship);
+            ship = NULL;
+        }
+    }
+#endif
     /* the files `heapstore symbols add` put next to the database first */
     const char *paths[65];
     char added[4200];
@@ -1117,6 +1145,9 @@ int hs_server_run(const hs_server_config *cfg)
     s->symd = NULL;
     if (s->symreqs) hs_log("symbols: %" PRIu64 " builds asked of collectors", s->symreqs);
     hs_writer_join(s->writer);
+#ifdef HS_WITH_CLICKHOUSE
+    hs_chship_stop(ship); /* after the writer: its last pass sees every commit */
+#endif
     uv_run(&s->loop, UV_RUN_DEFAULT);
     for (hs_conn *c = s->conns; c; c = c->next)
         c->sym_pending = 0; /* every thread has ended: jobs never answered are gone */

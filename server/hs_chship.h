@@ -1,0 +1,49 @@
+/* hs_chship: copies what the writer committed to its SQLite file into a
+ * ClickHouse database (schema/clickhouse/001_init.sql), so that
+ * `heapstore-server --store clickhouse://…` keeps every part of its ingest
+ * (decoding, rollups, acknowledgements) and ClickHouse holds the rows that
+ * the queries read.
+ *
+ * The SQLite file is the front end's write-ahead buffer: a pass opens a
+ * read transaction on it (one commit's state), takes what is newer than
+ * what it shipped before (frames and trace nodes by id; per run, events by
+ * seq, rollups by bucket, samples by time, small tables whole when the run
+ * changed), turns local ids into content ids (runs: their uuid; frames: a
+ * hash of their key; trace nodes: a hash of (parent, frame)) and sends one
+ * RowBinary INSERT per table. Watermarks advance only when every INSERT of
+ * the pass succeeded; a failed pass is sent again whole, and a start ships
+ * everything again: ClickHouse's ReplacingMergeTree keys make a row sent
+ * twice count once. What a pass found is not lost by a ClickHouse outage:
+ * it stays in the SQLite file and the next pass sends it.
+ *
+ * hs_chship_pass() is one pass on the caller's thread (tests, tools);
+ * hs_chship_start() runs passes on a thread of its own every interval_ms
+ * and a last one at hs_chship_stop().
+ */
+#ifndef HS_CHSHIP_H
+#define HS_CHSHIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hs_chship hs_chship;
+
+typedef struct hs_chship_stats {
+    uint64_t passes, failed, rows, bytes; /* rows and RowBinary bytes sent */
+} hs_chship_stats;
+
+/* Opens db_path read-only and url (hs_chttp.h), creates the database and
+ * its tables when missing. 0 or an HS_E code with err filled. */
+int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *err, size_t errlen);
+void hs_chship_free(hs_chship *s); /* accepts NULL */
+
+/* One pass: ships everything committed to the SQLite file by now. */
+int hs_chship_pass(hs_chship *s, char *err, size_t errlen);
+void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out);
+
+/* The thread: passes every interval_ms, errors logged (hs_log); stop runs
+ * a last pass, joins and frees. */
+int hs_chship_start(hs_chship *s, int interval_ms);
+void hs_chship_stop(hs_chship *s);
+
+#endif
