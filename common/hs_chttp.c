@@ -441,6 +441,6 @@ uint64_t hs_ch_hash(const void *p, size_t n, uint64_t seed)
     uint64_t tail = 0;
     for (size_t k = 0; i < n; i++, k++) tail |= (uint64_t)s[i] << (8 * k);
     h = mix(h ^ tail ^ ((uint64_t)n << 56));
-    h &= 0x7fffffffffffffffull; /* an int64 id of the query core: positive */
+    h &= HS_CH_ID_MASK;
     return h ? h : 1;
 }

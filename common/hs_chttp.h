@@ -81,7 +81,13 @@ const char *hs_tsv_field(hs_tsv *t, size_t *len);
 int64_t hs_tsv_i64(hs_tsv *t, int *null);
 double hs_tsv_f64(hs_tsv *t);
 
-/* A 64-bit hash of bytes (content ids: frames, trace nodes), never 0. */
+/* Content ids (runs, frames, trace nodes) keep 53 bits: JSON readers
+ * such as the dashboard hold numbers as doubles, and ids travel back in
+ * URLs. The odds of two of n ids colliding are about n^2 / 2^54
+ * (docs/clickhouse.md). */
+#define HS_CH_ID_MASK ((1ull << 53) - 1)
+
+/* A hash of bytes masked to a content id, never 0. */
 uint64_t hs_ch_hash(const void *p, size_t n, uint64_t seed);
 
 #endif

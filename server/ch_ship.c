@@ -143,7 +143,7 @@ static int64_t run_content_id(const uint8_t *uuid, int n)
 {
     uint64_t v = 0;
     for (int i = 0; i < 8 && i < n; i++) v = v << 8 | uuid[i];
-    v &= 0x7fffffffffffffffull;
+    v &= HS_CH_ID_MASK;
     return v ? (int64_t)v : 1;
 }
 
@@ -510,6 +510,13 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
     for (int t = 0; t < T__COUNT; t++)
         if (s->out[t].cap > (16u << 20)) hs_chbuf_free(&s->out[t]); /* a backlog's buffers */
     return rc;
+}
+
+int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local)
+{
+    uint64_t i;
+    if (kind == 'r') return hs_map_get(&s->run_idx, (uint64_t)local, &i) ? s->rs[i].id : 0;
+    return mapped(kind == 't' ? &s->node_id : &s->frame_id, local);
 }
 
 void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out)

@@ -41,6 +41,10 @@ void hs_chship_free(hs_chship *s); /* accepts NULL */
 int hs_chship_pass(hs_chship *s, char *err, size_t errlen);
 void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out);
 
+/* The content id that local id (of a run 'r', trace node 't' or frame
+ * 'f') was shipped under; 0 when it has not been shipped. */
+int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local);
+
 /* The thread: passes every interval_ms, errors logged (hs_log); stop runs
  * a last pass, joins and frees. */
 int hs_chship_start(hs_chship *s, int interval_ms);
