@@ -139,12 +139,11 @@ struct hs_chship {
 
 /* ---- ids -------------------------------------------------------------------- */
 
+/* A run's id: a hash of its whole uuid (uuids of tests and of some
+ * collectors differ in a few bytes only). */
 static int64_t run_content_id(const uint8_t *uuid, int n)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < 8 && i < n; i++) v = v << 8 | uuid[i];
-    v &= HS_CH_ID_MASK;
-    return v ? (int64_t)v : 1;
+    return (int64_t)hs_ch_hash(uuid ? (const void *)uuid : "", uuid ? (size_t)n : 0, 0x72);
 }
 
 static int64_t mapped(const hs_map *m, int64_t local)

@@ -4,7 +4,7 @@
 -- on ClickHouse 18.16 (Debian 12) and written to run on current releases:
 -- no TTL, no Nullable, no LowCardinality, new-style MergeTree clauses.
 --
--- Ids are content: a run's id is the first 63 bits of its uuid, a frame's a
+-- Ids are content: a run's id is a hash of its uuid, a frame's a
 -- hash of its key (function, file, line; or module and offset while it is
 -- unnamed), a trace node's a hash of (parent's id, frame's id); so front
 -- ends that never talk to each other write the same ids. Every table is a

@@ -1,0 +1,303 @@
+/* Same answers from both stores: runs written into SQLite by the server's
+ * own storage code (the query fixtures, and a recorded stream of hs-example
+ * under the real collector loaded as `heapstore import` loads it) are
+ * shipped to a real local ClickHouse (hs_chship_pass), then every API
+ * question is asked of the SQLite store and of the ClickHouse store and the
+ * two JSON answers are compared field by field. Ids differ by design (local
+ * row ids there, content ids here): a SQLite id is translated through the
+ * shipper's map before it is compared; everything else must be equal
+ * (doubles to 1e-9 relative).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "chkit.h"
+#include "queries/fixture.h"
+#include "hs_chship.h"
+#include "hs_queries.h"
+#include "hs_store.h"
+
+static ck_server ch;
+static char tmpdir[600];
+static int mismatches;
+
+/* ---- comparing ------------------------------------------------------------ */
+
+static int is_id_key(const char *k)
+{
+    return k && (!strcmp(k, "id") || !strcmp(k, "parent_id") || !strcmp(k, "trace") ||
+                 !strcmp(k, "run"));
+}
+
+static void report(const char *path, const char *what, json_t *a, json_t *b)
+{
+    if (mismatches++ >= 40) return;
+    char *x = a ? json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    char *y = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    fprintf(stderr, "  %s: %s: sqlite %.200s, clickhouse %.200s\n", path, what, x ? x : "-",
+            y ? y : "-");
+    free(x);
+    free(y);
+}
+
+static void compare(hs_chship *sh, const char *path, const char *key, json_t *a, json_t *b)
+{
+    char sub[512];
+    if (json_typeof(a) != json_typeof(b) &&
+        !(json_is_number(a) && json_is_number(b))) {
+        report(path, "types differ", a, b);
+        return;
+    }
+    if (json_is_object(a)) {
+        const char *k;
+        json_t *v;
+        json_object_foreach(a, k, v) {
+            snprintf(sub, sizeof sub, "%s.%s", path, k);
+            json_t *w = json_object_get(b, k);
+            if (!w) report(sub, "missing", v, NULL);
+            else compare(sh, sub, k, v, w);
+        }
+        json_object_foreach(b, k, v) if (!json_object_get(a, k)) {
+            snprintf(sub, sizeof sub, "%s.%s", path, k);
+            report(sub, "extra", NULL, v);
+        }
+    } else if (json_is_array(a)) {
+        if (json_array_size(a) != json_array_size(b)) {
+            report(path, "lengths differ", a, b);
+            return;
+        }
+        for (size_t i = 0; i < json_array_size(a); i++) {
+            snprintf(sub, sizeof sub, "%s[%zu]", path, i);
+            compare(sh, sub, key, json_array_get(a, i), json_array_get(b, i));
+        }
+    } else if (json_is_integer(a) && json_is_integer(b) && is_id_key(key)) {
+        json_int_t x = json_integer_value(a);
+        int64_t want = hs_chship_content_id(sh, strcmp(key, "trace") ? 'r' : 't', x);
+        if (want != json_integer_value(b)) report(path, "ids differ", a, b);
+    } else if (json_is_number(a)) {
+        double x = json_number_value(a), y = json_number_value(b);
+        double tol = 1e-9 * (x < 0 ? -x : x);
+        if (x - y > tol || y - x > tol) report(path, "values differ", a, b);
+    } else if (!json_equal(a, b)) {
+        report(path, "values differ", a, b);
+    }
+}
+
+/* Asks both stores target_a / target_b (the same question with each
+ * store's ids) and compares the answers. */
+static void ask_both(hs_chship *sh, hs_q *qa, hs_q *qb, const char *ta, const char *tb)
+{
+    hs_api_reply ra = {0}, rb = {0};
+    hs_api_handle(qa, "GET", ta, NULL, 0, &ra);
+    hs_api_handle(qb, "GET", tb, NULL, 0, &rb);
+    int before = mismatches;
+    if (ra.status != rb.status) {
+        fprintf(stderr, "  %s: status %d (sqlite) vs %d\n", tb, ra.status, rb.status);
+        mismatches++;
+    }
+    if (ra.status != 200) {
+        char *x = ra.json ? json_dumps(ra.json, JSON_COMPACT) : NULL;
+        fprintf(stderr, "  %s: sqlite answers %d: %.300s\n", ta, ra.status, x ? x : "");
+        free(x);
+        mismatches++;
+    }
+    if (ra.json && rb.json) compare(sh, "", NULL, ra.json, rb.json);
+    else if (ra.body && rb.body && (ra.len != rb.len || memcmp(ra.body, rb.body, ra.len))) {
+        fprintf(stderr, "  %s: files differ (%zu vs %zu bytes)\n", tb, ra.len, rb.len);
+        mismatches++;
+    }
+    fprintf(stderr, "%s %s\n", mismatches == before ? "same" : "DIFF", tb);
+    hs_api_reply_clear(&ra);
+    hs_api_reply_clear(&rb);
+}
+
+/* ---- the questions ----------------------------------------------------------- */
+
+/* Every question about one run; %1$s is the run's id. */
+static const char *const per_run[] = {
+    "/api/runs/%1$s",
+    "/api/runs/%1$s/history",
+    "/api/runs/%1$s/history?top=3",
+    "/api/runs/%1$s/top?at=peak",
+    "/api/runs/%1$s/top?at=end",
+    "/api/runs/%1$s/top?at=0.55",
+    "/api/runs/%1$s/top?at=end&by=function",
+    "/api/runs/%1$s/top?at=peak&by=stack",
+    "/api/runs/%1$s/flame?at=peak",
+    "/api/runs/%1$s/flame?at=end",
+    "/api/runs/%1$s/leaks",
+    "/api/runs/%1$s/sizes",
+    "/api/runs/%1$s/export?format=collapsed",
+    "/api/runs/%1$s/export?format=speedscope",
+    "/api/runs/%1$s/export?format=dot",
+    "/api/runs/%1$s/export?format=pprof",
+    "/api/diff?a=%1$s@peak&b=%1$s@end",
+    "/api/runs?root=%1$s",
+};
+
+static const char *const lists[] = {
+    "/api/runs", "/api/runs?state=ended", "/api/runs?program=app", "/api/runs?label=version=2",
+    "/api/runs?limit=1",
+};
+
+/* Ships the SQLite database at db_path into ClickHouse database chdb and
+ * compares the answers of both stores; returns the mismatches. */
+static int same_answers(const char *db_path, const char *chdb)
+{
+    char url[600], err[512];
+    ck_url(&ch, chdb, 0, url, sizeof url);
+    hs_chship *sh;
+    int rc = hs_chship_new(&sh, db_path, url, err, sizeof err);
+    if (!rc) rc = hs_chship_pass(sh, err, sizeof err);
+    if (rc) fprintf(stderr, "shipping %s: %s\n", db_path, err);
+    assert_int_equal(rc, 0);
+    hs_q *qa, *qb;
+    hs_qerr qe;
+    assert_int_equal(hs_q_open(&qa, db_path, &qe), 0);
+    rc = hs_q_open(&qb, url, &qe);
+    if (rc) fprintf(stderr, "%s\n", qe.msg);
+    assert_int_equal(rc, 0);
+    int before = mismatches;
+    fprintf(stderr, "-- %s\n", db_path);
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) ask_both(sh, qa, qb, lists[i], lists[i]);
+    hs_api_reply r = {0};
+    hs_api_handle(qa, "GET", "/api/runs", NULL, 0, &r);
+    json_t *runs = json_object_get(r.json, "runs"), *run;
+    size_t k;
+    char prev_a[32] = "", prev_b[32] = "";
+    json_array_foreach(runs, k, run) {
+        char a[32], b[32], ta[600], tb[600];
+        int64_t local = json_integer_value(json_object_get(run, "id"));
+        snprintf(a, sizeof a, "%lld", (long long)local);
+        snprintf(b, sizeof b, "%lld", (long long)hs_chship_content_id(sh, 'r', local));
+        for (size_t i = 0; i < sizeof per_run / sizeof *per_run; i++) {
+            snprintf(ta, sizeof ta, per_run[i], a);
+            snprintf(tb, sizeof tb, per_run[i], b);
+            ask_both(sh, qa, qb, ta, tb);
+        }
+        if (prev_a[0]) { /* two runs: a diff across them */
+            snprintf(ta, sizeof ta, "/api/diff?a=%s@end&b=%s@end&by=function", prev_a, a);
+            snprintf(tb, sizeof tb, "/api/diff?a=%s@end&b=%s@end&by=function", prev_b, b);
+            ask_both(sh, qa, qb, ta, tb);
+        }
+        snprintf(prev_a, sizeof prev_a, "%s", a);
+        snprintf(prev_b, sizeof prev_b, "%s", b);
+    }
+    hs_api_reply_clear(&r);
+    hs_q_free(qa);
+    hs_q_free(qb);
+    hs_chship_free(sh);
+    return mismatches - before;
+}
+
+/* ---- the runs ------------------------------------------------------------------- */
+
+static void db_path(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s.db", tmpdir, name);
+}
+
+static void test_fixture_app(void **state)
+{
+    (void)state;
+    char p[700];
+    db_path(p, sizeof p, "app");
+    assert_int_equal(fx_build(p), 0);
+    assert_int_equal(same_answers(p, "fx_app"), 0);
+}
+
+static void test_fixture_rank(void **state)
+{
+    (void)state;
+    char p[700];
+    db_path(p, sizeof p, "rank");
+    assert_int_equal(fx_build_rank(p, NULL, NULL), 0);
+    assert_int_equal(same_answers(p, "fx_rank"), 0);
+}
+
+static void test_fixture_trend_quiet_empty(void **state)
+{
+    (void)state;
+    char p[700];
+    db_path(p, sizeof p, "trend");
+    assert_int_equal(fx_build_trend(p), 0);
+    int n = same_answers(p, "fx_trend");
+    db_path(p, sizeof p, "quiet");
+    assert_int_equal(fx_build_quiet(p), 0);
+    n += same_answers(p, "fx_quiet");
+    db_path(p, sizeof p, "empty");
+    assert_int_equal(fx_build_empty(p), 0);
+    n += same_answers(p, "fx_empty");
+    assert_int_equal(n, 0);
+}
+
+/* hs-example under the real collector, every allocation sampled, recorded
+ * to a stream file and imported as `heapstore import` does. */
+static void test_recorded_stream(void **state)
+{
+    (void)state;
+    const char *bdir = getenv("HS_BUILD_DIR");
+    char prog[600], lib[600], hsp[700], url[720], p[700];
+    snprintf(prog, sizeof prog, "%s/bin/hs-example", bdir ? bdir : "build");
+    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", bdir ? bdir : "build");
+    snprintf(hsp, sizeof hsp, "%s/example.hsp", tmpdir);
+    snprintf(url, sizeof url, "file://%s", hsp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("LD_PRELOAD", lib, 1);
+        setenv("HEAPSTORE_URL", url, 1);
+        setenv("HEAPSTORE_SAMPLE_BYTES", "1", 1);
+        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
+        if (!freopen("/dev/null", "w", stdout)) _exit(126);
+        execl(prog, prog, "--rounds", "6", "--round-ms", "120", (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    db_path(p, sizeof p, "example");
+    hs_store *s;
+    char err[512];
+    hs_store_config cfg = {.granularity_ns = 100000000};
+    assert_int_equal(hs_store_open(&s, p, &cfg, err, sizeof err), 0);
+    hs_import_stats is;
+    int rc = hs_store_import_file(s, hsp, &is, err, sizeof err);
+    if (rc) fprintf(stderr, "import: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(is.bye && is.events > 0);
+    hs_store_free(s);
+    assert_int_equal(same_answers(p, "rec_example"), 0);
+}
+
+int main(void)
+{
+    ck_require();
+    const char *bdir = getenv("HS_BUILD_DIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/tests/tmp/ch_same.%d", bdir ? bdir : "/tmp", (int)getpid());
+    char chdir_[700], cmd[800];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", tmpdir);
+    if (system(cmd)) return 1;
+    snprintf(chdir_, sizeof chdir_, "%s/clickhouse", tmpdir);
+    if (ck_start(&ch, chdir_, 0, NULL)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixture_app),
+        cmocka_unit_test(test_fixture_rank),
+        cmocka_unit_test(test_fixture_trend_quiet_empty),
+        cmocka_unit_test(test_recorded_stream),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    ck_stop(&ch);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (!rc && system(cmd)) rc = 1;
+    return rc;
+}
