@@ -97,21 +97,51 @@ static int write_config(const ck_server *s, int shard, const int cluster_tcp[2],
     return fclose(o) ? -1 : 0;
 }
 
+static int spawn_and_wait(ck_server *s);
+
+int ck_restart(ck_server *s)
+{
+    if (s->pid > 0) {
+        kill(s->pid, SIGTERM);
+        int st;
+        waitpid(s->pid, &st, 0);
+        s->pid = 0;
+    }
+    return spawn_and_wait(s);
+}
+
+void ck_pause(ck_server *s)
+{
+    if (s->pid <= 0) return;
+    kill(s->pid, SIGTERM);
+    int st;
+    waitpid(s->pid, &st, 0);
+    s->pid = 0;
+}
+
 int ck_start(ck_server *s, const char *dir, int shard, const int cluster_tcp[2])
 {
     memset(s, 0, sizeof *s);
     snprintf(s->dir, sizeof s->dir, "%s", dir);
-    char cmd[700], conf[600], logp[600];
+    char cmd[700], conf[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/log'", dir, dir);
     if (system(cmd)) return -1;
     if (s->tcp_port <= 0) s->tcp_port = cluster_tcp && shard ? cluster_tcp[shard - 1] : ck_free_port();
     s->http_port = ck_free_port();
     if (write_config(s, shard, cluster_tcp, conf, sizeof conf)) return -1;
-    snprintf(logp, sizeof logp, "%s/log/stdout", dir);
+    return spawn_and_wait(s);
+}
+
+/* Starts clickhouse-server on s's configuration and waits for /ping. */
+static int spawn_and_wait(ck_server *s)
+{
+    char conf[600], logp[600];
+    snprintf(conf, sizeof conf, "%s/config.xml", s->dir);
+    snprintf(logp, sizeof logp, "%s/log/stdout", s->dir);
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
-        FILE *lf = freopen(logp, "w", stdout);
+        FILE *lf = freopen(logp, "a", stdout);
         (void)lf;
         dup2(1, 2);
         char arg[700];
@@ -120,20 +150,22 @@ int ck_start(ck_server *s, const char *dir, int shard, const int cluster_tcp[2])
         _exit(127);
     }
     s->pid = pid;
-    for (int i = 0; i < 8; i++)
+    int listed = 0;
+    for (int i = 0; i < 8; i++) listed |= started[i] == s;
+    for (int i = 0; i < 8 && !listed; i++)
         if (!started[i]) {
             started[i] = s;
-            break;
+            listed = 1;
         }
     static int hooked;
     if (!hooked++) atexit(stop_all);
-    /* ready when /ping answers; up to 60 s on a loaded machine */
+    /* ready when a query answers; up to 60 s on a loaded machine */
     char out[256];
     for (int i = 0; i < 600; i++) {
         int st;
         if (waitpid(pid, &st, WNOHANG) == pid) {
             s->pid = 0;
-            fprintf(stderr, "clickhouse-server exited at its start; see %s and %s/log\n", logp, dir);
+            fprintf(stderr, "clickhouse-server exited at its start; see %s\n", logp);
             return -1;
         }
         if (!ck_sql(s, "SELECT 1", out, sizeof out) && !strcmp(out, "1")) return 0;

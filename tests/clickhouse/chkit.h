@@ -27,6 +27,10 @@ void ck_require(void);
  * the two shards of the cluster recipe go into its configuration (0, NULL:
  * a cluster of this server twice). 0 or -1 (with a message on stderr). */
 int ck_start(ck_server *s, const char *dir, int shard, const int cluster_tcp[2]);
+/* Stops it and keeps its data (an outage); ck_restart() starts it again
+ * on the same data and ports. */
+void ck_pause(ck_server *s);
+int ck_restart(ck_server *s);
 /* Stops it and removes its directory. */
 void ck_stop(ck_server *s);
 

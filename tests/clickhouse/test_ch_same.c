@@ -445,7 +445,7 @@ int main(void)
     ck_require();
     const char *bdir = getenv("HS_BUILD_DIR");
     snprintf(tmpdir, sizeof tmpdir, "%s/tests/tmp/ch_same.%d", bdir ? bdir : "/tmp", (int)getpid());
-    char chdir_[700], cmd[800];
+    char chdir_[700], cmd[1400];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", tmpdir);
     if (system(cmd)) return 1;
     snprintf(chdir_, sizeof chdir_, "%s/clickhouse", tmpdir);
