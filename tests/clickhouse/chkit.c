@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -141,6 +142,7 @@ static int spawn_and_wait(ck_server *s)
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL); /* a test that crashes takes its server along */
         FILE *lf = freopen(logp, "a", stdout);
         (void)lf;
         dup2(1, 2);
