@@ -17,6 +17,7 @@ struct hs_ch {
     CURL *curl;
     char *base;     /* http[s]://host:port/?database=DB */
     char *db, *user, *password, *display, *settings;
+    char *extra; /* ClickHouse settings given in the URL, sent with every query */
     int insecure;
     long timeout_s;
     struct curl_slist *headers;
@@ -61,6 +62,16 @@ static int ident_ok(const char *s)
     return 1;
 }
 
+/* A ClickHouse setting's name: [a-z][a-z0-9_]*. */
+static int setting_ok(const char *k, size_t n)
+{
+    if (!n || k[0] < 'a' || k[0] > 'z') return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((k[i] >= 'a' && k[i] <= 'z') || (k[i] >= '0' && k[i] <= '9') || k[i] == '_'))
+            return 0;
+    return 1;
+}
+
 /* The query string's options into c. */
 static int parse_opts(hs_ch *c, const char *q, int *secure, char *err, size_t errlen)
 {
@@ -83,6 +94,17 @@ static int parse_opts(hs_ch *c, const char *q, int *secure, char *err, size_t er
             if (q[0] == 's') *secure = n != 0;
             else if (q[0] == 'i') c->insecure = n != 0;
             else c->timeout_s = n > 0 ? n : c->timeout_s;
+            free(v);
+        } else if (setting_ok(q, klen) && !strchr(v, '&')) {
+            /* a ClickHouse setting (insert_distributed_sync=1): passed on as it is */
+            size_t old = c->extra ? strlen(c->extra) : 0, n = old + klen + strlen(v) + 3;
+            char *e = realloc(c->extra, n);
+            if (!e) {
+                free(v);
+                return HS_ENOMEM;
+            }
+            snprintf(e + old, n - old, "%s%.*s=%s", old ? "&" : "", (int)klen, q, v);
+            c->extra = e;
             free(v);
         } else {
             snprintf(err, errlen, "unknown option '%.*s' in the ClickHouse URL", (int)klen, q);
@@ -169,6 +191,7 @@ void hs_ch_free(hs_ch *c)
     free(c->password);
     free(c->display);
     free(c->settings);
+    free(c->extra);
     free(c);
 }
 
@@ -198,19 +221,20 @@ static size_t on_body(char *p, size_t size, size_t n, void *data)
     return b->oom ? 0 : len;
 }
 
-/* The URL of one query: base, settings, and sql when a body carries data. */
+/* The URL of one query: base, the URL's settings, the caller's, and sql
+ * when a body carries data. */
 static char *query_url(hs_ch *c, const char *sql, int in_url)
 {
     char *esc = in_url ? curl_easy_escape(c->curl, sql, 0) : NULL;
     if (in_url && !esc) return NULL;
-    size_t n = strlen(c->base) + (c->settings ? strlen(c->settings) + 1 : 0) +
-               (esc ? strlen(esc) + 8 : 0) + 1;
-    char *u = malloc(n);
-    if (u)
-        snprintf(u, n, "%s%s%s%s%s", c->base, c->settings && c->base[strlen(c->base) - 1] != '?' ? "&" : "", c->settings ? c->settings : "",
-                 esc ? "&query=" : "", esc ? esc : "");
+    hs_chbuf u = {0};
+    hs_chbuf_printf(&u, "%s", c->base);
+    if (c->extra) hs_chbuf_printf(&u, "&%s", c->extra);
+    if (c->settings) hs_chbuf_printf(&u, "&%s", c->settings);
+    if (esc) hs_chbuf_printf(&u, "&query=%s", esc);
     curl_free(esc);
-    return u;
+    if (u.oom) hs_chbuf_free(&u);
+    return u.p;
 }
 
 int hs_ch_create_database(hs_ch *c, char *err, size_t errlen)

@@ -4,7 +4,9 @@
  *
  * A store URL reads clickhouse://HOST[:PORT]/DATABASE[?user=U&password=P&
  * secure=1&insecure=1&timeout=SECONDS]: PORT defaults to 8123 (8443 with
- * secure=1, which speaks HTTPS; insecure=1 skips the certificate check), the
+ * secure=1, which speaks HTTPS; insecure=1 skips the certificate check;
+ * any other NAME=VALUE is a ClickHouse setting sent with every query, such
+ * as insert_distributed_sync=1 for a cluster), the
  * user and password travel as X-ClickHouse-User/-Key headers, never in a
  * logged URL. One hs_ch is one keep-alive connection, used by one thread at
  * a time. Answers are read whole into a buffer capped at HS_CH_ANSWER_MAX

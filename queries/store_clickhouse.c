@@ -48,6 +48,8 @@ typedef struct chstore {
 
 static const hs_qstore_ops ch_ops;
 
+#define BASE_SETTINGS "distributed_product_mode=global"
+
 /* ---- asking --------------------------------------------------------------------- */
 
 /* Runs the SQL printed from fmt (FORMAT TabSeparated appended) into q->ans
@@ -106,8 +108,11 @@ int hs_qstore_clickhouse_open(hs_qstore **out, const char *url, hs_qerr *err)
         free(q);
         return hs__err(err, rc, "%s", msg);
     }
+    /* subqueries over Distributed tables (a cluster) run once, on this
+     * server, whatever shards their rows are on */
     hs_tsv t;
-    if ((rc = ask(q, &t, err, "SELECT count() FROM runs"))) {
+    if ((rc = hs_ch_settings(q->ch, BASE_SETTINGS)) ||
+        (rc = ask(q, &t, err, "SELECT count() FROM runs"))) {
         hs_ch_free(q->ch);
         free(q);
         return rc;
@@ -1023,7 +1028,7 @@ static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_q
     char msg[480];
     hs_ch_settings(q->ch, settings);
     rc = b.oom ? HS_ENOMEM : hs_ch_query(q->ch, b.p, NULL, 0, &q->ans, msg, sizeof msg);
-    hs_ch_settings(q->ch, NULL);
+    hs_ch_settings(q->ch, BASE_SETTINGS);
     hs_chbuf_free(&b);
     json_decref(req);
     if (rc)

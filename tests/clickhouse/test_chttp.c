@@ -31,7 +31,8 @@ static void test_urls(void **state)
         {"clickhouse:///db", HS_EINVAL, NULL},
         {"clickhouse://h/db-x", HS_EINVAL, NULL},
         {"clickhouse://h/db;drop", HS_EINVAL, NULL},
-        {"clickhouse://h/db?colour=red", HS_EINVAL, NULL},
+        {"clickhouse://h/db?Colour=red", HS_EINVAL, NULL},
+        {"clickhouse://h/db?insert_distributed_sync=1", 0, "clickhouse://h:8123/db"},
         {"http://h/db", HS_EINVAL, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
