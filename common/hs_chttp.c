@@ -229,9 +229,10 @@ static char *query_url(hs_ch *c, const char *sql, int in_url)
     if (in_url && !esc) return NULL;
     hs_chbuf u = {0};
     hs_chbuf_printf(&u, "%s", c->base);
-    if (c->extra) hs_chbuf_printf(&u, "&%s", c->extra);
-    if (c->settings) hs_chbuf_printf(&u, "&%s", c->settings);
-    if (esc) hs_chbuf_printf(&u, "&query=%s", esc);
+    const char *sep = u.len && u.p[u.len - 1] == '?' ? "" : "&"; /* "?" alone: no database */
+    if (c->extra) hs_chbuf_printf(&u, "%s%s", sep, c->extra), sep = "&";
+    if (c->settings) hs_chbuf_printf(&u, "%s%s", sep, c->settings), sep = "&";
+    if (esc) hs_chbuf_printf(&u, "%squery=%s", sep, esc);
     curl_free(esc);
     if (u.oom) hs_chbuf_free(&u);
     return u.p;
