@@ -135,6 +135,8 @@ struct hs_chship {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int running, stopping, interval_ms;
+    int retain_months;
+    uint64_t retained_at; /* wall ns of the last retention run */
 };
 
 /* ---- ids -------------------------------------------------------------------- */
@@ -523,6 +525,64 @@ void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out)
     *out = s->stats;
 }
 
+/* ---- retention ------------------------------------------------------------------------------ */
+
+static const char *const per_run_tables[] = {
+    "runs",      "run_labels",  "mappings",        "run_pcs",   "run_stacks", "events",
+    "snapshots", "heap_series", "process_samples", "size_hist", "run_exact",  "heap_exact"};
+
+/* The table that holds the rows of name on this server: NAME_local when
+ * name is Distributed (a cluster), else name. */
+static int local_table(hs_chship *s, const char *name, char *out, size_t len, char *err,
+                       size_t errlen)
+{
+    char sql[300];
+    hs_chbuf ans = {0};
+    snprintf(sql, sizeof sql,
+             "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = '%s'",
+             name);
+    int rc = hs_ch_query(s->ch, sql, NULL, 0, &ans, err, errlen);
+    int dist = !rc && ans.p && !strncmp(ans.p, "Distributed", 11);
+    snprintf(out, len, "%s%s", name, dist ? "_local" : "");
+    hs_chbuf_free(&ans);
+    return rc;
+}
+
+int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t errlen)
+{
+    assert(months > 0);
+    *dropped = 0;
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    int ym = (tm.tm_year + 1900) * 12 + tm.tm_mon - months; /* months since year 0 */
+    int cutoff = (ym / 12) * 100 + ym % 12 + 1;             /* YYYYMM: older ones go */
+    int rc = ensure_schema(s, err, errlen);
+    for (size_t i = 0; !rc && i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
+        char table[64], sql[400];
+        hs_chbuf ans = {0};
+        if ((rc = local_table(s, per_run_tables[i], table, sizeof table, err, errlen))) break;
+        snprintf(sql, sizeof sql,
+                 "SELECT DISTINCT partition FROM system.parts WHERE database = currentDatabase() "
+                 "AND table = '%s' AND active AND toUInt32OrZero(partition) < %d",
+                 table, cutoff);
+        rc = hs_ch_query(s->ch, sql, NULL, 0, &ans, err, errlen);
+        for (char *p = ans.p, *nl; !rc && p && *p; p = nl + 1) {
+            if (!(nl = strchr(p, '\n'))) break;
+            *nl = 0;
+            snprintf(sql, sizeof sql, "ALTER TABLE %s DROP PARTITION %ld", table, strtol(p, NULL, 10));
+            if (!(rc = hs_ch_query(s->ch, sql, NULL, 0, NULL, err, errlen))) (*dropped)++;
+        }
+        hs_chbuf_free(&ans);
+    }
+    return rc;
+}
+
+void hs_chship_set_retention(hs_chship *s, int months)
+{
+    s->retain_months = months;
+}
+
 /* ---- open / close ------------------------------------------------------------------------ */
 
 static int prepare(hs_chship *s, sqlite3_stmt **st, const char *sql)
@@ -622,6 +682,15 @@ static void *ship_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         int rc = hs_chship_pass(s, err, sizeof err);
         if (rc && !failing) hs_log("shipping to ClickHouse failed (will retry): %s", err);
+        if (!rc && s->retain_months && wall_ns() - s->retained_at > 3600ull * 1000000000ull) {
+            int dropped = 0;
+            s->retained_at = wall_ns();
+            if (hs_chship_retain(s, s->retain_months, &dropped, err, sizeof err))
+                hs_log("ClickHouse retention failed: %s", err);
+            else if (dropped)
+                hs_log("ClickHouse retention: %d partitions older than %d months dropped", dropped,
+                       s->retain_months);
+        }
         if (!rc && failing) hs_log("shipping to ClickHouse works again");
         failing = rc != 0;
         pthread_mutex_lock(&s->mu);

@@ -41,6 +41,15 @@ void hs_chship_free(hs_chship *s); /* accepts NULL */
 int hs_chship_pass(hs_chship *s, char *err, size_t errlen);
 void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out);
 
+/* Retention by partition: drops, from every per-run table, the monthly
+ * partitions (by the runs' start) older than months whole months before
+ * now; frames and trace nodes (shared by every run) stay. On a cluster
+ * (cluster.sql) it drops from this server's NAME_local tables. *dropped
+ * gets the partitions dropped. 0 or an HS_E code with err filled. */
+int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t errlen);
+/* The thread runs hs_chship_retain() at its start and hourly; 0: never. */
+void hs_chship_set_retention(hs_chship *s, int months);
+
 /* The content id that local id (of a run 'r', trace node 't' or frame
  * 'f') was shipped under; 0 when it has not been shipped. */
 int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local);

@@ -70,6 +70,7 @@ typedef struct hs_server_config {
     /* clickhouse://…: db_path is then the write-ahead buffer, shipped there
      * (hs_chship.h), and the API reads the store at this URL; NULL: none */
     const char *store_url;
+    int store_retain_months; /* drop the store's partitions older than this; 0: never */
 } hs_server_config;
 
 /* 0 when url names a store this build can use (clickhouse://…), else a

@@ -1109,8 +1109,9 @@ int hs_server_run(const hs_server_config *cfg)
 #ifdef HS_WITH_CLICKHOUSE
     hs_chship *ship = NULL;
     if (cfg->store_url) {
-        if (hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err) ||
-            hs_chship_start(ship, 200)) {
+        if (!hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err))
+            hs_chship_set_retention(ship, cfg->store_retain_months);
+        if (!ship || hs_chship_start(ship, 200)) {
             hs_log("cannot ship to ClickHouse: %s", err);
             hs_chship_free(ship);
             ship = NULL;

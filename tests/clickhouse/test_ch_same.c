@@ -117,6 +117,40 @@ static void test_recorded_stream(void **state)
     assert_int_equal(same_answers_in(p, "rec_example", 0), 0);
 }
 
+/* Retention by partition: the fixture's runs (they started in 2023) and
+ * the recorded one (today) in one database; dropping what started more
+ * than 12 months ago leaves today's run whole and nothing of the others. */
+static void test_retention(void **state)
+{
+    (void)state;
+    char url[600], err[512], app[700], ex[700];
+    ck_url(&ch, "retain", 0, url, sizeof url);
+    db_path(app, sizeof app, "app");
+    db_path(ex, sizeof ex, "example");
+    hs_chship *a, *b;
+    assert_int_equal(hs_chship_new(&a, app, url, err, sizeof err), 0);
+    assert_int_equal(hs_chship_pass(a, err, sizeof err), 0);
+    assert_int_equal(hs_chship_new(&b, ex, url, err, sizeof err), 0);
+    assert_int_equal(hs_chship_pass(b, err, sizeof err), 0);
+    assert_int_equal(ck_int(&ch, "SELECT uniqExact(id) FROM retain.runs"), 3);
+    long long events = ck_int(&ch, "SELECT sum(n_events) FROM retain.events FINAL WHERE run = "
+                                   "(SELECT max(id) FROM retain.runs WHERE start_unix_ns > "
+                                   "toInt64(toUInt32(now()) - 86400) * 1000000000)");
+    assert_true(events > 0);
+    int dropped = 0;
+    int rc = hs_chship_retain(a, 12, &dropped, err, sizeof err);
+    if (rc) fprintf(stderr, "%s\n", err);
+    assert_int_equal(rc, 0);
+    assert_true(dropped >= 8); /* 2023-11's partition of every table with rows */
+    assert_int_equal(ck_int(&ch, "SELECT uniqExact(id) FROM retain.runs"), 1);
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM retain.snapshots WHERE run NOT IN (SELECT id "
+                                 "FROM retain.runs)"),
+                     0);
+    assert_int_equal(ck_int(&ch, "SELECT sum(n_events) FROM retain.events FINAL"), events);
+    hs_chship_free(a);
+    hs_chship_free(b);
+}
+
 int main(void)
 {
     ck_require();
@@ -132,6 +166,7 @@ int main(void)
         cmocka_unit_test(test_fixture_rank),
         cmocka_unit_test(test_fixture_trend_quiet_empty),
         cmocka_unit_test(test_recorded_stream),
+        cmocka_unit_test(test_retention),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ck_stop(&ch);
