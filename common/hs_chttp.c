@@ -15,7 +15,7 @@
 
 struct hs_ch {
     CURL *curl;
-    char *base;     /* http[s]://host:port/?database=DB */
+    char *base; /* http[s]://host:port/?database=DB */
     char *db, *user, *password, *display, *settings;
     char *extra; /* ClickHouse settings given in the URL, sent with every query */
     int insecure;
@@ -91,9 +91,12 @@ static int parse_opts(hs_ch *c, const char *q, int *secure, char *err, size_t er
                    (klen == 8 && !memcmp(q, "insecure", 8)) ||
                    (klen == 7 && !memcmp(q, "timeout", 7))) {
             long n = strtol(v, NULL, 10);
-            if (q[0] == 's') *secure = n != 0;
-            else if (q[0] == 'i') c->insecure = n != 0;
-            else c->timeout_s = n > 0 ? n : c->timeout_s;
+            if (q[0] == 's')
+                *secure = n != 0;
+            else if (q[0] == 'i')
+                c->insecure = n != 0;
+            else
+                c->timeout_s = n > 0 ? n : c->timeout_s;
             free(v);
         } else if (setting_ok(q, klen) && !strchr(v, '&')) {
             /* a ClickHouse setting (insert_distributed_sync=1): passed on as it is */
@@ -141,8 +144,10 @@ static int parse_url(hs_ch *c, const char *url, char *err, size_t errlen)
     const char *colon = host[0] == '[' ? strstr(host, "]:") : strrchr(host, ':');
     if (colon && host[0] == '[') colon++;
     char withport[300];
-    if (colon) snprintf(withport, sizeof withport, "%s", host);
-    else snprintf(withport, sizeof withport, "%s:%d", host, secure ? 8443 : 8123);
+    if (colon)
+        snprintf(withport, sizeof withport, "%s", host);
+    else
+        snprintf(withport, sizeof withport, "%s:%d", host, secure ? 8443 : 8123);
     size_t n = strlen(withport) + strlen(c->db) + 64;
     if (!(c->base = malloc(n)) || !(c->display = malloc(n))) return HS_ENOMEM;
     snprintf(c->base, n, "%s://%s/?database=%s", secure ? "https" : "http", withport, c->db);
@@ -418,7 +423,13 @@ const char *hs_tsv_field(hs_tsv *t, size_t *len)
         if (*r == '\\' && r + 1 < t->row_end) {
             r++;
             char e = *r++;
-            *w++ = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == '0' ? '\0' : e == 'b' ? '\b' : e == 'f' ? '\f' : e;
+            *w++ = e == 'n'   ? '\n'
+                   : e == 't' ? '\t'
+                   : e == 'r' ? '\r'
+                   : e == '0' ? '\0'
+                   : e == 'b' ? '\b'
+                   : e == 'f' ? '\f'
+                              : e;
         } else {
             *w++ = *r++;
         }

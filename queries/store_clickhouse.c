@@ -182,13 +182,26 @@ static void run_row(hs_tsv *t, int64_t id, hs_qstore_run *o)
     o->end_ns = hs_tsv_i64(t, NULL);
     o->state = hs_tsv_field(t, NULL);
     o->clean_exit = (int)hs_tsv_i64(t, NULL);
-    int64_t *f[] = {&o->peak_bytes,          &o->peak_count,          &o->peak_t_ns,
-                    &o->live_bytes,          &o->live_count,          &o->total_alloc_bytes,
-                    &o->alloc_events,        &o->free_events,         &o->granularity_ns,
-                    &o->sample_bytes,        &o->dropped_alloc_events, &o->dropped_free_events,
-                    &o->dropped_alloc_bytes, &o->dropped_free_bytes,  &o->stacks_truncated,
-                    &o->unwind_failed,       &o->live_set_full,       &o->keyframe_every,
-                    &o->total_alloc_count,   &o->max_depth};
+    int64_t *f[] = {&o->peak_bytes,
+                    &o->peak_count,
+                    &o->peak_t_ns,
+                    &o->live_bytes,
+                    &o->live_count,
+                    &o->total_alloc_bytes,
+                    &o->alloc_events,
+                    &o->free_events,
+                    &o->granularity_ns,
+                    &o->sample_bytes,
+                    &o->dropped_alloc_events,
+                    &o->dropped_free_events,
+                    &o->dropped_alloc_bytes,
+                    &o->dropped_free_bytes,
+                    &o->stacks_truncated,
+                    &o->unwind_failed,
+                    &o->live_set_full,
+                    &o->keyframe_every,
+                    &o->total_alloc_count,
+                    &o->max_depth};
     for (size_t i = 0; i < sizeof f / sizeof *f; i++) *f[i] = hs_tsv_i64(t, NULL);
     o->collector_version = hs_tsv_field(t, NULL);
     o->bye_alloc_events = hs_tsv_i64(t, NULL);
@@ -209,7 +222,8 @@ static int run_exact(chstore *q, hs_qstore_run *o, hs_qerr *err)
                  o->id);
     if (rc || !hs_tsv_row(&t)) return rc;
     int64_t fl = hs_tsv_i64(&t, NULL);
-    o->exact = (hs_qstore_exact){.has = 1, .in_figures = (fl & 256) != 0, .usable_call = (fl & 1) != 0};
+    o->exact =
+        (hs_qstore_exact){.has = 1, .in_figures = (fl & 256) != 0, .usable_call = (fl & 1) != 0};
     o->exact.allocs = hs_tsv_i64(&t, NULL);
     o->exact.frees = hs_tsv_i64(&t, NULL);
     o->exact.alloc_bytes = hs_tsv_i64(&t, NULL);
@@ -250,9 +264,9 @@ static int ch_run_labels(hs_qstore *s, int64_t id,
 {
     chstore *q = (chstore *)s;
     hs_tsv t;
-    int rc = ask(q, &t, err,
-                 "SELECT key, value FROM run_labels FINAL WHERE run = %" PRId64 " ORDER BY key",
-                 id);
+    int rc =
+        ask(q, &t, err,
+            "SELECT key, value FROM run_labels FINAL WHERE run = %" PRId64 " ORDER BY key", id);
     while (!rc && hs_tsv_row(&t)) {
         const char *k = hs_tsv_field(&t, NULL), *v = hs_tsv_field(&t, NULL);
         rc = cb(k ? k : "", v ? v : "", data);
@@ -272,7 +286,8 @@ static int root_ids(chstore *q, int64_t root, hs_chbuf *cond, hs_qerr *err)
         hs_chbuf sql = {0};
         hs_chbuf_printf(&sql, "SELECT id FROM runs FINAL WHERE parent_uuid IN (SELECT uuid FROM "
                               "runs FINAL WHERE id IN (");
-        for (int64_t i = done; i < n; i++) hs_chbuf_printf(&sql, "%s%" PRId64, i > done ? "," : "", ids[i]);
+        for (int64_t i = done; i < n; i++)
+            hs_chbuf_printf(&sql, "%s%" PRId64, i > done ? "," : "", ids[i]);
         hs_chbuf_printf(&sql, ")) AND parent_uuid != ''");
         done = n;
         hs_chbuf tmp = q->sql;
@@ -306,7 +321,10 @@ static int where_kv(chstore *q, hs_chbuf *b, const char *key, const char *v, hs_
         hs_chbuf_printf(b, " AND (program = ");
         hs_chbuf_quote(b, v, n);
         /* or its last n + 1 bytes are "/v" */
-        hs_chbuf_printf(b, " OR (length(program) > %zu AND substring(program, length(program) - %zu, %zu) = ", n, n, n + 1);
+        hs_chbuf_printf(
+            b,
+            " OR (length(program) > %zu AND substring(program, length(program) - %zu, %zu) = ", n,
+            n, n + 1);
         hs_chbuf_add(b, "'/", 2);
         for (size_t k = 0; k < n; k++) {
             if (v[k] == '\\' || v[k] == '\'') hs_chbuf_add(b, "\\", 1);
@@ -394,9 +412,9 @@ static int ch_runs_by_uuid(hs_qstore *s, const char *hex, int64_t *id, int *matc
     }
     low[n] = 0;
     hs_tsv t;
-    int rc = ask(q, &t, err,
-                 "SELECT DISTINCT id FROM runs WHERE substring(uuid, 1, %zu) = '%s' LIMIT 2", n,
-                 low);
+    int rc =
+        ask(q, &t, err, "SELECT DISTINCT id FROM runs WHERE substring(uuid, 1, %zu) = '%s' LIMIT 2",
+            n, low);
     *matches = 0;
     while (!rc && hs_tsv_row(&t)) {
         *id = hs_tsv_i64(&t, NULL);
@@ -490,8 +508,8 @@ static int state_bucket(chstore *q, const hs_qstore_moment *m, state_acc *a, hs_
 static int run_stacks(chstore *q, int64_t run, hs_map *stacks, hs_qerr *err)
 {
     hs_tsv t;
-    int rc = ask(q, &t, err, "SELECT stack_id, trace FROM run_stacks FINAL WHERE run = %" PRId64,
-                 run);
+    int rc =
+        ask(q, &t, err, "SELECT stack_id, trace FROM run_stacks FINAL WHERE run = %" PRId64, run);
     while (!rc && hs_tsv_row(&t)) {
         uint64_t sid = tsv_u64(&t);
         if (hs_map_put(stacks, sid, (uint64_t)hs_tsv_i64(&t, NULL)))
@@ -523,8 +541,7 @@ static int ch_events(hs_qstore *s, int64_t run, int64_t from_ns, int64_t upto_ns
         size_t len;
         const char *blob = hs_tsv_field(&t, &len);
         hs_event e;
-        if ((more = hs_evdec_open_row(&dec, codec, (const uint8_t *)blob, blob ? len : 0)))
-            break;
+        if ((more = hs_evdec_open_row(&dec, codec, (const uint8_t *)blob, blob ? len : 0))) break;
         while (!rc && (more = hs_evdec_next(&dec, &e)) == 1) {
             if ((int64_t)e.t_ns < from_ns || (int64_t)e.t_ns > upto_ns) continue;
             uint64_t trace;
@@ -679,8 +696,8 @@ static int ch_trace_sums(hs_qstore *s, int64_t run, int64_t upto, hs_qstore_tsum
 
 /* ---- series ------------------------------------------------------------------------------ */
 
-static int ch_heap_series(hs_qstore *s, int64_t run,
-                          int (*cb)(const hs_qstore_heap *h, void *data), void *data, hs_qerr *err)
+static int ch_heap_series(hs_qstore *s, int64_t run, int (*cb)(const hs_qstore_heap *h, void *data),
+                          void *data, hs_qerr *err)
 {
     chstore *q = (chstore *)s;
     hs_qstore_run r = {.id = run};
@@ -709,8 +726,8 @@ static int ch_heap_series(hs_qstore *s, int64_t run,
 }
 
 static int ch_deltas(hs_qstore *s, int64_t run, int64_t after_bucket,
-                     int (*cb)(int64_t bucket, int64_t trace, int64_t bytes, void *data), void *data,
-                     hs_qerr *err)
+                     int (*cb)(int64_t bucket, int64_t trace, int64_t bytes, void *data),
+                     void *data, hs_qerr *err)
 {
     chstore *q = (chstore *)s;
     hs_tsv t;
@@ -774,8 +791,8 @@ static int ch_rss_at(hs_qstore *s, int64_t run, int64_t t_ns, int64_t *rss, hs_q
 }
 
 static int ch_sizes(hs_qstore *s, int64_t run,
-                    int (*cb)(int64_t bucket, int64_t allocs, int64_t bytes, void *data), void *data,
-                    hs_qerr *err)
+                    int (*cb)(int64_t bucket, int64_t allocs, int64_t bytes, void *data),
+                    void *data, hs_qerr *err)
 {
     chstore *q = (chstore *)s;
     hs_tsv t;
@@ -992,7 +1009,8 @@ static int ch_pcs(hs_qstore *s, int64_t run, int (*cb)(uint64_t pc, int64_t fram
     return rc;
 }
 
-/* ---- /api/sql: ClickHouse's dialect, read-only ------------------------------------------------- */
+/* ---- /api/sql: ClickHouse's dialect, read-only -------------------------------------------------
+ */
 
 /* {"sql": …, "limit": N, "timeout_ms": N} as docs/api.md says, run with
  * readonly = 1 and the limits as ClickHouse settings. */
@@ -1003,10 +1021,12 @@ static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_q
     json_error_t je;
     json_t *req = json_loadb(body, len, 0, &je);
     const char *sql = req ? json_string_value(json_object_get(req, "sql")) : NULL;
-    json_t *jl = req ? json_object_get(req, "limit") : NULL, *jt = req ? json_object_get(req, "timeout_ms") : NULL;
+    json_t *jl = req ? json_object_get(req, "limit") : NULL,
+           *jt = req ? json_object_get(req, "timeout_ms") : NULL;
     json_int_t limit = jl ? json_integer_value(jl) : 1000, tmo = jt ? json_integer_value(jt) : 2000;
     int rc = 0;
-    if (!sql || !*sql) rc = hs__err(err, HS_EINVAL, "the body must be {\"sql\": \"SELECT …\"}");
+    if (!sql || !*sql)
+        rc = hs__err(err, HS_EINVAL, "the body must be {\"sql\": \"SELECT …\"}");
     else if ((jl && !json_is_integer(jl)) || limit < 1 || limit > 100000)
         rc = hs__err(err, HS_EINVAL, "limit must be 1 to 100000");
     else if ((jt && !json_is_integer(jt)) || tmo < 1 || tmo > 30000)

@@ -33,8 +33,23 @@ typedef struct ship_run {
 
 /* The tables whose rows a pass ships, in this order (runs last: a run
  * that readers find has its rows). */
-enum { T_FRAMES, T_TRACES, T_EVENTS, T_SNAP, T_SERIES, T_PS, T_SIZES, T_RX, T_HX, T_LABELS,
-       T_MAPS, T_PCS, T_STACKS, T_RUNS, T__COUNT };
+enum {
+    T_FRAMES,
+    T_TRACES,
+    T_EVENTS,
+    T_SNAP,
+    T_SERIES,
+    T_PS,
+    T_SIZES,
+    T_RX,
+    T_HX,
+    T_LABELS,
+    T_MAPS,
+    T_PCS,
+    T_STACKS,
+    T_RUNS,
+    T__COUNT
+};
 
 static const char *const insert_sql[T__COUNT] = {
     [T_FRAMES] = "INSERT INTO frames (id, function, file, line, module, module_offset)",
@@ -81,7 +96,7 @@ static const per_run per_runs[] = {
     {T_EVENTS,
      "SELECT seq, t_first_ns, t_last_ns, n_events, data FROM events WHERE run = ?1 AND seq > ?2 "
      "ORDER BY seq LIMIT 4096",
-     "RDiiiics", 0},  /* LIMIT: see ship_run_rows */
+     "RDiiiics", 0}, /* LIMIT: see ship_run_rows */
     {T_SNAP,
      "SELECT kind, bucket, trace, bytes, count FROM snapshots WHERE run = ?1 AND kind IN "
      "(" HS_SNAP_DELTA_SQL ", " HS_SNAP_KEYFRAME_SQL ") AND bucket > ?2",
@@ -114,8 +129,21 @@ static const per_run per_runs[] = {
     {T_PCS, "SELECT pc, frame FROM run_pcs WHERE run = ?1 AND ?2 = ?2", "RDuF", -1},
     {T_STACKS, "SELECT stack_id, trace FROM run_stacks WHERE run = ?1 AND ?2 = ?2", "RDuT", -1},
 };
-enum { PR_EVENTS, PR_SNAP, PR_PEAK, PR_SERIES, PR_PS, PR_SIZES, PR_RX, PR_HX, PR_LABELS, PR_MAPS,
-       PR_PCS, PR_STACKS, PR__COUNT };
+enum {
+    PR_EVENTS,
+    PR_SNAP,
+    PR_PEAK,
+    PR_SERIES,
+    PR_PS,
+    PR_SIZES,
+    PR_RX,
+    PR_HX,
+    PR_LABELS,
+    PR_MAPS,
+    PR_PCS,
+    PR_STACKS,
+    PR__COUNT
+};
 
 struct hs_chship {
     sqlite3 *db;
@@ -163,12 +191,24 @@ static void put_row(hs_chship *s, sqlite3_stmt *st, int col, const char *fmt, co
 {
     for (const char *f = fmt; *f; f++) {
         switch (*f) {
-        case 'R': hs_rb_i64(b, r->id); break;
-        case 'D': hs_chbuf_add(b, &r->day, 2); break;
-        case 'V': hs_rb_u64(b, s->ver); break;
-        case 'i': hs_rb_i64(b, sqlite3_column_int64(st, col++)); break;
-        case 'u': hs_rb_u64(b, (uint64_t)sqlite3_column_int64(st, col++)); break;
-        case 'b': hs_rb_u8(b, (uint8_t)sqlite3_column_int(st, col++)); break;
+        case 'R':
+            hs_rb_i64(b, r->id);
+            break;
+        case 'D':
+            hs_chbuf_add(b, &r->day, 2);
+            break;
+        case 'V':
+            hs_rb_u64(b, s->ver);
+            break;
+        case 'i':
+            hs_rb_i64(b, sqlite3_column_int64(st, col++));
+            break;
+        case 'u':
+            hs_rb_u64(b, (uint64_t)sqlite3_column_int64(st, col++));
+            break;
+        case 'b':
+            hs_rb_u8(b, (uint8_t)sqlite3_column_int(st, col++));
+            break;
         case 'c': {
             int32_t v = s->codec;
             hs_chbuf_add(b, &v, 4);
@@ -180,9 +220,14 @@ static void put_row(hs_chship *s, sqlite3_stmt *st, int col, const char *fmt, co
             col++;
             break;
         }
-        case 'F': hs_rb_i64(b, mapped(&s->frame_id, sqlite3_column_int64(st, col++))); break;
-        case 'T': hs_rb_i64(b, mapped(&s->node_id, sqlite3_column_int64(st, col++))); break;
-        default: assert(0 && "unknown format letter");
+        case 'F':
+            hs_rb_i64(b, mapped(&s->frame_id, sqlite3_column_int64(st, col++)));
+            break;
+        case 'T':
+            hs_rb_i64(b, mapped(&s->node_id, sqlite3_column_int64(st, col++)));
+            break;
+        default:
+            assert(0 && "unknown format letter");
         }
     }
 }
@@ -570,7 +615,8 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
         for (char *p = ans.p, *nl; !rc && p && *p; p = nl + 1) {
             if (!(nl = strchr(p, '\n'))) break;
             *nl = 0;
-            snprintf(sql, sizeof sql, "ALTER TABLE %s DROP PARTITION %ld", table, strtol(p, NULL, 10));
+            snprintf(sql, sizeof sql, "ALTER TABLE %s DROP PARTITION %ld", table,
+                     strtol(p, NULL, 10));
             if (!(rc = hs_ch_query(s->ch, sql, NULL, 0, NULL, err, errlen))) (*dropped)++;
         }
         hs_chbuf_free(&ans);
@@ -697,7 +743,8 @@ static void *ship_main(void *arg)
         if (stop) break;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (uint64_t)(failing ? 1000 : s->interval_ms) * 1000000ull;
+        uint64_t ns =
+            (uint64_t)ts.tv_nsec + (uint64_t)(failing ? 1000 : s->interval_ms) * 1000000ull;
         ts.tv_sec += (time_t)(ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
         if (!s->stopping) pthread_cond_timedwait(&s->cv, &s->mu, &ts);

@@ -70,8 +70,10 @@ static int permuted(hs_chship *sh, const char *key, json_t *a, json_t *b)
         size_t j = 0;
         while (j < n && (used[j] || differs(sh, key, json_array_get(a, i), json_array_get(b, j))))
             j++;
-        if (j == n) ok = 0;
-        else used[j] = 1;
+        if (j == n)
+            ok = 0;
+        else
+            used[j] = 1;
     }
     free(used);
     return ok;
@@ -80,21 +82,24 @@ static int permuted(hs_chship *sh, const char *key, json_t *a, json_t *b)
 static void compare(hs_chship *sh, const char *path, const char *key, json_t *a, json_t *b)
 {
     char sub[512];
-    if (json_typeof(a) != json_typeof(b) &&
-        !(json_is_number(a) && json_is_number(b))) {
+    if (json_typeof(a) != json_typeof(b) && !(json_is_number(a) && json_is_number(b))) {
         report(path, "types differ", a, b);
         return;
     }
     if (json_is_object(a)) {
         const char *k;
         json_t *v;
-        json_object_foreach(a, k, v) {
+        json_object_foreach(a, k, v)
+        {
             snprintf(sub, sizeof sub, "%s.%s", path, k);
             json_t *w = json_object_get(b, k);
-            if (!w) report(sub, "missing", v, NULL);
-            else compare(sh, sub, k, v, w);
+            if (!w)
+                report(sub, "missing", v, NULL);
+            else
+                compare(sh, sub, k, v, w);
         }
-        json_object_foreach(b, k, v) if (!json_object_get(a, k)) {
+        json_object_foreach(b, k, v) if (!json_object_get(a, k))
+        {
             snprintf(sub, sizeof sub, "%s.%s", path, k);
             report(sub, "extra", NULL, v);
         }
@@ -145,7 +150,9 @@ static unsigned char *file_bytes(const hs_api_reply *r, size_t *len, int *gz)
     }
     size_t cap = 1 << 20;
     unsigned char *o = malloc(cap);
-    z_stream z = {.next_in = (unsigned char *)p, .avail_in = (uInt)r->len, .next_out = o,
+    z_stream z = {.next_in = (unsigned char *)p,
+                  .avail_in = (uInt)r->len,
+                  .next_out = o,
                   .avail_out = (uInt)cap};
     inflateInit2(&z, 16 + MAX_WBITS);
     inflate(&z, Z_FINISH);
@@ -157,7 +164,8 @@ static unsigned char *file_bytes(const hs_api_reply *r, size_t *len, int *gz)
 
 /* Replaces "run CHID" by "run LOCAL" in b (the exports name their run);
  * in a protobuf (pprof) the string's one-byte length before it too. */
-static void unname_run(unsigned char *b, size_t *len, const char *local, const char *chid, int proto)
+static void unname_run(unsigned char *b, size_t *len, const char *local, const char *chid,
+                       int proto)
 {
     char from[64], to[64];
     snprintf(from, sizeof from, "run %s", chid);
@@ -219,7 +227,8 @@ static void ask_both(hs_chship *sh, hs_q *qa, hs_q *qb, const char *ta, const ch
         free(x);
         mismatches++;
     }
-    if (ra.json && rb.json) compare(sh, "", NULL, ra.json, rb.json);
+    if (ra.json && rb.json)
+        compare(sh, "", NULL, ra.json, rb.json);
     else if (ra.body && rb.body) {
         size_t na, nb;
         int gz;
@@ -293,7 +302,10 @@ static const char *const per_run_ties[] = {
 };
 
 static const char *const lists[] = {
-    "/api/runs", "/api/runs?state=ended", "/api/runs?program=app", "/api/runs?label=version=2",
+    "/api/runs",
+    "/api/runs?state=ended",
+    "/api/runs?program=app",
+    "/api/runs?label=version=2",
     "/api/runs?limit=1",
 };
 
@@ -302,7 +314,8 @@ static const char *const lists[] = {
 int ck_same_answers(const char *db_path, const char *url, const char *query_url, int ties)
 {
     const char *const *qs = ties ? per_run_ties : per_run;
-    size_t nqs = ties ? sizeof per_run_ties / sizeof *per_run_ties : sizeof per_run / sizeof *per_run;
+    size_t nqs =
+        ties ? sizeof per_run_ties / sizeof *per_run_ties : sizeof per_run / sizeof *per_run;
     char err[512];
     hs_chship *sh;
     int rc = hs_chship_new(&sh, db_path, url, err, sizeof err);
@@ -317,13 +330,15 @@ int ck_same_answers(const char *db_path, const char *url, const char *query_url,
     assert_int_equal(rc, 0);
     int before = mismatches;
     fprintf(stderr, "-- %s\n", db_path);
-    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++) ask_both(sh, qa, qb, lists[i], lists[i], NULL, NULL);
+    for (size_t i = 0; i < sizeof lists / sizeof *lists; i++)
+        ask_both(sh, qa, qb, lists[i], lists[i], NULL, NULL);
     hs_api_reply r = {0};
     hs_api_handle(qa, "GET", "/api/runs", NULL, 0, &r);
     json_t *runs = json_object_get(r.json, "runs"), *run;
     size_t k;
     char prev_a[32] = "", prev_b[32] = "";
-    json_array_foreach(runs, k, run) {
+    json_array_foreach(runs, k, run)
+    {
         char a[32], b[32], ta[600], tb[600];
         int64_t local = json_integer_value(json_object_get(run, "id"));
         snprintf(a, sizeof a, "%lld", (long long)local);
@@ -347,4 +362,3 @@ int ck_same_answers(const char *db_path, const char *url, const char *query_url,
     hs_chship_free(sh);
     return mismatches - before;
 }
-

@@ -81,17 +81,24 @@ static int write_config(const ck_server *s, int shard, const int cluster_tcp[2],
         }
         fwrite(p, 1, (size_t)(at - p), o);
         size_t k = (size_t)(end - at - 1);
-        if (!strncmp(at + 1, "DIR", k)) snprintf(val, sizeof val, "%s", s->dir);
-        else if (!strncmp(at + 1, "HTTP_PORT", k)) snprintf(val, sizeof val, "%d", s->http_port);
-        else if (!strncmp(at + 1, "TCP_PORT", k)) snprintf(val, sizeof val, "%d", s->tcp_port);
-        else if (!strncmp(at + 1, "INTER_PORT", k)) snprintf(val, sizeof val, "%d", ck_free_port());
-        else if (!strncmp(at + 1, "USERS", k)) snprintf(val, sizeof val, "%s/users.xml", CK_CONF_DIR);
+        if (!strncmp(at + 1, "DIR", k))
+            snprintf(val, sizeof val, "%s", s->dir);
+        else if (!strncmp(at + 1, "HTTP_PORT", k))
+            snprintf(val, sizeof val, "%d", s->http_port);
+        else if (!strncmp(at + 1, "TCP_PORT", k))
+            snprintf(val, sizeof val, "%d", s->tcp_port);
+        else if (!strncmp(at + 1, "INTER_PORT", k))
+            snprintf(val, sizeof val, "%d", ck_free_port());
+        else if (!strncmp(at + 1, "USERS", k))
+            snprintf(val, sizeof val, "%s/users.xml", CK_CONF_DIR);
         else if (!strncmp(at + 1, "SHARD1_TCP", k))
             snprintf(val, sizeof val, "%d", cluster_tcp ? cluster_tcp[0] : s->tcp_port);
         else if (!strncmp(at + 1, "SHARD2_TCP", k))
             snprintf(val, sizeof val, "%d", cluster_tcp ? cluster_tcp[1] : s->tcp_port);
-        else if (!strncmp(at + 1, "SHARD", k)) snprintf(val, sizeof val, "%d", shard ? shard : 1);
-        else snprintf(val, sizeof val, "@%.*s@", (int)k, at + 1);
+        else if (!strncmp(at + 1, "SHARD", k))
+            snprintf(val, sizeof val, "%d", shard ? shard : 1);
+        else
+            snprintf(val, sizeof val, "@%.*s@", (int)k, at + 1);
         fputs(val, o);
         p = end + 1;
     }
@@ -127,7 +134,8 @@ int ck_start(ck_server *s, const char *dir, int shard, const int cluster_tcp[2])
     char cmd[700], conf[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/log'", dir, dir);
     if (system(cmd)) return -1;
-    if (s->tcp_port <= 0) s->tcp_port = cluster_tcp && shard ? cluster_tcp[shard - 1] : ck_free_port();
+    if (s->tcp_port <= 0)
+        s->tcp_port = cluster_tcp && shard ? cluster_tcp[shard - 1] : ck_free_port();
     s->http_port = ck_free_port();
     if (write_config(s, shard, cluster_tcp, conf, sizeof conf)) return -1;
     return spawn_and_wait(s);

@@ -73,7 +73,8 @@ static long long fn_bytes(int port, long long run, const char *at, const char *f
     assert_non_null(j);
     size_t i;
     long long v = 0;
-    json_array_foreach(json_object_get(j, "rows"), i, row) {
+    json_array_foreach(json_object_get(j, "rows"), i, row)
+    {
         if (!strcmp(json_string_value(json_object_get(row, "name")), fn))
             v = json_integer_value(json_object_get(row, "self_bytes"));
     }
@@ -150,7 +151,9 @@ static void test_ingest(void **state)
     json_t *runs = api_get(srv.port, "/api/runs");
     assert_non_null(runs);
     assert_int_equal(json_array_size(json_object_get(runs, "runs")), 1);
-    assert_int_equal(json_integer_value(json_object_get(json_array_get(json_object_get(runs, "runs"), 0), "id")), run);
+    assert_int_equal(
+        json_integer_value(json_object_get(json_array_get(json_object_get(runs, "runs"), 0), "id")),
+        run);
     json_decref(runs);
     check_example(srv.port, run, 4);
     long long rows = ck_int(&ch, "SELECT count() FROM ingest.events");

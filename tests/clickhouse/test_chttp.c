@@ -41,8 +41,10 @@ static void test_urls(void **state)
         int rc = hs_ch_open(&c, cases[i].url, err, sizeof err);
         if (rc != cases[i].rc) fprintf(stderr, "%s: %d (%s)\n", cases[i].url, rc, err);
         assert_int_equal(rc, cases[i].rc);
-        if (!rc) assert_string_equal(hs_ch_display(c), cases[i].display);
-        else assert_true(err[0] != 0);
+        if (!rc)
+            assert_string_equal(hs_ch_display(c), cases[i].display);
+        else
+            assert_true(err[0] != 0);
         hs_ch_free(c);
     }
 }
@@ -106,10 +108,22 @@ static void test_tsv(void **state)
 static void test_ids(void **state)
 {
     (void)state;
-    uint64_t a = hs_ch_hash("main\x1f" "a.c\x1f" "3", 10, 0x66);
-    assert_int_equal(a, hs_ch_hash("main\x1f" "a.c\x1f" "3", 10, 0x66));
-    assert_true(a != hs_ch_hash("main\x1f" "a.c\x1f" "4", 10, 0x66));
-    assert_true(a != hs_ch_hash("main\x1f" "a.c\x1f" "3", 10, 0x67));
+    uint64_t a = hs_ch_hash("main\x1f"
+                            "a.c\x1f"
+                            "3",
+                            10, 0x66);
+    assert_int_equal(a, hs_ch_hash("main\x1f"
+                                   "a.c\x1f"
+                                   "3",
+                                   10, 0x66));
+    assert_true(a != hs_ch_hash("main\x1f"
+                                "a.c\x1f"
+                                "4",
+                                10, 0x66));
+    assert_true(a != hs_ch_hash("main\x1f"
+                                "a.c\x1f"
+                                "3",
+                                10, 0x67));
     for (int i = 0; i < 100000; i++) {
         uint64_t h = hs_ch_hash(&i, sizeof i, 0);
         assert_true(h != 0 && h <= HS_CH_ID_MASK);
