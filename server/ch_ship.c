@@ -52,7 +52,7 @@ enum {
 };
 
 static const char *const insert_sql[T__COUNT] = {
-    [T_FRAMES] = "INSERT INTO frames (id, function, file, line, module, module_offset)",
+    [T_FRAMES] = "INSERT INTO frames (id, function, file, line, module, module_offset, ver)",
     [T_TRACES] = "INSERT INTO traces (id, parent, frame, depth)",
     [T_EVENTS] = "INSERT INTO events (run, day, seq, t_first_ns, t_last_ns, n_events, codec, data)",
     [T_SNAP] = "INSERT INTO snapshots (run, day, kind, bucket, trace, bytes, count, ver)",
@@ -150,6 +150,9 @@ struct hs_chship {
     hs_ch *ch;
     int schema_ok, codec;
     sqlite3_stmt *per[PR__COUNT], *frames, *traces, *runs, *npcs, *nstacks, *peaksig;
+    sqlite3_stmt *frame, *nunnamed_st;
+    int64_t *unnamed; /* local ids of frames shipped without a name */
+    size_t nunnamed, capunnamed;
     hs_map frame_id, node_id; /* local id -> content id (every row shipped so far) */
     hs_map run_idx;           /* local run id -> index in runs */
     ship_run *rs;
@@ -265,6 +268,8 @@ static int64_t count_rows(sqlite3_stmt *st, int64_t run)
 
 /* ---- frames and trace nodes ------------------------------------------------------ */
 
+static int unnamed_add(hs_chship *s, int64_t local);
+
 static int ship_frames(hs_chship *s, int64_t *wm)
 {
     sqlite3_stmt *st = s->frames;
@@ -279,12 +284,63 @@ static int ship_frames(hs_chship *s, int64_t *wm)
         if (hs_map_put(&s->frame_id, (uint64_t)local, id)) return HS_ENOMEM;
         hs_rb_i64(b, (int64_t)id);
         ship_run none = {0};
-        put_row(s, st, 2, "ssisi", &none, b);
+        put_row(s, st, 2, "ssisiV", &none, b);
         s->nrows[T_FRAMES]++;
         *wm = local;
+        if (!sqlite3_column_bytes(st, 2) && unnamed_add(s, local)) return HS_ENOMEM;
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : HS_EDB;
+}
+
+static int unnamed_add(hs_chship *s, int64_t local)
+{
+    for (size_t i = 0; i < s->nunnamed; i++)
+        if (s->unnamed[i] == local) return 0; /* a pass sent again */
+    if (s->nunnamed == s->capunnamed) {
+        size_t cap = s->capunnamed ? s->capunnamed * 2 : 64;
+        int64_t *np = realloc(s->unnamed, cap * sizeof *np);
+        if (!np) return HS_ENOMEM;
+        s->unnamed = np;
+        s->capunnamed = cap;
+    }
+    s->unnamed[s->nunnamed++] = local;
+    return 0;
+}
+
+/* Frames the symbolizer named after they were shipped unnamed (server/
+ * hs_refill.h names rows in place): sent again under the content id they
+ * were first shipped with, with this pass's version, so that the named row
+ * replaces the unnamed one. The cheap count tells when to look. */
+static int ship_renamed(hs_chship *s)
+{
+    if (!s->nunnamed) return 0;
+    sqlite3_reset(s->nunnamed_st);
+    sqlite3_bind_int64(s->nunnamed_st, 1, s->wm_frame);
+    int64_t still = sqlite3_step(s->nunnamed_st) == SQLITE_ROW
+                        ? sqlite3_column_int64(s->nunnamed_st, 0)
+                        : -1;
+    sqlite3_reset(s->nunnamed_st);
+    if (still < 0) return HS_EDB;
+    if ((size_t)still >= s->nunnamed) return 0;
+    hs_chbuf *b = &s->out[T_FRAMES];
+    for (size_t i = 0; i < s->nunnamed;) {
+        sqlite3_stmt *st = s->frame;
+        sqlite3_reset(st);
+        sqlite3_bind_int64(st, 1, s->unnamed[i]);
+        int named = sqlite3_step(st) == SQLITE_ROW && sqlite3_column_bytes(st, 2) > 0;
+        if (named) {
+            ship_run none = {0};
+            hs_rb_i64(b, mapped(&s->frame_id, s->unnamed[i]));
+            put_row(s, st, 2, "ssisiV", &none, b);
+            s->nrows[T_FRAMES]++;
+            s->unnamed[i] = s->unnamed[--s->nunnamed];
+        } else {
+            i++;
+        }
+        sqlite3_reset(st);
+    }
+    return 0;
 }
 
 static int ship_traces(hs_chship *s, int64_t *wm)
@@ -462,6 +518,7 @@ static int collect(hs_chship *s, pending **pend, size_t *npend, int64_t *wf, int
 {
     if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return HS_EDB;
     int rc = ship_frames(s, wf);
+    if (!rc) rc = ship_renamed(s);
     if (!rc) rc = ship_traces(s, wt);
     sqlite3_stmt *st = s->runs;
     sqlite3_reset(st);
@@ -647,6 +704,13 @@ static int prepare_all(hs_chship *s)
                      "SELECT id, key, function, file, line, module, module_offset FROM frames "
                      "WHERE id > ?1 ORDER BY id");
     if (!rc)
+        rc = prepare(s, &s->frame,
+                     "SELECT id, key, function, file, line, module, module_offset FROM frames "
+                     "WHERE id = ?1");
+    if (!rc)
+        rc = prepare(s, &s->nunnamed_st,
+                     "SELECT count(*) FROM frames WHERE function = '' AND id <= ?1");
+    if (!rc)
         rc = prepare(s, &s->traces,
                      "SELECT id, parent, frame, depth FROM traces WHERE id > ?1 ORDER BY id");
     if (!rc) rc = prepare(s, &s->runs, RUN_SELECT " ORDER BY id");
@@ -703,6 +767,9 @@ void hs_chship_free(hs_chship *s)
     sqlite3_finalize(s->npcs);
     sqlite3_finalize(s->nstacks);
     sqlite3_finalize(s->peaksig);
+    sqlite3_finalize(s->frame);
+    sqlite3_finalize(s->nunnamed_st);
+    free(s->unnamed);
     sqlite3_close_v2(s->db);
     hs_ch_free(s->ch);
     for (int t = 0; t < T__COUNT; t++) hs_chbuf_free(&s->out[t]);

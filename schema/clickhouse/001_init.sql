@@ -40,8 +40,9 @@ CREATE TABLE IF NOT EXISTS mappings (
 ) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, t_ns, start)
 ;
 CREATE TABLE IF NOT EXISTS frames (
-    id Int64, function String, file String, line Int64, module String, module_offset Int64
-) ENGINE = ReplacingMergeTree ORDER BY id
+    id Int64, function String, file String, line Int64, module String, module_offset Int64,
+    ver UInt64
+) ENGINE = ReplacingMergeTree(ver) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS traces (
     id Int64, parent Int64, frame Int64, depth Int32

@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <sqlite3.h>
 #include <zlib.h>
 
 #include "chcompare.h"
@@ -151,6 +152,58 @@ static void test_retention(void **state)
     hs_chship_free(b);
 }
 
+/* Frames stored unnamed and named later by the symbolizer (in place, in
+ * SQLite) reach ClickHouse named, under the id they were first shipped
+ * with; a frame still unnamed stays as it was. */
+static void test_renamed_frames(void **state)
+{
+    (void)state;
+    char p[700], url[600], err[512], sql[300];
+    db_path(p, sizeof p, "renamed");
+    hs_store *s;
+    assert_int_equal(hs_store_open(&s, p, NULL, err, sizeof err), 0);
+    hs_store_free(s);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(p, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h,
+                                  "INSERT INTO frames (id, key, function, file, line, module, "
+                                  "module_offset) VALUES (1, char(31) || '/bin/a' || char(31) || "
+                                  "'16', '', '', 0, '/bin/a', 16), (2, char(31) || '/bin/a' || "
+                                  "char(31) || '32', '', '', 0, '/bin/a', 32)",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(h);
+    ck_url(&ch, "renamed", 0, url, sizeof url);
+    hs_chship *sh;
+    assert_int_equal(hs_chship_new(&sh, p, url, err, sizeof err), 0);
+    assert_int_equal(hs_chship_pass(sh, err, sizeof err), 0);
+    long long id1 = hs_chship_content_id(sh, 'f', 1), id2 = hs_chship_content_id(sh, 'f', 2);
+    assert_true(id1 > 0 && id2 > 0 && id1 != id2);
+    snprintf(sql, sizeof sql, "SELECT countIf(function = '') FROM renamed.frames FINAL");
+    assert_int_equal(ck_int(&ch, sql), 2);
+    /* the symbolizer names frame 1: "f" in a.c, line 3 */
+    static const uint8_t entry[] = {1, 1, 'f', 3, 'a', '.', 'c', 3};
+    uint64_t named = 0, renamed = 0;
+    assert_int_equal(hs_store_open(&s, p, NULL, err, sizeof err), 0);
+    assert_int_equal(hs_store_begin(s), 0);
+    assert_int_equal(hs_store_frames_name(s, entry, sizeof entry, &named, &renamed), 0);
+    assert_int_equal(hs_store_commit(s), 0);
+    hs_store_free(s);
+    assert_int_equal(named, 1);
+    assert_int_equal(hs_chship_pass(sh, err, sizeof err), 0);
+    assert_int_equal(hs_chship_content_id(sh, 'f', 1), id1);
+    snprintf(sql, sizeof sql,
+             "SELECT function = 'f' AND file = 'a.c' AND line = 3 FROM renamed.frames FINAL "
+             "WHERE id = %lld",
+             id1);
+    assert_int_equal(ck_int(&ch, sql), 1);
+    snprintf(sql, sizeof sql, "SELECT function FROM renamed.frames FINAL WHERE id = %lld", id2);
+    char out[64];
+    assert_int_equal(ck_sql(&ch, sql, out, sizeof out), 0);
+    assert_string_equal(out, "");
+    hs_chship_free(sh);
+}
+
 int main(void)
 {
     ck_require();
@@ -167,6 +220,7 @@ int main(void)
         cmocka_unit_test(test_fixture_trend_quiet_empty),
         cmocka_unit_test(test_recorded_stream),
         cmocka_unit_test(test_retention),
+        cmocka_unit_test(test_renamed_frames),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ck_stop(&ch);

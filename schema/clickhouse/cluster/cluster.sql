@@ -49,8 +49,9 @@ CREATE TABLE IF NOT EXISTS mappings AS mappings_local
     ENGINE = Distributed({cluster}, currentDatabase(), mappings_local, run)
 ;
 CREATE TABLE IF NOT EXISTS frames_local (
-    id Int64, function String, file String, line Int64, module String, module_offset Int64
-) ENGINE = ReplacingMergeTree ORDER BY id
+    id Int64, function String, file String, line Int64, module String, module_offset Int64,
+    ver UInt64
+) ENGINE = ReplacingMergeTree(ver) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS frames AS frames_local
     ENGINE = Distributed({cluster}, currentDatabase(), frames_local, id)
