@@ -44,9 +44,21 @@ typedef struct chstore {
     size_t nframes, capframes;
     hs_map prefetched; /* runs whose stack trees are in the caches */
     int64_t last_run;
+    /* The records (and labels) of the runs the last runs_find() listed,
+     * read in four queries rather than four per run; dropped at idle(). */
+    hs_chbuf rc_buf, rc_lbuf;
+    hs_qstore_run *rc_runs;
+    size_t rc_n;
+    hs_map rc_idx;
+    struct ch_label {
+        int64_t run;
+        const char *key, *value;
+    } * rc_labels;
+    size_t rc_nlabels;
 } chstore;
 
 static const hs_qstore_ops ch_ops;
+static void runs_cache_drop(chstore *q);
 
 #define BASE_SETTINGS "distributed_product_mode=global"
 
@@ -139,12 +151,26 @@ static void ch_free(hs_qstore *s)
     hs_map_free(&q->node_idx);
     hs_map_free(&q->frame_idx);
     hs_map_free(&q->prefetched);
+    runs_cache_drop(q);
     free(q);
+}
+
+static void runs_cache_drop(chstore *q)
+{
+    hs_chbuf_free(&q->rc_buf);
+    hs_chbuf_free(&q->rc_lbuf);
+    free(q->rc_runs);
+    free(q->rc_labels);
+    q->rc_runs = NULL;
+    q->rc_labels = NULL;
+    q->rc_n = q->rc_nlabels = 0;
+    hs_map_free(&q->rc_idx);
 }
 
 static void ch_idle(hs_qstore *s)
 {
     chstore *q = (chstore *)s;
+    runs_cache_drop(q);
     if (q->ans.cap > (4u << 20)) hs_chbuf_free(&q->ans);
 }
 
@@ -213,6 +239,21 @@ static void run_row(hs_tsv *t, int64_t id, hs_qstore_run *o)
     o->python_small_unseen = hs_tsv_i64(t, NULL);
 }
 
+/* "flags, allocs, frees, alloc_bytes, free_bytes, error_bytes,
+ * est_peak_bytes, est_peak_t_ns" of run_exact into x. */
+static void exact_row(hs_tsv *t, hs_qstore_exact *x)
+{
+    int64_t fl = hs_tsv_i64(t, NULL);
+    *x = (hs_qstore_exact){.has = 1, .in_figures = (fl & 256) != 0, .usable_call = (fl & 1) != 0};
+    x->allocs = hs_tsv_i64(t, NULL);
+    x->frees = hs_tsv_i64(t, NULL);
+    x->alloc_bytes = hs_tsv_i64(t, NULL);
+    x->free_bytes = hs_tsv_i64(t, NULL);
+    x->error_bytes = hs_tsv_i64(t, NULL);
+    x->est_peak_bytes = hs_tsv_i64(t, NULL);
+    x->est_peak_t_ns = hs_tsv_i64(t, NULL);
+}
+
 static int run_exact(chstore *q, hs_qstore_run *o, hs_qerr *err)
 {
     hs_tsv t;
@@ -221,16 +262,7 @@ static int run_exact(chstore *q, hs_qstore_run *o, hs_qerr *err)
                  "est_peak_bytes, est_peak_t_ns FROM run_exact FINAL WHERE run = %" PRId64,
                  o->id);
     if (rc || !hs_tsv_row(&t)) return rc;
-    int64_t fl = hs_tsv_i64(&t, NULL);
-    o->exact =
-        (hs_qstore_exact){.has = 1, .in_figures = (fl & 256) != 0, .usable_call = (fl & 1) != 0};
-    o->exact.allocs = hs_tsv_i64(&t, NULL);
-    o->exact.frees = hs_tsv_i64(&t, NULL);
-    o->exact.alloc_bytes = hs_tsv_i64(&t, NULL);
-    o->exact.free_bytes = hs_tsv_i64(&t, NULL);
-    o->exact.error_bytes = hs_tsv_i64(&t, NULL);
-    o->exact.est_peak_bytes = hs_tsv_i64(&t, NULL);
-    o->exact.est_peak_t_ns = hs_tsv_i64(&t, NULL);
+    exact_row(&t, &o->exact);
     return 0;
 }
 
@@ -239,6 +271,11 @@ static int ch_run(hs_qstore *s, int64_t id, hs_qstore_run *out, hs_qerr *err)
     chstore *q = (chstore *)s;
     hs_tsv t;
     q->last_run = id;
+    uint64_t i;
+    if (hs_map_get(&q->rc_idx, (uint64_t)id, &i)) {
+        *out = q->rc_runs[i];
+        return 0;
+    }
     int rc = ask(q, &t, err,
                  "SELECT count(), max(bucket) FROM heap_series FINAL WHERE run = %" PRId64, id);
     if (rc) return rc;
@@ -355,6 +392,84 @@ static int where_kv(chstore *q, hs_chbuf *b, const char *key, const char *v, hs_
     return 0;
 }
 
+/* Asks "SELECT … WHERE col IN (ids) …" (fmt holds %s for the list). */
+static int ask_in(chstore *q, hs_tsv *t, hs_qerr *err, const char *fmt, const int64_t *ids,
+                  size_t n)
+{
+    hs_chbuf list = {0};
+    for (size_t i = 0; i < n; i++) hs_chbuf_printf(&list, "%s%" PRId64, i ? "," : "", ids[i]);
+    q->sql.len = 0;
+    hs_chbuf_printf(&q->sql, fmt, list.p ? list.p : "0");
+    hs_chbuf_free(&list);
+    return ask_buf(q, t, err);
+}
+
+/* The records, last buckets, exact totals and labels of runs ids, into
+ * the runs cache: what listing them asks next, in four round trips. */
+static int runs_cache_fill(chstore *q, const int64_t *ids, size_t n, hs_qerr *err)
+{
+    runs_cache_drop(q);
+    hs_tsv t;
+    int rc = ask_in(q, &t, err, "SELECT id, " RUN_COLS " FROM runs FINAL WHERE id IN (%s)", ids, n);
+    if (rc) return rc;
+    hs_chbuf tmp = q->rc_buf;
+    q->rc_buf = q->ans;
+    q->ans = tmp;
+    hs_tsv_init(&t, &q->rc_buf);
+    if (!(q->rc_runs = calloc(n ? n : 1, sizeof *q->rc_runs))) goto oom;
+    while (q->rc_n < n && hs_tsv_row(&t)) {
+        int64_t id = hs_tsv_i64(&t, NULL);
+        uint64_t dup;
+        if (hs_map_get(&q->rc_idx, (uint64_t)id, &dup)) continue;
+        run_row(&t, id, &q->rc_runs[q->rc_n]);
+        q->rc_runs[q->rc_n].last_bucket = -1;
+        if (hs_map_put(&q->rc_idx, (uint64_t)id, q->rc_n++)) goto oom;
+    }
+    rc = ask_in(q, &t, err,
+                "SELECT run, max(bucket) FROM heap_series FINAL WHERE run IN (%s) GROUP BY run",
+                ids, n);
+    for (uint64_t i; !rc && hs_tsv_row(&t);)
+        if (hs_map_get(&q->rc_idx, (uint64_t)hs_tsv_i64(&t, NULL), &i))
+            q->rc_runs[i].last_bucket = hs_tsv_i64(&t, NULL);
+    if (!rc)
+        rc = ask_in(q, &t, err,
+                    "SELECT run, flags, allocs, frees, alloc_bytes, free_bytes, error_bytes, "
+                    "est_peak_bytes, est_peak_t_ns FROM run_exact FINAL WHERE run IN (%s)",
+                    ids, n);
+    for (uint64_t i; !rc && hs_tsv_row(&t);)
+        if (hs_map_get(&q->rc_idx, (uint64_t)hs_tsv_i64(&t, NULL), &i))
+            exact_row(&t, &q->rc_runs[i].exact);
+    if (!rc)
+        rc = ask_in(q, &t, err,
+                    "SELECT run, key, value FROM run_labels FINAL WHERE run IN (%s) ORDER BY run, "
+                    "key",
+                    ids, n);
+    if (rc) return rc;
+    tmp = q->rc_lbuf;
+    q->rc_lbuf = q->ans;
+    q->ans = tmp;
+    hs_tsv_init(&t, &q->rc_lbuf);
+    size_t cap = 0;
+    while (hs_tsv_row(&t)) {
+        if (q->rc_nlabels == cap) {
+            cap = cap ? cap * 2 : 64;
+            struct ch_label *np = realloc(q->rc_labels, cap * sizeof *np);
+            if (!np) goto oom;
+            q->rc_labels = np;
+        }
+        struct ch_label *l = &q->rc_labels[q->rc_nlabels++];
+        l->run = hs_tsv_i64(&t, NULL);
+        l->key = hs_tsv_field(&t, NULL);
+        l->value = hs_tsv_field(&t, NULL);
+        if (!l->key) l->key = "";
+        if (!l->value) l->value = "";
+    }
+    return 0;
+oom:
+    runs_cache_drop(q);
+    return hs__err(err, HS_ENOMEM, "out of memory");
+}
+
 static int ch_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int64_t limit,
                         int64_t **ids, size_t *nids, hs_qerr *err)
 {
@@ -388,6 +503,7 @@ static int ch_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int64_t 
         }
         (*ids)[(*nids)++] = hs_tsv_i64(&t, NULL);
     }
+    if (!rc && *nids) rc = runs_cache_fill(q, *ids, *nids, err);
     if (rc) {
         free(*ids);
         *ids = NULL;

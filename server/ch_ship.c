@@ -317,9 +317,8 @@ static int ship_renamed(hs_chship *s)
     if (!s->nunnamed) return 0;
     sqlite3_reset(s->nunnamed_st);
     sqlite3_bind_int64(s->nunnamed_st, 1, s->wm_frame);
-    int64_t still = sqlite3_step(s->nunnamed_st) == SQLITE_ROW
-                        ? sqlite3_column_int64(s->nunnamed_st, 0)
-                        : -1;
+    int64_t still =
+        sqlite3_step(s->nunnamed_st) == SQLITE_ROW ? sqlite3_column_int64(s->nunnamed_st, 0) : -1;
     sqlite3_reset(s->nunnamed_st);
     if (still < 0) return HS_EDB;
     if ((size_t)still >= s->nunnamed) return 0;
