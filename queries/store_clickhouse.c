@@ -59,6 +59,7 @@ typedef struct chstore {
 
 static const hs_qstore_ops ch_ops;
 static void runs_cache_drop(chstore *q);
+static void ch_free(hs_qstore *s);
 
 #define BASE_SETTINGS "distributed_product_mode=global"
 
@@ -125,8 +126,7 @@ int hs_qstore_clickhouse_open(hs_qstore **out, const char *url, hs_qerr *err)
     hs_tsv t;
     if ((rc = hs_ch_settings(q->ch, BASE_SETTINGS)) ||
         (rc = ask(q, &t, err, "SELECT count() FROM runs"))) {
-        hs_ch_free(q->ch);
-        free(q);
+        ch_free(&q->base);
         return rc;
     }
     *out = &q->base;
