@@ -964,32 +964,38 @@ static int nodes_read(chstore *q, hs_tsv *t, hs_chbuf *next, hs_qerr *err)
     return next->oom ? hs__err(err, HS_ENOMEM, "out of memory") : 0;
 }
 
+/* Caches the frame of row t (after its id), or refreshes the cached one. */
 static int frame_put(chstore *q, int64_t id, hs_tsv *t)
 {
-    if (q->nframes == q->capframes) {
+    const char *fn = hs_tsv_field(t, NULL), *file = hs_tsv_field(t, NULL);
+    int64_t line = hs_tsv_i64(t, NULL);
+    const char *mod = hs_tsv_field(t, NULL);
+    ch_cached_frame nf = {strdup(fn ? fn : ""), strdup(file ? file : ""), strdup(mod ? mod : ""),
+                          line, hs_tsv_i64(t, NULL)};
+    uint64_t at;
+    int known = hs_map_get(&q->frame_idx, (uint64_t)id, &at);
+    if (!nf.function || !nf.file || !nf.module) goto oom;
+    if (!known && q->nframes == q->capframes) {
         size_t cap = q->capframes ? q->capframes * 2 : 1024;
         ch_cached_frame *np = realloc(q->frames, cap * sizeof *np);
-        if (!np) return HS_ENOMEM;
+        if (!np) goto oom;
         q->frames = np;
         q->capframes = cap;
     }
-    ch_cached_frame *f = &q->frames[q->nframes];
-    const char *fn = hs_tsv_field(t, NULL), *file = hs_tsv_field(t, NULL);
-    f->line = hs_tsv_i64(t, NULL);
-    const char *mod = hs_tsv_field(t, NULL);
-    f->module_offset = hs_tsv_i64(t, NULL);
-    f->function = strdup(fn ? fn : "");
-    f->file = strdup(file ? file : "");
-    f->module = strdup(mod ? mod : "");
-    if (!f->function || !f->file || !f->module) {
+    if (!known && hs_map_put(&q->frame_idx, (uint64_t)id, q->nframes)) goto oom;
+    ch_cached_frame *f = &q->frames[known ? at : q->nframes++];
+    if (known) {
         free(f->function);
         free(f->file);
         free(f->module);
-        return HS_ENOMEM;
     }
-    if (hs_map_put(&q->frame_idx, (uint64_t)id, q->nframes)) return HS_ENOMEM;
-    q->nframes++;
+    *f = nf;
     return 0;
+oom:
+    free(nf.function);
+    free(nf.file);
+    free(nf.module);
+    return HS_ENOMEM;
 }
 
 /* Caches the stack tree of run: its stacks' leaf nodes, then their
@@ -1068,7 +1074,8 @@ static int ch_frame(hs_qstore *s, int64_t id, hs_qstore_frame *out, hs_qerr *err
     chstore *q = (chstore *)s;
     *out = (hs_qstore_frame){.function = "", .file = "", .module = ""};
     uint64_t i;
-    if (!hs_map_get(&q->frame_idx, (uint64_t)id, &i)) {
+    /* an unnamed frame is asked again: a front end may have named it since */
+    if (!hs_map_get(&q->frame_idx, (uint64_t)id, &i) || !q->frames[i].function[0]) {
         hs_tsv t;
         int rc = ask(q, &t, err,
                      "SELECT id, function, file, line, module, module_offset FROM frames FINAL "
@@ -1078,7 +1085,7 @@ static int ch_frame(hs_qstore *s, int64_t id, hs_qstore_frame *out, hs_qerr *err
         if (!hs_tsv_row(&t)) return 0;
         hs_tsv_i64(&t, NULL);
         if (frame_put(q, id, &t)) return hs__err(err, HS_ENOMEM, "out of memory");
-        i = q->nframes - 1;
+        if (!hs_map_get(&q->frame_idx, (uint64_t)id, &i)) return 0;
     }
     const ch_cached_frame *f = &q->frames[i];
     *out = (hs_qstore_frame){f->function, f->file, f->module, f->line, f->module_offset};

@@ -29,6 +29,7 @@
 #include "hs_chship.h"
 #include "hs_queries.h"
 #include "hs_store.h"
+#include "store_clickhouse.h"
 
 static ck_server ch;
 static char tmpdir[600];
@@ -181,6 +182,14 @@ static void test_renamed_frames(void **state)
     assert_true(id1 > 0 && id2 > 0 && id1 != id2);
     snprintf(sql, sizeof sql, "SELECT countIf(function = '') FROM renamed.frames FINAL");
     assert_int_equal(ck_int(&ch, sql), 2);
+    /* a reader that saw the frame unnamed sees its name once it comes */
+    hs_qstore *qs;
+    hs_qerr qe;
+    hs_qstore_frame fr;
+    assert_int_equal(hs_qstore_clickhouse_open(&qs, url, &qe), 0);
+    assert_int_equal(qs->ops->frame(qs, id1, &fr, &qe), 0);
+    assert_string_equal(fr.function, "");
+    assert_int_equal(fr.module_offset, 16);
     /* the symbolizer names frame 1: "f" in a.c, line 3 */
     static const uint8_t entry[] = {1, 1, 'f', 3, 'a', '.', 'c', 3};
     uint64_t named = 0, renamed = 0;
@@ -197,6 +206,11 @@ static void test_renamed_frames(void **state)
              "WHERE id = %lld",
              id1);
     assert_int_equal(ck_int(&ch, sql), 1);
+    assert_int_equal(qs->ops->frame(qs, id1, &fr, &qe), 0);
+    assert_string_equal(fr.function, "f");
+    assert_string_equal(fr.file, "a.c");
+    assert_int_equal(fr.line, 3);
+    hs_qstore_free(qs);
     snprintf(sql, sizeof sql, "SELECT function FROM renamed.frames FINAL WHERE id = %lld", id2);
     char out[64];
     assert_int_equal(ck_sql(&ch, sql, out, sizeof out), 0);
