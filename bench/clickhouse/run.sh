@@ -14,7 +14,12 @@
 # diff at the peak on the last run of each store.
 #
 #   bash bench/clickhouse/run.sh [BUILD_DIR]      (default: build)
-# Environment: EVENTS (total per N, default 4000000), CONNS ("16 64"),
+# With TWO=1, each N also runs through two front ends at once (two servers,
+# each its own buffer, N/2 connections each, one ClickHouse server): the
+# row "ch x2" (events/s over the wall time of both load generators; CPU
+# of both front ends). hs-loadgen names its runs by connection number, so
+# the two front ends write two databases: the same runs in one would be one.
+# Environment: EVENTS (total per N, default 4000000), CONNS ("16 64"), TWO,
 # REPEAT (5), PER_FRAME (4096), STACKS (256), SAMPLE_BYTES (524288),
 # CLICKHOUSE (/usr/sbin/clickhouse-server).
 set -euo pipefail
@@ -108,6 +113,48 @@ for n in $CONNS; do
             "$fecpu" "$chcpu" "$bpe"
     done
 done
+# two front ends, one database
+for n in $([ "${TWO:-0}" = 1 ] && echo "$CONNS"); do
+    pids=() ports=()
+    for f in 1 2; do
+        hs_bench_server "$server" "$tmp/server2-$n-$f.log" --db "$tmp/two-$n-$f.db" \
+            --listen 127.0.0.1:0 --store "clickhouse://127.0.0.1:$http/bench2_${n}_$f"
+        pids+=("$pid")
+        ports+=("$port")
+    done
+    ch0=$(ticks "$chpid")
+    t0=$(now)
+    lgs=()
+    for f in 0 1; do
+        "$loadgen" --port "${ports[$f]}" --conns $((n / 2)) --events $((EVENTS / n)) \
+            --per-frame "$PER_FRAME" --stacks "$STACKS" --sample-bytes "$SAMPLE_BYTES" \
+            > "$tmp/lg-$n-$f.out" &
+        lgs+=($!)
+    done
+    wait "${lgs[@]}"
+    t1=$(now)
+    total=0
+    for f in 0 1; do
+        e=$(sed -n 's/.*events=\([0-9]*\).*/\1/p' "$tmp/lg-$n-$f.out")
+        total=$((total + e))
+    done
+    both="SELECT (SELECT sum(n_events) FROM bench2_${n}_1.events FINAL) + (SELECT sum(n_events) FROM bench2_${n}_2.events FINAL)"
+    until [ "$(chq "$both" 2>/dev/null)" = "$total" ]; do
+        sleep 0.05
+    done
+    t2=$(now)
+    fet=0
+    for p in "${pids[@]}"; do fet=$((fet + $(ticks "$p"))); done
+    rate=$(awk -v e="$total" -v a="$t0" -v b="$t1" 'BEGIN {printf "%d", e / (b - a)}')
+    ship=$(awk -v e="$total" -v a="$t0" -v b="$t2" 'BEGIN {printf "%d", e / (b - a)}')
+    fecpu=$(awk -v t="$fet" -v h="$tck" -v e="$total" 'BEGIN {printf "%.3f", t / h / (e / 1e6)}')
+    chcpu=$(awk -v t="$(( $(ticks "$chpid") - ch0 ))" -v h="$tck" -v e="$total" \
+            'BEGIN {printf "%.3f", t / h / (e / 1e6)}')
+    for p in "${pids[@]}"; do kill -TERM "$p"; wait "$p" || true; done
+    printf '%-7s %-6s %12s %12s %12s %14s %12s %14s\n' "ch x2" "$n" "$total" "$rate" "$ship" \
+        "$fecpu" "$chcpu" -
+done
+
 echo
 printf '%-7s %-6s %-20s %s\n' store conns query warm_ms
 sort -t $'\t' -k3,3 -k2,2n -k1,1 "$tmp/latency" | awk -F '\t' '{printf "%-7s %-6s %-20s %s\n", $1, $2, $3, $4}'
