@@ -5,8 +5,8 @@
  * Every op is the SQLite store's question asked in ClickHouse's dialect:
  * the state at a moment is the nearest keyframe plus the delta rows since
  * (or the latest version of the peak's snapshot), a trace's summary is the
- * sum of its delta rows (hs_tstats_add in bucket order: the very doubles of
- * the SQLite store's stored summaries plus its later rows). Rows are read
+ * writer's stored one as of its run's mark plus the delta rows after it
+ * (hs_tstats_add in bucket order: the SQLite store's very doubles). Rows are read
  * with FINAL, so that a row the shipper sent twice counts once. Trace
  * nodes and frames never change once written: they are cached here, and a
  * run's whole stack tree is fetched in one query per depth the first time
@@ -762,8 +762,61 @@ static int cmp_tsum_first(const void *a, const void *b)
     return (x->trace > y->trace) - (x->trace < y->trace);
 }
 
-/* Every trace's delta rows summed in bucket order: what the SQLite store's
- * summaries hold, to the same doubles (hs_tstats.h). */
+/* The summary of trace tr in out (added, zeroed, when new); NULL when out
+ * of memory. */
+static hs_qstore_tsum *tsum_get(hs_qstore_tsums *out, hs_map *idx, int64_t tr)
+{
+    uint64_t i;
+    if (hs_map_get(idx, (uint64_t)tr, &i)) return &out->rows[i];
+    if (out->n == out->cap) {
+        size_t ncap = out->cap ? out->cap * 2 : 256;
+        hs_qstore_tsum *np = realloc(out->rows, ncap * sizeof *np);
+        if (!np) return NULL;
+        out->rows = np;
+        out->cap = ncap;
+    }
+    if (hs_map_put(idx, (uint64_t)tr, out->n)) return NULL;
+    hs_qstore_tsum *r = &out->rows[out->n++];
+    memset(r, 0, sizeof *r);
+    r->trace = tr;
+    return r;
+}
+
+/* The summaries of run as of its mark (trace_stats rows of the highest
+ * mark not above it, per trace); *mark -1 when there are none to use (no
+ * mark, or one past upto: summaries cannot be cut back). */
+static int tsums_stored(chstore *q, int64_t run, int64_t upto, int64_t *mark, hs_qstore_tsums *out,
+                        hs_map *idx, hs_qerr *err)
+{
+    hs_tsv t;
+    *mark = -1;
+    int rc = ask(q, &t, err, "SELECT stats_bucket FROM runs FINAL WHERE id = %" PRId64, run);
+    if (rc || !hs_tsv_row(&t)) return rc;
+    int64_t m = hs_tsv_i64(&t, NULL);
+    if (m < 0 || m > upto) return 0;
+    *mark = m;
+    rc = ask(q, &t, err,
+             "SELECT trace, rows, first_bucket, last_bucket, bytes, max_bytes, ups, first_up, "
+             "last_up, up_bytes, down_bytes, sy, sxy, syy FROM trace_stats WHERE run = %" PRId64
+             " AND mark <= %" PRId64 " ORDER BY trace, mark DESC LIMIT 1 BY trace",
+             run, m);
+    while (!rc && hs_tsv_row(&t)) {
+        hs_qstore_tsum *r = tsum_get(out, idx, hs_tsv_i64(&t, NULL));
+        if (!r) return hs__err(err, HS_ENOMEM, "out of memory");
+        hs_tstats *x = &r->s;
+        int64_t *iv[] = {&x->rows, &x->first, &x->last,     &x->bytes,
+                         &x->max,  &x->ups,   &x->first_up, &x->last_up};
+        for (size_t k = 0; k < sizeof iv / sizeof *iv; k++) *iv[k] = hs_tsv_i64(&t, NULL);
+        double *dv[] = {&x->up, &x->down, &x->sy, &x->sxy, &x->syy};
+        for (size_t k = 0; k < sizeof dv / sizeof *dv; k++) *dv[k] = hs_tsv_f64(&t);
+        out->delta_rows += x->rows;
+    }
+    return rc;
+}
+
+/* The stored summaries as of the run's mark, plus the delta rows after it
+ * up to upto folded in bucket order: the SQLite store's very doubles
+ * (hs_tstats.h). */
 static int ch_trace_sums(hs_qstore *s, int64_t run, int64_t upto, hs_qstore_tsums *out,
                          hs_qerr *err)
 {
@@ -772,33 +825,22 @@ static int ch_trace_sums(hs_qstore *s, int64_t run, int64_t upto, hs_qstore_tsum
     memset(out, 0, sizeof *out);
     hs_map idx = {0};
     hs_tsv t;
-    int rc = ask(q, &t, err,
+    int64_t mark;
+    int rc = tsums_stored(q, run, upto, &mark, out, &idx, err);
+    if (!rc)
+        rc = ask(q, &t, err,
                  "SELECT bucket, trace, bytes FROM snapshots FINAL WHERE run = %" PRId64
-                 " AND kind = " HS_SNAP_DELTA_SQL " AND bucket <= %" PRId64 " ORDER BY bucket",
-                 run, upto);
+                 " AND kind = " HS_SNAP_DELTA_SQL " AND bucket > %" PRId64 " AND bucket <= %" PRId64
+                 " ORDER BY bucket",
+                 run, mark, upto);
     while (!rc && hs_tsv_row(&t)) {
         int64_t b = hs_tsv_i64(&t, NULL), tr = hs_tsv_i64(&t, NULL), by = hs_tsv_i64(&t, NULL);
-        uint64_t i;
-        if (!hs_map_get(&idx, (uint64_t)tr, &i)) {
-            if (out->n == out->cap) {
-                size_t ncap = out->cap ? out->cap * 2 : 256;
-                hs_qstore_tsum *np = realloc(out->rows, ncap * sizeof *np);
-                if (!np) {
-                    rc = hs__err(err, HS_ENOMEM, "out of memory");
-                    break;
-                }
-                out->rows = np;
-                out->cap = ncap;
-            }
-            i = out->n++;
-            memset(&out->rows[i], 0, sizeof out->rows[i]);
-            out->rows[i].trace = tr;
-            if (hs_map_put(&idx, (uint64_t)tr, i)) {
-                rc = hs__err(err, HS_ENOMEM, "out of memory");
-                break;
-            }
+        hs_qstore_tsum *r = tsum_get(out, &idx, tr);
+        if (!r) {
+            rc = hs__err(err, HS_ENOMEM, "out of memory");
+            break;
         }
-        hs_tstats_add(&out->rows[i].s, b, by);
+        hs_tstats_add(&r->s, b, by);
         out->delta_rows++;
     }
     hs_map_free(&idx);

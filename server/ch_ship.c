@@ -29,6 +29,7 @@ typedef struct ship_run {
     int64_t seq, snap, series, ps, hx, mapt; /* the per-table watermarks */
     uint64_t peak_sig;
     int64_t npcs, nstacks;
+    int64_t stats; /* the run's stats_bucket when its summaries were last shipped */
 } ship_run;
 
 /* The tables whose rows a pass ships, in this order (runs last: a run
@@ -47,6 +48,7 @@ enum {
     T_MAPS,
     T_PCS,
     T_STACKS,
+    T_TSTATS,
     T_RUNS,
     T__COUNT
 };
@@ -68,6 +70,8 @@ static const char *const insert_sql[T__COUNT] = {
     [T_MAPS] = "INSERT INTO mappings (run, day, t_ns, start, end, file_offset, build_id, path)",
     [T_PCS] = "INSERT INTO run_pcs (run, day, pc, frame)",
     [T_STACKS] = "INSERT INTO run_stacks (run, day, stack_id, trace)",
+    [T_TSTATS] = "INSERT INTO trace_stats (run, day, trace, mark, rows, first_bucket, last_bucket, "
+                 "bytes, max_bytes, ups, first_up, last_up, up_bytes, down_bytes, sy, sxy, syy)",
     [T_RUNS] = "INSERT INTO runs (id, uuid, parent_uuid, parent_id, has_parent, program, argv, "
                "host, pid, ppid, start_unix_ns, sample_bytes, max_depth, rss_interval_ms, "
                "granularity_ns, keyframe_every, collector_version, state, clean_exit, end_ns, "
@@ -76,14 +80,14 @@ static const char *const insert_sql[T__COUNT] = {
                "dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, unwind_failed, "
                "live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "
                "total_alloc_bytes, total_alloc_count, python_fallback, main_end_ns, "
-               "python_small_unseen, day, ver)",
+               "python_small_unseen, stats_bucket, day, ver)",
 };
 
 /* A per-run table: its SELECT (?1 the local run, ?2 the watermark), the
  * RowBinary of each row (fmt, below) and which column is the watermark
  * (-1: none; the table is shipped whole when the run changed). fmt: R the
  * run's id, D its day, V the pass's version (no column read); i Int64,
- * u UInt64, b Int8, c Int32 the codec (the file's schema version), s
+ * u UInt64, d Float64, b Int8, c Int32 the codec (the file's schema version), s
  * String (text or blob, NULL as ''), F a frame's and T a trace's content
  * id (one column each). */
 typedef struct per_run {
@@ -128,6 +132,12 @@ static const per_run per_runs[] = {
      "RDiuuuss", 0},
     {T_PCS, "SELECT pc, frame FROM run_pcs WHERE run = ?1 AND ?2 = ?2", "RDuF", -1},
     {T_STACKS, "SELECT stack_id, trace FROM run_stacks WHERE run = ?1 AND ?2 = ?2", "RDuT", -1},
+    /* the summaries written since mark ?2, labelled with the run's mark now */
+    {T_TSTATS,
+     "SELECT trace, (SELECT coalesce(stats_bucket, -1) FROM runs WHERE id = ?1), rows, "
+     "first_bucket, last_bucket, bytes, max_bytes, ups, first_up, last_up, up_bytes, "
+     "down_bytes, sy, sxy, syy FROM trace_stats WHERE run = ?1 AND last_bucket > ?2",
+     "RDTiiiiiiiiiddddd", -1},
 };
 enum {
     PR_EVENTS,
@@ -142,6 +152,7 @@ enum {
     PR_MAPS,
     PR_PCS,
     PR_STACKS,
+    PR_TSTATS,
     PR__COUNT
 };
 
@@ -208,6 +219,9 @@ static void put_row(hs_chship *s, sqlite3_stmt *st, int col, const char *fmt, co
             break;
         case 'u':
             hs_rb_u64(b, (uint64_t)sqlite3_column_int64(st, col++));
+            break;
+        case 'd':
+            hs_rb_f64(b, sqlite3_column_double(st, col++));
             break;
         case 'b':
             hs_rb_u8(b, (uint8_t)sqlite3_column_int(st, col++));
@@ -381,9 +395,9 @@ static int ship_traces(hs_chship *s, int64_t *wm)
     "dropped_free_events, dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, "             \
     "unwind_failed, live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "    \
     "total_alloc_bytes, total_alloc_count, python_fallback, coalesce(main_end_ns, 0), "            \
-    "python_small_unseen FROM runs"
-#define RUN_NCOLS 43
-#define RUN_FMT   "sssiiiiiiiissbiiiiibibiiiiiiiiiiiiiiiiiDV"
+    "python_small_unseen, coalesce(stats_bucket, -1) FROM runs"
+#define RUN_NCOLS 44
+#define RUN_FMT   "sssiiiiiiiissbiiiiibibiiiiiiiiiiiiiiiiiiDV"
 
 static void put_hex(hs_chbuf *b, const uint8_t *p, int n)
 {
@@ -434,7 +448,8 @@ static ship_run *run_get(hs_chship *s, sqlite3_stmt *st)
                     .hx = -1,
                     .mapt = INT64_MIN,
                     .npcs = -1,
-                    .nstacks = -1};
+                    .nstacks = -1,
+                    .stats = -1};
     return r;
 }
 
@@ -499,6 +514,14 @@ static int ship_run_rows(hs_chship *s, sqlite3_stmt *row, const ship_run *r, shi
     if (!rc && n != r->nstacks) {
         rc = ship_table(s, PR_STACKS, r, &none);
         nr->nstacks = n;
+    }
+    /* summaries: those rewritten since the last mark shipped (all of them
+     * when the mark went back: the run's rollups were rebuilt) */
+    int64_t mark = sqlite3_column_int64(row, RUN_NCOLS - 1);
+    if (!rc && mark != r->stats) {
+        int64_t since = mark < r->stats ? -1 : r->stats;
+        rc = ship_table(s, PR_TSTATS, r, &since);
+        nr->stats = mark;
     }
     if (!rc && !*more) {
         put_run(s, row, r);
@@ -629,8 +652,9 @@ void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out)
 /* ---- retention ------------------------------------------------------------------------------ */
 
 static const char *const per_run_tables[] = {
-    "runs",      "run_labels",  "mappings",        "run_pcs",   "run_stacks", "events",
-    "snapshots", "heap_series", "process_samples", "size_hist", "run_exact",  "heap_exact"};
+    "runs",      "run_labels", "mappings",    "run_pcs",         "run_stacks",
+    "events",    "snapshots",  "heap_series", "process_samples", "size_hist",
+    "run_exact", "heap_exact", "trace_stats"};
 
 /* The table that holds the rows of name on this server: NAME_local when
  * name is Distributed (a cluster), else name. */

@@ -13,6 +13,10 @@
 -- use FINAL (or pick the latest ver) so that they never count one twice.
 -- Per-run tables carry the run's start day and are partitioned by its
 -- month: retention drops whole partitions (ALTER TABLE … DROP PARTITION).
+-- trace_stats holds a trace's summary (schema/hs_tstats.h) as of each
+-- mark (runs.stats_bucket when it was written): a reader takes, per trace,
+-- the row of the highest mark not above its run's stats_bucket, then the
+-- delta rows after that bucket.
 -- Statements are separated by lines holding only ';'.
 
 CREATE TABLE IF NOT EXISTS runs (
@@ -26,7 +30,7 @@ CREATE TABLE IF NOT EXISTS runs (
     dropped_free_bytes Int64, stacks_truncated Int64, unwind_failed Int64, live_set_full Int64,
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
-    main_end_ns Int64, python_small_unseen Int64,
+    main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
     day Date, ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
@@ -89,3 +93,9 @@ CREATE TABLE IF NOT EXISTS heap_exact (
     run Int64, day Date, bucket Int64, live_bytes Int64, max_bytes Int64, max_t_ns Int64,
     allocs Int64, frees Int64, ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY (run, bucket)
+;
+CREATE TABLE IF NOT EXISTS trace_stats (
+    run Int64, day Date, trace Int64, mark Int64, rows Int64, first_bucket Int64,
+    last_bucket Int64, bytes Int64, max_bytes Int64, ups Int64, first_up Int64, last_up Int64,
+    up_bytes Float64, down_bytes Float64, sy Float64, sxy Float64, syy Float64
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, trace, mark)

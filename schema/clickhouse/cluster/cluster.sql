@@ -26,7 +26,7 @@ CREATE TABLE IF NOT EXISTS runs_local (
     dropped_free_bytes Int64, stacks_truncated Int64, unwind_failed Int64, live_set_full Int64,
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
-    main_end_ns Int64, python_small_unseen Int64,
+    main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
     day Date, ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
@@ -131,3 +131,12 @@ CREATE TABLE IF NOT EXISTS heap_exact_local (
 ;
 CREATE TABLE IF NOT EXISTS heap_exact AS heap_exact_local
     ENGINE = Distributed({cluster}, currentDatabase(), heap_exact_local, run)
+;
+CREATE TABLE IF NOT EXISTS trace_stats_local (
+    run Int64, day Date, trace Int64, mark Int64, rows Int64, first_bucket Int64,
+    last_bucket Int64, bytes Int64, max_bytes Int64, ups Int64, first_up Int64, last_up Int64,
+    up_bytes Float64, down_bytes Float64, sy Float64, sxy Float64, syy Float64
+) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, trace, mark)
+;
+CREATE TABLE IF NOT EXISTS trace_stats AS trace_stats_local
+    ENGINE = Distributed({cluster}, currentDatabase(), trace_stats_local, run)
