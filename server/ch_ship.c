@@ -29,7 +29,8 @@ typedef struct ship_run {
     int64_t seq, snap, series, ps, hx, mapt; /* the per-table watermarks */
     uint64_t peak_sig;
     int64_t npcs, nstacks;
-    int64_t stats; /* the run's stats_bucket when its summaries were last shipped */
+    int64_t stats;    /* the run's stats_bucket when its summaries were last shipped */
+    int64_t next_seq; /* its runs row's next_seq as last shipped */
 } ship_run;
 
 /* The tables whose rows a pass ships, in this order (runs last: a run
@@ -178,6 +179,9 @@ struct hs_chship {
     pthread_cond_t cv;
     int running, stopping, interval_ms;
     int retain_months;
+    hs_map shipped;             /* run content id -> next_seq shipped; under mu */
+    void (*notify)(void *data); /* under mu */
+    void *notify_data;
     uint64_t retained_at; /* wall ns of the last retention run */
 };
 
@@ -526,6 +530,7 @@ static int ship_run_rows(hs_chship *s, sqlite3_stmt *row, const ship_run *r, shi
     if (!rc && !*more) {
         put_run(s, row, r);
         nr->sig = row_sig(row);
+        nr->next_seq = sqlite3_column_int64(row, 19);
     }
     return rc;
 }
@@ -624,7 +629,15 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
     if (!rc) {
         s->wm_frame = wf;
         s->wm_trace = wt;
-        for (size_t i = 0; i < npend; i++) s->rs[pend[i].idx] = pend[i].nr;
+        pthread_mutex_lock(&s->mu);
+        for (size_t i = 0; i < npend; i++) {
+            s->rs[pend[i].idx] = pend[i].nr;
+            const ship_run *r = &pend[i].nr;
+            if (r->next_seq > 0 && hs_map_put(&s->shipped, (uint64_t)r->id, (uint64_t)r->next_seq))
+                rc = HS_ENOMEM; /* the next pass sends it again */
+        }
+        if (npend && s->notify) s->notify(s->notify_data);
+        pthread_mutex_unlock(&s->mu);
         s->stats.rows += rows;
         s->stats.bytes += bytes;
     } else {
@@ -635,6 +648,23 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
     for (int t = 0; t < T__COUNT; t++)
         if (s->out[t].cap > (16u << 20)) hs_chbuf_free(&s->out[t]); /* a backlog's buffers */
     return rc;
+}
+
+uint64_t hs_chship_shipped(hs_chship *s, const uint8_t uuid[16])
+{
+    uint64_t v = 0;
+    pthread_mutex_lock(&s->mu);
+    if (!hs_map_get(&s->shipped, (uint64_t)run_content_id(uuid, 16), &v)) v = 0;
+    pthread_mutex_unlock(&s->mu);
+    return v;
+}
+
+void hs_chship_set_notify(hs_chship *s, void (*fn)(void *data), void *data)
+{
+    pthread_mutex_lock(&s->mu);
+    s->notify = fn;
+    s->notify_data = data;
+    pthread_mutex_unlock(&s->mu);
 }
 
 int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local)
@@ -799,6 +829,7 @@ void hs_chship_free(hs_chship *s)
     hs_map_free(&s->frame_id);
     hs_map_free(&s->node_id);
     hs_map_free(&s->run_idx);
+    hs_map_free(&s->shipped);
     free(s->rs);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);

@@ -50,6 +50,15 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
 /* The thread runs hs_chship_retain() at its start and hourly; 0: never. */
 void hs_chship_set_retention(hs_chship *s, int months);
 
+/* Acknowledgements: the run uuid's next_seq as of the last pass that
+ * shipped its runs row (every frame below it is in ClickHouse); 0 when no
+ * pass has shipped it yet. Any thread. */
+uint64_t hs_chship_shipped(hs_chship *s, const uint8_t uuid[16]);
+/* fn(data) is called on the shipper's thread after each pass that shipped
+ * something (a run's frames may be acknowledged now). NULL stops the
+ * calls: once hs_chship_set_notify(s, NULL, NULL) returns, fn runs no more. */
+void hs_chship_set_notify(hs_chship *s, void (*fn)(void *data), void *data);
+
 /* The content id that local id (of a run 'r', trace node 't' or frame
  * 'f') was shipped under; 0 when it has not been shipped. */
 int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local);

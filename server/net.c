@@ -63,10 +63,12 @@ struct hs_conn {
     int phase;
     uint8_t *in;
     size_t in_len, in_cap;
-    uint64_t seq;     /* sequence number of the next frame read */
-    uint64_t acked;   /* next_seq of the last ACK sent */
-    uint64_t bye_seq; /* seq of BYE + 1, 0 before BYE */
-    size_t inflight;  /* bytes in jobs the writer has not returned */
+    uint64_t seq;       /* sequence number of the next frame read */
+    uint64_t acked;     /* next_seq of the last ACK sent */
+    uint64_t committed; /* next_seq the writer committed (>= acked) */
+    uint8_t run_id[16]; /* of its HELLO */
+    uint64_t bye_seq;   /* seq of BYE + 1, 0 before BYE */
+    size_t inflight;    /* bytes in jobs the writer has not returned */
     int reading;
     int closing;
     int writes; /* writes in flight */
@@ -100,6 +102,11 @@ struct server {
     hs_symd *symd; /* between the loop and the writer for SYMBOLS (hs_symd.h) */
     hs_http *http;
     const hs_server_config *cfg;
+    /* --store clickhouse://: the shipper, and the async by which it says
+     * that frames may be acknowledged (ACKs wait for ClickHouse) */
+    struct hs_chship *ship;
+    uv_async_t ship_async;
+    int ship_async_on;
     hs_conn *conns;
     uint64_t next_id;
     int stopping;
@@ -563,6 +570,7 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
         return -1;
     }
     c->seq = s->hello.first_seq;
+    memcpy(c->run_id, s->hello.run_id, sizeof c->run_id);
     c->sym.can_upload =
         s->symd && !s->cfg->no_symbol_uploads && (s->hello.flags & HS_HELLO_SYMDATA);
     c->phase = P_WAIT_HELLO;
@@ -682,6 +690,27 @@ static void conn_parse(hs_conn *c)
 
 static void stop_finish(server *s);
 
+/* ACKs what is committed, or, with a ClickHouse store, what of it is in
+ * ClickHouse (hs_chship_shipped): the rest when the shipper says so
+ * (on_ship). The ACK covering BYE is the last word: close after it (or
+ * after the symbol uploads asked for, slot_free). */
+static void conn_ack(server *s, hs_conn *c)
+{
+    uint64_t want = c->committed;
+#ifdef HS_WITH_CLICKHOUSE
+    if (s->ship) {
+        uint64_t shipped = hs_chship_shipped(s->ship, c->run_id);
+        if (shipped < want) want = shipped;
+    }
+#else
+    (void)s;
+#endif
+    if (want <= c->acked) return;
+    c->acked = want;
+    int last = c->bye_seq && want >= c->bye_seq && !conn_uploading(c);
+    conn_send(c, HS_FRAME_ACK, want, NULL, last);
+}
+
 static void job_done(server *s, hs_wjob *j)
 {
     hs_conn *c = j->conn;
@@ -704,7 +733,7 @@ static void job_done(server *s, hs_wjob *j)
             break;
         }
         c->phase = P_STREAM;
-        c->acked = j->next_seq;
+        c->acked = c->committed = j->next_seq;
         conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, 0);
         conn_parse(c);
         conn_read_start(c);
@@ -716,19 +745,16 @@ static void job_done(server *s, hs_wjob *j)
             conn_close(c, "%s", j->msg[0] ? j->msg : hs_strerror(j->err));
             break;
         }
+        if (j->next_seq > c->committed) c->committed = j->next_seq;
         if (j->next_seq > c->acked) {
-            c->acked = j->next_seq;
-            /* The ACK covering BYE is the last word: close after it (or
-             * after the symbol uploads asked for, slot_free). */
-            int last = c->bye_seq && j->next_seq >= c->bye_seq && !conn_uploading(c);
-            conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, last);
+            conn_ack(s, c);
         } else if (c->bye_seq && c->acked >= c->bye_seq) {
             /* A resend of frames stored before, BYE included (a resumed
              * connection of an ended run): its ACK went out with HELLO's. */
             conn_close(c, NULL);
             break;
         }
-        if (c->eof && !c->inflight)
+        if (c->eof && !c->inflight && c->acked >= c->committed)
             conn_close(c, NULL);
         else if (!c->eof)
             conn_read_start(c);
@@ -990,6 +1016,13 @@ static void stop_finish(server *s)
     uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
     uv_close((uv_handle_t *)&s->tick, on_closed_noop);
     uv_close((uv_handle_t *)&s->async, on_closed_noop);
+#ifdef HS_WITH_CLICKHOUSE
+    if (s->ship_async_on) {
+        hs_chship_set_notify(s->ship, NULL, NULL); /* no uv_async_send after this */
+        uv_close((uv_handle_t *)&s->ship_async, on_closed_noop);
+        s->ship_async_on = 0;
+    }
+#endif
     uv_close((uv_handle_t *)&s->symd_async, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigint, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigterm, on_closed_noop);
@@ -1033,6 +1066,27 @@ static int bind_listener(server *s, int *port_out)
     *port_out = port;
     return 0;
 }
+
+#ifdef HS_WITH_CLICKHOUSE
+/* The shipper's thread: a pass landed. */
+static void ship_notify(void *data)
+{
+    server *s = data;
+    uv_async_send(&s->ship_async);
+}
+
+/* The loop: frames committed before may now be acknowledged. */
+static void on_ship(uv_async_t *a)
+{
+    server *s = a->data;
+    for (hs_conn *c = s->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->phase != P_STREAM || c->closing || c->acked >= c->committed) continue;
+        conn_ack(s, c);
+        if (c->eof && !c->inflight && c->acked >= c->committed && !c->closing) conn_close(c, NULL);
+    }
+}
+#endif
 
 int hs_server_store_check(const char *url, char *err, size_t errlen)
 {
@@ -1109,12 +1163,17 @@ int hs_server_run(const hs_server_config *cfg)
 #ifdef HS_WITH_CLICKHOUSE
     hs_chship *ship = NULL;
     if (cfg->store_url) {
-        if (!hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err))
+        if (!hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err)) {
             hs_chship_set_retention(ship, cfg->store_retain_months);
+            uv_async_init(&s->loop, &s->ship_async, on_ship);
+            s->ship_async.data = s;
+            s->ship_async_on = 1;
+            s->ship = ship;
+            hs_chship_set_notify(ship, ship_notify, s);
+        }
         if (!ship || hs_chship_start(ship, 200)) {
             hs_log("cannot ship to ClickHouse: %s", err);
-            hs_chship_free(ship);
-            ship = NULL;
+            exit(1); /* a ClickHouse store that cannot be written: nothing to run for */
         }
     }
 #endif
@@ -1147,6 +1206,7 @@ int hs_server_run(const hs_server_config *cfg)
     if (s->symreqs) hs_log("symbols: %" PRIu64 " builds asked of collectors", s->symreqs);
     hs_writer_join(s->writer);
 #ifdef HS_WITH_CLICKHOUSE
+    s->ship = NULL;
     hs_chship_stop(ship); /* after the writer: its last pass sees every commit */
 #endif
     uv_run(&s->loop, UV_RUN_DEFAULT);

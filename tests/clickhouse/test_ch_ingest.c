@@ -8,8 +8,9 @@
  *     in memory): ClickHouse then holds the rows twice until it merges,
  *     and no figure changes (nothing counted twice);
  *   - ClickHouse stopped while a program runs: the server goes on taking
- *     (and acknowledging) its frames into its buffer, and once ClickHouse
- *     is back the run arrives complete.
+ *     its frames into its buffer, and once ClickHouse is back the run
+ *     arrives complete;
+ *   - frames are acknowledged only once ClickHouse holds their rows.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -181,6 +182,58 @@ static void test_ingest(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
+/* Frames are acknowledged once ClickHouse holds their rows: with
+ * ClickHouse stopped, frames are committed to the buffer but not
+ * acknowledged; once it is back, the ACK comes and the rows are there. */
+static void test_ack_waits(void **state)
+{
+    (void)state;
+    tk_server srv;
+    char db[700], reason[200];
+    snprintf(db, sizeof db, "%s/acks.db", tmpdir);
+    const char *extra[] = {"--store", url, NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, extra), 0);
+    uint8_t id[16] = {0xac, 0x4b};
+    tk_buf b = {0};
+    tk_header(&b);
+    tk_hello(&b, id, 0, 0, NULL);
+    tk_symbols(&b, 0, 3, 5); /* seq 0 */
+    uint64_t pcs[2] = {1, 2};
+    tk_stack(&b, 1, pcs, 2); /* seq 1 */
+    tk_event ev[4] = {{10, 1, 0, 100, 100},
+                      {20, 1, 0, 100, 100},
+                      {30, 1, 1, 100, 100},
+                      {2500000000ull, 1, 0, 300, 300}};
+    tk_events(&b, ev, 2); /* seq 2 */
+    int fd = tk_connect(srv.port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    uint64_t got = 0;
+    assert_int_equal(tk_wait_ack(fd, 3, &got, reason, sizeof reason, 30000), 0);
+    assert_int_equal(ck_int(&ch, "SELECT sum(n_events) FROM ingest.events FINAL WHERE run IN "
+                                 "(SELECT id FROM ingest.runs WHERE uuid LIKE 'ac4b%')"),
+                     2);
+    /* ClickHouse away: frames 3 and 4 are stored, not acknowledged */
+    ck_pause(&ch);
+    b.len = 0;
+    tk_events(&b, ev + 2, 2);        /* seq 3 */
+    tk_bye(&b, 3000000000ull, 3, 1); /* seq 4 */
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    assert_int_equal(tk_wait_ack(fd, 5, &got, reason, sizeof reason, 2000), -2);
+    assert_true(got < 5);
+    assert_int_equal(ck_restart(&ch), 0);
+    assert_int_equal(tk_wait_ack(fd, 5, &got, reason, sizeof reason, 30000), 0);
+    assert_int_equal(got, 5);
+    assert_int_equal(ck_int(&ch, "SELECT sum(n_events) FROM ingest.events FINAL WHERE run IN "
+                                 "(SELECT id FROM ingest.runs WHERE uuid LIKE 'ac4b%')"),
+                     4);
+    assert_int_equal(
+        ck_int(&ch, "SELECT state = 'ended' FROM ingest.runs FINAL WHERE uuid LIKE 'ac4b%'"), 1);
+    close(fd);
+    tk_buf_free(&b);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+}
+
 /* A --store the server cannot use stops it at once, saying why. */
 static void test_bad_store(void **state)
 {
@@ -206,6 +259,7 @@ int main(void)
     ck_url(&ch, "ingest", 0, url, sizeof url);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingest),
+        cmocka_unit_test(test_ack_waits),
         cmocka_unit_test(test_bad_store),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
