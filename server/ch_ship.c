@@ -88,9 +88,9 @@ static const char *const insert_sql[T__COUNT] = {
  * RowBinary of each row (fmt, below) and which column is the watermark
  * (-1: none; the table is shipped whole when the run changed). fmt: R the
  * run's id, D its day, V the pass's version (no column read); i Int64,
- * u UInt64, d Float64, b Int8, c Int32 the codec (the file's schema version), s
- * String (text or blob, NULL as ''), F a frame's and T a trace's content
- * id (one column each). */
+ * u UInt64, d Float64, b Int8, c Int32 the codec (the file's schema
+ * version), s String (text or blob, NULL as ''), F a frame's and T a
+ * trace's content id (one column each). */
 typedef struct per_run {
     int table;
     const char *sql, *fmt;
@@ -101,7 +101,7 @@ static const per_run per_runs[] = {
     {T_EVENTS,
      "SELECT seq, t_first_ns, t_last_ns, n_events, data FROM events WHERE run = ?1 AND seq > ?2 "
      "ORDER BY seq LIMIT 4096",
-     "RDiiiics", 0}, /* LIMIT: see ship_run_rows */
+     "RDiiiics", 0}, /* at most 4096 rows a pass: a backlog goes in steps */
     {T_SNAP,
      "SELECT kind, bucket, trace, bytes, count FROM snapshots WHERE run = ?1 AND kind IN "
      "(" HS_SNAP_DELTA_SQL ", " HS_SNAP_KEYFRAME_SQL ") AND bucket > ?2",

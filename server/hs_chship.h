@@ -1,8 +1,9 @@
 /* hs_chship: copies what the writer committed to its SQLite file into a
  * ClickHouse database (schema/clickhouse/001_init.sql), so that
  * `heapstore-server --store clickhouse://…` keeps every part of its ingest
- * (decoding, rollups, acknowledgements) and ClickHouse holds the rows that
- * the queries read.
+ * (decoding, rollups, resumption) and ClickHouse holds the rows that the
+ * queries read; the loop acknowledges frames once they are shipped
+ * (hs_chship_shipped).
  *
  * The SQLite file is the front end's write-ahead buffer: a pass opens a
  * read transaction on it (one commit's state), takes what is newer than
@@ -32,8 +33,10 @@ typedef struct hs_chship_stats {
     uint64_t passes, failed, rows, bytes; /* rows and RowBinary bytes sent */
 } hs_chship_stats;
 
-/* Opens db_path read-only and url (hs_chttp.h), creates the database and
- * its tables when missing. 0 or an HS_E code with err filled. */
+/* Opens db_path read-only and url (hs_chttp.h); the database and its
+ * tables are created (when missing) by the first pass, so that a
+ * ClickHouse that is away at the start only delays shipping. 0 or an HS_E
+ * code with err filled. */
 int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *err, size_t errlen);
 void hs_chship_free(hs_chship *s); /* accepts NULL */
 
