@@ -300,6 +300,14 @@ static int ch_run_labels(hs_qstore *s, int64_t id,
                          hs_qerr *err)
 {
     chstore *q = (chstore *)s;
+    uint64_t i;
+    if (hs_map_get(&q->rc_idx, (uint64_t)id, &i)) { /* listed by runs_find: cached */
+        int rc = 0;
+        for (size_t k = 0; !rc && k < q->rc_nlabels; k++)
+            if (q->rc_labels[k].run == id)
+                rc = cb(q->rc_labels[k].key, q->rc_labels[k].value, data);
+        return rc;
+    }
     hs_tsv t;
     int rc =
         ask(q, &t, err,
