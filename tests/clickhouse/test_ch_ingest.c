@@ -234,6 +234,36 @@ static void test_ack_waits(void **state)
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
+/* --retain-months: the server drops old partitions by itself (at its
+ * start, then hourly); a run of 2020 goes, today's runs stay. */
+static void test_retain_flag(void **state)
+{
+    (void)state;
+    char u[800], db[700], out[200];
+    ck_url(&ch, "retained", 0, u, sizeof u);
+    assert_int_equal(ck_sql(&ch, "CREATE DATABASE IF NOT EXISTS retained", out, sizeof out), 0);
+    tk_server srv;
+    snprintf(db, sizeof db, "%s/retained.db", tmpdir);
+    const char *plain[] = {"--store", u, NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, plain), 0); /* creates the tables */
+    assert_int_equal(run_example(srv.port, 1), 0);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_int_equal(ck_sql(&ch,
+                            "INSERT INTO retained.runs (id, uuid, state, day, ver) VALUES (7, "
+                            "'0700', 'ended', toDate('2020-01-15'), 1)",
+                            out, sizeof out),
+                     0);
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM retained.runs FINAL"), 2);
+    const char *extra[] = {"--store", u, "--retain-months", "12", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, extra), 0);
+    for (int i = 0; i < 300 && ck_int(&ch, "SELECT count() FROM retained.runs FINAL") != 1; i++)
+        usleep(100000);
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM retained.runs FINAL WHERE id = 7"), 0);
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM retained.runs FINAL"), 1);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_true(tk_log_contains(&srv, "partitions older than 12 months dropped"));
+}
+
 /* A --store the server cannot use stops it at once, saying why. */
 static void test_bad_store(void **state)
 {
@@ -260,6 +290,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ingest),
         cmocka_unit_test(test_ack_waits),
+        cmocka_unit_test(test_retain_flag),
         cmocka_unit_test(test_bad_store),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
