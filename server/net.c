@@ -711,6 +711,25 @@ static void conn_ack(server *s, hs_conn *c)
     conn_send(c, HS_FRAME_ACK, want, NULL, last);
 }
 
+/* The ACK of a HELLO: what is committed, or, with a ClickHouse store,
+ * what of it is in ClickHouse, but never below the HELLO's first_seq (the
+ * collector no longer holds the frames before it; c->seq is still it). */
+static uint64_t hello_ack(server *s, hs_conn *c, uint64_t committed)
+{
+    uint64_t want = committed;
+#ifdef HS_WITH_CLICKHOUSE
+    if (s->ship) {
+        uint64_t shipped = hs_chship_shipped(s->ship, c->run_id);
+        if (shipped < c->seq) shipped = c->seq;
+        if (shipped < want) want = shipped;
+    }
+#else
+    (void)s;
+    (void)c;
+#endif
+    return want;
+}
+
 static void job_done(server *s, hs_wjob *j)
 {
     hs_conn *c = j->conn;
@@ -733,8 +752,9 @@ static void job_done(server *s, hs_wjob *j)
             break;
         }
         c->phase = P_STREAM;
-        c->acked = c->committed = j->next_seq;
-        conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, 0);
+        c->committed = j->next_seq;
+        c->acked = hello_ack(s, c, j->next_seq);
+        conn_send(c, HS_FRAME_ACK, c->acked, NULL, 0);
         conn_parse(c);
         conn_read_start(c);
         break;
