@@ -1225,7 +1225,10 @@ static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_q
     hs_chbuf_free(&b);
     json_decref(req);
     if (rc)
-        return hs__err(err, strstr(msg, "TIMEOUT_EXCEEDED") ? HS_ETIMEOUT : HS_EINVAL, "%s", msg);
+        return hs__err(err,
+                       strstr(msg, "Code: 159,") || strstr(msg, "imeout exceeded") ? HS_ETIMEOUT
+                                                                                   : HS_EINVAL,
+                       "%s", msg);
     json_t *ans = json_loadb(q->ans.p, q->ans.len, 0, &je);
     json_t *meta = json_object_get(ans, "meta"), *data = json_object_get(ans, "data");
     if (!json_is_array(meta) || !json_is_array(data)) {

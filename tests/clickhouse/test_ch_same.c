@@ -225,6 +225,50 @@ static void test_renamed_frames(void **state)
     hs_chship_free(sh);
 }
 
+/* /api/sql on a ClickHouse store: ClickHouse's dialect, the answer's JSON
+ * shape, the row limit, read-only, the time limit, bad requests. */
+static void test_sql(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *body;
+        int status;
+        const char *want; /* a piece of the answer */
+    } cases[] = {
+        {"{\"sql\": \"SELECT count() AS n FROM runs\"}", 200,
+         "{\"columns\": [\"n\"], \"rows\": [[2]], \"truncated\": false, \"row_count\": 1}"},
+        {"{\"sql\": \"SELECT number FROM system.numbers LIMIT 5\", \"limit\": 2}", 200,
+         "\"rows\": [[0], [1]], \"truncated\": true, \"row_count\": 2"},
+        {"{\"sql\": \"SELECT toString(number) AS s FROM system.numbers LIMIT 1;\"}", 200,
+         "\"rows\": [[\"0\"]]"},
+        {"{\"sql\": \"INSERT INTO runs (id) VALUES (1)\"}", 400, "readonly"},
+        {"{\"sql\": \"DROP TABLE runs\"}", 400, "readonly"},
+        {"{\"sql\": \"SELECT count() FROM system.numbers_mt WHERE sleepEachRow(0) = 0\", "
+         "\"timeout_ms\": 1000}",
+         400, "\"timeout\""},
+        {"{\"sql\": \"SELEKT 1\"}", 400, "bad_request"},
+        {"{\"sql\": 7}", 400, "bad_request"},
+        {"{\"sql\": \"SELECT 1\", \"limit\": 0}", 400, "limit"},
+        {"not json", 400, "bad_request"},
+    };
+    char url[600];
+    ck_url(&ch, "fx_app", 0, url, sizeof url);
+    hs_q *q;
+    hs_qerr qe;
+    assert_int_equal(hs_q_open(&q, url, &qe), 0);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        hs_api_reply r = {0};
+        hs_api_handle(q, "POST", "/api/sql", cases[i].body, strlen(cases[i].body), &r);
+        char *j = r.json ? json_dumps(r.json, 0) : NULL;
+        int ok = r.status == cases[i].status && j && strstr(j, cases[i].want);
+        if (!ok) fprintf(stderr, "%s: %d %s\n", cases[i].body, r.status, j ? j : "-");
+        free(j);
+        hs_api_reply_clear(&r);
+        assert_true(ok);
+    }
+    hs_q_free(q);
+}
+
 int main(void)
 {
     ck_require();
@@ -242,6 +286,7 @@ int main(void)
         cmocka_unit_test(test_recorded_stream),
         cmocka_unit_test(test_retention),
         cmocka_unit_test(test_renamed_frames),
+        cmocka_unit_test(test_sql),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ck_stop(&ch);
