@@ -607,7 +607,11 @@ static int ensure_schema(hs_chship *s, char *err, size_t errlen)
 int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
 {
     int rc = ensure_schema(s, err, errlen);
-    if (rc) return rc;
+    if (rc) {
+        s->stats.passes++;
+        s->stats.failed++;
+        return rc;
+    }
     uint64_t now = wall_ns();
     s->ver = now > s->ver ? now : s->ver + 1;
     pending *pend = NULL;
