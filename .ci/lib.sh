@@ -7,10 +7,12 @@ HS_JOBS=${HS_JOBS:-$(nproc 2>/dev/null || echo 2)}
 # Packages to build and run heapstore.
 HS_PKGS_BUILD="build-essential cmake pkg-config libsqlite3-dev libuv1-dev libunwind-dev
   libjansson-dev libdw-dev libelf-dev libcmocka-dev zlib1g-dev libzstd-dev
-  python3 sqlite3"
+  libcurl4-openssl-dev python3 sqlite3"
 # Packages the test suite adds: fuzzers (clang), pprof (golang-go), the browser tests,
-# libdebuginfod1 (so that the test that the collector never asks debuginfod can fail).
-HS_PKGS_TEST="clang libclang-rt-14-dev golang-go chromium nodejs npm libdebuginfod1"
+# libdebuginfod1 (so that the test that the collector never asks debuginfod can fail),
+# ClickHouse for the ClickHouse store's tests (tests/clickhouse start their own servers).
+HS_PKGS_TEST="clang libclang-rt-14-dev golang-go chromium nodejs npm libdebuginfod1
+  clickhouse-server clickhouse-client"
 
 hs_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 

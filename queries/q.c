@@ -12,6 +12,9 @@
 #include "hs_error.h"
 #include "hs_snap.h"
 #include "q_internal.h"
+#ifdef HS_WITH_CLICKHOUSE
+#include "store_clickhouse.h"
+#endif
 
 /* ---- open/close ----------------------------------------------------------- */
 
@@ -36,7 +39,15 @@ int hs_q_open(hs_q **out, const char *db_path, hs_qerr *err)
         free(q);
         return hs__err(err, HS_ENOMEM, "out of memory");
     }
-    int rc = hs_qstore_sqlite_open(&q->store, db_path, err);
+    int rc;
+    if (!strncmp(db_path, "clickhouse://", 13)) /* docs/clickhouse.md */
+#ifdef HS_WITH_CLICKHOUSE
+        rc = hs_qstore_clickhouse_open(&q->store, db_path, err);
+#else
+        rc = hs__err(err, HS_ENOTSUP, "this build has no ClickHouse store (it needs libcurl)");
+#endif
+    else
+        rc = hs_qstore_sqlite_open(&q->store, db_path, err);
     if (rc) {
         free(q->path);
         free(q);

@@ -67,7 +67,15 @@ typedef struct hs_server_config {
     int nsymbol_paths;
     int no_local_symbols;
     int no_symbol_uploads; /* never ask collectors for builds (docs/protocol.md, SYMREQ) */
+    /* clickhouse://…: db_path is then the write-ahead buffer, shipped there
+     * (hs_chship.h), and the API reads the store at this URL; NULL: none */
+    const char *store_url;
+    int store_retain_months; /* drop the store's partitions older than this; 0: never */
 } hs_server_config;
+
+/* 0 when url names a store this build can use (clickhouse://…), else a
+ * negative code and why in err. */
+int hs_server_store_check(const char *url, char *err, size_t errlen);
 
 /* Runs the server until a signal stops it. Logs "listening on HOST:PORT"
  * once bound. Returns 0 after a clean stop, else an HS_E* code (with a log

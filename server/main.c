@@ -24,6 +24,12 @@ static void usage(FILE *f)
         "\n"
         "  --db PATH            database file (default $XDG_DATA_HOME/heapstore/heapstore.db,\n"
         "                       XDG_DATA_HOME defaulting to ~/.local/share)\n"
+        "  --store URL          clickhouse://HOST[:PORT]/DATABASE[?user=U&password=P&secure=1]:\n"
+        "                       keep runs in ClickHouse (docs/clickhouse.md); --db is then\n"
+        "                       the local write-ahead buffer; sqlite (the default) keeps them\n"
+        "                       in --db only\n"
+        "  --retain-months N    with --store clickhouse://: drop runs that started more than\n"
+        "                       N whole months ago (monthly partitions)\n"
         "  --listen HOST:PORT   address to listen on (default 127.0.0.1:%d; port 0 picks a\n"
         "                       free port, logged as \"listening on HOST:PORT\")\n"
         "  --granularity DUR    width of a rollup bucket, e.g. 100ms, 1s, 1m (default 1s)\n"
@@ -146,7 +152,7 @@ int main(int argc, char **argv)
             "--read-token",   "--web-root",       "--header-timeout",
             "--idle-timeout", "--hello-timeout",  "--frame-timeout",
             "--ready-fd",     "--alloc-wrappers", "--event-time",
-            "--symbol-path"};
+            "--symbol-path",  "--store",          "--retain-months"};
         int ok = 0;
         for (size_t k = 0; k < HS_COUNTOF(known); k++) ok |= !strcmp(name, known[k]);
         if (!ok) {
@@ -214,6 +220,18 @@ int main(int argc, char **argv)
             bad = !*val || cfg.nsymbol_paths == (int)HS_COUNTOF(symbol_paths);
             if (!bad) symbol_paths[cfg.nsymbol_paths++] = val;
             cfg.symbol_paths = symbol_paths;
+        } else if (!strcmp(name, "--store")) {
+            char why[300];
+            if (strcmp(val, "sqlite") && hs_server_store_check(val, why, sizeof why)) {
+                fprintf(stderr, "heapstore-server: bad --store: %s\n", why);
+                return 2;
+            }
+            cfg.store_url = strcmp(val, "sqlite") ? val : NULL;
+        } else if (!strcmp(name, "--retain-months")) {
+            char *end;
+            long m = strtol(val, &end, 10);
+            bad = end == val || *end || m < 1 || m > 1200;
+            if (!bad) cfg.store_retain_months = (int)m;
         } else if (!strcmp(name, "--web-root")) {
             cfg.web_root = val;
         } else if (!strcmp(name, "--alloc-wrappers")) {
@@ -239,6 +257,10 @@ int main(int argc, char **argv)
             return 1;
         }
         cfg.db_path = db_buf;
+    }
+    if (cfg.store_retain_months && !cfg.store_url) {
+        fprintf(stderr, "heapstore-server: --retain-months needs --store clickhouse://…\n");
+        return 2;
     }
     if (!cfg.web_root) cfg.web_root = web_root = default_web_root();
     if (cfg.event_time_ns && cfg.granularity_ns % cfg.event_time_ns) {

@@ -22,6 +22,10 @@
 #include "hs_symd.h"
 #include "hs_text.h"
 #include "hs_writer.h"
+#ifdef HS_WITH_CLICKHOUSE
+#include "hs_chship.h"
+#include "hs_chttp.h"
+#endif
 
 enum phase {
     P_FIRST,  /* nothing read yet */
@@ -60,10 +64,12 @@ struct hs_conn {
     int phase;
     uint8_t *in;
     size_t in_len, in_cap;
-    uint64_t seq;     /* sequence number of the next frame read */
-    uint64_t acked;   /* next_seq of the last ACK sent */
-    uint64_t bye_seq; /* seq of BYE + 1, 0 before BYE */
-    size_t inflight;  /* bytes in jobs the writer has not returned */
+    uint64_t seq;       /* sequence number of the next frame read */
+    uint64_t acked;     /* next_seq of the last ACK sent */
+    uint64_t committed; /* next_seq the writer committed (>= acked) */
+    uint8_t run_id[16]; /* of its HELLO */
+    uint64_t bye_seq;   /* seq of BYE + 1, 0 before BYE */
+    size_t inflight;    /* bytes in jobs the writer has not returned */
     int reading;
     int closing;
     int writes; /* writes in flight */
@@ -101,6 +107,11 @@ struct server {
     hs_symd *symd; /* between the loop and the writer for SYMBOLS (hs_symd.h) */
     hs_http *http;
     const hs_server_config *cfg;
+    /* --store clickhouse://: the shipper, and the async by which it says
+     * that frames may be acknowledged (ACKs wait for ClickHouse) */
+    struct hs_chship *ship;
+    uv_async_t ship_async;
+    int ship_async_on;
     hs_conn *conns;
     uint64_t next_id;
     int stopping;
@@ -569,6 +580,7 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
         return -1;
     }
     c->seq = s->hello.first_seq;
+    memcpy(c->run_id, s->hello.run_id, sizeof c->run_id);
     c->sym.can_upload =
         s->symd && !s->cfg->no_symbol_uploads && (s->hello.flags & HS_HELLO_SYMDATA);
     /* The frames behind it are read on (and go to the writer after it):
@@ -705,6 +717,46 @@ static void conn_parse(hs_conn *c)
 
 static void stop_finish(server *s);
 
+/* ACKs what is committed, or, with a ClickHouse store, what of it is in
+ * ClickHouse (hs_chship_shipped): the rest when the shipper says so
+ * (on_ship). The ACK covering BYE is the last word: close after it (or
+ * after the symbol uploads asked for, slot_free). */
+static void conn_ack(server *s, hs_conn *c)
+{
+    uint64_t want = c->committed;
+#ifdef HS_WITH_CLICKHOUSE
+    if (s->ship) {
+        uint64_t shipped = hs_chship_shipped(s->ship, c->run_id);
+        if (shipped < want) want = shipped;
+    }
+#else
+    (void)s;
+#endif
+    if (want <= c->acked) return;
+    c->acked = want;
+    int last = c->bye_seq && want >= c->bye_seq && !conn_uploading(c);
+    conn_send(c, HS_FRAME_ACK, want, NULL, last);
+}
+
+/* The ACK of a HELLO: what is committed, or, with a ClickHouse store,
+ * what of it is in ClickHouse, but never below the HELLO's first_seq (the
+ * collector no longer holds the frames before it; c->seq is still it). */
+static uint64_t hello_ack(server *s, hs_conn *c, uint64_t committed)
+{
+    uint64_t want = committed;
+#ifdef HS_WITH_CLICKHOUSE
+    if (s->ship) {
+        uint64_t shipped = hs_chship_shipped(s->ship, c->run_id);
+        if (shipped < c->seq) shipped = c->seq;
+        if (shipped < want) want = shipped;
+    }
+#else
+    (void)s;
+    (void)c;
+#endif
+    return want;
+}
+
 static void job_done(server *s, hs_wjob *j)
 {
     hs_conn *c = j->conn;
@@ -726,11 +778,13 @@ static void job_done(server *s, hs_wjob *j)
             conn_refuse(c, j->msg[0] ? j->msg : hs_strerror(j->err));
             break;
         }
-        /* next_seq covers the frames stored in HELLO's transaction. */
-        c->acked = j->next_seq;
-        conn_send(c, HS_FRAME_ACK, j->next_seq, NULL,
-                  c->bye_seq && j->next_seq >= c->bye_seq && !conn_uploading(c));
-        if (c->eof && !c->inflight)
+        /* next_seq covers the frames stored in HELLO's transaction; with a
+         * ClickHouse store, the ACK waits for them to be shipped too. */
+        c->committed = j->next_seq;
+        c->acked = hello_ack(s, c, j->next_seq);
+        conn_send(c, HS_FRAME_ACK, c->acked, NULL,
+                  c->bye_seq && c->acked >= c->bye_seq && !conn_uploading(c));
+        if (c->eof && !c->inflight && c->acked >= c->committed)
             conn_close(c, NULL);
         else if (!c->eof)
             conn_read_start(c);
@@ -742,12 +796,9 @@ static void job_done(server *s, hs_wjob *j)
             conn_close(c, "%s", j->msg[0] ? j->msg : hs_strerror(j->err));
             break;
         }
+        if (j->next_seq > c->committed) c->committed = j->next_seq;
         if (j->next_seq > c->acked) {
-            c->acked = j->next_seq;
-            /* The ACK covering BYE is the last word: close after it (or
-             * after the symbol uploads asked for, slot_free). */
-            int last = c->bye_seq && j->next_seq >= c->bye_seq && !conn_uploading(c);
-            conn_send(c, HS_FRAME_ACK, j->next_seq, NULL, last);
+            conn_ack(s, c);
         } else if (c->bye_seq && c->acked >= c->bye_seq && !conn_uploading(c)) {
             /* Acknowledged already by HELLO's ACK: frames stored in HELLO's
              * transaction, or a resend of frames stored before, BYE included
@@ -755,7 +806,7 @@ static void job_done(server *s, hs_wjob *j)
             conn_close(c, NULL);
             break;
         }
-        if (c->eof && !c->inflight)
+        if (c->eof && !c->inflight && c->acked >= c->committed)
             conn_close(c, NULL);
         else if (!c->eof)
             conn_read_start(c);
@@ -1017,6 +1068,13 @@ static void stop_finish(server *s)
     uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
     uv_close((uv_handle_t *)&s->tick, on_closed_noop);
     uv_close((uv_handle_t *)&s->async, on_closed_noop);
+#ifdef HS_WITH_CLICKHOUSE
+    if (s->ship_async_on) {
+        hs_chship_set_notify(s->ship, NULL, NULL); /* no uv_async_send after this */
+        uv_close((uv_handle_t *)&s->ship_async, on_closed_noop);
+        s->ship_async_on = 0;
+    }
+#endif
     uv_close((uv_handle_t *)&s->symd_async, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigint, on_closed_noop);
     uv_close((uv_handle_t *)&s->sigterm, on_closed_noop);
@@ -1118,6 +1176,40 @@ static int gc_request(void *data, const char *body, size_t len, char **answer)
     return status;
 }
 
+#ifdef HS_WITH_CLICKHOUSE
+/* The shipper's thread: a pass landed. */
+static void ship_notify(void *data)
+{
+    server *s = data;
+    uv_async_send(&s->ship_async);
+}
+
+/* The loop: frames committed before may now be acknowledged. */
+static void on_ship(uv_async_t *a)
+{
+    server *s = a->data;
+    for (hs_conn *c = s->conns, *n; c; c = n) {
+        n = c->next;
+        if (c->phase != P_STREAM || c->closing || c->acked >= c->committed) continue;
+        conn_ack(s, c);
+        if (c->eof && !c->inflight && c->acked >= c->committed && !c->closing) conn_close(c, NULL);
+    }
+}
+#endif
+
+int hs_server_store_check(const char *url, char *err, size_t errlen)
+{
+#ifdef HS_WITH_CLICKHOUSE
+    hs_ch *c;
+    int rc = hs_ch_open(&c, url, err, errlen);
+    hs_ch_free(c);
+    return rc;
+#else
+    snprintf(err, errlen, "%s: this build has no ClickHouse store (it needs libcurl)", url);
+    return HS_ENOTSUP;
+#endif
+}
+
 int hs_server_run(const hs_server_config *cfg)
 {
     /* A peer that closes while an answer is written to it must cost that
@@ -1145,7 +1237,7 @@ int hs_server_run(const hs_server_config *cfg)
     }
     hs_http_config hcfg = {.gc = gc_request,
                            .gc_data = s,
-                           .db_path = cfg->db_path,
+                           .db_path = cfg->store_url ? cfg->store_url : cfg->db_path,
                            .token = cfg->token,
                            .read_token = cfg->read_token,
                            .web_root = cfg->web_root,
@@ -1179,6 +1271,23 @@ int hs_server_run(const hs_server_config *cfg)
         goto fail_http;
     }
     store = NULL; /* the writer's now */
+#ifdef HS_WITH_CLICKHOUSE
+    hs_chship *ship = NULL;
+    if (cfg->store_url) {
+        if (!hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err)) {
+            hs_chship_set_retention(ship, cfg->store_retain_months);
+            uv_async_init(&s->loop, &s->ship_async, on_ship);
+            s->ship_async.data = s;
+            s->ship_async_on = 1;
+            s->ship = ship;
+            hs_chship_set_notify(ship, ship_notify, s);
+        }
+        if (!ship || hs_chship_start(ship, 200)) {
+            hs_log("cannot ship to ClickHouse: %s", err);
+            exit(1); /* a ClickHouse store that cannot be written: nothing to run for */
+        }
+    }
+#endif
     /* the files `heapstore symbols add` put next to the database first */
     const char *paths[65];
     char added[4200];
@@ -1207,6 +1316,10 @@ int hs_server_run(const hs_server_config *cfg)
     s->symd = NULL;
     if (s->symreqs) hs_log("symbols: %" PRIu64 " builds asked of collectors", s->symreqs);
     hs_writer_join(s->writer);
+#ifdef HS_WITH_CLICKHOUSE
+    s->ship = NULL;
+    hs_chship_stop(ship); /* after the writer: its last pass sees every commit */
+#endif
     uv_run(&s->loop, UV_RUN_DEFAULT);
     for (hs_conn *c = s->conns; c; c = c->next)
         c->sym_pending = 0; /* every thread has ended: jobs never answered are gone */

@@ -1,0 +1,74 @@
+/* hs_chship: copies what the writer committed to its SQLite file into a
+ * ClickHouse database (schema/clickhouse/001_init.sql), so that
+ * `heapstore-server --store clickhouse://…` keeps every part of its ingest
+ * (decoding, rollups, resumption) and ClickHouse holds the rows that the
+ * queries read; the loop acknowledges frames once they are shipped
+ * (hs_chship_shipped).
+ *
+ * The SQLite file is the front end's write-ahead buffer: a pass opens a
+ * read transaction on it (one commit's state), takes what is newer than
+ * what it shipped before (frames and trace nodes by id; per run, events by
+ * seq, rollups by bucket, samples by time, small tables whole when the run
+ * changed), turns local ids into content ids (runs: their uuid; frames: a
+ * hash of their key; trace nodes: a hash of (parent, frame)) and sends one
+ * RowBinary INSERT per table. Watermarks advance only when every INSERT of
+ * the pass succeeded; a failed pass is sent again whole, and a start ships
+ * everything again: ClickHouse's ReplacingMergeTree keys make a row sent
+ * twice count once. What a pass found is not lost by a ClickHouse outage:
+ * it stays in the SQLite file and the next pass sends it.
+ *
+ * hs_chship_pass() is one pass on the caller's thread (tests, tools);
+ * hs_chship_start() runs passes on a thread of its own every interval_ms
+ * and a last one at hs_chship_stop().
+ */
+#ifndef HS_CHSHIP_H
+#define HS_CHSHIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct hs_chship hs_chship;
+
+typedef struct hs_chship_stats {
+    uint64_t passes, failed, rows, bytes; /* rows and RowBinary bytes sent */
+} hs_chship_stats;
+
+/* Opens db_path read-only and url (hs_chttp.h); the database and its
+ * tables are created (when missing) by the first pass, so that a
+ * ClickHouse that is away at the start only delays shipping. 0 or an HS_E
+ * code with err filled. */
+int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *err, size_t errlen);
+void hs_chship_free(hs_chship *s); /* accepts NULL */
+
+/* One pass: ships everything committed to the SQLite file by now. */
+int hs_chship_pass(hs_chship *s, char *err, size_t errlen);
+void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out);
+
+/* Retention by partition: drops, from every per-run table, the monthly
+ * partitions (by the runs' start) older than months whole months before
+ * now; frames and trace nodes (shared by every run) stay. On a cluster
+ * (cluster.sql) it drops from this server's NAME_local tables. *dropped
+ * gets the partitions dropped. 0 or an HS_E code with err filled. */
+int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t errlen);
+/* The thread runs hs_chship_retain() at its start and hourly; 0: never. */
+void hs_chship_set_retention(hs_chship *s, int months);
+
+/* Acknowledgements: the run uuid's next_seq as of the last pass that
+ * shipped its runs row (every frame below it is in ClickHouse); 0 when no
+ * pass has shipped it yet. Any thread. */
+uint64_t hs_chship_shipped(hs_chship *s, const uint8_t uuid[16]);
+/* fn(data) is called on the shipper's thread after each pass that shipped
+ * something (a run's frames may be acknowledged now). NULL stops the
+ * calls: once hs_chship_set_notify(s, NULL, NULL) returns, fn runs no more. */
+void hs_chship_set_notify(hs_chship *s, void (*fn)(void *data), void *data);
+
+/* The content id that local id (of a run 'r', trace node 't' or frame
+ * 'f') was shipped under; 0 when it has not been shipped. */
+int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local);
+
+/* The thread: passes every interval_ms, errors logged (hs_log); stop runs
+ * a last pass, joins and frees. */
+int hs_chship_start(hs_chship *s, int interval_ms);
+void hs_chship_stop(hs_chship *s);
+
+#endif

@@ -1,0 +1,136 @@
+/* The cluster recipe for real: two local ClickHouse servers as the two
+ * shards of cluster heapstore_two_shards (tests/clickhouse/server.xml.in),
+ * schema/clickhouse/cluster/cluster.sql applied on both (local tables and
+ * Distributed tables over them, sharded by run). Runs written by the
+ * server's storage code are shipped through shard 1 (insert_distributed_sync
+ * in the store URL), land on both shards, and the ClickHouse store asked
+ * through shard 2 gives the SQLite store's answers (chcompare.h).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "chcompare.h"
+#include "chkit.h"
+#include "hs_chttp.h"
+#include "queries/fixture.h"
+
+static ck_server shard[2];
+static char tmpdir[600];
+
+/* cluster.sql, its {cluster} named, on database db of s. */
+static void apply_recipe(const ck_server *s, const char *db)
+{
+    char path[700], url[200], err[512];
+    snprintf(path, sizeof path, "%s/schema/clickhouse/cluster/cluster.sql", CK_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    static char sql[65536];
+    size_t n = fread(sql, 1, sizeof sql - 1, f);
+    fclose(f);
+    sql[n] = 0;
+    snprintf(url, sizeof url, "clickhouse://127.0.0.1:%d/%s", s->http_port, db);
+    hs_ch *c;
+    assert_int_equal(hs_ch_open(&c, url, err, sizeof err), 0);
+    assert_int_equal(hs_ch_create_database(c, err, sizeof err), 0);
+    for (char *st = sql, *next; st; st = next) { /* statements end at a line ";" */
+        next = strstr(st, "\n;\n");
+        if (next) {
+            *next = 0;
+            next += 3;
+        }
+        hs_chbuf b = {0};
+        for (char *l = st; *l;) { /* comment lines out, {cluster} named */
+            char *nl = strchr(l, '\n');
+            size_t len = nl ? (size_t)(nl - l + 1) : strlen(l);
+            if (strncmp(l, "--", 2)) {
+                char *cl = strstr(l, "{cluster}");
+                if (cl && cl < l + len) {
+                    hs_chbuf_add(&b, l, (size_t)(cl - l));
+                    hs_chbuf_add(&b, "heapstore_two_shards", 20);
+                    hs_chbuf_add(&b, cl + 9, len - (size_t)(cl + 9 - l));
+                } else {
+                    hs_chbuf_add(&b, l, len);
+                }
+            }
+            l += len;
+        }
+        if (b.p && strstr(b.p, "CREATE")) {
+            int rc = hs_ch_query(c, b.p, NULL, 0, NULL, err, sizeof err);
+            if (rc) fprintf(stderr, "%s\n", err);
+            assert_int_equal(rc, 0);
+        }
+        hs_chbuf_free(&b);
+    }
+    hs_ch_free(c);
+}
+
+/* One fixture (one database of the cluster): shipped through shard 1,
+ * asked through shard 2. */
+static int one(const char *name, int (*build)(const char *path))
+{
+    char ship[700], ask[700], p[700], db[64];
+    snprintf(db, sizeof db, "cl_%s", name);
+    apply_recipe(&shard[0], db);
+    apply_recipe(&shard[1], db);
+    ck_url(&shard[0], db, 0, ship, sizeof ship);
+    strncat(ship, "&insert_distributed_sync=1", sizeof ship - strlen(ship) - 1);
+    ck_url(&shard[1], db, 0, ask, sizeof ask);
+    snprintf(p, sizeof p, "%s/%s.db", tmpdir, name);
+    assert_int_equal(build(p), 0);
+    return ck_same_answers(p, ship, ask, 0);
+}
+
+static int build_rank(const char *path)
+{
+    return fx_build_rank(path, NULL, NULL);
+}
+
+static void test_two_shards(void **state)
+{
+    (void)state;
+    int n = one("app", fx_build) + one("rank", build_rank) + one("trend", fx_build_trend);
+    assert_int_equal(n, 0);
+    /* both shards hold runs, every run on one shard only, with its events */
+    const char *sum = "SELECT (SELECT uniqExact(id) FROM cl_app.runs_local) + (SELECT "
+                      "uniqExact(id) FROM cl_rank.runs_local) + (SELECT uniqExact(id) FROM "
+                      "cl_trend.runs_local)";
+    long long a = ck_int(&shard[0], sum), b = ck_int(&shard[1], sum);
+    fprintf(stderr, "runs on shard 1: %lld, on shard 2: %lld\n", a, b);
+    assert_true(a > 0 && b > 0);
+    assert_int_equal(a + b, 4);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ck_int(&shard[i], "SELECT count() FROM cl_app.events_local WHERE run NOT "
+                                           "IN (SELECT id FROM cl_app.runs_local)"),
+                         0);
+}
+
+int main(void)
+{
+    ck_require();
+    const char *bdir = getenv("HS_BUILD_DIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/tests/tmp/ch_cluster.%d", bdir ? bdir : "/tmp",
+             (int)getpid());
+    char dir[700], cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tmpdir, tmpdir);
+    if (system(cmd)) return 1;
+    int tcp[2] = {ck_free_port(), ck_free_port()};
+    for (int i = 0; i < 2; i++) {
+        snprintf(dir, sizeof dir, "%s/shard%d", tmpdir, i + 1);
+        if (ck_start(&shard[i], dir, i + 1, tcp)) return 1;
+    }
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_shards)};
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    ck_stop(&shard[0]);
+    ck_stop(&shard[1]);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (!rc && system(cmd)) rc = 1;
+    return rc;
+}
