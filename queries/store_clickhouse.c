@@ -361,7 +361,7 @@ static int root_ids(chstore *q, int64_t root, hs_chbuf *cond, hs_qerr *err)
 static int where_kv(chstore *q, hs_chbuf *b, const char *key, const char *v, hs_qerr *err)
 {
     size_t n = strlen(v);
-    int64_t i = strtoll(v, NULL, 10);
+    int64_t i = strtoll(v, NULL, 10), lo, hi;
     if (!strcmp(key, "program")) {
         hs_chbuf_printf(b, " AND (program = ");
         hs_chbuf_quote(b, v, n);
@@ -381,8 +381,16 @@ static int where_kv(chstore *q, hs_chbuf *b, const char *key, const char *v, hs_
     if (!strcmp(key, "host") || !strcmp(key, "state")) {
         hs_chbuf_printf(b, " AND %s = ", key);
         hs_chbuf_quote(b, v, n);
+    } else if (!strcmp(key, "id") && hs_sel_id_range(v, &lo, &hi)) { /* id=A..B */
+        hs_chbuf_printf(b, " AND id BETWEEN %" PRId64 " AND %" PRId64, lo, hi);
     } else if (!strcmp(key, "id") || !strcmp(key, "pid")) {
         hs_chbuf_printf(b, " AND %s = %" PRId64, key, i);
+    } else if (!strcmp(key, "before")) { /* keyset paging: the runs listed after run i */
+        hs_chbuf_printf(b,
+                        " AND (start_unix_ns < (SELECT any(start_unix_ns) FROM runs FINAL WHERE "
+                        "id = %" PRId64 ") OR (start_unix_ns = (SELECT any(start_unix_ns) FROM "
+                        "runs FINAL WHERE id = %" PRId64 ") AND id < %" PRId64 "))",
+                        i, i, i);
     } else if (!strcmp(key, "parent")) {
         hs_chbuf_printf(b,
                         " AND parent_uuid != '' AND parent_uuid IN (SELECT uuid FROM runs "

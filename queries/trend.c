@@ -312,6 +312,9 @@ int hs_core_trend(hs_q *q, const hs_trend_params *p, hs_trend_result *out, hs_qe
     out->metric = p->metric >= 0 ? p->metric : ask.function || ask.file ? HS_TM_CODE : HS_TM_PEAK;
     out->at_end = p->at_end;
     trend_walk tw = {.out = out, .own = own};
+    if (!q->store->ops->runs_summary)
+        return hs__err(err, HS_EINVAL, "the %s store does not answer trend questions yet",
+                       q->store->ops->name);
     int rc = q->store->ops->runs_summary(q->store, &ask, trend_row_cb, &tw, err);
     if (tw.oom) rc = hs__err(err, HS_ENOMEM, "out of memory");
     if (!rc && (int64_t)out->nrows > limit) {

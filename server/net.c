@@ -65,6 +65,7 @@ struct hs_conn {
     uint8_t *in;
     size_t in_len, in_cap;
     uint64_t seq;       /* sequence number of the next frame read */
+    uint64_t first_seq; /* HELLO's: the collector holds no frame before it */
     uint64_t acked;     /* next_seq of the last ACK sent */
     uint64_t committed; /* next_seq the writer committed (>= acked) */
     uint8_t run_id[16]; /* of its HELLO */
@@ -579,7 +580,7 @@ static int hello_frame(hs_conn *c, const hs_frame *f)
         conn_close(c, "out of memory");
         return -1;
     }
-    c->seq = s->hello.first_seq;
+    c->seq = c->first_seq = s->hello.first_seq;
     memcpy(c->run_id, s->hello.run_id, sizeof c->run_id);
     c->sym.can_upload =
         s->symd && !s->cfg->no_symbol_uploads && (s->hello.flags & HS_HELLO_SYMDATA);
@@ -740,14 +741,14 @@ static void conn_ack(server *s, hs_conn *c)
 
 /* The ACK of a HELLO: what is committed, or, with a ClickHouse store,
  * what of it is in ClickHouse, but never below the HELLO's first_seq (the
- * collector no longer holds the frames before it; c->seq is still it). */
+ * collector no longer holds the frames before it). */
 static uint64_t hello_ack(server *s, hs_conn *c, uint64_t committed)
 {
     uint64_t want = committed;
 #ifdef HS_WITH_CLICKHOUSE
     if (s->ship) {
         uint64_t shipped = hs_chship_shipped(s->ship, c->run_id);
-        if (shipped < c->seq) shipped = c->seq;
+        if (shipped < c->first_seq) shipped = c->first_seq;
         if (shipped < want) want = shipped;
     }
 #else

@@ -27,7 +27,7 @@ static int silent_diffs;
 static int is_id_key(const char *k)
 {
     return k && (!strcmp(k, "id") || !strcmp(k, "parent_id") || !strcmp(k, "trace") ||
-                 !strcmp(k, "run"));
+                 !strcmp(k, "run") || !strcmp(k, "next"));
 }
 
 static void report(const char *path, const char *what, json_t *a, json_t *b)

@@ -198,7 +198,8 @@ static void test_renamed_frames(void **state)
     assert_string_equal(fr.function, "");
     assert_int_equal(fr.module_offset, 16);
     /* the symbolizer names frame 1: "f" in a.c, line 3 */
-    static const uint8_t entry[] = {1, 1, 'f', 3, 'a', '.', 'c', 3};
+    /* head: no build id, no path, runs seen 0 (no run of another build) */
+    static const uint8_t entry[] = {0, 0, 0, 1, 1, 'f', 3, 'a', '.', 'c', 3};
     uint64_t named = 0, renamed = 0;
     assert_int_equal(hs_store_open(&s, p, NULL, err, sizeof err), 0);
     assert_int_equal(hs_store_begin(s), 0);
