@@ -12,6 +12,7 @@
 #include <curl/curl.h>
 
 #include "hs_error.h"
+#include "hs_wire.h"
 
 struct hs_ch {
     CURL *curl;
@@ -219,10 +220,10 @@ int hs_ch_settings(hs_ch *c, const char *params)
 
 static size_t on_body(char *p, size_t size, size_t n, void *data)
 {
-    hs_chbuf *b = data;
+    hs_buf *b = data;
     size_t len = size * n;
-    if (b->len + len > HS_CH_ANSWER_MAX) return 0; /* curl then fails the transfer */
-    hs_chbuf_add(b, p, len);
+    if (b->n + len > HS_CH_ANSWER_MAX) return 0; /* curl then fails the transfer */
+    hs_buf_put(b, p, len);
     return b->oom ? 0 : len;
 }
 
@@ -232,14 +233,14 @@ static char *query_url(hs_ch *c, const char *sql, int in_url)
 {
     char *esc = in_url ? curl_easy_escape(c->curl, sql, 0) : NULL;
     if (in_url && !esc) return NULL;
-    hs_chbuf u = {0};
-    hs_chbuf_printf(&u, "%s", c->base);
-    const char *sep = u.len && u.p[u.len - 1] == '?' ? "" : "&"; /* "?" alone: no database */
-    if (c->extra) hs_chbuf_printf(&u, "%s%s", sep, c->extra), sep = "&";
-    if (c->settings) hs_chbuf_printf(&u, "%s%s", sep, c->settings), sep = "&";
-    if (esc) hs_chbuf_printf(&u, "%squery=%s", sep, esc);
+    hs_buf u = {0};
+    hs_buf_printf(&u, "%s", c->base);
+    const char *sep = u.n && u.p[u.n - 1] == '?' ? "" : "&"; /* "?" alone: no database */
+    if (c->extra) hs_buf_printf(&u, "%s%s", sep, c->extra), sep = "&";
+    if (c->settings) hs_buf_printf(&u, "%s%s", sep, c->settings), sep = "&";
+    if (esc) hs_buf_printf(&u, "%squery=%s", sep, esc);
     curl_free(esc);
-    if (u.oom) hs_chbuf_free(&u);
+    if (u.oom) hs_buf_free(&u);
     return u.p;
 }
 
@@ -257,11 +258,11 @@ int hs_ch_create_database(hs_ch *c, char *err, size_t errlen)
     return rc;
 }
 
-int hs_ch_query(hs_ch *c, const char *sql, const void *data, size_t len, hs_chbuf *out, char *err,
+int hs_ch_query(hs_ch *c, const char *sql, const void *data, size_t len, hs_buf *out, char *err,
                 size_t errlen)
 {
-    hs_chbuf tmp = {0}, *ans = out ? out : &tmp;
-    ans->len = 0;
+    hs_buf tmp = {0}, *ans = out ? out : &tmp;
+    ans->n = 0;
     ans->oom = 0;
     char *url = query_url(c, sql, data != NULL);
     if (!url) return HS_ENOMEM;
@@ -294,113 +295,63 @@ int hs_ch_query(hs_ch *c, const char *sql, const void *data, size_t len, hs_chbu
         snprintf(err, errlen, "ClickHouse at %s: %s", c->display, curl_easy_strerror(cc));
     } else if (status != 200) {
         rc = HS_EDB;
-        size_t n = ans->len > 400 ? 400 : ans->len;
+        size_t n = ans->n > 400 ? 400 : ans->n;
         while (n && (ans->p[n - 1] == '\n' || ans->p[n - 1] == ' ')) n--;
         snprintf(err, errlen, "ClickHouse (HTTP %ld): %.*s", status, (int)n, ans->p ? ans->p : "");
     }
-    hs_chbuf_free(&tmp);
+    hs_buf_free(&tmp);
     return rc;
 }
 
-/* ---- buffers --------------------------------------------------------------- */
+/* ---- SQL literals and RowBinary ------------------------------------------ */
 
-void hs_chbuf_free(hs_chbuf *b)
+void hs_ch_quote(hs_buf *b, const char *s, size_t n)
 {
-    free(b->p);
-    memset(b, 0, sizeof *b);
-}
-
-static int grow(hs_chbuf *b, size_t n)
-{
-    if (b->oom) return -1;
-    if (b->len + n + 1 <= b->cap) return 0;
-    size_t cap = b->cap ? b->cap : 4096;
-    while (cap < b->len + n + 1) cap *= 2;
-    char *p = realloc(b->p, cap);
-    if (!p) {
-        b->oom = 1;
-        return -1;
-    }
-    b->p = p;
-    b->cap = cap;
-    return 0;
-}
-
-void hs_chbuf_add(hs_chbuf *b, const void *p, size_t n)
-{
-    if (grow(b, n)) return;
-    if (n) memcpy(b->p + b->len, p, n);
-    b->len += n;
-    b->p[b->len] = 0;
-}
-
-void hs_chbuf_printf(hs_chbuf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0 || grow(b, (size_t)n)) return;
-    va_start(ap, fmt);
-    vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
-
-void hs_chbuf_quote(hs_chbuf *b, const char *s, size_t n)
-{
-    hs_chbuf_add(b, "'", 1);
+    hs_buf_put(b, "'", 1);
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == '\\' || s[i] == '\'') hs_chbuf_add(b, "\\", 1);
-        hs_chbuf_add(b, s + i, 1);
+        if (s[i] == '\\' || s[i] == '\'') hs_buf_put(b, "\\", 1);
+        hs_buf_put(b, s + i, 1);
     }
-    hs_chbuf_add(b, "'", 1);
+    hs_buf_put(b, "'", 1);
 }
 
-void hs_rb_u8(hs_chbuf *b, uint8_t v)
+void hs_rb_u8(hs_buf *b, uint8_t v)
 {
-    hs_chbuf_add(b, &v, 1);
+    hs_buf_put(b, &v, 1);
 }
 
-void hs_rb_u64(hs_chbuf *b, uint64_t v)
+void hs_rb_u64(hs_buf *b, uint64_t v)
 {
     uint8_t o[8];
     for (int i = 0; i < 8; i++) o[i] = (uint8_t)(v >> (8 * i));
-    hs_chbuf_add(b, o, 8);
+    hs_buf_put(b, o, 8);
 }
 
-void hs_rb_i64(hs_chbuf *b, int64_t v)
+void hs_rb_i64(hs_buf *b, int64_t v)
 {
     hs_rb_u64(b, (uint64_t)v);
 }
 
-void hs_rb_f64(hs_chbuf *b, double v)
+void hs_rb_f64(hs_buf *b, double v)
 {
     uint64_t u;
     memcpy(&u, &v, 8);
     hs_rb_u64(b, u);
 }
 
-void hs_rb_str(hs_chbuf *b, const void *p, size_t n)
+void hs_rb_str(hs_buf *b, const void *p, size_t n)
 {
-    uint8_t v[10];
-    size_t k = 0, x = n;
-    do {
-        v[k] = (uint8_t)(x & 0x7f);
-        x >>= 7;
-        if (x) v[k] |= 0x80;
-        k++;
-    } while (x);
-    hs_chbuf_add(b, v, k);
-    hs_chbuf_add(b, p, n);
+    uint8_t v[HS_VARINT_MAX];
+    hs_buf_put(b, v, hs_varint_encode(v, n));
+    hs_buf_put(b, p, n);
 }
 
 /* ---- TabSeparated ------------------------------------------------------------ */
 
-void hs_tsv_init(hs_tsv *t, hs_chbuf *answer)
+void hs_tsv_init(hs_tsv *t, hs_buf *answer)
 {
     t->p = answer->p ? answer->p : (char *)"";
-    t->end = t->p + answer->len;
+    t->end = t->p + answer->n;
     t->row_end = t->p;
     t->in_row = 0;
 }

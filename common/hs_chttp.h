@@ -15,7 +15,7 @@
  *
  * RowBinary (what inserts send): integers little-endian at their width,
  * String as a LEB128 length and the bytes; the hs_rb_* writers append to
- * an hs_chbuf and set its oom flag instead of failing one by one.
+ * an hs_buf and set its oom flag instead of failing one by one.
  */
 #ifndef HS_CHTTP_H
 #define HS_CHTTP_H
@@ -23,15 +23,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hs_buf.h"
+
 #define HS_CH_ANSWER_MAX (256u << 20)
 
 typedef struct hs_ch hs_ch;
-
-typedef struct hs_chbuf {
-    char *p;
-    size_t len, cap;
-    int oom;
-} hs_chbuf;
 
 /* Parses url (above) and connects lazily. 0 or HS_EINVAL with err filled. */
 int hs_ch_open(hs_ch **out, const char *url, char *err, size_t errlen);
@@ -49,23 +45,20 @@ int hs_ch_settings(hs_ch *c, const char *params);
  * URL and data is the body; else sql is the body. The answer goes to out
  * (emptied first) when out is not NULL. 0, or HS_EDB (ClickHouse refused:
  * its message in err), HS_EIO (no answer: connection, timeout), HS_ENOMEM. */
-int hs_ch_query(hs_ch *c, const char *sql, const void *data, size_t len, hs_chbuf *out, char *err,
+int hs_ch_query(hs_ch *c, const char *sql, const void *data, size_t len, hs_buf *out, char *err,
                 size_t errlen);
 
 /* CREATE DATABASE IF NOT EXISTS of the URL's database. */
 int hs_ch_create_database(hs_ch *c, char *err, size_t errlen);
 
-/* ---- buffers and RowBinary ---------------------------------------------- */
-void hs_chbuf_free(hs_chbuf *b);
-void hs_chbuf_add(hs_chbuf *b, const void *p, size_t n);
-void hs_chbuf_printf(hs_chbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* ---- SQL literals and RowBinary ---------------------------------------------- */
 /* Appends s as a quoted SQL string literal ('…' with \ and ' escaped). */
-void hs_chbuf_quote(hs_chbuf *b, const char *s, size_t n);
-void hs_rb_u8(hs_chbuf *b, uint8_t v);
-void hs_rb_u64(hs_chbuf *b, uint64_t v);
-void hs_rb_i64(hs_chbuf *b, int64_t v);
-void hs_rb_f64(hs_chbuf *b, double v);
-void hs_rb_str(hs_chbuf *b, const void *p, size_t n);
+void hs_ch_quote(hs_buf *b, const char *s, size_t n);
+void hs_rb_u8(hs_buf *b, uint8_t v);
+void hs_rb_u64(hs_buf *b, uint64_t v);
+void hs_rb_i64(hs_buf *b, int64_t v);
+void hs_rb_f64(hs_buf *b, double v);
+void hs_rb_str(hs_buf *b, const void *p, size_t n);
 
 /* ---- TabSeparated answers ----------------------------------------------- */
 /* A reader over a TabSeparated answer: hs_tsv_row() moves to the next row
@@ -75,7 +68,7 @@ typedef struct hs_tsv {
     char *p, *end, *row_end;
     int in_row;
 } hs_tsv;
-void hs_tsv_init(hs_tsv *t, hs_chbuf *answer);
+void hs_tsv_init(hs_tsv *t, hs_buf *answer);
 int hs_tsv_row(hs_tsv *t);
 const char *hs_tsv_field(hs_tsv *t, size_t *len);
 /* The next field as an integer (0 for \N or a missing field); *null set

@@ -34,8 +34,8 @@ typedef struct ch_cached_frame {
 typedef struct chstore {
     hs_qstore base;
     hs_ch *ch;
-    hs_chbuf ans, runbuf; /* the last answer; the last run's record */
-    hs_chbuf sql;
+    hs_buf ans, runbuf; /* the last answer; the last run's record */
+    hs_buf sql;
     hs_map node_idx, frame_idx; /* id -> index in nodes / frames */
     hs_qstore_node *nodes;
     int64_t *node_ids;
@@ -46,7 +46,7 @@ typedef struct chstore {
     int64_t last_run;
     /* The records (and labels) of the runs the last runs_find() listed,
      * read in four queries rather than four per run; dropped at idle(). */
-    hs_chbuf rc_buf, rc_lbuf;
+    hs_buf rc_buf, rc_lbuf;
     hs_qstore_run *rc_runs;
     size_t rc_n;
     hs_map rc_idx;
@@ -71,7 +71,7 @@ static int ask(chstore *q, hs_tsv *t, hs_qerr *err, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static int ask(chstore *q, hs_tsv *t, hs_qerr *err, const char *fmt, ...)
 {
-    q->sql.len = 0;
+    q->sql.n = 0;
     q->sql.oom = 0;
     va_list ap;
     va_start(ap, fmt);
@@ -79,8 +79,8 @@ static int ask(chstore *q, hs_tsv *t, hs_qerr *err, const char *fmt, ...)
     int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
     if (n < 0 || (size_t)n >= sizeof tmp) return hs__err(err, HS_ENOMEM, "query too long");
-    hs_chbuf_add(&q->sql, tmp, (size_t)n);
-    hs_chbuf_printf(&q->sql, " FORMAT TabSeparated");
+    hs_buf_put(&q->sql, tmp, (size_t)n);
+    hs_buf_printf(&q->sql, " FORMAT TabSeparated");
     if (q->sql.oom) return hs__err(err, HS_ENOMEM, "out of memory");
     char msg[480];
     int rc = hs_ch_query(q->ch, q->sql.p, NULL, 0, &q->ans, msg, sizeof msg);
@@ -92,7 +92,7 @@ static int ask(chstore *q, hs_tsv *t, hs_qerr *err, const char *fmt, ...)
 /* The same for SQL already in q->sql (long IN lists). */
 static int ask_buf(chstore *q, hs_tsv *t, hs_qerr *err)
 {
-    hs_chbuf_printf(&q->sql, " FORMAT TabSeparated");
+    hs_buf_printf(&q->sql, " FORMAT TabSeparated");
     if (q->sql.oom) return hs__err(err, HS_ENOMEM, "out of memory");
     char msg[480];
     int rc = hs_ch_query(q->ch, q->sql.p, NULL, 0, &q->ans, msg, sizeof msg);
@@ -137,9 +137,9 @@ static void ch_free(hs_qstore *s)
 {
     chstore *q = (chstore *)s;
     hs_ch_free(q->ch);
-    hs_chbuf_free(&q->ans);
-    hs_chbuf_free(&q->runbuf);
-    hs_chbuf_free(&q->sql);
+    hs_buf_free(&q->ans);
+    hs_buf_free(&q->runbuf);
+    hs_buf_free(&q->sql);
     for (size_t i = 0; i < q->nframes; i++) {
         free(q->frames[i].function);
         free(q->frames[i].file);
@@ -157,8 +157,8 @@ static void ch_free(hs_qstore *s)
 
 static void runs_cache_drop(chstore *q)
 {
-    hs_chbuf_free(&q->rc_buf);
-    hs_chbuf_free(&q->rc_lbuf);
+    hs_buf_free(&q->rc_buf);
+    hs_buf_free(&q->rc_lbuf);
     free(q->rc_runs);
     free(q->rc_labels);
     q->rc_runs = NULL;
@@ -171,7 +171,7 @@ static void ch_idle(hs_qstore *s)
 {
     chstore *q = (chstore *)s;
     runs_cache_drop(q);
-    if (q->ans.cap > (4u << 20)) hs_chbuf_free(&q->ans);
+    if (q->ans.cap > (4u << 20)) hs_buf_free(&q->ans);
 }
 
 static int ch_read_only(hs_qstore *s, char *why, size_t len)
@@ -285,7 +285,7 @@ static int ch_run(hs_qstore *s, int64_t id, hs_qstore_run *out, hs_qerr *err)
         return rc;
     if (!hs_tsv_row(&t)) return hs__err(err, HS_ENOENT, "no run with id %" PRId64, id);
     /* the record's strings live in runbuf until the next run() */
-    hs_chbuf tmp = q->runbuf;
+    hs_buf tmp = q->runbuf;
     q->runbuf = q->ans;
     q->ans = tmp;
     hs_tsv_init(&t, &q->runbuf);
@@ -321,26 +321,26 @@ static int ch_run_labels(hs_qstore *s, int64_t id,
 
 /* The run and its descendants: "r.id IN (…)", level by level (ClickHouse
  * has no recursive queries). */
-static int root_ids(chstore *q, int64_t root, hs_chbuf *cond, hs_qerr *err)
+static int root_ids(chstore *q, int64_t root, hs_buf *cond, hs_qerr *err)
 {
     int64_t *ids = malloc(sizeof *ids), n = 1, done = 0;
     if (!ids) return hs__err(err, HS_ENOMEM, "out of memory");
     ids[0] = root;
     int rc = 0;
     while (!rc && done < n && n < 100000) {
-        hs_chbuf sql = {0};
-        hs_chbuf_printf(&sql, "SELECT id FROM runs FINAL WHERE parent_uuid IN (SELECT uuid FROM "
-                              "runs FINAL WHERE id IN (");
+        hs_buf sql = {0};
+        hs_buf_printf(&sql, "SELECT id FROM runs FINAL WHERE parent_uuid IN (SELECT uuid FROM "
+                            "runs FINAL WHERE id IN (");
         for (int64_t i = done; i < n; i++)
-            hs_chbuf_printf(&sql, "%s%" PRId64, i > done ? "," : "", ids[i]);
-        hs_chbuf_printf(&sql, ")) AND parent_uuid != ''");
+            hs_buf_printf(&sql, "%s%" PRId64, i > done ? "," : "", ids[i]);
+        hs_buf_printf(&sql, ")) AND parent_uuid != ''");
         done = n;
-        hs_chbuf tmp = q->sql;
+        hs_buf tmp = q->sql;
         q->sql = sql;
         hs_tsv t;
         rc = ask_buf(q, &t, err);
         q->sql = tmp;
-        hs_chbuf_free(&sql);
+        hs_buf_free(&sql);
         while (!rc && hs_tsv_row(&t)) {
             int64_t *np = realloc(ids, (size_t)(n + 1) * sizeof *np);
             if (!np) {
@@ -351,59 +351,59 @@ static int root_ids(chstore *q, int64_t root, hs_chbuf *cond, hs_qerr *err)
             ids[n++] = hs_tsv_i64(&t, NULL);
         }
     }
-    hs_chbuf_printf(cond, " AND id IN (");
-    for (int64_t i = 0; i < n; i++) hs_chbuf_printf(cond, "%s%" PRId64, i ? "," : "", ids[i]);
-    hs_chbuf_printf(cond, ")");
+    hs_buf_printf(cond, " AND id IN (");
+    for (int64_t i = 0; i < n; i++) hs_buf_printf(cond, "%s%" PRId64, i ? "," : "", ids[i]);
+    hs_buf_printf(cond, ")");
     free(ids);
     return rc;
 }
 
-static int where_kv(chstore *q, hs_chbuf *b, const char *key, const char *v, hs_qerr *err)
+static int where_kv(chstore *q, hs_buf *b, const char *key, const char *v, hs_qerr *err)
 {
     size_t n = strlen(v);
     int64_t i = strtoll(v, NULL, 10), lo, hi;
     if (!strcmp(key, "program")) {
-        hs_chbuf_printf(b, " AND (program = ");
-        hs_chbuf_quote(b, v, n);
+        hs_buf_printf(b, " AND (program = ");
+        hs_ch_quote(b, v, n);
         /* or its last n + 1 bytes are "/v" */
-        hs_chbuf_printf(
+        hs_buf_printf(
             b,
             " OR (length(program) > %zu AND substring(program, length(program) - %zu, %zu) = ", n,
             n, n + 1);
-        hs_chbuf_add(b, "'/", 2);
+        hs_buf_put(b, "'/", 2);
         for (size_t k = 0; k < n; k++) {
-            if (v[k] == '\\' || v[k] == '\'') hs_chbuf_add(b, "\\", 1);
-            hs_chbuf_add(b, v + k, 1);
+            if (v[k] == '\\' || v[k] == '\'') hs_buf_put(b, "\\", 1);
+            hs_buf_put(b, v + k, 1);
         }
-        hs_chbuf_add(b, "'))", 3);
+        hs_buf_put(b, "'))", 3);
         return 0;
     }
     if (!strcmp(key, "host") || !strcmp(key, "state")) {
-        hs_chbuf_printf(b, " AND %s = ", key);
-        hs_chbuf_quote(b, v, n);
+        hs_buf_printf(b, " AND %s = ", key);
+        hs_ch_quote(b, v, n);
     } else if (!strcmp(key, "id") && hs_sel_id_range(v, &lo, &hi)) { /* id=A..B */
-        hs_chbuf_printf(b, " AND id BETWEEN %" PRId64 " AND %" PRId64, lo, hi);
+        hs_buf_printf(b, " AND id BETWEEN %" PRId64 " AND %" PRId64, lo, hi);
     } else if (!strcmp(key, "id") || !strcmp(key, "pid")) {
-        hs_chbuf_printf(b, " AND %s = %" PRId64, key, i);
+        hs_buf_printf(b, " AND %s = %" PRId64, key, i);
     } else if (!strcmp(key, "before")) { /* keyset paging: the runs listed after run i */
-        hs_chbuf_printf(b,
-                        " AND (start_unix_ns < (SELECT any(start_unix_ns) FROM runs FINAL WHERE "
-                        "id = %" PRId64 ") OR (start_unix_ns = (SELECT any(start_unix_ns) FROM "
-                        "runs FINAL WHERE id = %" PRId64 ") AND id < %" PRId64 "))",
-                        i, i, i);
+        hs_buf_printf(b,
+                      " AND (start_unix_ns < (SELECT any(start_unix_ns) FROM runs FINAL WHERE "
+                      "id = %" PRId64 ") OR (start_unix_ns = (SELECT any(start_unix_ns) FROM "
+                      "runs FINAL WHERE id = %" PRId64 ") AND id < %" PRId64 "))",
+                      i, i, i);
     } else if (!strcmp(key, "parent")) {
-        hs_chbuf_printf(b,
-                        " AND parent_uuid != '' AND parent_uuid IN (SELECT uuid FROM runs "
-                        "FINAL WHERE id = %" PRId64 ")",
-                        i);
+        hs_buf_printf(b,
+                      " AND parent_uuid != '' AND parent_uuid IN (SELECT uuid FROM runs "
+                      "FINAL WHERE id = %" PRId64 ")",
+                      i);
     } else if (!strcmp(key, "root")) {
         return root_ids(q, i, b, err);
     } else {
-        hs_chbuf_printf(b, " AND id IN (SELECT run FROM run_labels FINAL WHERE key = ");
-        hs_chbuf_quote(b, key, strlen(key));
-        hs_chbuf_printf(b, " AND value = ");
-        hs_chbuf_quote(b, v, n);
-        hs_chbuf_printf(b, ")");
+        hs_buf_printf(b, " AND id IN (SELECT run FROM run_labels FINAL WHERE key = ");
+        hs_ch_quote(b, key, strlen(key));
+        hs_buf_printf(b, " AND value = ");
+        hs_ch_quote(b, v, n);
+        hs_buf_printf(b, ")");
     }
     return 0;
 }
@@ -412,11 +412,11 @@ static int where_kv(chstore *q, hs_chbuf *b, const char *key, const char *v, hs_
 static int ask_in(chstore *q, hs_tsv *t, hs_qerr *err, const char *fmt, const int64_t *ids,
                   size_t n)
 {
-    hs_chbuf list = {0};
-    for (size_t i = 0; i < n; i++) hs_chbuf_printf(&list, "%s%" PRId64, i ? "," : "", ids[i]);
-    q->sql.len = 0;
-    hs_chbuf_printf(&q->sql, fmt, list.p ? list.p : "0");
-    hs_chbuf_free(&list);
+    hs_buf list = {0};
+    for (size_t i = 0; i < n; i++) hs_buf_printf(&list, "%s%" PRId64, i ? "," : "", ids[i]);
+    q->sql.n = 0;
+    hs_buf_printf(&q->sql, fmt, list.p ? list.p : "0");
+    hs_buf_free(&list);
     return ask_buf(q, t, err);
 }
 
@@ -428,7 +428,7 @@ static int runs_cache_fill(chstore *q, const int64_t *ids, size_t n, hs_qerr *er
     hs_tsv t;
     int rc = ask_in(q, &t, err, "SELECT id, " RUN_COLS " FROM runs FINAL WHERE id IN (%s)", ids, n);
     if (rc) return rc;
-    hs_chbuf tmp = q->rc_buf;
+    hs_buf tmp = q->rc_buf;
     q->rc_buf = q->ans;
     q->ans = tmp;
     hs_tsv_init(&t, &q->rc_buf);
@@ -492,20 +492,20 @@ static int ch_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int64_t 
     chstore *q = (chstore *)s;
     *ids = NULL;
     *nids = 0;
-    hs_chbuf b = {0};
+    hs_buf b = {0};
     int rc = 0;
-    hs_chbuf_printf(&b, "SELECT id FROM runs FINAL WHERE 1");
+    hs_buf_printf(&b, "SELECT id FROM runs FINAL WHERE 1");
     for (int i = 0; !rc && i < n; i++) rc = where_kv(q, &b, f[i].key, f[i].value, err);
-    hs_chbuf_printf(&b, " ORDER BY start_unix_ns DESC, id DESC LIMIT %" PRId64, limit);
+    hs_buf_printf(&b, " ORDER BY start_unix_ns DESC, id DESC LIMIT %" PRId64, limit);
     hs_tsv t;
     if (!rc) {
-        hs_chbuf tmp = q->sql;
+        hs_buf tmp = q->sql;
         q->sql = b;
         rc = ask_buf(q, &t, err);
         b = q->sql;
         q->sql = tmp;
     }
-    hs_chbuf_free(&b);
+    hs_buf_free(&b);
     size_t cap = 0;
     while (!rc && hs_tsv_row(&t)) {
         if (*nids == cap) {
@@ -1006,7 +1006,7 @@ static int node_put(chstore *q, int64_t id, const hs_qstore_node *n)
 
 /* Reads "id, parent, frame, depth" rows of t into the cache; the parents
  * not cached yet go to next ("," separated). */
-static int nodes_read(chstore *q, hs_tsv *t, hs_chbuf *next, hs_qerr *err)
+static int nodes_read(chstore *q, hs_tsv *t, hs_buf *next, hs_qerr *err)
 {
     while (hs_tsv_row(t)) {
         int64_t id = hs_tsv_i64(t, NULL);
@@ -1016,7 +1016,7 @@ static int nodes_read(chstore *q, hs_tsv *t, hs_chbuf *next, hs_qerr *err)
         n.depth = (int)hs_tsv_i64(t, NULL);
         uint64_t i;
         if (n.parent && !hs_map_get(&q->node_idx, (uint64_t)n.parent, &i))
-            hs_chbuf_printf(next, "%s%" PRId64, next->len ? "," : "", n.parent);
+            hs_buf_printf(next, "%s%" PRId64, next->n ? "," : "", n.parent);
         if (node_put(q, id, &n)) return hs__err(err, HS_ENOMEM, "out of memory");
     }
     return next->oom ? hs__err(err, HS_ENOMEM, "out of memory") : 0;
@@ -1063,33 +1063,33 @@ static int prefetch(chstore *q, int64_t run, hs_qerr *err)
     uint64_t v;
     if (hs_map_get(&q->prefetched, (uint64_t)run, &v)) return 0;
     hs_tsv t;
-    hs_chbuf next = {0};
+    hs_buf next = {0};
     size_t first = q->nnodes;
     int rc = ask(q, &t, err,
                  "SELECT id, parent, frame, depth FROM traces FINAL WHERE id IN (SELECT trace "
                  "FROM run_stacks WHERE run = %" PRId64 ")",
                  run);
     if (!rc) rc = nodes_read(q, &t, &next, err);
-    for (int level = 0; !rc && next.len && level < 4096; level++) {
-        q->sql.len = 0;
-        hs_chbuf_printf(&q->sql, "SELECT id, parent, frame, depth FROM traces FINAL WHERE id IN (");
-        hs_chbuf_add(&q->sql, next.p, next.len);
-        hs_chbuf_printf(&q->sql, ")");
-        next.len = 0;
+    for (int level = 0; !rc && next.n && level < 4096; level++) {
+        q->sql.n = 0;
+        hs_buf_printf(&q->sql, "SELECT id, parent, frame, depth FROM traces FINAL WHERE id IN (");
+        hs_buf_put(&q->sql, next.p, next.n);
+        hs_buf_printf(&q->sql, ")");
+        next.n = 0;
         if (!(rc = ask_buf(q, &t, err))) rc = nodes_read(q, &t, &next, err);
     }
     /* the frames of the nodes just cached */
     for (size_t k = first; !rc && k < q->nnodes; k++) {
         uint64_t i;
         if (hs_map_get(&q->frame_idx, (uint64_t)q->nodes[k].frame, &i)) continue;
-        hs_chbuf_printf(&next, "%s%" PRId64, next.len ? "," : "", q->nodes[k].frame);
+        hs_buf_printf(&next, "%s%" PRId64, next.n ? "," : "", q->nodes[k].frame);
     }
-    if (!rc && next.len) {
-        q->sql.len = 0;
-        hs_chbuf_printf(&q->sql, "SELECT id, function, file, line, module, module_offset FROM "
-                                 "frames FINAL WHERE id IN (");
-        hs_chbuf_add(&q->sql, next.p, next.len);
-        hs_chbuf_printf(&q->sql, ")");
+    if (!rc && next.n) {
+        q->sql.n = 0;
+        hs_buf_printf(&q->sql, "SELECT id, function, file, line, module, module_offset FROM "
+                               "frames FINAL WHERE id IN (");
+        hs_buf_put(&q->sql, next.p, next.n);
+        hs_buf_printf(&q->sql, ")");
         rc = ask_buf(q, &t, err);
         while (!rc && hs_tsv_row(&t)) {
             int64_t id = hs_tsv_i64(&t, NULL);
@@ -1098,7 +1098,7 @@ static int prefetch(chstore *q, int64_t run, hs_qerr *err)
                 rc = hs__err(err, HS_ENOMEM, "out of memory");
         }
     }
-    hs_chbuf_free(&next);
+    hs_buf_free(&next);
     if (!rc && hs_map_put(&q->prefetched, (uint64_t)run, 1))
         rc = hs__err(err, HS_ENOMEM, "out of memory");
     return rc;
@@ -1114,11 +1114,11 @@ static int ch_node(hs_qstore *s, int64_t id, hs_qstore_node *out, hs_qerr *err)
         return rc;
     if (!hs_map_get(&q->node_idx, (uint64_t)id, &i)) {
         hs_tsv t;
-        hs_chbuf next = {0};
+        hs_buf next = {0};
         rc = ask(q, &t, err,
                  "SELECT id, parent, frame, depth FROM traces FINAL WHERE id = %" PRId64, id);
         if (!rc) rc = nodes_read(q, &t, &next, err);
-        hs_chbuf_free(&next);
+        hs_buf_free(&next);
         if (rc) return rc;
         if (!hs_map_get(&q->node_idx, (uint64_t)id, &i))
             return hs__err(err, HS_EDB, "trace node %" PRId64 " is missing", id);
@@ -1221,23 +1221,23 @@ static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_q
              "max_execution_time=%lld&max_result_rows=%lld&result_overflow_mode=break&"
              "output_format_json_quote_64bit_integers=0&readonly=1",
              (long long)((tmo + 999) / 1000), (long long)limit + 1);
-    hs_chbuf b = {0};
+    hs_buf b = {0};
     size_t n = strlen(sql);
     while (n && (sql[n - 1] == ';' || sql[n - 1] == ' ' || sql[n - 1] == '\n')) n--;
-    hs_chbuf_add(&b, sql, n);
-    hs_chbuf_printf(&b, " FORMAT JSONCompact");
+    hs_buf_put(&b, sql, n);
+    hs_buf_printf(&b, " FORMAT JSONCompact");
     char msg[480];
     hs_ch_settings(q->ch, settings);
     rc = b.oom ? HS_ENOMEM : hs_ch_query(q->ch, b.p, NULL, 0, &q->ans, msg, sizeof msg);
     hs_ch_settings(q->ch, BASE_SETTINGS);
-    hs_chbuf_free(&b);
+    hs_buf_free(&b);
     json_decref(req);
     if (rc)
         return hs__err(err,
                        strstr(msg, "Code: 159,") || strstr(msg, "imeout exceeded") ? HS_ETIMEOUT
                                                                                    : HS_EINVAL,
                        "%s", msg);
-    json_t *ans = json_loadb(q->ans.p, q->ans.len, 0, &je);
+    json_t *ans = json_loadb(q->ans.p, q->ans.n, 0, &je);
     json_t *meta = json_object_get(ans, "meta"), *data = json_object_get(ans, "data");
     if (!json_is_array(meta) || !json_is_array(data)) {
         json_decref(ans);

@@ -171,7 +171,7 @@ struct hs_chship {
     size_t nrs, caprs;
     int64_t wm_frame, wm_trace;
     uint64_t ver;
-    hs_chbuf out[T__COUNT];
+    hs_buf out[T__COUNT];
     uint64_t nrows[T__COUNT];
     hs_chship_stats stats;
     pthread_t thread;
@@ -205,7 +205,7 @@ static int64_t mapped(const hs_map *m, int64_t local)
 
 /* Appends the row st is on, from column col, to b as fmt says. */
 static void put_row(hs_chship *s, sqlite3_stmt *st, int col, const char *fmt, const ship_run *r,
-                    hs_chbuf *b)
+                    hs_buf *b)
 {
     for (const char *f = fmt; *f; f++) {
         switch (*f) {
@@ -213,7 +213,7 @@ static void put_row(hs_chship *s, sqlite3_stmt *st, int col, const char *fmt, co
             hs_rb_i64(b, r->id);
             break;
         case 'D':
-            hs_chbuf_add(b, &r->day, 2);
+            hs_buf_put(b, &r->day, 2);
             break;
         case 'V':
             hs_rb_u64(b, s->ver);
@@ -232,7 +232,7 @@ static void put_row(hs_chship *s, sqlite3_stmt *st, int col, const char *fmt, co
             break;
         case 'c': {
             int32_t v = s->codec;
-            hs_chbuf_add(b, &v, 4);
+            hs_buf_put(b, &v, 4);
             break;
         }
         case 's': {
@@ -294,7 +294,7 @@ static int ship_frames(hs_chship *s, int64_t *wm)
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, *wm);
     int rc;
-    hs_chbuf *b = &s->out[T_FRAMES];
+    hs_buf *b = &s->out[T_FRAMES];
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t local = sqlite3_column_int64(st, 0);
         const void *key = sqlite3_column_blob(st, 1);
@@ -340,7 +340,7 @@ static int ship_renamed(hs_chship *s)
     sqlite3_reset(s->nunnamed_st);
     if (still < 0) return HS_EDB;
     if ((size_t)still >= s->nunnamed) return 0;
-    hs_chbuf *b = &s->out[T_FRAMES];
+    hs_buf *b = &s->out[T_FRAMES];
     for (size_t i = 0; i < s->nunnamed;) {
         sqlite3_stmt *st = s->frame;
         sqlite3_reset(st);
@@ -366,7 +366,7 @@ static int ship_traces(hs_chship *s, int64_t *wm)
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, *wm);
     int rc;
-    hs_chbuf *b = &s->out[T_TRACES];
+    hs_buf *b = &s->out[T_TRACES];
     while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
         int64_t local = sqlite3_column_int64(st, 0);
         int64_t parent = mapped(&s->node_id, sqlite3_column_int64(st, 1));
@@ -380,7 +380,7 @@ static int ship_traces(hs_chship *s, int64_t *wm)
         hs_rb_i64(b, parent);
         hs_rb_i64(b, frame);
         int32_t depth = sqlite3_column_int(st, 3);
-        hs_chbuf_add(b, &depth, 4);
+        hs_buf_put(b, &depth, 4);
         s->nrows[T_TRACES]++;
         *wm = local;
     }
@@ -403,7 +403,7 @@ static int ship_traces(hs_chship *s, int64_t *wm)
 #define RUN_NCOLS 44
 #define RUN_FMT   "sssiiiiiiiissbiiiiibibiiiiiiiiiiiiiiiiiiDV"
 
-static void put_hex(hs_chbuf *b, const uint8_t *p, int n)
+static void put_hex(hs_buf *b, const uint8_t *p, int n)
 {
     char hex[64];
     int k = 0;
@@ -413,7 +413,7 @@ static void put_hex(hs_chbuf *b, const uint8_t *p, int n)
 
 static void put_run(hs_chship *s, sqlite3_stmt *st, const ship_run *r)
 {
-    hs_chbuf *b = &s->out[T_RUNS];
+    hs_buf *b = &s->out[T_RUNS];
     const uint8_t *pu = sqlite3_column_blob(st, 2);
     int npu = sqlite3_column_bytes(st, 2);
     hs_rb_i64(b, r->id);
@@ -617,7 +617,7 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
     pending *pend = NULL;
     size_t npend = 0;
     int64_t wf = s->wm_frame, wt = s->wm_trace;
-    for (int t = 0; t < T__COUNT; t++) s->out[t].len = s->nrows[t] = 0;
+    for (int t = 0; t < T__COUNT; t++) s->out[t].n = s->nrows[t] = 0;
     rc = collect(s, &pend, &npend, &wf, &wt);
     if (rc) snprintf(err, errlen, "reading the buffer: %s", sqlite3_errmsg(s->db));
     uint64_t rows = 0, bytes = 0;
@@ -626,9 +626,9 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
         if (rc || !s->nrows[t]) continue;
         char sql[1024];
         snprintf(sql, sizeof sql, "%s FORMAT RowBinary", insert_sql[t]);
-        rc = hs_ch_query(s->ch, sql, s->out[t].p, s->out[t].len, NULL, err, errlen);
+        rc = hs_ch_query(s->ch, sql, s->out[t].p, s->out[t].n, NULL, err, errlen);
         rows += s->nrows[t];
-        bytes += s->out[t].len;
+        bytes += s->out[t].n;
     }
     if (!rc) {
         s->wm_frame = wf;
@@ -650,7 +650,7 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
     s->stats.passes++;
     free(pend);
     for (int t = 0; t < T__COUNT; t++)
-        if (s->out[t].cap > (16u << 20)) hs_chbuf_free(&s->out[t]); /* a backlog's buffers */
+        if (s->out[t].cap > (16u << 20)) hs_buf_free(&s->out[t]); /* a backlog's buffers */
     return rc;
 }
 
@@ -696,14 +696,14 @@ static int local_table(hs_chship *s, const char *name, char *out, size_t len, ch
                        size_t errlen)
 {
     char sql[300];
-    hs_chbuf ans = {0};
+    hs_buf ans = {0};
     snprintf(sql, sizeof sql,
              "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = '%s'",
              name);
     int rc = hs_ch_query(s->ch, sql, NULL, 0, &ans, err, errlen);
     int dist = !rc && ans.p && !strncmp(ans.p, "Distributed", 11);
     snprintf(out, len, "%s%s", name, dist ? "_local" : "");
-    hs_chbuf_free(&ans);
+    hs_buf_free(&ans);
     return rc;
 }
 
@@ -719,7 +719,7 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
     int rc = ensure_schema(s, err, errlen);
     for (size_t i = 0; !rc && i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
         char table[64], sql[400];
-        hs_chbuf ans = {0};
+        hs_buf ans = {0};
         if ((rc = local_table(s, per_run_tables[i], table, sizeof table, err, errlen))) break;
         snprintf(sql, sizeof sql,
                  "SELECT DISTINCT partition FROM system.parts WHERE database = currentDatabase() "
@@ -733,7 +733,7 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
                      strtol(p, NULL, 10));
             if (!(rc = hs_ch_query(s->ch, sql, NULL, 0, NULL, err, errlen))) (*dropped)++;
         }
-        hs_chbuf_free(&ans);
+        hs_buf_free(&ans);
     }
     return rc;
 }
@@ -829,7 +829,7 @@ void hs_chship_free(hs_chship *s)
     free(s->unnamed);
     sqlite3_close_v2(s->db);
     hs_ch_free(s->ch);
-    for (int t = 0; t < T__COUNT; t++) hs_chbuf_free(&s->out[t]);
+    for (int t = 0; t < T__COUNT; t++) hs_buf_free(&s->out[t]);
     hs_map_free(&s->frame_id);
     hs_map_free(&s->node_id);
     hs_map_free(&s->run_idx);

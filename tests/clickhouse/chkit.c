@@ -221,19 +221,19 @@ int ck_sql(const ck_server *s, const char *sql, char *out, size_t len)
     char url[200], err[512];
     snprintf(url, sizeof url, "clickhouse://127.0.0.1:%d/default?timeout=10", s->http_port);
     hs_ch *c;
-    hs_chbuf ans = {0};
+    hs_buf ans = {0};
     int rc = hs_ch_open(&c, url, err, sizeof err);
     if (!rc) rc = hs_ch_query(c, sql, NULL, 0, &ans, err, sizeof err);
     hs_ch_free(c);
     if (rc) {
         snprintf(out, len, "%s", err);
-        hs_chbuf_free(&ans);
+        hs_buf_free(&ans);
         return -1;
     }
-    size_t n = ans.len;
+    size_t n = ans.n;
     while (n && ans.p[n - 1] == '\n') n--;
     snprintf(out, len, "%.*s", (int)n, ans.p ? ans.p : "");
-    hs_chbuf_free(&ans);
+    hs_buf_free(&ans);
     return 0;
 }
 

@@ -46,18 +46,18 @@ static void apply_recipe(const ck_server *s, const char *db)
             *next = 0;
             next += 3;
         }
-        hs_chbuf b = {0};
+        hs_buf b = {0};
         for (char *l = st; *l;) { /* comment lines out, {cluster} named */
             char *nl = strchr(l, '\n');
             size_t len = nl ? (size_t)(nl - l + 1) : strlen(l);
             if (strncmp(l, "--", 2)) {
                 char *cl = strstr(l, "{cluster}");
                 if (cl && cl < l + len) {
-                    hs_chbuf_add(&b, l, (size_t)(cl - l));
-                    hs_chbuf_add(&b, "heapstore_two_shards", 20);
-                    hs_chbuf_add(&b, cl + 9, len - (size_t)(cl + 9 - l));
+                    hs_buf_put(&b, l, (size_t)(cl - l));
+                    hs_buf_put(&b, "heapstore_two_shards", 20);
+                    hs_buf_put(&b, cl + 9, len - (size_t)(cl + 9 - l));
                 } else {
-                    hs_chbuf_add(&b, l, len);
+                    hs_buf_put(&b, l, len);
                 }
             }
             l += len;
@@ -67,7 +67,7 @@ static void apply_recipe(const ck_server *s, const char *db)
             if (rc) fprintf(stderr, "%s\n", err);
             assert_int_equal(rc, 0);
         }
-        hs_chbuf_free(&b);
+        hs_buf_free(&b);
     }
     hs_ch_free(c);
 }

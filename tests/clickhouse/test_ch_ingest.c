@@ -41,7 +41,7 @@ static char tmpdir[600], url[700];
 
 static size_t on_body(char *p, size_t size, size_t n, void *data)
 {
-    hs_chbuf_add(data, p, size * n);
+    hs_buf_put(data, p, size * n);
     return size * n;
 }
 
@@ -49,7 +49,7 @@ static json_t *api_get(int port, const char *path)
 {
     char u[800];
     snprintf(u, sizeof u, "http://127.0.0.1:%d%s", port, path);
-    hs_chbuf b = {0};
+    hs_buf b = {0};
     CURL *c = curl_easy_init();
     curl_easy_setopt(c, CURLOPT_URL, u);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -59,9 +59,9 @@ static json_t *api_get(int port, const char *path)
     if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
     curl_easy_cleanup(c);
     json_error_t je;
-    json_t *j = status == 200 ? json_loadb(b.p, b.len, 0, &je) : NULL;
+    json_t *j = status == 200 ? json_loadb(b.p, b.n, 0, &je) : NULL;
     if (!j) fprintf(stderr, "GET %s: %ld %.300s\n", path, status, b.p ? b.p : "");
-    hs_chbuf_free(&b);
+    hs_buf_free(&b);
     return j;
 }
 

@@ -52,7 +52,7 @@ static void test_urls(void **state)
 static void test_rowbinary(void **state)
 {
     (void)state;
-    hs_chbuf b = {0};
+    hs_buf b = {0};
     hs_rb_u64(&b, 0x0102030405060708ull);
     hs_rb_i64(&b, -2);
     hs_rb_u8(&b, 7);
@@ -61,7 +61,7 @@ static void test_rowbinary(void **state)
     hs_rb_str(&b, big, sizeof big); /* 300 = 0xac 0x02 */
     hs_rb_str(&b, "", 0);
     assert_false(b.oom);
-    assert_int_equal(b.len, 8 + 8 + 1 + 2 + 300 + 1);
+    assert_int_equal(b.n, 8 + 8 + 1 + 2 + 300 + 1);
     const unsigned char *p = (const unsigned char *)b.p;
     assert_int_equal(p[0], 0x08);
     assert_int_equal(p[7], 0x01);
@@ -70,19 +70,19 @@ static void test_rowbinary(void **state)
     assert_int_equal(p[16], 7);
     assert_int_equal(p[17], 0xac);
     assert_int_equal(p[18], 0x02);
-    assert_int_equal(p[b.len - 1], 0);
-    b.len = 0;
-    hs_chbuf_quote(&b, "it's a \\ test", 13);
+    assert_int_equal(p[b.n - 1], 0);
+    b.n = 0;
+    hs_ch_quote(&b, "it's a \\ test", 13);
     assert_string_equal(b.p, "'it\\'s a \\\\ test'");
-    hs_chbuf_free(&b);
+    hs_buf_free(&b);
 }
 
 static void test_tsv(void **state)
 {
     (void)state;
-    hs_chbuf b = {0};
+    hs_buf b = {0};
     const char text[] = "1\ta\\tb\\nc\t\\N\n-5\t\\\\x\\0y\t7\n\n";
-    hs_chbuf_add(&b, text, sizeof text - 1);
+    hs_buf_put(&b, text, sizeof text - 1);
     hs_tsv t;
     hs_tsv_init(&t, &b);
     int null;
@@ -102,7 +102,7 @@ static void test_tsv(void **state)
     assert_int_equal(hs_tsv_i64(&t, NULL), 7);
     assert_true(hs_tsv_row(&t)); /* the empty line is a row without fields */
     assert_false(hs_tsv_row(&t));
-    hs_chbuf_free(&b);
+    hs_buf_free(&b);
 }
 
 static void test_ids(void **state)
