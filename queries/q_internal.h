@@ -295,4 +295,20 @@ int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame
 double hs__sampling_var(int64_t bytes, int64_t count, int64_t sample);
 int hs__gdiff_runs(hs_q *q, const hs_diff_side_sel *sel, hs_gdiff_side *out, hs_qerr *err);
 
+/* ---- a moment's state built up from rows (store_acc.c, for the stores) ---- */
+
+/* Live bytes and count per trace, each trace once (rows in first-seen
+ * order; idx maps a trace to its row). A zeroed one is empty. */
+typedef struct hs__state_acc {
+    hs_map idx;
+    hs_qstore_live *rows;
+    size_t n, cap;
+} hs__state_acc;
+/* Adds to trace's row (made when new). 0 or HS_ENOMEM. */
+int hs__acc_add(hs__state_acc *a, int64_t trace, int64_t bytes, int64_t count);
+/* Adds store s's events of run with from <= t <= upto (its events op),
+ * counts rounded per trace as the rollups round them. */
+int hs__acc_events(hs_qstore *s, int64_t run, int64_t from, int64_t upto, hs__state_acc *a,
+                   hs_qerr *err);
+
 #endif

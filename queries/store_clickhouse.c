@@ -557,38 +557,11 @@ static int ch_runs_by_uuid(hs_qstore *s, const char *hex, int64_t *id, int *matc
 
 /* ---- a moment's state ------------------------------------------------------------ */
 
-typedef struct state_acc {
-    hs_map idx;
-    hs_qstore_live *rows;
-    size_t n, cap;
-} state_acc;
-
-static int acc_add(state_acc *a, int64_t trace, int64_t bytes, int64_t count)
-{
-    uint64_t i;
-    if (hs_map_get(&a->idx, (uint64_t)trace, &i)) {
-        a->rows[i].bytes += bytes;
-        a->rows[i].count += count;
-        return 0;
-    }
-    if (a->n == a->cap) {
-        size_t ncap = a->cap ? a->cap * 2 : 256;
-        hs_qstore_live *np = realloc(a->rows, ncap * sizeof *np);
-        if (!np) return HS_ENOMEM;
-        a->rows = np;
-        a->cap = ncap;
-    }
-    a->rows[a->n] = (hs_qstore_live){trace, bytes, count};
-    if (hs_map_put(&a->idx, (uint64_t)trace, a->n)) return HS_ENOMEM;
-    a->n++;
-    return 0;
-}
-
-static int acc_rows(hs_tsv *t, state_acc *a, hs_qerr *err)
+static int acc_rows(hs_tsv *t, hs__state_acc *a, hs_qerr *err)
 {
     while (hs_tsv_row(t)) {
         int64_t tr = hs_tsv_i64(t, NULL), b = hs_tsv_i64(t, NULL), c = hs_tsv_i64(t, NULL);
-        if (acc_add(a, tr, b, c)) return hs__err(err, HS_ENOMEM, "out of memory");
+        if (hs__acc_add(a, tr, b, c)) return hs__err(err, HS_ENOMEM, "out of memory");
     }
     return 0;
 }
@@ -596,7 +569,7 @@ static int acc_rows(hs_tsv *t, state_acc *a, hs_qerr *err)
 /* The peak's snapshot: its latest bucket, and of that bucket the rows of
  * the latest shipment (the shipper sends the whole snapshot again, with a
  * new version, whenever it changes). */
-static int state_peak(chstore *q, int64_t run, state_acc *a, int *found, hs_qerr *err)
+static int state_peak(chstore *q, int64_t run, hs__state_acc *a, int *found, hs_qerr *err)
 {
     hs_tsv t;
     *found = 0;
@@ -611,7 +584,7 @@ static int state_peak(chstore *q, int64_t run, state_acc *a, int *found, hs_qerr
     return acc_rows(&t, a, err);
 }
 
-static int state_bucket(chstore *q, const hs_qstore_moment *m, state_acc *a, hs_qerr *err)
+static int state_bucket(chstore *q, const hs_qstore_moment *m, hs__state_acc *a, hs_qerr *err)
 {
     hs_tsv t;
     int rc = ask(q, &t, err,
@@ -695,68 +668,18 @@ static int ch_events(hs_qstore *s, int64_t run, int64_t from_ns, int64_t upto_ns
     return rc;
 }
 
-/* Events into the state: bytes per trace, and counts summed as doubles
- * and rounded per trace at the end, as the rollups' are (the SQLite
- * store's rule). */
-typedef struct ev_acc {
-    state_acc *a;
-    hs_map cidx;
-    double *cnt;
-    size_t ncnt, capcnt;
-    hs_qerr *err;
-} ev_acc;
-
-static int ev_add(const hs_qstore_event *e, void *data)
-{
-    ev_acc *x = data;
-    uint64_t trace = (uint64_t)e->trace, i;
-    int64_t w = (int64_t)e->weight;
-    double c = e->size ? (double)e->weight / (double)e->size : 1.0;
-    if (acc_add(x->a, (int64_t)trace, e->is_free ? -w : w, 0)) goto oom;
-    if (!hs_map_get(&x->cidx, trace, &i)) {
-        if (x->ncnt == x->capcnt) {
-            size_t ncap = x->capcnt ? x->capcnt * 2 : 256;
-            double *np = realloc(x->cnt, ncap * sizeof *np);
-            if (!np) goto oom;
-            x->cnt = np;
-            x->capcnt = ncap;
-        }
-        i = x->ncnt;
-        x->cnt[x->ncnt++] = 0;
-        if (hs_map_put(&x->cidx, trace, i)) goto oom;
-    }
-    x->cnt[i] += e->is_free ? -c : c;
-    return 0;
-oom:
-    return hs__err(x->err, HS_ENOMEM, "out of memory");
-}
-
-static int acc_events(chstore *q, int64_t run, int64_t from, int64_t upto, state_acc *a,
-                      hs_qerr *err)
-{
-    ev_acc x = {.a = a, .err = err};
-    int rc = ch_events(&q->base, run, from, upto, ev_add, &x, err);
-    for (size_t k = 0; !rc && k < a->n; k++) {
-        uint64_t i;
-        if (hs_map_get(&x.cidx, (uint64_t)a->rows[k].trace, &i))
-            a->rows[k].count += (int64_t)llround(x.cnt[i]);
-    }
-    free(x.cnt);
-    hs_map_free(&x.cidx);
-    return rc;
-}
-
 static int ch_state(hs_qstore *s, const hs_qstore_moment *m, hs_qstore_live **rows, size_t *n,
                     hs_qerr *err)
 {
     chstore *q = (chstore *)s;
     q->last_run = m->run;
-    state_acc a = {0};
+    hs__state_acc a = {0};
     int rc = 0, found = 0;
     if (m->peak && (rc = state_peak(q, m->run, &a, &found, err))) goto out;
     if (!found && (rc = state_bucket(q, m, &a, err))) goto out;
     if (!found && m->exact)
-        rc = acc_events(q, m->run, (m->bucket + 1) * m->granularity_ns, m->at_ns, &a, err);
+        rc = hs__acc_events(&q->base, m->run, (m->bucket + 1) * m->granularity_ns, m->at_ns, &a,
+                            err);
 out:
     hs_map_free(&a.idx);
     if (rc) {

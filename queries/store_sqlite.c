@@ -435,39 +435,12 @@ static int sqlite_runs_by_uuid(hs_qstore *s, const char *hex, int64_t *id, int *
 
 /* ---- a moment's state ------------------------------------------------------ */
 
-typedef struct state_acc {
-    hs__map idx;
-    hs_qstore_live *rows;
-    size_t n, cap;
-} state_acc;
-
-static int acc_add(state_acc *a, int64_t trace, int64_t bytes, int64_t count)
-{
-    uint64_t i;
-    if (hs__map_get(&a->idx, (uint64_t)trace, &i)) {
-        a->rows[i].bytes += bytes;
-        a->rows[i].count += count;
-        return 0;
-    }
-    if (a->n == a->cap) {
-        size_t ncap = a->cap ? a->cap * 2 : 256;
-        hs_qstore_live *np = realloc(a->rows, ncap * sizeof *np);
-        if (!np) return HS_ENOMEM;
-        a->rows = np;
-        a->cap = ncap;
-    }
-    a->rows[a->n] = (hs_qstore_live){trace, bytes, count};
-    if (hs__map_put(&a->idx, (uint64_t)trace, a->n)) return HS_ENOMEM;
-    a->n++;
-    return 0;
-}
-
-static int acc_rows(hs__sqlite *q, sqlite3_stmt *st, state_acc *a, hs_qerr *err)
+static int acc_rows(hs__sqlite *q, sqlite3_stmt *st, hs__state_acc *a, hs_qerr *err)
 {
     int rc;
     while ((rc = sqlite3_step(st)) == SQLITE_ROW)
-        if (acc_add(a, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                    sqlite3_column_int64(st, 2)))
+        if (hs__acc_add(a, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                        sqlite3_column_int64(st, 2)))
             return hs__err(err, HS_ENOMEM, "out of memory");
     if (rc != SQLITE_DONE) return hs__sqlite_err(q, err);
     sqlite3_reset(st);
@@ -560,57 +533,6 @@ static int sqlite_events(hs_qstore *s, int64_t run, int64_t from_ns, int64_t upt
     return rc;
 }
 
-/* Events into the state: bytes per trace, and counts summed as doubles
- * and rounded per trace at the end, as the rollups' are. */
-typedef struct ev_acc {
-    state_acc *a;
-    hs__map cidx;
-    double *cnt;
-    size_t ncnt, capcnt;
-    hs_qerr *err;
-} ev_acc;
-
-static int ev_add(const hs_qstore_event *e, void *data)
-{
-    ev_acc *x = data;
-    uint64_t trace = (uint64_t)e->trace, i;
-    int64_t w = (int64_t)e->weight;
-    double c = e->size ? (double)e->weight / (double)e->size : 1.0;
-    if (acc_add(x->a, (int64_t)trace, e->is_free ? -w : w, 0)) goto oom;
-    if (!hs__map_get(&x->cidx, trace, &i)) {
-        if (x->ncnt == x->capcnt) {
-            size_t ncap = x->capcnt ? x->capcnt * 2 : 256;
-            double *np = realloc(x->cnt, ncap * sizeof *np);
-            if (!np) goto oom;
-            x->cnt = np;
-            x->capcnt = ncap;
-        }
-        i = x->ncnt;
-        x->cnt[x->ncnt++] = 0;
-        if (hs__map_put(&x->cidx, trace, i)) goto oom;
-    }
-    x->cnt[i] += e->is_free ? -c : c;
-    return 0;
-oom:
-    return hs__err(x->err, HS_ENOMEM, "out of memory");
-}
-
-/* Adds the stored events with from <= t <= upto, per trace. */
-static int acc_events(hs__sqlite *q, int64_t run, int64_t from, int64_t upto, state_acc *a,
-                      hs_qerr *err)
-{
-    ev_acc x = {.a = a, .err = err};
-    int rc = sqlite_events(&q->base, run, from, upto, ev_add, &x, err);
-    for (size_t k = 0; !rc && k < a->n; k++) {
-        uint64_t i;
-        if (hs__map_get(&x.cidx, (uint64_t)a->rows[k].trace, &i))
-            a->rows[k].count += (int64_t)llround(x.cnt[i]);
-    }
-    free(x.cnt);
-    hs__map_free(&x.cidx);
-    return rc;
-}
-
 static int step_int64(hs__sqlite *q, sqlite3_stmt *st, int64_t *out, int *null, hs_qerr *err)
 {
     int rc = sqlite3_step(st);
@@ -622,7 +544,7 @@ static int step_int64(hs__sqlite *q, sqlite3_stmt *st, int64_t *out, int *null, 
 }
 
 /* The peak's snapshot into a; *found 0 when the run has none. */
-static int state_peak(hs__sqlite *q, int64_t run, state_acc *a, int *found, hs_qerr *err)
+static int state_peak(hs__sqlite *q, int64_t run, hs__state_acc *a, int *found, hs_qerr *err)
 {
     sqlite3_stmt *st;
     int rc, null = 1;
@@ -639,7 +561,7 @@ static int state_peak(hs__sqlite *q, int64_t run, state_acc *a, int *found, hs_q
 }
 
 /* The nearest keyframe at or before m->bucket plus the delta rows since. */
-static int state_bucket(hs__sqlite *q, const hs_qstore_moment *m, state_acc *a, hs_qerr *err)
+static int state_bucket(hs__sqlite *q, const hs_qstore_moment *m, hs__state_acc *a, hs_qerr *err)
 {
     sqlite3_stmt *st;
     int rc, null = 1;
@@ -666,13 +588,14 @@ static int sqlite_state(hs_qstore *s, const hs_qstore_moment *m, hs_qstore_live 
                         hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
-    state_acc a = {0};
+    hs__state_acc a = {0};
     int rc = 0, found = 0;
     if (m->peak && (rc = state_peak(q, m->run, &a, &found, err))) goto out;
     /* no peak snapshot (an empty run): the state at the peak's bucket */
     if (!found && (rc = state_bucket(q, m, &a, err))) goto out;
     if (!found && m->exact)
-        rc = acc_events(q, m->run, (m->bucket + 1) * m->granularity_ns, m->at_ns, &a, err);
+        rc = hs__acc_events(&q->base, m->run, (m->bucket + 1) * m->granularity_ns, m->at_ns, &a,
+                            err);
 out:
     hs__map_free(&a.idx);
     if (rc) {
