@@ -1211,6 +1211,87 @@ int hs_server_store_check(const char *url, char *err, size_t errlen)
 #endif
 }
 
+/* The loop's timers, its check handle and the writer's async. */
+static void start_handles(server *s)
+{
+    uv_timer_init(&s->loop, &s->sweep);
+    s->sweep.data = s;
+    uv_timer_init(&s->loop, &s->timeouts);
+    s->timeouts.data = s;
+    uint64_t tick = hs_http_tick_ms(s->cfg->hello_timeout_ns, s->cfg->frame_timeout_ns);
+    uv_timer_start(&s->timeouts, on_timeouts, tick, tick);
+    uv_check_init(&s->loop, &s->tick);
+    s->tick.data = s;
+    uv_check_start(&s->tick, on_tick);
+    uv_async_init(&s->loop, &s->async, on_async);
+    s->async.data = s;
+}
+
+/* With --store clickhouse://…, the shipper of the committed rows; a store
+ * that cannot be written leaves nothing to run for. */
+static void start_ship(server *s)
+{
+#ifdef HS_WITH_CLICKHOUSE
+    const hs_server_config *cfg = s->cfg;
+    char err[512] = "";
+    hs_chship *ship = NULL;
+    if (!cfg->store_url) return;
+    if (!hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err)) {
+        hs_chship_set_retention(ship, cfg->store_retain_months);
+        uv_async_init(&s->loop, &s->ship_async, on_ship);
+        s->ship_async.data = s;
+        s->ship_async_on = 1;
+        s->ship = ship;
+        hs_chship_set_notify(ship, ship_notify, s);
+    }
+    if (!ship || hs_chship_start(ship, 200)) {
+        hs_log("cannot ship to ClickHouse: %s", err);
+        exit(1);
+    }
+#else
+    (void)s;
+#endif
+}
+
+/* The symbolizer thread, over the files `heapstore symbols add` put next
+ * to the database first, then --symbol-path. */
+static void start_symbols(server *s)
+{
+    const hs_server_config *cfg = s->cfg;
+    const char *paths[65];
+    char added[4200];
+    int np = 0;
+    if (!hs_syms_store_dir(added, sizeof added, cfg->db_path)) paths[np++] = added;
+    for (int i = 0; i < cfg->nsymbol_paths && np < (int)HS_COUNTOF(paths); i++)
+        paths[np++] = cfg->symbol_paths[i];
+    hs_syms_config sycfg = {.paths = paths, .npaths = np, .no_local = cfg->no_local_symbols};
+    uv_async_init(&s->loop, &s->symd_async, on_symd_async);
+    s->symd_async.data = s;
+    if (hs_symd_start(&s->symd, &sycfg, s->writer, cfg->db_path))
+        hs_log("cannot start the symbolizer thread: frames are stored as collectors name them");
+    else
+        hs_symd_set_notify(s->symd, symd_notify, s);
+}
+
+/* After the loop's first run (a stop): the threads, in order, then what
+ * their ends left for the loop. */
+static void stop_threads(server *s)
+{
+    hs_symd_stop(s->symd); /* idle: SYNC came through it */
+    s->symd = NULL;
+    if (s->symreqs) hs_log("symbols: %" PRIu64 " builds asked of collectors", s->symreqs);
+    hs_writer_join(s->writer);
+#ifdef HS_WITH_CLICKHOUSE
+    hs_chship *ship = s->ship;
+    s->ship = NULL;
+    hs_chship_stop(ship); /* after the writer: its last pass sees every commit */
+#endif
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    for (hs_conn *c = s->conns; c; c = c->next)
+        c->sym_pending = 0; /* every thread has ended: jobs never answered are gone */
+    while (s->conns) conn_unlink_free(s->conns);
+}
+
 int hs_server_run(const hs_server_config *cfg)
 {
     /* A peer that closes while an answer is written to it must cost that
@@ -1250,17 +1331,7 @@ int hs_server_run(const hs_server_config *cfg)
     }
     int port;
     if ((rc = bind_listener(s, &port))) goto fail_http;
-    uv_timer_init(&s->loop, &s->sweep);
-    s->sweep.data = s;
-    uv_timer_init(&s->loop, &s->timeouts);
-    s->timeouts.data = s;
-    uint64_t tick = hs_http_tick_ms(cfg->hello_timeout_ns, cfg->frame_timeout_ns);
-    uv_timer_start(&s->timeouts, on_timeouts, tick, tick);
-    uv_check_init(&s->loop, &s->tick);
-    s->tick.data = s;
-    uv_check_start(&s->tick, on_tick);
-    uv_async_init(&s->loop, &s->async, on_async);
-    s->async.data = s;
+    start_handles(s);
     hs_writer_config wcfg = {.grace_ns = cfg->grace_ns, .retain_events_ns = cfg->retain_events_ns};
     if ((rc = hs_writer_start(&s->writer, store, &wcfg, &s->async))) {
         hs_log("cannot start the writer thread");
@@ -1272,37 +1343,8 @@ int hs_server_run(const hs_server_config *cfg)
         goto fail_http;
     }
     store = NULL; /* the writer's now */
-#ifdef HS_WITH_CLICKHOUSE
-    hs_chship *ship = NULL;
-    if (cfg->store_url) {
-        if (!hs_chship_new(&ship, cfg->db_path, cfg->store_url, err, sizeof err)) {
-            hs_chship_set_retention(ship, cfg->store_retain_months);
-            uv_async_init(&s->loop, &s->ship_async, on_ship);
-            s->ship_async.data = s;
-            s->ship_async_on = 1;
-            s->ship = ship;
-            hs_chship_set_notify(ship, ship_notify, s);
-        }
-        if (!ship || hs_chship_start(ship, 200)) {
-            hs_log("cannot ship to ClickHouse: %s", err);
-            exit(1); /* a ClickHouse store that cannot be written: nothing to run for */
-        }
-    }
-#endif
-    /* the files `heapstore symbols add` put next to the database first */
-    const char *paths[65];
-    char added[4200];
-    int np = 0;
-    if (!hs_syms_store_dir(added, sizeof added, cfg->db_path)) paths[np++] = added;
-    for (int i = 0; i < cfg->nsymbol_paths && np < (int)HS_COUNTOF(paths); i++)
-        paths[np++] = cfg->symbol_paths[i];
-    hs_syms_config sycfg = {.paths = paths, .npaths = np, .no_local = cfg->no_local_symbols};
-    uv_async_init(&s->loop, &s->symd_async, on_symd_async);
-    s->symd_async.data = s;
-    if (hs_symd_start(&s->symd, &sycfg, s->writer, cfg->db_path))
-        hs_log("cannot start the symbolizer thread: frames are stored as collectors name them");
-    else
-        hs_symd_set_notify(s->symd, symd_notify, s);
+    start_ship(s);
+    start_symbols(s);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sigterm);
     s->sigint.data = s->sigterm.data = s;
@@ -1313,18 +1355,7 @@ int hs_server_run(const hs_server_config *cfg)
     hs_log("listening on %s:%d (database %s)", cfg->host, port, cfg->db_path);
     hs_spawn_say_ready(cfg->ready_fd, port);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    hs_symd_stop(s->symd); /* idle: SYNC came through it */
-    s->symd = NULL;
-    if (s->symreqs) hs_log("symbols: %" PRIu64 " builds asked of collectors", s->symreqs);
-    hs_writer_join(s->writer);
-#ifdef HS_WITH_CLICKHOUSE
-    s->ship = NULL;
-    hs_chship_stop(ship); /* after the writer: its last pass sees every commit */
-#endif
-    uv_run(&s->loop, UV_RUN_DEFAULT);
-    for (hs_conn *c = s->conns; c; c = c->next)
-        c->sym_pending = 0; /* every thread has ended: jobs never answered are gone */
-    while (s->conns) conn_unlink_free(s->conns);
+    stop_threads(s);
     uv_loop_close(&s->loop);
     hs_log_flush(1);
     hs_log("stopped cleanly");
