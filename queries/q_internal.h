@@ -310,5 +310,8 @@ int hs__acc_add(hs__state_acc *a, int64_t trace, int64_t bytes, int64_t count);
  * counts rounded per trace as the rollups round them. */
 int hs__acc_events(hs_qstore *s, int64_t run, int64_t from, int64_t upto, hs__state_acc *a,
                    hs_qerr *err);
+/* The state op's end: a's rows to the caller (*rows malloc'd, NULL when
+ * none), or, when rc is an error, none; returns rc. */
+int hs__acc_finish(hs__state_acc *a, int rc, hs_qstore_live **rows, size_t *n);
 
 #endif

@@ -84,3 +84,16 @@ int hs__acc_events(hs_qstore *s, int64_t run, int64_t from, int64_t upto, hs__st
     hs_map_free(&x.cidx);
     return rc;
 }
+
+int hs__acc_finish(hs__state_acc *a, int rc, hs_qstore_live **rows, size_t *n)
+{
+    hs_map_free(&a->idx);
+    if (rc) {
+        free(a->rows);
+        a->rows = NULL;
+        a->n = 0;
+    }
+    *rows = a->rows;
+    *n = a->n;
+    return rc;
+}

@@ -597,15 +597,7 @@ static int sqlite_state(hs_qstore *s, const hs_qstore_moment *m, hs_qstore_live 
         rc = hs__acc_events(&q->base, m->run, (m->bucket + 1) * m->granularity_ns, m->at_ns, &a,
                             err);
 out:
-    hs__map_free(&a.idx);
-    if (rc) {
-        free(a.rows);
-        a.rows = NULL;
-        a.n = 0;
-    }
-    *rows = a.rows;
-    *n = a.n;
-    return rc;
+    return hs__acc_finish(&a, rc, rows, n);
 }
 
 /* ---- per-trace summaries ---------------------------------------------------- */

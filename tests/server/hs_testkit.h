@@ -93,6 +93,11 @@ int tk_server_stop(tk_server *s, int sig);
 /* 1 if the server's log contains text. */
 int tk_log_contains(const tk_server *s, const char *text);
 /* A fresh temporary directory for one test (removed by the caller if wanted). */
+/* The build tree (HS_BUILD_DIR, else "build"). */
+const char *tk_build_dir(void);
+/* The first column of sql's first row on database db, opened read-only;
+ * INT64_MIN when there is none or the statement fails (said on stderr). */
+int64_t tk_db_int(const char *db, const char *sql);
 void tk_tmpdir(char *out, size_t len, const char *name);
 
 uint64_t tk_now_ms(void);

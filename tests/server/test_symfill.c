@@ -37,35 +37,12 @@
 
 #define FILL_WAIT_MS 15000 /* a refill is looked for every second */
 
-static const char *bdir(void)
-{
-    const char *b = getenv("HS_BUILD_DIR");
-    return b ? b : "build";
-}
-
-static int64_t q_int(const char *db, const char *sql)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    int64_t v = INT64_MIN;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) return v;
-    sqlite3_busy_timeout(h, 5000);
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    } else {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
-    }
-    sqlite3_close(h);
-    return v;
-}
-
 /* prog (a file of bin/) under the collector, sending to port. */
 static int run_prog(const char *prog, int port)
 {
     char path[600], lib[600], url[64], log[700];
-    snprintf(path, sizeof path, "%s/bin/%s", bdir(), prog);
-    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", bdir());
+    snprintf(path, sizeof path, "%s/bin/%s", tk_build_dir(), prog);
+    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", tk_build_dir());
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
     snprintf(log, sizeof log, "%s/symfill-example.log",
              getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -90,7 +67,7 @@ static int cli(char *out, size_t len, int port, const char *args)
 {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "HEAPSTORE_URL=http://127.0.0.1:%d '%s/bin/heapstore' %s 2>&1", port,
-             bdir(), args);
+             tk_build_dir(), args);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
     size_t n = fread(out, 1, len - 1, p);
@@ -108,7 +85,7 @@ static int64_t unnamed(const char *db, const char *prog, int64_t r)
              "AND id IN (SELECT t.frame FROM traces t JOIN run_stacks rs ON rs.trace = t.id "
              "WHERE rs.run = %lld)",
              prog, (long long)r);
-    return q_int(db, sql);
+    return tk_db_int(db, sql);
 }
 
 /* `heapstore symbols add` of prog's debug info (objcopy --only-keep-debug). */
@@ -118,7 +95,7 @@ static void symbols_add(const char *dir, const char *db, const char *prog)
     snprintf(cmd, sizeof cmd,
              "objcopy --only-keep-debug '%s/bin/%s' '%s/%s.debug' && "
              "'%s/bin/heapstore' symbols add --db '%s' '%s/%s.debug' > /dev/null",
-             bdir(), prog, dir, prog, bdir(), db, dir, prog);
+             tk_build_dir(), prog, dir, prog, tk_build_dir(), db, dir, prog);
     assert_int_equal(system(cmd), 0);
 }
 
@@ -164,13 +141,15 @@ static void test_fill_after_add(void **state)
     assert_null(strstr(out, "hs-example+0x"));
     assert_int_equal(unnamed(db, "hs-example", 1), 0);
     /* file and line, and the plain content key (no other row held it) */
-    assert_true(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND file "
+    assert_true(tk_db_int(db,
+                          "SELECT count(*) FROM frames WHERE function = 'build_index' AND file "
                           "LIKE '%/hs_example.c' AND line > 0 AND key = function || char(31) || "
                           "file || char(31) || line") == 1);
     /* a later run of the build is named when stored, onto the same frame */
     assert_int_equal(run_prog("hs-example", srv.port), 0);
     assert_int_equal(unnamed(db, "hs-example", 2), 0);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"), 1);
+    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"),
+                     1);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_true(tk_log_contains(&srv, "stored frames named"));
 }
@@ -188,21 +167,22 @@ static void test_fill_names_exist(void **state)
     symbols_add(dir, db, "hs-example-rebuilt");
     assert_int_equal(run_prog("hs-example-rebuilt", srv.port), 0);
     assert_int_equal(unnamed(db, "hs-example-rebuilt", 2), 0);
-    int64_t plain = q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'");
+    int64_t plain = tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'");
     assert_int_equal(plain, 1);
     assert_true(unnamed(db, "hs-example", 1) > 0); /* its build is still missing */
     symbols_add(dir, db, "hs-example");
     assert_int_equal(wait_named(srv.port, 1), 0);
     assert_int_equal(unnamed(db, "hs-example", 1), 0);
     /* two rows of one content: the newer named under "content key, old key" */
-    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"), 2);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
-                               "key = function || char(31) || file || char(31) || line || "
-                               "char(31) || module || char(31) || module_offset"),
+    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"),
+                     2);
+    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
+                                   "key = function || char(31) || file || char(31) || line || "
+                                   "char(31) || module || char(31) || module_offset"),
                      1);
-    assert_int_equal(q_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
-                               "key = function || char(31) || file || char(31) || line AND "
-                               "module LIKE '%/hs-example-rebuilt'"),
+    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
+                                   "key = function || char(31) || file || char(31) || line AND "
+                                   "module LIKE '%/hs-example-rebuilt'"),
                      1);
     /* the other run reads as it did */
     assert_int_equal(cli(out, sizeof out, srv.port, "top 2 --limit 10"), 0);
@@ -307,18 +287,18 @@ static void test_fill_batches_shared_path(void **state)
     snprintf(like, sizeof like,
              "SELECT count(*) FROM frames WHERE module = '%s' AND function = 'fill_big_function'",
              exe);
-    assert_int_equal(q_int(db, like), 0);
+    assert_int_equal(tk_db_int(db, like), 0);
     snprintf(cmd, sizeof cmd,
              "objcopy --only-keep-debug '%s' '%s/self.debug' && '%s/bin/heapstore' symbols add "
              "--db '%s' '%s/self.debug' > /dev/null",
-             exe, dir, bdir(), db, dir);
+             exe, dir, tk_build_dir(), db, dir);
     assert_int_equal(system(cmd), 0);
     uint64_t t0 = tk_now_ms();
-    while (q_int(db, like) < NPCS - SHARED && tk_now_ms() - t0 < FILL_WAIT_MS) usleep(100000);
-    assert_int_equal(q_int(db, like), NPCS - SHARED);
+    while (tk_db_int(db, like) < NPCS - SHARED && tk_now_ms() - t0 < FILL_WAIT_MS) usleep(100000);
+    assert_int_equal(tk_db_int(db, like), NPCS - SHARED);
     snprintf(like, sizeof like, "SELECT count(*) FROM frames WHERE module = '%s' AND function = ''",
              exe);
-    assert_int_equal(q_int(db, like), SHARED);
+    assert_int_equal(tk_db_int(db, like), SHARED);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_true(tk_log_contains(&srv, "stored frames named"));
     assert_true(tk_log_contains(&srv, "stay unnamed"));

@@ -8,6 +8,7 @@
 #include <link.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -337,6 +338,32 @@ int tk_wait_closed(int fd, int timeout_ms)
     }
 }
 
+const char *tk_build_dir(void)
+{
+    const char *b = getenv("HS_BUILD_DIR");
+    return b ? b : "build";
+}
+
+int64_t tk_db_int(const char *db, const char *sql)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    int64_t v = INT64_MIN;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        sqlite3_close(h);
+        return v;
+    }
+    sqlite3_busy_timeout(h, 5000);
+    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK) {
+        if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
+        sqlite3_finalize(st);
+    } else {
+        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
+    }
+    sqlite3_close(h);
+    return v;
+}
+
 void tk_tmpdir(char *out, size_t len, const char *name)
 {
     const char *base = getenv("HS_BUILD_DIR");
@@ -373,9 +400,8 @@ static void remember(pid_t pid)
 
 int tk_server_start(tk_server *s, const char *db, int port, const char *const *extra)
 {
-    const char *bdir = getenv("HS_BUILD_DIR");
     char bin[600], listen[64];
-    snprintf(bin, sizeof bin, "%s/bin/heapstore-server", bdir ? bdir : "build");
+    snprintf(bin, sizeof bin, "%s/bin/heapstore-server", tk_build_dir());
     snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
     snprintf(s->db, sizeof s->db, "%s", db);
     snprintf(s->log, sizeof s->log, "%s.log", db);
