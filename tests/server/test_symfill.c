@@ -85,7 +85,7 @@ static int64_t unnamed(const char *db, const char *prog, int64_t r)
              "AND id IN (SELECT t.frame FROM traces t JOIN run_stacks rs ON rs.trace = t.id "
              "WHERE rs.run = %lld)",
              prog, (long long)r);
-    return tk_db_int(db, sql);
+    return tk_q(db, "%s", sql);
 }
 
 /* `heapstore symbols add` of prog's debug info (objcopy --only-keep-debug). */
@@ -141,15 +141,13 @@ static void test_fill_after_add(void **state)
     assert_null(strstr(out, "hs-example+0x"));
     assert_int_equal(unnamed(db, "hs-example", 1), 0);
     /* file and line, and the plain content key (no other row held it) */
-    assert_true(tk_db_int(db,
-                          "SELECT count(*) FROM frames WHERE function = 'build_index' AND file "
-                          "LIKE '%/hs_example.c' AND line > 0 AND key = function || char(31) || "
-                          "file || char(31) || line") == 1);
+    assert_true(tk_q(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND file "
+                         "LIKE '%%/hs_example.c' AND line > 0 AND key = function || char(31) || "
+                         "file || char(31) || line") == 1);
     /* a later run of the build is named when stored, onto the same frame */
     assert_int_equal(run_prog("hs-example", srv.port), 0);
     assert_int_equal(unnamed(db, "hs-example", 2), 0);
-    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"),
-                     1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"), 1);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_true(tk_log_contains(&srv, "stored frames named"));
 }
@@ -167,22 +165,21 @@ static void test_fill_names_exist(void **state)
     symbols_add(dir, db, "hs-example-rebuilt");
     assert_int_equal(run_prog("hs-example-rebuilt", srv.port), 0);
     assert_int_equal(unnamed(db, "hs-example-rebuilt", 2), 0);
-    int64_t plain = tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'");
+    int64_t plain = tk_q(db, "SELECT count(*) FROM frames WHERE function = 'build_index'");
     assert_int_equal(plain, 1);
     assert_true(unnamed(db, "hs-example", 1) > 0); /* its build is still missing */
     symbols_add(dir, db, "hs-example");
     assert_int_equal(wait_named(srv.port, 1), 0);
     assert_int_equal(unnamed(db, "hs-example", 1), 0);
     /* two rows of one content: the newer named under "content key, old key" */
-    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"),
-                     2);
-    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
-                                   "key = function || char(31) || file || char(31) || line || "
-                                   "char(31) || module || char(31) || module_offset"),
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM frames WHERE function = 'build_index'"), 2);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
+                              "key = function || char(31) || file || char(31) || line || "
+                              "char(31) || module || char(31) || module_offset"),
                      1);
-    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
-                                   "key = function || char(31) || file || char(31) || line AND "
-                                   "module LIKE '%/hs-example-rebuilt'"),
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM frames WHERE function = 'build_index' AND "
+                              "key = function || char(31) || file || char(31) || line AND "
+                              "module LIKE '%%/hs-example-rebuilt'"),
                      1);
     /* the other run reads as it did */
     assert_int_equal(cli(out, sizeof out, srv.port, "top 2 --limit 10"), 0);
@@ -287,18 +284,18 @@ static void test_fill_batches_shared_path(void **state)
     snprintf(like, sizeof like,
              "SELECT count(*) FROM frames WHERE module = '%s' AND function = 'fill_big_function'",
              exe);
-    assert_int_equal(tk_db_int(db, like), 0);
+    assert_int_equal(tk_q(db, "%s", like), 0);
     snprintf(cmd, sizeof cmd,
              "objcopy --only-keep-debug '%s' '%s/self.debug' && '%s/bin/heapstore' symbols add "
              "--db '%s' '%s/self.debug' > /dev/null",
              exe, dir, tk_build_dir(), db, dir);
     assert_int_equal(system(cmd), 0);
     uint64_t t0 = tk_now_ms();
-    while (tk_db_int(db, like) < NPCS - SHARED && tk_now_ms() - t0 < FILL_WAIT_MS) usleep(100000);
-    assert_int_equal(tk_db_int(db, like), NPCS - SHARED);
+    while (tk_q(db, "%s", like) < NPCS - SHARED && tk_now_ms() - t0 < FILL_WAIT_MS) usleep(100000);
+    assert_int_equal(tk_q(db, "%s", like), NPCS - SHARED);
     snprintf(like, sizeof like, "SELECT count(*) FROM frames WHERE module = '%s' AND function = ''",
              exe);
-    assert_int_equal(tk_db_int(db, like), SHARED);
+    assert_int_equal(tk_q(db, "%s", like), SHARED);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_true(tk_log_contains(&srv, "stored frames named"));
     assert_true(tk_log_contains(&srv, "stay unnamed"));

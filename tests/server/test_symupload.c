@@ -83,12 +83,12 @@ static int64_t unnamed_example_frames(const char *db, int64_t r)
              "AND id IN (SELECT t.frame FROM traces t JOIN run_stacks rs ON rs.trace = t.id "
              "WHERE rs.run = %lld)",
              (long long)r);
-    return tk_db_int(db, sql);
+    return tk_q(db, "%s", sql);
 }
 
 static int64_t example_frames(const char *db)
 {
-    return tk_db_int(db, "SELECT count(*) FROM frames WHERE module LIKE '%/hs-example'");
+    return tk_q(db, "SELECT count(*) FROM frames WHERE module LIKE '%%/hs-example'");
 }
 
 /* Counts are read from the log once the server has stopped: hs_log says a
@@ -150,7 +150,7 @@ static void test_real_upload_budget(void **state)
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     assert_int_equal(run_example(srv.port, "HEAPSTORE_SYMBOL_UPLOAD_MAX=1000"), 0);
     assert_true(unnamed_example_frames(db, 1) > 0);
-    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_true(log_count(&srv, "asked for build") >= 1);
     assert_int_equal(log_count(&srv, "received from conn"), 0);
@@ -322,7 +322,7 @@ static void upload_self(int port, const char *db, uint8_t seed, int method, uint
              "SELECT count(*) FROM frames WHERE function = 'upload_marker' AND module_offset = "
              "%llu",
              (unsigned long long)off);
-    assert_int_equal(tk_db_int(db, sql), 1);
+    assert_int_equal(tk_q(db, "%s", sql), 1);
     (void)run;
 }
 
@@ -369,7 +369,7 @@ static void test_raw_upload_late(void **state)
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM frames WHERE function = '' AND module_offset = %llu",
              (unsigned long long)off);
-    assert_int_equal(tk_db_int(db, sql), 1); /* stored as module+offset */
+    assert_int_equal(tk_q(db, "%s", sql), 1); /* stored as module+offset */
     uint8_t *file = read_all(exe, &n);
     uint32_t *table = malloc(HS_LZ_TABLE * sizeof *table);
     b.len = 0;
@@ -384,8 +384,8 @@ static void test_raw_upload_late(void **state)
              "%llu",
              (unsigned long long)off);
     uint64_t t0 = tk_now_ms();
-    while (tk_db_int(db, sql) != 1 && tk_now_ms() - t0 < 15000) usleep(50000);
-    assert_int_equal(tk_db_int(db, sql), 1);
+    while (tk_q(db, "%s", sql) != 1 && tk_now_ms() - t0 < 15000) usleep(50000);
+    assert_int_equal(tk_q(db, "%s", sql), 1);
     close(fd);
     free(file);
     free(table);
@@ -432,7 +432,7 @@ static void test_raw_not_asked(void **state)
     assert_int_equal(asked_once(srv.port, 0x42, HS_HELLO_SYMDATA, 2), 0);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_int_equal(log_count(&srv, "asked for build"), 0);
-    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 2);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 2);
     /* and the same run with the flag, to a server that asks: asked */
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     assert_int_equal(asked_once(srv.port, 0x43, HS_HELLO_SYMDATA, 3), 1);
@@ -552,7 +552,7 @@ static void test_raw_bad_uploads(void **state)
     assert_int_equal(tk_wait_ack(keep, 6, &got, NULL, 0, 10000), 0);
     close(keep);
     tk_buf_free(&b);
-    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 

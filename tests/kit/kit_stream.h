@@ -1,11 +1,11 @@
-/* hs_testkit: what the server's tests and the load generator share: a
- * growable byte buffer that collector streams are encoded into with the
- * common encoders, a synthetic collector run, a blocking TCP client that
- * speaks the stream protocol, and a real heapstore-server started as a child
- * process on an ephemeral loopback port.
+/* kit_stream: the collector's side of the wire for the tests and the load
+ * generator: a growable byte buffer that streams are encoded into with the
+ * common encoders (header, HELLO, SYMBOLS, STACKS, EVENTS, BYE, the extras,
+ * raw frames), and a blocking TCP client that sends them to a real server
+ * and reads its ACK and REFUSE frames.
  */
-#ifndef HS_TESTKIT_H
-#define HS_TESTKIT_H
+#ifndef HS_KIT_STREAM_H
+#define HS_KIT_STREAM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -74,37 +74,5 @@ int tk_wait_ack(int fd, uint64_t want, uint64_t *got, char *reason, size_t rlen,
 /* 1 if the peer closed the connection within timeout_ms (after any frames
  * it sent), 0 if not. */
 int tk_wait_closed(int fd, int timeout_ms);
-
-/* ---- the server -------------------------------------------------------- */
-
-typedef struct tk_server {
-    pid_t pid;
-    int port;
-    char db[512];
-    char log[512];
-} tk_server;
-
-/* Starts build/bin/heapstore-server with --db db --listen 127.0.0.1:port
- * (0: ephemeral) and extra arguments (NULL-terminated), stderr to a log file
- * next to db; waits for its readiness (hs_spawn.h). Returns 0 or -1. */
-int tk_server_start(tk_server *s, const char *db, int port, const char *const *extra);
-/* Sends sig and waits for the exit; returns the exit status (or 128+signal). */
-int tk_server_stop(tk_server *s, int sig);
-/* 1 if the server's log contains text. */
-int tk_log_contains(const tk_server *s, const char *text);
-/* A fresh temporary directory for one test (removed by the caller if wanted). */
-/* The build tree (HS_BUILD_DIR, else "build"). */
-const char *tk_build_dir(void);
-/* The first column of sql's first row on database db, opened read-only;
- * INT64_MIN when there is none or the statement fails (said on stderr). */
-int64_t tk_db_int(const char *db, const char *sql);
-void tk_tmpdir(char *out, size_t len, const char *name);
-
-uint64_t tk_now_ms(void);
-
-/* This executable's GNU build id (at most cap bytes, its length in *blen,
- * 0 when it has none) and its load bias, for tests that name their own
- * functions. */
-void tk_self_build_id(uint8_t *bid, size_t cap, size_t *blen, uint64_t *load_bias);
 
 #endif

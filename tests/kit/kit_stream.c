@@ -1,33 +1,16 @@
-/* hs_testkit: stream encoding, a blocking client and a child server. */
+/* kit_stream: stream encoding and the blocking client (kit_stream.h). */
 #include "hs_testkit.h"
 
-#include "hs_spawn.h"
-
 #include <arpa/inet.h>
-#include <elf.h>
-#include <link.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <sqlite3.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
-
-uint64_t tk_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
 
 void tk_buf_free(tk_buf *b)
 {
@@ -336,150 +319,4 @@ int tk_wait_closed(int fd, int timeout_ms)
         ssize_t r = recv(fd, tmp, sizeof tmp, 0);
         if (r <= 0) return 1;
     }
-}
-
-const char *tk_build_dir(void)
-{
-    const char *b = getenv("HS_BUILD_DIR");
-    return b ? b : "build";
-}
-
-int64_t tk_db_int(const char *db, const char *sql)
-{
-    sqlite3 *h;
-    sqlite3_stmt *st;
-    int64_t v = INT64_MIN;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        sqlite3_close(h);
-        return v;
-    }
-    sqlite3_busy_timeout(h, 5000);
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) == SQLITE_OK) {
-        if (sqlite3_step(st) == SQLITE_ROW) v = sqlite3_column_int64(st, 0);
-        sqlite3_finalize(st);
-    } else {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
-    }
-    sqlite3_close(h);
-    return v;
-}
-
-void tk_tmpdir(char *out, size_t len, const char *name)
-{
-    const char *base = getenv("HS_BUILD_DIR");
-    char dir[400];
-    snprintf(dir, sizeof dir, "%s/tests/tmp", base ? base : "/tmp");
-    mkdir(dir, 0700);
-    snprintf(out, len, "%s/%s.%d", dir, name, (int)getpid());
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", out);
-    if (system(cmd)) { /* best effort */
-    }
-    mkdir(out, 0700);
-}
-
-/* Servers still running when the test binary exits (a failed assertion
- * skips the test's own stop) are killed. */
-static pid_t started[64];
-static int nstarted;
-
-static void kill_started(void)
-{
-    for (int i = 0; i < nstarted; i++)
-        if (started[i] > 0 && kill(started[i], 0) == 0) {
-            kill(started[i], SIGKILL);
-            waitpid(started[i], NULL, 0);
-        }
-}
-
-static void remember(pid_t pid)
-{
-    if (!nstarted) atexit(kill_started);
-    if (nstarted < 64) started[nstarted++] = pid;
-}
-
-int tk_server_start(tk_server *s, const char *db, int port, const char *const *extra)
-{
-    char bin[600], listen[64];
-    snprintf(bin, sizeof bin, "%s/bin/heapstore-server", tk_build_dir());
-    snprintf(listen, sizeof listen, "127.0.0.1:%d", port);
-    snprintf(s->db, sizeof s->db, "%s", db);
-    snprintf(s->log, sizeof s->log, "%s.log", db);
-    const char *args[32] = {"--db", db, "--listen", listen};
-    int n = 4;
-    for (int i = 0; extra && extra[i] && n < 31; i++) args[n++] = extra[i];
-    args[n] = NULL;
-    /* Appends: a restarted server's lines follow the first one's. */
-    int lf = open(s->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (lf < 0) return -1;
-    hs_spawn_opts o = {.exe = bin, .args = args, .log_fd = lf, .timeout_ms = 60000};
-    char why[256];
-    pid_t pid;
-    int rc = hs_spawn_server(&o, &pid, &s->port, why, sizeof why);
-    close(lf);
-    s->pid = rc ? 0 : pid;
-    if (rc) {
-        fprintf(stderr, "testkit: %s (log %s)\n", why, s->log);
-        return -1;
-    }
-    remember(pid);
-    return 0;
-}
-
-int tk_server_stop(tk_server *s, int sig)
-{
-    if (!s->pid) return -1;
-    kill(s->pid, sig);
-    int st = 0;
-    waitpid(s->pid, &st, 0);
-    s->pid = 0;
-    if (WIFEXITED(st)) return WEXITSTATUS(st);
-    return 128 + WTERMSIG(st);
-}
-
-int tk_log_contains(const tk_server *s, const char *text)
-{
-    FILE *f = fopen(s->log, "r");
-    if (!f) return 0;
-    char line[2048];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
-}
-
-typedef struct self_id {
-    uint8_t *bid;
-    size_t cap, *blen;
-    uint64_t *bias;
-} self_id;
-
-static int self_id_cb(struct dl_phdr_info *info, size_t size, void *data)
-{
-    (void)size;
-    self_id *w = data;
-    *w->bias = info->dlpi_addr; /* the first object is the executable */
-    for (int i = 0; i < info->dlpi_phnum; i++) {
-        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-        if (ph->p_type != PT_NOTE) continue;
-        const uint8_t *p = (const uint8_t *)(info->dlpi_addr + ph->p_vaddr), *end = p + ph->p_memsz;
-        while (p + sizeof(ElfW(Nhdr)) <= end) {
-            const ElfW(Nhdr) *n = (const ElfW(Nhdr) *)p;
-            const uint8_t *name = p + sizeof *n, *desc = name + ((n->n_namesz + 3) & ~3u);
-            if (n->n_type == NT_GNU_BUILD_ID && n->n_namesz == 4 && !memcmp(name, "GNU", 4) &&
-                n->n_descsz <= w->cap) {
-                *w->blen = n->n_descsz;
-                memcpy(w->bid, desc, n->n_descsz);
-            }
-            p = desc + ((n->n_descsz + 3) & ~3u);
-        }
-    }
-    return 1;
-}
-
-void tk_self_build_id(uint8_t *bid, size_t cap, size_t *blen, uint64_t *load_bias)
-{
-    self_id w = {bid, cap, blen, load_bias};
-    *blen = 0;
-    dl_iterate_phdr(self_id_cb, &w);
 }

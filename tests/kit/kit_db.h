@@ -1,0 +1,20 @@
+/* kit_db: values read from a heapstore database (a SQLite file, opened
+ * read-only for each call, so that a running server's writes are seen), and
+ * waiting until one holds.
+ */
+#ifndef HS_KIT_DB_H
+#define HS_KIT_DB_H
+
+#include <stdint.h>
+
+/* The first column of the first row of the SQL that fmt formats
+ * (sqlite3_mprintf: %q, %lld, ...; a literal % is %%) as an integer;
+ * INT64_MIN when there is no row. Fails the current test when the database
+ * cannot be opened or the statement fails. */
+int64_t tk_q(const char *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Polls tk_q until its value is >= want or timeout_ms passes (a database
+ * not yet there reads as INT64_MIN); the last value. */
+int64_t tk_poll(const char *db, int64_t want, int timeout_ms, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+#endif
