@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,7 +26,6 @@
 
 #include "fixture.h"
 #include "hs_testkit.h"
-#include "qkit.h"
 
 #define NSTACKS      1000
 #define DEPTH        1024
@@ -33,7 +33,7 @@
 #define ANSWER_BOUND (16u << 20) /* what a bounded JSON answer stays under */
 
 static char db[512];
-static qk_server srv;
+static tk_server srv;
 
 /* Streams the crafted run and waits for the ACK of its BYE. */
 static int stream_run(int port)
@@ -110,22 +110,22 @@ static int setup(void **state)
     (void)state;
     fx_tmp_path(db, sizeof db, "bounds.db");
     const char *const args[] = {"--granularity", "10ms", NULL};
-    if (qk_server_start(&srv, db, args)) return -1;
+    if (tk_server_start(&srv, db, 0, args)) return -1;
     int rc = stream_run(srv.port);
     if (!rc) rc = stream_long_run(srv.port);
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     if (rc) {
         fprintf(stderr, "the crafted run was not stored\n");
         return -1;
     }
     /* a fresh server: its RSS is that of a server that has ingested nothing */
-    return qk_server_start(&srv, db, NULL);
+    return tk_server_start(&srv, db, 0, NULL);
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -f '%s' '%s'-*", db, db);
     return system(cmd) == 0 ? 0 : -1;
@@ -175,9 +175,9 @@ static void *fetch(void *data)
     answer *a = data;
     char req[1024];
     snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", a->target);
-    char *text = qk_exchange(srv.port, req, strlen(req), 120000);
-    a->status = text ? qk_status(text) : -1;
-    const char *body = text ? qk_body(text) : NULL;
+    char *text = tk_exchange(srv.port, req, strlen(req), 120000);
+    a->status = text ? tk_http_status(text) : -1;
+    const char *body = text ? tk_http_body(text) : NULL;
     if (body) {
         a->len = strlen(body);
         a->body = strdup(body);

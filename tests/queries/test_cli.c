@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,18 +16,18 @@
 #include <jansson.h>
 
 #include "fixture.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 
 static char db[512], cli[512], url[64];
-static qk_server srv;
+static tk_server srv;
 
 static int setup(void **state)
 {
     (void)state;
     fx_tmp_path(db, sizeof db, "cli.db");
     if (fx_build(db)) return -1;
-    qk_bin(cli, sizeof cli, "heapstore");
-    if (qk_server_start(&srv, db, NULL)) return -1;
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
+    if (tk_server_start(&srv, db, 0, NULL)) return -1;
     snprintf(url, sizeof url, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
     return 0;
 }
@@ -34,14 +35,14 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -f '%s'*", db);
     return system(cmd) == 0 ? 0 : -1;
 }
 
 /* Runs `heapstore ARGS… --db DB` (direct) or with HEAPSTORE_URL (via the server). */
-static void run(qk_out *o, int via_server, const char *const *args)
+static void run(tk_out *o, int via_server, const char *const *args)
 {
     const char *argv[32] = {cli};
     int n = 1;
@@ -52,35 +53,35 @@ static void run(qk_out *o, int via_server, const char *const *args)
     }
     argv[n] = NULL;
     const char *env[] = {via_server ? url : "HEAPSTORE_URL=", NULL};
-    assert_int_equal(qk_run(o, argv, env), 0);
+    assert_int_equal(tk_run(o, argv, env, TK_PRELOAD_NONE, 0), 0);
 }
 
 static void test_tables(void **state)
 {
     (void)state;
     for (int via = 0; via < 2; via++) {
-        qk_out o;
+        tk_out o;
         run(&o, via, (const char *const[]){"runs", NULL});
         assert_int_equal(o.code, 0);
         assert_non_null(strstr(o.out, "app"));
         assert_non_null(strstr(o.out, "version=1"));
-        qk_out_free(&o);
+        tk_out_free(&o);
         run(&o, via, (const char *const[]){"top", "program=app,version=1", "--at", "peak", NULL});
         assert_int_equal(o.code, 0);
         assert_non_null(strstr(o.out, "big_alloc (app.c:50)"));
         assert_non_null(strstr(o.out, "sampling: every allocation"));
-        qk_out_free(&o);
+        tk_out_free(&o);
         run(&o, via, (const char *const[]){"leaks", "1", NULL});
         assert_int_equal(o.code, 0);
         char *grow = strstr(o.out, "growing");
         assert_non_null(grow);
         assert_non_null(strstr(grow, "leak_site"));
-        qk_out_free(&o);
+        tk_out_free(&o);
         run(&o, via, (const char *const[]){"diff", "1@end", "2@end", "--by", "site", NULL});
         assert_int_equal(o.code, 0);
         assert_non_null(strstr(o.out, "leak_site"));
         assert_non_null(strstr(o.out, "shrank"));
-        qk_out_free(&o);
+        tk_out_free(&o);
         static const char *const others[][4] = {{"history", "1", "--top", "3"},
                                                 {"sizes", "latest", NULL, NULL},
                                                 {"flame", "1", NULL, NULL},
@@ -91,7 +92,7 @@ static void test_tables(void **state)
             if (o.code) fprintf(stderr, "%s: %s\n", others[i][0], o.err);
             assert_int_equal(o.code, 0);
             assert_true(strlen(o.out) > 10);
-            qk_out_free(&o);
+            tk_out_free(&o);
         }
     }
 }
@@ -101,7 +102,7 @@ static void test_json_same_both_ways(void **state)
 {
     (void)state;
     const char *const args[] = {"top", "1", "--at", "1.5", "--by", "function", "--json", NULL};
-    qk_out d, s;
+    tk_out d, s;
     run(&d, 0, args);
     run(&s, 1, args);
     assert_int_equal(d.code, 0);
@@ -114,8 +115,8 @@ static void test_json_same_both_ways(void **state)
     assert_int_equal(json_integer_value(json_object_get(jd, "total_bytes")), 5000 + 15000);
     json_decref(jd);
     json_decref(js);
-    qk_out_free(&d);
-    qk_out_free(&s);
+    tk_out_free(&d);
+    tk_out_free(&s);
 }
 
 /* One renderer for both modes: direct mode prints the core's typed result,
@@ -172,7 +173,7 @@ static void test_same_output_both_ways(void **state)
         {"export", "42", "--at", "x", "-o", "-"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        qk_out d, s;
+        tk_out d, s;
         run(&d, 0, cases[i]);
         run(&s, 1, cases[i]);
         if (strcmp(d.out, s.out) || strcmp(d.err, s.err) || d.code != s.code)
@@ -181,8 +182,8 @@ static void test_same_output_both_ways(void **state)
         assert_int_equal(d.code, s.code);
         assert_string_equal(d.out, s.out);
         assert_string_equal(d.err, s.err);
-        qk_out_free(&d);
-        qk_out_free(&s);
+        tk_out_free(&d);
+        tk_out_free(&s);
     }
 }
 
@@ -214,7 +215,7 @@ static void test_bad_input(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         for (int via = 0; via < 2; via++) {
-            qk_out o;
+            tk_out o;
             run(&o, via, cases[i].args);
             if (o.code != cases[i].code || !strstr(o.err, cases[i].msg))
                 fprintf(stderr, "case %zu (%s): code %d, stderr: %s\n", i,
@@ -222,30 +223,32 @@ static void test_bad_input(void **state)
             assert_int_equal(o.code, cases[i].code);
             assert_non_null(strstr(o.err, cases[i].msg));
             assert_non_null(strstr(o.err, "heapstore "));
-            qk_out_free(&o);
+            tk_out_free(&o);
         }
     }
     /* a database that is not there */
     const char *argv[] = {cli, "runs", "--db", "/nonexistent/x.db", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    tk_out o;
+    assert_int_equal(
+        tk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 1);
     assert_non_null(strstr(o.err, "cannot open"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     /* a server that is not there */
     const char *argv2[] = {cli, "runs", NULL};
-    assert_int_equal(qk_run(&o, argv2, (const char *const[]){"HEAPSTORE_URL=127.0.0.1:1", NULL}),
+    assert_int_equal(tk_run(&o, argv2, (const char *const[]){"HEAPSTORE_URL=127.0.0.1:1", NULL},
+                            TK_PRELOAD_NONE, 0),
                      0);
     assert_int_equal(o.code, 1);
     assert_non_null(strstr(o.err, "cannot connect"));
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 /* flame's collapsed lines add up to the state's total, line by line. */
 static void test_flame_collapsed(void **state)
 {
     (void)state;
-    qk_out o;
+    tk_out o;
     run(&o, 1, (const char *const[]){"flame", "1", "--at", "peak", NULL});
     assert_int_equal(o.code, 0);
     long long total = 0;
@@ -256,7 +259,7 @@ static void test_flame_collapsed(void **state)
         l = nl + 1;
     }
     assert_int_equal(total, FX_PEAK_BYTES);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 static void test_pprof_with_go(void **state)
@@ -264,12 +267,12 @@ static void test_pprof_with_go(void **state)
     (void)state;
     char file[600];
     snprintf(file, sizeof file, "%s.pb.gz", db);
-    qk_out o;
+    tk_out o;
     run(&o, 0,
         (const char *const[]){"export", "1", "--at", "peak", "--format", "pprof", "-o", file,
                               NULL});
     assert_int_equal(o.code, 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
     if (system("command -v go >/dev/null 2>&1") != 0) {
         fprintf(stderr, "test_pprof_with_go: 'go' is not installed (Debian: golang-go); skipped\n");
         skip();
@@ -278,7 +281,9 @@ static void test_pprof_with_go(void **state)
     snprintf(home, sizeof home, "HOME=%s.home", db);
     const char *argv[] = {"/bin/sh", "-c",
                           "exec go tool pprof -top -sample_index=inuse_space \"$0\"", file, NULL};
-    assert_int_equal(qk_run(&o, argv, (const char *const[]){home, "PPROF_TMPDIR=/tmp", NULL}), 0);
+    assert_int_equal(tk_run(&o, argv, (const char *const[]){home, "PPROF_TMPDIR=/tmp", NULL},
+                            TK_PRELOAD_NONE, 0),
+                     0);
     if (o.code) fprintf(stderr, "go tool pprof: %s\n%s\n", o.out, o.err);
     assert_int_equal(o.code, 0);
     /* the same top entries as `heapstore top` by function: big_alloc first */
@@ -288,14 +293,14 @@ static void test_pprof_with_go(void **state)
     assert_true(big < leak);
     assert_non_null(strstr(o.out, "inuse_space"));
     assert_non_null(strstr(o.out, "Total samples = 114.55kB")); /* 117300 B */
-    qk_out_free(&o);
+    tk_out_free(&o);
     /* alloc_space: every allocation up to the peak, from the raw events */
     const char *argv2[] = {"/bin/sh", "-c",
                            "exec go tool pprof -top -sample_index=alloc_space \"$0\"", file, NULL};
-    assert_int_equal(qk_run(&o, argv2, (const char *const[]){home, NULL}), 0);
+    assert_int_equal(tk_run(&o, argv2, (const char *const[]){home, NULL}, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "tmp_alloc"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     unlink(file);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -rf '%s.home'", db);

@@ -31,6 +31,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +42,13 @@
 
 #include "fixture.h"
 #include "hs_testkit.h"
-#include "qkit.h"
 
 #define RUNS    5
 #define MIB     1048576.0
 #define DEFAULT 524288.0
 
 static char db[512], cli[512], url[64], wl[512], junit[600];
-static qk_server srv;
+static tk_server srv;
 
 static const char *const env[] = {url,
                                   "HEAPSTORE_SAMPLE_BYTES=", "HEAPSTORE_ALLOC_WRAPPERS=", NULL};
@@ -59,11 +59,11 @@ static void run_version(const char *version, const char *b_kib, const char *d_ki
     snprintf(lab, sizeof lab, "version=%s", version);
     const char *argv[] = {cli,   "run",  "--label", lab, "--",  wl,  "8192",
                           b_kib, "4096", "10",      "5", d_kib, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, env), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
     assert_int_equal(o.code, 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 static int setup(void **state)
@@ -71,10 +71,11 @@ static int setup(void **state)
     (void)state;
     fx_tmp_path(db, sizeof db, "gdiff.db");
     snprintf(junit, sizeof junit, "%s.junit.xml", db);
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *b = getenv("HS_BUILD_DIR");
     snprintf(wl, sizeof wl, "%s/tests/wl_versions", b ? b : ".");
-    if (qk_server_start(&srv, db, (const char *const[]){"--granularity", "10ms", NULL})) return -1;
+    if (tk_server_start(&srv, db, 0, (const char *const[]){"--granularity", "10ms", NULL}))
+        return -1;
     snprintf(url, sizeof url, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
     for (int i = 0; i < RUNS; i++) {
         run_version("1", "8192", "0");
@@ -88,7 +89,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     char cmd[700];
     snprintf(cmd, sizeof cmd, "rm -f '%s'*", db);
     return system(cmd) == 0 ? 0 : -1;
@@ -102,13 +103,13 @@ static json_t *cli_run(const char *const *args, const char *const *e, int *code,
     int n = 1;
     while (args[n - 1]) argv[n] = args[n - 1], n++;
     argv[n] = NULL;
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, e), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, e, TK_PRELOAD_NONE, 0), 0);
     *code = o.code;
     json_t *j = o.out[0] == '{' ? json_loads(o.out, 0, NULL) : NULL;
     if (out) *out = strdup(o.out);
     if (o.code > 1) fprintf(stderr, "heapstore: %s\n", o.err);
-    qk_out_free(&o);
+    tk_out_free(&o);
     return j;
 }
 
@@ -356,8 +357,8 @@ static void test_junit(void **state)
                      "print(len(cases), len(fails), r.get('failures'))\n"
                      "print(fails[0].get('message'))\n";
     const char *argv[] = {"/usr/bin/python3", "-c", py, junit, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, NULL), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, NULL, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "python3: %s\n", o.err);
     assert_int_equal(o.code, 0);
     int nc = 0, nf = 0, attr = 0;
@@ -366,7 +367,7 @@ static void test_junit(void **state)
     assert_int_equal(nf, 1);
     assert_int_equal(attr, 1);
     assert_non_null(strstr(o.out, "grow_b"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     /* no answer (no such runs): exit 2, and a report with the error */
     json_decref(cli_run(
         (const char *const[]){"check", "version=9", "--max-peak", "1MiB", "--junit", junit, NULL},
@@ -376,10 +377,10 @@ static void test_junit(void **state)
                       "r = E.parse(sys.argv[1]).getroot()\n"
                       "print(len(r.findall('.//testcase/error')))\n";
     const char *argv2[] = {"/usr/bin/python3", "-c", py2, junit, NULL};
-    assert_int_equal(qk_run(&o, argv2, NULL), 0);
+    assert_int_equal(tk_run(&o, argv2, NULL, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     assert_int_equal(atoi(o.out), 1);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 /* A run sampled at DEFAULT without exact totals: NBLOCK blocks of BLOCK
@@ -452,9 +453,9 @@ static char *http_get(const char *target, int *status)
 {
     char req[2048];
     snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", target);
-    char *ans = qk_exchange(srv.port, req, strlen(req), 10000);
+    char *ans = tk_exchange(srv.port, req, strlen(req), 10000);
     assert_non_null(ans);
-    *status = qk_status(ans);
+    *status = tk_http_status(ans);
     return ans;
 }
 
@@ -465,7 +466,7 @@ static void test_api(void **state)
     /* two runs: the two-run answer, as before */
     char *ans = http_get("/api/diff?a=version=1,latest&b=version=2,latest&by=function", &st);
     assert_int_equal(st, 200);
-    json_t *j = json_loads(qk_body(ans), 0, NULL);
+    json_t *j = json_loads(tk_http_body(ans), 0, NULL);
     assert_non_null(j);
     assert_null(json_object_get(j, "group"));
     assert_non_null(json_object_get(json_object_get(j, "a"), "run"));
@@ -474,7 +475,7 @@ static void test_api(void **state)
     /* an id range is a group */
     ans = http_get("/api/diff?a=id=1..6&b=id=7..15&by=site", &st);
     assert_int_equal(st, 200);
-    j = json_loads(qk_body(ans), 0, NULL);
+    j = json_loads(tk_http_body(ans), 0, NULL);
     assert_true(json_is_true(json_object_get(j, "group")));
     assert_int_equal(json_array_size(json_object_get(json_object_get(j, "b"), "runs")), 9);
     json_decref(j);
@@ -489,7 +490,7 @@ static void test_api(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         ans = http_get(bad[i], &st);
         assert_int_equal(st, 400);
-        j = json_loads(qk_body(ans), 0, NULL);
+        j = json_loads(tk_http_body(ans), 0, NULL);
         assert_non_null(json_object_get(json_object_get(j, "error"), "message"));
         json_decref(j);
         free(ans);

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,10 @@
 #include <jansson.h>
 
 #include "fixture.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 
 static char db[512], web[512];
-static qk_server srv, tsrv;
+static tk_server srv, tsrv;
 
 static void write_file(const char *dir, const char *name, const char *text)
 {
@@ -45,24 +46,24 @@ static int setup(void **state)
     char db2[600];
     snprintf(db2, sizeof db2, "%s.token.db", db);
     if (fx_build(db2)) return -1;
-    if (qk_server_start(&srv, db, a1)) return -1;
-    if (qk_server_start(&tsrv, db2, a2)) return -1;
+    if (tk_server_start(&srv, db, 0, a1)) return -1;
+    if (tk_server_start(&tsrv, db2, 0, a2)) return -1;
     return 0;
 }
 
 static int teardown(void **state)
 {
     (void)state;
-    qk_server_stop(&srv);
-    qk_server_stop(&tsrv);
+    tk_server_stop(&srv, SIGTERM);
+    tk_server_stop(&tsrv, SIGTERM);
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'* ", web, db);
     return system(cmd) == 0 ? 0 : -1;
 }
 
-static char *req(qk_server *s, const char *text)
+static char *req(tk_server *s, const char *text)
 {
-    char *a = qk_exchange(s->port, text, strlen(text), 10000);
+    char *a = tk_exchange(s->port, text, strlen(text), 10000);
     assert_non_null(a);
     return a;
 }
@@ -70,7 +71,7 @@ static char *req(qk_server *s, const char *text)
 static json_t *body_json(const char *a)
 {
     json_error_t e;
-    json_t *j = json_loads(qk_body(a), 0, &e);
+    json_t *j = json_loads(tk_http_body(a), 0, &e);
     assert_non_null(j);
     return j;
 }
@@ -78,8 +79,8 @@ static json_t *body_json(const char *a)
 static void check_error(const char *a, int status, const char *code)
 {
     char ct[128];
-    assert_int_equal(qk_status(a), status);
-    assert_true(qk_header(a, "Content-Type", ct, sizeof ct));
+    assert_int_equal(tk_http_status(a), status);
+    assert_true(tk_http_header(a, "Content-Type", ct, sizeof ct));
     assert_string_equal(ct, "application/json");
     json_t *j = body_json(a);
     json_t *e = json_object_get(j, "error");
@@ -93,8 +94,8 @@ static void test_api_answers(void **state)
     (void)state;
     char *a = req(&srv, "GET /api/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
     char h[256];
-    assert_int_equal(qk_status(a), 200);
-    assert_true(qk_header(a, "Cache-Control", h, sizeof h));
+    assert_int_equal(tk_http_status(a), 200);
+    assert_true(tk_http_header(a, "Cache-Control", h, sizeof h));
     assert_string_equal(h, "no-store");
     json_t *j = body_json(a);
     assert_true(json_is_true(json_object_get(j, "ok")));
@@ -103,16 +104,16 @@ static void test_api_answers(void **state)
 
     a = req(&srv, "GET /api/runs/program=app,version=1/top?at=peak HTTP/1.1\r\nConnection: "
                   "close\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
+    assert_int_equal(tk_http_status(a), 200);
     j = body_json(a);
     assert_int_equal(json_integer_value(json_object_get(j, "total_bytes")), FX_PEAK_BYTES);
     json_decref(j);
     free(a);
 
     a = req(&srv, "GET /api/runs/1/export?format=collapsed HTTP/1.1\r\nConnection: close\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
-    assert_true(qk_header(a, "Content-Disposition", h, sizeof h));
-    assert_non_null(strstr(qk_body(a), "main;big_alloc 100000\n"));
+    assert_int_equal(tk_http_status(a), 200);
+    assert_true(tk_http_header(a, "Content-Disposition", h, sizeof h));
+    assert_non_null(strstr(tk_http_body(a), "main;big_alloc 100000\n"));
     free(a);
 
     const char sql[] = "{\"sql\": \"SELECT count(*) FROM runs\"}";
@@ -122,12 +123,12 @@ static void test_api_answers(void **state)
              "%zu\r\nConnection: close\r\n\r\n%s",
              strlen(sql), sql);
     a = req(&srv, r);
-    assert_int_equal(qk_status(a), 200);
-    assert_non_null(strstr(qk_body(a), "\"rows\":[[2]]"));
+    assert_int_equal(tk_http_status(a), 200);
+    assert_non_null(strstr(tk_http_body(a), "\"rows\":[[2]]"));
     free(a);
     a = req(&srv, "HEAD /api/health HTTP/1.1\r\nConnection: close\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
-    assert_string_equal(qk_body(a), ""); /* headers only */
+    assert_int_equal(tk_http_status(a), 200);
+    assert_string_equal(tk_http_body(a), ""); /* headers only */
     free(a);
 }
 
@@ -160,7 +161,7 @@ static void test_api_errors(void **state)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *a = req(&srv, cases[i].req);
-        if (qk_status(a) != cases[i].status) fprintf(stderr, "case %zu: %s\n", i, a);
+        if (tk_http_status(a) != cases[i].status) fprintf(stderr, "case %zu: %s\n", i, a);
         check_error(a, cases[i].status, cases[i].code);
         free(a);
     }
@@ -170,7 +171,7 @@ static void test_api_errors(void **state)
     strcpy(big, "GET /api/health HTTP/1.1\r\nX-Pad: ");
     memset(big + strlen(big), 'a', n);
     big[n] = '\0';
-    char *a = qk_exchange(srv.port, big, strlen(big), 10000);
+    char *a = tk_exchange(srv.port, big, strlen(big), 10000);
     check_error(a, 431, "too_large");
     free(a);
     free(big);
@@ -178,7 +179,7 @@ static void test_api_errors(void **state)
     big = malloc(bn + 200);
     int hl = snprintf(big, 200, "POST /api/sql HTTP/1.1\r\nContent-Length: %zu\r\n\r\n", bn);
     memset(big + hl, ' ', bn);
-    a = qk_exchange(srv.port, big, (size_t)hl + bn, 10000);
+    a = tk_exchange(srv.port, big, (size_t)hl + bn, 10000);
     check_error(a, 413, "too_large");
     free(a);
     free(big);
@@ -200,7 +201,7 @@ static void test_keepalive_pipelining(void **state)
     free(a);
     /* HTTP/1.0 closes by default */
     a = req(&srv, "GET /api/health HTTP/1.0\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
+    assert_int_equal(tk_http_status(a), 200);
     assert_non_null(strstr(a, "Connection: close"));
     free(a);
 }
@@ -210,31 +211,31 @@ static void test_static_files(void **state)
     (void)state;
     char h[256];
     char *a = req(&srv, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
-    assert_true(qk_header(a, "Content-Type", h, sizeof h));
+    assert_int_equal(tk_http_status(a), 200);
+    assert_true(tk_http_header(a, "Content-Type", h, sizeof h));
     assert_string_equal(h, "text/html; charset=utf-8");
-    assert_true(qk_header(a, "Cache-Control", h, sizeof h));
+    assert_true(tk_http_header(a, "Cache-Control", h, sizeof h));
     assert_string_equal(h, "no-cache");
-    assert_non_null(strstr(qk_body(a), "<title>heapstore</title>"));
+    assert_non_null(strstr(tk_http_body(a), "<title>heapstore</title>"));
     char etag[128];
-    assert_true(qk_header(a, "ETag", etag, sizeof etag));
+    assert_true(tk_http_header(a, "ETag", etag, sizeof etag));
     free(a);
     char r[512];
     snprintf(r, sizeof r,
              "GET /index.html HTTP/1.1\r\nIf-None-Match: %s\r\nConnection: close\r\n\r\n", etag);
     a = req(&srv, r);
-    assert_int_equal(qk_status(a), 304);
+    assert_int_equal(tk_http_status(a), 304);
     free(a);
     a = req(&srv, "GET /app.js HTTP/1.1\r\nConnection: close\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
-    assert_true(qk_header(a, "Content-Type", h, sizeof h));
+    assert_int_equal(tk_http_status(a), 200);
+    assert_true(tk_http_header(a, "Content-Type", h, sizeof h));
     assert_string_equal(h, "text/javascript; charset=utf-8");
-    assert_true(qk_header(a, "Cache-Control", h, sizeof h));
+    assert_true(tk_http_header(a, "Cache-Control", h, sizeof h));
     assert_non_null(strstr(h, "max-age="));
     free(a);
     a = req(&srv, "GET /runs/3 HTTP/1.1\r\nConnection: close\r\n\r\n"); /* a page route */
-    assert_int_equal(qk_status(a), 200);
-    assert_non_null(strstr(qk_body(a), "<title>heapstore</title>"));
+    assert_int_equal(tk_http_status(a), 200);
+    assert_non_null(strstr(tk_http_body(a), "<title>heapstore</title>"));
     free(a);
     a = req(&srv, "GET /missing.css HTTP/1.1\r\nConnection: close\r\n\r\n");
     check_error(a, 404, "not_found");
@@ -244,7 +245,7 @@ static void test_static_files(void **state)
     for (size_t i = 0; i < 4; i++) {
         snprintf(r, sizeof r, "GET %s HTTP/1.1\r\nConnection: close\r\n\r\n", escapes[i]);
         a = req(&srv, r);
-        assert_true(qk_status(a) == 400 || qk_status(a) == 404);
+        assert_true(tk_http_status(a) == 400 || tk_http_status(a) == 404);
         assert_null(strstr(a, "root:"));
         free(a);
     }
@@ -262,10 +263,10 @@ static void test_token(void **state)
     free(a);
     a = req(&tsrv, "GET /api/runs HTTP/1.1\r\nAuthorization: Bearer s3cret\r\nConnection: "
                    "close\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
+    assert_int_equal(tk_http_status(a), 200);
     free(a);
     a = req(&tsrv, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n"); /* the page loads without */
-    assert_int_equal(qk_status(a), 200);
+    assert_int_equal(tk_http_status(a), 200);
     free(a);
 }
 
@@ -277,8 +278,8 @@ static void *client_thread(void *arg)
         const char *r = i % 2
                             ? "GET /api/runs/1/flame?at=peak HTTP/1.1\r\nConnection: close\r\n\r\n"
                             : "GET /api/runs/2/leaks HTTP/1.1\r\nConnection: close\r\n\r\n";
-        char *a = qk_exchange(srv.port, r, strlen(r), 20000);
-        if (a && qk_status(a) == 200) ok++;
+        char *a = tk_exchange(srv.port, r, strlen(r), 20000);
+        if (a && tk_http_status(a) == 200) ok++;
         free(a);
     }
     return (void *)ok;
@@ -297,12 +298,12 @@ static void test_concurrent(void **state)
     }
     assert_int_equal(total, 12 * 25);
     /* a client that goes away mid-request does not hurt the server */
-    int fd = qk_connect(srv.port);
+    int fd = tk_connect(srv.port);
     const char *half = "GET /api/runs/1/top HTTP/1.1\r\nHost";
     assert_true(write(fd, half, strlen(half)) > 0);
     close(fd);
     char *a = req(&srv, "GET /api/health HTTP/1.1\r\nConnection: close\r\n\r\n");
-    assert_int_equal(qk_status(a), 200);
+    assert_int_equal(tk_http_status(a), 200);
     free(a);
 }
 

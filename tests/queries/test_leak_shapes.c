@@ -23,6 +23,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
 #include <jansson.h>
 
 #include "fixture.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 
 #define ROUNDS   "60"
 #define ROUND_MS "40"
@@ -40,17 +41,18 @@
 #define DEFAULT  524288.0
 
 static char db[512], cli[512], url[64], wl_c[512], wl_py[512];
-static qk_server srv;
+static tk_server srv;
 
 static int setup(void **state)
 {
     (void)state;
     fx_tmp_path(db, sizeof db, "leak-shapes.db");
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *b = getenv("HS_BUILD_DIR"), *s = getenv("HS_SOURCE_DIR");
     snprintf(wl_c, sizeof wl_c, "%s/tests/wl_leaks", b ? b : ".");
     snprintf(wl_py, sizeof wl_py, "%s/tests/queries/leaks/wl_leaks.py", s ? s : ".");
-    if (qk_server_start(&srv, db, (const char *const[]){"--granularity", "100ms", NULL})) return -1;
+    if (tk_server_start(&srv, db, 0, (const char *const[]){"--granularity", "100ms", NULL}))
+        return -1;
     snprintf(url, sizeof url, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
     return 0;
 }
@@ -58,7 +60,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -f '%s'*", db);
     return system(cmd) == 0 ? 0 : -1;
@@ -85,15 +87,15 @@ static truth run_prog(const char *label, const char *sample, const char *interp,
     if (interp) argv[n++] = interp;
     argv[n++] = prog, argv[n++] = ROUNDS, argv[n++] = ROUND_MS, argv[n++] = scale;
     argv[n] = NULL;
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, env), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
     assert_int_equal(o.code, 0);
     truth t = {0};
     const char *p = strstr(o.out, "truth ");
     assert_non_null(p);
     assert_int_equal(sscanf(p, "truth %lld %lld", &t.a, &t.b), 2);
-    qk_out_free(&o);
+    tk_out_free(&o);
     return t;
 }
 
@@ -102,13 +104,13 @@ static json_t *leaks_of(const char *label)
     char sel[64];
     snprintf(sel, sizeof sel, "prog=%s", label);
     const char *argv[] = {cli, "leaks", sel, "--limit", "100", "--json", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, env), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore leaks: %s\n", o.err);
     assert_int_equal(o.code, 0);
     json_error_t e;
     json_t *j = json_loads(o.out, 0, &e);
-    qk_out_free(&o);
+    tk_out_free(&o);
     assert_non_null(j);
     return j;
 }

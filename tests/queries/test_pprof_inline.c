@@ -21,14 +21,15 @@
 #include <cmocka.h>
 
 #include "fixture.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 
 static char db[512], pb[512], cli[512], wl[512];
 
 static char *run_ok(const char *const *argv)
 {
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    tk_out o;
+    assert_int_equal(
+        tk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "%s: %s\n%s\n", argv[1], o.out, o.err);
     assert_int_equal(o.code, 0);
     free(o.err);
@@ -40,7 +41,7 @@ static int setup(void **state)
     (void)state;
     fx_tmp_path(db, sizeof db, "inline.db");
     fx_tmp_path(pb, sizeof pb, "inline.pb.gz");
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *b = getenv("HS_BUILD_DIR");
     snprintf(wl, sizeof wl, "%s/tests/wl_inline", b ? b : ".");
     return 0;

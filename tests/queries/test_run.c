@@ -18,7 +18,7 @@
 #include <jansson.h>
 
 #include "fixture.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 
 #define ROUNDS   20
 #define ROUND_MS "50"
@@ -34,8 +34,8 @@ static int setup(void **state)
 {
     (void)state;
     fx_tmp_path(db, sizeof db, "run.db");
-    qk_bin(cli, sizeof cli, "heapstore");
-    qk_bin(example, sizeof example, "hs-example");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
+    snprintf(example, sizeof example, "%s", tk_build_path("bin/hs-example"));
     return 0;
 }
 
@@ -56,22 +56,22 @@ static json_t *cli_json(const char *const *args)
     argv[n++] = db;
     argv[n++] = "--json";
     argv[n] = NULL;
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore %s: %s\n", args[0], o.err);
     assert_int_equal(o.code, 0);
     json_error_t e;
     json_t *j = json_loads(o.out, 0, &e);
     assert_non_null(j);
-    qk_out_free(&o);
+    tk_out_free(&o);
     return j;
 }
 
-static void profile(const char *label, const char *extra, qk_out *o)
+static void profile(const char *label, const char *extra, tk_out *o)
 {
     const char *argv[] = {cli,  "run",   "--sample", "1",  "--db",       db,       "--label", label,
                           "--", example, "--rounds", "20", "--round-ms", ROUND_MS, extra,     NULL};
-    assert_int_equal(qk_run(o, argv, noenv), 0);
+    assert_int_equal(tk_run(o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     if (o->code) fprintf(stderr, "heapstore run: %s\n%s\n", o->out, o->err);
 }
 
@@ -100,14 +100,14 @@ static int64_t row_bytes(const json_t *top, const char *name)
 static void test_leaky_run(void **state)
 {
     (void)state;
-    qk_out o;
+    tk_out o;
     profile("version=leaky", NULL, &o);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "hs-example: 20 rounds")); /* the program's own stdout */
     assert_non_null(strstr(o.err, "peak heap"));
     assert_non_null(strstr(o.err, "likely leaks"));
     assert_non_null(strstr(o.err, "leaky_cache_add"));
-    qk_out_free(&o);
+    tk_out_free(&o);
 
     json_t *runs = cli_json((const char *const[]){"runs", NULL});
     json_t *run = json_array_get(json_object_get(runs, "runs"), 0);
@@ -166,10 +166,10 @@ static void test_leaky_run(void **state)
 static void test_fixed_run_and_diff(void **state)
 {
     (void)state;
-    qk_out o;
+    tk_out o;
     profile("version=fixed", "--no-leak", &o);
     assert_int_equal(o.code, 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
     json_t *d = cli_json((const char *const[]){"diff", "version=leaky@end", "version=fixed@end",
                                                "--by", "site", NULL});
     json_t *r0 = json_array_get(json_object_get(d, "rows"), 0);
@@ -186,8 +186,8 @@ static void test_collapsed_and_pprof(void **state)
 {
     (void)state;
     const char *argv[] = {cli, "flame", "version=leaky", "--at", "end", "--db", db, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     long long total = 0;
     for (char *l = o.out; *l;) {
@@ -196,7 +196,7 @@ static void test_collapsed_and_pprof(void **state)
         total += atoll(strrchr(l, ' ') + 1);
         l = nl + 1;
     }
-    qk_out_free(&o);
+    tk_out_free(&o);
     json_t *top = cli_json((const char *const[]){"top", "version=leaky", "--at", "end", NULL});
     assert_int_equal(total, json_integer_value(json_object_get(top, "total_bytes")));
     json_decref(top);
@@ -205,9 +205,9 @@ static void test_collapsed_and_pprof(void **state)
     snprintf(file, sizeof file, "%s.pb.gz", db);
     const char *ex[] = {cli,  "export", "version=leaky", "--at", "end", "--format", "pprof",
                         "-o", file,     "--db",          db,     NULL};
-    assert_int_equal(qk_run(&o, ex, noenv), 0);
+    assert_int_equal(tk_run(&o, ex, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
     if (system("command -v go >/dev/null 2>&1") != 0) {
         fprintf(stderr, "go is not installed (Debian: golang-go): pprof check skipped\n");
         return;
@@ -215,7 +215,7 @@ static void test_collapsed_and_pprof(void **state)
     char home[600];
     snprintf(home, sizeof home, "HOME=%s.home", db);
     const char *gp[] = {"/bin/sh", "-c", "exec go tool pprof -top \"$0\"", file, NULL};
-    assert_int_equal(qk_run(&o, gp, (const char *const[]){home, NULL}), 0);
+    assert_int_equal(tk_run(&o, gp, (const char *const[]){home, NULL}, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     char *first = strstr(o.out, "flat%");
     assert_non_null(first);
@@ -223,7 +223,7 @@ static void test_collapsed_and_pprof(void **state)
     char *leak = strstr(first, "leaky_cache_add"), *config = strstr(first, "load_config");
     assert_non_null(leak);
     assert_true(!config || leak < config);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 static void test_exit_codes(void **state)
@@ -232,20 +232,20 @@ static void test_exit_codes(void **state)
     /* hs-example answers a bad option with exit code 2 (a program of this
      * build, so that an ASan build's collector loads into it too) */
     const char *argv[] = {cli, "run", "--db", db, "--", example, "--bogus", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 2);
     assert_non_null(strstr(o.err, "usage: hs-example"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     const char *missing[] = {cli, "run", "--db", db, "--", "/nonexistent/program", NULL};
-    assert_int_equal(qk_run(&o, missing, noenv), 0);
+    assert_int_equal(tk_run(&o, missing, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 127);
     assert_non_null(strstr(o.err, "cannot run /nonexistent/program"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     const char *usage[] = {cli, "run", "--db", db, NULL};
-    assert_int_equal(qk_run(&o, usage, noenv), 0);
+    assert_int_equal(tk_run(&o, usage, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 2);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 /* `heapstore run` gives the program its run id and follows exec: here a
@@ -271,15 +271,15 @@ static void test_run_follows_exec(void **state)
         "--round-ms " ROUND_MS,
         example,
         NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
     assert_int_equal(o.code, 0);
     const char *h = strstr(o.err, "heapstore: run ");
     assert_non_null(h);
     long shown = strtol(h + 15, NULL, 10);
     assert_true(shown > 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
 
     json_t *runs = cli_json((const char *const[]){"runs", "--label", "version=exec", NULL});
     json_t *r, *mine = NULL, *parent = NULL;

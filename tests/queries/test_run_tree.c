@@ -21,7 +21,7 @@
 #include "fixture.h"
 #include "hs_core.h"
 #include "hs_error.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 
 #define KIB 1024
 #define MIB (1024 * KIB)
@@ -33,7 +33,7 @@ static int setup(void **state)
 {
     (void)state;
     fx_tmp_path(db, sizeof db, "tree.db");
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     snprintf(tree, sizeof tree, "%s/tests/wl_tree", getenv("HS_BUILD_DIR"));
     return 0;
 }
@@ -50,12 +50,12 @@ static int teardown(void **state)
 static json_t *all_runs(void)
 {
     const char *argv[] = {cli, "runs", "--limit", "1000", "--db", db, "--json", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     json_t *j = json_loads(o.out, 0, NULL);
     assert_non_null(j);
-    qk_out_free(&o);
+    tk_out_free(&o);
     return j;
 }
 
@@ -210,8 +210,8 @@ static void test_runs_folds_trees(void **state)
     }
     assert_true(members == 5 && roots < n);
     const char *argv[] = {cli, "runs", "--limit", "1000", "--db", db, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     fprintf(stderr, "%s", o.out);
     assert_int_equal(o.code, 0);
     char row[96], foot[96];
@@ -220,14 +220,14 @@ static void test_runs_folds_trees(void **state)
     snprintf(foot, sizeof foot, "%zu more runs folded into their process tree's first", n - roots);
     assert_non_null(strstr(o.out, foot));
     assert_int_equal(count_lines(o.out), 1 + roots + 1); /* header, roots, the note */
-    qk_out_free(&o);
+    tk_out_free(&o);
     tree_filters(runs, root, members);
     const char *all[] = {cli, "runs", "--limit", "1000", "--db", db, "--all", NULL};
-    assert_int_equal(qk_run(&o, all, noenv), 0);
+    assert_int_equal(tk_run(&o, all, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     assert_null(strstr(o.out, "folded"));
     assert_int_equal(count_lines(o.out), 1 + n);
-    qk_out_free(&o);
+    tk_out_free(&o);
     json_decref(runs);
 }
 
@@ -236,8 +236,8 @@ static void test_tree_summary(void **state)
     (void)state;
     const char *argv[] = {cli,       "run",    "--sample", "1",  "--db", db,
                           "--label", "t=tree", "--",       tree, "root", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     fprintf(stderr, "%s", o.err);
     assert_int_equal(o.code, 3); /* the root's exit code */
 
@@ -301,7 +301,7 @@ static void test_tree_summary(void **state)
     snprintf(dig, sizeof dig, "heapstore leaks %lld ", (long long)num(big, "id"));
     assert_non_null(strstr(d, dig));
     json_decref(runs);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 /* Only the last image allocated (at a rate that samples nothing of the
@@ -313,8 +313,8 @@ static void test_one_allocating_process(void **state)
         cli,  "run", "--sample", "1000000000", "--db",
         db,   "--",  "/bin/sh",  "-c",         "/bin/true; /bin/true; exec \"$0\" big",
         tree, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     fprintf(stderr, "%s", o.err);
     assert_int_equal(o.code, 0);
     /* the single-process header, of the program the shell became */
@@ -326,7 +326,7 @@ static void test_one_allocating_process(void **state)
                 !strncmp(strstr(o.err, "heapstore: run "), "heapstore: run ", 15));
     const char *also = strstr(o.err, "  also         3 processes without samples: true×2, ");
     assert_non_null(also);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 int main(void)

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,27 +30,28 @@
 #include <jansson.h>
 
 #include "fixture.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 
 #define ROUNDS "20"
 #define RMS    "50"
 #define NR     20
 
 static char db[512], db2[512], cli[512], url[64], wl_map[512], wl_wrap[512], app1[512], app2[512];
-static qk_server srv;
+static tk_server srv;
 
 static int setup(void **state)
 {
     (void)state;
     fx_tmp_path(db, sizeof db, "sites.db");
     fx_tmp_path(db2, sizeof db2, "sites2.db");
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *b = getenv("HS_BUILD_DIR"), *s = getenv("HS_SOURCE_DIR");
     snprintf(wl_map, sizeof wl_map, "%s/tests/wl_sites_map", b ? b : ".");
     snprintf(wl_wrap, sizeof wl_wrap, "%s/tests/wl_sites_wrap", b ? b : ".");
     snprintf(app1, sizeof app1, "%s/tests/queries/sites/app_v1.py", s ? s : ".");
     snprintf(app2, sizeof app2, "%s/tests/queries/sites/app_v2.py", s ? s : ".");
-    if (qk_server_start(&srv, db, (const char *const[]){"--granularity", "100ms", NULL})) return -1;
+    if (tk_server_start(&srv, db, 0, (const char *const[]){"--granularity", "100ms", NULL}))
+        return -1;
     snprintf(url, sizeof url, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
     return 0;
 }
@@ -57,14 +59,14 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -f '%s'* '%s'*", db, db2);
     return system(cmd) == 0 ? 0 : -1;
 }
 
 /* `heapstore ARGS…` against the server; its stdout parsed as JSON when json. */
-static json_t *cli_call(const char *const *args, int json, const char *const *env, qk_out *keep)
+static json_t *cli_call(const char *const *args, int json, const char *const *env, tk_out *keep)
 {
     const char *argv[32] = {cli};
     int n = 1;
@@ -72,8 +74,8 @@ static json_t *cli_call(const char *const *args, int json, const char *const *en
     if (json) argv[n++] = "--json";
     argv[n] = NULL;
     const char *defenv[] = {url, "HEAPSTORE_SAMPLE_BYTES=", "HEAPSTORE_ALLOC_WRAPPERS=", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, env ? env : defenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, env ? env : defenv, TK_PRELOAD_NONE, 0), 0);
     int code = o.code;
     if (code) fprintf(stderr, "heapstore %s: %s\n%s\n", args[0], o.out, o.err);
     json_t *j = NULL;
@@ -81,13 +83,13 @@ static json_t *cli_call(const char *const *args, int json, const char *const *en
         json_error_t e;
         j = json_loads(o.out, 0, &e);
     }
-    if (code || (json && !j)) qk_out_free(&o);
+    if (code || (json && !j)) tk_out_free(&o);
     assert_int_equal(code, 0);
     if (json) assert_non_null(j);
     if (keep)
         *keep = o;
     else
-        qk_out_free(&o);
+        tk_out_free(&o);
     return j;
 }
 
@@ -168,7 +170,7 @@ static void test_cxx_map(void **state)
     fprintf(stderr, "a sanitized tree: skipped\n");
     skip();
 #endif
-    qk_out o;
+    tk_out o;
     cli_call((const char *const[]){"run", "--sample", "1", "--label", "prog=map", "--", wl_map,
                                    ROUNDS, RMS, NULL},
              0, NULL, &o);
@@ -180,7 +182,7 @@ static void test_cxx_map(void **state)
     assert_non_null(strstr(top, "leak_index(int)"));
     assert_non_null(strstr(top, "leak_names(int)"));
     assert_null(strstr(top, "operator new"));
-    qk_out_free(&o);
+    tk_out_free(&o);
 
     json_t *t = cli_json((const char *const[]){"top", "prog=map", "--limit", "100", NULL});
     json_t *rows = json_object_get(t, "rows");
@@ -286,11 +288,11 @@ static void test_c_wrappers(void **state)
     /* a bad mode is a clear error */
     {
         const char *argv[] = {cli, "top", "prog=wrap", "--site", "caller", NULL};
-        qk_out o;
-        assert_int_equal(qk_run(&o, argv, (const char *const[]){url, NULL}), 0);
+        tk_out o;
+        assert_int_equal(tk_run(&o, argv, (const char *const[]){url, NULL}, TK_PRELOAD_NONE, 0), 0);
         assert_int_not_equal(o.code, 0);
         assert_non_null(strstr(o.err, "site must be user, alloc or leaf"));
-        qk_out_free(&o);
+        tk_out_free(&o);
     }
 
     /* the server's setting: a run in its own database, asked through a
@@ -298,9 +300,9 @@ static void test_c_wrappers(void **state)
     cli_call(
         (const char *const[]){"run", "--sample", "1", "--db", db2, "--", wl_wrap, "4", "1", NULL},
         0, (const char *const[]){"HEAPSTORE_URL=", NULL}, NULL);
-    qk_server s2;
+    tk_server s2;
     assert_int_equal(
-        qk_server_start(&s2, db2, (const char *const[]){"--alloc-wrappers", "pool_alloc", NULL}),
+        tk_server_start(&s2, db2, 0, (const char *const[]){"--alloc-wrappers", "pool_alloc", NULL}),
         0);
     char u2[64];
     snprintf(u2, sizeof u2, "HEAPSTORE_URL=tcp://127.0.0.1:%d", s2.port);
@@ -310,7 +312,7 @@ static void test_c_wrappers(void **state)
     within(sum_named(rows, "leak_via_pool", "self_bytes"), 4 * 10 * 5000, 0.01, "server wrappers");
     assert_int_equal(sum_named(rows, "pool_alloc", "self_bytes"), 0);
     json_decref(t);
-    qk_server_stop(&s2);
+    tk_server_stop(&s2, SIGTERM);
 }
 
 /* ---- Python ------------------------------------------------------------------ */
@@ -343,7 +345,7 @@ static void test_python(void **state)
         fprintf(stderr, "no /usr/bin/python3: skipped\n");
         skip();
     }
-    qk_out o;
+    tk_out o;
     cli_call((const char *const[]){"run", "--sample", "1", "--label", "prog=app", "--label",
                                    "version=1", "--", "/usr/bin/python3", app1, ROUNDS, RMS, NULL},
              0, NULL, &o);
@@ -354,7 +356,7 @@ static void test_python(void **state)
      * how the interpreter's own small objects rank against leak_a's varies
      * (a sanitized tree starts differently), so leak_a is checked in top. */
     assert_non_null(strstr(top, "leak_b (app_v1.py:19)"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     cli_call((const char *const[]){"run", "--sample", "1", "--label", "prog=app", "--label",
                                    "version=2", "--", "/usr/bin/python3", app2, ROUNDS, RMS, NULL},
              0, NULL, NULL);

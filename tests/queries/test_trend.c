@@ -24,6 +24,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,7 +38,7 @@
 
 #include "fixture.h"
 #include "hs_qstore.h"
-#include "qkit.h"
+#include "hs_testkit.h"
 #include "store_sqlite.h"
 
 #define KIB       1024LL
@@ -52,7 +53,7 @@
 
 static char db[512], cli[512], wl[512];
 static const char *const noenv[] = {"HEAPSTORE_URL=", "HEAPSTORE_TOKEN=", NULL};
-static qk_server srv;
+static tk_server srv;
 
 static void profile(const char *version, const char *extra)
 {
@@ -60,18 +61,18 @@ static void profile(const char *version, const char *extra)
     snprintf(label, sizeof label, "version=%s", version);
     const char *argv[] = {cli,   "run", "--sample", "1",      "--db", db,     "--label",
                           label, "--",  wl,         BASE_KIB, extra,  RUN_MS, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
     assert_int_equal(o.code, 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 static int setup(void **state)
 {
     (void)state;
     fx_tmp_path(db, sizeof db, "trend.db");
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *b = getenv("HS_BUILD_DIR");
     snprintf(wl, sizeof wl, "%s/tests/wl_trend", b ? b : ".");
     char extra[16];
@@ -84,7 +85,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     char cmd[1200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'*", db);
     return system(cmd) == 0 ? 0 : -1;
@@ -103,14 +104,14 @@ static json_t *cli_json_at(const char *url, const char *token, const char *const
     snprintf(u, sizeof u, "HEAPSTORE_URL=%s", url ? url : "");
     snprintf(t, sizeof t, "HEAPSTORE_TOKEN=%s", token ? token : "");
     const char *env[] = {u, t, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, env), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore %s: %s\n", args[0], o.err);
     assert_int_equal(o.code, 0);
     json_error_t e;
     json_t *j = json_loads(o.out, 0, &e);
     assert_non_null(j);
-    qk_out_free(&o);
+    tk_out_free(&o);
     return j;
 }
 
@@ -206,16 +207,16 @@ static void test_trend_runs_and_sparkline(void **state)
 
     /* the table's line: the two 1.10 runs highest, the others lowest */
     const char *argv[] = {cli, "trend", "all", "--db", db, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, noenv), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "peak_bytes: ▁▁██▁▁"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     const char *bad[] = {cli, "trend", "all", "--metric", "bogus", "--db", db, NULL};
-    assert_int_equal(qk_run(&o, bad, noenv), 0);
+    assert_int_equal(tk_run(&o, bad, noenv, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 1);
     assert_non_null(strstr(o.err, "metric must be"));
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 /* The server on db, with a write and a read token. */
@@ -223,7 +224,7 @@ static void server_up(char *url, size_t len)
 {
     if (!srv.pid) {
         const char *extra[] = {"--token", "wtok", "--read-token", "rtok", NULL};
-        assert_int_equal(qk_server_start(&srv, db, extra), 0);
+        assert_int_equal(tk_server_start(&srv, db, 0, extra), 0);
     }
     snprintf(url, len, "http://127.0.0.1:%d", srv.port);
 }
@@ -249,10 +250,10 @@ static void test_trend_server_same(void **state)
     snprintf(req, sizeof req,
              "GET /api/trend?runs=all&at=sometime HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
              "rtok\r\nConnection: close\r\n\r\n");
-    char *ans = qk_exchange(srv.port, req, strlen(req), 5000);
+    char *ans = tk_exchange(srv.port, req, strlen(req), 5000);
     assert_non_null(ans);
-    assert_int_equal(qk_status(ans), 400);
-    assert_non_null(strstr(qk_body(ans), "bad_request"));
+    assert_int_equal(tk_http_status(ans), 400);
+    assert_non_null(strstr(tk_http_body(ans), "bad_request"));
     free(ans);
 }
 
@@ -264,10 +265,10 @@ static json_t *api_get(const char *target)
              "GET %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer rtok\r\nConnection: "
              "close\r\n\r\n",
              target);
-    char *ans = qk_exchange(srv.port, req, strlen(req), 5000);
+    char *ans = tk_exchange(srv.port, req, strlen(req), 5000);
     assert_non_null(ans);
-    assert_int_equal(qk_status(ans), 200);
-    json_t *j = json_loads(qk_body(ans), 0, NULL);
+    assert_int_equal(tk_http_status(ans), 200);
+    json_t *j = json_loads(tk_http_body(ans), 0, NULL);
     free(ans);
     assert_non_null(j);
     return j;
@@ -337,11 +338,13 @@ static void test_gc(void **state)
     const char *argv[] = {cli, "gc", "--keep", "1", NULL};
     char u[128];
     snprintf(u, sizeof u, "HEAPSTORE_URL=%s", url);
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, (const char *const[]){u, "HEAPSTORE_TOKEN=rtok", NULL}), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, (const char *const[]){u, "HEAPSTORE_TOKEN=rtok", NULL},
+                            TK_PRELOAD_NONE, 0),
+                     0);
     assert_int_equal(o.code, 1);
     assert_non_null(strstr(o.err, "write token"));
-    qk_out_free(&o);
+    tk_out_free(&o);
 
     json_t *dry = cli_json_at(
         url, "wtok",
@@ -362,7 +365,7 @@ static void test_gc(void **state)
     assert_int_equal(jint(gc, "runs_removed"), 3);
     assert_true(jint(gc, "db_bytes_after") < jint(gc, "db_bytes_before") * 3 / 4);
     json_decref(gc);
-    qk_server_stop(&srv);
+    tk_server_stop(&srv, SIGTERM);
     memset(&srv, 0, sizeof srv);
 
     static const char *const tables[] = {
@@ -468,20 +471,20 @@ static void test_schema8_migrates(void **state)
     json_t *want = cli_json(args);
     const char *argv[] = {cli,    "trend", "all",    "--function", "regressed_cache",
                           "--db", old,     "--json", NULL};
-    qk_out o;
+    tk_out o;
     for (int pass = 0; pass < 2; pass++) {
-        assert_int_equal(qk_run(&o, argv, noenv), 0);
+        assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
         assert_int_equal(o.code, 0);
         json_t *got = json_loads(o.out, 0, NULL);
         assert_true(json_equal(got, want));
         json_decref(got);
-        qk_out_free(&o);
+        tk_out_free(&o);
         if (pass) break;
         /* a writer opens it: schema 9, the summaries stored */
         const char *gc[] = {cli, "gc", "--keep", "100", "--dry-run", "--db", old, NULL};
-        assert_int_equal(qk_run(&o, gc, noenv), 0);
+        assert_int_equal(tk_run(&o, gc, noenv, TK_PRELOAD_NONE, 0), 0);
         assert_int_equal(o.code, 0);
-        qk_out_free(&o);
+        tk_out_free(&o);
         assert_int_equal(sqlite3_open(old, &h), SQLITE_OK);
         sqlite3_stmt *st;
         assert_int_equal(

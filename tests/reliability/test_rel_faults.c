@@ -30,7 +30,6 @@
 #include <cmocka.h>
 
 #include "hs_testkit.h"
-#include "rel_kit.h"
 
 /* Startup allocations of the C library the program makes besides its own
  * (stdio buffers): the tolerance of the exact counts below. */
@@ -61,19 +60,21 @@ static void fx_restart(fixture *f, const char *const *extra)
     assert_int_equal(tk_server_start(&f->srv, f->db, f->srv.port, extra), 0);
 }
 
-static void spawn(fixture *f, rk_proc *p, const char *const *args, const char *const *more_env)
+static void spawn(fixture *f, tk_proc *p, const char *const *args, const char *const *more_env)
 {
     const char *env[12] = {f->url, "HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=30000"};
     int n = 3;
     for (int i = 0; more_env && more_env[i] && n < 11; i++) env[n++] = more_env[i];
     env[n] = NULL;
-    assert_int_equal(rk_spawn(p, args, env, 1, f->out), 0);
+    const char *argv[16] = {tk_build_path("tests/wl_rel")};
+    for (int i = 0; args[i] && i < 14; i++) argv[i + 1] = args[i];
+    assert_int_equal(tk_spawn(p, argv, env, TK_PRELOAD_COLLECTOR, f->out, NULL), 0);
 }
 
 /* "allocs N frees M" from the program's output. */
-static void program_counts(const rk_proc *p, long *allocs, long *frees)
+static void program_counts(const tk_proc *p, long *allocs, long *frees)
 {
-    char *s = rk_output(p);
+    char *s = tk_read_file(p->out);
     const char *line = strstr(s, "allocs ");
     if (!line) fprintf(stderr, "program said: %s\n", s);
     assert_non_null(line);
@@ -84,12 +85,12 @@ static void program_counts(const rk_proc *p, long *allocs, long *frees)
 /* The one run of wl_rel in the database, once it has ended. */
 static int64_t the_run(const char *db)
 {
-    assert_int_equal(rk_poll(db, 1, 60000,
+    assert_int_equal(tk_poll(db, 1, 60000,
                              "SELECT count(*) FROM runs WHERE program LIKE '%%wl_rel' AND "
                              "state = 'ended'"),
                      1);
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs"), 1);
-    return rk_q(db, "SELECT id FROM runs");
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs"), 1);
+    return tk_q(db, "SELECT id FROM runs");
 }
 
 /* Everything the collector sent is stored, and what it sent or counted as
@@ -100,13 +101,13 @@ static int64_t the_run(const char *db)
 static void check_complete(const char *db, int64_t run, long allocs, long frees)
 {
     long long r = (long long)run;
-    int64_t a = rk_q(db, "SELECT alloc_events FROM runs WHERE id = %lld", r);
-    int64_t fr = rk_q(db, "SELECT free_events FROM runs WHERE id = %lld", r);
-    int64_t da = rk_q(db, "SELECT dropped_alloc_events FROM runs WHERE id = %lld", r);
-    int64_t df = rk_q(db, "SELECT dropped_free_events FROM runs WHERE id = %lld", r);
-    assert_int_equal(a, rk_q(db, "SELECT bye_alloc_events FROM runs WHERE id = %lld", r));
-    assert_int_equal(fr, rk_q(db, "SELECT bye_free_events FROM runs WHERE id = %lld", r));
-    assert_int_equal(rk_q(db, "SELECT coalesce(sum(n_events), 0) FROM events WHERE run = %lld", r),
+    int64_t a = tk_q(db, "SELECT alloc_events FROM runs WHERE id = %lld", r);
+    int64_t fr = tk_q(db, "SELECT free_events FROM runs WHERE id = %lld", r);
+    int64_t da = tk_q(db, "SELECT dropped_alloc_events FROM runs WHERE id = %lld", r);
+    int64_t df = tk_q(db, "SELECT dropped_free_events FROM runs WHERE id = %lld", r);
+    assert_int_equal(a, tk_q(db, "SELECT bye_alloc_events FROM runs WHERE id = %lld", r));
+    assert_int_equal(fr, tk_q(db, "SELECT bye_free_events FROM runs WHERE id = %lld", r));
+    assert_int_equal(tk_q(db, "SELECT coalesce(sum(n_events), 0) FROM events WHERE run = %lld", r),
                      a + fr);
     if (a + da < allocs || a + da > allocs + SLACK || fr + df + da < frees ||
         fr + df > frees + SLACK || da + df > SLACK)
@@ -116,7 +117,7 @@ static void check_complete(const char *db, int64_t run, long allocs, long frees)
     /* a free of a block whose allocation was dropped is not recognised */
     assert_true(fr + df + da >= frees && fr + df <= frees + SLACK);
     assert_true(da + df <= SLACK);
-    assert_int_equal(rk_q(db, "SELECT clean_exit FROM runs WHERE id = %lld", r), 1);
+    assert_int_equal(tk_q(db, "SELECT clean_exit FROM runs WHERE id = %lld", r), 1);
 }
 
 /* ---- the server killed and restarted ------------------------------------------ */
@@ -127,16 +128,16 @@ static void test_server_killed_mid_run(void **state)
     fixture f;
     const char *grace[] = {"--grace", "60s", NULL};
     fx_start(&f, "rel-kill", grace);
-    rk_proc p;
+    tk_proc p;
     const char *args[] = {"churn", "3", "20000", NULL};
     spawn(&f, &p, args, NULL);
     /* some of the run is stored (acknowledged) before the kill */
-    assert_true(rk_poll(f.db, 1000, 60000, "SELECT coalesce(sum(n_events), 0) FROM events") >=
+    assert_true(tk_poll(f.db, 1000, 60000, "SELECT coalesce(sum(n_events), 0) FROM events") >=
                 1000);
     assert_int_equal(tk_server_stop(&f.srv, SIGKILL), 128 + SIGKILL);
     usleep(300000);
     fx_restart(&f, grace);
-    assert_int_equal(rk_wait(&p, 120000), 0);
+    assert_int_equal(tk_wait(&p, 120000), 0);
     long allocs, frees;
     program_counts(&p, &allocs, &frees);
     int64_t run = the_run(f.db);
@@ -152,29 +153,29 @@ static void test_server_down_past_the_buffer(void **state)
     fixture f;
     const char *grace[] = {"--grace", "60s", NULL};
     fx_start(&f, "rel-down", grace);
-    rk_proc p;
+    tk_proc p;
     /* ~200k events a second into a 1 MiB buffer: full within a second */
     const char *args[] = {"churn", "4", "200000", NULL};
     const char *env[] = {"HEAPSTORE_BUFFER_MB=1", NULL};
     spawn(&f, &p, args, env);
-    assert_true(rk_poll(f.db, 1, 60000, "SELECT coalesce(sum(n_events), 0) FROM events") >= 1);
+    assert_true(tk_poll(f.db, 1, 60000, "SELECT coalesce(sum(n_events), 0) FROM events") >= 1);
     assert_int_equal(tk_server_stop(&f.srv, SIGKILL), 128 + SIGKILL);
     sleep(3);
     fx_restart(&f, grace);
     /* the program is unharmed: it ends normally with its own answer */
-    assert_int_equal(rk_wait(&p, 120000), 0);
+    assert_int_equal(tk_wait(&p, 120000), 0);
     long allocs, frees;
     program_counts(&p, &allocs, &frees);
     int64_t run = the_run(f.db);
     long long r = (long long)run;
-    int64_t a = rk_q(f.db, "SELECT alloc_events FROM runs WHERE id = %lld", r);
-    int64_t fr = rk_q(f.db, "SELECT free_events FROM runs WHERE id = %lld", r);
-    int64_t da = rk_q(f.db, "SELECT dropped_alloc_events FROM runs WHERE id = %lld", r);
-    int64_t df = rk_q(f.db, "SELECT dropped_free_events FROM runs WHERE id = %lld", r);
+    int64_t a = tk_q(f.db, "SELECT alloc_events FROM runs WHERE id = %lld", r);
+    int64_t fr = tk_q(f.db, "SELECT free_events FROM runs WHERE id = %lld", r);
+    int64_t da = tk_q(f.db, "SELECT dropped_alloc_events FROM runs WHERE id = %lld", r);
+    int64_t df = tk_q(f.db, "SELECT dropped_free_events FROM runs WHERE id = %lld", r);
     /* drops happened and were counted; stored + dropped = sent */
     assert_true(da > 0 && df > 0);
-    assert_int_equal(a, rk_q(f.db, "SELECT bye_alloc_events FROM runs WHERE id = %lld", r));
-    assert_int_equal(fr, rk_q(f.db, "SELECT bye_free_events FROM runs WHERE id = %lld", r));
+    assert_int_equal(a, tk_q(f.db, "SELECT bye_alloc_events FROM runs WHERE id = %lld", r));
+    assert_int_equal(fr, tk_q(f.db, "SELECT bye_free_events FROM runs WHERE id = %lld", r));
     if (a + da < allocs || a + da > allocs + SLACK)
         fprintf(stderr, "stored %lld + dropped %lld allocs, the program made %ld\n", (long long)a,
                 (long long)da, allocs);
@@ -183,12 +184,12 @@ static void test_server_down_past_the_buffer(void **state)
     /* shown: by the API next to the numbers, and by the collector */
     char target[64], *body = NULL;
     snprintf(target, sizeof target, "/api/runs/%lld", r);
-    assert_int_equal(rk_http(f.srv.port, "GET", target, NULL, NULL, &body), 200);
+    assert_int_equal(tk_http(f.srv.port, "GET", target, NULL, NULL, &body), 200);
     char want[64];
     snprintf(want, sizeof want, "\"alloc_events\":%lld", (long long)da);
     assert_non_null(strstr(body, want));
     free(body);
-    char *out = rk_output(&p);
+    char *out = tk_read_file(p.out);
     assert_non_null(strstr(out, "dropped"));
     free(out);
     fx_stop(&f);
@@ -207,42 +208,42 @@ static void test_disk_full(void **state)
     fx_start(&f, "rel-diskfull", grace);
     signal(SIGXFSZ, SIG_DFL);
     /* a run stored before the fault */
-    rk_proc p;
+    tk_proc p;
     const char *first[] = {"churn", "0.3", "20000", NULL};
     spawn(&f, &p, first, NULL);
-    assert_int_equal(rk_wait(&p, 120000), 0);
-    int64_t before = rk_poll(f.db, 1, 60000, "SELECT count(*) FROM runs WHERE state = 'ended'");
+    assert_int_equal(tk_wait(&p, 120000), 0);
+    int64_t before = tk_poll(f.db, 1, 60000, "SELECT count(*) FROM runs WHERE state = 'ended'");
     assert_int_equal(before, 1);
-    int64_t stored = rk_q(f.db, "SELECT alloc_events + free_events FROM runs");
-    int64_t stored_rows = rk_q(f.db, "SELECT count(*) || sum(length(data)) FROM events");
+    int64_t stored = tk_q(f.db, "SELECT alloc_events + free_events FROM runs");
+    int64_t stored_rows = tk_q(f.db, "SELECT count(*) || sum(length(data)) FROM events");
 
     /* room for about 256 KB more in any file the server writes */
     char wal[800];
     snprintf(wal, sizeof wal, "%s-wal", f.db);
-    uint64_t room = rk_file_size(f.db) + rk_file_size(wal) + 256 * 1024;
-    assert_int_equal(rk_prlimit(f.srv.pid, RLIMIT_FSIZE, room, UINT64_MAX), 0);
+    uint64_t room = tk_file_size(f.db) + tk_file_size(wal) + 256 * 1024;
+    assert_int_equal(tk_prlimit(f.srv.pid, RLIMIT_FSIZE, room, UINT64_MAX), 0);
     const char *second[] = {"churn", "5", "100000", NULL};
     snprintf(f.out, sizeof f.out, "%.600s/second.out", f.dir);
     spawn(&f, &p, second, NULL);
     /* ingest stops with a clear line in the log */
-    assert_true(rk_wait_text(f.srv.log, "transaction failed", 60000));
-    assert_false(rk_wait_text(f.srv.log, "cannot rollback", 1));
+    assert_true(tk_wait_text(f.srv.log, "transaction failed", 60000));
+    assert_false(tk_wait_text(f.srv.log, "cannot rollback", 1));
     /* the earlier run is intact, and so is the database */
-    assert_int_equal(rk_q(f.db, "SELECT alloc_events + free_events FROM runs WHERE id = 1"),
+    assert_int_equal(tk_q(f.db, "SELECT alloc_events + free_events FROM runs WHERE id = 1"),
                      stored);
     /* space returns: ingest resumes and the second run is complete */
-    assert_int_equal(rk_prlimit(f.srv.pid, RLIMIT_FSIZE, UINT64_MAX, UINT64_MAX), 0);
-    assert_int_equal(rk_wait(&p, 120000), 0);
+    assert_int_equal(tk_prlimit(f.srv.pid, RLIMIT_FSIZE, UINT64_MAX, UINT64_MAX), 0);
+    assert_int_equal(tk_wait(&p, 120000), 0);
     long allocs, frees;
     program_counts(&p, &allocs, &frees);
-    assert_int_equal(rk_poll(f.db, 2, 60000, "SELECT count(*) FROM runs WHERE state = 'ended'"), 2);
+    assert_int_equal(tk_poll(f.db, 2, 60000, "SELECT count(*) FROM runs WHERE state = 'ended'"), 2);
     check_complete(f.db, 2, allocs, frees);
-    assert_int_equal(rk_q(f.db, "SELECT alloc_events + free_events FROM runs WHERE id = 1"),
+    assert_int_equal(tk_q(f.db, "SELECT alloc_events + free_events FROM runs WHERE id = 1"),
                      stored);
-    assert_int_equal(rk_q(f.db, "SELECT count(*) || sum(length(data)) FROM events WHERE run = 1"),
+    assert_int_equal(tk_q(f.db, "SELECT count(*) || sum(length(data)) FROM events WHERE run = 1"),
                      stored_rows);
     fx_stop(&f);
-    assert_int_equal(rk_q(f.db, "SELECT count(*) FROM pragma_integrity_check WHERE "
+    assert_int_equal(tk_q(f.db, "SELECT count(*) FROM pragma_integrity_check WHERE "
                                 "integrity_check != 'ok'"),
                      0);
 }
@@ -266,21 +267,21 @@ static void test_killed_mid_run(void **state)
     assert_int_equal(tk_wait_ack(gfd, 0, NULL, NULL, 0, 30000), 0);
     tk_buf_free(&g);
 
-    rk_proc p;
+    tk_proc p;
     const char *args[] = {"churn", "30", "20000", NULL};
     spawn(&f, &p, args, NULL);
-    assert_true(rk_poll(f.db, 1000, 60000, "SELECT coalesce(sum(n_events), 0) FROM events") >=
+    assert_true(tk_poll(f.db, 1000, 60000, "SELECT coalesce(sum(n_events), 0) FROM events") >=
                 1000);
     kill(p.pid, SIGKILL);
-    assert_int_equal(rk_wait(&p, 60000), 128 + SIGKILL);
-    assert_int_equal(rk_poll(f.db, 1, 60000,
+    assert_int_equal(tk_wait(&p, 60000), 128 + SIGKILL);
+    assert_int_equal(tk_poll(f.db, 1, 60000,
                              "SELECT count(*) FROM runs WHERE program LIKE '%%wl_rel' AND "
                              "state = 'lost'"),
                      1);
     /* what was stored is consistent: counters and event rows agree */
-    assert_int_equal(rk_q(f.db, "SELECT alloc_events + free_events FROM runs WHERE program LIKE "
+    assert_int_equal(tk_q(f.db, "SELECT alloc_events + free_events FROM runs WHERE program LIKE "
                                 "'%%wl_rel'"),
-                     rk_q(f.db, "SELECT sum(n_events) FROM events WHERE run = (SELECT id FROM "
+                     tk_q(f.db, "SELECT sum(n_events) FROM events WHERE run = (SELECT id FROM "
                                 "runs WHERE program LIKE '%%wl_rel')"));
 
     /* a stream cut inside a frame: the frames before it stay */
@@ -305,12 +306,12 @@ static void test_killed_mid_run(void **state)
     assert_int_equal(tk_wait_closed(cfd, 30000), 1);
     close(cfd);
     tk_buf_free(&c);
-    assert_true(rk_wait_text(f.srv.log, "ended inside a frame", 30000));
+    assert_true(tk_wait_text(f.srv.log, "ended inside a frame", 30000));
     assert_int_equal(
-        rk_poll(f.db, 1, 60000, "SELECT count(*) FROM runs WHERE pid = 4242 AND state = 'lost'"),
+        tk_poll(f.db, 1, 60000, "SELECT count(*) FROM runs WHERE pid = 4242 AND state = 'lost'"),
         1);
     assert_int_equal(
-        rk_q(f.db, "SELECT alloc_events FROM runs WHERE state = 'lost' AND pid = 4242"), 2);
+        tk_q(f.db, "SELECT alloc_events FROM runs WHERE state = 'lost' AND pid = 4242"), 2);
 
     /* the healthy run was not touched by any of it */
     tk_symbols(&g, 0, 1, 0);
@@ -321,7 +322,7 @@ static void test_killed_mid_run(void **state)
     assert_int_equal(tk_wait_ack(gfd, 4, &got, NULL, 0, 30000), 0);
     close(gfd);
     tk_buf_free(&g);
-    assert_int_equal(rk_poll(f.db, 1, 60000,
+    assert_int_equal(tk_poll(f.db, 1, 60000,
                              "SELECT count(*) FROM runs WHERE state = 'ended' AND alloc_events = 2 "
                              "AND free_events = 1"),
                      1);
@@ -335,28 +336,28 @@ static void test_fork_100(void **state)
     (void)state;
     fixture f;
     fx_start(&f, "rel-fork", NULL);
-    rk_proc p;
+    tk_proc p;
     const char *args[] = {"fork", "100", NULL};
     spawn(&f, &p, args, NULL);
-    assert_int_equal(rk_wait(&p, 180000), 0);
-    char *out = rk_output(&p);
+    assert_int_equal(tk_wait(&p, 180000), 0);
+    char *out = tk_read_file(p.out);
     assert_non_null(strstr(out, "children 100 ok"));
     free(out);
-    assert_int_equal(rk_poll(f.db, 101, 60000, "SELECT count(*) FROM runs WHERE state = 'ended'"),
+    assert_int_equal(tk_poll(f.db, 101, 60000, "SELECT count(*) FROM runs WHERE state = 'ended'"),
                      101);
-    int64_t parent = rk_q(f.db, "SELECT id FROM runs WHERE parent_id IS NULL");
+    int64_t parent = tk_q(f.db, "SELECT id FROM runs WHERE parent_id IS NULL");
     assert_int_equal(
-        rk_q(f.db, "SELECT count(*) FROM runs WHERE parent_id = %lld", (long long)parent), 100);
+        tk_q(f.db, "SELECT count(*) FROM runs WHERE parent_id = %lld", (long long)parent), 100);
     /* every child complete: what it counted is stored, and its own 100
      * allocations and 50 frees are among them */
-    assert_int_equal(rk_q(f.db,
+    assert_int_equal(tk_q(f.db,
                           "SELECT count(*) FROM runs WHERE parent_id IS NOT NULL AND "
                           "alloc_events = bye_alloc_events AND free_events = "
                           "bye_free_events AND alloc_events >= 100 AND free_events >= 50 "
                           "AND alloc_events <= 100 + %d AND clean_exit = 1",
                           SLACK),
                      100);
-    assert_int_equal(rk_q(f.db, "SELECT count(DISTINCT pid) FROM runs"), 101);
+    assert_int_equal(tk_q(f.db, "SELECT count(DISTINCT pid) FROM runs"), 101);
     fx_stop(&f);
 }
 
@@ -371,26 +372,26 @@ static void test_exit_from_signal_handler(void **state)
     /* exit() from the handler, often while inside malloc: the collector
      * must neither deadlock nor crash, and the run ends cleanly */
     for (int i = 0; i < 3; i++) {
-        rk_proc p;
+        tk_proc p;
         const char *args[] = {"sigexit", "exit", "150", NULL};
         spawn(&f, &p, args, NULL);
-        assert_int_equal(rk_wait(&p, 120000), 3);
+        assert_int_equal(tk_wait(&p, 120000), 3);
     }
-    assert_int_equal(rk_poll(f.db, 3, 60000,
+    assert_int_equal(tk_poll(f.db, 3, 60000,
                              "SELECT count(*) FROM runs WHERE state = 'ended' AND clean_exit = 1 "
                              "AND alloc_events = bye_alloc_events AND alloc_events > 0"),
                      3);
     /* _exit() skips every exit handler, but the collector interposes it
      * and ends the run as exit does: complete, then BYE */
-    rk_proc p;
+    tk_proc p;
     const char *args[] = {"sigexit", "_exit", "1000", NULL};
     spawn(&f, &p, args, NULL);
-    assert_int_equal(rk_wait(&p, 120000), 3);
-    assert_int_equal(rk_poll(f.db, 4, 60000,
+    assert_int_equal(tk_wait(&p, 120000), 3);
+    assert_int_equal(tk_poll(f.db, 4, 60000,
                              "SELECT count(*) FROM runs WHERE state = 'ended' AND clean_exit = 1 "
                              "AND alloc_events = bye_alloc_events AND alloc_events > 0"),
                      4);
-    assert_int_equal(rk_q(f.db, "SELECT count(*) FROM runs"), 4);
+    assert_int_equal(tk_q(f.db, "SELECT count(*) FROM runs"), 4);
     fx_stop(&f);
 }
 
@@ -403,25 +404,25 @@ static void test_collector_token(void **state)
     const char *args[] = {"--token", "s3cret", NULL};
     fx_start(&f, "rel-ctoken", args);
     const char *prog[] = {"churn", "0.2", "10000", NULL};
-    rk_proc p;
+    tk_proc p;
     /* without the token (and with a wrong one): refused, the program unharmed */
     const char *none[] = {"HEAPSTORE_TOKEN=", NULL};
     const char *wrong[] = {"HEAPSTORE_TOKEN=nope", NULL};
     const char *const *bad[] = {none, wrong};
     for (int i = 0; i < 2; i++) {
         spawn(&f, &p, prog, bad[i]);
-        assert_int_equal(rk_wait(&p, 120000), 0);
-        char *out = rk_output(&p);
+        assert_int_equal(tk_wait(&p, 120000), 0);
+        char *out = tk_read_file(p.out);
         assert_non_null(strstr(out, "allocs "));
         if (!strstr(out, "refused the run: bad token")) fprintf(stderr, "program said: %s\n", out);
         assert_non_null(strstr(out, "refused the run: bad token"));
         free(out);
     }
     assert_true(tk_log_contains(&f.srv, "refused: bad token"));
-    assert_int_equal(rk_q(f.db, "SELECT count(*) FROM runs"), 0);
+    assert_int_equal(tk_q(f.db, "SELECT count(*) FROM runs"), 0);
     const char *good[] = {"HEAPSTORE_TOKEN=s3cret", NULL};
     spawn(&f, &p, prog, good);
-    assert_int_equal(rk_wait(&p, 120000), 0);
+    assert_int_equal(tk_wait(&p, 120000), 0);
     long allocs, frees;
     program_counts(&p, &allocs, &frees);
     check_complete(f.db, the_run(f.db), allocs, frees);

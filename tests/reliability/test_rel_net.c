@@ -38,8 +38,6 @@
 #include <cmocka.h>
 
 #include "hs_testkit.h"
-#include "qkit.h"
-#include "rel_kit.h"
 
 static void start_server(tk_server *srv, const char *name, const char *const *extra)
 {
@@ -59,7 +57,7 @@ static int server_alive(const tk_server *srv)
 static int health_status(int port, const char *headers)
 {
     char *body = NULL;
-    int st = rk_http(port, "GET", "/api/health", headers, NULL, &body);
+    int st = tk_http(port, "GET", "/api/health", headers, NULL, &body);
     free(body);
     return st;
 }
@@ -188,11 +186,11 @@ static void test_cli_closed_pipe(void **state)
     tk_server srv;
     start_server(&srv, "net-cli-pipe", NULL);
     for (int i = 0; i < 3; i++) store_run(srv.port, (uint8_t)(0x20 + i), NULL);
-    assert_int_equal(rk_poll(srv.db, 3, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'"),
+    assert_int_equal(tk_poll(srv.db, 3, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'"),
                      3);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     char cli[600], err[4096];
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *const cmds[][6] = {
         {cli, "runs", "--db", srv.db, NULL},
         {cli, "runs", "--json", "--db", srv.db, NULL},
@@ -226,7 +224,7 @@ static void *sql_main(void *arg)
              " SELECT count(*) FROM c\", \"timeout_ms\": %d}",
              c->timeout_ms);
     c->status =
-        rk_http(c->port, "POST", "/api/sql", "Content-Type: application/json\r\n", json, &body);
+        tk_http(c->port, "POST", "/api/sql", "Content-Type: application/json\r\n", json, &body);
     const char *k = body ? strstr(body, "\"code\":\"") : NULL;
     if (k) snprintf(c->code, sizeof c->code, "%.*s", (int)strcspn(k + 8, "\""), k + 8);
     free(body);
@@ -239,7 +237,7 @@ static void sample_latency(int port, const char *target, uint64_t *ms, size_t n)
     for (size_t i = 0; i < n; i++) {
         uint64_t t0 = tk_now_ms();
         char *body = NULL;
-        int st = rk_http(port, "GET", target, NULL, NULL, &body);
+        int st = tk_http(port, "GET", target, NULL, NULL, &body);
         ms[i] = tk_now_ms() - t0;
         if (st != 200) fprintf(stderr, "%s: %d %s\n", target, st, body);
         assert_int_equal(st, 200);
@@ -397,7 +395,7 @@ static void test_preauth_cap(void **state)
         if (part[i].fd >= 0) close(part[i].fd);
     /* a collector with the token is served as before */
     store_run(srv.port, 0x41, "s3cret");
-    assert_int_equal(rk_poll(srv.db, 1, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'"),
+    assert_int_equal(tk_poll(srv.db, 1, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'"),
                      1);
     assert_true(server_alive(&srv));
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
@@ -470,7 +468,7 @@ static void test_stream_timeouts(void **state)
     close(stuck);
     close(quiet);
     assert_int_equal(
-        rk_poll(srv.db, 1, 30000,
+        tk_poll(srv.db, 1, 30000,
                 "SELECT count(*) FROM runs WHERE state = 'ended' AND alloc_events = 1"),
         1);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
@@ -507,7 +505,7 @@ static void test_http_timeouts(void **state)
     buf[n] = 0;
     fprintf(stderr, "slow head: answered after %llu ms: %.40s\n",
             (unsigned long long)(tk_now_ms() - t0), buf);
-    assert_int_equal(qk_status(buf), 408);
+    assert_int_equal(tk_http_status(buf), 408);
     assert_non_null(strstr(buf, "408 Request Timeout"));
     assert_non_null(strstr(buf, "\"code\":\"timeout\""));
     assert_int_equal(tk_wait_closed(body, 10000), 1);
@@ -568,7 +566,7 @@ static void check_read_token(int port, const char *writer, const char *reader)
     assert_int_equal(health_status(port, "Authorization: Bearer nope\r\n"), 401);
     assert_int_equal(health_status(port, r), 200);
     char *body = NULL;
-    assert_int_equal(rk_http(port, "GET", "/api/runs", r, NULL, &body), 200);
+    assert_int_equal(tk_http(port, "GET", "/api/runs", r, NULL, &body), 200);
     free(body);
     if (writer) {
         assert_int_equal(health_status(port, w), 200); /* a writer may read */
@@ -613,7 +611,7 @@ static void test_414_reason(void **state)
     char req[6000] = "GET /";
     memset(req + 5, 'a', 5000);
     strcpy(req + 5005, " HTTP/1.1\r\n\r\n");
-    char *a = qk_exchange(srv.port, req, strlen(req), 10000);
+    char *a = tk_exchange(srv.port, req, strlen(req), 10000);
     assert_non_null(a);
     assert_int_equal(strncmp(a, "HTTP/1.1 414 URI Too Long\r\n", 27), 0);
     free(a);
@@ -737,7 +735,7 @@ static void test_run_closed_stderr(void **state)
     char dir[600], db[700], cli[600];
     tk_tmpdir(dir, sizeof dir, "net-run-pipe");
     snprintf(db, sizeof db, "%s/hs.db", dir);
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     char wl[600];
     snprintf(wl, sizeof wl, "%s/tests/wl_rel", getenv("HS_BUILD_DIR"));
     int e[2];
@@ -764,7 +762,7 @@ static void test_run_closed_stderr(void **state)
             left ? "yes" : "no");
     assert_int_equal(code, 0); /* the program's, not SIGPIPE's */
     assert_int_equal(left, 0); /* the server it started is stopped */
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
 }
 
 /* ---- a slow-client attack --------------------------------------------------------- */
@@ -823,7 +821,7 @@ static void test_slow_client_attack(void **state)
     const char *args[] = {"--header-timeout", "2s", "--hello-timeout", "2s", NULL};
     start_server(&srv, "net-slow-attack", args);
     /* 300 descriptors: a cap of 268 client sockets, below the 500 attackers */
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_NOFILE, 300, UINT64_MAX), 0);
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_NOFILE, 300, UINT64_MAX), 0);
     static attack a;
     memset(&a, 0, sizeof a);
     a.port = srv.port;
@@ -834,10 +832,10 @@ static void test_slow_client_attack(void **state)
     char url[96], out[700];
     snprintf(url, sizeof url, "HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port);
     snprintf(out, sizeof out, "%s.wl.out", srv.db);
-    const char *const wl_args[] = {"churn", "3", "2000", NULL};
+    const char *const wl_argv[] = {tk_build_path("tests/wl_rel"), "churn", "3", "2000", NULL};
     const char *const env[] = {url, NULL};
-    rk_proc p;
-    assert_int_equal(rk_spawn(&p, wl_args, env, 1, out), 0);
+    tk_proc p;
+    assert_int_equal(tk_spawn(&p, wl_argv, env, TK_PRELOAD_COLLECTOR, out, NULL), 0);
 
     enum { SAMPLES = 60 };
     uint64_t ms[SAMPLES];
@@ -851,11 +849,11 @@ static void test_slow_client_attack(void **state)
         none += st < 0;
         usleep(100000);
     }
-    int code = rk_wait(&p, 60000);
+    int code = tk_wait(&p, 60000);
     uint64_t p50 = quantile(ms, SAMPLES, 0.5), p99 = quantile(ms, SAMPLES, 0.99);
     a.stop = 1;
     pthread_join(a.th, NULL);
-    int64_t ended = rk_poll(srv.db, 1, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'");
+    int64_t ended = tk_poll(srv.db, 1, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'");
     fprintf(stderr,
             "slow-client attack (%d connections, 1 byte/s; %llu connects, %llu closed by the "
             "server): health %d/%d answered 200, %d busy, %d unanswered; latency p50 %llu ms, "

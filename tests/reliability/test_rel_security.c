@@ -24,8 +24,6 @@
 #include <cmocka.h>
 
 #include "hs_testkit.h"
-#include "qkit.h"
-#include "rel_kit.h"
 
 /* ---- a good run, fed frame by frame on its own connection ---------------- */
 
@@ -86,12 +84,12 @@ static void good_end(good_run *g, const char *db)
     close(g->fd);
     char hex[33];
     for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", g->id[i]);
-    assert_int_equal(rk_poll(db, 1, 30000,
+    assert_int_equal(tk_poll(db, 1, 30000,
                              "SELECT state = 'ended' FROM runs WHERE hex(uuid) = upper('%s')", hex),
                      1);
-    assert_int_equal(rk_q(db, "SELECT alloc_events FROM runs WHERE hex(uuid) = upper('%s')", hex),
+    assert_int_equal(tk_q(db, "SELECT alloc_events FROM runs WHERE hex(uuid) = upper('%s')", hex),
                      allocs);
-    assert_int_equal(rk_q(db, "SELECT free_events FROM runs WHERE hex(uuid) = upper('%s')", hex),
+    assert_int_equal(tk_q(db, "SELECT free_events FROM runs WHERE hex(uuid) = upper('%s')", hex),
                      frees);
 }
 
@@ -106,7 +104,7 @@ static void start_server(tk_server *srv, const char *name, const char *const *ex
 static int health_ok(int port, const char *headers)
 {
     char *body = NULL;
-    int st = rk_http(port, "GET", "/api/health", headers, NULL, &body);
+    int st = tk_http(port, "GET", "/api/health", headers, NULL, &body);
     int ok = st == 200 && strstr(body, "\"ok\":true") != NULL;
     free(body);
     return ok;
@@ -116,7 +114,7 @@ static int health_ok(int port, const char *headers)
 
 static int sql(int port, const char *json, char **body)
 {
-    return rk_http(port, "POST", "/api/sql", "Content-Type: application/json\r\n", json, body);
+    return tk_http(port, "POST", "/api/sql", "Content-Type: application/json\r\n", json, body);
 }
 
 static void test_sql_read_only_and_bounded(void **state)
@@ -128,9 +126,9 @@ static void test_sql_read_only_and_bounded(void **state)
     good_start(&g, srv.port, 0x51, NULL);
     for (int i = 0; i < 4; i++) good_step(&g);
     good_end(&g, srv.db);
-    int64_t runs = rk_q(srv.db, "SELECT count(*) FROM runs");
-    int64_t events = rk_q(srv.db, "SELECT count(*) FROM events");
-    int64_t version = rk_q(srv.db, "PRAGMA user_version");
+    int64_t runs = tk_q(srv.db, "SELECT count(*) FROM runs");
+    int64_t events = tk_q(srv.db, "SELECT count(*) FROM events");
+    int64_t version = tk_q(srv.db, "PRAGMA user_version");
 
     static const char *const refused[] = {
         "{\"sql\": \"INSERT INTO runs(id, uuid) VALUES (99, x'00')\"}",
@@ -199,10 +197,10 @@ static void test_sql_read_only_and_bounded(void **state)
     free(body);
 
     /* Nothing was changed, and the server still answers. */
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM runs"), runs);
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM events"), events);
-    assert_int_equal(rk_q(srv.db, "PRAGMA user_version"), version);
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM pragma_table_list WHERE name = 't'"), 0);
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM runs"), runs);
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM events"), events);
+    assert_int_equal(tk_q(srv.db, "PRAGMA user_version"), version);
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM pragma_table_list WHERE name = 't'"), 0);
     assert_true(health_ok(srv.port, NULL));
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
@@ -227,7 +225,7 @@ static void check_token_server(tk_server *srv)
         close(fd);
         tk_buf_free(&b);
     }
-    assert_int_equal(rk_q(srv->db, "SELECT count(*) FROM runs"), 0);
+    assert_int_equal(tk_q(srv->db, "SELECT count(*) FROM runs"), 0);
     good_run g;
     good_start(&g, srv->port, 0x7b, "s3cret");
     good_step(&g);
@@ -246,7 +244,7 @@ static void check_token_server(tk_server *srv)
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *body = NULL;
-        int st = rk_http(srv->port, "GET", "/api/runs", cases[i].headers, NULL, &body);
+        int st = tk_http(srv->port, "GET", "/api/runs", cases[i].headers, NULL, &body);
         if (st != cases[i].status) fprintf(stderr, "case %zu: %d %s\n", i, st, body);
         assert_int_equal(st, cases[i].status);
         assert_non_null(strstr(body, cases[i].text));
@@ -255,20 +253,20 @@ static void check_token_server(tk_server *srv)
     }
     /* the CLI: HEAPSTORE_TOKEN is its bearer token */
     char bin[600], url[64];
-    qk_bin(bin, sizeof bin, "heapstore");
+    snprintf(bin, sizeof bin, "%s", tk_build_path("bin/heapstore"));
     snprintf(url, sizeof url, "HEAPSTORE_URL=http://127.0.0.1:%d", srv->port);
     const char *argv[] = {bin, "runs", "--json", NULL};
     const char *with[] = {url, "HEAPSTORE_TOKEN=s3cret", NULL};
     const char *without[] = {url, "HEAPSTORE_TOKEN=", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, with), 0);
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, with, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "testprog"));
-    qk_out_free(&o);
-    assert_int_equal(qk_run(&o, argv, without), 0);
+    tk_out_free(&o);
+    assert_int_equal(tk_run(&o, argv, without, TK_PRELOAD_NONE, 0), 0);
     assert_true(o.code != 0);
     assert_non_null(strstr(o.err, "Authorization: Bearer"));
-    qk_out_free(&o);
+    tk_out_free(&o);
 }
 
 static void test_tokens(void **state)
@@ -310,7 +308,7 @@ static void test_no_forgery(void **state)
     assert_int_equal(tk_wait_closed(fd, 30000), 1);
     close(fd);
     tk_buf_free(&b);
-    assert_true(rk_wait_text(srv.log, "stack id 1 never defined", 30000));
+    assert_true(tk_wait_text(srv.log, "stack id 1 never defined", 30000));
     /* Run A's id on a new connection without the resumed flag: refused. */
     tk_header(&b);
     tk_hello(&b, a.id, 0, 0, NULL);
@@ -325,7 +323,7 @@ static void test_no_forgery(void **state)
     /* A goes on and holds exactly its own events; B holds none. */
     good_step(&a);
     good_end(&a, srv.db);
-    assert_int_equal(rk_q(srv.db,
+    assert_int_equal(tk_q(srv.db,
                           "SELECT coalesce(sum(alloc_events + free_events), 0) FROM runs "
                           "WHERE hex(uuid) = '%s'",
                           "B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2B2"),
@@ -378,8 +376,8 @@ static void expect_closed(tk_server *srv, tk_buf *b, const char *text)
     assert_int_equal(tk_wait_closed(fd, 60000), 1);
     close(fd);
     tk_buf_free(b);
-    if (!rk_wait_text(srv->log, text, 30000)) fprintf(stderr, "no log line with '%s'\n", text);
-    assert_true(rk_wait_text(srv->log, text, 1));
+    if (!tk_wait_text(srv->log, text, 30000)) fprintf(stderr, "no log line with '%s'\n", text);
+    assert_true(tk_wait_text(srv->log, text, 1));
 }
 
 static void test_peer_limits(void **state)
@@ -430,14 +428,14 @@ static void test_peer_limits(void **state)
     memcpy(head, "X-Pad: ", 7);
     memcpy(head + 19990, "\r\n", 3);
     char *body = NULL;
-    assert_int_equal(rk_http(srv.port, "GET", "/api/health", head, NULL, &body), 431);
+    assert_int_equal(tk_http(srv.port, "GET", "/api/health", head, NULL, &body), 431);
     assert_non_null(strstr(body, "too_large"));
     free(body);
     free(head);
     char *big_body = malloc((2u << 20) + 1);
     memset(big_body, ' ', 2u << 20);
     big_body[2u << 20] = '\0';
-    assert_int_equal(rk_http(srv.port, "POST", "/api/sql", NULL, big_body, &body), 413);
+    assert_int_equal(tk_http(srv.port, "POST", "/api/sql", NULL, big_body, &body), 413);
     assert_non_null(strstr(body, "too_large"));
     free(body);
     free(big_body);
@@ -447,7 +445,7 @@ static void test_peer_limits(void **state)
      * turns away what it cannot hold (closed, with a log line), keeps
      * serving the connections it holds, and accepts again once the flood
      * is gone */
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_NOFILE, 64, UINT64_MAX), 0);
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_NOFILE, 64, UINT64_MAX), 0);
     int flood[200], nflood = 0;
     for (int i = 0; i < 200; i++) {
         flood[nflood] = tk_connect(srv.port);
@@ -455,10 +453,10 @@ static void test_peer_limits(void **state)
     }
     assert_true(nflood > 64);
     assert_int_equal(tk_wait_closed(flood[nflood - 1], 30000), 1);
-    assert_true(rk_wait_text(srv.log, "connection limit reached", 30000));
+    assert_true(tk_wait_text(srv.log, "connection limit reached", 30000));
     good_step(&g);
     for (int i = 0; i < nflood; i++) close(flood[i]);
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_NOFILE, UINT64_MAX, UINT64_MAX), 0);
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_NOFILE, UINT64_MAX, UINT64_MAX), 0);
     uint64_t deadline = tk_now_ms() + 30000;
     while (!health_ok(srv.port, NULL) && tk_now_ms() < deadline) usleep(50000);
     assert_true(health_ok(srv.port, NULL));

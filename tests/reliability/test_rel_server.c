@@ -34,8 +34,6 @@
 #include <sqlite3.h>
 
 #include "hs_testkit.h"
-#include "qkit.h"
-#include "rel_kit.h"
 
 static void start_server(tk_server *srv, const char *name, const char *const *extra)
 {
@@ -62,7 +60,7 @@ static void remove_dir_of(const char *db)
 static int health_status(int port)
 {
     char *body = NULL;
-    int st = rk_http(port, "GET", "/api/health", NULL, NULL, &body);
+    int st = tk_http(port, "GET", "/api/health", NULL, NULL, &body);
     free(body);
     return st;
 }
@@ -193,7 +191,7 @@ static void test_http_counts_against_cap(void **state)
     start_server(&srv, "rel-cap", NULL);
     assert_int_equal(health_status(srv.port), 200);
     /* 96 descriptors: 64 for clients, the rest the server's own */
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_NOFILE, 96, UINT64_MAX), 0);
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_NOFILE, 96, UINT64_MAX), 0);
     /* 64 collector streams past HELLO: a slow HTTP client or one that has
      * not sent its HELLO would be displaced by a newcomer at the cap, these
      * never are */
@@ -206,7 +204,7 @@ static void test_http_counts_against_cap(void **state)
     /* the next HTTP client is told why, in JSON, instead of waiting on a
      * server that cannot take its descriptor */
     char *body = NULL;
-    int st = rk_http(srv.port, "GET", "/api/health", NULL, NULL, &body);
+    int st = tk_http(srv.port, "GET", "/api/health", NULL, NULL, &body);
     if (st != 503) fprintf(stderr, "status %d: %s\n", st, body);
     assert_int_equal(st, 503);
     assert_non_null(strstr(body, "\"code\":\"busy\""));
@@ -223,7 +221,7 @@ static void test_http_counts_against_cap(void **state)
     tk_buf_free(&b);
     assert_int_equal(tk_wait_ack(fd, 0, NULL, NULL, 0, 30000), -1);
     close(fd);
-    assert_true(rk_wait_text(srv.log, "connection limit reached", 30000));
+    assert_true(tk_wait_text(srv.log, "connection limit reached", 30000));
     /* a flood past the cap: every one is answered or closed, none hangs */
     int flood[40];
     for (int i = 0; i < 40; i++) {
@@ -267,8 +265,8 @@ static void test_disk_full_logged_once(void **state)
     /* Files may not grow past 16 KiB: a WAL frame (a 16 KiB page and its
      * header) never fits, so every commit fails, while the server's log
      * (a file too, and far shorter) can still be written. */
-    assert_true(rk_file_size(srv.log) < 8192);
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_FSIZE, 16384, UINT64_MAX), 0);
+    assert_true(tk_file_size(srv.log) < 8192);
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_FSIZE, 16384, UINT64_MAX), 0);
     /* a collector reconnecting again and again, each HELLO failing: the
      * server closes the connection (a collector retries) rather than
      * REFUSE it (a collector would give the run up) */
@@ -290,13 +288,13 @@ static void test_disk_full_logged_once(void **state)
         assert_int_equal(rc, -1);
         close(fd);
     }
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_FSIZE, UINT64_MAX, UINT64_MAX), 0);
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_FSIZE, UINT64_MAX, UINT64_MAX), 0);
     /* ingest resumes */
     assert_int_equal(run_start(&r, srv.port, 0x12), 0);
     assert_int_equal(run_step(&r, 10), 0);
     assert_int_equal(run_end(&r), 0);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0); /* writes the last counts */
-    assert_true(rk_file_size(srv.log) < 16384);
+    assert_true(tk_file_size(srv.log) < 16384);
     /* each attempt was one failed transaction and one closed connection:
      * the first written in full, the rest counted, nothing lost */
     long full;
@@ -307,9 +305,9 @@ static void test_disk_full_logged_once(void **state)
     total = log_count(&srv, "database error: the frames were not stored", &full);
     assert_int_equal(total, ATTEMPTS);
     assert_true(full >= 1 && full <= 4);
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM runs"), 2);
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM runs"), 2);
     assert_int_equal(
-        rk_q(srv.db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check != 'ok'"),
+        tk_q(srv.db, "SELECT count(*) FROM pragma_integrity_check WHERE integrity_check != 'ok'"),
         0);
 }
 
@@ -452,8 +450,8 @@ static void test_inflight_cap(void **state)
     close(big.fd);
     free(f.body);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
-    assert_int_equal(rk_q(srv.db, "SELECT state = 'ended' FROM runs WHERE id = 2"), 1);
-    assert_true(rk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1") >= (int64_t)want - 2);
+    assert_int_equal(tk_q(srv.db, "SELECT state = 'ended' FROM runs WHERE id = 2"), 1);
+    assert_true(tk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1") >= (int64_t)want - 2);
     remove_dir_of(srv.db);
 }
 
@@ -522,7 +520,7 @@ static void test_wal_bounded(void **state)
         r.frames++;
         uint64_t got;
         assert_int_equal(tk_wait_ack(r.fd, r.frames, &got, NULL, 0, 60000), 0);
-        uint64_t w = rk_file_size(wal);
+        uint64_t w = tk_file_size(wal);
         if (w > wal_max) wal_max = w;
     }
     rd[0].stop = rd[1].stop = 1;
@@ -537,11 +535,11 @@ static void test_wal_bounded(void **state)
     assert_true(wal_max <= (48u << 20));
     /* idle, with no reader: the writer empties the WAL */
     uint64_t deadline = tk_now_ms() + 30000;
-    while (rk_file_size(wal) > 0 && tk_now_ms() < deadline) usleep(50000);
-    assert_int_equal(rk_file_size(wal), 0);
+    while (tk_file_size(wal) > 0 && tk_now_ms() < deadline) usleep(50000);
+    assert_int_equal(tk_file_size(wal), 0);
     assert_int_equal(run_end(&r), 0);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM events"), frames);
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM events"), frames);
     remove_dir_of(srv.db);
 }
 
@@ -568,7 +566,7 @@ static void test_retention_beside_ingest(void **state)
     a.frames += ROWS;
     assert_int_equal(run_end(&a), 0);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM events"), ROWS);
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM events"), ROWS);
 
     /* restarted with retention: it deletes in small transactions from the
      * start, while another run streams and is acknowledged frame by frame */
@@ -581,19 +579,19 @@ static void test_retention_beside_ingest(void **state)
     int64_t left_at_first_ack = -1;
     for (int i = 0; i < 50; i++) {
         assert_int_equal(run_step(&r, 20), 0);
-        if (i == 0) left_at_first_ack = rk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1");
+        if (i == 0) left_at_first_ack = tk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1");
     }
     assert_int_equal(run_end(&r), 0);
     fprintf(stderr, "old rows left when the other run's first frame was acknowledged: %lld\n",
             (long long)left_at_first_ack);
     /* retention finishes, and the new run is whole */
     uint64_t deadline = tk_now_ms() + 120000;
-    while (rk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1") > 0 && tk_now_ms() < deadline)
+    while (tk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1") > 0 && tk_now_ms() < deadline)
         usleep(50000);
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1"), 0);
-    assert_int_equal(rk_q(srv.db, "SELECT count(*) FROM events WHERE run = 2"), 50);
-    assert_int_equal(rk_q(srv.db, "SELECT alloc_events FROM runs WHERE id = 2"), 1000);
-    assert_true(rk_wait_text(srv.log, "retention: deleted", 30000));
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM events WHERE run = 1"), 0);
+    assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM events WHERE run = 2"), 50);
+    assert_int_equal(tk_q(srv.db, "SELECT alloc_events FROM runs WHERE id = 2"), 1000);
+    assert_true(tk_wait_text(srv.log, "retention: deleted", 30000));
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 

@@ -37,8 +37,6 @@
 #include <cmocka.h>
 
 #include "hs_testkit.h"
-#include "qkit.h"
-#include "rel_kit.h"
 
 static void make_db(char *db, size_t len, const char *name)
 {
@@ -102,17 +100,17 @@ static void test_lose_retried_when_disk_full(void **state)
     /* The disk fills up before the grace period ends: no file the server
      * writes may grow past its log's size plus 8 KiB (the WAL already holds
      * more than that, so every commit fails; the log can still be written). */
-    uint64_t room = rk_file_size(srv.log) + 8192;
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_FSIZE, room, UINT64_MAX), 0);
+    uint64_t room = tk_file_size(srv.log) + 8192;
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_FSIZE, room, UINT64_MAX), 0);
     close(fd); /* no BYE: the run waits for its grace period */
     sleep(4);  /* the grace period ends; closing the run fails, and is retried */
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE state = 'open'"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE state = 'open'"), 1);
     /* space returns: the run is closed as lost */
-    assert_int_equal(rk_prlimit(srv.pid, RLIMIT_FSIZE, UINT64_MAX, UINT64_MAX), 0);
-    assert_int_equal(rk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'lost'"), 1);
+    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_FSIZE, UINT64_MAX, UINT64_MAX), 0);
+    assert_int_equal(tk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'lost'"), 1);
     assert_true(tk_log_contains(&srv, "cannot close it as lost"));
     assert_true(tk_log_contains(&srv, "closed as lost after"));
-    assert_int_equal(rk_q(db, "SELECT live_bytes FROM runs"), 64 * 1000);
+    assert_int_equal(tk_q(db, "SELECT live_bytes FROM runs"), 64 * 1000);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     tk_buf_free(&b);
 }
@@ -184,26 +182,26 @@ static void test_resume_needs_key(void **state)
     tk_buf b = {0};
     uint64_t next = run_frames(&b, id, 4);
     int fd = send_acked(srv.port, &b, next);
-    int64_t rows = rk_q(db, "SELECT count(*) FROM events");
+    int64_t rows = tk_q(db, "SELECT count(*) FROM events");
     /* the live run: a wrong key, and no key, are refused */
     expect_refused(srv.port, id, next, "not-the-key-0000", "wrong resume key");
     expect_refused(srv.port, id, next, NULL, "no resume key");
     assert_true(tk_log_contains(&srv, "wrong resume key"));
     /* nothing was appended, and the collector's connection goes on */
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM events"), rows);
-    assert_int_equal(rk_q(db, "SELECT live_bytes FROM runs"), 4 * 1000);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM events"), rows);
+    assert_int_equal(tk_q(db, "SELECT live_bytes FROM runs"), 4 * 1000);
     tk_buf more = {0};
     tk_event ev = {.t = 3000000, .stack = 1, .is_free = 1, .size = 1000, .weight = 1000};
     tk_events(&more, &ev, 1);
     assert_int_equal(tk_send(fd, more.p, more.len), 0);
     assert_int_equal(tk_wait_ack(fd, next + 1, NULL, NULL, 0, 30000), 0);
-    assert_int_equal(rk_q(db, "SELECT live_bytes FROM runs"), 3 * 1000);
+    assert_int_equal(tk_q(db, "SELECT live_bytes FROM runs"), 3 * 1000);
     close(fd);
     /* lost: it cannot be reopened without its key either */
-    assert_int_equal(rk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'lost'"), 1);
+    assert_int_equal(tk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'lost'"), 1);
     expect_refused(srv.port, id, next + 1, "not-the-key-0000", "wrong resume key");
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE state = 'lost'"), 1);
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM events"), rows + 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE state = 'lost'"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM events"), rows + 1);
     /* with its key (tk_hello's) the collector resumes it */
     tk_buf again = {0};
     tk_header(&again);
@@ -211,7 +209,7 @@ static void test_resume_needs_key(void **state)
     tk_bye(&again, 4000000, 4, 1);
     fd = send_acked(srv.port, &again, next + 2);
     close(fd);
-    assert_int_equal(rk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
+    assert_int_equal(tk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
     /* a collector without keys starts runs, but cannot resume them */
     uint8_t old[16];
     id_of(old, 0x71);
@@ -222,14 +220,14 @@ static void test_resume_needs_key(void **state)
     assert_int_equal(tk_wait_ack(fd, 1, NULL, NULL, 0, 30000), 0);
     close(fd);
     tk_buf_free(&o);
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE program = '/forged'"), 1);
-    assert_int_equal(rk_q(db, "SELECT resume_key IS NULL FROM runs WHERE program = '/forged'"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE program = '/forged'"), 1);
+    assert_int_equal(tk_q(db, "SELECT resume_key IS NULL FROM runs WHERE program = '/forged'"), 1);
     expect_refused(srv.port, old, 1, NULL, "without a resume key");
     /* the key never shows in a query */
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE resume_key IS NOT NULL"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE resume_key IS NOT NULL"), 1);
     char *body = NULL;
     int st =
-        rk_http(srv.port, "POST", "/api/sql", "Content-Type: application/json\r\n",
+        tk_http(srv.port, "POST", "/api/sql", "Content-Type: application/json\r\n",
                 "{\"sql\":\"SELECT count(*) AS n FROM runs WHERE resume_key IS NOT NULL\"}", &body);
     assert_int_equal(st, 200);
     if (!strstr(body, "[0]")) fprintf(stderr, "sql: %s\n", body);
@@ -303,14 +301,14 @@ static void test_readonly_database(void **state)
     assert_true(tk_log_contains(&srv, "is read-only"));
     assert_true(tk_log_contains(&srv, link));
     char *body = NULL;
-    assert_int_equal(rk_http(srv.port, "GET", "/api/health", NULL, NULL, &body), 200);
+    assert_int_equal(tk_http(srv.port, "GET", "/api/health", NULL, NULL, &body), 200);
     if (!strstr(body, "\"read_only\":true")) fprintf(stderr, "health: %s\n", body);
     assert_non_null(strstr(body, "\"read_only\":true"));
     assert_non_null(strstr(body, "\"database\":true"));
     assert_non_null(strstr(body, link)); /* which database */
     free(body);
     /* queries are answered */
-    assert_int_equal(rk_http(srv.port, "GET", "/api/runs", NULL, NULL, &body), 200);
+    assert_int_equal(tk_http(srv.port, "GET", "/api/runs", NULL, NULL, &body), 200);
     assert_non_null(strstr(body, "testprog"));
     free(body);
     /* a collector is refused, saying why */
@@ -331,21 +329,23 @@ static void test_readonly_database(void **state)
     assert_false(tk_log_contains(&srv, "not an error"));
     /* the CLI reads it directly */
     char cli[600];
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *argv[] = {cli, "runs", "--db", link, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    tk_out o;
+    assert_int_equal(
+        tk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "testprog"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     snprintf(db2, sizeof db2, "%s/died.db", rodir);
     const char *argv2[] = {cli, "runs", "--db", db2, NULL};
-    assert_int_equal(qk_run(&o, argv2, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    assert_int_equal(
+        tk_run(&o, argv2, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "ended"));
-    qk_out_free(&o);
+    tk_out_free(&o);
     if (ro_mounted)
         umount2(rodir, MNT_DETACH);
     else
@@ -372,26 +372,27 @@ static void test_stop_checkpoints(void **state)
     close(fd);
     /* an HTTP query within the writer's idle second, then SIGTERM */
     char *body = NULL;
-    assert_int_equal(rk_http(srv.port, "GET", "/api/runs", NULL, NULL, &body), 200);
+    assert_int_equal(tk_http(srv.port, "GET", "/api/runs", NULL, NULL, &body), 200);
     free(body);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     char wal[800];
     snprintf(wal, sizeof wal, "%s-wal", db);
-    assert_int_equal(rk_file_size(wal), 0);
+    assert_int_equal(tk_file_size(wal), 0);
     /* the .db alone, as people copy it */
     snprintf(copy, sizeof copy, "%s.copy.db", db);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", db, copy);
     assert_int_equal(system(cmd), 0);
     char cli[600];
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *argv[] = {cli, "runs", "--db", copy, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    tk_out o;
+    assert_int_equal(
+        tk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "testprog"));
-    qk_out_free(&o);
-    assert_int_equal(rk_q(copy, "SELECT alloc_events FROM runs"), 200);
+    tk_out_free(&o);
+    assert_int_equal(tk_q(copy, "SELECT alloc_events FROM runs"), 200);
     tk_buf_free(&b);
 }
 
@@ -411,7 +412,7 @@ static void test_foreign_database_refused(void **state)
     assert_int_equal(tk_server_start(&srv, db, 0, NULL), -1);
     assert_true(tk_log_contains(&srv, "is not a heapstore database"));
     /* untouched: no table of heapstore's was added */
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'runs'"), 0);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'runs'"), 0);
 }
 
 static void test_second_server_refused(void **state)
@@ -431,15 +432,16 @@ static void test_second_server_refused(void **state)
     assert_int_equal(tk_server_start(&b, db, 0, grace), -1);
     assert_true(tk_log_contains(&b, "in use by another heapstore server"));
     sleep(2); /* past the grace a second server would have given the run */
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE state = 'open'"), 1);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE state = 'open'"), 1);
     /* readers still read */
     char cli[600];
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *argv[] = {cli, "runs", "--db", db, NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    tk_out o;
+    assert_int_equal(
+        tk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     assert_int_equal(o.code, 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
     tk_buf bye = {0};
     tk_bye(&bye, 5000000, 2, 0);
     assert_int_equal(tk_send(fd, bye.p, bye.len), 0);
@@ -450,7 +452,7 @@ static void test_second_server_refused(void **state)
      * loop runs, so SIGTERM stops it cleanly) */
     assert_int_equal(tk_server_start(&b, db, 0, grace), 0);
     char *body = NULL;
-    assert_int_equal(rk_http(b.port, "GET", "/api/health", NULL, NULL, &body), 200);
+    assert_int_equal(tk_http(b.port, "GET", "/api/health", NULL, NULL, &body), 200);
     free(body);
     assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
     tk_buf_free(&s);
@@ -469,7 +471,7 @@ static void expect_closed(tk_server *srv, uint8_t tag, const tk_buf *bad, const 
     assert_int_equal(tk_send(fd, bad->p, bad->len), 0);
     assert_int_equal(tk_wait_closed(fd, 30000), 1);
     close(fd);
-    assert_true(rk_wait_text(srv->log, why, 10000));
+    assert_true(tk_wait_text(srv->log, why, 10000));
     tk_buf_free(&b);
 }
 
@@ -498,9 +500,9 @@ static void test_impossible_values_refused(void **state)
     expect_closed(&srv, 0xa1, &bad, "BYE time");
     tk_buf_free(&bad);
     /* nothing of them was stored */
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE live_bytes != 2000"), 0);
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM runs WHERE end_ns < 0 OR end_ns > 1000000"), 0);
-    assert_int_equal(rk_q(db, "SELECT count(*) FROM events"), 3);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE live_bytes != 2000"), 0);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE end_ns < 0 OR end_ns > 1000000"), 0);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM events"), 3);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
@@ -519,9 +521,9 @@ static void test_total_alloc_count_exact(void **state)
     tk_bye(&b, 5000000, 2, 0);
     int fd = send_acked(srv.port, &b, next + 5);
     close(fd);
-    assert_int_equal(rk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
-    assert_int_equal(rk_q(db, "SELECT alloc_events FROM runs"), 2);
-    assert_int_equal(rk_q(db, "SELECT total_alloc_count FROM runs"), 10);
+    assert_int_equal(tk_poll(db, 1, 20000, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
+    assert_int_equal(tk_q(db, "SELECT alloc_events FROM runs"), 2);
+    assert_int_equal(tk_q(db, "SELECT total_alloc_count FROM runs"), 10);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     tk_buf_free(&b);
 }

@@ -15,8 +15,6 @@
 #include <cmocka.h>
 
 #include "hs_testkit.h"
-#include "qkit.h"
-#include "rel_kit.h"
 
 static void test_run_leaves_no_wal(void **state)
 {
@@ -24,28 +22,30 @@ static void test_run_leaves_no_wal(void **state)
     char dir[600], db[700], wal[800], copy[800], cmd[2000], cli[600], wl[600];
     tk_tmpdir(dir, sizeof dir, "store-run-wal");
     snprintf(db, sizeof db, "%s/hs.db", dir);
-    qk_bin(cli, sizeof cli, "heapstore");
+    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
     const char *bdir = getenv("HS_BUILD_DIR");
     snprintf(wl, sizeof wl, "%s/tests/wl_rel", bdir ? bdir : "build");
     const char *run[] = {cli, "run", "--db", db, "--", wl, "churn", "0.3", "20000", NULL};
-    qk_out o;
-    assert_int_equal(qk_run(&o, run, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    tk_out o;
+    assert_int_equal(
+        tk_run(&o, run, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore run: %s\n", o.err);
     assert_int_equal(o.code, 0);
-    qk_out_free(&o);
+    tk_out_free(&o);
     snprintf(wal, sizeof wal, "%s-wal", db);
-    assert_int_equal(rk_file_size(wal), 0);
+    assert_int_equal(tk_file_size(wal), 0);
     snprintf(copy, sizeof copy, "%s/copy.db", dir);
     snprintf(cmd, sizeof cmd, "cp '%s' '%s'", db, copy);
     assert_int_equal(system(cmd), 0);
     const char *runs[] = {cli, "runs", "--db", copy, NULL};
-    assert_int_equal(qk_run(&o, runs, (const char *const[]){"HEAPSTORE_URL=", NULL}), 0);
+    assert_int_equal(
+        tk_run(&o, runs, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
     if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
     assert_int_equal(o.code, 0);
     assert_non_null(strstr(o.out, "wl_rel"));
     assert_non_null(strstr(o.out, "ended"));
-    qk_out_free(&o);
-    assert_int_equal(rk_q(copy, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
+    tk_out_free(&o);
+    assert_int_equal(tk_q(copy, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
 }
 
 int main(void)
