@@ -22,7 +22,7 @@
 
 #include "hs_error.h"
 #include "hs_proto.h"
-#include "hs_testrun.h"
+#include "hs_testkit.h"
 #include "hsp_model.h"
 
 typedef struct site {
@@ -110,7 +110,7 @@ static const char *tmpfile_path(const char *name)
     static char buf[8][512];
     static int k;
     char *b = buf[k++ % 8];
-    snprintf(b, sizeof buf[0], "%s/%s", hs_testrun_dir(), name);
+    snprintf(b, sizeof buf[0], "%s/%s", tk_scratch_dir(), name);
     return b;
 }
 
@@ -130,12 +130,12 @@ static void test_sites_exact(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("exact.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "10", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out),
                          "HEAPSTORE_LABELS=test=exact,suite=collector", NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     site s[32];
     int n = parse_sites(r.out, s, 32);
     assert_int_equal(n, 12);
@@ -175,7 +175,7 @@ static void test_sites_exact(void **state)
     assert_true(m.process_samples >= 1);
     assert_true(m.mapping_frames >= 1);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- C workload, sampled ---- */
@@ -232,12 +232,12 @@ static void test_sites_sampled(void **state)
     (void)state;
     const double mean = 1024;
     const char *out = tmpfile_path("sampled.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "1", NULL};
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "1", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1024", "HEAPSTORE_SEED=20261123",
-                         hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 300);
-    hs_testrun_expect_ok(&r);
+                         tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 300);
+    tk_expect_ok(&r);
     site s[32];
     int n = parse_sites(r.out, s, 32);
     assert_int_equal(n, 12);
@@ -246,7 +246,7 @@ static void test_sites_sampled(void **state)
     assert_int_equal(m.hello.sample_bytes, 1024);
     assert_int_equal(check_sampled(&m, s, n, mean, "wl_sites.c"), 12);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* The default interval (512 KiB, no HEAPSTORE_SAMPLE_BYTES) on sites of
@@ -255,11 +255,11 @@ static void test_sites_default_rate(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("default.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "1", "big", NULL};
-    const char *env[] = {"HEAPSTORE_SEED=11", hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 300);
-    hs_testrun_expect_ok(&r);
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "1", "big", NULL};
+    const char *env[] = {"HEAPSTORE_SEED=11", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 300);
+    tk_expect_ok(&r);
     site s[4];
     int n = parse_sites(r.out, s, 4);
     assert_int_equal(n, 2);
@@ -268,7 +268,7 @@ static void test_sites_default_rate(void **state)
     assert_int_equal(m.hello.sample_bytes, 524288);
     assert_int_equal(check_sampled(&m, s, n, 524288, "wl_sites.c"), 2);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- C++ ---- */
@@ -277,12 +277,11 @@ static void test_cxx_exact(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("cxx.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_cxx"), "4", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+    const char *argv[] = {tk_build_path("tests/wl_cxx"), "4", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     site s[8];
     int n = parse_sites(r.out, s, 8);
     assert_int_equal(n, 3);
@@ -303,19 +302,19 @@ static void test_cxx_exact(void **state)
         assert_true(a.file_ok);
     }
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 static void test_cxx_sampled(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("cxx-sampled.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_cxx"), "1", "10", NULL};
+    const char *argv[] = {tk_build_path("tests/wl_cxx"), "1", "10", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1024", "HEAPSTORE_SEED=99",
-                         hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 300);
-    hs_testrun_expect_ok(&r);
+                         tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 300);
+    tk_expect_ok(&r);
     site s[8];
     int n = parse_sites(r.out, s, 8);
     assert_int_equal(n, 3);
@@ -323,7 +322,7 @@ static void test_cxx_sampled(void **state)
     load_ok(&m, out, 0);
     assert_int_equal(check_sampled(&m, s, n, 1024, "wl_cxx.cpp"), 3);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- python3 ---- */
@@ -333,16 +332,15 @@ static void test_python(void **state)
     (void)state;
     const char *out = tmpfile_path("py.hsp");
     const char *out2 = tmpfile_path("py-sampled.hsp");
-    const char *script = hs_source_path("tests/collector/wl_py.py");
+    const char *script = tk_source_path("tests/collector/wl_py.py");
     /* The interpreter itself, not a wrapper script that execs it (an exec'd
      * program is a new run, written to PATH.<pid>). */
     const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
     const char *argv[] = {py, script, "300", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     unsigned long n = 0, size = 0, dropped = 0;
     assert_int_equal(sscanf(r.out, "py %lu %lu %lu", &n, &size, &dropped), 3);
     hsp_model m;
@@ -364,14 +362,14 @@ static void test_python(void **state)
     }
     assert_true(script_frames > 0);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 
     /* Sampled: the bytes of the bytearrays within 5%. */
     const char *argv2[] = {py, script, "1000", NULL};
     const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=32768", "HEAPSTORE_SEED=7",
-                          hs_testrun_env("HEAPSTORE_URL=file://%s", out2), NULL};
-    hs_testrun_exec(&r, argv2, env2, 1, 120);
-    hs_testrun_expect_ok(&r);
+                          tk_env("HEAPSTORE_URL=file://%s", out2), NULL};
+    tk_run(&r, argv2, env2, 1, 120);
+    tk_expect_ok(&r);
     assert_int_equal(sscanf(r.out, "py %lu %lu %lu", &n, &size, &dropped), 3);
     load_ok(&m, out2, size + 1);
     double truth = (double)(n + dropped) * (double)(size + 1);
@@ -380,7 +378,7 @@ static void test_python(void **state)
             100 * (est - truth) / truth);
     assert_true(fabs(est - truth) <= 0.05 * truth);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- our unwinder against libunwind ---- */
@@ -428,20 +426,20 @@ static void unwinders_agree(const char *name, const char *const *argv)
     hsp_model m[2];
     const char *mode[2] = {"own", "libunwind"};
     for (int k = 0; k < 2; k++) {
-        const char *out = tmpfile_path(hs_testrun_env("unw-%s-%s.hsp", name, mode[k]));
+        const char *out = tmpfile_path(tk_env("unw-%s-%s.hsp", name, mode[k]));
         /* PYTHONMALLOC set: the collector leaves pymalloc unwrapped, so
          * Python's small objects, whose number varies from run to run with
          * addresses (id-keyed sets and dicts), are not compared. */
         const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                             hs_testrun_env("HEAPSTORE_UNWIND=%s", mode[k]),
-                             hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+                             tk_env("HEAPSTORE_UNWIND=%s", mode[k]),
+                             tk_env("HEAPSTORE_URL=file://%s", out),
                              "PYTHONHASHSEED=0",
                              "PYTHONMALLOC=pymalloc",
                              NULL};
-        hs_testrun r;
-        hs_testrun_exec(&r, argv, env, 1, 120);
-        hs_testrun_expect_ok(&r);
-        hs_testrun_free(&r);
+        tk_out r;
+        tk_run(&r, argv, env, 1, 120);
+        tk_expect_ok(&r);
+        tk_out_free(&r);
         load_ok(&m[k], out, 0);
         assert_int_equal(m[k].drops[HS_DROP_UNWIND_FAILED], 0);
     }
@@ -468,12 +466,12 @@ static void unwinders_agree(const char *name, const char *const *argv)
 static void test_unwinders_agree(void **state)
 {
     (void)state;
-    const char *sites[] = {hs_build_path("tests/wl_sites"), "3", NULL};
+    const char *sites[] = {tk_build_path("tests/wl_sites"), "3", NULL};
     unwinders_agree("sites", sites);
-    const char *cxx[] = {hs_build_path("tests/wl_cxx"), "4", NULL};
+    const char *cxx[] = {tk_build_path("tests/wl_cxx"), "4", NULL};
     unwinders_agree("cxx", cxx);
     const char *py = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
-    const char *pyv[] = {py, hs_source_path("tests/collector/wl_py.py"), "300", NULL};
+    const char *pyv[] = {py, tk_source_path("tests/collector/wl_py.py"), "300", NULL};
     unwinders_agree("python", pyv);
 }
 
@@ -483,28 +481,27 @@ static void test_dump(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("dump.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "100", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
-    hs_testrun_free(&r);
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "100", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
+    tk_out_free(&r);
 
-    const char *cli = hs_build_path("bin/heapstore");
+    const char *cli = tk_build_path("bin/heapstore");
     const char *d1[] = {cli, "dump", out, NULL};
-    hs_testrun_exec(&r, d1, NULL, 0, 60);
-    hs_testrun_expect_ok(&r);
+    tk_run(&r, d1, NULL, 0, 60);
+    tk_expect_ok(&r);
     assert_non_null(strstr(r.out, " HELLO "));
     assert_non_null(strstr(r.out, "function=\"site_small\""));
     const char *last = strstr(r.out, "\ntotals:");
     assert_non_null(last);
     assert_non_null(strstr(last, "BYE=1"));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 
     const char *d2[] = {cli, "dump", out, "--json", NULL};
-    hs_testrun_exec(&r, d2, NULL, 0, 60);
-    hs_testrun_expect_ok(&r);
+    tk_run(&r, d2, NULL, 0, 60);
+    tk_expect_ok(&r);
     int lines = 0;
     for (const char *p = r.out; *p; p = strchr(p, '\n') + 1) {
         assert_true(*p == '{');
@@ -514,7 +511,7 @@ static void test_dump(void **state)
     assert_true(lines > 5);
     assert_non_null(strstr(r.out, "{\"totals\":{\"HELLO\":{\"frames\":1"));
     assert_non_null(strstr(r.out, "\"type\":\"EVENTS\""));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 
     /* Truncated in the middle: what decoded, then the offset, exit 1. */
     FILE *f = fopen(out, "rb");
@@ -529,12 +526,12 @@ static void test_dump(void **state)
     fwrite(buf, 1, (size_t)len / 2, f);
     fclose(f);
     const char *d3[] = {cli, "dump", cut, NULL};
-    hs_testrun_exec(&r, d3, NULL, 0, 60);
+    tk_run(&r, d3, NULL, 0, 60);
     assert_true(r.exited && r.status == 1);
     assert_non_null(strstr(r.err, "truncated frame at byte offset "));
     assert_non_null(strstr(r.out, " HELLO "));
     assert_non_null(strstr(r.out, "totals:"));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 
     /* A corrupt frame type right after HELLO. */
     hsp_model m;
@@ -553,13 +550,13 @@ static void test_dump(void **state)
     fwrite(buf, 1, (size_t)len, f);
     fclose(f);
     const char *d4[] = {cli, "dump", bad, "--json", NULL};
-    hs_testrun_exec(&r, d4, NULL, 0, 60);
+    tk_run(&r, d4, NULL, 0, 60);
     assert_true(r.exited && r.status == 1);
     char want[64];
     snprintf(want, sizeof want, "byte offset %zu", hello_end);
     assert_non_null(strstr(r.err, want));
     assert_non_null(strstr(r.out, "\"type\":\"HELLO\""));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     free(buf);
 }
 
@@ -592,12 +589,12 @@ static void test_lines_policy(void **state)
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         const char *out = tmpfile_path("lines.hsp");
         unlink(out);
-        const char *argv[] = {hs_build_path("tests/wl_split"), "50", NULL};
-        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                             hs_testrun_env("HEAPSTORE_URL=file://%s", out), cases[c].env, NULL};
-        hs_testrun r;
-        hs_testrun_exec(&r, argv, env, 1, 120);
-        hs_testrun_expect_ok(&r);
+        const char *argv[] = {tk_build_path("tests/wl_split"), "50", NULL};
+        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out),
+                             cases[c].env, NULL};
+        tk_out r;
+        tk_run(&r, argv, env, 1, 120);
+        tk_expect_ok(&r);
         site s[4];
         assert_int_equal(parse_sites(r.out, s, 4), 2);
         hsp_model m;
@@ -621,7 +618,7 @@ static void test_lines_policy(void **state)
             }
         }
         hsp_free(&m);
-        hs_testrun_free(&r);
+        tk_out_free(&r);
     }
 }
 
@@ -637,13 +634,12 @@ static void test_inlined_frames(void **state)
     for (int lines = 1; lines >= 1; lines--) {
         const char *out = tmpfile_path("inline.hsp");
         unlink(out);
-        const char *argv[] = {hs_build_path("tests/wl_inline"), NULL};
-        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                             hs_testrun_env("HEAPSTORE_URL=file://%s", out),
+        const char *argv[] = {tk_build_path("tests/wl_inline"), NULL};
+        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out),
                              lines ? "HEAPSTORE_LINES=auto" : "HEAPSTORE_LINES=none", NULL};
-        hs_testrun r;
-        hs_testrun_exec(&r, argv, env, 1, 120);
-        hs_testrun_expect_ok(&r);
+        tk_out r;
+        tk_run(&r, argv, env, 1, 120);
+        tk_expect_ok(&r);
         char fn[3][32];
         int line[3];
         const char *p = r.out;
@@ -680,7 +676,7 @@ static void test_inlined_frames(void **state)
         assert_int_equal(found, 64);
         assert_int_equal(m.native_named, 0);
         hsp_free(&m);
-        hs_testrun_free(&r);
+        tk_out_free(&r);
     }
 }
 
@@ -693,7 +689,7 @@ static void test_libraries_mapped(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("maps.hsp");
-    const char *url = hs_testrun_env("HEAPSTORE_URL=file://%s", out);
+    const char *url = tk_env("HEAPSTORE_URL=file://%s", out);
     struct {
         const char *env[3];
         int unwind_expected;
@@ -704,9 +700,9 @@ static void test_libraries_mapped(void **state)
     };
     const char *argv[] = {"/bin/cat", "/proc/self/maps", NULL};
     for (size_t k = 0; k < HS_COUNTOF(c); k++) {
-        hs_testrun r;
-        hs_testrun_exec(&r, argv, c[k].env, 1, 60);
-        hs_testrun_expect_ok(&r);
+        tk_out r;
+        tk_run(&r, argv, c[k].env, 1, 60);
+        tk_expect_ok(&r);
         assert_non_null(strstr(r.out, "libheapstore.so"));
         int unw = strstr(r.out, "/libunwind.so") != NULL;
         /* (A sanitized tree preloads the sanitizer's runtime, which maps
@@ -718,7 +714,7 @@ static void test_libraries_mapped(void **state)
         assert_int_equal(unw, c[k].unwind_expected);
         assert_false(libm);
         if (!c[k].unwind_expected) assert_false(lzma);
-        hs_testrun_free(&r);
+        tk_out_free(&r);
     }
 }
 
@@ -739,21 +735,21 @@ static void test_no_debuginfod(void **state)
     const char *dir = tmpfile_path("nodebug");
     mkdir(dir, 0755);
     char cmd[2048];
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", hs_build_path("tests/libwl_split.so"), dir);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", tk_build_path("tests/libwl_split.so"), dir);
     assert_int_equal(system(cmd), 0);
 
     const char *out = tmpfile_path("nodebug.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_split"), "20", NULL};
+    const char *argv[] = {tk_build_path("tests/wl_split"), "20", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                         hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         hs_testrun_env("LD_LIBRARY_PATH=%s", dir),
-                         hs_testrun_env("DEBUGINFOD_URLS=http://127.0.0.1:%d", ntohs(a.sin_port)),
+                         tk_env("HEAPSTORE_URL=file://%s", out),
+                         tk_env("LD_LIBRARY_PATH=%s", dir),
+                         tk_env("DEBUGINFOD_URLS=http://127.0.0.1:%d", ntohs(a.sin_port)),
                          "DEBUGINFOD_TIMEOUT=5",
                          "HEAPSTORE_LINES=all",
                          NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     hsp_model m;
     load_ok(&m, out, 0);
     /* The copy was the one loaded, and its frames were symbolized (to
@@ -767,7 +763,7 @@ static void test_no_debuginfod(void **state)
     assert_true(c < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
     close(lfd);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- life of a process ---- */
@@ -776,12 +772,11 @@ static void test_underscore_exit(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("uexit.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "100", "_exit", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 60);
-    hs_testrun_expect_ok(&r);
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "100", "_exit", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 60);
+    tk_expect_ok(&r);
     /* _exit runs no exit handlers, but the collector ends the run as exit
      * does: every site complete, then BYE. */
     site s[32];
@@ -797,7 +792,7 @@ static void test_underscore_exit(void **state)
         assert_int_equal(a.frees, s[i].frees);
     }
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* Allocations at stacks whose innermost frame is fn. */
@@ -815,12 +810,11 @@ static void test_exec(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("exec.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_life"), "exec", "500", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+    const char *argv[] = {tk_build_path("tests/wl_life"), "exec", "500", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     int pid = 0;
     unsigned long n = 0;
     assert_int_equal(sscanf(r.out, "after %d %lu", &pid, &n), 2);
@@ -833,7 +827,7 @@ static void test_exec(void **state)
     assert_int_equal(b.allocs, 500);
     assert_int_equal(b.alloc_bytes, 500 * 100);
     /* After exec: PATH.<pid>, linked to the first run, complete. */
-    load_ok(&after, hs_testrun_env("%s.%d", out, pid), 0);
+    load_ok(&after, tk_env("%s.%d", out, pid), 0);
     assert_memory_equal(after.hello.parent_run_id, before.hello.run_id, 16);
     assert_memory_not_equal(after.hello.run_id, before.hello.run_id, 16);
     assert_int_equal(after.bye.flags, HS_BYE_CLEAN);
@@ -843,7 +837,7 @@ static void test_exec(void **state)
     assert_int_equal(fn_counts(&after, "life_before").allocs, 0);
     hsp_free(&before);
     hsp_free(&after);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* malloc_usable_size stays truthful for sampled blocks; free_sized (glibc
@@ -852,12 +846,11 @@ static void test_usable_free_sized(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("usable.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_life"), "usable", "3000", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+    const char *argv[] = {tk_build_path("tests/wl_life"), "usable", "3000", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     unsigned long n = 0;
     int sized = -1;
     assert_int_equal(sscanf(r.out, "usable %lu %d", &n, &sized), 2);
@@ -870,7 +863,7 @@ static void test_usable_free_sized(void **state)
     assert_int_equal(a.frees, 3000);
     assert_int_equal(a.free_bytes, a.alloc_bytes);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* Signal handlers that allocate, aimed at threads that are inside the
@@ -883,12 +876,11 @@ static void test_signal_handlers(void **state)
 {
     (void)state;
     const char *out = tmpfile_path("signal.hsp");
-    const char *argv[] = {hs_build_path("tests/wl_life"), "signal", "2", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_TEST_ALLOCATOR, 120);
-    hs_testrun_expect_ok(&r);
+    const char *argv[] = {tk_build_path("tests/wl_life"), "signal", "2", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_TEST_ALLOCATOR, 120);
+    tk_expect_ok(&r);
     unsigned long ca = 0, cf = 0, ha = 0;
     assert_int_equal(sscanf(r.out, "signal %lu %lu %lu", &ca, &cf, &ha), 3);
     hsp_model m;
@@ -906,7 +898,7 @@ static void test_signal_handlers(void **state)
     assert_true(h.allocs >= 1 && h.allocs <= ha);
     assert_true(h.frees + m.drops[HS_DROP_FREE_EVENTS] >= h.allocs);
     hsp_free(&m);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- a stuck sender ---- */
@@ -921,17 +913,16 @@ static void test_stuck_sender(void **state)
     const char *fifo = tmpfile_path("stuck.fifo");
     unlink(fifo);
     assert_int_equal(mkfifo(fifo, 0600), 0);
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                         hs_testrun_env("HEAPSTORE_URL=file://%s", fifo),
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "10", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", fifo),
                          "HEAPSTORE_EXIT_FLUSH_MS=1000", NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
     fprintf(stderr, "stuck sender: %.1fs\n%.500s", r.seconds, r.err);
-    hs_testrun_expect_ok(&r);
+    tk_expect_ok(&r);
     assert_non_null(strstr(r.err, "not delivered"));
     unlink(fifo);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- server down ---- */
@@ -950,22 +941,21 @@ static int closed_port(void)
 static void test_server_down(void **state)
 {
     (void)state;
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "4", NULL};
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "4", NULL};
     const char *file_env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                              hs_testrun_env("HEAPSTORE_URL=file://%s", tmpfile_path("up.hsp")),
-                              NULL};
-    hs_testrun base;
-    hs_testrun_exec(&base, argv, file_env, 1, 120);
-    hs_testrun_expect_ok(&base);
+                              tk_env("HEAPSTORE_URL=file://%s", tmpfile_path("up.hsp")), NULL};
+    tk_out base;
+    tk_run(&base, argv, file_env, 1, 120);
+    tk_expect_ok(&base);
 
     /* A flush allowance far beyond the run's timeout: the program must see
      * that nobody listens and not wait for it at exit. */
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1",
                          "HEAPSTORE_EXIT_FLUSH_MS=3600000",
-                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", closed_port()), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+                         tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", closed_port()), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     /* Speed is the benchmark's business; the times are shown, not judged. */
     fprintf(stderr, "file run %.2fs, server-down run %.2fs\nstderr: %s", base.seconds, r.seconds,
             r.err);
@@ -975,8 +965,8 @@ static void test_server_down(void **state)
     assert_int_equal(sscanf(p, "dropped %lu alloc and %lu free events", &a, &f), 2);
     assert_true(a > 0);
     assert_non_null(strstr(r.err, "connection refused"));
-    hs_testrun_free(&r);
-    hs_testrun_free(&base);
+    tk_out_free(&r);
+    tk_out_free(&base);
 }
 
 /* A server that accepts the connection (the kernel does, from the backlog)
@@ -993,19 +983,18 @@ static void test_buffer_bound(void **state)
     socklen_t l = sizeof a;
     getsockname(lfd, (struct sockaddr *)&a, &l);
     assert_int_equal(listen(lfd, 4), 0);
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "1", NULL};
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "1", NULL};
     const char *file_env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                              hs_testrun_env("HEAPSTORE_URL=file://%s", tmpfile_path("bound.hsp")),
-                              NULL};
-    hs_testrun base, r;
-    hs_testrun_exec(&base, argv, file_env, 1, 300);
-    hs_testrun_expect_ok(&base);
-    const char *env[] = {
-        "HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1", "HEAPSTORE_EXIT_FLUSH_MS=200",
-        hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", ntohs(a.sin_port)), NULL};
-    hs_testrun_exec(&r, argv, env, 1, 300);
+                              tk_env("HEAPSTORE_URL=file://%s", tmpfile_path("bound.hsp")), NULL};
+    tk_out base, r;
+    tk_run(&base, argv, file_env, 1, 300);
+    tk_expect_ok(&base);
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_BUFFER_MB=1",
+                         "HEAPSTORE_EXIT_FLUSH_MS=200",
+                         tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", ntohs(a.sin_port)), NULL};
+    tk_run(&r, argv, env, 1, 300);
     close(lfd);
-    hs_testrun_expect_ok(&r);
+    tk_expect_ok(&r);
     fprintf(stderr, "file run peak RSS %ld KiB, stalled server %ld KiB\n%s", base.maxrss_kb,
             r.maxrss_kb, r.err);
     unsigned long da = 0, df = 0;
@@ -1019,8 +1008,8 @@ static void test_buffer_bound(void **state)
     assert_int_equal(stat(tmpfile_path("bound.hsp"), &sb), 0);
     assert_true(sb.st_size > 5 << 20); /* else this check could not fail */
     assert_true(r.maxrss_kb <= base.maxrss_kb + 4096);
-    hs_testrun_free(&r);
-    hs_testrun_free(&base);
+    tk_out_free(&r);
+    tk_out_free(&base);
 }
 
 /* ---- tcp: acknowledgements and resuming ---- */
@@ -1144,12 +1133,12 @@ static void test_tcp_resume(void **state)
     pthread_t th;
     pthread_create(&th, NULL, fake_server_main, &s);
 
-    const char *argv[] = {hs_build_path("tests/wl_sites"), "10", NULL};
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "10", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=10000",
-                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", s.port), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 120);
-    hs_testrun_expect_ok(&r);
+                         tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", s.port), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
     shutdown(s.lfd, SHUT_RDWR);
     close(s.lfd);
     pthread_join(th, NULL);
@@ -1165,7 +1154,7 @@ static void test_tcp_resume(void **state)
     assert_true(s.alloc_events > 100000 / 10);
     /* Everything delivered: nothing reported on stderr. */
     assert_null(strstr(r.err, "heapstore:"));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 int main(void)

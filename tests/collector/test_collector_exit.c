@@ -27,7 +27,6 @@
 #include <sqlite3.h>
 
 #include "hs_testkit.h"
-#include "hs_testrun.h"
 #include "hsp_model.h"
 
 #define CHILD_SIZE 777 /* wl_exit.c */
@@ -99,19 +98,19 @@ static void test_exit_children(void **state)
     tk_server srv;
     const char *args[] = {"--granularity", "100ms", NULL};
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
-    const char *argv[] = {hs_build_path("tests/wl_exit"),
-                          hs_testrun_env("%d", N),
-                          hs_testrun_env("%d", K),
+    const char *argv[] = {tk_build_path("tests/wl_exit"),
+                          tk_env("%d", N),
+                          tk_env("%d", K),
                           "25",
                           WL_EXIT_THREAD,
                           NULL};
     /* A generous flush bound: the machine running the tests may be slow;
      * what is checked is that the children deliver, not how fast. */
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=30000",
-                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 300);
-    hs_testrun_expect_ok(&r);
+                         tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 300);
+    tk_expect_ok(&r);
     int pid = 0, n = 0, failed = -1;
     unsigned long k = 0;
     assert_int_equal(sscanf(r.out, "parent %d\nchildren %d %lu %d", &pid, &n, &k, &failed), 4);
@@ -172,7 +171,7 @@ static void test_exit_children(void **state)
     /* Everything delivered: nothing reported on stderr. */
     if (strstr(r.err, "heapstore:")) fprintf(stderr, "%s", r.err);
     assert_null(strstr(r.err, "heapstore:"));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
 
@@ -190,17 +189,16 @@ static void test_exit_python(void **state)
     char dir[600], out[700];
     tk_tmpdir(dir, sizeof dir, "uexit_py");
     snprintf(out, sizeof out, "%s/py.hsp", dir);
-    const char *argv[] = {py, hs_source_path("tests/collector/wl_exit.py"), hs_testrun_env("%d", N),
-                          hs_testrun_env("%d", K), NULL};
+    const char *argv[] = {py, tk_source_path("tests/collector/wl_exit.py"), tk_env("%d", N),
+                          tk_env("%d", K), NULL};
     /* What is checked is delivery from 200 children leaving through
      * _exit, with their bytearrays: an explicit PYTHONMALLOC keeps Python's
      * small objects (test_pymem's subject) out of every child's stream. */
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_EXIT_FLUSH_MS=30000",
-                         "PYTHONMALLOC=pymalloc", hs_testrun_env("HEAPSTORE_URL=file://%s", out),
-                         NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 300);
-    hs_testrun_expect_ok(&r);
+                         "PYTHONMALLOC=pymalloc", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 300);
+    tk_expect_ok(&r);
     int n = 0, k = 0, failed = -1;
     unsigned long size = 0;
     assert_int_equal(sscanf(r.out, "pyexit %d %d %lu %d", &n, &k, &size, &failed), 4);
@@ -241,7 +239,7 @@ static void test_exit_python(void **state)
     assert_int_equal(children, 2 * n);
     assert_int_equal(clean, 2 * n);
     assert_int_equal(exact, 2 * n);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- bad settings ---- */
@@ -290,14 +288,14 @@ static void test_bad_settings(void **state)
         {"HEAPSTORE_URL=localhost:99999", "HEAPSTORE_URL", "'localhost:99999'", "recording is off"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *argv[] = {hs_build_path("tests/wl_exit"), "4", "10", "4", "calm", NULL};
+        const char *argv[] = {tk_build_path("tests/wl_exit"), "4", "10", "4", "calm", NULL};
         /* The case's own HEAPSTORE_URL, when it has one, comes last and wins. */
         const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                             hs_testrun_env("HEAPSTORE_URL=file://%s/run%zu.hsp", dir, i),
-                             cases[i].setting, NULL};
-        hs_testrun r;
-        hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 120);
-        hs_testrun_expect_ok(&r);
+                             tk_env("HEAPSTORE_URL=file://%s/run%zu.hsp", dir, i), cases[i].setting,
+                             NULL};
+        tk_out r;
+        tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 120);
+        tk_expect_ok(&r);
         int lines = count_lines(r.err, cases[i].name);
         char want[200];
         snprintf(want, sizeof want, "heapstore: %s=%s", cases[i].name, cases[i].value);
@@ -311,17 +309,17 @@ static void test_bad_settings(void **state)
          * never named a server. */
         assert_int_equal(count_lines(r.err, "heapstore:"), 1);
         assert_non_null(strstr(r.out, "children 4 10 0"));
-        hs_testrun_free(&r);
+        tk_out_free(&r);
     }
     /* Good values say nothing. */
-    const char *argv[] = {hs_build_path("tests/wl_exit"), "4", "10", "4", "calm", NULL};
+    const char *argv[] = {tk_build_path("tests/wl_exit"), "4", "10", "4", "calm", NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", "HEAPSTORE_DEPTH=1024", "HEAPSTORE_LINES=all",
-                         hs_testrun_env("HEAPSTORE_URL=file://%s/good.hsp", dir), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 120);
-    hs_testrun_expect_ok(&r);
+                         tk_env("HEAPSTORE_URL=file://%s/good.hsp", dir), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 120);
+    tk_expect_ok(&r);
     assert_null(strstr(r.err, "heapstore:"));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* ---- signal dispositions ---- */
@@ -347,10 +345,10 @@ static void *fifo_reader(void *arg)
 static void test_signal_dispositions(void **state)
 {
     (void)state;
-    const char *argv[] = {hs_build_path("tests/wl_exit"), "sigs", NULL};
-    hs_testrun plain, under;
-    hs_testrun_exec(&plain, argv, NULL, HS_PRELOAD_NONE, 60);
-    hs_testrun_expect_ok(&plain);
+    const char *argv[] = {tk_build_path("tests/wl_exit"), "sigs", NULL};
+    tk_out plain, under;
+    tk_run(&plain, argv, NULL, TK_PRELOAD_NONE, 60);
+    tk_expect_ok(&plain);
     assert_non_null(strstr(plain.out, "sigs "));
     char dir[600], db[700], fifo[700];
     tk_tmpdir(dir, sizeof dir, "sigs");
@@ -358,26 +356,26 @@ static void test_signal_dispositions(void **state)
     tk_server srv;
     assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
-    hs_testrun_exec(&under, argv, env, HS_PRELOAD_COLLECTOR, 60);
-    hs_testrun_expect_ok(&under);
+                         tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port), NULL};
+    tk_run(&under, argv, env, TK_PRELOAD_COLLECTOR, 60);
+    tk_expect_ok(&under);
     assert_string_equal(plain.out, under.out);
-    hs_testrun_free(&under);
+    tk_out_free(&under);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 
     snprintf(fifo, sizeof fifo, "%s/fifo", dir);
     assert_int_equal(mkfifo(fifo, 0600), 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, fifo_reader, fifo), 0);
-    const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=1",
-                          hs_testrun_env("HEAPSTORE_URL=file://%s", fifo), NULL};
-    hs_testrun_exec(&under, argv, env2, HS_PRELOAD_COLLECTOR, 60);
+    const char *env2[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", fifo),
+                          NULL};
+    tk_run(&under, argv, env2, TK_PRELOAD_COLLECTOR, 60);
     pthread_join(th, NULL);
-    hs_testrun_expect_ok(&under);
+    tk_expect_ok(&under);
     assert_string_equal(plain.out, under.out);
     assert_non_null(strstr(under.err, "not delivered")); /* the writes did fail */
-    hs_testrun_free(&plain);
-    hs_testrun_free(&under);
+    tk_out_free(&plain);
+    tk_out_free(&under);
 }
 
 int main(void)

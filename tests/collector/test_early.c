@@ -22,22 +22,22 @@
 
 #include <cmocka.h>
 
-#include "hs_testrun.h"
+#include "hs_testkit.h"
 #include "hsp_model.h"
 #include "wl_early.h"
 
 static const char *run_early(const char *name, const char *rate)
 {
     static char out[512];
-    snprintf(out, sizeof out, "%s/%s", hs_testrun_dir(), name);
+    snprintf(out, sizeof out, "%s/%s", tk_scratch_dir(), name);
     remove(out);
-    const char *argv[] = {hs_build_path("tests/wl_early"), NULL};
-    const char *env[] = {hs_testrun_env("HEAPSTORE_SAMPLE_BYTES=%s", rate),
-                         hs_testrun_env("HEAPSTORE_URL=file://%s", out), NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 60);
-    hs_testrun_expect_ok(&r);
-    hs_testrun_free(&r);
+    const char *argv[] = {tk_build_path("tests/wl_early"), NULL};
+    const char *env[] = {tk_env("HEAPSTORE_SAMPLE_BYTES=%s", rate),
+                         tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 60);
+    tk_expect_ok(&r);
+    tk_out_free(&r);
     return out;
 }
 

@@ -39,7 +39,6 @@
 #include <sqlite3.h>
 
 #include "hs_testkit.h"
-#include "hs_testrun.h"
 
 #define KIB     1024ll
 #define MIB     (1024 * KIB)
@@ -80,18 +79,18 @@ static int64_t q_int(const char *fmt, ...)
 /* Runs wl_exact; returns the id of its ended run and its facts. */
 static int64_t run_wl(facts *f, const char *mib, const char *threads, const char *sample)
 {
-    const char *argv[] = {hs_build_path("tests/wl_exact"), mib, threads, "500", "2", NULL};
-    const char *env[] = {hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port),
+    const char *argv[] = {tk_build_path("tests/wl_exact"), mib, threads, "500", "2", NULL};
+    const char *env[] = {tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port),
                          "HEAPSTORE_EXIT_FLUSH_MS=30000", sample, NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 120);
-    hs_testrun_expect_ok(&r);
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 120);
+    tk_expect_ok(&r);
     memset(f, 0, sizeof *f);
     assert_int_equal(sscanf(r.out,
                             "peak_bytes=%lld peak_unix_ns=%lld allocs=%lld frees=%lld pid=%d",
                             &f->peak_bytes, &f->peak_unix_ns, &f->allocs, &f->frees, &f->pid),
                      5);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     int64_t run = 0;
     uint64_t deadline = tk_now_ms() + 60000;
     while (tk_now_ms() < deadline) {
@@ -110,15 +109,15 @@ static int64_t top_at_peak(int64_t run)
     char id[32];
     snprintf(id, sizeof id, "%lld", (long long)run);
     const char *argv[] = {
-        hs_build_path("bin/heapstore"), "top", id, "--at", "peak", "--db", db, "--json", NULL};
+        tk_build_path("bin/heapstore"), "top", id, "--at", "peak", "--db", db, "--json", NULL};
     const char *env[] = {"HEAPSTORE_URL=", NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_NONE, 60);
-    hs_testrun_expect_ok(&r);
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_NONE, 60);
+    tk_expect_ok(&r);
     const char *k = strstr(r.out, "\"total_bytes\":");
     assert_non_null(k);
     int64_t v = strtoll(k + strlen("\"total_bytes\":"), NULL, 10);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     return v;
 }
 

@@ -38,7 +38,6 @@
 
 #include "hs_queries.h"
 #include "hs_testkit.h"
-#include "hs_testrun.h"
 
 typedef struct answer {
     long long keep, leak; /* true bytes, from the script */
@@ -65,25 +64,25 @@ static answer run_script_env(const char *python, int port, const char *sample, i
     /* pyenv's interpreters without site: some import a hundred modules
      * through .pth files, which at every allocation costs seconds */
     if (strncmp(python, "/usr/bin/", 9)) argv[i++] = "-S";
-    argv[i++] = hs_source_path("tests/collector/wl_pymem.py");
-    argv[i++] = hs_testrun_env("%d", n);
-    argv[i++] = hs_testrun_env("%d", iters);
-    argv[i++] = hs_testrun_env("%d", k);
+    argv[i++] = tk_source_path("tests/collector/wl_pymem.py");
+    argv[i++] = tk_env("%d", n);
+    argv[i++] = tk_env("%d", iters);
+    argv[i++] = tk_env("%d", k);
     argv[i++] = pause;
     argv[i] = NULL;
-    const char *env[] = {hs_testrun_env("HEAPSTORE_SAMPLE_BYTES=%s", sample),
+    const char *env[] = {tk_env("HEAPSTORE_SAMPLE_BYTES=%s", sample),
                          "HEAPSTORE_EXIT_FLUSH_MS=30000",
                          "HEAPSTORE_SEED=12345",
-                         hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port),
-                         hs_testrun_env("PYTHONMALLOC=%s", how->pymalloc),
+                         tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port),
+                         tk_env("PYTHONMALLOC=%s", how->pymalloc),
                          how->env,
                          NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_COLLECTOR, 300);
-    hs_testrun_expect_ok(&r);
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 300);
+    tk_expect_ok(&r);
     answer a = {0, 0, r.seconds};
     assert_int_equal(sscanf(r.out, "pymem %lld %lld", &a.keep, &a.leak), 2);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     return a;
 }
 
@@ -257,7 +256,7 @@ static void pyenv_one(const char *py, const char *version, unsigned minor, void 
 static void test_pyenv(void **state)
 {
     (void)state;
-    hs_testrun_pyenv(8, 13, pyenv_one, NULL);
+    tk_pyenv(8, 13, pyenv_one, NULL);
 }
 
 /* The default rate: an unbiased estimate, within its statistical bound. */
@@ -356,7 +355,7 @@ static void test_run_summary(void **state)
     tk_tmpdir(dir, sizeof dir, "pymem-cli");
     snprintf(db, sizeof db, "%s/hs.db", dir);
     unlink(db);
-    const char *argv[] = {hs_build_path("bin/heapstore"),
+    const char *argv[] = {tk_build_path("bin/heapstore"),
                           "run",
                           "--sample",
                           "1",
@@ -364,21 +363,21 @@ static void test_run_summary(void **state)
                           db,
                           "--",
                           "/usr/bin/python3",
-                          hs_source_path("tests/collector/wl_pymem.py"),
+                          tk_source_path("tests/collector/wl_pymem.py"),
                           "2000",
                           "2",
                           "10",
                           "0",
                           NULL};
     const char *env[] = {"HEAPSTORE_EXIT_FLUSH_MS=30000", NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, HS_PRELOAD_NONE, 300);
-    hs_testrun_expect_ok(&r);
+    tk_out r;
+    tk_run(&r, argv, env, TK_PRELOAD_NONE, 300);
+    tk_expect_ok(&r);
     if (!strstr(r.err, "when the main program finished")) fprintf(stderr, "%s", r.err);
     assert_non_null(strstr(r.err, "when the main program finished"));
     assert_non_null(strstr(r.err, "(before interpreter teardown)"));
     assert_non_null(strstr(r.err, "at exit"));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 int main(void)

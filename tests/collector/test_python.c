@@ -20,7 +20,7 @@
 #include <cmocka.h>
 
 #include "hs_proto.h"
-#include "hs_testrun.h"
+#include "hs_testkit.h"
 #include "hsp_model.h"
 
 #define PY_PC_TAG 0xff00000000000000ull /* collector/hs_python.h */
@@ -32,7 +32,7 @@ static int is_py(uint64_t pc)
 
 static const char *script(void)
 {
-    return hs_source_path("tests/collector/wl_pyframes.py");
+    return tk_source_path("tests/collector/wl_pyframes.py");
 }
 
 /* The line of the script marked "# LINE name". */
@@ -63,7 +63,7 @@ typedef struct pyrun {
 static void run_script_env(pyrun *p, const char *python, const char *tag, const char *extra)
 {
     static char out[600], url[700];
-    snprintf(out, sizeof out, "%s/pyframes-%s.hsp", hs_testrun_dir(), tag);
+    snprintf(out, sizeof out, "%s/pyframes-%s.hsp", tk_scratch_dir(), tag);
     snprintf(url, sizeof url, "HEAPSTORE_URL=file://%s", out);
     unlink(out);
     const char *argv[] = {python, script(), NULL};
@@ -72,21 +72,21 @@ static void run_script_env(pyrun *p, const char *python, const char *tag, const 
      * a sample at this rate) out; the finalization test below keeps them. */
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", url,   "PYTHONHASHSEED=0",
                          "PYTHONMALLOC=pymalloc",    extra, NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, env, 1, 300);
-    if (!r.exited || r.status != 0 || !hs_testrun_clean(&r))
+    tk_out r;
+    tk_run(&r, argv, env, 1, 300);
+    if (!r.exited || r.status != 0 || !tk_clean(&r))
         fprintf(stderr, "%s failed (exited=%d status=%d)\n%.4000s\n", python, r.exited, r.status,
                 r.err);
     assert_true(r.exited);
     assert_int_equal(r.status, 0);
-    assert_true(hs_testrun_clean(&r));
+    assert_true(tk_clean(&r));
     assert_int_equal(sscanf(r.out, "pyframes %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu %lu",
                             &p->big_n, &p->big, &p->churn_n, &p->churn, &p->deep, &p->depth,
                             &p->threads_n, &p->thread, &p->gen_n, &p->gen, &p->cb_n, &p->cb,
                             &p->named),
                      13);
     p->seconds = r.seconds;
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     assert_int_equal(hsp_load(&p->m, out, 0), 0);
     if (p->m.error[0]) fprintf(stderr, "%s: %s\n", out, p->m.error);
     assert_string_equal(p->m.error, "");
@@ -240,9 +240,9 @@ static void check_frames(const pyrun *p, const char *version)
 }
 
 /* Runs the heapstore CLI (not profiled); its output stays in r. */
-static void cli(hs_testrun *r, const char *const *argv)
+static void cli(tk_out *r, const char *const *argv)
 {
-    hs_testrun_exec(r, argv, NULL, 0, 120);
+    tk_run(r, argv, NULL, 0, 120);
     if (!r->exited || r->status != 0)
         fprintf(stderr, "%s %s failed:\n%s%s\n", argv[0], argv[1], r->out, r->err);
     assert_true(r->exited);
@@ -282,20 +282,20 @@ static void test_debian_python3(void **state)
     /* Stored by the server's own code (import), a stack reads as the script
      * does; a second run of the script brings no new frame. */
     char db[600], hsp[600], hsp2[600], want[128];
-    snprintf(db, sizeof db, "%s/pyframes.db", hs_testrun_dir());
-    snprintf(hsp, sizeof hsp, "%s/pyframes-debian.hsp", hs_testrun_dir());
-    snprintf(hsp2, sizeof hsp2, "%s/pyframes-debian2.hsp", hs_testrun_dir());
+    snprintf(db, sizeof db, "%s/pyframes.db", tk_scratch_dir());
+    snprintf(hsp, sizeof hsp, "%s/pyframes-debian.hsp", tk_scratch_dir());
+    snprintf(hsp2, sizeof hsp2, "%s/pyframes-debian2.hsp", tk_scratch_dir());
     unlink(db);
     run_script(&p, "/usr/bin/python3", "debian2");
     hsp_free(&p.m);
-    const char *bin = hs_build_path("bin/heapstore");
-    hs_testrun r;
+    const char *bin = tk_build_path("bin/heapstore");
+    tk_out r;
     const char *imp[] = {bin, "import", "--db", db, hsp, NULL};
     cli(&r, imp);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     const char *imp2[] = {bin, "import", "--db", db, hsp2, NULL};
     cli(&r, imp2);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     const char *same[] = {
         bin,
         "sql",
@@ -315,14 +315,14 @@ static void test_debian_python3(void **state)
             known);
     assert_true(frames >= 6);
     assert_int_equal(known, frames);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     const char *top[] = {bin, "top", "1", "--by", "stack", "--limit", "1", "--db", db, NULL};
     cli(&r, top);
     snprintf(want, sizeof want, "leak_big (wl_pyframes.py:%d)", script_line("leak_big"));
     assert_non_null(strstr(r.out, want));
     assert_non_null(strstr(r.out, "Holder.grow (wl_pyframes.py:"));
     assert_non_null(strstr(r.out, "<module> (wl_pyframes.py:"));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 /* heapstore run against a real server: the summary says how many samples
@@ -330,9 +330,9 @@ static void test_debian_python3(void **state)
 static void expect_fallback_said(const char *python, const char *version)
 {
     char db[600];
-    snprintf(db, sizeof db, "%s/fallback-%s.db", hs_testrun_dir(), version);
+    snprintf(db, sizeof db, "%s/fallback-%s.db", tk_scratch_dir(), version);
     unlink(db);
-    const char *argv[] = {hs_build_path("bin/heapstore"),
+    const char *argv[] = {tk_build_path("bin/heapstore"),
                           "run",
                           "--sample",
                           "1",
@@ -342,8 +342,8 @@ static void expect_fallback_said(const char *python, const char *version)
                           python,
                           script(),
                           NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, NULL, 0, 300);
+    tk_out r;
+    tk_run(&r, argv, NULL, 0, 300);
     assert_true(r.exited);
     assert_int_equal(r.status, 0);
     const char *line = strstr(r.err, "  python ");
@@ -353,7 +353,7 @@ static void expect_fallback_said(const char *python, const char *version)
     assert_int_equal(sscanf(line, "  python %lu samples", &n), 1);
     fprintf(stderr, "%s: heapstore run says %lu samples lack their Python frames\n", version, n);
     assert_true(n > 0);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 static void pyenv_one(const char *py, const char *version, unsigned minor, void *ctx)
@@ -381,7 +381,7 @@ static void pyenv_one(const char *py, const char *version, unsigned minor, void 
 static void test_pyenv_versions(void **state)
 {
     (void)state;
-    hs_testrun_pyenv(0, 99, pyenv_one, NULL);
+    tk_pyenv(0, 99, pyenv_one, NULL);
 }
 
 /* Threads that come and go, and daemon threads allocating in Python code
@@ -404,26 +404,26 @@ static void test_finalization(void **state)
         if (access(pys[k], X_OK) != 0) continue;
         for (int round = 0; round < 5; round++) {
             char out[600], url[700];
-            snprintf(out, sizeof out, "%s/pyexit-%zu-%d.hsp", hs_testrun_dir(), k, round);
+            snprintf(out, sizeof out, "%s/pyexit-%zu-%d.hsp", tk_scratch_dir(), k, round);
             snprintf(url, sizeof url, "HEAPSTORE_URL=file://%s", out);
             /* -S: no site packages (a pyenv's .pth files import about 100
              * modules, every small object of which is a sample here) */
-            const char *argv[] = {pys[k], "-S", hs_source_path("tests/collector/wl_pyexit.py"),
+            const char *argv[] = {pys[k], "-S", tk_source_path("tests/collector/wl_pyexit.py"),
                                   "20", NULL};
             /* Every 4 KiB on average: the daemon threads' loops are still
              * sampled all the time through teardown, without a stream of
              * every small object they make for as long as they run. */
             const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=4096", url, NULL};
-            hs_testrun r;
-            hs_testrun_exec(&r, argv, env, 1, 120);
-            if (!r.exited || r.status != 0 || !hs_testrun_clean(&r))
+            tk_out r;
+            tk_run(&r, argv, env, 1, 120);
+            if (!r.exited || r.status != 0 || !tk_clean(&r))
                 fprintf(stderr, "%s round %d: exited=%d status=%d\n%.4000s\n", pys[k], round,
                         r.exited, r.status, r.err);
             assert_true(r.exited);
             assert_int_equal(r.status, 0);
-            assert_true(hs_testrun_clean(&r));
+            assert_true(tk_clean(&r));
             assert_non_null(strstr(r.out, "pyexit 20"));
-            hs_testrun_free(&r);
+            tk_out_free(&r);
             hsp_model m;
             assert_int_equal(hsp_load(&m, out, 0), 0);
             assert_string_equal(m.error, "");

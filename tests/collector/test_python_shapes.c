@@ -30,7 +30,6 @@
 #include <sqlite3.h>
 
 #include "hs_testkit.h"
-#include "hs_testrun.h"
 
 #define PYTHON "/usr/bin/python3"
 
@@ -44,7 +43,7 @@ static const char *script(const char *name)
     static char buf[4][600];
     static int k;
     char *b = buf[k++ % 4];
-    snprintf(b, sizeof buf[0], "%s", hs_source_path(name));
+    snprintf(b, sizeof buf[0], "%s", tk_source_path(name));
     return b;
 }
 
@@ -69,14 +68,14 @@ static int line_of(const char *path, const char *name)
 
 /* Runs python3 under the collector, sending to the server; argv[0] is
  * PYTHON. Fails unless it exits 0. Returns its stdout (owned by r). */
-static const char *run_python(hs_testrun *r, const char *const *argv, const char *sample,
+static const char *run_python(tk_out *r, const char *const *argv, const char *sample,
                               const char *extra)
 {
     if (access(PYTHON, X_OK) != 0) {
         fprintf(stderr, "no %s (install Debian's python3)\n", PYTHON);
         fail();
     }
-    const char *env[] = {hs_testrun_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port),
+    const char *env[] = {tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", srv.port),
                          /* generous: what is checked is delivery, not speed */
                          "HEAPSTORE_EXIT_FLUSH_MS=30000", "PYTHONHASHSEED=0",
                          "PYTHONDONTWRITEBYTECODE=1",
@@ -86,8 +85,8 @@ static const char *run_python(hs_testrun *r, const char *const *argv, const char
                           * every answer and millions of rows to every query:
                           * an explicit PYTHONMALLOC keeps them unwrapped. */
                          "PYTHONMALLOC=pymalloc", sample, extra, NULL};
-    hs_testrun_exec(r, argv, env, HS_PRELOAD_COLLECTOR, 120);
-    hs_testrun_expect_ok(r);
+    tk_run(r, argv, env, TK_PRELOAD_COLLECTOR, 120);
+    tk_expect_ok(r);
     return r->out;
 }
 
@@ -186,7 +185,7 @@ static void load_stacks(stacks *out, int64_t run, const char *filter)
              "JOIN frames f ON f.id = t.frame GROUP BY up.trace) SELECT 'row ' || n || ' ' || b "
              "|| ' ' || w || ' ' || s AS x FROM sums JOIN fr USING (trace) WHERE keep",
              (long long)run, filter);
-    const char *argv[] = {hs_build_path("bin/heapstore"),
+    const char *argv[] = {tk_build_path("bin/heapstore"),
                           "sql",
                           "--db",
                           db,
@@ -196,13 +195,13 @@ static void load_stacks(stacks *out, int64_t run, const char *filter)
                           "30000",
                           sql,
                           NULL};
-    hs_testrun r;
-    hs_testrun_exec(&r, argv, NULL, HS_PRELOAD_NONE, 120);
-    hs_testrun_expect_ok(&r);
+    tk_out r;
+    tk_run(&r, argv, NULL, TK_PRELOAD_NONE, 120);
+    tk_expect_ok(&r);
     assert_null(strstr(r.out, "more were cut off")); /* every stack, or the sums are wrong */
     out->text = r.out;
     r.out = NULL;
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     out->s = NULL;
     out->n = 0;
     size_t cap = 0;
@@ -339,9 +338,9 @@ static const stacks *flow_exact(void)
 {
     if (flow_run) return &flow_stacks;
     const char *argv[] = {PYTHON, script("tests/collector/wl_shape_flow.py"), "exact", NULL};
-    hs_testrun r;
+    tk_out r;
     parse_flow(&flow_out, run_python(&r, argv, "HEAPSTORE_SAMPLE_BYTES=1", NULL));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     flow_run = ended_run(flow_out.pid, 0);
     assert_true(run_complete(flow_run));
     load_stacks(&flow_stacks, flow_run,
@@ -426,11 +425,11 @@ static void test_default_rate(void **state)
 {
     (void)state;
     const char *argv[] = {PYTHON, script("tests/collector/wl_shape_flow.py"), "rate", NULL};
-    hs_testrun r;
+    tk_out r;
     flow f;
     /* An empty HEAPSTORE_SAMPLE_BYTES= would be a bad value: pass none. */
     parse_flow(&f, run_python(&r, argv, NULL, NULL));
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     int64_t run = ended_run(f.pid, 0);
     assert_true(run_complete(run));
     const double m = 524288;
@@ -472,14 +471,14 @@ static void test_c_extensions(void **state)
 {
     (void)state;
     const char *argv[] = {PYTHON, CEXT_PATH, NULL};
-    hs_testrun r;
+    tk_out r;
     int pid = 0;
     unsigned long k = 0, raw = 0, comp = 0, json_len = 0, strings = 0, blob = 0;
     assert_int_equal(sscanf(run_python(&r, argv, "HEAPSTORE_SAMPLE_BYTES=1", NULL),
                             "cext %d %lu %lu %lu %lu %lu %lu", &pid, &k, &raw, &comp, &json_len,
                             &strings, &blob),
                      7);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     int64_t run = ended_run(pid, 0);
     assert_true(run_complete(run));
     stacks st;
@@ -546,14 +545,14 @@ static void test_dash_m(void **state)
     (void)state;
     const char *argv[] = {PYTHON, "-m", "wl_shape_mod", NULL};
     char pp[700];
-    snprintf(pp, sizeof pp, "PYTHONPATH=%s", hs_source_path("tests/collector"));
-    hs_testrun r;
+    snprintf(pp, sizeof pp, "PYTHONPATH=%s", tk_source_path("tests/collector"));
+    tk_out r;
     int pid = 0;
     unsigned long n = 0, size = 0;
     assert_int_equal(sscanf(run_python(&r, argv, "HEAPSTORE_SAMPLE_BYTES=1", pp), "mod %d %lu %lu",
                             &pid, &n, &size),
                      3);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     int64_t run = ended_run(pid, 0);
     assert_true(run_complete(run));
     stacks st;
@@ -577,11 +576,11 @@ static void test_dash_c(void **state)
                        "kept = fill_c(9)\n"
                        "print('dashc', os.getpid(), flush=True)\n";
     const char *argv[] = {PYTHON, "-c", code, NULL};
-    hs_testrun r;
+    tk_out r;
     int pid = 0;
     assert_int_equal(
         sscanf(run_python(&r, argv, "HEAPSTORE_SAMPLE_BYTES=1", NULL), "dashc %d", &pid), 1);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     int64_t run = ended_run(pid, 0);
     assert_true(run_complete(run));
     stacks st;
@@ -608,14 +607,14 @@ static void test_children(void **state)
 {
     (void)state;
     const char *argv[] = {PYTHON, PROCS_PATH, NULL};
-    hs_testrun r;
+    tk_out r;
     int pid = 0;
     unsigned long n, nf, sf, ns, ss, sc, nx, sx, failed;
     assert_int_equal(sscanf(run_python(&r, argv, "HEAPSTORE_SAMPLE_BYTES=1", NULL),
                             "procs %d %lu %lu %lu %lu %lu %lu %lu %lu %lu", &pid, &n, &nf, &sf, &ns,
                             &ss, &sc, &nx, &sx, &failed),
                      10);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
     assert_int_equal(failed, 0);
     const int want_children = (int)(nf + ns + 1 + nx + 1);
     int64_t run = ended_run(pid, want_children);

@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "hs_proto.h"
-#include "hs_testrun.h"
+#include "hs_testkit.h"
 #include "hsp_model.h"
 
 static int is_wl_site(const char *fn)
@@ -53,28 +53,28 @@ static void test_stress(void **state)
 {
     (void)state;
     char out[512];
-    snprintf(out, sizeof out, "%s/stress.hsp", hs_testrun_dir());
+    snprintf(out, sizeof out, "%s/stress.hsp", tk_scratch_dir());
     char url[600];
     snprintf(url, sizeof url, "HEAPSTORE_URL=file://%s", out);
-    const char *argv[] = {hs_build_path("tests/wl_stress"), "10",
-                          hs_build_path("tests/libwl_dl.so"), NULL};
+    const char *argv[] = {tk_build_path("tests/wl_stress"), "10",
+                          tk_build_path("tests/libwl_dl.so"), NULL};
     const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", url, "HEAPSTORE_EXIT_FLUSH_MS=20000", NULL};
-    hs_testrun r;
+    tk_out r;
 #ifdef HS_TEST_ASAN_RUNTIME
     /* GCC 12's ASan allocator is not fork-safe (a child forked while another
      * thread holds one of its locks hangs, profiled or not): forward to the
      * test allocator instead; the collector itself stays instrumented. */
-    int preload = HS_PRELOAD_TEST_ALLOCATOR;
+    int preload = TK_PRELOAD_TEST_ALLOCATOR;
 #else
-    int preload = HS_PRELOAD_COLLECTOR;
+    int preload = TK_PRELOAD_COLLECTOR;
 #endif
-    hs_testrun_exec(&r, argv, env, preload, 240);
+    tk_run(&r, argv, env, preload, 240);
     fprintf(stderr, "stress: %.1fs, exit %d/%d\n%.2000s\n%.2000s", r.seconds, r.exited, r.status,
             r.out, r.err);
     assert_false(r.timed_out);
     assert_true(r.exited);
     assert_int_equal(r.status, 0);
-    assert_true(hs_testrun_clean(&r));
+    assert_true(tk_clean(&r));
 
     /* The parent's line is the last "proc" line. */
     int parent = 0, children = 0;
@@ -107,7 +107,7 @@ static void test_stress(void **state)
     assert_int_equal(bad, 0);
     assert_int_equal(children, nchildren);
     assert_true(children >= 10);
-    hs_testrun_free(&r);
+    tk_out_free(&r);
 }
 
 int main(void)
