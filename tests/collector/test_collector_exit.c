@@ -40,23 +40,6 @@
 #define WL_EXIT_THREAD "busy"
 #endif
 
-static int64_t q_int(sqlite3 *db, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(db), sql);
-        fail();
-    }
-    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MIN;
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    return v;
-}
-
 /* Live blocks (kind 1, the last keyframe: the end) of the sites in function
  * fn; bytes too when bytes is not NULL. */
 static int64_t site_live(sqlite3 *db, int64_t run, const char *fn, int64_t *bytes)
@@ -68,17 +51,17 @@ static int64_t site_live(sqlite3 *db, int64_t run, const char *fn, int64_t *byte
     char sql[600];
     if (bytes) {
         snprintf(sql, sizeof sql, "SELECT coalesce(sum(s.bytes), 0) %s", from);
-        *bytes = q_int(db, sql, (long long)run, (long long)run, fn);
+        *bytes = tk_qh(db, sql, (long long)run, (long long)run, fn);
     }
     snprintf(sql, sizeof sql, "SELECT coalesce(sum(s.count), 0) %s", from);
-    return q_int(db, sql, (long long)run, (long long)run, fn);
+    return tk_qh(db, sql, (long long)run, (long long)run, fn);
 }
 
 /* The run is over and complete: ended by BYE with CLEAN, every event the
  * collector counted stored, none dropped. */
 static int run_complete(sqlite3 *db, int64_t run)
 {
-    return q_int(db,
+    return tk_qh(db,
                  "SELECT state = 'ended' AND clean_exit = 1 AND alloc_events = bye_alloc_events "
                  "AND free_events = bye_free_events AND dropped_alloc_events = 0 AND "
                  "dropped_free_events = 0 AND (SELECT coalesce(sum(n_events), 0) FROM events "
@@ -122,19 +105,19 @@ static void test_exit_children(void **state)
     /* Each collector waited for the ACK of its BYE; allow the server a
      * moment to settle all the same. */
     uint64_t deadline = tk_now_ms() + 30000;
-    while (q_int(sdb, "SELECT count(*) FROM runs WHERE state != 'open'") < N + 1 &&
+    while (tk_qh(sdb, "SELECT count(*) FROM runs WHERE state != 'open'") < N + 1 &&
            tk_now_ms() < deadline)
         usleep(50000);
-    int64_t parent = q_int(sdb, "SELECT id FROM runs WHERE pid = %d", pid);
+    int64_t parent = tk_qh(sdb, "SELECT id FROM runs WHERE pid = %d", pid);
     assert_true(parent > 0);
     int64_t runs =
-        q_int(sdb, "SELECT count(*) FROM runs WHERE parent_id = %lld", (long long)parent);
-    int64_t ended = q_int(sdb,
+        tk_qh(sdb, "SELECT count(*) FROM runs WHERE parent_id = %lld", (long long)parent);
+    int64_t ended = tk_qh(sdb,
                           "SELECT count(*) FROM runs WHERE parent_id = %lld AND state = 'ended' "
                           "AND clean_exit = 1",
                           (long long)parent);
     int64_t events =
-        q_int(sdb, "SELECT sum(alloc_events + free_events) FROM runs WHERE parent_id = %lld",
+        tk_qh(sdb, "SELECT sum(alloc_events + free_events) FROM runs WHERE parent_id = %lld",
               (long long)parent);
     int64_t stored = 0, complete = 0, exact = 0;
     sqlite3_stmt *st;

@@ -55,27 +55,6 @@ typedef struct facts {
     int pid;
 } facts;
 
-static int64_t q_int(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 10000);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
-        fail();
-    }
-    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MIN;
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    sqlite3_free(sql);
-    return v;
-}
-
 /* Runs wl_exact; returns the id of its ended run and its facts. */
 static int64_t run_wl(facts *f, const char *mib, const char *threads, const char *sample)
 {
@@ -94,8 +73,8 @@ static int64_t run_wl(facts *f, const char *mib, const char *threads, const char
     int64_t run = 0;
     uint64_t deadline = tk_now_ms() + 60000;
     while (tk_now_ms() < deadline) {
-        run = q_int("SELECT coalesce(max(id), 0) FROM runs WHERE pid = %d AND state = 'ended'",
-                    f->pid);
+        run = tk_q(db, "SELECT coalesce(max(id), 0) FROM runs WHERE pid = %d AND state = 'ended'",
+                   f->pid);
         if (run > 0) break;
         usleep(50000);
     }
@@ -123,19 +102,20 @@ static int64_t top_at_peak(int64_t run)
 
 static void check_run(int64_t run, const facts *f, int threads)
 {
-    long long peak = q_int("SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run);
-    long long t = q_int("SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run);
-    long long start = q_int("SELECT start_unix_ns FROM runs WHERE id = %lld", (long long)run);
-    long long allocs = q_int("SELECT allocs FROM run_exact WHERE run = %lld", (long long)run);
-    long long frees = q_int("SELECT frees FROM run_exact WHERE run = %lld", (long long)run);
-    long long est = q_int("SELECT est_peak_bytes FROM run_exact WHERE run = %lld", (long long)run);
+    long long peak = tk_q(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run);
+    long long t = tk_q(db, "SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run);
+    long long start = tk_q(db, "SELECT start_unix_ns FROM runs WHERE id = %lld", (long long)run);
+    long long allocs = tk_q(db, "SELECT allocs FROM run_exact WHERE run = %lld", (long long)run);
+    long long frees = tk_q(db, "SELECT frees FROM run_exact WHERE run = %lld", (long long)run);
+    long long est =
+        tk_q(db, "SELECT est_peak_bytes FROM run_exact WHERE run = %lld", (long long)run);
     long long true_t = f->peak_unix_ns - start;
     fprintf(stderr,
             "run %lld (%d threads): peak %lld B at %.6f s, true %lld B at %.6f s (sampled: %lld "
             "B); allocs %lld (program %lld), frees %lld (program %lld)\n",
             (long long)run, threads, peak, t / 1e9, f->peak_bytes, true_t / 1e9, est, allocs,
             f->allocs, frees, f->frees);
-    assert_int_equal(q_int("SELECT flags & 256 FROM run_exact WHERE run = %lld", (long long)run),
+    assert_int_equal(tk_q(db, "SELECT flags & 256 FROM run_exact WHERE run = %lld", (long long)run),
                      256);
     assert_true(peak >= f->peak_bytes - threads * STEP);
     assert_true(peak <= f->peak_bytes + ABOVE);
@@ -143,25 +123,27 @@ static void check_run(int64_t run, const facts *f, int threads)
     assert_true(allocs >= f->allocs && allocs <= f->allocs + EXTRA_N);
     assert_true(frees >= f->frees && frees <= f->frees + EXTRA_N);
     /* the program frees everything it grew before it exits */
-    long long end = q_int("SELECT live_bytes FROM runs WHERE id = %lld", (long long)run);
+    long long end = tk_q(db, "SELECT live_bytes FROM runs WHERE id = %lld", (long long)run);
     assert_true(end <= threads * STEP + ABOVE);
     /* The series: its highest point is the peak, in the peak's bucket. */
     assert_int_equal(
-        q_int("SELECT max(max_bytes) FROM heap_exact WHERE run = %lld", (long long)run), peak);
-    assert_int_equal(q_int("SELECT bucket FROM heap_exact WHERE run = %lld ORDER BY max_bytes DESC "
-                           "LIMIT 1",
-                           (long long)run),
+        tk_q(db, "SELECT max(max_bytes) FROM heap_exact WHERE run = %lld", (long long)run), peak);
+    assert_int_equal(tk_q(db,
+                          "SELECT bucket FROM heap_exact WHERE run = %lld ORDER BY max_bytes DESC "
+                          "LIMIT 1",
+                          (long long)run),
                      t / BUCKET);
     /* The peak snapshot is taken at the exact peak's moment: its bucket,
      * and every sample of the growth in it (the sampled heap only grows
      * until then, so it is the sampled series' highest too). */
     assert_int_equal(
-        q_int("SELECT max(bucket) FROM snapshots WHERE run = %lld AND kind = 2", (long long)run),
+        tk_q(db, "SELECT max(bucket) FROM snapshots WHERE run = %lld AND kind = 2", (long long)run),
         t / BUCKET);
     int64_t at_peak = top_at_peak(run);
-    long long before = q_int("SELECT coalesce(max(live_bytes), 0) FROM heap_series WHERE run = "
-                             "%lld AND bucket < %lld",
-                             (long long)run, t / BUCKET);
+    long long before = tk_q(db,
+                            "SELECT coalesce(max(live_bytes), 0) FROM heap_series WHERE run = "
+                            "%lld AND bucket < %lld",
+                            (long long)run, t / BUCKET);
     fprintf(stderr, "  top --at peak: %lld B estimated; sampled series before it: %lld B\n",
             (long long)at_peak, before);
     assert_true(at_peak >= before);
@@ -196,16 +178,17 @@ static void test_every_allocation(void **state)
     facts f;
     int64_t run = run_wl(&f, "4", "1", "HEAPSTORE_SAMPLE_BYTES=1");
     long long id = (long long)run;
-    assert_int_equal(q_int("SELECT flags & 256 FROM run_exact WHERE run = %lld", id), 0);
-    assert_int_equal(q_int("SELECT r.peak_bytes = e.est_peak_bytes FROM runs r JOIN run_exact e ON "
-                           "e.run = r.id WHERE r.id = %lld",
-                           id),
+    assert_int_equal(tk_q(db, "SELECT flags & 256 FROM run_exact WHERE run = %lld", id), 0);
+    assert_int_equal(tk_q(db,
+                          "SELECT r.peak_bytes = e.est_peak_bytes FROM runs r JOIN run_exact e ON "
+                          "e.run = r.id WHERE r.id = %lld",
+                          id),
                      1);
-    long long allocs = q_int("SELECT allocs FROM run_exact WHERE run = %lld", id);
+    long long allocs = tk_q(db, "SELECT allocs FROM run_exact WHERE run = %lld", id);
     assert_true(allocs >= f.allocs && allocs <= f.allocs + EXTRA_N);
     /* requested bytes at the peak: at most the usable sizes (equal under
      * ASan, whose usable size is the request) and the libraries' blocks */
-    long long peak = q_int("SELECT peak_bytes FROM runs WHERE id = %lld", id);
+    long long peak = tk_q(db, "SELECT peak_bytes FROM runs WHERE id = %lld", id);
     assert_true(peak >= 4 * MIB && peak <= f.peak_bytes + ABOVE);
 }
 

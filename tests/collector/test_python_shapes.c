@@ -92,27 +92,6 @@ static const char *run_python(tk_out *r, const char *const *argv, const char *sa
 
 /* ---- the runs' rows (SQLite directly) -------------------------------------- */
 
-static int64_t q_int(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_busy_timeout(h, 10000);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
-        fail();
-    }
-    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MIN;
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    sqlite3_free(sql);
-    return v;
-}
-
 /* The run of process pid, once it and `children` runs whose parent it is
  * have ended (each collector waited for the ACK of its BYE; the server may
  * still be settling them). */
@@ -121,13 +100,14 @@ static int64_t ended_run(int pid, int children)
     int64_t run = 0;
     uint64_t deadline = tk_now_ms() + 60000;
     for (;;) {
-        run = q_int("SELECT coalesce(max(id), 0) FROM runs WHERE pid = %d AND parent_id IS NULL",
-                    pid);
-        int64_t ended =
-            q_int("SELECT count(*) FROM runs WHERE id = %lld AND state = 'ended'", (long long)run);
-        int64_t kids = q_int("SELECT count(*) FROM runs WHERE parent_id = %lld AND state = "
-                             "'ended'",
+        run = tk_q(db, "SELECT coalesce(max(id), 0) FROM runs WHERE pid = %d AND parent_id IS NULL",
+                   pid);
+        int64_t ended = tk_q(db, "SELECT count(*) FROM runs WHERE id = %lld AND state = 'ended'",
                              (long long)run);
+        int64_t kids = tk_q(db,
+                            "SELECT count(*) FROM runs WHERE parent_id = %lld AND state = "
+                            "'ended'",
+                            (long long)run);
         if ((run > 0 && ended == 1 && kids >= children) || tk_now_ms() > deadline) break;
         usleep(50000);
     }
@@ -139,10 +119,11 @@ static int64_t ended_run(int pid, int children)
  * stored, none dropped, no sample without its Python frames. */
 static int run_complete(int64_t run)
 {
-    return q_int("SELECT state = 'ended' AND clean_exit = 1 AND alloc_events = bye_alloc_events "
-                 "AND free_events = bye_free_events AND dropped_alloc_events = 0 AND "
-                 "dropped_free_events = 0 AND python_fallback = 0 FROM runs WHERE id = %lld",
-                 (long long)run) == 1;
+    return tk_q(db,
+                "SELECT state = 'ended' AND clean_exit = 1 AND alloc_events = bye_alloc_events "
+                "AND free_events = bye_free_events AND dropped_alloc_events = 0 AND "
+                "dropped_free_events = 0 AND python_fallback = 0 FROM runs WHERE id = %lld",
+                (long long)run) == 1;
 }
 
 /* ---- stacks, read back with heapstore sql ----------------------------------- */
@@ -433,7 +414,7 @@ static void test_default_rate(void **state)
     int64_t run = ended_run(f.pid, 0);
     assert_true(run_complete(run));
     const double m = 524288;
-    assert_int_equal(q_int("SELECT sample_bytes FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_q(db, "SELECT sample_bytes FROM runs WHERE id = %lld", (long long)run),
                      (int64_t)m);
     stacks st;
     load_stacks(&st, run, "f.function LIKE 'thread__' AND f.file LIKE '%/wl_shape_flow.py'");
@@ -619,7 +600,7 @@ static void test_children(void **state)
     const int want_children = (int)(nf + ns + 1 + nx + 1);
     int64_t run = ended_run(pid, want_children);
     assert_true(run_complete(run));
-    assert_int_equal(q_int("SELECT count(*) FROM runs WHERE parent_id = %lld", (long long)run),
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs WHERE parent_id = %lld", (long long)run),
                      want_children);
 
     static const struct {
@@ -635,11 +616,11 @@ static void test_children(void **state)
     };
     unsigned long want[] = {nf, ns, 1, nx}, size[] = {sf, ss, sc, sx};
     int got[4] = {0}, tracker = 0;
-    int64_t lo = q_int("SELECT min(id) FROM runs WHERE parent_id = %lld", (long long)run);
-    int64_t hi = q_int("SELECT max(id) FROM runs WHERE parent_id = %lld", (long long)run);
+    int64_t lo = tk_q(db, "SELECT min(id) FROM runs WHERE parent_id = %lld", (long long)run);
+    int64_t hi = tk_q(db, "SELECT max(id) FROM runs WHERE parent_id = %lld", (long long)run);
     for (int64_t child = lo; child <= hi; child++) {
-        if (q_int("SELECT count(*) FROM runs WHERE id = %lld AND parent_id = %lld",
-                  (long long)child, (long long)run) != 1)
+        if (tk_q(db, "SELECT count(*) FROM runs WHERE id = %lld AND parent_id = %lld",
+                 (long long)child, (long long)run) != 1)
             continue;
         if (!run_complete(child)) fprintf(stderr, "child run %lld incomplete\n", (long long)child);
         assert_true(run_complete(child));

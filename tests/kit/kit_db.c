@@ -9,15 +9,9 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
-static int64_t vq(const char *db, const char *fmt, va_list ap)
+static int64_t vqh(sqlite3 *h, const char *fmt, va_list ap)
 {
     char *sql = sqlite3_vmprintf(fmt, ap);
-    sqlite3 *h;
-    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
-        fprintf(stderr, "cannot open %s\n", db);
-        fail();
-    }
-    sqlite3_busy_timeout(h, 10000);
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
         fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
@@ -30,8 +24,29 @@ static int64_t vq(const char *db, const char *fmt, va_list ap)
         fail();
     }
     sqlite3_finalize(st);
-    sqlite3_close(h);
     sqlite3_free(sql);
+    return v;
+}
+
+static int64_t vq(const char *db, const char *fmt, va_list ap)
+{
+    sqlite3 *h;
+    if (sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
+        fprintf(stderr, "cannot open %s\n", db);
+        fail();
+    }
+    sqlite3_busy_timeout(h, 10000);
+    int64_t v = vqh(h, fmt, ap);
+    sqlite3_close(h);
+    return v;
+}
+
+int64_t tk_qh(sqlite3 *h, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int64_t v = vqh(h, fmt, ap);
+    va_end(ap);
     return v;
 }
 

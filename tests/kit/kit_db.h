@@ -7,14 +7,17 @@
 
 #include <stdint.h>
 
-/* The first column of the first row of the SQL that fmt formats
- * (sqlite3_mprintf: %q, %lld, ...; a literal % is %%) as an integer;
- * INT64_MIN when there is no row. Fails the current test when the database
- * cannot be opened or the statement fails. */
-int64_t tk_q(const char *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+typedef struct sqlite3 sqlite3;
+
+/* The first column of the first row of the SQL that fmt formats as
+ * sqlite3_mprintf does (%q, %lld, ...; a literal % is %%; so no printf
+ * format check), as an integer; INT64_MIN when there is no row. Fails the
+ * current test when the database cannot be opened or the statement fails. */
+int64_t tk_q(const char *db, const char *fmt, ...);
+/* The same on a connection the test holds open. */
+int64_t tk_qh(sqlite3 *h, const char *fmt, ...);
 /* Polls tk_q until its value is >= want or timeout_ms passes (a database
  * not yet there reads as INT64_MIN); the last value. */
-int64_t tk_poll(const char *db, int64_t want, int timeout_ms, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+int64_t tk_poll(const char *db, int64_t want, int timeout_ms, const char *fmt, ...);
 
 #endif

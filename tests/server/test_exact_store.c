@@ -118,33 +118,14 @@ static void define_stacks(hs_store *s, hs_run *r)
     apply(s, r, 1, HS_FRAME_STACKS, buf, hs_wr_len(&wr));
 }
 
-static int64_t q_int(const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3 *h;
-    assert_int_equal(sqlite3_open_v2(db, &h, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(h, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(h), sql);
-        fail();
-    }
-    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MIN;
-    sqlite3_finalize(st);
-    sqlite3_close(h);
-    sqlite3_free(sql);
-    return v;
-}
-
 /* The peak snapshot's bytes of stack k's trace, in bucket b. */
 static int64_t peak_row(int64_t run, int k, int64_t b)
 {
-    return q_int("SELECT coalesce(sum(s.bytes), 0) FROM snapshots s JOIN run_stacks x ON x.run = "
-                 "s.run AND x.trace = s.trace WHERE s.run = %lld AND s.kind = 2 AND s.bucket = "
-                 "%lld AND x.stack_id = %d",
-                 (long long)run, (long long)b, k);
+    return tk_q(db,
+                "SELECT coalesce(sum(s.bytes), 0) FROM snapshots s JOIN run_stacks x ON x.run = "
+                "s.run AND x.trace = s.trace WHERE s.run = %lld AND s.kind = 2 AND s.bucket = "
+                "%lld AND x.stack_id = %d",
+                (long long)run, (long long)b, k);
 }
 
 static hs_store *open_store(void)
@@ -187,8 +168,10 @@ static void run_case(int restart)
     const ev e3[] = {{300, 2, 0, 4 * MIB}};
     events(s, r, 6, e3, 1); /* moves past bucket 1: the peak's rows are written */
     assert_int_equal(hs_store_commit(s), 0);
-    assert_int_equal(q_int("SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run), 3 * MIB);
-    assert_int_equal(q_int("SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run), 60 * MS);
+    assert_int_equal(tk_q(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run),
+                     3 * MIB);
+    assert_int_equal(tk_q(db, "SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run),
+                     60 * MS);
     assert_int_equal(peak_row(run, 1, 0), MIB + MIB / 2);
     assert_int_equal(peak_row(run, 2, 0), 2 * MIB);
 
@@ -216,27 +199,31 @@ static void run_case(int restart)
     hs_store_free(s);
 
     /* at 310 ms: a 1 + 0.5 - 1 + 1 = 1.5 MiB, b 2 + 1 + 4 = 7 MiB */
-    assert_int_equal(q_int("SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run), 8 * MIB);
-    assert_int_equal(q_int("SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run), 310 * MS);
+    assert_int_equal(tk_q(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run),
+                     8 * MIB);
+    assert_int_equal(tk_q(db, "SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run),
+                     310 * MS);
     assert_int_equal(
-        q_int("SELECT max(bucket) FROM snapshots WHERE run = %lld AND kind = 2", (long long)run),
+        tk_q(db, "SELECT max(bucket) FROM snapshots WHERE run = %lld AND kind = 2", (long long)run),
         3);
     assert_int_equal(peak_row(run, 1, 3), MIB + MIB / 2);
     assert_int_equal(peak_row(run, 2, 3), 7 * MIB);
     /* the end and the totals are the last observation's */
-    assert_int_equal(q_int("SELECT live_bytes FROM runs WHERE id = %lld", (long long)run), 8 * MIB);
-    assert_int_equal(q_int("SELECT total_alloc_count FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_q(db, "SELECT live_bytes FROM runs WHERE id = %lld", (long long)run),
+                     8 * MIB);
+    assert_int_equal(tk_q(db, "SELECT total_alloc_count FROM runs WHERE id = %lld", (long long)run),
                      3600);
-    assert_int_equal(q_int("SELECT flags FROM run_exact WHERE run = %lld", (long long)run), 256);
+    assert_int_equal(tk_q(db, "SELECT flags FROM run_exact WHERE run = %lld", (long long)run), 256);
     /* the sampled series' own peak is kept beside it: 1 + 2 - 1 + 0.5 + 1 + 4 + 1, the
      * events in the order they were applied */
-    assert_int_equal(q_int("SELECT est_peak_bytes FROM run_exact WHERE run = %lld", (long long)run),
-                     8 * MIB + MIB / 2);
     assert_int_equal(
-        q_int("SELECT max_bytes FROM heap_exact WHERE run = %lld AND bucket = 3", (long long)run),
-        8 * MIB);
+        tk_q(db, "SELECT est_peak_bytes FROM run_exact WHERE run = %lld", (long long)run),
+        8 * MIB + MIB / 2);
+    assert_int_equal(tk_q(db, "SELECT max_bytes FROM heap_exact WHERE run = %lld AND bucket = 3",
+                          (long long)run),
+                     8 * MIB);
     assert_int_equal(
-        q_int("SELECT max_t_ns FROM heap_exact WHERE run = %lld AND bucket = 3", (long long)run),
+        tk_q(db, "SELECT max_t_ns FROM heap_exact WHERE run = %lld AND bucket = 3", (long long)run),
         310 * MS);
 }
 
@@ -274,9 +261,12 @@ static void test_without_observations(void **state)
     apply(s, r, 3, HS_FRAME_BYE, bye, hs_wr_len(&wr));
     assert_int_equal(hs_store_commit(s), 0);
     hs_store_free(s);
-    assert_int_equal(q_int("SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run), 3 * MIB);
-    assert_int_equal(q_int("SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run), 50 * MS);
-    assert_int_equal(q_int("SELECT count(*) FROM run_exact WHERE run = %lld", (long long)run), 0);
+    assert_int_equal(tk_q(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run),
+                     3 * MIB);
+    assert_int_equal(tk_q(db, "SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run),
+                     50 * MS);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM run_exact WHERE run = %lld", (long long)run),
+                     0);
     assert_int_equal(peak_row(run, 1, 0), MIB);
 }
 

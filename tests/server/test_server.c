@@ -150,23 +150,6 @@ static sqlite3 *db_open(const char *path)
     return db;
 }
 
-static int64_t q_int(sqlite3 *db, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(db), sql);
-        fail();
-    }
-    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MIN;
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    return v;
-}
-
 static char *q_text(sqlite3 *db, const char *fmt, ...)
 {
     va_list ap;
@@ -185,33 +168,33 @@ static char *q_text(sqlite3 *db, const char *fmt, ...)
 
 static int64_t run_id_of(sqlite3 *db, uint8_t tag)
 {
-    return q_int(db, "SELECT id FROM runs WHERE hex(uuid) = '%02X%s'", tag,
+    return tk_qh(db, "SELECT id FROM runs WHERE hex(uuid) = '%02X%s'", tag,
                  "000000000000000000000000000000");
 }
 
 /* The state at the end of bucket B of run, for trace: keyframe + deltas. */
 static void state_at(sqlite3 *db, int64_t run, int64_t trace, int B, int64_t *bytes, int64_t *count)
 {
-    int64_t kb = q_int(db,
+    int64_t kb = tk_qh(db,
                        "SELECT coalesce(max(bucket), -1) FROM snapshots WHERE run = %lld AND "
                        "kind = 1 AND bucket <= %d",
                        (long long)run, B);
     int64_t kbytes = 0, kcount = 0;
     if (kb >= 0) {
-        kbytes = q_int(db,
+        kbytes = tk_qh(db,
                        "SELECT coalesce(sum(bytes), 0) FROM snapshots WHERE run = %lld AND "
                        "kind = 1 AND bucket = %lld AND trace = %lld",
                        (long long)run, (long long)kb, (long long)trace);
-        kcount = q_int(db,
+        kcount = tk_qh(db,
                        "SELECT coalesce(sum(count), 0) FROM snapshots WHERE run = %lld AND "
                        "kind = 1 AND bucket = %lld AND trace = %lld",
                        (long long)run, (long long)kb, (long long)trace);
     }
-    *bytes = kbytes + q_int(db,
+    *bytes = kbytes + tk_qh(db,
                             "SELECT coalesce(sum(bytes), 0) FROM snapshots WHERE run = %lld AND "
                             "kind = 0 AND bucket > %lld AND bucket <= %d AND trace = %lld",
                             (long long)run, (long long)kb, B, (long long)trace);
-    *count = kcount + q_int(db,
+    *count = kcount + tk_qh(db,
                             "SELECT coalesce(sum(count), 0) FROM snapshots WHERE run = %lld AND "
                             "kind = 0 AND bucket > %lld AND bucket <= %d AND trace = %lld",
                             (long long)run, (long long)kb, B, (long long)trace);
@@ -226,31 +209,31 @@ static void check_run(const char *path, uint8_t tag, const model *m, const char 
     char *st = q_text(db, "SELECT state FROM runs WHERE id = %lld", (long long)run);
     assert_string_equal(st, state);
     free(st);
-    assert_int_equal(q_int(db, "SELECT alloc_events FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_qh(db, "SELECT alloc_events FROM runs WHERE id = %lld", (long long)run),
                      m->allocs);
-    assert_int_equal(q_int(db, "SELECT free_events FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_qh(db, "SELECT free_events FROM runs WHERE id = %lld", (long long)run),
                      m->frees);
-    assert_int_equal(q_int(db, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run),
+    assert_int_equal(tk_qh(db, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run),
                      m->nev);
-    assert_int_equal(q_int(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_qh(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run),
                      m->peak);
-    assert_int_equal(q_int(db, "SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_qh(db, "SELECT peak_t_ns FROM runs WHERE id = %lld", (long long)run),
                      m->peak_t);
-    assert_int_equal(q_int(db, "SELECT live_bytes FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_qh(db, "SELECT live_bytes FROM runs WHERE id = %lld", (long long)run),
                      m->total[m->nb - 1]);
     /* Traces: stacks 1 and 3 are the same symbolized stack. */
     int64_t trace[NTR];
     for (int s = 1; s <= NSTACKS; s++) {
-        int64_t t = q_int(db, "SELECT trace FROM run_stacks WHERE run = %lld AND stack_id = %d",
+        int64_t t = tk_qh(db, "SELECT trace FROM run_stacks WHERE run = %lld AND stack_id = %d",
                           (long long)run, s);
         assert_true(t > 0);
         trace[stack_trace[s]] = t;
     }
     assert_int_equal(
-        q_int(db, "SELECT trace FROM run_stacks WHERE run = %lld AND stack_id = 1", (long long)run),
-        q_int(db, "SELECT trace FROM run_stacks WHERE run = %lld AND stack_id = 3",
+        tk_qh(db, "SELECT trace FROM run_stacks WHERE run = %lld AND stack_id = 1", (long long)run),
+        tk_qh(db, "SELECT trace FROM run_stacks WHERE run = %lld AND stack_id = 3",
               (long long)run));
-    assert_int_equal(q_int(db, "SELECT depth FROM traces WHERE id = %lld", (long long)trace[0]), 3);
+    assert_int_equal(tk_qh(db, "SELECT depth FROM traces WHERE id = %lld", (long long)trace[0]), 3);
     /* Every bucket's state from keyframe + deltas. */
     for (int b = 0; b < m->nb; b++) {
         for (int t = 0; t < NTR; t++) {
@@ -264,35 +247,35 @@ static void check_run(const char *path, uint8_t tag, const model *m, const char 
             assert_int_equal(count, m->count[b][t]);
         }
         if (m->seen[b])
-            assert_int_equal(q_int(db,
+            assert_int_equal(tk_qh(db,
                                    "SELECT live_bytes FROM heap_series WHERE run = %lld AND "
                                    "bucket = %d",
                                    (long long)run, b),
                              m->total[b]);
     }
     /* Keyframes every 32 buckets and at the end. */
-    assert_true(q_int(db,
+    assert_true(tk_qh(db,
                       "SELECT count(DISTINCT bucket) FROM snapshots WHERE run = %lld AND kind = 1",
                       (long long)run) >= m->nb / 32);
     /* The state at the peak. */
     for (int t = 0; t < NTR; t++) {
-        assert_int_equal(q_int(db,
+        assert_int_equal(tk_qh(db,
                                "SELECT coalesce(sum(bytes), 0) FROM snapshots WHERE run = %lld "
                                "AND kind = 2 AND trace = %lld",
                                (long long)run, (long long)trace[t]),
                          m->peak_bytes[t]);
-        assert_int_equal(q_int(db,
+        assert_int_equal(tk_qh(db,
                                "SELECT coalesce(sum(count), 0) FROM snapshots WHERE run = %lld "
                                "AND kind = 2 AND trace = %lld",
                                (long long)run, (long long)trace[t]),
                          m->peak_count[t]);
     }
-    assert_int_equal(q_int(db,
+    assert_int_equal(tk_qh(db,
                            "SELECT count(DISTINCT bucket) FROM snapshots WHERE run = %lld AND "
                            "kind = 2",
                            (long long)run),
                      1);
-    assert_int_equal(q_int(db, "SELECT bucket FROM snapshots WHERE run = %lld AND kind = 2 LIMIT 1",
+    assert_int_equal(tk_qh(db, "SELECT bucket FROM snapshots WHERE run = %lld AND kind = 2 LIMIT 1",
                            (long long)run),
                      (int64_t)(m->peak_t / G_NS));
     sqlite3_close(db);
@@ -347,9 +330,9 @@ static void test_known_workload(void **state)
     check_run(db, 1, &m, "ended");
     sqlite3 *sdb = db_open(db);
     int64_t run = run_id_of(sdb, 1);
-    assert_int_equal(q_int(sdb, "SELECT clean_exit FROM runs WHERE id = %lld", (long long)run), 1);
+    assert_int_equal(tk_qh(sdb, "SELECT clean_exit FROM runs WHERE id = %lld", (long long)run), 1);
     assert_int_equal(
-        q_int(sdb, "SELECT bye_alloc_events FROM runs WHERE id = %lld", (long long)run), m.allocs);
+        tk_qh(sdb, "SELECT bye_alloc_events FROM runs WHERE id = %lld", (long long)run), m.allocs);
     char *argv = q_text(sdb, "SELECT argv FROM runs WHERE id = %lld", (long long)run);
     assert_string_equal(argv, "[\"testprog\",\"--quote=\\\"x\\\"\"]");
     free(argv);
@@ -359,20 +342,20 @@ static void test_known_workload(void **state)
     free(label);
     /* MAPPINGS, PROCESS, SIZES, DROPS (tk_extras). */
     assert_int_equal(
-        q_int(sdb, "SELECT count(*) FROM mappings WHERE run = %lld AND t_ns = 5", (long long)run),
+        tk_qh(sdb, "SELECT count(*) FROM mappings WHERE run = %lld AND t_ns = 5", (long long)run),
         2);
-    assert_int_equal(q_int(sdb,
+    assert_int_equal(tk_qh(sdb,
                            "SELECT hex(build_id) = '0102' FROM mappings WHERE run = %lld "
                            "AND start = %lld",
                            (long long)run, 0x400000ll),
                      1);
     assert_int_equal(
-        q_int(sdb, "SELECT sum(rss_bytes) FROM process_samples WHERE run = %lld", (long long)run),
+        tk_qh(sdb, "SELECT sum(rss_bytes) FROM process_samples WHERE run = %lld", (long long)run),
         6000);
     assert_int_equal(
-        q_int(sdb, "SELECT bytes FROM size_hist WHERE run = %lld AND bucket = 4", (long long)run),
+        tk_qh(sdb, "SELECT bytes FROM size_hist WHERE run = %lld AND bucket = 4", (long long)run),
         160);
-    assert_int_equal(q_int(sdb,
+    assert_int_equal(tk_qh(sdb,
                            "SELECT dropped_alloc_events * 100 + stacks_truncated FROM runs "
                            "WHERE id = %lld",
                            (long long)run),
@@ -382,8 +365,8 @@ static void test_known_workload(void **state)
     send_run(srv.port, 2, &m, 300);
     check_run(db, 2, &m, "ended");
     sdb = db_open(db);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM frames"), 5);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM traces"), 5);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM frames"), 5);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM traces"), 5);
     sqlite3_close(sdb);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_true(tk_log_contains(&srv, "stopped cleanly"));
@@ -423,8 +406,8 @@ static void test_concurrent_runs(void **state)
     for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
     for (int i = 0; i < N; i++) check_run(db, (uint8_t)(10 + i), &m, "ended");
     sqlite3 *sdb = db_open(db);
-    assert_int_equal(q_int(sdb, "SELECT sum(n_events) FROM events"), (int64_t)N * 2000);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs WHERE state = 'ended'"), N);
+    assert_int_equal(tk_qh(sdb, "SELECT sum(n_events) FROM events"), (int64_t)N * 2000);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs WHERE state = 'ended'"), N);
     sqlite3_close(sdb);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     free(m.ev);
@@ -620,7 +603,7 @@ static void restart_case(int sig, const char *name)
     assert_string_equal(ic, "ok");
     free(ic);
     int64_t run = run_id_of(sdb, 7);
-    int64_t next = q_int(sdb, "SELECT next_seq FROM runs WHERE id = %lld", (long long)run);
+    int64_t next = tk_qh(sdb, "SELECT next_seq FROM runs WHERE id = %lld", (long long)run);
     assert_true(next >= (int64_t)acked);
     if (sig == SIGTERM) {
         /* A drain: what was committed was acknowledged before the close,
@@ -632,7 +615,7 @@ static void restart_case(int sig, const char *name)
         assert_true(tk_log_contains(&srv, "stopped cleanly"));
     }
     /* Frames 0..4 are symbols and stacks; events frames follow. */
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM events WHERE run = %lld AND seq < %lld",
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM events WHERE run = %lld AND seq < %lld",
                            (long long)run, (long long)acked),
                      (int64_t)acked - 5);
     sqlite3_close(sdb);
@@ -717,8 +700,8 @@ static void test_lost_and_resumed(void **state)
     }
     assert_string_equal(st, "lost");
     free(st);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), 1);
-    assert_int_equal(q_int(sdb, "SELECT clean_exit FROM runs"), 0);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), 1);
+    assert_int_equal(tk_qh(sdb, "SELECT clean_exit FROM runs"), 0);
     sqlite3_close(sdb);
     check_run(db, 8, &m, "lost");
     assert_true(tk_log_contains(&srv, "closed as lost"));
@@ -847,18 +830,18 @@ static void test_import_and_retention(void **state)
     /* Retention: the run started in 2023; events of more than a day ago go,
      * everything else stays. */
     sqlite3 *sdb = db_open(db);
-    int64_t snaps = q_int(sdb, "SELECT count(*) FROM snapshots");
-    assert_true(q_int(sdb, "SELECT count(*) FROM events") > 0);
+    int64_t snaps = tk_qh(sdb, "SELECT count(*) FROM snapshots");
+    assert_true(tk_qh(sdb, "SELECT count(*) FROM events") > 0);
     sqlite3_close(sdb);
     tk_server srv;
     const char *args[] = {"--retain-events", "1", NULL};
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     uint64_t deadline = tk_now_ms() + 30000;
     sdb = db_open(db);
-    while (q_int(sdb, "SELECT count(*) FROM events") && tk_now_ms() < deadline) usleep(50000);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM events"), 0);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM snapshots"), snaps);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), 1);
+    while (tk_qh(sdb, "SELECT count(*) FROM events") && tk_now_ms() < deadline) usleep(50000);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM events"), 0);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM snapshots"), snaps);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), 1);
     sqlite3_close(sdb);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     tk_buf_free(&b);
@@ -908,8 +891,8 @@ static void test_import_cut_and_bad(void **state)
     assert_string_equal(st, "lost");
     free(st);
     assert_int_equal(
-        q_int(sdb, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run), 10 * 128);
-    assert_int_equal(q_int(sdb, "SELECT next_seq FROM runs WHERE id = %lld", (long long)run), 15);
+        tk_qh(sdb, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run), 10 * 128);
+    assert_int_equal(tk_qh(sdb, "SELECT next_seq FROM runs WHERE id = %lld", (long long)run), 15);
     sqlite3_close(sdb);
     /* Not a stream: exit 1, a message, nothing stored. */
     f = fopen(file, "wb");
@@ -919,7 +902,7 @@ static void test_import_cut_and_bad(void **state)
     assert_int_equal(WEXITSTATUS(system(cmd)), 1);
     assert_true(file_contains(out, "bad magic"));
     sdb = db_open(db);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), 1);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), 1);
     char *ic = q_text(sdb, "PRAGMA integrity_check");
     assert_string_equal(ic, "ok");
     free(ic);

@@ -29,23 +29,6 @@
 #define KIB    1024ll
 #define MIB    (1024ll * 1024ll)
 
-static int64_t q_int(sqlite3 *db, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    char *sql = sqlite3_vmprintf(fmt, ap);
-    va_end(ap);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
-        fprintf(stderr, "SQL error: %s in %s\n", sqlite3_errmsg(db), sql);
-        fail();
-    }
-    int64_t v = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int64(st, 0) : INT64_MIN;
-    sqlite3_finalize(st);
-    sqlite3_free(sql);
-    return v;
-}
-
 /* Starts hs-example (rounds rounds of round_ms) with the collector sending
  * to url, its output into log; returns its pid. */
 static pid_t spawn_example(const char *url, const char *log, int rounds_n, int round_ms)
@@ -101,7 +84,7 @@ static int run_example(const char *url, const char *log)
  * keyframe, i.e. the end; kind 2: at the peak). */
 static int64_t site_bytes(sqlite3 *db, int64_t run, int kind, const char *fn)
 {
-    return q_int(db,
+    return tk_qh(db,
                  "SELECT coalesce(sum(s.bytes), 0) FROM snapshots s JOIN traces t ON t.id = "
                  "s.trace JOIN frames f ON f.id = t.frame WHERE s.run = %lld AND s.kind = %d "
                  "AND s.bucket = (SELECT max(bucket) FROM snapshots WHERE run = %lld AND kind = "
@@ -112,27 +95,27 @@ static int64_t site_bytes(sqlite3 *db, int64_t run, int kind, const char *fn)
 static void check_example_run_n(sqlite3 *db, int64_t run, int64_t rounds)
 {
     assert_true(run > 0);
-    assert_int_equal(q_int(db, "SELECT state = 'ended' FROM runs WHERE id = %lld", (long long)run),
+    assert_int_equal(tk_qh(db, "SELECT state = 'ended' FROM runs WHERE id = %lld", (long long)run),
                      1);
-    assert_int_equal(q_int(db, "SELECT clean_exit FROM runs WHERE id = %lld", (long long)run), 1);
+    assert_int_equal(tk_qh(db, "SELECT clean_exit FROM runs WHERE id = %lld", (long long)run), 1);
     /* Complete: what the collector counted is what is stored. */
-    assert_int_equal(q_int(db, "SELECT alloc_events - bye_alloc_events FROM runs WHERE id = %lld",
+    assert_int_equal(tk_qh(db, "SELECT alloc_events - bye_alloc_events FROM runs WHERE id = %lld",
                            (long long)run),
                      0);
     assert_int_equal(
-        q_int(db, "SELECT free_events - bye_free_events FROM runs WHERE id = %lld", (long long)run),
+        tk_qh(db, "SELECT free_events - bye_free_events FROM runs WHERE id = %lld", (long long)run),
         0);
     assert_int_equal(
-        q_int(db, "SELECT dropped_alloc_events FROM runs WHERE id = %lld", (long long)run), 0);
+        tk_qh(db, "SELECT dropped_alloc_events FROM runs WHERE id = %lld", (long long)run), 0);
     assert_int_equal(
-        q_int(db, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run),
-        q_int(db, "SELECT alloc_events + free_events FROM runs WHERE id = %lld", (long long)run));
+        tk_qh(db, "SELECT sum(n_events) FROM events WHERE run = %lld", (long long)run),
+        tk_qh(db, "SELECT alloc_events + free_events FROM runs WHERE id = %lld", (long long)run));
     /* What the program did. */
     assert_int_equal(site_bytes(db, run, 1, "leaky_cache_add"), rounds * 512 * KIB);
     assert_int_equal(site_bytes(db, run, 1, "build_index"), 0);
     assert_int_equal(site_bytes(db, run, 2, "build_index"), 64 * MIB);
     /* At the peak: the index, the configuration and the leaks so far. */
-    int64_t peak = q_int(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run);
+    int64_t peak = tk_qh(db, "SELECT peak_bytes FROM runs WHERE id = %lld", (long long)run);
     int64_t leaked = site_bytes(db, run, 2, "leaky_cache_add");
     assert_true(leaked >= 512 * KIB && leaked <= rounds * 512 * KIB && leaked % (512 * KIB) == 0);
     assert_true(peak >= 64 * MIB + leaked);
@@ -157,7 +140,7 @@ static int wait_runs(sqlite3 *db, const char *cond, int64_t want, int timeout_ms
 {
     uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
-        if (q_int(db, "SELECT count(*) FROM runs WHERE %s", cond) >= want) return 1;
+        if (tk_qh(db, "SELECT count(*) FROM runs WHERE %s", cond) >= want) return 1;
         if (tk_now_ms() > deadline) return 0;
         usleep(20000);
     }
@@ -181,10 +164,10 @@ static void test_real_collector(void **state)
     /* The collector waits for the ACK of BYE before the program exits;
      * allow a moment all the same. */
     uint64_t deadline = tk_now_ms() + 10000;
-    while (q_int(sdb, "SELECT count(*) FROM runs WHERE state = 'ended'") < 1 &&
+    while (tk_qh(sdb, "SELECT count(*) FROM runs WHERE state = 'ended'") < 1 &&
            tk_now_ms() < deadline)
         usleep(50000);
-    int64_t run = q_int(sdb, "SELECT max(id) FROM runs");
+    int64_t run = tk_qh(sdb, "SELECT max(id) FROM runs");
     check_example_run(sdb, run);
     sqlite3_close(sdb);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
@@ -198,11 +181,11 @@ static void test_real_collector(void **state)
              bdir ? bdir : "build", db, file);
     assert_int_equal(system(cmd), 0);
     assert_int_equal(sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), 2);
-    run = q_int(sdb, "SELECT max(id) FROM runs");
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), 2);
+    run = tk_qh(sdb, "SELECT max(id) FROM runs");
     check_example_run(sdb, run);
     /* Two runs of one program: the same stacks are the same traces. */
-    assert_true(q_int(sdb, "SELECT count(*) FROM (SELECT trace FROM run_stacks GROUP BY trace "
+    assert_true(tk_qh(sdb, "SELECT count(*) FROM (SELECT trace FROM run_stacks GROUP BY trace "
                            "HAVING count(DISTINCT run) = 2)") > 0);
     sqlite3_close(sdb);
 }
@@ -228,11 +211,11 @@ static void test_concurrent_programs(void **state)
     for (int i = 0; i < N; i++) assert_int_equal(wait_example(pids[i], url, log[i]), 0);
     sqlite3 *sdb = db_ro(db);
     assert_true(wait_runs(sdb, "state = 'ended'", N, 30000));
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), N);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), N);
     for (int64_t run = 1; run <= N; run++) check_example_run(sdb, run);
     /* Every event the collectors counted is stored, none twice. */
-    assert_int_equal(q_int(sdb, "SELECT sum(n_events) FROM events"),
-                     q_int(sdb, "SELECT sum(bye_alloc_events + bye_free_events) FROM runs"));
+    assert_int_equal(tk_qh(sdb, "SELECT sum(n_events) FROM events"),
+                     tk_qh(sdb, "SELECT sum(bye_alloc_events + bye_free_events) FROM runs"));
     sqlite3_close(sdb);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
 }
@@ -257,7 +240,7 @@ static void restart_real(int sig, const char *name)
     /* Mid-run: some events are stored, the run has not ended. */
     sqlite3 *sdb = db_ro(db);
     uint64_t deadline = tk_now_ms() + 60000;
-    while (q_int(sdb, "SELECT count(*) FROM events") < 2 && tk_now_ms() < deadline) usleep(10000);
+    while (tk_qh(sdb, "SELECT count(*) FROM events") < 2 && tk_now_ms() < deadline) usleep(10000);
     sqlite3_close(sdb);
     int rc = tk_server_stop(&srv, sig);
     assert_int_equal(rc, sig == SIGKILL ? 128 + SIGKILL : 0);
@@ -270,15 +253,15 @@ static void restart_real(int sig, const char *name)
     sqlite3_finalize(st);
     assert_string_equal(ic, "ok");
     free(ic);
-    assert_true(q_int(sdb, "SELECT count(*) FROM events") >= 2);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs WHERE state = 'open'"), 1);
+    assert_true(tk_qh(sdb, "SELECT count(*) FROM events") >= 2);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs WHERE state = 'open'"), 1);
     sqlite3_close(sdb);
     /* Back on the same port. */
     assert_int_equal(tk_server_start(&srv, db, port, args), 0);
     assert_int_equal(wait_example(pid, url, log), 0);
     sdb = db_ro(db);
     assert_true(wait_runs(sdb, "state = 'ended'", 1, 30000));
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM runs"), 1);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), 1);
     check_example_run_n(sdb, 1, RUN_ROUNDS);
     sqlite3_close(sdb);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
