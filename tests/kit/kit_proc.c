@@ -153,7 +153,9 @@ static void env_set(char **envp, size_t *k, const char *entry)
 /* The LD_PRELOAD entry for preload, in pre. */
 static void preload_entry(char *pre, size_t len, int preload)
 {
-    int m = snprintf(pre, len, "LD_PRELOAD=%s", tk_build_path("lib/libheapstore.so"));
+    const char *other = getenv("HS_TEST_COLLECTOR");
+    int m = snprintf(pre, len, "LD_PRELOAD=%s",
+                     other && *other ? other : tk_build_path("lib/libheapstore.so"));
     /* The test allocator right after us: it is what we forward to. */
     if (preload == TK_PRELOAD_TEST_ALLOCATOR)
         m += snprintf(pre + m, len - (size_t)m, ":%s", tk_build_path("tests/libwl_alloc.so"));

@@ -9,7 +9,8 @@
  * HEAPSTORE_PARENT_RUN, plus the entries given ("NAME=VALUE"; "NAME=" unsets
  * NAME). It is built before fork: a test may have threads, and a child of a
  * threaded process may only call async-signal-safe functions until it
- * execs. The program runs in its own process group, killed whole (after a
+ * execs. The collector preloaded is build/lib/libheapstore.so, or the file
+ * $HS_TEST_COLLECTOR names. The program runs in its own process group, killed whole (after a
  * backtrace of its threads on stderr) when it outlives its bound.
  */
 #ifndef HS_KIT_PROC_H

@@ -30,54 +30,42 @@
 #define MIB    (1024ll * 1024ll)
 
 /* Starts hs-example (rounds rounds of round_ms) with the collector sending
- * to url, its output into log; returns its pid. */
-static pid_t spawn_example(const char *url, const char *log, int rounds_n, int round_ms)
+ * to url, its output into log. */
+static void spawn_example(tk_proc *p, const char *url, const char *log, int rounds_n, int round_ms)
 {
-    const char *bdir = getenv("HS_BUILD_DIR");
-    char prog[600], lib[600], rounds[16], ms[16];
-    snprintf(prog, sizeof prog, "%s/bin/hs-example", bdir ? bdir : "build");
-    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", bdir ? bdir : "build");
-    if (getenv("HS_TEST_COLLECTOR")) snprintf(lib, sizeof lib, "%s", getenv("HS_TEST_COLLECTOR"));
+    char rounds[16], ms[16];
     snprintf(rounds, sizeof rounds, "%d", rounds_n);
     snprintf(ms, sizeof ms, "%d", round_ms);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("LD_PRELOAD", lib, 1);
-        setenv("HEAPSTORE_URL", url, 1);
-        setenv("HEAPSTORE_SAMPLE_BYTES", "1", 1);
-        /* Long enough for a restarted server to take the last frames. */
-        setenv("HEAPSTORE_EXIT_FLUSH_MS", "60000", 1);
-        /* In a sanitized tree the program and the collector are both built
-         * with ASan: the collector must come first to see the allocations,
-         * and the program leaks on purpose. */
-        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
-        if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
-        execl(prog, prog, "--rounds", rounds, "--round-ms", ms, (char *)NULL);
-        _exit(127);
-    }
-    return pid;
+    const char *argv[] = {
+        tk_build_path("bin/hs-example"), "--rounds", rounds, "--round-ms", ms, NULL};
+    const char *env[] = {tk_env("HEAPSTORE_URL=%s", url), "HEAPSTORE_SAMPLE_BYTES=1",
+                         /* Long enough for a restarted server to take the last frames. */
+                         "HEAPSTORE_EXIT_FLUSH_MS=60000",
+                         /* In a sanitized tree the program and the collector are both
+                          * built with ASan: the collector must come first to see the
+                          * allocations, and the program leaks on purpose. */
+                         "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+    assert_int_equal(tk_spawn(p, argv, env, TK_PRELOAD_COLLECTOR, log, NULL), 0);
 }
 
 /* Waits for an example started with spawn_example; returns its status (its
  * output shown if it is not 0). */
-static int wait_example(pid_t pid, const char *url, const char *log)
+static int wait_example(tk_proc *p, const char *url)
 {
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
-    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    int rc = tk_wait(p, 0);
     if (rc) {
-        fprintf(stderr, "hs-example (%s) exited with %d; its output:\n", url, rc);
-        FILE *f = fopen(log, "r");
-        char line[512];
-        while (f && fgets(line, sizeof line, f)) fputs(line, stderr);
-        if (f) fclose(f);
+        char *out = tk_read_file(p->out);
+        fprintf(stderr, "hs-example (%s) exited with %d; its output:\n%s", url, rc, out);
+        free(out);
     }
     return rc;
 }
 
 static int run_example(const char *url, const char *log)
 {
-    return wait_example(spawn_example(url, log, ROUNDS, 10), url, log);
+    tk_proc p;
+    spawn_example(&p, url, log, ROUNDS, 10);
+    return wait_example(&p, url);
 }
 
 /* Live bytes of the allocation sites in function fn (kind 1: at the last
@@ -135,17 +123,6 @@ static sqlite3 *db_ro(const char *path)
     return db;
 }
 
-/* Polls until `SELECT count(*) FROM runs WHERE <cond>` reaches want. */
-static int wait_runs(sqlite3 *db, const char *cond, int64_t want, int timeout_ms)
-{
-    uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        if (tk_qh(db, "SELECT count(*) FROM runs WHERE %s", cond) >= want) return 1;
-        if (tk_now_ms() > deadline) return 0;
-        usleep(20000);
-    }
-}
-
 static void test_real_collector(void **state)
 {
     (void)state;
@@ -163,10 +140,7 @@ static void test_real_collector(void **state)
     sqlite3_busy_timeout(sdb, 5000);
     /* The collector waits for the ACK of BYE before the program exits;
      * allow a moment all the same. */
-    uint64_t deadline = tk_now_ms() + 10000;
-    while (tk_qh(sdb, "SELECT count(*) FROM runs WHERE state = 'ended'") < 1 &&
-           tk_now_ms() < deadline)
-        usleep(50000);
+    tk_poll(db, 1, 10000, "SELECT count(*) FROM runs WHERE state = 'ended'");
     int64_t run = tk_qh(sdb, "SELECT max(id) FROM runs");
     check_example_run(sdb, run);
     sqlite3_close(sdb);
@@ -202,15 +176,14 @@ static void test_concurrent_programs(void **state)
     const char *args[] = {"--granularity", "100ms", NULL};
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", srv.port);
-    pid_t pids[N];
+    tk_proc procs[N];
     for (int i = 0; i < N; i++) {
         snprintf(log[i], sizeof log[i], "%s/example%d.log", dir, i);
-        pids[i] = spawn_example(url, log[i], ROUNDS, 10);
-        assert_true(pids[i] > 0);
+        spawn_example(&procs[i], url, log[i], ROUNDS, 10);
     }
-    for (int i = 0; i < N; i++) assert_int_equal(wait_example(pids[i], url, log[i]), 0);
+    for (int i = 0; i < N; i++) assert_int_equal(wait_example(&procs[i], url), 0);
+    assert_true(tk_poll(db, N, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'") >= N);
     sqlite3 *sdb = db_ro(db);
-    assert_true(wait_runs(sdb, "state = 'ended'", N, 30000));
     assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), N);
     for (int64_t run = 1; run <= N; run++) check_example_run(sdb, run);
     /* Every event the collectors counted is stored, none twice. */
@@ -235,16 +208,13 @@ static void restart_real(int sig, const char *name)
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     int port = srv.port;
     snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    pid_t pid = spawn_example(url, log, RUN_ROUNDS, 25);
-    assert_true(pid > 0);
+    tk_proc p;
+    spawn_example(&p, url, log, RUN_ROUNDS, 25);
     /* Mid-run: some events are stored, the run has not ended. */
-    sqlite3 *sdb = db_ro(db);
-    uint64_t deadline = tk_now_ms() + 60000;
-    while (tk_qh(sdb, "SELECT count(*) FROM events") < 2 && tk_now_ms() < deadline) usleep(10000);
-    sqlite3_close(sdb);
+    tk_poll(db, 2, 60000, "SELECT count(*) FROM events");
     int rc = tk_server_stop(&srv, sig);
     assert_int_equal(rc, sig == SIGKILL ? 128 + SIGKILL : 0);
-    sdb = db_ro(db);
+    sqlite3 *sdb = db_ro(db);
     char *ic = NULL;
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(sdb, "PRAGMA integrity_check", -1, &st, NULL), SQLITE_OK);
@@ -258,9 +228,9 @@ static void restart_real(int sig, const char *name)
     sqlite3_close(sdb);
     /* Back on the same port. */
     assert_int_equal(tk_server_start(&srv, db, port, args), 0);
-    assert_int_equal(wait_example(pid, url, log), 0);
+    assert_int_equal(wait_example(&p, url), 0);
+    assert_true(tk_poll(db, 1, 30000, "SELECT count(*) FROM runs WHERE state = 'ended'") >= 1);
     sdb = db_ro(db);
-    assert_true(wait_runs(sdb, "state = 'ended'", 1, 30000));
     assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), 1);
     check_example_run_n(sdb, 1, RUN_ROUNDS);
     sqlite3_close(sdb);

@@ -40,25 +40,18 @@
 /* prog (a file of bin/) under the collector, sending to port. */
 static int run_prog(const char *prog, int port)
 {
-    char path[600], lib[600], url[64], log[700];
-    snprintf(path, sizeof path, "%s/bin/%s", tk_build_dir(), prog);
-    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", tk_build_dir());
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    snprintf(log, sizeof log, "%s/symfill-example.log",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("LD_PRELOAD", lib, 1);
-        setenv("HEAPSTORE_URL", url, 1);
-        setenv("HEAPSTORE_EXIT_FLUSH_MS", "20000", 1);
-        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
-        if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
-        execl(path, path, "--rounds", "3", "--round-ms", "5", (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    char path[600];
+    snprintf(path, sizeof path, "bin/%s", prog);
+    const char *argv[] = {tk_build_path(path), "--rounds", "3", "--round-ms", "5", NULL};
+    const char *env[] = {tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port),
+                         "HEAPSTORE_EXIT_FLUSH_MS=20000",
+                         "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+    tk_out r;
+    if (tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 0)) return -1;
+    int rc = r.code;
+    if (rc) fprintf(stderr, "%s exited with %d:\n%s%s", prog, rc, r.out, r.err);
+    tk_out_free(&r);
+    return rc;
 }
 
 /* `heapstore ARGS` asking the server at port, into out. Returns its exit

@@ -52,26 +52,17 @@ static int log_count(const tk_server *s, const char *text)
  * NAME=VALUE (or NULL). Returns its exit status. */
 static int run_example(int port, const char *extra_env)
 {
-    char prog[600], lib[600], url[64], log[700];
-    snprintf(prog, sizeof prog, "%s/bin/hs-example", tk_build_dir());
-    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", tk_build_dir());
-    snprintf(url, sizeof url, "tcp://127.0.0.1:%d", port);
-    snprintf(log, sizeof log, "%s/symupload-example.log",
-             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("LD_PRELOAD", lib, 1);
-        setenv("HEAPSTORE_URL", url, 1);
-        setenv("HEAPSTORE_EXIT_FLUSH_MS", "20000", 1);
-        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
-        if (extra_env) putenv((char *)extra_env);
-        if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
-        execl(prog, prog, "--rounds", "3", "--round-ms", "5", (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const char *argv[] = {
+        tk_build_path("bin/hs-example"), "--rounds", "3", "--round-ms", "5", NULL};
+    const char *env[] = {tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port),
+                         "HEAPSTORE_EXIT_FLUSH_MS=20000",
+                         "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", extra_env, NULL};
+    tk_out r;
+    if (tk_run(&r, argv, env, TK_PRELOAD_COLLECTOR, 0)) return -1;
+    int rc = r.code;
+    if (rc) fprintf(stderr, "hs-example exited with %d:\n%s%s", rc, r.out, r.err);
+    tk_out_free(&r);
+    return rc;
 }
 
 /* Native frames of hs-example (its module) in run r without a name. */
