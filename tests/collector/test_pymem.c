@@ -171,11 +171,7 @@ static int stack_has(const json_t *row, const char *fn)
 
 static void expect_near(const char *what, int64_t got, long long want)
 {
-    double off = fabs((double)got - (double)want), tol = 0.01 * (double)want + FREE_LIST_SLACK;
-    if (off > tol)
-        fprintf(stderr, "%s: %lld bytes, true %lld (%.0f off, tolerance %.0f)\n", what,
-                (long long)got, want, off, tol);
-    assert_true(off <= tol);
+    tk_near(what, (double)got, (double)want, 0.01 * (double)want + FREE_LIST_SLACK);
 }
 
 /* Every allocation: the answers above, for one interpreter. */

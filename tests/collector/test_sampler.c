@@ -19,17 +19,13 @@
 
 #include <cmocka.h>
 
+#include "hs_testkit.h"
+
 #include "hs_error.h"
 #include "hs_thread.h"
 #include "unit_sender.h"
 
 #define SIGMAS 5.0
-
-static void within(const char *what, double got, double want, double sd)
-{
-    if (fabs(got - want) > SIGMAS * sd)
-        fail_msg("%s: %.6g, expected %.6g +- %.3g (5 sd)", what, got, want, SIGMAS * sd);
-}
 
 /* Intervals: a draw is floor(E) + 1 bytes for an exponential E of the
  * configured mean m, a geometric law: P(draw <= k) = 1 - exp(-k / m) and its
@@ -56,12 +52,12 @@ static void test_sampler_intervals(void **state)
         }
         char what[64];
         snprintf(what, sizeof what, "mean interval at %llu", (unsigned long long)means[c]);
-        within(what, sum / N, 1 / -expm1(-1 / m), m / sqrt(N));
+        tk_near(what, sum / N, 1 / -expm1(-1 / m), SIGMAS * m / sqrt(N));
         for (size_t j = 0; j < HS_COUNTOF(at); j++) {
             double p = -expm1(-(double)k[j] / m);
             snprintf(what, sizeof what, "P(interval <= %.1f mean) at %llu", at[j],
                      (unsigned long long)means[c]);
-            within(what, (double)below[j] / N, p, sqrt(p * (1 - p) / N));
+            tk_near(what, (double)below[j] / N, p, SIGMAS * sqrt(p * (1 - p) / N));
         }
     }
 }
@@ -142,9 +138,9 @@ static void test_sampler_unbiased(void **state)
         }
         char what[96];
         snprintf(what, sizeof what, "%s: samples", cases[c].name);
-        within(what, samples, want_samples, sqrt(var_samples) + 1);
+        tk_near(what, samples, want_samples, SIGMAS * (sqrt(var_samples) + 1));
         snprintf(what, sizeof what, "%s: estimated bytes", cases[c].name);
-        within(what, est, bytes, sqrt(var) + 1);
+        tk_near(what, est, bytes, SIGMAS * (sqrt(var) + 1));
     }
 }
 

@@ -154,11 +154,7 @@ static void show(const char *label, const json_t *growing)
  * bytes. */
 static void near(const char *what, int64_t got, long long want, double tol)
 {
-    double d = fabs((double)got - (double)want), bound = tol < 1 ? tol * (double)want : tol;
-    if (d > bound)
-        fprintf(stderr, "%s: %lld, expected %lld within %.0f B\n", what, (long long)got, want,
-                bound);
-    assert_true(d <= bound);
+    tk_near(what, (double)got, (double)want, tol < 1 ? tol * (double)want : tol);
 }
 
 /* The verdicts of the file's opening comment on the run labelled label.

@@ -75,15 +75,6 @@ static void profile(const char *label, const char *extra, tk_out *o)
     if (o->code) fprintf(stderr, "heapstore run: %s\n%s\n", o->out, o->err);
 }
 
-static void near(int64_t got, int64_t want, const char *what)
-{
-    double rel = (double)(got - want) / (double)want;
-    if (rel < -0.05 || rel > 0.05)
-        fprintf(stderr, "%s: %lld, expected %lld within 5%%\n", what, (long long)got,
-                (long long)want);
-    assert_true(rel >= -0.05 && rel <= 0.05);
-}
-
 /* total_bytes of the row named name in a top answer (-1 when absent) */
 static int64_t row_bytes(const json_t *top, const char *name)
 {
@@ -113,7 +104,8 @@ static void test_leaky_run(void **state)
     json_t *run = json_array_get(json_object_get(runs, "runs"), 0);
     assert_string_equal(json_string_value(json_object_get(run, "state")), "ended");
     assert_true(json_is_true(json_object_get(run, "clean_exit")));
-    near(json_integer_value(json_object_get(run, "peak_bytes")), PEAK_BYTES, "peak bytes");
+    tk_near_rel("peak bytes", (double)(json_integer_value(json_object_get(run, "peak_bytes"))),
+                (double)(PEAK_BYTES), 0.05);
     int64_t id = json_integer_value(json_object_get(run, "id"));
     int64_t pt = json_integer_value(json_object_get(run, "peak_t_ns"));
     /* build_index starts after 10 rounds of at least 50 ms of sleep each */
@@ -123,7 +115,8 @@ static void test_leaky_run(void **state)
     json_t *leaks = cli_json((const char *const[]){"leaks", "version=leaky", NULL});
     json_t *g0 = json_array_get(json_object_get(leaks, "growing"), 0);
     assert_string_equal(json_string_value(json_object_get(g0, "name")), "leaky_cache_add");
-    near(json_integer_value(json_object_get(g0, "end_bytes")), END_LEAK_BYTES, "leaked bytes");
+    tk_near_rel("leaked bytes", (double)(json_integer_value(json_object_get(g0, "end_bytes"))),
+                (double)(END_LEAK_BYTES), 0.05);
     json_t *l0 = json_array_get(json_object_get(leaks, "live_at_end"), 0);
     assert_string_equal(json_string_value(json_object_get(l0, "name")), "leaky_cache_add");
     json_decref(leaks);
@@ -131,8 +124,11 @@ static void test_leaky_run(void **state)
     json_t *top = cli_json((const char *const[]){"top", "version=leaky", "--at", "peak", NULL});
     json_t *t0 = json_array_get(json_object_get(top, "rows"), 0);
     assert_string_equal(json_string_value(json_object_get(t0, "name")), "build_index");
-    near(json_integer_value(json_object_get(t0, "total_bytes")), 64 * MIB, "build_index at peak");
-    near(json_integer_value(json_object_get(top, "total_bytes")), PEAK_BYTES, "total at peak");
+    tk_near_rel("build_index at peak",
+                (double)(json_integer_value(json_object_get(t0, "total_bytes"))),
+                (double)(64 * MIB), 0.05);
+    tk_near_rel("total at peak", (double)(json_integer_value(json_object_get(top, "total_bytes"))),
+                (double)(PEAK_BYTES), 0.05);
     /* every allocation sampled: the known sites are exact */
     assert_int_equal(row_bytes(top, "build_index"), 64 * MIB);
     assert_int_equal(row_bytes(top, "leaky_cache_add"), (ROUNDS / 2 + 1) * 512 * 1024);
@@ -174,8 +170,9 @@ static void test_fixed_run_and_diff(void **state)
                                                "--by", "site", NULL});
     json_t *r0 = json_array_get(json_object_get(d, "rows"), 0);
     assert_string_equal(json_string_value(json_object_get(r0, "name")), "leaky_cache_add");
-    near(-json_integer_value(json_object_get(r0, "delta_bytes")), (ROUNDS - 1) * 512 * 1024,
-         "leak difference");
+    tk_near_rel("leak difference",
+                (double)(-json_integer_value(json_object_get(r0, "delta_bytes"))),
+                (double)((ROUNDS - 1) * 512 * 1024), 0.05);
     json_decref(d);
     json_t *leaks = cli_json((const char *const[]){"leaks", "version=fixed", NULL});
     assert_int_equal(json_array_size(json_object_get(leaks, "growing")), 0);
@@ -296,7 +293,8 @@ static void test_run_follows_exec(void **state)
     assert_non_null(parent);
     assert_true(json_equal(json_object_get(parent, "pid"), json_object_get(mine, "pid")));
     assert_non_null(strstr(json_string_value(json_object_get(mine, "program")), "hs-example"));
-    near(json_integer_value(json_object_get(mine, "peak_bytes")), PEAK_BYTES, "exec'd peak");
+    tk_near_rel("exec'd peak", (double)(json_integer_value(json_object_get(mine, "peak_bytes"))),
+                (double)(PEAK_BYTES), 0.05);
     json_decref(runs);
 }
 

@@ -98,15 +98,6 @@ static json_t *cli_json(const char *const *args)
     return cli_call(args, 1, NULL, NULL);
 }
 
-static void within(int64_t got, int64_t want, double tol, const char *what)
-{
-    double rel = want ? (double)(got - want) / (double)want : (double)got;
-    if (rel < -tol || rel > tol)
-        fprintf(stderr, "%s: %lld, expected %lld within %.0f%%\n", what, (long long)got,
-                (long long)want, tol * 100);
-    assert_true(rel >= -tol && rel <= tol);
-}
-
 /* The sum of member of the rows of arr named name (-1 when none is). */
 static int64_t sum_named(const json_t *arr, const char *name, const char *member)
 {
@@ -186,8 +177,10 @@ static void test_cxx_map(void **state)
 
     json_t *t = cli_json((const char *const[]){"top", "prog=map", "--limit", "100", NULL});
     json_t *rows = json_object_get(t, "rows");
-    within(sum_named(rows, "leak_index(int)", "total_bytes"), INDEX_BYTES, 0.01, "leak_index");
-    within(sum_named(rows, "leak_names(int)", "total_bytes"), NAMES_BYTES, 0.01, "leak_names");
+    tk_near_rel("leak_index", (double)(sum_named(rows, "leak_index(int)", "total_bytes")),
+                (double)(INDEX_BYTES), 0.01);
+    tk_near_rel("leak_names", (double)(sum_named(rows, "leak_names(int)", "total_bytes")),
+                (double)(NAMES_BYTES), 0.01);
     assert_false(has_named(rows, "operator new(unsigned long)"));
     sites_match_stacks(rows);
     /* the sites are the user's lines: the containers' code inlined into
@@ -221,8 +214,10 @@ static void test_cxx_map(void **state)
 
     t = cli_json((const char *const[]){"top", "prog=map", "--by", "function", NULL});
     rows = json_object_get(t, "rows");
-    within(sum_named(rows, "leak_index(int)", "self_bytes"), INDEX_BYTES, 0.01, "leak_index self");
-    within(sum_named(rows, "leak_names(int)", "self_bytes"), NAMES_BYTES, 0.01, "leak_names self");
+    tk_near_rel("leak_index self", (double)(sum_named(rows, "leak_index(int)", "self_bytes")),
+                (double)(INDEX_BYTES), 0.01);
+    tk_near_rel("leak_names self", (double)(sum_named(rows, "leak_names(int)", "self_bytes")),
+                (double)(NAMES_BYTES), 0.01);
     assert_int_equal(sum_named(rows, "operator new(unsigned long)", "self_bytes"), 0);
     json_decref(t);
 
@@ -231,7 +226,8 @@ static void test_cxx_map(void **state)
     assert_true(has_named(g, "leak_index(int)"));
     assert_true(has_named(g, "leak_names(int)"));
     assert_false(has_named(g, "operator new(unsigned long)"));
-    within(sum_named(g, "leak_index(int)", "end_bytes"), INDEX_BYTES, 0.01, "leak_index grew");
+    tk_near_rel("leak_index grew", (double)(sum_named(g, "leak_index(int)", "end_bytes")),
+                (double)(INDEX_BYTES), 0.01);
     sites_match_stacks(g);
     json_decref(l);
 
@@ -265,25 +261,30 @@ static void test_c_wrappers(void **state)
              0, NULL, NULL);
     json_t *t = cli_json((const char *const[]){"top", "prog=wrap", "--by", "function", NULL});
     json_t *rows = json_object_get(t, "rows");
-    within(sum_named(rows, "leak_via_xmalloc", "self_bytes"), XMALLOC_BYTES, 0.01, "via xmalloc");
+    tk_near_rel("via xmalloc", (double)(sum_named(rows, "leak_via_xmalloc", "self_bytes")),
+                (double)(XMALLOC_BYTES), 0.01);
     assert_int_equal(sum_named(rows, "xmalloc", "self_bytes"), 0);
     /* not a wrapper until the user says so */
-    within(sum_named(rows, "pool_alloc", "self_bytes"), POOL_BYTES, 0.01, "pool_alloc");
+    tk_near_rel("pool_alloc", (double)(sum_named(rows, "pool_alloc", "self_bytes")),
+                (double)(POOL_BYTES), 0.01);
     /* one function, whatever gcc split off it */
-    within(sum_named(rows, "keep_block", "self_bytes"), KEEP_BYTES, 0.01, "keep_block");
+    tk_near_rel("keep_block", (double)(sum_named(rows, "keep_block", "self_bytes")),
+                (double)(KEEP_BYTES), 0.01);
     assert_false(has_named(rows, "keep_block.cold"));
     json_decref(t);
 
     t = cli_json((const char *const[]){"top", "prog=wrap", "--by", "function", "--wrappers",
                                        "other, pool_alloc", NULL});
     rows = json_object_get(t, "rows");
-    within(sum_named(rows, "leak_via_pool", "self_bytes"), POOL_BYTES, 0.01, "via pool");
+    tk_near_rel("via pool", (double)(sum_named(rows, "leak_via_pool", "self_bytes")),
+                (double)(POOL_BYTES), 0.01);
     assert_int_equal(sum_named(rows, "pool_alloc", "self_bytes"), 0);
     json_decref(t);
     /* a prefix */
     t = cli_json((const char *const[]){"top", "prog=wrap", "--wrappers", "pool_*", NULL});
     rows = json_object_get(t, "rows");
-    within(sum_named(rows, "leak_via_pool", "total_bytes"), POOL_BYTES, 0.01, "via pool*");
+    tk_near_rel("via pool*", (double)(sum_named(rows, "leak_via_pool", "total_bytes")),
+                (double)(POOL_BYTES), 0.01);
     json_decref(t);
     /* a bad mode is a clear error */
     {
@@ -309,7 +310,8 @@ static void test_c_wrappers(void **state)
     t = cli_call((const char *const[]){"top", "latest", "--by", "function", NULL}, 1,
                  (const char *const[]){u2, "HEAPSTORE_ALLOC_WRAPPERS=", NULL}, NULL);
     rows = json_object_get(t, "rows");
-    within(sum_named(rows, "leak_via_pool", "self_bytes"), 4 * 10 * 5000, 0.01, "server wrappers");
+    tk_near_rel("server wrappers", (double)(sum_named(rows, "leak_via_pool", "self_bytes")),
+                (double)(4 * 10 * 5000), 0.01);
     assert_int_equal(sum_named(rows, "pool_alloc", "self_bytes"), 0);
     json_decref(t);
     tk_server_stop(&s2, SIGTERM);
@@ -335,7 +337,7 @@ static void py_site(const json_t *rows, const char *name, const char *file, int 
         assert_int_equal(json_integer_value(json_object_get(row, "line")), line);
         sum += json_integer_value(json_object_get(row, member));
     }
-    within(sum, bytes, 0.05, name);
+    tk_near_rel(name, (double)(sum), (double)(bytes), 0.05);
 }
 
 static void test_python(void **state)
@@ -391,14 +393,16 @@ static void test_python(void **state)
     json_t *d = cli_json((const char *const[]){"diff", "prog=app,version=1", "prog=app,version=2",
                                                "--by", "function", "--limit", "1000", NULL});
     rows = json_object_get(d, "rows");
-    within(sum_named(rows, "leak_b", "delta_bytes"), NR * (24577 - 8193), 0.05, "leak_b delta");
+    tk_near_rel("leak_b delta", (double)(sum_named(rows, "leak_b", "delta_bytes")),
+                (double)(NR * (24577 - 8193)), 0.05);
     int64_t da = sum_named(rows, "leak_a", "delta_bytes"); /* unchanged: absent or about 0 */
     assert_true(da == -1 || (da > -NR * 4097 / 20 && da < NR * 4097 / 20));
     json_decref(d);
     d = cli_json((const char *const[]){"diff", "prog=app,version=1", "prog=app,version=2", "--by",
                                        "site", NULL});
-    within(sum_named(json_object_get(d, "rows"), "leak_b", "delta_bytes"), NR * (24577 - 8193),
-           0.05, "leak_b delta by site");
+    tk_near_rel("leak_b delta by site",
+                (double)(sum_named(json_object_get(d, "rows"), "leak_b", "delta_bytes")),
+                (double)(NR * (24577 - 8193)), 0.05);
     json_decref(d);
 }
 

@@ -125,13 +125,6 @@ static int64_t jint(const json_t *o, const char *k)
     return (int64_t)json_integer_value(json_object_get(o, k));
 }
 
-static void near(double got, double want, double tol, const char *what)
-{
-    if (fabs(got - want) > tol)
-        fprintf(stderr, "%s: %.0f, expected %.0f within %.0f\n", what, got, want, tol);
-    assert_true(fabs(got - want) <= tol);
-}
-
 static void test_trend_by_version(void **state)
 {
     (void)state;
@@ -147,9 +140,10 @@ static void test_trend_by_version(void **state)
         int bad = i == 2;
         /* every allocation sampled: the sizes are exact (the peak within a
          * request buffer of the collector's own, 64 KiB) */
-        near((double)jint(r, "peak_bytes"), (double)(bad ? PEAK_BAD : PEAK_OK), 64 * KIB, "peak");
-        near((double)jint(r, "end_bytes"), (double)(4 * MIB + (bad ? EXTRA_KIB * KIB : 0)),
-             64 * KIB, "end");
+        tk_near("peak", (double)jint(r, "peak_bytes"), (double)(bad ? PEAK_BAD : PEAK_OK),
+                64 * KIB);
+        tk_near("end", (double)jint(r, "end_bytes"),
+                (double)(4 * MIB + (bad ? EXTRA_KIB * KIB : 0)), 64 * KIB);
         assert_int_equal(jint(r, "code_bytes"), bad ? STEP_BYTES * 21 : 0);
         /* the leak rate: the regression's 8 MiB over the steps of the run,
          * which take RUN_MS at least and the whole run at most (start-up
@@ -160,7 +154,7 @@ static void test_trend_by_version(void **state)
         if (bad && !(rate >= lo && rate <= hi))
             fprintf(stderr, "leak rate %.0f B/s, expected %.0f to %.0f\n", rate, lo, hi);
         if (bad) assert_true(rate >= lo && rate <= hi);
-        if (!bad) near(rate, 0, 64 * KIB, "leak rate of an unchanged version");
+        if (!bad) tk_near("leak rate of an unchanged version", rate, 0, 64 * KIB);
         assert_true(jint(r, "rss_peak_bytes") >= jint(r, "peak_bytes") / 2);
     }
     assert_string_equal(json_string_value(json_object_get(j, "metric")), "code_bytes");
@@ -542,7 +536,7 @@ static void test_gc_spares_open_run(void **state)
     json_t *t = cli_json_at(url, "rtok", (const char *const[]){"trend", "version=open", NULL});
     json_t *row = json_array_get(json_object_get(t, "rows"), 0);
     assert_string_equal(json_string_value(json_object_get(row, "state")), "ended");
-    near((double)jint(row, "peak_bytes"), (double)PEAK_OK, 64 * KIB, "the spared run's peak");
+    tk_near("the spared run's peak", (double)jint(row, "peak_bytes"), (double)PEAK_OK, 64 * KIB);
     json_decref(t);
     /* out of the way of the next test's counts */
     gc = cli_json_at(url, "wtok", (const char *const[]){"gc", "version=open", NULL});
