@@ -1,20 +1,18 @@
-/* chkit: one real ClickHouse server per test (chkit.h). */
+/* chkit: one real ClickHouse server per test (chkit.h), on tests/kit. */
 #include "chkit.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hs_chttp.h"
+#include "hs_testkit.h"
 
 #ifndef CK_CONF_DIR
 #error "CK_CONF_DIR: the folder of server.xml.in and users.xml"
@@ -34,19 +32,6 @@ void ck_require(void)
             "clickhouse-client, or set HS_CLICKHOUSE_SERVER\n",
             server_exe());
     exit(CK_SKIP);
-}
-
-int ck_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int port = -1;
-    if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) &&
-        !getsockname(fd, (struct sockaddr *)&a, &len))
-        port = ntohs(a.sin_port);
-    if (fd >= 0) close(fd);
-    return port;
 }
 
 /* Every server this process started, for the atexit hook. */
@@ -88,7 +73,7 @@ static int write_config(const ck_server *s, int shard, const int cluster_tcp[2],
         else if (!strncmp(at + 1, "TCP_PORT", k))
             snprintf(val, sizeof val, "%d", s->tcp_port);
         else if (!strncmp(at + 1, "INTER_PORT", k))
-            snprintf(val, sizeof val, "%d", ck_free_port());
+            snprintf(val, sizeof val, "%d", tk_free_port());
         else if (!strncmp(at + 1, "USERS", k))
             snprintf(val, sizeof val, "%s/users.xml", CK_CONF_DIR);
         else if (!strncmp(at + 1, "SHARD1_TCP", k))
@@ -135,8 +120,8 @@ int ck_start(ck_server *s, const char *dir, int shard, const int cluster_tcp[2])
     snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s/log'", dir, dir);
     if (system(cmd)) return -1;
     if (s->tcp_port <= 0)
-        s->tcp_port = cluster_tcp && shard ? cluster_tcp[shard - 1] : ck_free_port();
-    s->http_port = ck_free_port();
+        s->tcp_port = cluster_tcp && shard ? cluster_tcp[shard - 1] : tk_free_port();
+    s->http_port = tk_free_port();
     if (write_config(s, shard, cluster_tcp, conf, sizeof conf)) return -1;
     return spawn_and_wait(s);
 }

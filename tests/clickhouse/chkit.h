@@ -3,7 +3,8 @@
  * users.xml of this folder), data under a fresh directory and free
  * loopback ports; stopped (SIGTERM, then SIGKILL) and removed at the end,
  * also when the test fails (an atexit hook). Tests skip (exit 77) when
- * ClickHouse is not installed.
+ * ClickHouse is not installed. What is not ClickHouse's (temporary
+ * directories, free ports, programs under the collector) is tests/kit's.
  */
 #ifndef HS_CHKIT_H
 #define HS_CHKIT_H
@@ -42,8 +43,5 @@ void ck_url(const ck_server *s, const char *db, int reader, char *out, size_t le
 int ck_sql(const ck_server *s, const char *sql, char *out, size_t len);
 /* The single integer sql answers (-1 on failure: the test then fails). */
 long long ck_int(const ck_server *s, const char *sql);
-
-/* A free TCP port on 127.0.0.1 (bound once and released). */
-int ck_free_port(void);
 
 #endif

@@ -19,6 +19,7 @@
 
 #include "chcompare.h"
 #include "chkit.h"
+#include "hs_testkit.h"
 #include "hs_chttp.h"
 #include "queries/fixture.h"
 
@@ -115,13 +116,9 @@ static void test_two_shards(void **state)
 int main(void)
 {
     ck_require();
-    const char *bdir = getenv("HS_BUILD_DIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/tests/tmp/ch_cluster.%d", bdir ? bdir : "/tmp",
-             (int)getpid());
+    tk_tmpdir(tmpdir, sizeof tmpdir, "ch_cluster");
     char dir[700], cmd[1400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tmpdir, tmpdir);
-    if (system(cmd)) return 1;
-    int tcp[2] = {ck_free_port(), ck_free_port()};
+    int tcp[2] = {tk_free_port(), tk_free_port()};
     for (int i = 0; i < 2; i++) {
         snprintf(dir, sizeof dir, "%s/shard%d", tmpdir, i + 1);
         if (ck_start(&shard[i], dir, i + 1, tcp)) return 1;

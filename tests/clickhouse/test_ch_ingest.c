@@ -87,26 +87,18 @@ static long long fn_bytes(int port, long long run, const char *at, const char *f
 
 static int run_example(int port, int rounds)
 {
-    const char *bdir = getenv("HS_BUILD_DIR");
-    char prog[600], lib[600], r[16], dest[100], log[700];
-    snprintf(prog, sizeof prog, "%s/bin/hs-example", bdir ? bdir : "build");
-    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", bdir ? bdir : "build");
+    char r[16];
     snprintf(r, sizeof r, "%d", rounds);
-    snprintf(dest, sizeof dest, "tcp://127.0.0.1:%d", port);
-    snprintf(log, sizeof log, "%s/example.log", tmpdir);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("LD_PRELOAD", lib, 1);
-        setenv("HEAPSTORE_URL", dest, 1);
-        setenv("HEAPSTORE_SAMPLE_BYTES", "1", 1);
-        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
-        if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
-        execl(prog, prog, "--rounds", r, "--round-ms", "20", (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    if (pid < 0 || waitpid(pid, &st, 0) != pid) return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    const char *argv[] = {tk_build_path("bin/hs-example"), "--rounds", r, "--round-ms", "20", NULL};
+    const char *env[] = {tk_env("HEAPSTORE_URL=tcp://127.0.0.1:%d", port),
+                         "HEAPSTORE_SAMPLE_BYTES=1",
+                         "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+    tk_out o;
+    if (tk_run(&o, argv, env, TK_PRELOAD_COLLECTOR, 0)) return -1;
+    int rc = o.code;
+    if (rc) fprintf(stderr, "hs-example exited with %d:\n%s%s", rc, o.out, o.err);
+    tk_out_free(&o);
+    return rc;
 }
 
 /* Waits (up to 60 s) until ClickHouse holds n ended runs whose events are
@@ -290,12 +282,8 @@ static void test_bad_store(void **state)
 int main(void)
 {
     ck_require();
-    const char *bdir = getenv("HS_BUILD_DIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/tests/tmp/ch_ingest.%d", bdir ? bdir : "/tmp",
-             (int)getpid());
+    tk_tmpdir(tmpdir, sizeof tmpdir, "ch_ingest");
     char chdir_[700], cmd[1400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tmpdir, tmpdir);
-    if (system(cmd)) return 1;
     snprintf(chdir_, sizeof chdir_, "%s/clickhouse", tmpdir);
     if (ck_start(&ch, chdir_, 0, NULL)) return 1;
     ck_url(&ch, "ingest", 0, url, sizeof url);

@@ -25,6 +25,7 @@
 
 #include "chcompare.h"
 #include "chkit.h"
+#include "hs_testkit.h"
 #include "queries/fixture.h"
 #include "hs_chship.h"
 #include "hs_queries.h"
@@ -93,25 +94,16 @@ static void test_fixture_trend_quiet_empty(void **state)
 static void test_recorded_stream(void **state)
 {
     (void)state;
-    const char *bdir = getenv("HS_BUILD_DIR");
-    char prog[600], lib[600], hsp[700], url[720], p[700];
-    snprintf(prog, sizeof prog, "%s/bin/hs-example", bdir ? bdir : "build");
-    snprintf(lib, sizeof lib, "%s/lib/libheapstore.so", bdir ? bdir : "build");
+    char hsp[700], p[700];
     snprintf(hsp, sizeof hsp, "%s/example.hsp", tmpdir);
-    snprintf(url, sizeof url, "file://%s", hsp);
-    pid_t pid = fork();
-    if (pid == 0) {
-        setenv("LD_PRELOAD", lib, 1);
-        setenv("HEAPSTORE_URL", url, 1);
-        setenv("HEAPSTORE_SAMPLE_BYTES", "1", 1);
-        setenv("ASAN_OPTIONS", "verify_asan_link_order=0:detect_leaks=0", 1);
-        if (!freopen("/dev/null", "w", stdout)) _exit(126);
-        execl(prog, prog, "--rounds", "6", "--round-ms", "120", (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    const char *argv[] = {
+        tk_build_path("bin/hs-example"), "--rounds", "6", "--round-ms", "120", NULL};
+    const char *env[] = {tk_env("HEAPSTORE_URL=file://%s", hsp), "HEAPSTORE_SAMPLE_BYTES=1",
+                         "ASAN_OPTIONS=verify_asan_link_order=0:detect_leaks=0", NULL};
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_COLLECTOR, 0), 0);
+    assert_true(o.exited && o.status == 0);
+    tk_out_free(&o);
     db_path(p, sizeof p, "example");
     hs_store *s;
     char err[512];
@@ -273,11 +265,8 @@ static void test_sql(void **state)
 int main(void)
 {
     ck_require();
-    const char *bdir = getenv("HS_BUILD_DIR");
-    snprintf(tmpdir, sizeof tmpdir, "%s/tests/tmp/ch_same.%d", bdir ? bdir : "/tmp", (int)getpid());
+    tk_tmpdir(tmpdir, sizeof tmpdir, "ch_same");
     char chdir_[700], cmd[1400];
-    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", tmpdir);
-    if (system(cmd)) return 1;
     snprintf(chdir_, sizeof chdir_, "%s/clickhouse", tmpdir);
     if (ck_start(&ch, chdir_, 0, NULL)) return 1;
     const struct CMUnitTest tests[] = {

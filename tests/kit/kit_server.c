@@ -3,7 +3,9 @@
 
 #include "hs_spawn.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -82,6 +84,19 @@ int tk_log_contains(const tk_server *s, const char *text)
     while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
     fclose(f);
     return found;
+}
+
+int tk_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    int port = -1;
+    if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) &&
+        !getsockname(fd, (struct sockaddr *)&a, &len))
+        port = ntohs(a.sin_port);
+    if (fd >= 0) close(fd);
+    return port;
 }
 
 /* ---- HTTP -------------------------------------------------------------- */

@@ -27,6 +27,10 @@ int tk_server_stop(tk_server *s, int sig);
 /* 1 if the server's log contains text. */
 int tk_log_contains(const tk_server *s, const char *text);
 
+/* A free TCP port on 127.0.0.1 (bound once and released), for servers
+ * that cannot report the port they bound. */
+int tk_free_port(void);
+
 /* ---- HTTP -------------------------------------------------------------- */
 
 /* Sends raw bytes to 127.0.0.1:port and reads until the peer closes or
