@@ -83,6 +83,86 @@ static void sym_add(hsp_model *m, const hs_symbol *s)
     y->line = s->line;
 }
 
+/* SYMBOLS: counted as sent, then named as the server names them. */
+static int frame_symbols(hsp_model *m, const hs_frame *f)
+{
+    hs_batch_it it;
+    int rc;
+    hs_symbol s;
+    if (!(rc = hs_symbols_begin(&it, f->payload, f->len)))
+        while ((rc = hs_symbols_next(&it, &s)) == 1)
+            m->native_named += s.function.len && s.module.len;
+    if (rc) return rc;
+    uint8_t *named = NULL;
+    size_t nlen = 0;
+    uint64_t n = 0;
+    if (!syms && hs_syms_new(&syms, NULL)) abort();
+    int w = hs_syms_rewrite(syms, &stream, f->payload, f->len, &named, &nlen, &n);
+    const uint8_t *p = w == 1 ? named : f->payload;
+    size_t len = w == 1 ? nlen : f->len;
+    if (!(rc = hs_symbols_begin(&it, p, len)))
+        while ((rc = hs_symbols_next(&it, &s)) == 1) sym_add(m, &s);
+    free(named);
+    return rc;
+}
+
+/* A stack as the server reads it: each pc preceded by its inlined frames. */
+static void stack_add(hsp_model *m, const hs_stack *s)
+{
+    if (s->id != m->nstacks + 1) fail(m, "stack id %llu out of order", (unsigned long long)s->id);
+    m->stacks = realloc(m->stacks, (m->nstacks + 1) * sizeof *m->stacks);
+    hsp_stack *t = &m->stacks[m->nstacks++];
+    memset(t, 0, sizeof *t);
+    t->id = s->id;
+    t->exact_weights = 1;
+    /* each pc preceded by its inlined frames, as the server reads them */
+    t->pcs = malloc(HS_STACK_MAX_DEPTH * sizeof(uint64_t));
+    uint32_t nf = 0;
+    for (uint32_t i = 0; i < s->depth && nf < HS_STACK_MAX_DEPTH; i++) {
+        if (hs_inl_pc_ok(s->pcs[i]) && !(i > 0 && hs_inl_pc_of(s->pcs[i - 1], s->pcs[i])))
+            for (int k = 0; k < HS_SYMS_INLINE_MAX && nf < HS_STACK_MAX_DEPTH - 1 &&
+                            hsp_sym_of(m, hs_inl_pc(s->pcs[i], k));
+                 k++)
+                t->pcs[nf++] = hs_inl_pc(s->pcs[i], k);
+        t->pcs[nf++] = s->pcs[i];
+        if (!hsp_sym_of(m, s->pcs[i]))
+            fail(m, "stack %llu uses undefined pc %llx", (unsigned long long)s->id,
+                 (unsigned long long)s->pcs[i]);
+    }
+    t->depth = nf;
+}
+
+/* An event counted against its stack (and the watched size). */
+static void event_add(hsp_model *m, const hs_event *e)
+{
+    if (e->stack_id > m->nstacks) {
+        fail(m, "event uses undefined stack %llu", (unsigned long long)e->stack_id);
+        return;
+    }
+    hsp_stack *t = &m->stacks[e->stack_id - 1];
+    if (m->watch_size && e->size == m->watch_size) {
+        if (e->is_free) {
+            m->watch_frees++;
+            m->watch_free_weight += e->weight;
+        } else {
+            m->watch_allocs++;
+            m->watch_alloc_weight += e->weight;
+        }
+    }
+    if (e->weight != e->size) t->exact_weights = 0;
+    if (e->is_free) {
+        t->frees++;
+        t->free_bytes += e->size;
+        t->free_weight += e->weight;
+        m->free_events++;
+    } else {
+        t->allocs++;
+        t->alloc_bytes += e->size;
+        t->alloc_weight += e->weight;
+        m->alloc_events++;
+    }
+}
+
 static void frame(hsp_model *m, const hs_frame *f, size_t off)
 {
     hs_batch_it it;
@@ -101,85 +181,20 @@ static void frame(hsp_model *m, const hs_frame *f, size_t off)
             }
         break;
     }
-    case HS_FRAME_SYMBOLS: {
-        hs_symbol s;
-        if (!(rc = hs_symbols_begin(&it, f->payload, f->len)))
-            while ((rc = hs_symbols_next(&it, &s)) == 1)
-                m->native_named += s.function.len && s.module.len;
-        if (rc) break;
-        uint8_t *named = NULL;
-        size_t nlen = 0;
-        uint64_t n = 0;
-        if (!syms && hs_syms_new(&syms, NULL)) abort();
-        int w = hs_syms_rewrite(syms, &stream, f->payload, f->len, &named, &nlen, &n);
-        const uint8_t *p = w == 1 ? named : f->payload;
-        size_t len = w == 1 ? nlen : f->len;
-        if (!(rc = hs_symbols_begin(&it, p, len)))
-            while ((rc = hs_symbols_next(&it, &s)) == 1) sym_add(m, &s);
-        free(named);
+    case HS_FRAME_SYMBOLS:
+        rc = frame_symbols(m, f);
         break;
-    }
     case HS_FRAME_STACKS: {
         static hs_stack s;
         if (!(rc = hs_stacks_begin(&it, f->payload, f->len)))
-            while ((rc = hs_stacks_next(&it, &s)) == 1) {
-                if (s.id != m->nstacks + 1)
-                    fail(m, "stack id %llu out of order", (unsigned long long)s.id);
-                m->stacks = realloc(m->stacks, (m->nstacks + 1) * sizeof *m->stacks);
-                hsp_stack *t = &m->stacks[m->nstacks++];
-                memset(t, 0, sizeof *t);
-                t->id = s.id;
-                t->exact_weights = 1;
-                /* each pc preceded by its inlined frames, as the server reads them */
-                t->pcs = malloc(HS_STACK_MAX_DEPTH * sizeof(uint64_t));
-                uint32_t nf = 0;
-                for (uint32_t i = 0; i < s.depth && nf < HS_STACK_MAX_DEPTH; i++) {
-                    if (hs_inl_pc_ok(s.pcs[i]) && !(i > 0 && hs_inl_pc_of(s.pcs[i - 1], s.pcs[i])))
-                        for (int k = 0; k < HS_SYMS_INLINE_MAX && nf < HS_STACK_MAX_DEPTH - 1 &&
-                                        hsp_sym_of(m, hs_inl_pc(s.pcs[i], k));
-                             k++)
-                            t->pcs[nf++] = hs_inl_pc(s.pcs[i], k);
-                    t->pcs[nf++] = s.pcs[i];
-                    if (!hsp_sym_of(m, s.pcs[i]))
-                        fail(m, "stack %llu uses undefined pc %llx", (unsigned long long)s.id,
-                             (unsigned long long)s.pcs[i]);
-                }
-                t->depth = nf;
-            }
+            while ((rc = hs_stacks_next(&it, &s)) == 1) stack_add(m, &s);
         break;
     }
     case HS_FRAME_EVENTS: {
         hs_event e;
         m->events_frames++;
         if (!(rc = hs_events_begin(&it, f->payload, f->len)))
-            while ((rc = hs_events_next(&it, &e)) == 1) {
-                if (e.stack_id > m->nstacks) {
-                    fail(m, "event uses undefined stack %llu", (unsigned long long)e.stack_id);
-                    continue;
-                }
-                hsp_stack *t = &m->stacks[e.stack_id - 1];
-                if (m->watch_size && e.size == m->watch_size) {
-                    if (e.is_free) {
-                        m->watch_frees++;
-                        m->watch_free_weight += e.weight;
-                    } else {
-                        m->watch_allocs++;
-                        m->watch_alloc_weight += e.weight;
-                    }
-                }
-                if (e.weight != e.size) t->exact_weights = 0;
-                if (e.is_free) {
-                    t->frees++;
-                    t->free_bytes += e.size;
-                    t->free_weight += e.weight;
-                    m->free_events++;
-                } else {
-                    t->allocs++;
-                    t->alloc_bytes += e.size;
-                    t->alloc_weight += e.weight;
-                    m->alloc_events++;
-                }
-            }
+            while ((rc = hs_events_next(&it, &e)) == 1) event_add(m, &e);
         break;
     }
     case HS_FRAME_PROCESS: {

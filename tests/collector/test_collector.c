@@ -477,43 +477,12 @@ static void test_unwinders_agree(void **state)
 
 /* ---- heapstore dump ---- */
 
-static void test_dump(void **state)
+/* `heapstore dump` of the stream file out cut in the middle, and with a
+ * corrupt frame type right after HELLO: what decoded, then the offset,
+ * exit 1. */
+static void dump_damaged(const char *cli, const char *out)
 {
-    (void)state;
-    const char *out = tmpfile_path("dump.hsp");
-    const char *argv[] = {tk_build_path("tests/wl_sites"), "100", NULL};
-    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
     tk_out r;
-    tk_run(&r, argv, env, 1, 120);
-    tk_expect_ok(&r);
-    tk_out_free(&r);
-
-    const char *cli = tk_build_path("bin/heapstore");
-    const char *d1[] = {cli, "dump", out, NULL};
-    tk_run(&r, d1, NULL, 0, 60);
-    tk_expect_ok(&r);
-    assert_non_null(strstr(r.out, " HELLO "));
-    assert_non_null(strstr(r.out, "function=\"site_small\""));
-    const char *last = strstr(r.out, "\ntotals:");
-    assert_non_null(last);
-    assert_non_null(strstr(last, "BYE=1"));
-    tk_out_free(&r);
-
-    const char *d2[] = {cli, "dump", out, "--json", NULL};
-    tk_run(&r, d2, NULL, 0, 60);
-    tk_expect_ok(&r);
-    int lines = 0;
-    for (const char *p = r.out; *p; p = strchr(p, '\n') + 1) {
-        assert_true(*p == '{');
-        lines++;
-        if (!strchr(p, '\n')) break;
-    }
-    assert_true(lines > 5);
-    assert_non_null(strstr(r.out, "{\"totals\":{\"HELLO\":{\"frames\":1"));
-    assert_non_null(strstr(r.out, "\"type\":\"EVENTS\""));
-    tk_out_free(&r);
-
-    /* Truncated in the middle: what decoded, then the offset, exit 1. */
     FILE *f = fopen(out, "rb");
     fseek(f, 0, SEEK_END);
     long len = ftell(f);
@@ -558,6 +527,45 @@ static void test_dump(void **state)
     assert_non_null(strstr(r.out, "\"type\":\"HELLO\""));
     tk_out_free(&r);
     free(buf);
+}
+
+static void test_dump(void **state)
+{
+    (void)state;
+    const char *out = tmpfile_path("dump.hsp");
+    const char *argv[] = {tk_build_path("tests/wl_sites"), "100", NULL};
+    const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out), NULL};
+    tk_out r;
+    tk_run(&r, argv, env, 1, 120);
+    tk_expect_ok(&r);
+    tk_out_free(&r);
+
+    const char *cli = tk_build_path("bin/heapstore");
+    const char *d1[] = {cli, "dump", out, NULL};
+    tk_run(&r, d1, NULL, 0, 60);
+    tk_expect_ok(&r);
+    assert_non_null(strstr(r.out, " HELLO "));
+    assert_non_null(strstr(r.out, "function=\"site_small\""));
+    const char *last = strstr(r.out, "\ntotals:");
+    assert_non_null(last);
+    assert_non_null(strstr(last, "BYE=1"));
+    tk_out_free(&r);
+
+    const char *d2[] = {cli, "dump", out, "--json", NULL};
+    tk_run(&r, d2, NULL, 0, 60);
+    tk_expect_ok(&r);
+    int lines = 0;
+    for (const char *p = r.out; *p; p = strchr(p, '\n') + 1) {
+        assert_true(*p == '{');
+        lines++;
+        if (!strchr(p, '\n')) break;
+    }
+    assert_true(lines > 5);
+    assert_non_null(strstr(r.out, "{\"totals\":{\"HELLO\":{\"frames\":1"));
+    assert_non_null(strstr(r.out, "\"type\":\"EVENTS\""));
+    tk_out_free(&r);
+
+    dump_damaged(cli, out);
 }
 
 /* ---- source lines and separate debug files (HEAPSTORE_LINES) ---- */
@@ -1024,6 +1032,64 @@ typedef struct fake_server {
     hs_bye byev;
 } fake_server;
 
+/* A HELLO: the first one's run id and resume key are kept; a resumption
+ * must repeat them from a sequence number already committed. */
+static void fake_hello(fake_server *s, const hs_frame *f, uint64_t *seq)
+{
+    static hs_hello h;
+    hs_hello_decode(&h, f->payload, f->len);
+    /* a resumption repeats the run's random resume key */
+    if (s->connections == 1 && h.resume_key.len == 16) {
+        memcpy(s->run_id, h.run_id, 16);
+        memcpy(s->resume_key, h.resume_key.ptr, 16);
+    } else if ((h.flags & HS_HELLO_RESUMED) && !memcmp(h.run_id, s->run_id, 16) &&
+               h.first_seq <= s->next_seq && h.resume_key.len == 16 &&
+               !memcmp(h.resume_key.ptr, s->resume_key, 16))
+        s->resumed_ok = 1;
+    *seq = h.first_seq;
+    if (s->connections == 1) s->next_seq = *seq;
+    if (getenv("HS_TEST_VERBOSE"))
+        fprintf(stderr, "conn %d hello first_seq %lu flags %lu committed %lu\n", s->connections,
+                (unsigned long)h.first_seq, (unsigned long)h.flags, (unsigned long)s->next_seq);
+}
+
+/* Frame this_seq committed: counted (its events, a BYE). */
+static void fake_commit(fake_server *s, const hs_frame *f, uint64_t this_seq)
+{
+    if (getenv("HS_TEST_VERBOSE"))
+        fprintf(stderr, "conn %d frame %lu type %d\n", s->connections, (unsigned long)this_seq,
+                f->type);
+    s->next_seq = this_seq + 1;
+    s->frames++;
+    if (f->type == HS_FRAME_EVENTS) {
+        hs_batch_it it;
+        hs_event e;
+        hs_events_begin(&it, f->payload, f->len);
+        while (hs_events_next(&it, &e) == 1) {
+            if (e.is_free)
+                s->free_events++;
+            else
+                s->alloc_events++;
+        }
+    }
+    if (f->type == HS_FRAME_BYE) {
+        hs_bye_decode(&s->byev, f->payload, f->len);
+        s->bye = 1;
+    }
+}
+
+/* Sends the ACK of what is committed; 0 or -1. */
+static int fake_ack(int fd, const fake_server *s)
+{
+    uint8_t ack[16];
+    hs_wr wr;
+    hs_wr_init(&wr, ack, sizeof ack);
+    size_t pos = hs_frame_begin(&wr, HS_FRAME_ACK);
+    hs_wr_varint(&wr, s->next_seq);
+    hs_frame_end(&wr, pos);
+    return send(fd, ack, hs_wr_len(&wr), MSG_NOSIGNAL) < 0 ? -1 : 0;
+}
+
 static void *fake_server_main(void *arg)
 {
     fake_server *s = arg;
@@ -1054,48 +1120,14 @@ static void *fake_server_main(void *arg)
                 if (k <= 0) break;
                 off += (size_t)k;
                 if (f.type == HS_FRAME_HELLO) {
-                    static hs_hello h;
-                    hs_hello_decode(&h, f.payload, f.len);
-                    /* a resumption repeats the run's random resume key */
-                    if (s->connections == 1 && h.resume_key.len == 16) {
-                        memcpy(s->run_id, h.run_id, 16);
-                        memcpy(s->resume_key, h.resume_key.ptr, 16);
-                    } else if ((h.flags & HS_HELLO_RESUMED) && !memcmp(h.run_id, s->run_id, 16) &&
-                               h.first_seq <= s->next_seq && h.resume_key.len == 16 &&
-                               !memcmp(h.resume_key.ptr, s->resume_key, 16))
-                        s->resumed_ok = 1;
-                    seq = h.first_seq;
-                    if (s->connections == 1) s->next_seq = seq;
-                    if (getenv("HS_TEST_VERBOSE"))
-                        fprintf(stderr, "conn %d hello first_seq %lu flags %lu committed %lu\n",
-                                s->connections, (unsigned long)h.first_seq, (unsigned long)h.flags,
-                                (unsigned long)s->next_seq);
+                    fake_hello(s, &f, &seq);
                     continue;
                 }
                 uint64_t this_seq = seq++;
                 frames_here++;
                 if (this_seq < s->next_seq) continue; /* already committed */
                 if (this_seq > s->next_seq) s->refused_seq_gap = 1;
-                if (getenv("HS_TEST_VERBOSE"))
-                    fprintf(stderr, "conn %d frame %lu type %d\n", s->connections,
-                            (unsigned long)this_seq, f.type);
-                s->next_seq = this_seq + 1;
-                s->frames++;
-                if (f.type == HS_FRAME_EVENTS) {
-                    hs_batch_it it;
-                    hs_event e;
-                    hs_events_begin(&it, f.payload, f.len);
-                    while (hs_events_next(&it, &e) == 1) {
-                        if (e.is_free)
-                            s->free_events++;
-                        else
-                            s->alloc_events++;
-                    }
-                }
-                if (f.type == HS_FRAME_BYE) {
-                    hs_bye_decode(&s->byev, f.payload, f.len);
-                    s->bye = 1;
-                }
+                fake_commit(s, &f, this_seq);
                 if (s->connections == 1 && frames_here >= s->drop_after) {
                     close_now = 1; /* a crash between commit and ACK */
                     break;
@@ -1104,15 +1136,7 @@ static void *fake_server_main(void *arg)
             memmove(buf, buf + off, len - off);
             len -= off;
             off = 0;
-            if (close_now) break;
-            uint8_t ack[16];
-            hs_wr wr;
-            hs_wr_init(&wr, ack, sizeof ack);
-            size_t pos = hs_frame_begin(&wr, HS_FRAME_ACK);
-            hs_wr_varint(&wr, s->next_seq);
-            hs_frame_end(&wr, pos);
-            if (send(fd, ack, hs_wr_len(&wr), MSG_NOSIGNAL) < 0) break;
-            if (s->bye) break;
+            if (close_now || fake_ack(fd, s) || s->bye) break;
         }
         close(fd);
     }

@@ -69,6 +69,26 @@ static int run_complete(sqlite3 *db, int64_t run)
                  (long long)run, (long long)run) == 1;
 }
 
+/* Over the runs of parent's children: the blocks of uexit_child_block
+ * stored, the runs complete, and those holding all k blocks exactly. */
+static void children_counts(sqlite3 *sdb, int64_t parent, int64_t k, int64_t *stored,
+                            int64_t *complete, int64_t *exact)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(sdb, "SELECT id FROM runs WHERE parent_id = ?", -1, &st, NULL),
+        SQLITE_OK);
+    sqlite3_bind_int64(st, 1, parent);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        int64_t run = sqlite3_column_int64(st, 0), bytes = 0;
+        int64_t blocks = site_live(sdb, run, "uexit_child_block", &bytes);
+        *stored += blocks;
+        *complete += run_complete(sdb, run);
+        if (blocks == k && bytes == k * CHILD_SIZE) (*exact)++;
+    }
+    sqlite3_finalize(st);
+}
+
 /* ---- C children through _exit and _Exit, against the real server ---- */
 
 static void test_exit_children(void **state)
@@ -99,15 +119,12 @@ static void test_exit_children(void **state)
     assert_int_equal(sscanf(r.out, "parent %d\nchildren %d %lu %d", &pid, &n, &k, &failed), 4);
     assert_int_equal(failed, 0);
 
+    /* Each collector waited for the ACK of its BYE; allow the server a
+     * moment to settle all the same. */
+    tk_poll(db, N + 1, 30000, "SELECT count(*) FROM runs WHERE state != 'open'");
     sqlite3 *sdb;
     assert_int_equal(sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
     sqlite3_busy_timeout(sdb, 10000);
-    /* Each collector waited for the ACK of its BYE; allow the server a
-     * moment to settle all the same. */
-    uint64_t deadline = tk_now_ms() + 30000;
-    while (tk_qh(sdb, "SELECT count(*) FROM runs WHERE state != 'open'") < N + 1 &&
-           tk_now_ms() < deadline)
-        usleep(50000);
     int64_t parent = tk_qh(sdb, "SELECT id FROM runs WHERE pid = %d", pid);
     assert_true(parent > 0);
     int64_t runs =
@@ -120,19 +137,7 @@ static void test_exit_children(void **state)
         tk_qh(sdb, "SELECT sum(alloc_events + free_events) FROM runs WHERE parent_id = %lld",
               (long long)parent);
     int64_t stored = 0, complete = 0, exact = 0;
-    sqlite3_stmt *st;
-    assert_int_equal(
-        sqlite3_prepare_v2(sdb, "SELECT id FROM runs WHERE parent_id = ?", -1, &st, NULL),
-        SQLITE_OK);
-    sqlite3_bind_int64(st, 1, parent);
-    while (sqlite3_step(st) == SQLITE_ROW) {
-        int64_t run = sqlite3_column_int64(st, 0), bytes = 0;
-        int64_t blocks = site_live(sdb, run, "uexit_child_block", &bytes);
-        stored += blocks;
-        complete += run_complete(sdb, run);
-        if (blocks == K && bytes == (int64_t)K * CHILD_SIZE) exact++;
-    }
-    sqlite3_finalize(st);
+    children_counts(sdb, parent, K, &stored, &complete, &exact);
     fprintf(stderr,
             "_exit children: %lld of %d have a run, %lld ended clean, %lld complete, %lld with "
             "every block; events stored %lld, child blocks stored %lld of %lld (%.2f s)\n",

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 
+#include <assert.h>
 #include <dirent.h>
 #include <elf.h>
 #include <errno.h>
@@ -305,6 +306,19 @@ int tk_run(tk_out *r, const char *const argv[], const char *const env[], int pre
     unlink(out);
     unlink(err);
     return 0;
+}
+
+int tk_cli(tk_out *r, const char *const args[], const char *const env[])
+{
+    const char *argv[64] = {tk_build_path("bin/heapstore")};
+    size_t n = 1;
+    while (args[n - 1]) {
+        assert(n < 63);
+        argv[n] = args[n - 1];
+        n++;
+    }
+    argv[n] = NULL;
+    return tk_run(r, argv, env, TK_PRELOAD_NONE, 0);
 }
 
 void tk_out_free(tk_out *r)

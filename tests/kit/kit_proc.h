@@ -74,6 +74,9 @@ typedef struct tk_out {
 int tk_run(tk_out *r, const char *const argv[], const char *const env[], int preload,
            int timeout_s);
 void tk_out_free(tk_out *r);
+/* tk_run of build/bin/heapstore with args (NULL-terminated, after the
+ * program's name) and env, no preload and no bound. */
+int tk_cli(tk_out *r, const char *const args[], const char *const env[]);
 /* 1 unless stderr holds a sanitizer report. */
 int tk_clean(const tk_out *r);
 /* Fails the current test unless the program exited 0, in time, with no

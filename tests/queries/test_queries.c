@@ -642,115 +642,120 @@ static void test_sql(void **state)
  * whatever the time limit (printf('%.*c', 2147483647, 'x'): 9 s; instr,
  * replace, LIKE, GLOB and trim in O(n * m)). Each now ends well within 2 s,
  * with an error or the right answer. */
+enum { SQL_OK, SQL_TIMEOUT, SQL_REFUSED };
+typedef struct sql_case {
+    const char *sql;
+    int timeout_ms, expect;
+    const char *want; /* SQL_OK: the first cell as text; SQL_REFUSED: a part of the message */
+} sql_case;
+static const sql_case sql_cases[] = {
+    {"SELECT printf('%.*c', 2147483647, 'x')", 1, SQL_REFUSED, "precision"},
+    {"SELECT printf('%.*c', 2147483647, 'x'), printf('%.*c', 2147483647, 'x'), "
+     "printf('%.*c', 2147483647, 'x'), printf('%.*c', 2147483647, 'x')",
+     30000, SQL_REFUSED, "precision"},
+    {"SELECT format('%.*c', 2147483647, 'x')", 1, SQL_REFUSED, "precision"},
+    {"SELECT printf('%2147483647d', 1)", 1, SQL_REFUSED, "width"},
+    {"SELECT printf('%.*c', 3, 'é')", 1000, SQL_OK, "ééé"},
+    {"SELECT printf('%5.2f|%-4d|%s|%%|%c', 3.14159, 7, 'ab', 'z')", 1000, SQL_OK,
+     " 3.14|7   |ab|%|z"},
+    /* 20 calls in one row, none of them past the length limit: stopped
+     * at the first call after the deadline */
+    {"SELECT length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
+     "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x'))",
+     1, SQL_TIMEOUT, NULL},
+    /* quadratic built-ins: linear now, or refused */
+    {"SELECT instr(printf('%.*c', 4000000, 'a'), printf('%.*c', 2000000, 'a') || 'b')", 30000,
+     SQL_OK, "0"},
+    {"SELECT instr(printf('%.*c', 4000000, 'a') || 'b', printf('%.*c', 2000000, 'a') || 'b')",
+     30000, SQL_OK, "2000001"},
+    {"SELECT instr('héllo wörld', 'wö') || ',' || instr(x'0102030405', x'0304') || ',' || "
+     "instr('abc', '') || ',' || ifnull(instr(NULL, 'a'), 'null') || ',' || instr(12345, 34)",
+     1000, SQL_OK, "7,3,1,null,3"},
+    {"SELECT length(replace(printf('%.*c', 4000000, 'a'), printf('%.*c', 2000000, 'a') || 'b', "
+     "'c'))",
+     30000, SQL_OK, "4000000"},
+    {"SELECT replace('aaa', 'a', 'bb') || ',' || replace('hello', 'l', '') || ',' || "
+     "replace('abc', '', 'x') || ',' || typeof(replace(12, '', 'x'))",
+     1000, SQL_OK, "bbbbbb,heo,abc,integer"},
+    {"SELECT length(replace(printf('%.*c', 5000000, 'a'), 'a', 'bbbb'))", 30000, SQL_REFUSED,
+     "too big"},
+    {"SELECT printf('%.*c', 4000000, 'a') LIKE '%' || printf('%.*c', 40000, 'a') || 'b'", 30000,
+     SQL_REFUSED, "LIKE"},
+    {"SELECT printf('%.*c', 4000000, 'a') GLOB '*' || printf('%.*c', 40000, 'a') || 'b'", 30000,
+     SQL_REFUSED, "GLOB"},
+    {"SELECT ('abcdef' LIKE 'ABC%') || ('abc' GLOB 'a*') || ('a_c' LIKE 'a!_c' ESCAPE '!') || "
+     "('abc' LIKE 'b%')",
+     1000, SQL_OK, "1110"},
+    {"SELECT trim(printf('%.*c', 1000000, 'a'), printf('%.*c', 1000000, 'b') || 'a')", 30000,
+     SQL_REFUSED, "trim"},
+    {"SELECT trim('  x  ') || ltrim('xxay', 'x') || upper('abc') || lower('DEF') || "
+     "quote('it''s') || char(72, 105)",
+     1000, SQL_OK, "xayABCdef'it''s'Hi"},
+    /* the others, at the length limit: one bounded call each */
+    {"SELECT zeroblob(2000000000)", 1, SQL_REFUSED, "too big"},
+    {"SELECT randomblob(2000000000)", 1, SQL_REFUSED, "too big"},
+    {"SELECT length(zeroblob(16000000)) + length(randomblob(1000000))", 30000, SQL_OK, "17000000"},
+    {"SELECT length(substr(printf('%.*c', 8000000, 'x'), 2))", 30000, SQL_OK, "7999999"},
+    {"SELECT length(json_array(printf('%.*c', 4000000, '\"')))", 30000, SQL_OK, "8000004"},
+    {"WITH s(x) AS MATERIALIZED (SELECT printf('%.*c', 1000000, 'x')), c(n) AS (SELECT 1 UNION "
+     "ALL SELECT n + 1 FROM c LIMIT 100) SELECT length(group_concat(x)) FROM c, s",
+     30000, SQL_REFUSED, "too big"},
+    {"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT "
+     "length(group_concat(x)) FROM c",
+     100, SQL_TIMEOUT, NULL},
+};
+
+/* Case i of sql_cases through the API. */
+static void sql_single_call(size_t i)
+{
+    const sql_case *c = &sql_cases[i];
+    json_t *req = json_pack("{s:s,s:i}", "sql", c->sql, "timeout_ms", c->timeout_ms);
+    char *body = json_dumps(req, 0);
+    json_decref(req);
+    /* The call runs on this thread: its CPU time is what it cost, not
+     * what a loaded machine made it wait. An unbounded call costs far
+     * more than this generous bound. */
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+    hs_api_reply r;
+    hs_api_handle(q, "POST", "/api/sql", body, strlen(body), &r);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+    double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
+    char *text = json_dumps(r.json, 0);
+    fprintf(stderr, "sql case %zu: %.0f ms of CPU, %d %.200s\n", i, ms, r.status, text);
+    assert_true(ms < 3000);
+    json_t *e = json_object_get(r.json, "error");
+    if (c->expect == SQL_OK) {
+        assert_int_equal(r.status, 200);
+        json_t *cell = json_array_get(json_array_get(json_object_get(r.json, "rows"), 0), 0);
+        char got[64];
+        if (json_is_integer(cell))
+            snprintf(got, sizeof got, "%" JSON_INTEGER_FORMAT, json_integer_value(cell));
+        else
+            snprintf(got, sizeof got, "%s", json_string_value(cell));
+        assert_string_equal(got, c->want);
+    } else {
+        assert_int_equal(r.status, 400);
+        assert_string_equal(js(e, "code"), c->expect == SQL_TIMEOUT ? "timeout" : "bad_request");
+        if (c->want) assert_non_null(strstr(js(e, "message"), c->want));
+    }
+    free(text);
+    free(body);
+    hs_api_reply_clear(&r);
+}
+
 static void test_sql_single_calls(void **state)
 {
     (void)state;
-    enum { OK, TIMEOUT, REFUSED };
-    static const struct {
-        const char *sql;
-        int timeout_ms, expect;
-        const char *want; /* OK: the first cell as text; REFUSED: a part of the message */
-    } cases[] = {
-        {"SELECT printf('%.*c', 2147483647, 'x')", 1, REFUSED, "precision"},
-        {"SELECT printf('%.*c', 2147483647, 'x'), printf('%.*c', 2147483647, 'x'), "
-         "printf('%.*c', 2147483647, 'x'), printf('%.*c', 2147483647, 'x')",
-         30000, REFUSED, "precision"},
-        {"SELECT format('%.*c', 2147483647, 'x')", 1, REFUSED, "precision"},
-        {"SELECT printf('%2147483647d', 1)", 1, REFUSED, "width"},
-        {"SELECT printf('%.*c', 3, 'é')", 1000, OK, "ééé"},
-        {"SELECT printf('%5.2f|%-4d|%s|%%|%c', 3.14159, 7, 'ab', 'z')", 1000, OK,
-         " 3.14|7   |ab|%|z"},
-        /* 20 calls in one row, none of them past the length limit: stopped
-         * at the first call after the deadline */
-        {"SELECT length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x')) + "
-         "length(printf('%.*c', 16000000, 'x')) + length(printf('%.*c', 16000000, 'x'))",
-         1, TIMEOUT, NULL},
-        /* quadratic built-ins: linear now, or refused */
-        {"SELECT instr(printf('%.*c', 4000000, 'a'), printf('%.*c', 2000000, 'a') || 'b')", 30000,
-         OK, "0"},
-        {"SELECT instr(printf('%.*c', 4000000, 'a') || 'b', printf('%.*c', 2000000, 'a') || 'b')",
-         30000, OK, "2000001"},
-        {"SELECT instr('héllo wörld', 'wö') || ',' || instr(x'0102030405', x'0304') || ',' || "
-         "instr('abc', '') || ',' || ifnull(instr(NULL, 'a'), 'null') || ',' || instr(12345, 34)",
-         1000, OK, "7,3,1,null,3"},
-        {"SELECT length(replace(printf('%.*c', 4000000, 'a'), printf('%.*c', 2000000, 'a') || 'b', "
-         "'c'))",
-         30000, OK, "4000000"},
-        {"SELECT replace('aaa', 'a', 'bb') || ',' || replace('hello', 'l', '') || ',' || "
-         "replace('abc', '', 'x') || ',' || typeof(replace(12, '', 'x'))",
-         1000, OK, "bbbbbb,heo,abc,integer"},
-        {"SELECT length(replace(printf('%.*c', 5000000, 'a'), 'a', 'bbbb'))", 30000, REFUSED,
-         "too big"},
-        {"SELECT printf('%.*c', 4000000, 'a') LIKE '%' || printf('%.*c', 40000, 'a') || 'b'", 30000,
-         REFUSED, "LIKE"},
-        {"SELECT printf('%.*c', 4000000, 'a') GLOB '*' || printf('%.*c', 40000, 'a') || 'b'", 30000,
-         REFUSED, "GLOB"},
-        {"SELECT ('abcdef' LIKE 'ABC%') || ('abc' GLOB 'a*') || ('a_c' LIKE 'a!_c' ESCAPE '!') || "
-         "('abc' LIKE 'b%')",
-         1000, OK, "1110"},
-        {"SELECT trim(printf('%.*c', 1000000, 'a'), printf('%.*c', 1000000, 'b') || 'a')", 30000,
-         REFUSED, "trim"},
-        {"SELECT trim('  x  ') || ltrim('xxay', 'x') || upper('abc') || lower('DEF') || "
-         "quote('it''s') || char(72, 105)",
-         1000, OK, "xayABCdef'it''s'Hi"},
-        /* the others, at the length limit: one bounded call each */
-        {"SELECT zeroblob(2000000000)", 1, REFUSED, "too big"},
-        {"SELECT randomblob(2000000000)", 1, REFUSED, "too big"},
-        {"SELECT length(zeroblob(16000000)) + length(randomblob(1000000))", 30000, OK, "17000000"},
-        {"SELECT length(substr(printf('%.*c', 8000000, 'x'), 2))", 30000, OK, "7999999"},
-        {"SELECT length(json_array(printf('%.*c', 4000000, '\"')))", 30000, OK, "8000004"},
-        {"WITH s(x) AS MATERIALIZED (SELECT printf('%.*c', 1000000, 'x')), c(n) AS (SELECT 1 UNION "
-         "ALL SELECT n + 1 FROM c LIMIT 100) SELECT length(group_concat(x)) FROM c, s",
-         30000, REFUSED, "too big"},
-        {"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT "
-         "length(group_concat(x)) FROM c",
-         100, TIMEOUT, NULL},
-    };
-    for (size_t i = 0; i < HS_COUNTOF(cases); i++) {
-        json_t *req =
-            json_pack("{s:s,s:i}", "sql", cases[i].sql, "timeout_ms", cases[i].timeout_ms);
-        char *body = json_dumps(req, 0);
-        json_decref(req);
-        /* The call runs on this thread: its CPU time is what it cost, not
-         * what a loaded machine made it wait. An unbounded call costs far
-         * more than this generous bound. */
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-        hs_api_reply r;
-        hs_api_handle(q, "POST", "/api/sql", body, strlen(body), &r);
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-        double ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6;
-        char *text = json_dumps(r.json, 0);
-        fprintf(stderr, "sql case %zu: %.0f ms of CPU, %d %.200s\n", i, ms, r.status, text);
-        assert_true(ms < 3000);
-        json_t *e = json_object_get(r.json, "error");
-        if (cases[i].expect == OK) {
-            assert_int_equal(r.status, 200);
-            json_t *cell = json_array_get(json_array_get(json_object_get(r.json, "rows"), 0), 0);
-            char got[64];
-            if (json_is_integer(cell))
-                snprintf(got, sizeof got, "%" JSON_INTEGER_FORMAT, json_integer_value(cell));
-            else
-                snprintf(got, sizeof got, "%s", json_string_value(cell));
-            assert_string_equal(got, cases[i].want);
-        } else {
-            assert_int_equal(r.status, 400);
-            assert_string_equal(js(e, "code"),
-                                cases[i].expect == TIMEOUT ? "timeout" : "bad_request");
-            if (cases[i].want) assert_non_null(strstr(js(e, "message"), cases[i].want));
-        }
-        free(text);
-        free(body);
-        hs_api_reply_clear(&r);
-    }
+    for (size_t i = 0; i < HS_COUNTOF(sql_cases); i++) sql_single_call(i);
 }
 
 /* ---- exports ---------------------------------------------------------------------------- */

@@ -104,8 +104,8 @@ static void test_leaky_run(void **state)
     json_t *run = json_array_get(json_object_get(runs, "runs"), 0);
     assert_string_equal(json_string_value(json_object_get(run, "state")), "ended");
     assert_true(json_is_true(json_object_get(run, "clean_exit")));
-    tk_near_rel("peak bytes", (double)(json_integer_value(json_object_get(run, "peak_bytes"))),
-                (double)(PEAK_BYTES), 0.05);
+    tk_near_rel("peak bytes", json_integer_value(json_object_get(run, "peak_bytes")), PEAK_BYTES,
+                0.05);
     int64_t id = json_integer_value(json_object_get(run, "id"));
     int64_t pt = json_integer_value(json_object_get(run, "peak_t_ns"));
     /* build_index starts after 10 rounds of at least 50 ms of sleep each */
@@ -115,8 +115,8 @@ static void test_leaky_run(void **state)
     json_t *leaks = cli_json((const char *const[]){"leaks", "version=leaky", NULL});
     json_t *g0 = json_array_get(json_object_get(leaks, "growing"), 0);
     assert_string_equal(json_string_value(json_object_get(g0, "name")), "leaky_cache_add");
-    tk_near_rel("leaked bytes", (double)(json_integer_value(json_object_get(g0, "end_bytes"))),
-                (double)(END_LEAK_BYTES), 0.05);
+    tk_near_rel("leaked bytes", json_integer_value(json_object_get(g0, "end_bytes")),
+                END_LEAK_BYTES, 0.05);
     json_t *l0 = json_array_get(json_object_get(leaks, "live_at_end"), 0);
     assert_string_equal(json_string_value(json_object_get(l0, "name")), "leaky_cache_add");
     json_decref(leaks);
@@ -124,11 +124,10 @@ static void test_leaky_run(void **state)
     json_t *top = cli_json((const char *const[]){"top", "version=leaky", "--at", "peak", NULL});
     json_t *t0 = json_array_get(json_object_get(top, "rows"), 0);
     assert_string_equal(json_string_value(json_object_get(t0, "name")), "build_index");
-    tk_near_rel("build_index at peak",
-                (double)(json_integer_value(json_object_get(t0, "total_bytes"))),
-                (double)(64 * MIB), 0.05);
-    tk_near_rel("total at peak", (double)(json_integer_value(json_object_get(top, "total_bytes"))),
-                (double)(PEAK_BYTES), 0.05);
+    tk_near_rel("build_index at peak", json_integer_value(json_object_get(t0, "total_bytes")),
+                64 * MIB, 0.05);
+    tk_near_rel("total at peak", json_integer_value(json_object_get(top, "total_bytes")),
+                PEAK_BYTES, 0.05);
     /* every allocation sampled: the known sites are exact */
     assert_int_equal(row_bytes(top, "build_index"), 64 * MIB);
     assert_int_equal(row_bytes(top, "leaky_cache_add"), (ROUNDS / 2 + 1) * 512 * 1024);
@@ -170,9 +169,8 @@ static void test_fixed_run_and_diff(void **state)
                                                "--by", "site", NULL});
     json_t *r0 = json_array_get(json_object_get(d, "rows"), 0);
     assert_string_equal(json_string_value(json_object_get(r0, "name")), "leaky_cache_add");
-    tk_near_rel("leak difference",
-                (double)(-json_integer_value(json_object_get(r0, "delta_bytes"))),
-                (double)((ROUNDS - 1) * 512 * 1024), 0.05);
+    tk_near_rel("leak difference", -json_integer_value(json_object_get(r0, "delta_bytes")),
+                (ROUNDS - 1) * 512 * 1024, 0.05);
     json_decref(d);
     json_t *leaks = cli_json((const char *const[]){"leaks", "version=fixed", NULL});
     assert_int_equal(json_array_size(json_object_get(leaks, "growing")), 0);
@@ -293,8 +291,8 @@ static void test_run_follows_exec(void **state)
     assert_non_null(parent);
     assert_true(json_equal(json_object_get(parent, "pid"), json_object_get(mine, "pid")));
     assert_non_null(strstr(json_string_value(json_object_get(mine, "program")), "hs-example"));
-    tk_near_rel("exec'd peak", (double)(json_integer_value(json_object_get(mine, "peak_bytes"))),
-                (double)(PEAK_BYTES), 0.05);
+    tk_near_rel("exec'd peak", json_integer_value(json_object_get(mine, "peak_bytes")), PEAK_BYTES,
+                0.05);
     json_decref(runs);
 }
 

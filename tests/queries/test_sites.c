@@ -152,6 +152,58 @@ static void sites_match_stacks(const json_t *rows)
 #define INDEX_EMPLACE_LINE 33
 #define NAMES_LINE         40
 
+/* The sites of leak_index and leak_names in rows are the user's lines: the
+ * containers' code inlined into the two functions shows as frames of its
+ * own (DWARF's inlined subroutines), and the user's frame carries the line
+ * of the call. */
+static void user_lines(json_t *rows)
+{
+    size_t i;
+    json_t *row;
+    int index_lines = 0;
+    json_array_foreach(rows, i, row)
+    {
+        const char *name = json_string_value(json_object_get(row, "name"));
+        if (strncmp(name, "leak_", 5)) continue;
+        const char *file = json_string_value(json_object_get(row, "file"));
+        size_t fl = strlen(file);
+        assert_true(fl >= 10 && !strcmp(file + fl - 10, "wl_map.cpp"));
+        int line = (int)json_integer_value(json_object_get(row, "line"));
+        if (!strcmp(name, "leak_names(int)"))
+            assert_int_equal(line, NAMES_LINE);
+        else
+            index_lines |= line == INDEX_APPEND_LINE ? 1 : line == INDEX_EMPLACE_LINE ? 2 : 4;
+        /* under the site, the inlined std::string or std::map code */
+        json_t *leaf_side =
+            json_array_get(json_object_get(row, "stack"),
+                           (size_t)json_integer_value(json_object_get(row, "site_index")) - 1);
+        assert_non_null(leaf_side);
+        assert_true(strstr(json_string_value(json_object_get(leaf_side, "function")), "std::") !=
+                    NULL);
+    }
+    assert_int_equal(index_lines, 3);
+}
+
+/* The other rules of --site on the same run. */
+static void other_site_rules(void)
+{
+    json_t *t, *rows;
+    /* the old rule, a flag away: every byte of the two is operator new's */
+    t = cli_json(
+        (const char *const[]){"top", "prog=map", "--site", "leaf", "--limit", "100", NULL});
+    rows = json_object_get(t, "rows");
+    assert_true(sum_named(rows, "operator new(unsigned long)", "total_bytes") >=
+                INDEX_BYTES + NAMES_BYTES);
+    assert_false(has_named(rows, "leak_index(int)"));
+    json_decref(t);
+    /* site=alloc: the containers' internals are sites of their own */
+    t = cli_json(
+        (const char *const[]){"top", "prog=map", "--site", "alloc", "--limit", "100", NULL});
+    rows = json_object_get(t, "rows");
+    assert_true(sum_named(rows, "leak_names(int)", "total_bytes") < NAMES_BYTES / 2);
+    json_decref(t);
+}
+
 static void test_cxx_map(void **state)
 {
     (void)state;
@@ -177,47 +229,19 @@ static void test_cxx_map(void **state)
 
     json_t *t = cli_json((const char *const[]){"top", "prog=map", "--limit", "100", NULL});
     json_t *rows = json_object_get(t, "rows");
-    tk_near_rel("leak_index", (double)(sum_named(rows, "leak_index(int)", "total_bytes")),
-                (double)(INDEX_BYTES), 0.01);
-    tk_near_rel("leak_names", (double)(sum_named(rows, "leak_names(int)", "total_bytes")),
-                (double)(NAMES_BYTES), 0.01);
+    tk_near_rel("leak_index", sum_named(rows, "leak_index(int)", "total_bytes"), INDEX_BYTES, 0.01);
+    tk_near_rel("leak_names", sum_named(rows, "leak_names(int)", "total_bytes"), NAMES_BYTES, 0.01);
     assert_false(has_named(rows, "operator new(unsigned long)"));
     sites_match_stacks(rows);
-    /* the sites are the user's lines: the containers' code inlined into
-     * the two functions shows as frames of its own (DWARF's inlined
-     * subroutines), and the user's frame carries the line of the call */
-    size_t i;
-    json_t *row;
-    int index_lines = 0;
-    json_array_foreach(rows, i, row)
-    {
-        const char *name = json_string_value(json_object_get(row, "name"));
-        if (strncmp(name, "leak_", 5)) continue;
-        const char *file = json_string_value(json_object_get(row, "file"));
-        size_t fl = strlen(file);
-        assert_true(fl >= 10 && !strcmp(file + fl - 10, "wl_map.cpp"));
-        int line = (int)json_integer_value(json_object_get(row, "line"));
-        if (!strcmp(name, "leak_names(int)"))
-            assert_int_equal(line, NAMES_LINE);
-        else
-            index_lines |= line == INDEX_APPEND_LINE ? 1 : line == INDEX_EMPLACE_LINE ? 2 : 4;
-        /* under the site, the inlined std::string or std::map code */
-        json_t *leaf_side =
-            json_array_get(json_object_get(row, "stack"),
-                           (size_t)json_integer_value(json_object_get(row, "site_index")) - 1);
-        assert_non_null(leaf_side);
-        assert_true(strstr(json_string_value(json_object_get(leaf_side, "function")), "std::") !=
-                    NULL);
-    }
-    assert_int_equal(index_lines, 3);
+    user_lines(rows);
     json_decref(t);
 
     t = cli_json((const char *const[]){"top", "prog=map", "--by", "function", NULL});
     rows = json_object_get(t, "rows");
-    tk_near_rel("leak_index self", (double)(sum_named(rows, "leak_index(int)", "self_bytes")),
-                (double)(INDEX_BYTES), 0.01);
-    tk_near_rel("leak_names self", (double)(sum_named(rows, "leak_names(int)", "self_bytes")),
-                (double)(NAMES_BYTES), 0.01);
+    tk_near_rel("leak_index self", sum_named(rows, "leak_index(int)", "self_bytes"), INDEX_BYTES,
+                0.01);
+    tk_near_rel("leak_names self", sum_named(rows, "leak_names(int)", "self_bytes"), NAMES_BYTES,
+                0.01);
     assert_int_equal(sum_named(rows, "operator new(unsigned long)", "self_bytes"), 0);
     json_decref(t);
 
@@ -226,25 +250,11 @@ static void test_cxx_map(void **state)
     assert_true(has_named(g, "leak_index(int)"));
     assert_true(has_named(g, "leak_names(int)"));
     assert_false(has_named(g, "operator new(unsigned long)"));
-    tk_near_rel("leak_index grew", (double)(sum_named(g, "leak_index(int)", "end_bytes")),
-                (double)(INDEX_BYTES), 0.01);
+    tk_near_rel("leak_index grew", sum_named(g, "leak_index(int)", "end_bytes"), INDEX_BYTES, 0.01);
     sites_match_stacks(g);
     json_decref(l);
 
-    /* the old rule, a flag away: every byte of the two is operator new's */
-    t = cli_json(
-        (const char *const[]){"top", "prog=map", "--site", "leaf", "--limit", "100", NULL});
-    rows = json_object_get(t, "rows");
-    assert_true(sum_named(rows, "operator new(unsigned long)", "total_bytes") >=
-                INDEX_BYTES + NAMES_BYTES);
-    assert_false(has_named(rows, "leak_index(int)"));
-    json_decref(t);
-    /* site=alloc: the containers' internals are sites of their own */
-    t = cli_json(
-        (const char *const[]){"top", "prog=map", "--site", "alloc", "--limit", "100", NULL});
-    rows = json_object_get(t, "rows");
-    assert_true(sum_named(rows, "leak_names(int)", "total_bytes") < NAMES_BYTES / 2);
-    json_decref(t);
+    other_site_rules();
 }
 
 /* ---- C: wrappers and clones ------------------------------------------------- */
@@ -261,30 +271,26 @@ static void test_c_wrappers(void **state)
              0, NULL, NULL);
     json_t *t = cli_json((const char *const[]){"top", "prog=wrap", "--by", "function", NULL});
     json_t *rows = json_object_get(t, "rows");
-    tk_near_rel("via xmalloc", (double)(sum_named(rows, "leak_via_xmalloc", "self_bytes")),
-                (double)(XMALLOC_BYTES), 0.01);
+    tk_near_rel("via xmalloc", sum_named(rows, "leak_via_xmalloc", "self_bytes"), XMALLOC_BYTES,
+                0.01);
     assert_int_equal(sum_named(rows, "xmalloc", "self_bytes"), 0);
     /* not a wrapper until the user says so */
-    tk_near_rel("pool_alloc", (double)(sum_named(rows, "pool_alloc", "self_bytes")),
-                (double)(POOL_BYTES), 0.01);
+    tk_near_rel("pool_alloc", sum_named(rows, "pool_alloc", "self_bytes"), POOL_BYTES, 0.01);
     /* one function, whatever gcc split off it */
-    tk_near_rel("keep_block", (double)(sum_named(rows, "keep_block", "self_bytes")),
-                (double)(KEEP_BYTES), 0.01);
+    tk_near_rel("keep_block", sum_named(rows, "keep_block", "self_bytes"), KEEP_BYTES, 0.01);
     assert_false(has_named(rows, "keep_block.cold"));
     json_decref(t);
 
     t = cli_json((const char *const[]){"top", "prog=wrap", "--by", "function", "--wrappers",
                                        "other, pool_alloc", NULL});
     rows = json_object_get(t, "rows");
-    tk_near_rel("via pool", (double)(sum_named(rows, "leak_via_pool", "self_bytes")),
-                (double)(POOL_BYTES), 0.01);
+    tk_near_rel("via pool", sum_named(rows, "leak_via_pool", "self_bytes"), POOL_BYTES, 0.01);
     assert_int_equal(sum_named(rows, "pool_alloc", "self_bytes"), 0);
     json_decref(t);
     /* a prefix */
     t = cli_json((const char *const[]){"top", "prog=wrap", "--wrappers", "pool_*", NULL});
     rows = json_object_get(t, "rows");
-    tk_near_rel("via pool*", (double)(sum_named(rows, "leak_via_pool", "total_bytes")),
-                (double)(POOL_BYTES), 0.01);
+    tk_near_rel("via pool*", sum_named(rows, "leak_via_pool", "total_bytes"), POOL_BYTES, 0.01);
     json_decref(t);
     /* a bad mode is a clear error */
     {
@@ -310,8 +316,8 @@ static void test_c_wrappers(void **state)
     t = cli_call((const char *const[]){"top", "latest", "--by", "function", NULL}, 1,
                  (const char *const[]){u2, "HEAPSTORE_ALLOC_WRAPPERS=", NULL}, NULL);
     rows = json_object_get(t, "rows");
-    tk_near_rel("server wrappers", (double)(sum_named(rows, "leak_via_pool", "self_bytes")),
-                (double)(4 * 10 * 5000), 0.01);
+    tk_near_rel("server wrappers", sum_named(rows, "leak_via_pool", "self_bytes"), 4 * 10 * 5000,
+                0.01);
     assert_int_equal(sum_named(rows, "pool_alloc", "self_bytes"), 0);
     json_decref(t);
     tk_server_stop(&s2, SIGTERM);
@@ -337,7 +343,7 @@ static void py_site(const json_t *rows, const char *name, const char *file, int 
         assert_int_equal(json_integer_value(json_object_get(row, "line")), line);
         sum += json_integer_value(json_object_get(row, member));
     }
-    tk_near_rel(name, (double)(sum), (double)(bytes), 0.05);
+    tk_near_rel(name, sum, bytes, 0.05);
 }
 
 static void test_python(void **state)
@@ -393,16 +399,16 @@ static void test_python(void **state)
     json_t *d = cli_json((const char *const[]){"diff", "prog=app,version=1", "prog=app,version=2",
                                                "--by", "function", "--limit", "1000", NULL});
     rows = json_object_get(d, "rows");
-    tk_near_rel("leak_b delta", (double)(sum_named(rows, "leak_b", "delta_bytes")),
-                (double)(NR * (24577 - 8193)), 0.05);
+    tk_near_rel("leak_b delta", sum_named(rows, "leak_b", "delta_bytes"), NR * (24577 - 8193),
+                0.05);
     int64_t da = sum_named(rows, "leak_a", "delta_bytes"); /* unchanged: absent or about 0 */
     assert_true(da == -1 || (da > -NR * 4097 / 20 && da < NR * 4097 / 20));
     json_decref(d);
     d = cli_json((const char *const[]){"diff", "prog=app,version=1", "prog=app,version=2", "--by",
                                        "site", NULL});
     tk_near_rel("leak_b delta by site",
-                (double)(sum_named(json_object_get(d, "rows"), "leak_b", "delta_bytes")),
-                (double)(NR * (24577 - 8193)), 0.05);
+                sum_named(json_object_get(d, "rows"), "leak_b", "delta_bytes"), NR * (24577 - 8193),
+                0.05);
     json_decref(d);
 }
 

@@ -117,19 +117,10 @@ static int sql(int port, const char *json, char **body)
     return tk_http(port, "POST", "/api/sql", "Content-Type: application/json\r\n", json, body);
 }
 
-static void test_sql_read_only_and_bounded(void **state)
+/* Statements that would write, attach or load anything: 400 bad_request,
+ * and no file made. */
+static void sql_writes_refused(int port)
 {
-    (void)state;
-    tk_server srv;
-    start_server(&srv, "rel-sql", NULL);
-    good_run g;
-    good_start(&g, srv.port, 0x51, NULL);
-    for (int i = 0; i < 4; i++) good_step(&g);
-    good_end(&g, srv.db);
-    int64_t runs = tk_q(srv.db, "SELECT count(*) FROM runs");
-    int64_t events = tk_q(srv.db, "SELECT count(*) FROM events");
-    int64_t version = tk_q(srv.db, "PRAGMA user_version");
-
     static const char *const refused[] = {
         "{\"sql\": \"INSERT INTO runs(id, uuid) VALUES (99, x'00')\"}",
         "{\"sql\": \"UPDATE runs SET program = 'x'\"}",
@@ -151,7 +142,7 @@ static void test_sql_read_only_and_bounded(void **state)
     };
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         char *body = NULL;
-        int st = sql(srv.port, refused[i], &body);
+        int st = sql(port, refused[i], &body);
         if (st != 400 || !strstr(body, "\"bad_request\""))
             fprintf(stderr, "not refused: %s -> %d %s\n", refused[i], st, body);
         assert_int_equal(st, 400);
@@ -160,11 +151,15 @@ static void test_sql_read_only_and_bounded(void **state)
     }
     assert_int_equal(access("/tmp/hs-rel-attach.db", F_OK), -1);
     assert_int_equal(access("/tmp/hs-rel-vacuum.db", F_OK), -1);
+}
 
+/* Time, rows and size are bounded. */
+static void sql_bounded(int port)
+{
     /* A runaway query ends with code "timeout" (the time limit, not the
      * client, stops it). */
     char *body = NULL;
-    int st = sql(srv.port,
+    int st = sql(port,
                  "{\"sql\": \"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
                  " SELECT count(*) FROM c\", \"timeout_ms\": 300}",
                  &body);
@@ -172,7 +167,7 @@ static void test_sql_read_only_and_bounded(void **state)
     assert_non_null(strstr(body, "\"timeout\""));
     free(body);
     /* An endless result is cut at the row limit and says so. */
-    st = sql(srv.port,
+    st = sql(port,
              "{\"sql\": \"WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c)"
              " SELECT x FROM c\", \"limit\": 5000, \"timeout_ms\": 30000}",
              &body);
@@ -182,12 +177,12 @@ static void test_sql_read_only_and_bounded(void **state)
     assert_non_null(strstr(body, "[5000]]"));
     free(body);
     /* A giant value is refused before it is built... */
-    st = sql(srv.port, "{\"sql\": \"SELECT zeroblob(900000000)\"}", &body);
+    st = sql(port, "{\"sql\": \"SELECT zeroblob(900000000)\"}", &body);
     assert_int_equal(st, 400);
     assert_non_null(strstr(body, "too big"));
     free(body);
     /* ...and a row of several large ones is cut, not sent whole (32 MiB). */
-    st = sql(srv.port,
+    st = sql(port,
              "{\"sql\": \"SELECT zeroblob(16000000), zeroblob(16000000), zeroblob(16000000)\", "
              "\"timeout_ms\": 30000}",
              &body);
@@ -195,6 +190,24 @@ static void test_sql_read_only_and_bounded(void **state)
     assert_true(strlen(body) < 1000);
     assert_non_null(strstr(body, "\"truncated\":true"));
     free(body);
+}
+
+static void test_sql_read_only_and_bounded(void **state)
+{
+    (void)state;
+    tk_server srv;
+    start_server(&srv, "rel-sql", NULL);
+    good_run g;
+    good_start(&g, srv.port, 0x51, NULL);
+    for (int i = 0; i < 4; i++) good_step(&g);
+    good_end(&g, srv.db);
+    int64_t runs = tk_q(srv.db, "SELECT count(*) FROM runs");
+    int64_t events = tk_q(srv.db, "SELECT count(*) FROM events");
+    int64_t version = tk_q(srv.db, "PRAGMA user_version");
+
+    sql_writes_refused(srv.port);
+
+    sql_bounded(srv.port);
 
     /* Nothing was changed, and the server still answers. */
     assert_int_equal(tk_q(srv.db, "SELECT count(*) FROM runs"), runs);
@@ -380,6 +393,50 @@ static void expect_closed(tk_server *srv, tk_buf *b, const char *text)
     assert_true(tk_wait_text(srv->log, text, 1));
 }
 
+/* A head over 16 KiB (431) and a body over 2 MiB (413). */
+static void http_limits(int port)
+{
+    char *head = malloc(20000);
+    memset(head, 'a', 19990);
+    memcpy(head, "X-Pad: ", 7);
+    memcpy(head + 19990, "\r\n", 3);
+    char *body = NULL;
+    assert_int_equal(tk_http(port, "GET", "/api/health", head, NULL, &body), 431);
+    assert_non_null(strstr(body, "too_large"));
+    free(body);
+    free(head);
+    char *big_body = malloc((2u << 20) + 1);
+    memset(big_body, ' ', 2u << 20);
+    big_body[2u << 20] = '\0';
+    assert_int_equal(tk_http(port, "POST", "/api/sql", NULL, big_body, &body), 413);
+    assert_non_null(strstr(body, "too_large"));
+    free(body);
+    free(big_body);
+}
+
+/* Open connections: with its descriptors limited to 64 the server
+ * turns away what it cannot hold (closed, with a log line), keeps
+ * serving the connections it holds, and accepts again once the flood
+ * is gone. */
+static void connection_flood(tk_server *srv, good_run *g)
+{
+    assert_int_equal(tk_prlimit(srv->pid, RLIMIT_NOFILE, 64, UINT64_MAX), 0);
+    int flood[200], nflood = 0;
+    for (int i = 0; i < 200; i++) {
+        flood[nflood] = tk_connect(srv->port);
+        if (flood[nflood] >= 0) nflood++;
+    }
+    assert_true(nflood > 64);
+    assert_int_equal(tk_wait_closed(flood[nflood - 1], 30000), 1);
+    assert_true(tk_wait_text(srv->log, "connection limit reached", 30000));
+    good_step(g);
+    for (int i = 0; i < nflood; i++) close(flood[i]);
+    assert_int_equal(tk_prlimit(srv->pid, RLIMIT_NOFILE, UINT64_MAX, UINT64_MAX), 0);
+    uint64_t deadline = tk_now_ms() + 30000;
+    while (!health_ok(srv->port, NULL) && tk_now_ms() < deadline) usleep(50000);
+    assert_true(health_ok(srv->port, NULL));
+}
+
 static void test_peer_limits(void **state)
 {
     (void)state;
@@ -423,43 +480,10 @@ static void test_peer_limits(void **state)
     good_step(&g);
 
     /* HTTP head and body limits, with the good run in between */
-    char *head = malloc(20000);
-    memset(head, 'a', 19990);
-    memcpy(head, "X-Pad: ", 7);
-    memcpy(head + 19990, "\r\n", 3);
-    char *body = NULL;
-    assert_int_equal(tk_http(srv.port, "GET", "/api/health", head, NULL, &body), 431);
-    assert_non_null(strstr(body, "too_large"));
-    free(body);
-    free(head);
-    char *big_body = malloc((2u << 20) + 1);
-    memset(big_body, ' ', 2u << 20);
-    big_body[2u << 20] = '\0';
-    assert_int_equal(tk_http(srv.port, "POST", "/api/sql", NULL, big_body, &body), 413);
-    assert_non_null(strstr(body, "too_large"));
-    free(body);
-    free(big_body);
+    http_limits(srv.port);
     good_step(&g);
 
-    /* open connections: with its descriptors limited to 64 the server
-     * turns away what it cannot hold (closed, with a log line), keeps
-     * serving the connections it holds, and accepts again once the flood
-     * is gone */
-    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_NOFILE, 64, UINT64_MAX), 0);
-    int flood[200], nflood = 0;
-    for (int i = 0; i < 200; i++) {
-        flood[nflood] = tk_connect(srv.port);
-        if (flood[nflood] >= 0) nflood++;
-    }
-    assert_true(nflood > 64);
-    assert_int_equal(tk_wait_closed(flood[nflood - 1], 30000), 1);
-    assert_true(tk_wait_text(srv.log, "connection limit reached", 30000));
-    good_step(&g);
-    for (int i = 0; i < nflood; i++) close(flood[i]);
-    assert_int_equal(tk_prlimit(srv.pid, RLIMIT_NOFILE, UINT64_MAX, UINT64_MAX), 0);
-    uint64_t deadline = tk_now_ms() + 30000;
-    while (!health_ok(srv.port, NULL) && tk_now_ms() < deadline) usleep(50000);
-    assert_true(health_ok(srv.port, NULL));
+    connection_flood(&srv, &g);
 
     good_step(&g);
     good_end(&g, srv.db);

@@ -253,21 +253,13 @@ static int make_readonly(const char *dir)
     return geteuid() != 0 ? chmod(dir, 0555) : -1;
 }
 
-static void test_readonly_database(void **state)
+/* In dir: a database with one run, stopped cleanly (no -wal left), and one
+ * whose server died: its last run only in the -wal (with its -shm), which a
+ * read-only open must still read; both copied into rodir as hs.db and
+ * died.db. */
+static void readonly_databases(const char *dir, const char *rodir)
 {
-    (void)state;
-    char dir[600], rodir[700], db[800], link[800], copy_cmd[4000];
-    tk_tmpdir(dir, sizeof dir, "store-readonly");
-    snprintf(rodir, sizeof rodir, "%s/ro", dir);
-    assert_int_equal(mkdir(rodir, 0755), 0);
-    ro_mounted = unshare(CLONE_NEWNS) == 0 &&
-                 mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
-                 mount("tmpfs", rodir, "tmpfs", 0, "size=64m") == 0;
-    if (!ro_mounted && geteuid() == 0) {
-        fprintf(stderr, "cannot mount a tmpfs here, and root ignores file modes: skipped\n");
-        skip();
-    }
-    /* a database with one run, stopped cleanly (no -wal left) */
+    char db[800], db2[800], cmd[4000];
     snprintf(db, sizeof db, "%s/hs.db", dir);
     tk_server srv;
     assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
@@ -279,24 +271,23 @@ static void test_readonly_database(void **state)
     int fd = send_acked(srv.port, &b, next + 1);
     close(fd);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
-    snprintf(copy_cmd, sizeof copy_cmd, "cp '%s' '%s/hs.db'", db, rodir);
-    assert_int_equal(system(copy_cmd), 0);
-    /* and one whose server died: its last run only in the -wal (with its
-     * -shm), which a read-only open must still read */
-    char db2[800];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s/hs.db'", db, rodir);
+    assert_int_equal(system(cmd), 0);
     snprintf(db2, sizeof db2, "%s/died.db", dir);
     assert_int_equal(tk_server_start(&srv, db2, 0, NULL), 0);
     fd = send_acked(srv.port, &b, next + 1);
     close(fd);
     assert_int_equal(tk_server_stop(&srv, SIGKILL), 128 + SIGKILL);
-    snprintf(copy_cmd, sizeof copy_cmd, "cp '%s' '%s-wal' '%s-shm' '%s/'", db2, db2, db2, rodir);
-    assert_int_equal(system(copy_cmd), 0);
-    assert_int_equal(make_readonly(rodir), 0);
-    /* The server runs on it through a link in a writable folder (its log
-     * goes next to the path it is given). */
-    snprintf(link, sizeof link, "%s/ro.db", dir);
-    snprintf(copy_cmd, sizeof copy_cmd, "%s/hs.db", rodir);
-    assert_int_equal(symlink(copy_cmd, link), 0);
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s-wal' '%s-shm' '%s/'", db2, db2, db2, rodir);
+    assert_int_equal(system(cmd), 0);
+    tk_buf_free(&b);
+}
+
+/* A server on the read-only database at link: it says so, answers queries
+ * and refuses a collector, saying why. */
+static void readonly_server(const char *link)
+{
+    tk_server srv;
     assert_int_equal(tk_server_start(&srv, link, 0, NULL), 0);
     assert_true(tk_log_contains(&srv, "is read-only"));
     assert_true(tk_log_contains(&srv, link));
@@ -317,7 +308,7 @@ static void test_readonly_database(void **state)
     tk_buf c = {0};
     tk_header(&c);
     tk_hello(&c, id2, 1, 0, NULL);
-    fd = tk_connect(srv.port);
+    int fd = tk_connect(srv.port);
     assert_int_equal(tk_send(fd, c.p, c.len), 0);
     char reason[256] = "";
     assert_int_equal(tk_wait_ack(fd, 0, NULL, reason, sizeof reason, 30000), 1);
@@ -327,31 +318,52 @@ static void test_readonly_database(void **state)
     close(fd);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
     assert_false(tk_log_contains(&srv, "not an error"));
-    /* the CLI reads it directly */
-    char cli[600];
-    snprintf(cli, sizeof cli, "%s", tk_build_path("bin/heapstore"));
-    const char *argv[] = {cli, "runs", "--db", link, NULL};
+    tk_buf_free(&c);
+}
+
+/* `heapstore runs --db db` reads it directly and prints want. */
+static void cli_runs(const char *db, const char *want)
+{
     tk_out o;
-    assert_int_equal(
-        tk_run(&o, argv, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
+    assert_int_equal(tk_cli(&o, (const char *const[]){"runs", "--db", db, NULL},
+                            (const char *const[]){"HEAPSTORE_URL=", NULL}),
+                     0);
     if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
     assert_int_equal(o.code, 0);
-    assert_non_null(strstr(o.out, "testprog"));
+    assert_non_null(strstr(o.out, want));
     tk_out_free(&o);
-    snprintf(db2, sizeof db2, "%s/died.db", rodir);
-    const char *argv2[] = {cli, "runs", "--db", db2, NULL};
-    assert_int_equal(
-        tk_run(&o, argv2, (const char *const[]){"HEAPSTORE_URL=", NULL}, TK_PRELOAD_NONE, 0), 0);
-    if (o.code) fprintf(stderr, "heapstore runs: %s\n", o.err);
-    assert_int_equal(o.code, 0);
-    assert_non_null(strstr(o.out, "ended"));
-    tk_out_free(&o);
+}
+
+static void test_readonly_database(void **state)
+{
+    (void)state;
+    char dir[600], rodir[700], link[800], target[800], died[800];
+    tk_tmpdir(dir, sizeof dir, "store-readonly");
+    snprintf(rodir, sizeof rodir, "%s/ro", dir);
+    assert_int_equal(mkdir(rodir, 0755), 0);
+    ro_mounted = unshare(CLONE_NEWNS) == 0 &&
+                 mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+                 mount("tmpfs", rodir, "tmpfs", 0, "size=64m") == 0;
+    if (!ro_mounted && geteuid() == 0) {
+        fprintf(stderr, "cannot mount a tmpfs here, and root ignores file modes: skipped\n");
+        skip();
+    }
+    readonly_databases(dir, rodir);
+    assert_int_equal(make_readonly(rodir), 0);
+    /* The server runs on it through a link in a writable folder (its log
+     * goes next to the path it is given). */
+    snprintf(link, sizeof link, "%s/ro.db", dir);
+    snprintf(target, sizeof target, "%s/hs.db", rodir);
+    assert_int_equal(symlink(target, link), 0);
+    readonly_server(link);
+    /* the CLI reads both directly */
+    cli_runs(link, "testprog");
+    snprintf(died, sizeof died, "%s/died.db", rodir);
+    cli_runs(died, "ended");
     if (ro_mounted)
         umount2(rodir, MNT_DETACH);
     else
         chmod(rodir, 0755);
-    tk_buf_free(&b);
-    tk_buf_free(&c);
 }
 
 /* ---- item 11: a clean stop leaves everything in the .db file ---------------- */
