@@ -9,16 +9,13 @@
 #include "hs_lz.h"
 #include "hs_proto.h"
 
-static void decode_frame(const hs_frame *f)
+/* The frames of entries read through a batch iterator, to the last. */
+static void decode_batch(const hs_frame *f)
 {
-    static hs_hello hello;
     static hs_stack stack;
     hs_batch_it it;
     int rc = 0;
     switch (f->type) {
-    case HS_FRAME_HELLO:
-        hs_hello_decode(&hello, f->payload, f->len);
-        break;
     case HS_FRAME_MAPPINGS: {
         hs_mapping m;
         if (hs_mappings_begin(&it, f->payload, f->len) == 0)
@@ -66,6 +63,17 @@ static void decode_frame(const hs_frame *f)
         }
         break;
     }
+    }
+    (void)rc;
+}
+
+static void decode_frame(const hs_frame *f)
+{
+    static hs_hello hello;
+    switch (f->type) {
+    case HS_FRAME_HELLO:
+        hs_hello_decode(&hello, f->payload, f->len);
+        break;
     case HS_FRAME_BYE: {
         hs_bye b;
         hs_bye_decode(&b, f->payload, f->len);
@@ -94,8 +102,9 @@ static void decode_frame(const hs_frame *f)
             hs_lz_decompress(piece, d.size, (const uint8_t *)d.data.ptr, d.data.len);
         break;
     }
+    default:
+        decode_batch(f);
     }
-    (void)rc;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -30,12 +30,9 @@ enum variant {
     HUGE_WEIGHTS,
 };
 
-static size_t well_formed(enum variant v)
+/* The HELLO of every seed. */
+static void seed_hello(hs_wr *wr)
 {
-    int redefine = v == REDEFINE;
-    hs_wr wr;
-    hs_wr_init(&wr, buf, sizeof buf);
-    hs_header_encode(&wr);
     static hs_hello h;
     memset(h.run_id, 0xab, 16);
     h.pid = 42;
@@ -48,11 +45,46 @@ static size_t well_formed(enum variant v)
     h.hostname = (hs_str){"host", 4};
     h.nlabels = 1;
     h.labels[0] = (hs_label){{"v", 1}, {"1", 1}};
-    size_t pos = hs_frame_begin(&wr, HS_FRAME_HELLO);
-    hs_hello_encode(&wr, &h);
-    hs_frame_end(&wr, pos);
+    size_t pos = hs_frame_begin(wr, HS_FRAME_HELLO);
+    hs_hello_encode(wr, &h);
+    hs_frame_end(wr, pos);
+}
 
-    pos = hs_frame_begin(&wr, HS_FRAME_MAPPINGS);
+/* The frames after the events: PROCESS, SIZES, DROPS and BYE. */
+static void seed_end(hs_wr *wr)
+{
+    size_t pos = hs_frame_begin(wr, HS_FRAME_PROCESS);
+    hs_wr_varint(wr, 5000);
+    hs_wr_varint(wr, 1 << 20);
+    hs_wr_varint(wr, 1 << 24);
+    hs_frame_end(wr, pos);
+
+    pos = hs_frame_begin(wr, HS_FRAME_SIZES);
+    hs_wr_varint(wr, 6);
+    hs_wr_varint(wr, 1);
+    hs_wr_varint(wr, 100);
+    hs_frame_end(wr, pos);
+
+    pos = hs_frame_begin(wr, HS_FRAME_DROPS);
+    hs_wr_varint(wr, HS_DROP_ALLOC_EVENTS);
+    hs_wr_varint(wr, 3);
+    hs_frame_end(wr, pos);
+
+    pos = hs_frame_begin(wr, HS_FRAME_BYE);
+    hs_bye b = {9000, HS_BYE_CLEAN, 2, 1, 65536};
+    hs_bye_encode(wr, &b);
+    hs_frame_end(wr, pos);
+}
+
+static size_t well_formed(enum variant v)
+{
+    int redefine = v == REDEFINE;
+    hs_wr wr;
+    hs_wr_init(&wr, buf, sizeof buf);
+    hs_header_encode(&wr);
+    seed_hello(&wr);
+
+    size_t pos = hs_frame_begin(&wr, HS_FRAME_MAPPINGS);
     hs_wr_varint(&wr, 0);
     hs_mapping m = {0x400000, 0x500000,        0, (const uint8_t *)"\x01\x02\x03\x04",
                     4,        {"/bin/prog", 9}};
@@ -91,27 +123,7 @@ static size_t well_formed(enum variant v)
         return hs_wr_len(&wr);
     }
 
-    pos = hs_frame_begin(&wr, HS_FRAME_PROCESS);
-    hs_wr_varint(&wr, 5000);
-    hs_wr_varint(&wr, 1 << 20);
-    hs_wr_varint(&wr, 1 << 24);
-    hs_frame_end(&wr, pos);
-
-    pos = hs_frame_begin(&wr, HS_FRAME_SIZES);
-    hs_wr_varint(&wr, 6);
-    hs_wr_varint(&wr, 1);
-    hs_wr_varint(&wr, 100);
-    hs_frame_end(&wr, pos);
-
-    pos = hs_frame_begin(&wr, HS_FRAME_DROPS);
-    hs_wr_varint(&wr, HS_DROP_ALLOC_EVENTS);
-    hs_wr_varint(&wr, 3);
-    hs_frame_end(&wr, pos);
-
-    pos = hs_frame_begin(&wr, HS_FRAME_BYE);
-    hs_bye b = {9000, HS_BYE_CLEAN, 2, 1, 65536};
-    hs_bye_encode(&wr, &b);
-    hs_frame_end(&wr, pos);
+    seed_end(&wr);
     return hs_wr_len(&wr);
 }
 
