@@ -299,6 +299,17 @@ async function main() {
     return route.abort();
   });
 
+  const ctx = { srv, runs, leaky, fixed, tree, context, page, pageErrors, foreign };
+  const groups = [checkServedAndListed, checkRunFilters, checkRunsCharts, checkPickAndPlot, checkFlame,
+    checkUrlAndTable, checkTableStacks, checkDiffs, checkLeaks, checkDownloads];
+  for (const checks of groups) {
+    await checks(ctx);
+  }
+}
+
+// The server serves the dashboard; the runs list.
+async function checkServedAndListed(ctx) {
+  const { srv, page, leaky, fixed, runs } = ctx;
   await check('the server serves the dashboard with content types and caching headers', async () => {
     const want = [['/', /^text\/html/], ['/js/app.js', /^text\/javascript/], ['/style.css', /^text\/css/]];
     for (const [p, type] of want) {
@@ -334,7 +345,11 @@ async function main() {
     assert(state === 'clean', `row says the run ended cleanly: ${state}`);
     await shot(page, '1-runs');
   });
+}
 
+// The runs list filters; a process tree folds under its root.
+async function checkRunFilters(ctx) {
+  const { srv, page, leaky, fixed, tree, runs } = ctx;
   await check('the runs list filters by label, program and host', async () => {
     const rows = () => page.$$eval('table.runs tbody tr[data-run]', (trs) => trs.map((tr) => Number(tr.dataset.run)));
     await page.goto(srv.base + '/#/runs?label=version%3Dfixed');
@@ -394,7 +409,11 @@ async function main() {
     await waitReady(page);
     assert(await page.locator('tr.tree-member').count() === 2, 'reopened from the URL');
   });
+}
 
+// A metric per run, the trend by a label, paging.
+async function checkRunsCharts(ctx) {
+  const { srv, page, leaky, fixed, runs } = ctx;
   await check('the runs page charts a metric per run: a point per run, a click opens it', async () => {
     await page.goto(srv.base + '/#/runs');
     await waitReady(page);
@@ -430,7 +449,11 @@ async function main() {
     const first = await page.$$eval('table.runs tbody tr[data-run]', (trs) => Number(trs[0].dataset.run));
     assert(first === leaky.id && !/before=/.test(page.url()), `back to the newest: ${first} ${page.url()}`);
   });
+}
 
+// Ranges of runs picked by dragging; the run view's plot.
+async function checkPickAndPlot(ctx) {
+  const { srv, page, leaky, runs, pageErrors } = ctx;
   await check('dragging across the points picks two ranges of runs for a diff', async () => {
     await page.goto(srv.base + '/#/runs');
     await waitReady(page);
@@ -465,7 +488,6 @@ async function main() {
       hp.get('b') === `id=${Math.min(...last)}..${Math.max(...last)}`, `diff of two id ranges: ${page.url()}`);
   });
 
-  let peakUrl = null;
   await check('the run view draws the plot', async () => {
     await page.goto(srv.base + '/#/runs');
     await waitReady(page);
@@ -487,7 +509,11 @@ async function main() {
     assert(/live heap/.test(tip) && / B\)/.test(tip), `hover tooltip: ${tip}`);
     await shot(page, '2-run-plot');
   });
+}
 
+// The flame graph at the peak, pruned and zoomed.
+async function checkFlame(ctx) {
+  const { srv, page, leaky, runs } = ctx;
   await check('clicking the peak shows a flame graph whose widest leaf is the biggest site', async () => {
     const peak = await page.evaluate(() => {
       const p = window.heapstore.plot;
@@ -549,7 +575,12 @@ async function main() {
     });
     assert(kept.before === kept.after && kept.root === 'all', `setRoot kept the zoom: ${JSON.stringify(kept)}`);
   });
+}
 
+// The view in the URL; the table sorted.
+async function checkUrlAndTable(ctx) {
+  const { srv, page, leaky, context } = ctx;
+  let peakUrl = null;
   await check('the Peak button, search and zoom go into the URL, and the link reopens the view', async () => {
     await page.click('button[data-act="peak"]');
     await page.waitForFunction(() => /[?&]at=peak/.test(location.hash));
@@ -602,7 +633,11 @@ async function main() {
     assert(fns.includes('main') && fns.includes(BIGGEST_AT_PEAK), `functions ${fns.slice(0, 8)}`);
     await shot(page, '5-table-by-function');
   });
+}
 
+// The table's site names and whole stacks.
+async function checkTableStacks(ctx) {
+  const { srv, page, leaky, tree } = ctx;
   await check('the table switches what names a site, and a row opens its whole stack', async () => {
     const names = () => page.$$eval('.top-table tbody tr[data-name]', (trs) => trs.map((tr) => tr.dataset.name));
     const legend = () => page.$$eval('.legend-item', (els) => els.map((e) => e.textContent));
@@ -669,7 +704,11 @@ async function main() {
       `the whole stack: ${fns.length} frames, ${fns.slice(0, 3)} … ${fns.slice(-4)}`);
     assert(await more.count() === 0, 'the button is gone');
   });
+}
 
+// Diffs of two runs and of two moments.
+async function checkDiffs(ctx) {
+  const { srv, page, leaky, fixed, runs } = ctx;
   await check('the diff of the fixed and the leaking version names the leaking site', async () => {
     await page.goto(srv.base + '/#/runs');
     await waitReady(page);
@@ -718,7 +757,11 @@ async function main() {
     assert(top.includes(LEAKING), `between two moments the leak grew most: ${top}`);
     await shot(page, '6b-diff-two-moments');
   });
+}
 
+// The leaks view.
+async function checkLeaks(ctx) {
+  const { srv, page, leaky } = ctx;
   await check('the leaks view ranks the leaking site first, linked to its flame and history', async () => {
     await page.goto(`${srv.base}/#/run/${leaky.id}`);
     await waitReady(page);
@@ -782,7 +825,11 @@ async function main() {
     await waitReady(page);
     assert(!/site=/.test(page.url()) && has(await names('.leaks-live'), 'load_config'), `leaks by user: ${page.url()}`);
   });
+}
 
+// Downloads; no script errors, nothing fetched from elsewhere.
+async function checkDownloads(ctx) {
+  const { srv, page, leaky, fixed, pageErrors, foreign } = ctx;
   await check('downloads of the current view are the files they say', async () => {
     const fetchAll = async (hrefs) => {
       const out = {};
@@ -823,6 +870,7 @@ async function main() {
     assert(!foreign.length, `foreign requests: ${foreign.join(', ')}`);
   });
 }
+
 
 try {
   await main();
