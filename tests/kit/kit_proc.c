@@ -115,14 +115,19 @@ uint64_t tk_file_size(const char *path)
     return stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
 }
 
+int tk_file_contains(const char *path, const char *text)
+{
+    char *s = tk_read_file(path);
+    int found = strstr(s, text) != NULL;
+    free(s);
+    return found;
+}
+
 int tk_wait_text(const char *path, const char *text, int timeout_ms)
 {
     uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
     for (;;) {
-        char *s = tk_read_file(path);
-        int found = strstr(s, text) != NULL;
-        free(s);
-        if (found) return 1;
+        if (tk_file_contains(path, text)) return 1;
         if (tk_now_ms() > deadline) return 0;
         tk_sleep_ms(20);
     }

@@ -43,6 +43,8 @@ void tk_sleep_ms(int ms);
 char *tk_read_file(const char *path);
 /* The size in bytes of a file; 0 when it does not exist. */
 uint64_t tk_file_size(const char *path);
+/* 1 if the file contains text. */
+int tk_file_contains(const char *path, const char *text);
 /* Polls the file until it contains text; 1 if it did within timeout_ms. */
 int tk_wait_text(const char *path, const char *text, int timeout_ms);
 

@@ -77,13 +77,7 @@ int tk_server_stop(tk_server *s, int sig)
 
 int tk_log_contains(const tk_server *s, const char *text)
 {
-    FILE *f = fopen(s->log, "r");
-    if (!f) return 0;
-    char line[2048];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
+    return tk_file_contains(s->log, text);
 }
 
 int tk_free_port(void)

@@ -263,48 +263,79 @@ int tk_send(int fd, const void *p, size_t n)
     return 0;
 }
 
-int tk_wait_ack(int fd, uint64_t want, uint64_t *got, char *reason, size_t rlen, int timeout_ms)
+/* What one thread has read from one connection and not taken yet: frames
+ * are read into it whole, and a frame handed out stays there until the
+ * next call. */
+static __thread struct {
+    uint8_t buf[65536];
+    size_t have, used;
+    int fd;
+} rd = {.fd = -1};
+
+/* The next frame from fd: 0 (*f points into rd until the next call), -1 at
+ * EOF, -2 when deadline (tk_now_ms) passes first. */
+static int next_frame(int fd, uint64_t deadline, hs_frame *f)
 {
-    static __thread uint8_t buf[8192];
-    static __thread size_t have;
-    static __thread int buf_fd = -1;
-    if (buf_fd != fd) {
-        have = 0;
-        buf_fd = fd;
+    if (rd.fd != fd) {
+        rd.have = rd.used = 0;
+        rd.fd = fd;
     }
-    uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
+    memmove(rd.buf, rd.buf + rd.used, rd.have - rd.used);
+    rd.have -= rd.used;
+    rd.used = 0;
     for (;;) {
-        hs_frame f;
-        long k;
-        while ((k = hs_frame_split(buf, have, &f)) > 0) {
-            int rc = 2;
-            if (f.type == HS_FRAME_ACK) {
-                uint64_t v;
-                if (hs_ack_decode(&v, f.payload, f.len) == 0) {
-                    if (got) *got = v;
-                    if (v >= want) rc = 0;
-                }
-            } else if (f.type == HS_FRAME_REFUSE) {
-                hs_str r;
-                if (reason && hs_refuse_decode(&r, f.payload, f.len) == 0)
-                    snprintf(reason, rlen, "%.*s", (int)r.len, r.ptr);
-                rc = 1;
-            }
-            memmove(buf, buf + k, have - (size_t)k);
-            have -= (size_t)k;
-            if (rc != 2) return rc;
+        long k = hs_frame_split(rd.buf, rd.have, f);
+        if (k > 0) {
+            rd.used = (size_t)k;
+            return 0;
         }
         uint64_t now = tk_now_ms();
         if (now >= deadline) return -2;
         struct pollfd pfd = {.fd = fd, .events = POLLIN};
         if (poll(&pfd, 1, (int)(deadline - now)) <= 0) continue;
-        ssize_t r = recv(fd, buf + have, sizeof buf - have, 0);
+        ssize_t r = recv(fd, rd.buf + rd.have, sizeof rd.buf - rd.have, 0);
         if (r <= 0) {
-            buf_fd = -1;
+            rd.fd = -1;
             return -1;
         }
-        have += (size_t)r;
+        rd.have += (size_t)r;
     }
+}
+
+int tk_read_frame(int fd, int type, uint8_t *out, size_t cap, size_t *n, int timeout_ms)
+{
+    uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
+    hs_frame f;
+    int rc;
+    while ((rc = next_frame(fd, deadline, &f)) == 0)
+        if (f.type == type && f.len <= cap) {
+            memcpy(out, f.payload, f.len);
+            *n = f.len;
+            return 0;
+        }
+    return rc;
+}
+
+int tk_wait_ack(int fd, uint64_t want, uint64_t *got, char *reason, size_t rlen, int timeout_ms)
+{
+    uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
+    hs_frame f;
+    int rc;
+    while ((rc = next_frame(fd, deadline, &f)) == 0) {
+        if (f.type == HS_FRAME_ACK) {
+            uint64_t v;
+            if (hs_ack_decode(&v, f.payload, f.len) == 0) {
+                if (got) *got = v;
+                if (v >= want) return 0;
+            }
+        } else if (f.type == HS_FRAME_REFUSE) {
+            hs_str r;
+            if (reason && hs_refuse_decode(&r, f.payload, f.len) == 0)
+                snprintf(reason, rlen, "%.*s", (int)r.len, r.ptr);
+            return 1;
+        }
+    }
+    return rc;
 }
 
 int tk_wait_closed(int fd, int timeout_ms)

@@ -71,6 +71,11 @@ int tk_send(int fd, const void *p, size_t n);
  * 0 and the last next_seq in *got), a REFUSE (returns 1, reason copied to
  * reason), EOF (-1) or the timeout in ms passes (-2). */
 int tk_wait_ack(int fd, uint64_t want, uint64_t *got, char *reason, size_t rlen, int timeout_ms);
+/* The next server frame of the given type within timeout_ms: 0 with its
+ * payload copied to out (at most cap bytes, its length in *n); frames of
+ * other types (or longer) are skipped; -1 at EOF, -2 at the timeout. It
+ * reads from the same per-thread buffer as tk_wait_ack. */
+int tk_read_frame(int fd, int type, uint8_t *out, size_t cap, size_t *n, int timeout_ms);
 /* 1 if the peer closed the connection within timeout_ms (after any frames
  * it sent), 0 if not. */
 int tk_wait_closed(int fd, int timeout_ms);

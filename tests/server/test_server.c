@@ -848,8 +848,6 @@ static void test_import_and_retention(void **state)
     free(m.ev);
 }
 
-static int file_contains(const char *path, const char *text);
-
 /* heapstore import of a file cut inside a frame (the process died while
  * writing): the whole frames before the cut are stored and the run is closed
  * as lost; a file that is not a stream is refused and changes nothing. */
@@ -883,8 +881,8 @@ static void test_import_cut_and_bad(void **state)
     snprintf(cmd, sizeof cmd, "%s/bin/heapstore import --db '%s' '%s' > '%s' 2>&1",
              bdir ? bdir : "build", db, file, out);
     assert_int_equal(system(cmd), 0);
-    assert_true(file_contains(out, "partial frame"));
-    assert_true(file_contains(out, "stored as lost"));
+    assert_true(tk_file_contains(out, "partial frame"));
+    assert_true(tk_file_contains(out, "stored as lost"));
     sqlite3 *sdb = db_open(db);
     int64_t run = run_id_of(sdb, 0x21);
     char *st = q_text(sdb, "SELECT state FROM runs WHERE id = %lld", (long long)run);
@@ -900,7 +898,7 @@ static void test_import_cut_and_bad(void **state)
     fputs("this is not a heapstore stream\n", f);
     fclose(f);
     assert_int_equal(WEXITSTATUS(system(cmd)), 1);
-    assert_true(file_contains(out, "bad magic"));
+    assert_true(tk_file_contains(out, "bad magic"));
     sdb = db_open(db);
     assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM runs"), 1);
     char *ic = q_text(sdb, "PRAGMA integrity_check");
@@ -924,17 +922,6 @@ static int server_cmd(const char *args, const char *out)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static int file_contains(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) return 0;
-    char line[2048];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
-    fclose(f);
-    return found;
-}
-
 static void test_command_line(void **state)
 {
     (void)state;
@@ -942,16 +929,16 @@ static void test_command_line(void **state)
     tk_tmpdir(dir, sizeof dir, "cli");
     snprintf(out, sizeof out, "%s/out.txt", dir);
     assert_int_equal(server_cmd("--help", out), 0);
-    assert_true(file_contains(out, "--retain-events"));
+    assert_true(tk_file_contains(out, "--retain-events"));
     assert_int_equal(server_cmd("--frobnicate 1", out), 2);
-    assert_true(file_contains(out, "unknown option '--frobnicate'"));
+    assert_true(tk_file_contains(out, "unknown option '--frobnicate'"));
     assert_int_equal(server_cmd("--granularity 5parsecs", out), 2);
-    assert_true(file_contains(out, "bad --granularity"));
+    assert_true(tk_file_contains(out, "bad --granularity"));
     assert_int_equal(server_cmd("--listen nocolon", out), 2);
     assert_int_equal(server_cmd("--db", out), 2);
-    assert_true(file_contains(out, "needs a value"));
+    assert_true(tk_file_contains(out, "needs a value"));
     assert_int_equal(server_cmd("--db /proc/no/such/dir/hs.db --listen 127.0.0.1:0", out), 1);
-    assert_true(file_contains(out, "cannot open database"));
+    assert_true(tk_file_contains(out, "cannot open database"));
     /* A port in use. */
     char db[700];
     snprintf(db, sizeof db, "%s/hs.db", dir);
@@ -959,12 +946,12 @@ static void test_command_line(void **state)
     assert_int_equal(tk_server_start(&srv, db, 0, NULL), 0);
     snprintf(args, sizeof args, "--db '%s/other.db' --listen 127.0.0.1:%d", dir, srv.port);
     assert_int_equal(server_cmd(args, out), 1);
-    assert_true(file_contains(out, "address already in use"));
+    assert_true(tk_file_contains(out, "address already in use"));
     /* The readiness handshake: a descriptor that is not open is refused; a
      * server that cannot listen closes its ready pipe by exiting, and the
      * launcher says so at once instead of waiting out its time limit. */
     assert_int_equal(server_cmd("--ready-fd 987 --listen 127.0.0.1:0", out), 2);
-    assert_true(file_contains(out, "bad value '987' for --ready-fd"));
+    assert_true(tk_file_contains(out, "bad value '987' for --ready-fd"));
     char other[700];
     snprintf(other, sizeof other, "%s/other2.db", dir);
     tk_server busy;

@@ -197,48 +197,12 @@ static void stream_start(tk_buf *b, uint8_t seed, uint64_t flags, const uint8_t 
     tk_buf_commit(b, &wr);
 }
 
-/* The next server frame of type want within timeout_ms: 0 with its payload
- * copied to out (cap bytes, *n set), -1 on EOF or timeout; frames of other
- * types are skipped (counted in *skipped). */
-static int read_frame(int fd, int want, uint8_t *out, size_t cap, size_t *n, int timeout_ms)
-{
-    static uint8_t buf[65536];
-    static size_t have;
-    static int buf_fd = -1;
-    if (buf_fd != fd) {
-        have = 0;
-        buf_fd = fd;
-    }
-    uint64_t deadline = tk_now_ms() + (uint64_t)timeout_ms;
-    for (;;) {
-        hs_frame f;
-        long k;
-        while ((k = hs_frame_split(buf, have, &f)) > 0) {
-            int hit = f.type == want && f.len <= cap;
-            if (hit) {
-                memcpy(out, f.payload, f.len);
-                *n = f.len;
-            }
-            memmove(buf, buf + k, have - (size_t)k);
-            have -= (size_t)k;
-            if (hit) return 0;
-        }
-        uint64_t now = tk_now_ms();
-        if (now >= deadline) return -1;
-        struct pollfd p = {fd, POLLIN, 0};
-        if (poll(&p, 1, (int)(deadline - now)) <= 0) return -1;
-        ssize_t r = read(fd, buf + have, sizeof buf - have);
-        if (r <= 0) return -1;
-        have += (size_t)r;
-    }
-}
-
 /* A SYMREQ for (bid, blen) arrives on fd. */
 static void expect_symreq(int fd, const uint8_t *bid, uint32_t blen)
 {
     uint8_t p[128];
     size_t n = 0;
-    assert_int_equal(read_frame(fd, HS_FRAME_SYMREQ, p, sizeof p, &n, 10000), 0);
+    assert_int_equal(tk_read_frame(fd, HS_FRAME_SYMREQ, p, sizeof p, &n, 10000), 0);
     const uint8_t *got;
     uint32_t glen;
     assert_int_equal(hs_symreq_decode(&got, &glen, p, n), 0);
@@ -356,7 +320,7 @@ static void test_raw_upload_late(void **state)
     expect_symreq(fd, self_bid, (uint32_t)self_blen);
     uint8_t ack[64];
     size_t n;
-    assert_int_equal(read_frame(fd, HS_FRAME_ACK, ack, sizeof ack, &n, 10000), 0);
+    assert_int_equal(tk_read_frame(fd, HS_FRAME_ACK, ack, sizeof ack, &n, 10000), 0);
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM frames WHERE function = '' AND module_offset = %llu",
              (unsigned long long)off);
@@ -399,7 +363,7 @@ static int asked_once(int port, uint8_t seed, uint64_t flags, uint8_t tag)
     assert_int_equal(tk_send(fd, b.p, b.len), 0);
     uint8_t p[64];
     size_t n;
-    int asked = read_frame(fd, HS_FRAME_SYMREQ, p, sizeof p, &n, 3000) == 0;
+    int asked = tk_read_frame(fd, HS_FRAME_SYMREQ, p, sizeof p, &n, 3000) == 0;
     close(fd);
     tk_buf_free(&b);
     return asked;
