@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 /* ---- trees and files --------------------------------------------------- */
 
@@ -324,6 +325,19 @@ int tk_cli(tk_out *r, const char *const args[], const char *const env[])
     }
     argv[n] = NULL;
     return tk_run(r, argv, env, TK_PRELOAD_NONE, 0);
+}
+
+json_t *tk_cli_json(const char *const args[], const char *const env[])
+{
+    tk_out o;
+    assert_int_equal(tk_cli(&o, args, env), 0);
+    if (o.code) fprintf(stderr, "heapstore %s: %s\n", args[0], o.err);
+    assert_int_equal(o.code, 0);
+    json_error_t e;
+    json_t *j = json_loads(o.out, 0, &e);
+    assert_non_null(j);
+    tk_out_free(&o);
+    return j;
 }
 
 void tk_out_free(tk_out *r)

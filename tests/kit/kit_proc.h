@@ -79,6 +79,10 @@ void tk_out_free(tk_out *r);
 /* tk_run of build/bin/heapstore with args (NULL-terminated, after the
  * program's name) and env, no preload and no bound. */
 int tk_cli(tk_out *r, const char *const args[], const char *const env[]);
+/* tk_cli for a JSON answer: fails the test (its stderr said first) unless
+ * it exits 0 with JSON on stdout; the JSON, owned by the caller. */
+typedef struct json_t json_t;
+json_t *tk_cli_json(const char *const args[], const char *const env[]);
 /* 1 unless stderr holds a sanitizer report. */
 int tk_clean(const tk_out *r);
 /* Fails the current test unless the program exited 0, in time, with no

@@ -103,16 +103,7 @@ static json_t *leaks_of(const char *label)
 {
     char sel[64];
     snprintf(sel, sizeof sel, "prog=%s", label);
-    const char *argv[] = {cli, "leaks", sel, "--limit", "100", "--json", NULL};
-    tk_out o;
-    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_NONE, 0), 0);
-    if (o.code) fprintf(stderr, "heapstore leaks: %s\n", o.err);
-    assert_int_equal(o.code, 0);
-    json_error_t e;
-    json_t *j = json_loads(o.out, 0, &e);
-    tk_out_free(&o);
-    assert_non_null(j);
-    return j;
+    return tk_cli_json((const char *const[]){"leaks", sel, "--limit", "100", "--json", NULL}, env);
 }
 
 /* The rows of arr named name: how many, and the first (NULL when none). */

@@ -49,22 +49,14 @@ static int teardown(void **state)
 
 static json_t *cli_json(const char *const *args)
 {
-    const char *argv[24] = {cli};
-    int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
-    argv[n++] = "--db";
-    argv[n++] = db;
-    argv[n++] = "--json";
-    argv[n] = NULL;
-    tk_out o;
-    assert_int_equal(tk_run(&o, argv, noenv, TK_PRELOAD_NONE, 0), 0);
-    if (o.code) fprintf(stderr, "heapstore %s: %s\n", args[0], o.err);
-    assert_int_equal(o.code, 0);
-    json_error_t e;
-    json_t *j = json_loads(o.out, 0, &e);
-    assert_non_null(j);
-    tk_out_free(&o);
-    return j;
+    const char *a[24];
+    int n = 0;
+    for (int i = 0; args[i]; i++) a[n++] = args[i];
+    a[n++] = "--db";
+    a[n++] = db;
+    a[n++] = "--json";
+    a[n] = NULL;
+    return tk_cli_json(a, noenv);
 }
 
 static void profile(const char *label, const char *extra, tk_out *o)

@@ -94,25 +94,17 @@ static int teardown(void **state)
 /* The CLI's answer; url NULL: direct mode on db. env: HEAPSTORE_TOKEN=… */
 static json_t *cli_json_at(const char *url, const char *token, const char *const *args)
 {
-    const char *argv[24] = {cli};
-    int n = 1;
-    for (int i = 0; args[i]; i++) argv[n++] = args[i];
-    if (!url) argv[n++] = "--db", argv[n++] = db;
-    argv[n++] = "--json";
-    argv[n] = NULL;
+    const char *a[24];
+    int n = 0;
+    for (int i = 0; args[i]; i++) a[n++] = args[i];
+    if (!url) a[n++] = "--db", a[n++] = db;
+    a[n++] = "--json";
+    a[n] = NULL;
     char u[128], t[128];
     snprintf(u, sizeof u, "HEAPSTORE_URL=%s", url ? url : "");
     snprintf(t, sizeof t, "HEAPSTORE_TOKEN=%s", token ? token : "");
     const char *env[] = {u, t, NULL};
-    tk_out o;
-    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_NONE, 0), 0);
-    if (o.code) fprintf(stderr, "heapstore %s: %s\n", args[0], o.err);
-    assert_int_equal(o.code, 0);
-    json_error_t e;
-    json_t *j = json_loads(o.out, 0, &e);
-    assert_non_null(j);
-    tk_out_free(&o);
-    return j;
+    return tk_cli_json(a, env);
 }
 
 static json_t *cli_json(const char *const *args)
