@@ -655,6 +655,14 @@ static void api_request_end(hs_q *q)
     }
 }
 
+int hs_api_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err)
+{
+    *out = NULL;
+    if (!q->store->ops->sql)
+        return hs__err(err, HS_EINVAL, "this store (%s) answers no SQL", q->store->ops->name);
+    return q->store->ops->sql(q->store, body, len, out, err);
+}
+
 static int site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
 {
     hs_site_rules r;
@@ -681,9 +689,7 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
     q->node_misses = 0;
     if (!strcmp(path, "/api/sql")) {
         if (strcmp(method, "POST")) goto bad_method;
-        if (!q->store->ops->sql)
-            return hs__err(err, HS_EINVAL, "this store (%s) answers no SQL", q->store->ops->name);
-        if (!(rc = q->store->ops->sql(q->store, body, body_len, &j, err))) reply_json(out, j);
+        if (!(rc = hs_api_sql(q, body, body_len, &j, err))) reply_json(out, j);
         return rc;
     }
     if (!is_get) goto bad_method;
