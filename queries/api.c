@@ -9,103 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_internal.h"
 #include "hs_error.h"
 #include "hs_text.h"
 #include "q_internal.h"
 
-#define MAX_PARAMS 32
-#define MAX_QUERY  8192
 /* trace nodes read from the database past which a request counts as big */
 #define BIG_REQUEST_NODES 65536
-
-struct hs__params {
-    int n;
-    const char *k[MAX_PARAMS], *v[MAX_PARAMS];
-    char buf[2 * MAX_QUERY + 2 * MAX_PARAMS];
-};
-
-const char *hs__param(const hs__params *p, const char *key)
-{
-    for (int i = 0; i < p->n; i++)
-        if (!strcmp(p->k[i], key)) return p->v[i];
-    return NULL;
-}
-
-int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err)
-{
-    *out = 0;
-    const char *ms = hs__param(p, "min_share");
-    if (!ms) return 0;
-    char *end;
-    *out = strtod(ms, &end);
-    if (!*ms || *end || !(*out >= 0 && *out <= 1))
-        return hs__err(err, HS_EINVAL, "min_share must be a number from 0 to 1 (not '%s')", ms);
-    return 0;
-}
-
-int hs__param_int(const hs__params *p, const char *key, int64_t def, int64_t lo, int64_t hi,
-                  int64_t *out, hs_qerr *err)
-{
-    const char *v = hs__param(p, key);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
-    return hs__int_text(key, v, lo, hi, out, err);
-}
-
-int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err)
-{
-    int64_t x;
-    int rc = hs__param_int(p, "max_frames", HS_STACK_FRAMES, 1, HS_MAX_DEPTH, &x, err);
-    *out = (int)x;
-    return rc;
-}
-
-int hs__param_count(const hs__params *p)
-{
-    return p->n;
-}
-
-void hs__param_at(const hs__params *p, int i, const char **k, const char **v)
-{
-    *k = p->k[i];
-    *v = p->v[i];
-}
-
-static int params_parse(hs__params *p, const char *qs, hs_qerr *err)
-{
-    p->n = 0;
-    if (!qs || !*qs) return 0;
-    size_t len = strlen(qs);
-    if (len > MAX_QUERY)
-        return hs__err(err, HS_ETOOBIG, "query string longer than %d bytes", MAX_QUERY);
-    char *w = p->buf;
-    char *end = p->buf + sizeof p->buf;
-    const char *s = qs;
-    while (*s) {
-        const char *amp = strchr(s, '&');
-        size_t n = amp ? (size_t)(amp - s) : strlen(s);
-        if (n) {
-            if (p->n == MAX_PARAMS)
-                return hs__err(err, HS_EINVAL, "more than %d parameters", MAX_PARAMS);
-            const char *eq = memchr(s, '=', n);
-            size_t kl = eq ? (size_t)(eq - s) : n;
-            long a = hs_pct_decode(w, (size_t)(end - w), s, kl, HS_PCT_PLUS);
-            if (a < 0) return hs__err(err, HS_EINVAL, "malformed query string");
-            p->k[p->n] = w;
-            w += a + 1;
-            long b = eq ? hs_pct_decode(w, (size_t)(end - w), eq + 1, n - kl - 1, HS_PCT_PLUS)
-                        : hs_pct_decode(w, (size_t)(end - w), "", 0, HS_PCT_PLUS);
-            if (b < 0) return hs__err(err, HS_EINVAL, "malformed query string");
-            p->v[p->n++] = w;
-            w += b + 1;
-        }
-        if (!amp) break;
-        s = amp + 1;
-    }
-    return 0;
-}
 
 void hs_api_reply_clear(hs_api_reply *r)
 {
@@ -745,6 +655,22 @@ static void api_request_end(hs_q *q)
     }
 }
 
+int hs_api_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err)
+{
+    *out = NULL;
+    if (!q->store->ops->sql)
+        return hs__err(err, HS_EINVAL, "this store (%s) answers no SQL", q->store->ops->name);
+    return q->store->ops->sql(q->store, body, len, out, err);
+}
+
+static int site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
+{
+    hs_site_rules r;
+    int rc = hs_site_rules_parse(&r, p ? hs__param(p, "site") : NULL,
+                                 p ? hs__param(p, "wrappers") : NULL, err);
+    return rc ? rc : hs__site_apply(q, &r, err);
+}
+
 /* The routes of docs/api.md for a parsed request. */
 static int api_route(hs_q *q, const char *method, const char *path, const hs__params *params,
                      const char *body, size_t body_len, hs_api_reply *out, hs_qerr *err)
@@ -763,13 +689,11 @@ static int api_route(hs_q *q, const char *method, const char *path, const hs__pa
     q->node_misses = 0;
     if (!strcmp(path, "/api/sql")) {
         if (strcmp(method, "POST")) goto bad_method;
-        if (!q->store->ops->sql)
-            return hs__err(err, HS_EINVAL, "this store (%s) answers no SQL", q->store->ops->name);
-        if (!(rc = q->store->ops->sql(q->store, body, body_len, &j, err))) reply_json(out, j);
+        if (!(rc = hs_api_sql(q, body, body_len, &j, err))) reply_json(out, j);
         return rc;
     }
     if (!is_get) goto bad_method;
-    if ((rc = hs__site_rules(q, params, err))) return rc;
+    if ((rc = site_rules(q, params, err))) return rc;
     if (!strcmp(path, "/api/runs")) {
         if (!(rc = api_runs(q, params, &j, err))) reply_json(out, j);
         return rc;
@@ -801,7 +725,7 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
         memcpy(path, target, plen);
         path[plen] = '\0';
         while (plen > 1 && path[plen - 1] == '/') path[--plen] = '\0';
-        rc = params_parse(params, qm ? qm + 1 : NULL, &err);
+        rc = hs__params_parse(params, qm ? qm + 1 : NULL, &err);
         if (!rc) rc = api_route(q, method, path, params, body, body_len, out, &err);
     }
     if (rc) hs_api_error(out, &err);

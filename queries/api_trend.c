@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api_internal.h"
 #include "hs_error.h"
 #include "q_internal.h"
 

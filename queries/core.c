@@ -1,7 +1,10 @@
-/* core: what every question of the typed core shares: grouping names, the
- * frame label, collapsed-stack names, and the parameters of each question
- * parsed from the text the API and the CLI take (one parser, one sentence
- * for each mistake). */
+/* core: what every question of the typed core shares: grouping names,
+ * collapsed-stack names, the parameters of each question parsed from the
+ * text the API and the CLI take (one parser, one sentence for each
+ * mistake), and the pieces of the typed results (a run's brief, a stack
+ * with its site, a moment's name). It stands on q.c and site.c and is
+ * called only by the questions (top.c, views.c, diff.c, …) and the
+ * adapters. */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -28,13 +31,6 @@ const char *hs_group_name(hs_group g)
 {
     assert((size_t)g < HS_COUNTOF(group_names));
     return group_names[g];
-}
-
-int hs_frame_label(char *buf, size_t len, const char *name, const char *file, int64_t line)
-{
-    if (!file || !*file) return snprintf(buf, len, "%s", name);
-    const char *base = strrchr(file, '/');
-    return snprintf(buf, len, "%s (%s:%" PRId64 ")", name, base ? base + 1 : file, line);
 }
 
 void hs__collapsed_put(hs_buf *b, const char *name)
@@ -77,4 +73,63 @@ int hs__rows_param(const char *key, const char *value, int64_t limit_hi, int64_t
         site->wrappers = value;
     }
     return rc;
+}
+
+/* ---- pieces of the typed results ------------------------------------------- */
+
+const char *hs__at_name(const hs__at *at, char *buf, size_t len)
+{
+    if (at->kind == HS_TSEL_PEAK) return "peak";
+    if (at->kind == HS_TSEL_END) return "end";
+    if (at->kind == HS_TSEL_EXIT) return "exit";
+    snprintf(buf, len, "%.9g", at->at_ns / 1e9);
+    return buf;
+}
+
+int hs__cmp_live_bytes(const void *a, const void *b)
+{
+    const hs__live *x = a, *y = b;
+    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
+    return (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+hs_qframe hs__qframe(const hs__frame *f)
+{
+    return (hs_qframe){.name = f->name, .file = f->file, .module = f->module, .line = f->line};
+}
+
+int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *err)
+{
+    int64_t frames[HS_MAX_DEPTH];
+    memset(out, 0, sizeof *out);
+    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return d;
+    int n = d < max_frames ? d : max_frames;
+    if (!(out->frames = malloc((size_t)(n ? n : 1) * sizeof *out->frames)))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    for (int k = 0; k < n; k++) {
+        const hs__frame *f = hs__frame_get(q, frames[k], err);
+        if (!f) return HS_EDB;
+        out->frames[k] = hs__qframe(f);
+    }
+    out->n = n;
+    out->depth = d;
+    int site = hs__site_index(q, trace, frames, d, err);
+    if (site < 0) return site;
+    out->site = site;
+    return 0;
+}
+
+int hs__run_brief(hs_run_brief *out, const hs__run *run)
+{
+    json_t *prog = json_object_get(run->info, "program");
+    const char *state = json_string_value(json_object_get(run->info, "state"));
+    *out = (hs_run_brief){.id = run->id,
+                          .program = json_string_value(prog) ? json_string_value(prog) : "",
+                          .sample_bytes = run->sample_bytes,
+                          .open = state && !strcmp(state, "open"),
+                          .clean_exit = json_is_true(json_object_get(run->info, "clean_exit")),
+                          .record = run->info,
+                          .sampling = run->sampling};
+    return 0;
 }

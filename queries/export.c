@@ -52,7 +52,7 @@ static void pb_bytes(hs_buf *b, int field, const void *p, size_t n) /* wire type
     hs_buf_put(b, p, n);
 }
 
-static int file_reply(hs_api_reply *out, hs_buf *b, const char *ctype, const char *name,
+static int file_reply(hs_export_result *out, hs_buf *b, const char *ctype, const char *name,
                       hs_qerr *err)
 {
     if (b->oom) {
@@ -60,7 +60,6 @@ static int file_reply(hs_api_reply *out, hs_buf *b, const char *ctype, const cha
         return hs__err(err, HS_ENOMEM, "out of memory");
     }
     if (!b->p) hs_buf_put(b, "", 0);
-    out->status = 200;
     out->content_type = ctype;
     out->body = b->p;
     out->len = b->n;
@@ -89,7 +88,7 @@ static void sampling_note(char *buf, size_t len, const hs__run *run, const hs_st
 /* ---- collapsed ------------------------------------------------------------ */
 
 /* min_bytes: lines (merged stacks) below it are left out. */
-static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_api_reply *out,
+static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_export_result *out,
                             hs_qerr *err)
 {
     hs__smap lines = {0};
@@ -472,7 +471,7 @@ static void pprof_free(pprof *pp)
 }
 
 static int export_pprof(hs_q *q, const hs__run *run, const hs__at *at, const hs_stacks_result *x,
-                        hs_api_reply *out, hs_qerr *err)
+                        hs_export_result *out, hs_qerr *err)
 {
     pprof pp = {.x = x, .next_loc = 1, .next_fn = 1, .err = err};
     hs_buf body = {0}, gz = {0};
@@ -530,7 +529,7 @@ static void json_str(hs_buf *b, const char *s)
  * weights), not built as a JSON tree and then dumped: the file is the only
  * copy. */
 static int export_speedscope(const hs__run *run, const hs__at *at, const hs_stacks_result *x,
-                             hs_api_reply *out, hs_qerr *err)
+                             hs_export_result *out, hs_qerr *err)
 {
     hs_buf b = {0};
     hs__map fidx = {0};
@@ -725,7 +724,7 @@ static void dgraph_write(const dgraph *g, hs_buf *b, int64_t min_incl, int64_t t
 }
 
 static int export_dot(const hs__run *run, const hs__at *at, const hs_stacks_result *x,
-                      hs_api_reply *out, hs_qerr *err)
+                      hs_export_result *out, hs_qerr *err)
 {
     dgraph g = {0};
     hs_buf b = {0};
@@ -802,7 +801,7 @@ int hs_export_param(hs_export_params *p, const char *key, const char *value, hs_
 
 /* The file of format for the state at at. */
 static int export_state(hs_q *q, const hs__run *run, const hs__at *at, const hs_export_params *p,
-                        hs_api_reply *out, hs_qerr *err)
+                        hs_export_result *out, hs_qerr *err)
 {
     hs__state s;
     int rc = hs__state_at(q, run, at, &s, err);
@@ -836,21 +835,15 @@ int hs_core_export(hs_q *q, const hs_export_params *p, hs_export_result *out, hs
     assert(p->format >= 0 && (size_t)p->format < HS_COUNTOF(export_names));
     hs__run run = {0};
     hs__at at;
-    hs_api_reply r = {0};
     int rc = hs__run_resolve(q, &p->run, &run, err);
     if (!rc && p->has_min_share && p->format != HS_EXPORT_COLLAPSED)
         rc = hs__err(err, HS_EINVAL,
                      "min_share applies to the flame graph and collapsed stacks, not to %s",
                      export_names[p->format]);
     if (!rc) rc = hs__at_resolve(q, &run, &p->at, &at, err);
-    if (!rc) rc = export_state(q, &run, &at, p, &r, err);
+    if (!rc) rc = export_state(q, &run, &at, p, out, err);
     hs__run_clear(&run);
-    if (rc) return rc;
-    out->body = r.body;
-    out->len = r.len;
-    out->content_type = r.content_type;
-    out->filename = r.filename;
-    return 0;
+    return rc;
 }
 
 void hs_export_result_clear(hs_export_result *r)

@@ -49,6 +49,12 @@ void hs_api_handle(hs_q *q, const char *method, const char *target, const char *
                    size_t body_len, hs_api_reply *out);
 void hs_api_reply_clear(hs_api_reply *r);
 
+/* POST /api/sql without the route: body is the request's JSON ({"sql": …,
+ * "limit": …, "timeout_ms": …}), *out the answer's (columns and rows, in
+ * the store's own terms: no typed result stands between). 0, or an HS_E
+ * code in err. What the CLI's direct mode calls. */
+int hs_api_sql(hs_q *q, const char *body, size_t len, json_t **out, hs_qerr *err);
+
 /* The error body of docs/api.md for err, with out->status set: the one
  * place where an HS_E code becomes an HTTP status and an API error code. */
 void hs_api_error(hs_api_reply *out, const hs_qerr *err);

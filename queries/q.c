@@ -1,6 +1,7 @@
 /* q: the query handle of queries/ over its store (hs_qstore.h), its caches,
  * and the pieces every view stands on: resolving a run and a moment, the
- * live state at that moment, and stacks as frames. */
+ * live state at that moment, and stacks as frames (named by site.c). It
+ * calls only the store, site.c and qbase.c. */
 #include <assert.h>
 #include <inttypes.h>
 #include <math.h>
@@ -422,6 +423,26 @@ int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err)
     return n;
 }
 
+int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)
+{
+    uint64_t v;
+    if (hs__map_get(&q->site_cache, (uint64_t)trace, &v)) {
+        *frame = (int64_t)v;
+        return 0;
+    }
+    int64_t frames[HS_MAX_DEPTH];
+    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return d;
+    *frame = 0;
+    if (d == 0) return 0;
+    int k = hs__site_of(q, frames, d, err);
+    if (k < 0) return k;
+    *frame = frames[k];
+    /* not kept when out of memory: answered all the same */
+    (void)hs__map_put(&q->site_cache, (uint64_t)trace, (uint64_t)*frame);
+    return 0;
+}
+
 static char *xstrdup(const char *s)
 {
     return strdup(s ? s : "");
@@ -500,42 +521,4 @@ int hs__cache_trim(hs_q *q)
         freed = 1;
     }
     return freed;
-}
-
-json_t *hs__frame_json(const hs__frame *f)
-{
-    return json_pack("{s:s,s:s,s:I,s:s}", "function", f->name, "file", f->file, "line",
-                     (json_int_t)f->line, "module", f->module);
-}
-
-json_t *hs__stack_json(hs_q *q, const int64_t *frames, int depth, hs_qerr *err)
-{
-    json_t *a = json_array();
-    for (int i = 0; a && i < depth; i++) {
-        const hs__frame *f = hs__frame_get(q, frames[i], err);
-        if (!f) {
-            json_decref(a);
-            return NULL;
-        }
-        json_array_append_new(a, hs__frame_json(f));
-    }
-    return a;
-}
-
-int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut, hs_qerr *err)
-{
-    int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
-    if (d < 0) return d;
-    json_t *stack = hs__stack_json(q, frames, d < max_frames ? d : max_frames, err);
-    if (!stack) return HS_EDB;
-    json_object_set_new(row, "stack", stack);
-    int site = hs__site_index(q, trace, frames, d, err);
-    if (site < 0) return site;
-    json_object_set_new(row, "site_index", json_integer(site));
-    if (d > max_frames) {
-        json_object_set_new(row, "stack_depth", json_integer(d));
-        *cut = 1;
-    }
-    return 0;
 }

@@ -5,6 +5,22 @@
  * which never change once written (the prefix tree and the frame table are
  * append-only), so they stay valid across queries; a resolved run (hs__run)
  * and the state of a run at a moment (hs__state: live bytes per trace).
+ *
+ * The files call one way, each only the ones below it (bench/layout/report.py
+ * finds no cycle):
+ *
+ *   adapters    api.c, api_trend.c over api_params.c (api_internal.h);
+ *               export.c (files from stacks.c's result)
+ *   questions   check.c > gdiff.c > diff.c; top.c, views.c, leaks.c,
+ *               history.c, runs.c, sizes.c, stacks.c, trend.c
+ *   core base   core.c (result pieces, parameters) > q.c (handle, runs,
+ *               moments, state, stacks) > site.c (frame names and sites)
+ *   store       store_sqlite.c > store_sqlite_trend.c, store_sqlite_sql.c
+ *               > store_sqlite_base.c; store_clickhouse.c; store_acc.c
+ *   foundations qbase.c (maps, buffer, errors), sel.c (selectors)
+ *
+ * Nothing here speaks HTTP: the adapter's declarations are in
+ * api_internal.h, which no file under it includes.
  */
 #ifndef HS_Q_INTERNAL_H
 #define HS_Q_INTERNAL_H
@@ -12,14 +28,13 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include <jansson.h>
+
 #include "hs_buf.h"
 #include "hs_map.h"
 #include "hs_core.h"
-#include "hs_queries.h"
 #include "hs_qstore.h"
 #include "hs_tstats.h"
-
-typedef struct hs__params hs__params; /* a request's decoded query parameters */
 
 /* ---- the u64 -> u64 map of common/ (every key, 0 included, and value) ---- */
 typedef hs_map hs__map;
@@ -70,14 +85,9 @@ void hs__frame_classify(hs__frame *f);
 /* Applies a request's rules (and HEAPSTORE_ALLOC_WRAPPERS); the per-trace
  * cache is dropped when they change. 0, or HS_EINVAL in err. */
 int hs__site_apply(hs_q *q, const hs_site_rules *r, hs_qerr *err);
-/* The same from a request's site= and wrappers=. */
-int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err);
 /* Drops the site caches past what an idle connection keeps (between
  * requests); 1 when it freed something. */
 int hs__site_trim(hs_q *q);
-/* The frame id of trace's site (0 for an empty stack), cached per trace.
- * 0 or an HS_E code. */
-int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err);
 /* The index of the site in frames[0..depth) (leaf first), trace's stack. */
 int hs__site_index(hs_q *q, int64_t trace, const int64_t *frames, int depth, hs_qerr *err);
 /* The site's index in a stack of frames, uncached (>= 0, or an HS_E code). */
@@ -124,6 +134,7 @@ typedef struct hs__run {
 
 int hs__run_resolve(hs_q *q, const hs_run_sel *sel, hs__run *out, hs_qerr *err);
 int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err);
+#define MAX_RUN_FILTERS 24
 /* The ids of the runs matching every key=value (at most MAX_RUN_FILTERS),
  * newest first, at most limit; *ids malloc'd. */
 int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,
@@ -170,6 +181,9 @@ void hs__tsums_clear(hs__tsums *t);
 /* Frames of a trace, leaf first, into out (at most max). Returns the depth
  * (>= 0) or a negative HS_E code. */
 int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err);
+/* The frame id of trace's site (0 for an empty stack; site.c's rules),
+ * cached per trace. 0 or an HS_E code. */
+int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err);
 const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err);
 /* Drops the caches if they grew past what an idle connection keeps; only
  * between requests. Returns 1 when it freed something. */
@@ -177,13 +191,6 @@ int hs__cache_trim(hs_q *q);
 /* 1 when the frame cache is at its cap: a view takes no more new stacks
  * (and says so in its answer), which bounds a request's memory. */
 int hs__frames_full(const hs_q *q);
-/* [FRAME…] leaf first. */
-json_t *hs__stack_json(hs_q *q, const int64_t *frames, int depth, hs_qerr *err);
-json_t *hs__frame_json(const hs__frame *f);
-/* Sets row's "stack": the FRAMEs of trace, leaf first, at most max_frames
- * of them; a stack cut short also gets "stack_depth" (its whole depth) and
- * sets *cut. 0 or an HS_E code. */
-int hs__row_stack(hs_q *q, json_t *row, int64_t trace, int max_frames, int *cut, hs_qerr *err);
 /* An answer stops taking rows past about this many bytes of JSON. */
 #define HS_ANSWER_BYTES (8u << 20)
 
@@ -220,30 +227,7 @@ typedef struct hs__flame {
  * max_nodes nodes. */
 int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__flame *f,
                     hs_qerr *err);
-/* Live rows by bytes, largest first (then by trace). */
-int hs__cmp_live_bytes(const void *a, const void *b);
 void hs__flame_free(hs__flame *f);
-
-/* ?at= (default def) resolved against run. */
-int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *def, hs__at *at,
-                 hs_qerr *err);
-/* GET /api/trend (api_trend.c): the answer's text in out. */
-int hs__api_trend(hs_q *q, const hs__params *params, hs_api_reply *out, hs_qerr *err);
-int hs__param_count(const hs__params *p);
-void hs__param_at(const hs__params *p, int i, const char **k, const char **v);
-#define MAX_RUN_FILTERS 24
-const char *hs__at_name(const hs__at *at, char *buf, size_t len);
-
-/* The views; each returns 0 or an HS_E code with err filled. */
-const char *hs__param(const hs__params *p, const char *key);
-/* max_frames: 1 to HS_MAX_DEPTH, HS_STACK_FRAMES when absent. */
-/* The integer parameter key, def when absent; a 400 unless a decimal in
- * [lo, hi]. */
-int hs__param_int(const hs__params *p, const char *key, int64_t def, int64_t lo, int64_t hi,
-                  int64_t *out, hs_qerr *err);
-int hs__max_frames_param(const hs__params *p, int *out, hs_qerr *err);
-/* min_share: a number from 0 to 1 (0 when absent). 0, or 400 in err. */
-int hs__min_share_param(const hs__params *p, double *out, hs_qerr *err);
 
 /* The stacks of state s (run at at), sorted by bytes, and with allocs the
  * sampled allocations up to at (stacks.c); hs_stacks_result_clear frees. */
@@ -258,11 +242,18 @@ void hs__collapsed_put(hs_buf *b, const char *name);
 int hs__int_text(const char *key, const char *v, int64_t lo, int64_t hi, int64_t *out,
                  hs_qerr *err);
 
-/* The typed parts of results (top.c): a run's brief (lending run's JSON),
- * and trace's stack cut to max_frames (frames lent from the frame cache;
- * out->frames malloc'd, the caller frees it, also on failure). */
+/* The typed parts of results (core.c): a run's brief (lending run's JSON),
+ * a cached frame as a result's frame (lending its strings), and trace's
+ * stack cut to max_frames (frames lent from the frame cache; out->frames
+ * malloc'd, the caller frees it, also on failure). */
 int hs__run_brief(hs_run_brief *out, const hs__run *run);
+hs_qframe hs__qframe(const hs__frame *f);
 int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *err);
+/* A resolved moment's name in answers: "peak", "end", "exit" or its
+ * seconds from the start ("%.9g", in buf). */
+const char *hs__at_name(const hs__at *at, char *buf, size_t len);
+/* Live rows by bytes, largest first (then by trace). */
+int hs__cmp_live_bytes(const void *a, const void *b);
 
 /* The parameters of questions answering rows with stacks (top, leaks):
  * limit (1 to limit_hi), max_frames, site, wrappers; other keys are left

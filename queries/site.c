@@ -23,8 +23,15 @@
  *
  * Frames also get their display name here: the compiler's clone suffixes
  * (.constprop.0, .part.0, .isra.0, .cold, " [clone .constprop.0]") are
- * removed so that one function is one name, whichever copies gcc made.
+ * removed so that one function is one name, whichever copies gcc made; and
+ * their one label, "name (file.c:12)" (hs_frame_label), for the answers and
+ * the CLI's tables alike.
+ *
+ * Under q.c: this file reads the store and q's caches but calls nothing of
+ * q.c (the per-trace hs__site, which reads a trace's stack, is q.c's).
  */
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -103,6 +110,13 @@ char *hs__fn_name(const char *function, int python)
         out[w] = '\0';
     }
     return out;
+}
+
+int hs_frame_label(char *buf, size_t len, const char *name, const char *file, int64_t line)
+{
+    if (!file || !*file) return snprintf(buf, len, "%s", name);
+    const char *base = strrchr(file, '/');
+    return snprintf(buf, len, "%s (%s:%" PRId64 ")", name, base ? base + 1 : file, line);
 }
 
 /* The qualified name of a demangled function, [*b, *e): what precedes its
@@ -397,14 +411,6 @@ int hs__site_apply(hs_q *q, const hs_site_rules *r, hs_qerr *err)
     return 0;
 }
 
-int hs__site_rules(hs_q *q, const hs__params *p, hs_qerr *err)
-{
-    hs_site_rules r;
-    int rc = hs_site_rules_parse(&r, p ? hs__param(p, "site") : NULL,
-                                 p ? hs__param(p, "wrappers") : NULL, err);
-    return rc ? rc : hs__site_apply(q, &r, err);
-}
-
 int hs__site_trim(hs_q *q)
 {
     if (q->site_cache.count <= SITE_CACHE_KEEP && q->site_class.count <= SITE_CLASS_KEEP) return 0;
@@ -456,26 +462,6 @@ int hs__site_of(hs_q *q, const int64_t *frames, int depth, hs_qerr *err)
         if (site < 0 && !(b & FB_MACHINERY)) site = k;
     }
     return site < 0 ? 0 : site;
-}
-
-int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)
-{
-    uint64_t v;
-    if (hs__map_get(&q->site_cache, (uint64_t)trace, &v)) {
-        *frame = (int64_t)v;
-        return 0;
-    }
-    int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
-    if (d < 0) return d;
-    *frame = 0;
-    if (d == 0) return 0;
-    int k = hs__site_of(q, frames, d, err);
-    if (k < 0) return k;
-    *frame = frames[k];
-    /* not kept when out of memory: answered all the same */
-    (void)hs__map_put(&q->site_cache, (uint64_t)trace, (uint64_t)*frame);
-    return 0;
 }
 
 int hs__site_index(hs_q *q, int64_t trace, const int64_t *frames, int depth, hs_qerr *err)

@@ -58,12 +58,12 @@ extern const char *const hs__sqlite_stmt_sql[ST__COUNT];
 
 /* Returns the statement, reset and with bindings cleared, or NULL (err set). */
 sqlite3_stmt *hs__sqlite_stmt(hs__sqlite *q, int id, hs_qerr *err);
-/* HS_EDB with the connection's message in err. */
+/* HS_EDB with the connection's message in err (store_sqlite_base.c). */
 int hs__sqlite_err(hs__sqlite *q, hs_qerr *err);
 
 /* The conditions of a runs_find filter key=value (runs aliased r), appended
  * to b; hs__sqlite_bind_kv binds its values from parameter i on and
- * returns the next parameter's index. */
+ * returns the next parameter's index (store_sqlite_base.c). */
 struct hs_buf;
 void hs__sqlite_where_kv(struct hs_buf *b, const char *key, const char *value);
 int hs__sqlite_bind_kv(sqlite3_stmt *st, int i, const char *key, const char *value);

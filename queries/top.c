@@ -175,33 +175,6 @@ static int top_group(top_acc *t, hs__state *state, hs_qerr *err)
 
 /* ---- the result ----------------------------------------------------------- */
 
-static hs_qframe qframe(const hs__frame *f)
-{
-    return (hs_qframe){.name = f->name, .file = f->file, .module = f->module, .line = f->line};
-}
-
-int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *err)
-{
-    int64_t frames[HS_MAX_DEPTH];
-    memset(out, 0, sizeof *out);
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
-    if (d < 0) return d;
-    int n = d < max_frames ? d : max_frames;
-    if (!(out->frames = malloc((size_t)(n ? n : 1) * sizeof *out->frames)))
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    for (int k = 0; k < n; k++) {
-        const hs__frame *f = hs__frame_get(q, frames[k], err);
-        if (!f) return HS_EDB;
-        out->frames[k] = qframe(f);
-    }
-    out->n = n;
-    out->depth = d;
-    int site = hs__site_index(q, trace, frames, d, err);
-    if (site < 0) return site;
-    out->site = site;
-    return 0;
-}
-
 /* Answer bytes a row costs in the JSON of docs/api.md, about: what bounds
  * an answer (HS_ANSWER_BYTES) whoever renders it. */
 static size_t row_bytes(const hs__frame *f, const hs_qstack *st)
@@ -224,7 +197,7 @@ static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_re
         }
         const top_row *r = &t->rows[i];
         hs_top_row *o = &out->rows[out->nrows++];
-        *o = (hs_top_row){.frame = qframe(r->frame),
+        *o = (hs_top_row){.frame = hs__qframe(r->frame),
                           .trace = r->trace,
                           .self_bytes = r->self_bytes,
                           .self_count = r->self_count,
@@ -245,20 +218,6 @@ static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_re
         bytes += row_bytes(r->frame, &o->stack);
     }
     out->rows_cut = (int64_t)(want - out->nrows);
-    return 0;
-}
-
-int hs__run_brief(hs_run_brief *out, const hs__run *run)
-{
-    json_t *prog = json_object_get(run->info, "program");
-    const char *state = json_string_value(json_object_get(run->info, "state"));
-    *out = (hs_run_brief){.id = run->id,
-                          .program = json_string_value(prog) ? json_string_value(prog) : "",
-                          .sample_bytes = run->sample_bytes,
-                          .open = state && !strcmp(state, "open"),
-                          .clean_exit = json_is_true(json_object_get(run->info, "clean_exit")),
-                          .record = run->info,
-                          .sampling = run->sampling};
     return 0;
 }
 

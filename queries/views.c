@@ -11,25 +11,6 @@
 #include "hs_error.h"
 #include "q_internal.h"
 
-int hs__at_param(hs_q *q, const hs__run *run, const hs__params *p, const char *def, hs__at *at,
-                 hs_qerr *err)
-{
-    const char *v = hs__param(p, "at");
-    hs_t_sel t;
-    int rc = hs_sel_parse_t(&t, v ? v : def, err);
-    if (rc) return rc;
-    return hs__at_resolve(q, run, &t, at, err);
-}
-
-const char *hs__at_name(const hs__at *at, char *buf, size_t len)
-{
-    if (at->kind == HS_TSEL_PEAK) return "peak";
-    if (at->kind == HS_TSEL_END) return "end";
-    if (at->kind == HS_TSEL_EXIT) return "exit";
-    snprintf(buf, len, "%.9g", at->at_ns / 1e9);
-    return buf;
-}
-
 /* ---- flame ---------------------------------------------------------------- */
 
 /* The flame tree of one run is a subtree of the traces prefix tree: its nodes
@@ -47,13 +28,6 @@ const char *hs__at_name(const hs__at *at, char *buf, size_t len)
 #define FLAME_MAX_NODES    HS_FLAME_MAX_NODES
 #define FLAME_NODES_LIMIT  100000
 #define FLAME_ANSWER_BYTES (8u << 20)
-
-int hs__cmp_live_bytes(const void *a, const void *b)
-{
-    const hs__live *x = a, *y = b;
-    if (x->bytes != y->bytes) return x->bytes < y->bytes ? 1 : -1;
-    return (x->trace > y->trace) - (x->trace < y->trace);
-}
 
 int hs__flame_build(hs_q *q, hs__state *s, int max_depth, size_t max_nodes, hs__flame *f,
                     hs_qerr *err)

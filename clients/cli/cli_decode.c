@@ -336,3 +336,132 @@ oom:
     hs_diff_result_clear(out);
     return HS_ENOMEM;
 }
+
+/* ---- groups of runs and check ------------------------------------------------ */
+
+static double jnum(const json_t *o, const char *key)
+{
+    return json_number_value(json_object_get(o, key));
+}
+
+static hs_gstat gstat_decode(const json_t *g)
+{
+    return (hs_gstat){.mean = jnum(g, "mean_bytes"),
+                      .sd = jnum(g, "sd_bytes"),
+                      .sampling_se = jnum(g, "sampling_se_bytes"),
+                      .se = jnum(g, "se_bytes")};
+}
+
+/* The hs_gdiff_verdict named s (HS_GDIFF_SAME when none is). */
+static int verdict_decode(const char *s)
+{
+    for (int v = HS_GDIFF_SAME; v <= HS_GDIFF_SHRANK; v++)
+        if (!strcmp(s, hs_gdiff_verdict_name(v))) return v;
+    return HS_GDIFF_SAME;
+}
+
+static int gside_decode(hs_gdiff_side *out, const json_t *s)
+{
+    const json_t *runs = json_object_get(s, "runs");
+    size_t n = json_array_size(runs);
+    snprintf(out->selector, sizeof out->selector, "%s", hs_json_str(s, "selector"));
+    snprintf(out->at, sizeof out->at, "%s", hs_json_str(s, "at"));
+    if (!(out->runs = calloc(n ? n : 1, sizeof *out->runs))) return HS_ENOMEM;
+    for (size_t i = 0; i < n; i++) out->runs[i] = json_integer_value(json_array_get(runs, i));
+    out->nruns = n;
+    out->more = json_is_true(json_object_get(s, "runs_more"));
+    out->sample_bytes = hs_json_int(s, "sample_bytes");
+    out->total = gstat_decode(json_object_get(s, "total"));
+    return 0;
+}
+
+int hs_cli_gdiff_decode(hs_gdiff_result *out, json_t *j)
+{
+    memset(out, 0, sizeof *out);
+    out->own_json = j;
+    const json_t *tot = json_object_get(j, "total"), *rows = json_object_get(j, "rows");
+    if (hs_group_parse(hs_json_str(j, "by"), &out->by)) out->by = HS_GROUP_STACK;
+    out->delta = jnum(tot, "delta_bytes");
+    out->se = jnum(tot, "se_bytes");
+    out->verdict = verdict_decode(hs_json_str(tot, "verdict"));
+    out->rows_total = hs_json_int(j, "rows_total");
+    size_t n = json_array_size(rows);
+    if (gside_decode(&out->a, json_object_get(j, "a")) ||
+        gside_decode(&out->b, json_object_get(j, "b")) ||
+        !(out->rows = calloc(n ? n : 1, sizeof *out->rows))) {
+        hs_gdiff_result_clear(out);
+        return HS_ENOMEM;
+    }
+    for (size_t i = 0; i < n; i++, out->nrows++) {
+        const json_t *w = json_array_get(rows, i), *self = json_object_get(w, "self");
+        out->rows[i] =
+            (hs_gdiff_row){.name = hs_json_str(w, "name"),
+                           .file = hs_json_str(w, "file"),
+                           .line = hs_json_int(w, "line"),
+                           .a = gstat_decode(json_object_get(w, "a")),
+                           .b = gstat_decode(json_object_get(w, "b")),
+                           .delta = jnum(w, "delta_bytes"),
+                           .se = jnum(w, "se_bytes"),
+                           .share = jnum(w, "share"),
+                           .verdict = verdict_decode(hs_json_str(w, "verdict")),
+                           .self = {.a = gstat_decode(json_object_get(self, "a")),
+                                    .b = gstat_decode(json_object_get(self, "b")),
+                                    .delta = jnum(self, "delta_bytes"),
+                                    .se = jnum(self, "se_bytes"),
+                                    .verdict = verdict_decode(hs_json_str(self, "verdict"))}};
+    }
+    return 0;
+}
+
+/* The hs_check_status named s (pass when none is). */
+static int status_decode(const char *s)
+{
+    for (int v = HS_CHECK_PASS; v <= HS_CHECK_FAIL; v++)
+        if (!strcmp(s, hs_check_status_name(v))) return v;
+    return HS_CHECK_PASS;
+}
+
+static int check_item_decode(hs_check_item *out, const json_t *it)
+{
+    const json_t *where = json_object_get(it, "where");
+    size_t n = json_array_size(where);
+    *out = (hs_check_item){.status = status_decode(hs_json_str(it, "status")),
+                           .value = jnum(it, "value"),
+                           .se = jnum(it, "se"),
+                           .limit = jnum(it, "limit"),
+                           .run = hs_json_int(it, "run"),
+                           .exact = json_is_true(json_object_get(it, "exact"))};
+    snprintf(out->name, sizeof out->name, "%s", hs_json_str(it, "name"));
+    snprintf(out->message, sizeof out->message, "%s", hs_json_str(it, "message"));
+    if (!(out->where = calloc(n ? n : 1, sizeof *out->where))) return HS_ENOMEM;
+    for (size_t k = 0; k < n; k++, out->nwhere++) {
+        const json_t *w = json_array_get(where, k);
+        hs_check_where *o = &out->where[k];
+        *o = (hs_check_where){.name = hs_json_str(w, "name"),
+                              .file = hs_json_str(w, "file"),
+                              .line = hs_json_int(w, "line"),
+                              .bytes = jnum(w, "bytes"),
+                              .share = jnum(w, "share")};
+        snprintf(o->via, sizeof o->via, "%s", hs_json_str(w, "via"));
+    }
+    return 0;
+}
+
+int hs_cli_check_decode(hs_check_result *out, const json_t *j)
+{
+    const json_t *runs = json_object_get(j, "runs"), *items = json_object_get(j, "checks");
+    size_t nr = json_array_size(runs), ni = json_array_size(items);
+    memset(out, 0, sizeof *out);
+    out->selector = hs_json_str(j, "selector");
+    out->baseline = json_string_value(json_object_get(j, "baseline"));
+    out->status = status_decode(hs_json_str(j, "status"));
+    out->runs = calloc(nr ? nr : 1, sizeof *out->runs);
+    out->items = calloc(ni ? ni : 1, sizeof *out->items);
+    int rc = out->runs && out->items ? 0 : HS_ENOMEM;
+    for (size_t i = 0; !rc && i < nr; i++, out->nruns++)
+        out->runs[i] = json_integer_value(json_array_get(runs, i));
+    for (size_t i = 0; !rc && i < ni; i++, out->nitems++)
+        rc = check_item_decode(&out->items[i], json_array_get(items, i));
+    if (rc) hs_check_result_clear(out);
+    return rc;
+}

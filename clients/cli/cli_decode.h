@@ -32,5 +32,11 @@ int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j);
 /* /api/diff's answer, the same way (not its differential flame, which the
  * tables do not show). */
 int hs_cli_diff_decode(hs_diff_result *out, json_t *j);
+/* /api/diff's answer when a side names several runs ("group": true), the
+ * same way (not the rows' stacks, which the table does not show). */
+int hs_cli_gdiff_decode(hs_gdiff_result *out, json_t *j);
+/* /api/check's answer j into out, which lends j's strings (the caller
+ * keeps j until it has cleared out). 0, or HS_ENOMEM. */
+int hs_cli_check_decode(hs_check_result *out, const json_t *j);
 
 #endif

@@ -196,45 +196,33 @@ int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, co
 {
     memset(out, 0, sizeof *out);
     const char *url = getenv("HEAPSTORE_URL");
-    if (!hs_cli_direct(a)) {
-        hs_http_answer ans;
-        char err[512];
-        const char *token = getenv("HEAPSTORE_TOKEN");
-        if (hs_http_request(&ans, url, token && *token ? token : NULL, method, target, body,
-                            body_len, 120, err, sizeof err)) {
-            fprintf(stderr, "heapstore %s: %s\n", a->cmd, err);
-            return 1;
-        }
-        out->status = ans.status;
-        int is_json = !strncmp(ans.content_type, "application/json", 16);
-        if (ans.status == 200 && file) {
-            out->body = ans.body;
-            out->len = ans.len;
-            return 0;
-        }
-        if (is_json) {
-            json_error_t je;
-            out->json = json_loadb(ans.body, ans.len, 0, &je);
-        }
-        free(ans.body);
-        if (ans.status != 200 || !out->json) {
-            if (out->json)
-                print_error_body(a, out->json, ans.status);
-            else
-                fprintf(stderr, "heapstore %s: the server answered %d without JSON\n", a->cmd,
-                        ans.status);
-            hs_api_reply_clear(out);
-            return 1;
-        }
+    assert(!hs_cli_direct(a)); /* direct mode calls the core, not a route */
+    hs_http_answer ans;
+    char err[512];
+    const char *token = getenv("HEAPSTORE_TOKEN");
+    if (hs_http_request(&ans, url, token && *token ? token : NULL, method, target, body, body_len,
+                        120, err, sizeof err)) {
+        fprintf(stderr, "heapstore %s: %s\n", a->cmd, err);
+        return 1;
+    }
+    out->status = ans.status;
+    int is_json = !strncmp(ans.content_type, "application/json", 16);
+    if (ans.status == 200 && file) {
+        out->body = ans.body;
+        out->len = ans.len;
         return 0;
     }
-    hs_q *q;
-    int rc = hs_cli_open(a, &q);
-    if (rc) return rc;
-    hs_api_handle(q, method, target, body, body_len, out);
-    hs_q_free(q);
-    if (out->status != 200) {
-        print_error_body(a, out->json, out->status);
+    if (is_json) {
+        json_error_t je;
+        out->json = json_loadb(ans.body, ans.len, 0, &je);
+    }
+    free(ans.body);
+    if (ans.status != 200 || !out->json) {
+        if (out->json)
+            print_error_body(a, out->json, ans.status);
+        else
+            fprintf(stderr, "heapstore %s: the server answered %d without JSON\n", a->cmd,
+                    ans.status);
         hs_api_reply_clear(out);
         return 1;
     }

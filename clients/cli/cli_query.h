@@ -6,8 +6,9 @@
  * hs_cli_call, whose JSON cli_decode.c turns into the same typed result, so
  * one renderer prints both), and the human rendering helpers (tables, byte
  * sizes, the sampling footer every answer carries). heapstore sql, whose
- * answer is the store's own (SQLite's rows, not a typed result), sends its
- * API request through hs_cli_call either way.
+ * answer is the store's own (SQLite's rows, not a typed result), gives its
+ * request's JSON body to hs_api_sql in direct mode and to the server in
+ * HTTP mode. No command reaches an API route in direct mode.
  */
 #ifndef HS_CLI_QUERY_H
 #define HS_CLI_QUERY_H
@@ -49,7 +50,8 @@ int hs_cli_open(const hs_cli_args *a, hs_q **out);
 /* Prints "heapstore CMD: message" for err; returns 1 (the exit code). */
 int hs_cli_fail(const hs_cli_args *a, const hs_qerr *err);
 
-/* One request. On success returns 0 and fills out (JSON in out->json, or,
+/* One request to the server at HEAPSTORE_URL (HTTP mode only: direct mode
+ * calls the core). On success returns 0 and fills out (JSON in out->json, or,
  * when file is set, the raw answer in out->body). On failure prints
  * "heapstore CMD: message" to stderr and returns 1 (the exit code). */
 int hs_cli_call(const hs_cli_args *a, const char *method, const char *target, const char *body,

@@ -3,12 +3,14 @@
  * or a group of runs; exit 0 when every check passes (warnings included),
  * 1 when one fails, 2 on a mistake in the arguments or any other error
  * (no such run, no server). Direct mode asks the typed core
- * (hs_core_check) and takes its answer as the API's JSON; HTTP mode asks
- * /api/check; one renderer (and one JUnit writer) prints both. */
+ * (hs_core_check); HTTP mode asks /api/check and decodes its JSON into the
+ * same result (cli_decode.h); one renderer (and one JUnit writer) prints
+ * both. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli_decode.h"
 #include "cli_query.h"
 #include "hs_cli.h"
 #include "hs_queries.h"
@@ -70,7 +72,7 @@ static int take_own(int *argc, char **argv, check_opts *o)
 }
 
 /* "name (file.c:12) +1.5 MiB (80%)" lines of a check's where. */
-static void where_lines(FILE *f, const json_t *it, const char *indent, int xml);
+static void where_lines(FILE *f, const hs_check_item *it, const char *indent, int xml);
 
 static void xml_put(FILE *f, const char *s)
 {
@@ -97,22 +99,18 @@ static void xml_put(FILE *f, const char *s)
     }
 }
 
-static void where_lines(FILE *f, const json_t *it, const char *indent, int xml)
+static void where_lines(FILE *f, const hs_check_item *it, const char *indent, int xml)
 {
-    size_t i;
-    const json_t *w;
-    int leak = !strcmp(hs_json_str(it, "name"), "max_leak_rate");
-    int base = !strcmp(hs_json_str(it, "name"), "baseline");
-    json_array_foreach(json_object_get(it, "where"), i, w)
-    {
+    int leak = !strcmp(it->name, "max_leak_rate");
+    int base = !strcmp(it->name, "baseline");
+    for (size_t i = 0; i < it->nwhere; i++) {
+        const hs_check_where *w = &it->where[i];
         char name[1000], line[1200], b[32];
-        double bytes = json_number_value(json_object_get(w, "bytes"));
-        hs_cli_site(name, sizeof name, w, "name");
-        const char *via = hs_json_str(w, "via");
-        if (via && *via) snprintf(name + strlen(name), sizeof name - strlen(name), " via %s", via);
+        hs_frame_label(name, sizeof name, w->name, w->file, w->line);
+        if (*w->via) snprintf(name + strlen(name), sizeof name - strlen(name), " via %s", w->via);
         snprintf(line, sizeof line, "%s%s %s%s%s (%.0f%% of the %s)\n", indent, name,
-                 base && bytes > 0 ? "+" : "", hs_cli_bytes((int64_t)bytes, b), leak ? "/s" : "",
-                 100 * json_number_value(json_object_get(w, "share")),
+                 base && w->bytes > 0 ? "+" : "", hs_cli_bytes((int64_t)w->bytes, b),
+                 leak ? "/s" : "", 100 * w->share,
                  base   ? "growth"
                  : leak ? "leak rate"
                         : "bytes");
@@ -123,65 +121,58 @@ static void where_lines(FILE *f, const json_t *it, const char *indent, int xml)
     }
 }
 
-static void print_check(const json_t *j)
+static void print_check(const hs_check_result *r)
 {
-    size_t i;
-    const json_t *it;
-    printf("check %s (%zu run(s)): %s\n", hs_json_str(j, "selector"),
-           json_array_size(json_object_get(j, "runs")), hs_json_str(j, "status"));
-    json_array_foreach(json_object_get(j, "checks"), i, it)
-    {
-        printf("  %-5s %s\n", hs_json_str(it, "status"), hs_json_str(it, "message"));
-        if (json_array_size(json_object_get(it, "where")))
+    printf("check %s (%zu run(s)): %s\n", r->selector, r->nruns, hs_check_status_name(r->status));
+    for (size_t i = 0; i < r->nitems; i++) {
+        const hs_check_item *it = &r->items[i];
+        printf("  %-5s %s\n", hs_check_status_name(it->status), it->message);
+        if (it->nwhere)
             printf("        %s:\n",
-                   !strcmp(hs_json_str(it, "name"), "baseline") ? "grew past the noise" : "where");
+                   !strcmp(it->name, "baseline") ? "grew past the noise" : "where");
         where_lines(stdout, it, "          ", 0);
     }
 }
 
 /* The JUnit XML CI systems read: one testcase per check, a failure
  * naming what grew. 0, or 2 when the file cannot be written. */
-static int write_junit(const char *path, const json_t *j)
+static int write_junit(const char *path, const hs_check_result *r)
 {
     FILE *f = fopen(path, "w");
     if (!f) {
         perror(path);
         return 2;
     }
-    const json_t *items = json_object_get(j, "checks"), *it;
-    size_t n = json_array_size(items), nf = 0, i;
-    json_array_foreach(items, i, it) nf += !strcmp(hs_json_str(it, "status"), "fail");
+    size_t n = r->nitems, nf = 0;
+    for (size_t i = 0; i < n; i++) nf += r->items[i].status == HS_CHECK_FAIL;
     fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     fprintf(f, "<testsuites name=\"heapstore check\" tests=\"%zu\" failures=\"%zu\">\n", n, nf);
     fprintf(f, "  <testsuite name=\"heapstore check ");
-    xml_put(f, hs_json_str(j, "selector"));
+    xml_put(f, r->selector);
     fprintf(f, "\" tests=\"%zu\" failures=\"%zu\" errors=\"0\" skipped=\"0\">\n", n, nf);
-    json_array_foreach(items, i, it)
-    {
-        const char *st = hs_json_str(it, "status");
-        fprintf(f, "    <testcase classname=\"heapstore.check\" name=\"%s\">\n",
-                hs_json_str(it, "name"));
-        const json_t *w0 = json_array_get(json_object_get(it, "where"), 0);
-        if (!strcmp(st, "fail")) {
-            fprintf(f, "      <failure type=\"%s\" message=\"", hs_json_str(it, "name"));
-            xml_put(f, hs_json_str(it, "message"));
-            if (w0) {
+    for (size_t i = 0; i < n; i++) {
+        const hs_check_item *it = &r->items[i];
+        fprintf(f, "    <testcase classname=\"heapstore.check\" name=\"%s\">\n", it->name);
+        if (it->status == HS_CHECK_FAIL) {
+            fprintf(f, "      <failure type=\"%s\" message=\"", it->name);
+            xml_put(f, it->message);
+            if (it->nwhere) {
+                const hs_check_where *w0 = &it->where[0];
                 char name[700];
-                hs_cli_site(name, sizeof name, w0, "name");
+                hs_frame_label(name, sizeof name, w0->name, w0->file, w0->line);
                 fputs("; most: ", f);
                 xml_put(f, name);
-                const char *via = hs_json_str(w0, "via");
-                if (via && *via) {
+                if (*w0->via) {
                     fputs(" via ", f);
-                    xml_put(f, via);
+                    xml_put(f, w0->via);
                 }
             }
             fprintf(f, "\">");
             where_lines(f, it, "", 1);
             fprintf(f, "</failure>\n");
         } else {
-            fprintf(f, "      <system-out>%s: ", st);
-            xml_put(f, hs_json_str(it, "message"));
+            fprintf(f, "      <system-out>%s: ", hs_check_status_name(it->status));
+            xml_put(f, it->message);
             fprintf(f, "\n");
             where_lines(f, it, "", 1);
             fprintf(f, "</system-out>\n");
@@ -226,32 +217,50 @@ static int check_kv(const hs_cli_args *a, const check_opts *o, const char *kv[][
     return n;
 }
 
-/* The answer as the API's JSON, from the core (direct) or the server.
- * NULL after saying why. */
-static json_t *check_answer(const hs_cli_args *a, const check_opts *o)
+/* Prints the answer (with --json, j: the API's JSON; else r's table),
+ * writes the JUnit file when asked; the exit code (0 pass or warn, 1 a
+ * check failed, 2 the file could not be written). */
+static int check_report(const hs_cli_args *a, const check_opts *o, const hs_check_result *r,
+                        const json_t *j)
 {
-    const char *kv[16][2];
-    int n = check_kv(a, o, kv);
-    if (hs_cli_direct(a)) {
-        hs_q *q;
-        hs_check_params p;
-        hs_check_result r;
-        hs_qerr err = {0};
-        if (hs_cli_open(a, &q)) return NULL;
-        hs_check_params_init(&p);
-        int rc = 0;
-        for (int i = 0; !rc && i < n; i++) rc = hs_check_param(&p, kv[i][0], kv[i][1], &err);
-        if (rc || hs_core_check(q, &p, &r, &err)) {
-            hs_q_free(q);
-            hs_cli_fail(a, &err);
-            return NULL;
-        }
-        json_t *j = hs_api_check_json(&r);
-        hs_check_result_clear(&r);
+    if (a->json)
+        hs_cli_print_json(j);
+    else
+        print_check(r);
+    int rc = r->status == HS_CHECK_FAIL ? 1 : 0;
+    if (o->v[NOWN - 1] && write_junit(o->v[NOWN - 1], r)) rc = 2;
+    return rc;
+}
+
+/* Direct: the core's answer, reported before q is closed (its strings
+ * live in q's caches). The exit code, or -1 when there was no answer
+ * (after saying why). */
+static int check_direct(const hs_cli_args *a, const check_opts *o, const char *const kv[][2], int n)
+{
+    hs_q *q;
+    hs_check_params p;
+    hs_check_result r;
+    hs_qerr err = {0};
+    if (hs_cli_open(a, &q)) return -1;
+    hs_check_params_init(&p);
+    int rc = 0;
+    for (int i = 0; !rc && i < n; i++) rc = hs_check_param(&p, kv[i][0], kv[i][1], &err);
+    if (rc || hs_core_check(q, &p, &r, &err)) {
         hs_q_free(q);
-        if (!j) hs_cli_oom(a);
-        return j;
+        hs_cli_fail(a, &err);
+        return -1;
     }
+    json_t *j = a->json ? hs_api_check_json(&r) : NULL;
+    rc = a->json && !j ? (hs_cli_oom(a), -1) : check_report(a, o, &r, j);
+    json_decref(j);
+    hs_check_result_clear(&r);
+    hs_q_free(q);
+    return rc;
+}
+
+/* HTTP: the server's answer, decoded. As check_direct. */
+static int check_http(const hs_cli_args *a, const check_opts *o, const char *const kv[][2], int n)
+{
     char target[8192] = "/api/check?";
     for (int i = 0; i < n; i++) {
         if (i) strcat(target, "&");
@@ -259,12 +268,14 @@ static json_t *check_answer(const hs_cli_args *a, const check_opts *o)
         strcat(target, "=");
         hs_cli_pct(target, sizeof target, kv[i][1]);
     }
-    hs_api_reply r;
-    if (hs_cli_call(a, "GET", target, NULL, 0, 0, &r)) return NULL;
-    json_t *j = r.json;
-    r.json = NULL;
-    hs_api_reply_clear(&r);
-    return j;
+    hs_api_reply rep;
+    hs_check_result r;
+    if (hs_cli_call(a, "GET", target, NULL, 0, 0, &rep)) return -1;
+    int rc =
+        hs_cli_check_decode(&r, rep.json) ? (hs_cli_oom(a), -1) : check_report(a, o, &r, rep.json);
+    if (rc >= 0) hs_check_result_clear(&r);
+    hs_api_reply_clear(&rep);
+    return rc;
 }
 
 int hs_cmd_check(int argc, char **argv)
@@ -285,18 +296,13 @@ int hs_cmd_check(int argc, char **argv)
         free(av);
         return 2;
     }
-    json_t *j = check_answer(&a, &o);
+    const char *kv[16][2];
+    int n = check_kv(&a, &o, kv);
+    rc = hs_cli_direct(&a) ? check_direct(&a, &o, kv, n) : check_http(&a, &o, kv, n);
     free(av);
-    if (!j) {
+    if (rc < 0) {
         if (o.v[NOWN - 1]) write_junit_error(o.v[NOWN - 1], a.pos[0]);
         return 2;
     }
-    if (a.json)
-        hs_cli_print_json(j);
-    else
-        print_check(j);
-    rc = json_is_true(json_object_get(j, "pass")) ? 0 : 1;
-    if (o.v[NOWN - 1] && write_junit(o.v[NOWN - 1], j)) rc = 2;
-    json_decref(j);
     return rc;
 }

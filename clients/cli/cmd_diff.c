@@ -1,9 +1,7 @@
 /* heapstore diff: what grew and shrank between two moments or two runs,
  * or between two groups of runs. Direct mode asks the typed core
  * (hs_core_diff); HTTP mode decodes the server's JSON into the same result;
- * one renderer prints both. Groups (hs_core_gdiff) are rendered from the
- * API's JSON in both modes: direct mode encodes the core's result as the
- * server does, so the two print the same table. */
+ * one renderer prints both, groups of runs (hs_core_gdiff) included. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +41,7 @@ static int diff_params(const hs_cli_args *a, hs_q *q, int collapsed, const char 
     static char sides[2][2200]; /* RUN@T: the sides with --at applied (lent to p) */
     const char *const opts[][2] = {{"site", a->site},
                                    {"wrappers", a->wrappers},
-                                   {"by", a->by ? a->by : "stack"},
+                                   {"by", a->by}, /* else the core's default */
                                    {"limit", limit},
                                    {"format", collapsed ? "collapsed" : NULL},
                                    {"a", side_at(a, 0, sides[0], sizeof sides[0])},
@@ -97,67 +95,53 @@ static void print_diff(const hs_diff_result *r)
     hs_cli_sampling(r->b.run.sampling);
 }
 
-static double jd(const json_t *o, const char *k)
-{
-    return json_number_value(json_object_get(o, k));
-}
-
 /* "12.0 MiB ± 0.4 MiB": a side's mean and its spread across runs. */
-static const char *mean_sd(const json_t *g, char *buf, size_t len)
+static const char *mean_sd(const hs_gstat *g, char *buf, size_t len)
 {
     char b1[32], b2[32];
-    snprintf(buf, len, "%s ± %s", hs_cli_bytes((int64_t)jd(g, "mean_bytes"), b1),
-             hs_cli_bytes((int64_t)jd(g, "sd_bytes"), b2));
+    snprintf(buf, len, "%s ± %s", hs_cli_bytes((int64_t)g->mean, b1),
+             hs_cli_bytes((int64_t)g->sd, b2));
     return buf;
 }
 
-static void print_gside(const char *name, const json_t *s)
+static void print_gside(const char *name, const hs_gdiff_side *s)
 {
     char b1[64], b2[32];
-    const json_t *runs = json_object_get(s, "runs"), *t = json_object_get(s, "total");
     printf("%s: %s at %s: %zu run(s)%s, %s live (mean ± sd), error of the mean %s\n", name,
-           hs_json_str(s, "selector"), hs_json_str(s, "at"), json_array_size(runs),
-           json_is_true(json_object_get(s, "runs_more")) ? " (the newest; more matched)" : "",
-           mean_sd(t, b1, sizeof b1), hs_cli_bytes((int64_t)jd(t, "se_bytes"), b2));
+           s->selector, s->at, s->nruns, s->more ? " (the newest; more matched)" : "",
+           mean_sd(&s->total, b1, sizeof b1), hs_cli_bytes((int64_t)s->total.se, b2));
 }
 
-/* The group diff's table, from its JSON (the core's, or the server's). */
-static void print_gdiff(const json_t *j)
+/* The group diff's table (the core's result, or the server's decoded). */
+static void print_gdiff(const hs_gdiff_result *r)
 {
     char b1[64], b2[64], b3[32], b4[32], b5[32], sh[16];
-    print_gside("a", json_object_get(j, "a"));
-    print_gside("b", json_object_get(j, "b"));
-    const json_t *tot = json_object_get(j, "total");
-    double d = jd(tot, "delta_bytes");
-    printf("total: %s%s ± %s (3 standard errors): %s\n", d > 0 ? "+" : "",
-           hs_cli_bytes((int64_t)d, b3), hs_cli_bytes((int64_t)(3 * jd(tot, "se_bytes")), b4),
-           hs_json_str(tot, "verdict"));
+    print_gside("a", &r->a);
+    print_gside("b", &r->b);
+    printf("total: %s%s ± %s (3 standard errors): %s\n", r->delta > 0 ? "+" : "",
+           hs_cli_bytes((int64_t)r->delta, b3), hs_cli_bytes((int64_t)(3 * r->se), b4),
+           hs_gdiff_verdict_name(r->verdict));
     static const char *const hdr[] = {"DELTA", "±3SE", "A MEAN ± SD", "B MEAN ± SD", "SHARE",
                                       "SELF",  "",     "STACK"};
     static const int right[] = {1, 1, 1, 1, 1, 1, 0, 0};
     hs_table t;
-    const char *by = hs_json_str(j, "by");
-    int fn = by && !strcmp(by, "function");
+    int fn = r->by == HS_GROUP_FUNCTION;
     hs_table_init(&t, 8, hdr, right);
-    if (by && strcmp(by, "stack")) t.hdr[7] = !strcmp(by, "site") ? "SITE" : "FUNCTION";
-    size_t i;
-    const json_t *w;
-    json_array_foreach(json_object_get(j, "rows"), i, w)
-    {
-        double dd = jd(w, "delta_bytes");
+    if (r->by != HS_GROUP_STACK) t.hdr[7] = r->by == HS_GROUP_SITE ? "SITE" : "FUNCTION";
+    for (size_t i = 0; i < r->nrows; i++) {
+        const hs_gdiff_row *w = &r->rows[i];
         char ds[40], name[600];
-        snprintf(ds, sizeof ds, "%s%s", dd > 0 ? "+" : "", hs_cli_bytes((int64_t)dd, b3));
-        snprintf(sh, sizeof sh, "%.0f%%", 100 * jd(w, "share"));
-        hs_cli_site(name, sizeof name, w, "name");
+        snprintf(ds, sizeof ds, "%s%s", w->delta > 0 ? "+" : "",
+                 hs_cli_bytes((int64_t)w->delta, b3));
+        snprintf(sh, sizeof sh, "%.0f%%", 100 * w->share);
+        hs_frame_label(name, sizeof name, w->name, w->file, w->line);
         char self[40] = "";
-        if (fn) {
-            double sd = jd(json_object_get(w, "self"), "delta_bytes");
-            snprintf(self, sizeof self, "%s%s", sd > 0 ? "+" : "", hs_cli_bytes((int64_t)sd, b5));
-        }
-        hs_table_row(&t, ds, hs_cli_bytes((int64_t)(3 * jd(w, "se_bytes")), b4),
-                     mean_sd(json_object_get(w, "a"), b1, sizeof b1),
-                     mean_sd(json_object_get(w, "b"), b2, sizeof b2), sh, self,
-                     hs_json_str(w, "verdict"), name);
+        if (fn)
+            snprintf(self, sizeof self, "%s%s", w->self.delta > 0 ? "+" : "",
+                     hs_cli_bytes((int64_t)w->self.delta, b5));
+        hs_table_row(&t, ds, hs_cli_bytes((int64_t)(3 * w->se), b4), mean_sd(&w->a, b1, sizeof b1),
+                     mean_sd(&w->b, b2, sizeof b2), sh, self, hs_gdiff_verdict_name(w->verdict),
+                     name);
     }
     hs_table_print(&t);
     hs_table_free(&t);
@@ -166,8 +150,8 @@ static void print_gdiff(const json_t *j)
            fn ? "; SELF: the change of what the function allocated itself" : "");
 }
 
-/* Direct, two groups: the core's answer as the API's JSON, printed as it
- * is (--json) or rendered as HTTP mode renders the server's (print_gdiff).
+/* Direct, two groups: the core's answer, rendered (its strings live in
+ * q's caches, so before q is closed) or, with --json, as the API's JSON.
  * Closes q. */
 static int gdiff_direct(const hs_cli_args *a, hs_q *q, const hs_diff_params *p)
 {
@@ -177,13 +161,15 @@ static int gdiff_direct(const hs_cli_args *a, hs_q *q, const hs_diff_params *p)
         hs_q_free(q);
         return hs_cli_fail(a, &err);
     }
-    json_t *j = hs_api_gdiff_json(&r);
+    json_t *j = NULL;
+    int json = a->json || a->format;
+    if (json)
+        j = hs_api_gdiff_json(&r);
+    else
+        print_gdiff(&r);
     hs_gdiff_result_clear(&r);
     hs_q_free(q);
-    if (a->json || a->format || !j) return hs_cli_print_own_json(a, j);
-    print_gdiff(j);
-    json_decref(j);
-    return 0;
+    return json ? hs_cli_print_own_json(a, j) : 0;
 }
 
 /* Direct: the core's answer on the database file. A table is printed
@@ -233,8 +219,10 @@ static int diff_http(const hs_cli_args *a, int collapsed, const char *limit)
     hs_cli_pct(target, sizeof target, side_at(a, 0, sides[0], sizeof sides[0]));
     strcat(target, "&b=");
     hs_cli_pct(target, sizeof target, side_at(a, 1, sides[1], sizeof sides[1]));
-    strcat(target, "&by=");
-    hs_cli_pct(target, sizeof target, a->by ? a->by : "stack");
+    if (a->by) { /* else the server's default */
+        strcat(target, "&by=");
+        hs_cli_pct(target, sizeof target, a->by);
+    }
     strcat(target, "&limit=");
     hs_cli_pct(target, sizeof target, limit);
     if (collapsed) strcat(target, "&format=collapsed");
@@ -247,7 +235,12 @@ static int diff_http(const hs_cli_args *a, int collapsed, const char *limit)
     } else if (a->json || a->format) {
         hs_cli_print_json(r.json);
     } else if (json_is_true(json_object_get(r.json, "group"))) {
-        print_gdiff(r.json);
+        hs_gdiff_result g;
+        json_t *j = r.json;
+        r.json = NULL;
+        if (hs_cli_gdiff_decode(&g, j)) rc = hs_cli_oom(a); /* takes j over */
+        if (!rc) print_gdiff(&g);
+        if (!rc) hs_gdiff_result_clear(&g);
     } else {
         hs_diff_result d;
         json_t *j = r.json;

@@ -132,7 +132,7 @@ int hs_cmd_flame(int argc, char **argv)
         strcpy(target, "/api/runs/");
         hs_cli_pct(target, sizeof target, a.pos[0]);
         strcat(target, "/flame?at=");
-        hs_cli_pct(target, sizeof target, a.at ? a.at : "peak");
+        hs_cli_pct(target, sizeof target, a.at ? a.at : HS_FLAME_AT);
         if (a.min_share) {
             strcat(target, "&min_share=");
             hs_cli_pct(target, sizeof target, a.min_share);

@@ -339,6 +339,54 @@ static void test_check_budgets(void **state)
     json_decref(j);
 }
 
+/* A whole file, malloc'd (NULL when it cannot be read). */
+static char *file_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *t = calloc(1, 1 << 20);
+    if (t) t[fread(t, 1, (1 << 20) - 1, f)] = '\0';
+    fclose(f);
+    return t;
+}
+
+/* check's table and JUnit file: the same bytes from the server (its JSON
+ * decoded) and from the file (the core's result), a failing baseline and
+ * a passing budget both named. */
+static void test_check_table(void **state)
+{
+    (void)state;
+    char j1[640], j2[640];
+    snprintf(j1, sizeof j1, "%s.http.xml", db);
+    snprintf(j2, sizeof j2, "%s.direct.xml", db);
+    int c1, c2;
+    char *o1, *o2;
+    json_decref(cli_run((const char *const[]){"check", "version=2", "--baseline", "version=1",
+                                              "--max-peak", "1GiB", "--junit", j1, NULL},
+                        env, &c1, &o1));
+    json_decref(
+        cli_run((const char *const[]){"check", "version=2", "--baseline", "version=1", "--max-peak",
+                                      "1GiB", "--junit", j2, "--db", db, NULL},
+                env, &c2, &o2));
+    assert_int_equal(c1, 1);
+    assert_int_equal(c2, 1);
+    assert_string_equal(o1, o2);
+    assert_non_null(strstr(o1, "  fail  version=2 at peak"));
+    assert_non_null(strstr(o1, "  pass  "));
+    assert_non_null(strstr(o1, "grow_b (wl_versions.c:"));
+    char *x1 = file_text(j1), *x2 = file_text(j2);
+    assert_non_null(x1);
+    assert_non_null(x2);
+    assert_string_equal(x1, x2);
+    assert_non_null(strstr(x1, "<failure type=\"baseline\""));
+    free(x1);
+    free(x2);
+    free(o1);
+    free(o2);
+    unlink(j1);
+    unlink(j2);
+}
+
 /* The JUnit file, read by Python's XML parser: its counts, and the
  * failure's message. */
 static void test_junit(void **state)
@@ -511,7 +559,7 @@ int main(void)
         cmocka_unit_test(test_noise),         cmocka_unit_test(test_check_baseline),
         cmocka_unit_test(test_check_budgets), cmocka_unit_test(test_junit),
         cmocka_unit_test(test_check_sampled), cmocka_unit_test(test_check_helper),
-        cmocka_unit_test(test_api),
+        cmocka_unit_test(test_check_table),   cmocka_unit_test(test_api),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
