@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/futex.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -26,7 +25,6 @@
 #include "hs_liveset.h"
 #include "hs_mem.h"
 #include "hs_proc.h"
-#include "hs_pymem.h"
 #include "hs_python.h"
 #include "hs_stacks.h"
 #include "hs_symbolize.h"
@@ -59,17 +57,13 @@ typedef struct pcset {
 
 enum { NET_CLOSED, NET_CONNECTING, NET_OPEN };
 
-_Atomic uint64_t hs__sender_heartbeat;
-
 static struct {
     pthread_t thread;
-    atomic_int running;  /* the thread exists and drains */
-    atomic_int stopping; /* finish() asked for the end */
-    atomic_int done;     /* the thread finished the flush */
-    atomic_int sleeping;
+    atomic_int running;   /* the thread exists and drains */
+    atomic_int stopping;  /* finish() asked for the end */
+    atomic_int done;      /* the thread finished the flush */
     atomic_int activate;  /* a sample was taken: open the output */
     atomic_int finishing; /* a caller of finish() is ending the run */
-    int wake_fd;
     unsigned bye_flags;
 
     /* frame queue: head is the oldest unacknowledged frame's chunk */
@@ -108,7 +102,7 @@ static struct {
     uint64_t drops_sent[HS_DROP_KIND_MAX + 1];
     int bye_queued;
     hs_proc_info *info;
-} S = {.fd = -1, .wake_fd = -1, .statm_fd = -1, .next_seq = 1};
+} S = {.fd = -1, .statm_fd = -1, .next_seq = 1};
 
 /* One line to stderr, without stdio's buffers or locks (the program may be
  * exiting, or hold them). Long lines are cut. */
@@ -283,7 +277,7 @@ static void send_stacks(void)
             uint64_t pc = r->pcs[i];
             if (!pcset_add(&S.pcs, pc)) continue;
             hs_symbol sy;
-            atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
+            hs__consumer_beat();
             /* Python's names come from the interpreter; a native frame is
              * its module and offset, named by the server */
             if (hs_py_is_pc(pc))
@@ -328,14 +322,14 @@ static void count_dropped(const hs_rec *rec)
     }
 }
 
-static void ring_cb(hs_ring *r, uint64_t tail, uint64_t head, void *data)
+/* One ring's records, as EVENTS frames (or counted as dropped). */
+static void send_span(const hs_ring_span *sp)
 {
-    (void)data;
     int drop = S.refused || S.gave_up || S.bytes > hs__cfg.buffer_bytes;
     int open = 0;
     uint64_t prev = 0;
-    for (uint64_t i = tail; i != head; i++) {
-        const hs_rec *rec = &r->recs[i & (HS_RING_CAP - 1)];
+    for (uint64_t i = sp->tail; i != sp->head; i++) {
+        const hs_rec *rec = hs__span_rec(sp, i);
         if (drop || (!open && fr_begin(HS_FRAME_EVENTS))) {
             count_dropped(rec);
             continue;
@@ -359,6 +353,15 @@ static void ring_cb(hs_ring *r, uint64_t tail, uint64_t head, void *data)
         }
     }
     if (open) fr_end();
+}
+
+/* Every ring's records up to the snapshot. */
+static void send_events(void)
+{
+    hs_ring_span sp;
+    hs__rings_drain_begin();
+    while (hs__rings_drain_next(&sp)) send_span(&sp);
+    hs__rings_drain_end();
 }
 
 static void sample_process(uint64_t now)
@@ -429,8 +432,7 @@ static void send_exact(uint64_t now, int final)
     x.max_t_ns = rel_of(x.max_t_ns);
     x.peak_t_ns = rel_of(x.peak_t_ns);
     if (!x.t_ns) x.t_ns = 1;
-    x.flags = (how == 2 ? HS_EXACT_F_CALLED : 0) |
-              (hs__pymem_state() == HS_PYMEM_WRAPPED ? HS_EXACT_F_NO_SMALL : 0);
+    x.flags = hs__exact_flags();
     if (!final && x.live_bytes == S.exact_sent.live_bytes && x.allocs == S.exact_sent.allocs &&
         x.frees == S.exact_sent.frees && x.max_bytes == x.live_bytes)
         return; /* nothing moved (the window is read again next time) */
@@ -475,7 +477,7 @@ static void cycle(uint64_t now, int final)
     }
     hs__rings_snapshot();
     send_stacks();
-    hs__rings_drain(ring_cb, NULL);
+    send_events();
     if (final || S.nps >= MAX_PROCESS / 2 || (S.nps && now >= S.next_stats_ns)) send_process();
     if (final || now >= S.next_stats_ns) {
         send_stats(final);
@@ -763,23 +765,15 @@ static int delivered(void)
 
 static void wait_events(int timeout_ms)
 {
-    struct pollfd p[2] = {{S.wake_fd, POLLIN, 0}, {S.fd, 0, 0}};
-    int n = 1;
-    if (S.fd >= 0 && hs__cfg.target == HS_TARGET_TCP) {
-        p[1].events = POLLIN;
+    struct pollfd p = {S.fd, 0, 0};
+    int net = S.fd >= 0 && hs__cfg.target == HS_TARGET_TCP;
+    if (net) {
+        p.events = POLLIN;
         if (S.net == NET_CONNECTING || (S.cur && S.cur_off < S.cur->len) ||
             S.hello_off < S.hello_len || hs__symup_busy())
-            p[1].events |= POLLOUT;
-        n = 2;
+            p.events |= POLLOUT;
     }
-    atomic_store(&S.sleeping, 1);
-    poll(p, (nfds_t)n, timeout_ms);
-    atomic_store(&S.sleeping, 0);
-    if (p[0].revents & POLLIN) {
-        uint64_t v;
-        if (read(S.wake_fd, &v, sizeof v) < 0) {
-        }
-    }
+    hs__consumer_wait(net ? &p : NULL, timeout_ms);
 }
 
 static void *sender_main(void *arg)
@@ -798,8 +792,9 @@ static void *sender_main(void *arg)
     for (;;) {
         uint64_t now = hs_now_ns();
         int stopping = atomic_load(&S.stopping);
-        atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
-        if (!S.active && (stopping || atomic_load(&S.activate) || now - started > ACTIVATE_NS))
+        hs__consumer_beat();
+        if (!S.active && (stopping || atomic_load(&S.activate) || hs__consumer_rung() ||
+                          now - started > ACTIVATE_NS))
             S.active = 1;
         if (S.active) {
             hs__busy_enter(&hs__sender_busy);
@@ -831,6 +826,7 @@ static void *sender_main(void *arg)
         wait_events(left > 50 ? 50 : (int)left + 1);
     }
     if (!delivered()) S.undelivered_frames = S.next_seq - (S.acked_seq ? S.acked_seq : 1);
+    hs__consumer_set_alive(0);
     atomic_store(&S.running, 0);
     atomic_store(&S.done, 1);
     syscall(SYS_futex, (int *)&S.done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
@@ -840,10 +836,10 @@ static void *sender_main(void *arg)
 int hs__sender_start(void)
 {
     if (atomic_load(&S.running)) return 0;
-    if (S.wake_fd < 0) S.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (S.wake_fd < 0) return HS_EIO;
+    if (hs__consumer_open() != 0) return HS_EIO;
     atomic_store(&S.done, 0);
     atomic_store(&S.running, 1);
+    hs__consumer_set_alive(1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -851,6 +847,7 @@ int hs__sender_start(void)
     int rc = pthread_create(&S.thread, &attr, sender_main, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
+        hs__consumer_set_alive(0);
         atomic_store(&S.running, 0);
         return HS_ENOMEM;
     }
@@ -861,16 +858,6 @@ void hs__sender_activate(void)
 {
     if (!atomic_load_explicit(&S.activate, memory_order_relaxed))
         atomic_store_explicit(&S.activate, 1, memory_order_relaxed);
-}
-
-void hs__sender_wake(void)
-{
-    hs__sender_activate();
-    if (atomic_load_explicit(&S.sleeping, memory_order_relaxed) && S.wake_fd >= 0) {
-        uint64_t one = 1;
-        if (write(S.wake_fd, &one, sizeof one) < 0) {
-        }
-    }
 }
 
 int hs__sender_alive(void)
@@ -911,9 +898,7 @@ void hs__sender_finish(unsigned bye_flags)
         return;
     }
     atomic_store(&S.stopping, 1);
-    uint64_t one = 1;
-    if (write(S.wake_fd, &one, sizeof one) < 0) {
-    }
+    hs__consumer_kick();
     wait_done(deadline);
     if (!atomic_load(&S.done)) {
         /* Say so rather than leave the run's end unexplained. */
@@ -951,16 +936,14 @@ void hs__sender_reset_child(void)
         c = n;
     }
     if (S.fd >= 0) close(S.fd);
-    if (S.wake_fd >= 0) close(S.wake_fd);
     if (S.statm_fd >= 0) close(S.statm_fd);
     if (S.pcs.slot) hs_mem_unmap(S.pcs.slot, (S.pcs.mask + 1) * sizeof(uint64_t));
     hs_proc_info *info = S.info;
     chunk *spare = S.spare;
     /* Which pcs were sent is per run. */
     memset(&S, 0, sizeof S);
-    S.fd = S.wake_fd = S.statm_fd = -1;
+    S.fd = S.statm_fd = -1;
     S.next_seq = 1;
     S.info = info;
     S.spare = spare;
-    atomic_store(&hs__sender_heartbeat, 0);
 }

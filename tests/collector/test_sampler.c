@@ -21,7 +21,6 @@
 
 #include "hs_error.h"
 #include "hs_thread.h"
-#include "unit_sender.h"
 
 #define SIGMAS 5.0
 
