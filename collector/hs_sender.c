@@ -653,65 +653,75 @@ static void handle_server_frames(void)
     S.rlen -= off;
 }
 
-/* Moves bytes without blocking; returns once the socket would block. */
-static void pump(void)
+/* Opens the output, or finishes a connection under way: 1 once it is open. */
+static int pump_open(void)
 {
-    if (S.refused || S.gave_up) return;
     if (S.fd < 0) {
-        if (hs_now_ns() < S.next_try_ns) return;
+        if (hs_now_ns() < S.next_try_ns) return 0;
         if (hs__cfg.target == HS_TARGET_FILE)
             open_file();
         else
             open_tcp();
-        if (S.fd < 0) return;
+        if (S.fd < 0) return 0;
     }
-    if (S.net == NET_CONNECTING) {
-        struct pollfd p = {S.fd, POLLOUT, 0};
-        if (poll(&p, 1, 0) <= 0) return;
-        int err = 0;
-        socklen_t l = sizeof err;
-        getsockopt(S.fd, SOL_SOCKET, SO_ERROR, &err, &l);
-        if (err) {
-            S.last_errno = err;
-            net_close();
-            return;
-        }
-        int one = 1;
-        setsockopt(S.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        net_opened();
+    if (S.net != NET_CONNECTING) return 1;
+    struct pollfd p = {S.fd, POLLOUT, 0};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    int err = 0;
+    socklen_t l = sizeof err;
+    getsockopt(S.fd, SOL_SOCKET, SO_ERROR, &err, &l);
+    if (err) {
+        S.last_errno = err;
+        net_close();
+        return 0;
     }
-    int file = hs__cfg.target == HS_TARGET_FILE;
-    for (;;) {
-        const uint8_t *p;
-        size_t n;
-        /* a symbol upload's frame goes out whole, and only when the run's
-         * own frames are all out (hs_symup.h) */
-        int up = 0, idle = !S.cur || (S.cur_off == S.cur->len && !S.cur->next);
-        if (S.hello_off < S.hello_len) {
-            p = S.hello + S.hello_off;
-            n = S.hello_len - S.hello_off;
-        } else if (!file && (up = hs__symup_out(&p, &n, idle))) {
-        } else if (S.cur && S.cur_off < S.cur->len) {
-            p = S.cur->data + S.cur_off;
-            n = S.cur->len - S.cur_off;
-        } else if (S.cur && S.cur->next) {
-            S.cur = S.cur->next;
-            S.cur_off = 0;
-            continue;
-        } else {
-            break;
-        }
+    int one = 1;
+    setsockopt(S.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    net_opened();
+    return 1;
+}
+
+/* The next bytes to write: HELLO's rest, a symbol upload's frame (whole,
+ * and only once the run's own frames are all out: hs_symup.h), or the
+ * queue's. 0 when nothing is left; *up says an upload's. */
+static int next_out(const uint8_t **p, size_t *n, int *up)
+{
+    *up = 0;
+    if (S.hello_off < S.hello_len) {
+        *p = S.hello + S.hello_off;
+        *n = S.hello_len - S.hello_off;
+        return 1;
+    }
+    while (S.cur && S.cur_off == S.cur->len && S.cur->next) {
+        S.cur = S.cur->next;
+        S.cur_off = 0;
+    }
+    int idle = !S.cur || S.cur_off == S.cur->len;
+    if (hs__cfg.target != HS_TARGET_FILE && (*up = hs__symup_out(p, n, idle))) return 1;
+    if (!S.cur || S.cur_off >= S.cur->len) return 0;
+    *p = S.cur->data + S.cur_off;
+    *n = S.cur->len - S.cur_off;
+    return 1;
+}
+
+/* Writes until everything is out or the socket would block. 0, or -1 when
+ * the output failed (closed, or given up for a file). */
+static int pump_write(int file)
+{
+    const uint8_t *p;
+    size_t n;
+    int up;
+    while (next_out(&p, &n, &up)) {
         ssize_t w = file ? write(S.fd, p, n) : send(S.fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             S.last_errno = errno;
-            if (file) {
+            if (file)
                 S.gave_up = 1;
-                return;
-            }
-            net_close();
-            return;
+            else
+                net_close();
+            return -1;
         }
         if (S.hello_off < S.hello_len)
             S.hello_off += (size_t)w;
@@ -720,10 +730,12 @@ static void pump(void)
         else
             S.cur_off += (size_t)w;
     }
-    if (file) {
-        queue_release_written();
-        return;
-    }
+    return 0;
+}
+
+/* Reads and handles the server's frames until the socket would block. */
+static void pump_read(void)
+{
     for (;;) {
         ssize_t r = recv(S.fd, S.rbuf + S.rlen, sizeof S.rbuf - S.rlen, MSG_DONTWAIT);
         if (r > 0) {
@@ -749,6 +761,18 @@ static void pump(void)
         }
         return;
     }
+}
+
+/* Moves bytes without blocking; returns once the socket would block. */
+static void pump(void)
+{
+    if (S.refused || S.gave_up || !pump_open()) return;
+    int file = hs__cfg.target == HS_TARGET_FILE;
+    if (pump_write(file) != 0) return;
+    if (file)
+        queue_release_written();
+    else
+        pump_read();
 }
 
 /* Everything is delivered: written (file) or acknowledged (tcp). Frames
