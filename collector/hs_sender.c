@@ -2,6 +2,7 @@
 #include "hs_sender.h"
 
 #include <assert.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -13,6 +14,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
 #include <sys/random.h>
@@ -58,6 +60,9 @@ typedef struct pcset {
 } pcset;
 
 enum { NET_CLOSED, NET_CONNECTING, NET_OPEN };
+/* Who runs the rounds: the sender thread, or the thread ending the run when
+ * that one has not run yet (take_over). Decided once per run. */
+enum { OWNER_NONE, OWNER_THREAD, OWNER_ENDER };
 
 static struct {
     pthread_t thread;
@@ -66,6 +71,7 @@ static struct {
     atomic_int done;      /* the thread finished the flush */
     atomic_int activate;  /* a sample was taken: open the output */
     atomic_int finishing; /* a caller of finish() is ending the run */
+    atomic_int owner;     /* OWNER_* */
     unsigned bye_flags;
 
     /* frame queue: head is the oldest unacknowledged frame's chunk */
@@ -592,8 +598,55 @@ static void open_file(void)
     net_opened();
 }
 
+/* A literal address (the usual 127.0.0.1 or ::1) and a numeric port: no
+ * resolver, whose set-up cost 0.1-0.2 ms at the end of every process. 1
+ * with *sa and *len. */
+static int literal_addr(struct sockaddr_storage *sa, socklen_t *len)
+{
+    char *end;
+    unsigned long port = strtoul(hs__cfg.port, &end, 10);
+    if (!hs__cfg.port[0] || *end || port > 65535) return 0;
+    memset(sa, 0, sizeof *sa);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)sa;
+    if (inet_pton(AF_INET, hs__cfg.host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        *len = sizeof *v4;
+        return 1;
+    }
+    if (inet_pton(AF_INET6, hs__cfg.host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *len = sizeof *v6;
+        return 1;
+    }
+    return 0;
+}
+
+/* A non-blocking connection under way to addr: 1, or 0 (errno kept). */
+static int try_connect(const struct sockaddr *addr, socklen_t len)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    if (connect(fd, addr, len) == 0 || errno == EINPROGRESS) {
+        S.fd = fd;
+        S.net = NET_CONNECTING;
+        return 1;
+    }
+    S.last_errno = errno;
+    close(fd);
+    return 0;
+}
+
 static void open_tcp(void)
 {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    if (literal_addr(&sa, &len)) {
+        if (!try_connect((const struct sockaddr *)&sa, len)) net_close();
+        return;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
     int rc = getaddrinfo(hs__cfg.host, hs__cfg.port, &hints, &ai);
@@ -602,16 +655,7 @@ static void open_tcp(void)
         net_close();
         return;
     }
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
-            S.fd = fd;
-            S.net = NET_CONNECTING;
-            break;
-        }
-        S.last_errno = errno;
-        close(fd);
+    for (struct addrinfo *a = ai; a && !try_connect(a->ai_addr, a->ai_addrlen); a = a->ai_next) {
     }
     freeaddrinfo(ai);
     if (S.fd < 0) net_close();
@@ -836,18 +880,9 @@ static void wait_events(int timeout_ms)
     hs__consumer_wait(net ? &p : NULL, timeout_ms);
 }
 
-static void *sender_main(void *arg)
+/* Rounds until the end of the run is asked for, the last one included. */
+static void rounds(void)
 {
-    (void)arg;
-    hs_tls *t = &hs__tls;
-    t->state = HS_T_INTERNAL;
-    hs__exact_park(t);
-    t->guard = 1;
-    t->countdown = 0;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-
     uint64_t started = hs_now_ns();
     for (;;) {
         uint64_t now = hs_now_ns();
@@ -867,8 +902,11 @@ static void *sender_main(void *arg)
         if (hs__cfg.rss_ms && hs__cfg.rss_ms < wait) wait = hs__cfg.rss_ms;
         wait_events((int)wait);
     }
+}
 
-    /* The end: deliver within the flush bound, then stop draining. */
+/* The end: deliver within the flush bound, then stop draining. */
+static void deliver(void)
+{
     hs__symup_final();
     uint64_t deadline = hs_now_ns() + hs__cfg.exit_flush_ms * 1000000ull;
     int attempts = 0;
@@ -890,7 +928,48 @@ static void *sender_main(void *arg)
     atomic_store(&S.running, 0);
     atomic_store(&S.done, 1);
     syscall(SYS_futex, (int *)&S.done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void *sender_main(void *arg)
+{
+    (void)arg;
+    int none = OWNER_NONE;
+    /* The run ended before this thread first ran: ended by its ender. */
+    if (!atomic_compare_exchange_strong(&S.owner, &none, OWNER_THREAD)) return NULL;
+    hs_tls *t = &hs__tls;
+    t->state = HS_T_INTERNAL;
+    hs__exact_park(t);
+    t->guard = 1;
+    t->countdown = 0;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    rounds();
+    deliver();
     return NULL;
+}
+
+/* The thread ending the run does the sender's last round and delivery
+ * itself when the sender thread has not run yet: a short process on a
+ * busy machine often ends before its new thread is first scheduled (2-3 ms
+ * later, measured), and waiting for it was most of the cost of its end.
+ * Not when the caller interrupted collector code (a signal handler's
+ * _exit: its guard is nested), which may hold the locks a round takes; it
+ * waits for the thread then, as before. Signals wait until it is done, as
+ * they do on the sender thread. 1 when it took over. */
+static int take_over(void)
+{
+    assert(hs__tls.guard > 0); /* hs__run_end's */
+    if (hs__tls.guard != 1) return 0;
+    int none = OWNER_NONE;
+    if (!atomic_compare_exchange_strong(&S.owner, &none, OWNER_ENDER)) return 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rounds(); /* one: stopping is set */
+    deliver();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return 1;
 }
 
 int hs__sender_start(void)
@@ -958,8 +1037,10 @@ void hs__sender_finish(unsigned bye_flags)
         return;
     }
     atomic_store(&S.stopping, 1);
-    hs__consumer_kick();
-    wait_done(deadline);
+    if (!take_over()) {
+        hs__consumer_kick();
+        wait_done(deadline);
+    }
     if (!atomic_load(&S.done)) {
         /* Say so rather than leave the run's end unexplained. */
         say("heapstore: %s: not delivered; the sender did not finish within "

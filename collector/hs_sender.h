@@ -30,7 +30,10 @@ void hs__sender_activate(void);
 /* 1 while the thread will still drain rings. */
 int hs__sender_alive(void);
 /* The end of the run: drain, send BYE with bye_flags (HS_BYE_*), wait at most
- * HEAPSTORE_EXIT_FLUSH_MS for delivery. Reports undelivered data on stderr. */
+ * HEAPSTORE_EXIT_FLUSH_MS for delivery. Reports undelivered data on stderr.
+ * When the thread has not run yet, the caller (unless it interrupted
+ * collector code) does the last round and the delivery itself instead of
+ * waiting for the thread to be scheduled. Under the caller's guard. */
 void hs__sender_finish(unsigned bye_flags);
 /* Fork child: forget the parent's queue, socket and thread. */
 void hs__sender_reset_child(void);
