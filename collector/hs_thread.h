@@ -302,8 +302,10 @@ static inline const hs_rec *hs__span_rec(const hs_ring_span *s, uint64_t i)
 }
 
 /* The doorbell. The consumer sleeps in hs__consumer_wait; a producer whose
- * ring passes half full, or is full, rings it with hs__consumer_wake (a load
- * and a branch while the consumer is awake). A full ring waits while the
+ * ring passes half full, or is full, rings it with hs__consumer_wake (a
+ * counted ring: one atomic add, then a system call only while the consumer
+ * sleeps; once per HS_RING_CAP / 2 records at most, off the sampled path's
+ * common case). A full ring waits while the
  * consumer is alive and its heartbeat moves (hs__ring_push). The consumer
  * marks itself alive while it will drain, and beats as it makes progress.
  * Nothing here knows what the consumer does with the records. */
