@@ -1,7 +1,9 @@
 /* hs_collector: the collector's life, and the state every module shares.
  *
  * libheapstore.so is preloaded into a program; hs_hooks.c interposes the
- * allocator entry points and owns the process-wide state declared here: the
+ * allocator entry points and writes the process-wide state declared here
+ * (defined in hs_state.c, below every other module, so that reading it
+ * depends on no layer above): the
  * settings (read once, at the first hook call or at load), the identity of
  * the run (a random 128-bit id, its parent's id after fork or exec, its start
  * time), the counters of dropped data, and the switch that turns recording

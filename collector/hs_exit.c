@@ -10,6 +10,8 @@
  *
  * The caller only waits, on a futex, for the sender thread to finish: no
  * lock, no allocation, no stdio, so that a signal handler may call _exit.
+ * (When the sender thread has not run yet, a caller that did not interrupt
+ * collector code does its last round itself: see hs__sender_finish.)
  * The wait is bounded (HEAPSTORE_EXIT_FLUSH_MS plus a second) even when the
  * sender cannot make progress. Callers that must not end the run:
  * - a vfork child, or a clone that skipped the atfork handlers: it shares or

@@ -56,11 +56,6 @@
 
 #define HS_EXPORT __attribute__((visibility("default")))
 
-hs_config hs__cfg;
-hs_run hs__run;
-atomic_int hs__recording;
-_Atomic uint64_t hs__drops[HS_DROP_KIND_MAX + 1];
-
 /* ---- the bootstrap arena ---- */
 
 #define BOOT_CHUNKS 40
@@ -399,12 +394,9 @@ static void exact_choose(void)
         mode = EX_GLIBC;
 #endif
     atomic_store_explicit(&ex_mode, mode, memory_order_relaxed);
-}
-
-int hs__exact_how(void)
-{
-    int m = atomic_load_explicit(&ex_mode, memory_order_relaxed);
-    return m == EX_GLIBC ? 1 : m == EX_CALL ? 2 : 0;
+    hs__exact_set_how(mode == EX_GLIBC  ? HS_EXACT_GLIBC
+                      : mode == EX_CALL ? HS_EXACT_CALLED
+                                        : HS_EXACT_OFF);
 }
 
 /* ---- life of the collector ---- */
@@ -568,6 +560,10 @@ static void become_child(hs_tls *t)
     hs__sender_reset_child();
 }
 
+static void py_alloc_slow(void *p, size_t n);
+static int py_free_forget(void *p, hs_live *l);
+static void py_put_back(void *p, const hs_live *l);
+
 /* Sets the collector up, recording from then on. It may run inside the
  * program's first allocation (early_start), and so inside any C library
  * function that allocates while holding a lock of its own: setenv's (the
@@ -592,6 +588,7 @@ static void init(void)
     hs__stacks_init(r[1], r[2]);
     hs__sampler_init(hs__cfg.sample_bytes, hs__cfg.seed);
     if (hs__threads_init() != 0) goto done;
+    hs__pymem_init(&(hs_pymem_hooks){py_alloc_slow, py_free_forget, py_put_back});
     new_run_id();
     take_given_run_id();
     hs__run.pid = getpid();
@@ -841,14 +838,14 @@ static void put_back(hs_tls *t, void *p, const hs_live *l)
 
 /* ---- for the Python allocator's wrappers (hs_pymem.c) ---- */
 
-void hs__alloc_slow(void *p, size_t n)
+static void py_alloc_slow(void *p, size_t n)
 {
     int e = errno;
     alloc_slow_h(p, n, 0);
     errno = e;
 }
 
-int hs__free_forget(void *p, hs_live *l)
+static int py_free_forget(void *p, hs_live *l)
 {
     hs_tls *t = &hs__tls;
     if (!p || is_boot(p) || t->state == HS_T_INTERNAL) return 0;
@@ -859,7 +856,7 @@ int hs__free_forget(void *p, hs_live *l)
     return was;
 }
 
-void hs__live_put_back(void *p, const hs_live *l)
+static void py_put_back(void *p, const hs_live *l)
 {
     int e = errno;
     put_back(&hs__tls, p, l);

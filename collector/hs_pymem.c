@@ -1,6 +1,7 @@
 /* hs_pymem: wrappers of Python's object allocator (see hs_pymem.h). */
 #include "hs_pymem.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -30,6 +31,8 @@ typedef void (*set_fn)(int domain, py_alloc *in);
  * again: index 0 is PYMEM_DOMAIN_MEM, 1 PYMEM_DOMAIN_OBJ. */
 static py_alloc orig[2];
 static _Atomic int state;
+/* The malloc hooks' slow paths (hs__pymem_init). */
+static hs_pymem_hooks hooks;
 
 /* The word that turns non-zero when the interpreter's teardown begins; once
  * seen, the wrappers look at a zero of ours instead. */
@@ -58,7 +61,7 @@ static inline void fin_check(void)
 __attribute__((noinline, cold)) static void sampled(void *p, size_t n)
 {
     fin_check();
-    hs__alloc_slow(p, n);
+    hooks.alloc_slow(p, n);
 }
 
 /* After the original allocated n bytes at p: c and s are the thread's
@@ -82,7 +85,7 @@ static inline int fin_pending(void)
 __attribute__((noinline, cold)) static void free_slow(int d, void *ctx, void *p)
 {
     hs_live l;
-    if (hs__liveset_maybe(p)) hs__free_forget(p, &l);
+    if (hs__liveset_maybe(p)) hooks.free_forget(p, &l);
     fin_check();
     orig[d].free(ctx, p);
 }
@@ -90,7 +93,7 @@ __attribute__((noinline, cold)) static void free_slow(int d, void *ctx, void *p)
 __attribute__((noinline, cold)) static void *realloc_slow(int d, void *ctx, void *p, size_t n)
 {
     hs_live l;
-    int was = hs__liveset_maybe(p) ? hs__free_forget(p, &l) : 0;
+    int was = hs__liveset_maybe(p) ? hooks.free_forget(p, &l) : 0;
     fin_check();
     hs_tls *t = &hs__tls;
     uint64_t c = t->countdown;
@@ -99,7 +102,7 @@ __attribute__((noinline, cold)) static void *realloc_slow(int d, void *ctx, void
     void *q = orig[d].realloc(ctx, p, n);
     if (!q) {
         hs_py_gil_held = 0;
-        if (was) hs__live_put_back(p, &l);
+        if (was) hooks.put_back(p, &l);
         return q;
     }
     account(t, c, s, q, n);
@@ -244,7 +247,7 @@ static py_cmdline read_cmdline(void)
     return c;
 }
 
-void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialized)
+static void attach(void *get, void *set, uintptr_t finalizing, int initialized)
 {
     if (atomic_load_explicit(&state, memory_order_relaxed) == HS_PYMEM_WRAPPED) return;
     /* PYTHONMALLOC (any value) makes the interpreter install allocators of
@@ -281,4 +284,12 @@ void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialize
     st(DOMAIN_MEM, &w0);
     st(DOMAIN_OBJ, &w1);
     atomic_store_explicit(&state, HS_PYMEM_WRAPPED, memory_order_relaxed);
+    hs__exact_flag(HS_EXACT_F_NO_SMALL);
+}
+
+void hs__pymem_init(const hs_pymem_hooks *h)
+{
+    assert(h->alloc_slow && h->free_forget && h->put_back);
+    hooks = *h;
+    hs_py_on_found(attach);
 }

@@ -50,12 +50,24 @@
 
 #include "hs_liveset.h"
 
-/* Wraps the interpreter's allocators once per process. get and set are its
- * PyMem_GetAllocator and PyMem_SetAllocator; finalizing is the address of
- * _PyRuntime's finalizing word. initialized says the runtime has begun
- * initialising (then nothing is installed and hs__pymem_state says so).
- * Called by hs_py_scan, under the scan lock and the re-entry guard. */
-void hs__pymem_attach(void *get, void *set, uintptr_t finalizing, int initialized);
+/* The malloc hooks' slow paths the wrappers call (hs_hooks.c hands them
+ * over, so that this module needs nothing above it by name). */
+typedef struct hs_pymem_hooks {
+    /* The countdown ran out on an allocation of n bytes at p (maybe NULL);
+     * the size histogram does not count it. */
+    void (*alloc_slow)(void *p, size_t n);
+    /* p is about to be freed or moved: records the free of a sampled block;
+     * returns 1 with *l when p was live. */
+    int (*free_forget)(void *p, hs_live *l);
+    /* The move failed: p, forgotten with *l, is live again. */
+    void (*put_back)(void *p, const hs_live *l);
+} hs_pymem_hooks;
+
+/* Once, from the hooks' init, before the first hs_py_scan: keeps h and
+ * registers with hs_python the function that, for each supported
+ * interpreter a scan finds, wraps its allocators (once per process; not
+ * when its runtime has begun initialising: hs__pymem_state says so). */
+void hs__pymem_init(const hs_pymem_hooks *h);
 
 enum hs_pymem_state {
     HS_PYMEM_NONE = 0,     /* no supported interpreter seen */
@@ -63,15 +75,5 @@ enum hs_pymem_state {
     HS_PYMEM_TOO_LATE = 2, /* the runtime was initialised before we found it */
 };
 int hs__pymem_state(void);
-
-/* The malloc hooks' slow paths, for the wrappers (hs_hooks.c). */
-/* The countdown ran out on an allocation of n bytes at p (maybe NULL); the
- * size histogram does not count it. */
-void hs__alloc_slow(void *p, size_t n);
-/* p is about to be freed or moved: records the free of a sampled block;
- * returns 1 with *l when p was live. */
-int hs__free_forget(void *p, hs_live *l);
-/* The move failed: p, forgotten with *l, is live again. */
-void hs__live_put_back(void *p, const hs_live *l);
 
 #endif

@@ -118,6 +118,18 @@ static int use_vm = 1; /* process_vm_readv works; else pread(mem_fd) */
 
 __thread int hs_py_gil_held __attribute__((tls_model("initial-exec")));
 
+static _Atomic(hs_py_found_fn) on_found;
+
+void hs_py_on_found(hs_py_found_fn fn)
+{
+    hs_py_found_fn none = NULL;
+    /* Once: a second registration would be a second wrapper of the same
+     * allocators. */
+    int first = atomic_compare_exchange_strong(&on_found, &none, fn);
+    assert(first || none == fn);
+    (void)first;
+}
+
 /* 0 when all n bytes at src were read. With the GIL held (hs_py_gil_held)
  * the interpreter's objects are consistent and alive: plain loads. */
 static int rd(void *dst, uintptr_t src, size_t n)
@@ -334,8 +346,10 @@ static void add_interp(const char *path, const syms *s)
             pthread_key_t key;
         } tss = {1, 0};
         int started = rd(&tss, ip->runtime + ip->L.tss, sizeof tss) != 0 || tss.init != 0;
-        hs__pymem_attach((void *)s->mem_get, (void *)s->mem_set,
-                         ip->rt_fin && ip->rt_fin < 4096 ? ip->runtime + ip->rt_fin : 0, started);
+        hs_py_found_fn found = atomic_load_explicit(&on_found, memory_order_acquire);
+        if (found)
+            found((void *)s->mem_get, (void *)s->mem_set,
+                  ip->rt_fin && ip->rt_fin < 4096 ? ip->runtime + ip->rt_fin : 0, started);
     }
     atomic_store_explicit(&ninterps, n + 1, memory_order_release);
 }

@@ -55,6 +55,14 @@ static inline int hs_py_is_pc(uint64_t pc)
  * interpreter's memory directly. Never guessed elsewhere. */
 extern __thread int hs_py_gil_held __attribute__((tls_model("initial-exec")));
 
+/* What a scan calls when it finds a supported interpreter: its
+ * PyMem_GetAllocator and PyMem_SetAllocator, the address of _PyRuntime's
+ * finalizing word (or 0), and whether its runtime has begun initialising.
+ * Set once, before the first scan, by the layer above that wraps the
+ * interpreter's allocators (hs_pymem.c), which this module never calls by
+ * name. Called under the scan lock and the re-entry guard. */
+typedef void (*hs_py_found_fn)(void *get, void *set, uintptr_t finalizing, int initialized);
+void hs_py_on_found(hs_py_found_fn fn);
 /* Looks for interpreters among the loaded objects not seen yet. Takes the
  * loader's lock and allocates (libelf): call it from the constructor and from
  * the sender when objects were added, never from a hook. */

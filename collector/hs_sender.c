@@ -1,6 +1,8 @@
 /* hs_sender: the sender thread, its frame queue and the transports (see hs_sender.h). */
 #include "hs_sender.h"
 
+#include <assert.h>
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -12,11 +14,12 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <linux/futex.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,7 +29,6 @@
 #include "hs_liveset.h"
 #include "hs_mem.h"
 #include "hs_proc.h"
-#include "hs_pymem.h"
 #include "hs_python.h"
 #include "hs_stacks.h"
 #include "hs_symbolize.h"
@@ -58,18 +60,18 @@ typedef struct pcset {
 } pcset;
 
 enum { NET_CLOSED, NET_CONNECTING, NET_OPEN };
-
-_Atomic uint64_t hs__sender_heartbeat;
+/* Who runs the rounds: the sender thread, or the thread ending the run when
+ * that one has not run yet (take_over). Decided once per run. */
+enum { OWNER_NONE, OWNER_THREAD, OWNER_ENDER };
 
 static struct {
     pthread_t thread;
-    atomic_int running;  /* the thread exists and drains */
-    atomic_int stopping; /* finish() asked for the end */
-    atomic_int done;     /* the thread finished the flush */
-    atomic_int sleeping;
+    atomic_int running;   /* the thread exists and drains */
+    atomic_int stopping;  /* finish() asked for the end */
+    atomic_int done;      /* the thread finished the flush */
     atomic_int activate;  /* a sample was taken: open the output */
     atomic_int finishing; /* a caller of finish() is ending the run */
-    int wake_fd;
+    atomic_int owner;     /* OWNER_* */
     unsigned bye_flags;
 
     /* frame queue: head is the oldest unacknowledged frame's chunk */
@@ -108,7 +110,7 @@ static struct {
     uint64_t drops_sent[HS_DROP_KIND_MAX + 1];
     int bye_queued;
     hs_proc_info *info;
-} S = {.fd = -1, .wake_fd = -1, .statm_fd = -1, .next_seq = 1};
+} S = {.fd = -1, .statm_fd = -1, .next_seq = 1};
 
 /* One line to stderr, without stdio's buffers or locks (the program may be
  * exiting, or hold them). Long lines are cut. */
@@ -283,7 +285,7 @@ static void send_stacks(void)
             uint64_t pc = r->pcs[i];
             if (!pcset_add(&S.pcs, pc)) continue;
             hs_symbol sy;
-            atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
+            hs__consumer_beat();
             /* Python's names come from the interpreter; a native frame is
              * its module and offset, named by the server */
             if (hs_py_is_pc(pc))
@@ -328,14 +330,14 @@ static void count_dropped(const hs_rec *rec)
     }
 }
 
-static void ring_cb(hs_ring *r, uint64_t tail, uint64_t head, void *data)
+/* One ring's records, as EVENTS frames (or counted as dropped). */
+static void send_span(const hs_ring_span *sp)
 {
-    (void)data;
     int drop = S.refused || S.gave_up || S.bytes > hs__cfg.buffer_bytes;
     int open = 0;
     uint64_t prev = 0;
-    for (uint64_t i = tail; i != head; i++) {
-        const hs_rec *rec = &r->recs[i & (HS_RING_CAP - 1)];
+    for (uint64_t i = sp->tail; i != sp->head; i++) {
+        const hs_rec *rec = hs__span_rec(sp, i);
         if (drop || (!open && fr_begin(HS_FRAME_EVENTS))) {
             count_dropped(rec);
             continue;
@@ -359,6 +361,15 @@ static void ring_cb(hs_ring *r, uint64_t tail, uint64_t head, void *data)
         }
     }
     if (open) fr_end();
+}
+
+/* Every ring's records up to the snapshot. */
+static void send_events(void)
+{
+    hs_ring_span sp;
+    hs__rings_drain_begin();
+    while (hs__rings_drain_next(&sp)) send_span(&sp);
+    hs__rings_drain_end();
 }
 
 static void sample_process(uint64_t now)
@@ -429,8 +440,7 @@ static void send_exact(uint64_t now, int final)
     x.max_t_ns = rel_of(x.max_t_ns);
     x.peak_t_ns = rel_of(x.peak_t_ns);
     if (!x.t_ns) x.t_ns = 1;
-    x.flags = (how == 2 ? HS_EXACT_F_CALLED : 0) |
-              (hs__pymem_state() == HS_PYMEM_WRAPPED ? HS_EXACT_F_NO_SMALL : 0);
+    x.flags = hs__exact_flags();
     if (!final && x.live_bytes == S.exact_sent.live_bytes && x.allocs == S.exact_sent.allocs &&
         x.frees == S.exact_sent.frees && x.max_bytes == x.live_bytes)
         return; /* nothing moved (the window is read again next time) */
@@ -475,7 +485,7 @@ static void cycle(uint64_t now, int final)
     }
     hs__rings_snapshot();
     send_stacks();
-    hs__rings_drain(ring_cb, NULL);
+    send_events();
     if (final || S.nps >= MAX_PROCESS / 2 || (S.nps && now >= S.next_stats_ns)) send_process();
     if (final || now >= S.next_stats_ns) {
         send_stats(final);
@@ -588,8 +598,55 @@ static void open_file(void)
     net_opened();
 }
 
+/* A literal address (the usual 127.0.0.1 or ::1) and a numeric port: no
+ * resolver, whose set-up cost 0.1-0.2 ms at the end of every process. 1
+ * with *sa and *len. */
+static int literal_addr(struct sockaddr_storage *sa, socklen_t *len)
+{
+    char *end;
+    unsigned long port = strtoul(hs__cfg.port, &end, 10);
+    if (!hs__cfg.port[0] || *end || port > 65535) return 0;
+    memset(sa, 0, sizeof *sa);
+    struct sockaddr_in *v4 = (struct sockaddr_in *)sa;
+    struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)sa;
+    if (inet_pton(AF_INET, hs__cfg.host, &v4->sin_addr) == 1) {
+        v4->sin_family = AF_INET;
+        v4->sin_port = htons((uint16_t)port);
+        *len = sizeof *v4;
+        return 1;
+    }
+    if (inet_pton(AF_INET6, hs__cfg.host, &v6->sin6_addr) == 1) {
+        v6->sin6_family = AF_INET6;
+        v6->sin6_port = htons((uint16_t)port);
+        *len = sizeof *v6;
+        return 1;
+    }
+    return 0;
+}
+
+/* A non-blocking connection under way to addr: 1, or 0 (errno kept). */
+static int try_connect(const struct sockaddr *addr, socklen_t len)
+{
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    if (connect(fd, addr, len) == 0 || errno == EINPROGRESS) {
+        S.fd = fd;
+        S.net = NET_CONNECTING;
+        return 1;
+    }
+    S.last_errno = errno;
+    close(fd);
+    return 0;
+}
+
 static void open_tcp(void)
 {
+    struct sockaddr_storage sa;
+    socklen_t len;
+    if (literal_addr(&sa, &len)) {
+        if (!try_connect((const struct sockaddr *)&sa, len)) net_close();
+        return;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
     int rc = getaddrinfo(hs__cfg.host, hs__cfg.port, &hints, &ai);
@@ -598,16 +655,7 @@ static void open_tcp(void)
         net_close();
         return;
     }
-    for (struct addrinfo *a = ai; a; a = a->ai_next) {
-        int fd = socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-        if (fd < 0) continue;
-        if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS) {
-            S.fd = fd;
-            S.net = NET_CONNECTING;
-            break;
-        }
-        S.last_errno = errno;
-        close(fd);
+    for (struct addrinfo *a = ai; a && !try_connect(a->ai_addr, a->ai_addrlen); a = a->ai_next) {
     }
     freeaddrinfo(ai);
     if (S.fd < 0) net_close();
@@ -651,65 +699,109 @@ static void handle_server_frames(void)
     S.rlen -= off;
 }
 
-/* Moves bytes without blocking; returns once the socket would block. */
-static void pump(void)
+/* Opens the output, or finishes a connection under way: 1 once it is open. */
+static int pump_open(void)
 {
-    if (S.refused || S.gave_up) return;
     if (S.fd < 0) {
-        if (hs_now_ns() < S.next_try_ns) return;
+        if (hs_now_ns() < S.next_try_ns) return 0;
         if (hs__cfg.target == HS_TARGET_FILE)
             open_file();
         else
             open_tcp();
-        if (S.fd < 0) return;
+        if (S.fd < 0) return 0;
     }
-    if (S.net == NET_CONNECTING) {
-        struct pollfd p = {S.fd, POLLOUT, 0};
-        if (poll(&p, 1, 0) <= 0) return;
-        int err = 0;
-        socklen_t l = sizeof err;
-        getsockopt(S.fd, SOL_SOCKET, SO_ERROR, &err, &l);
-        if (err) {
-            S.last_errno = err;
+    if (S.net != NET_CONNECTING) return 1;
+    struct pollfd p = {S.fd, POLLOUT, 0};
+    if (poll(&p, 1, 0) <= 0) return 0;
+    int err = 0;
+    socklen_t l = sizeof err;
+    getsockopt(S.fd, SOL_SOCKET, SO_ERROR, &err, &l);
+    if (err) {
+        S.last_errno = err;
+        net_close();
+        return 0;
+    }
+    int one = 1;
+    setsockopt(S.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    net_opened();
+    return 1;
+}
+
+/* The next bytes to write: HELLO's rest, a symbol upload's frame (whole,
+ * and only once the run's own frames are all out: hs_symup.h), or the
+ * queue's. 0 when nothing is left; *up says an upload's. */
+static int next_out(const uint8_t **p, size_t *n, int *up)
+{
+    *up = 0;
+    if (S.hello_off < S.hello_len) {
+        *p = S.hello + S.hello_off;
+        *n = S.hello_len - S.hello_off;
+        return 1;
+    }
+    while (S.cur && S.cur_off == S.cur->len && S.cur->next) {
+        S.cur = S.cur->next;
+        S.cur_off = 0;
+    }
+    int idle = !S.cur || S.cur_off == S.cur->len;
+    if (hs__cfg.target != HS_TARGET_FILE && (*up = hs__symup_out(p, n, idle))) return 1;
+    if (!S.cur || S.cur_off >= S.cur->len) return 0;
+    *p = S.cur->data + S.cur_off;
+    *n = S.cur->len - S.cur_off;
+    return 1;
+}
+
+/* HELLO's rest and the queue's first chunk in one write: the server then
+ * reads the run's first frames with its HELLO and stores them in HELLO's
+ * transaction, one commit and one ACK where two writes often cost two (at
+ * every exit of a short process, which connects only then). The number of
+ * bytes written, as send's. */
+static ssize_t send_hello_and_frames(void)
+{
+    while (S.cur && S.cur_off == S.cur->len && S.cur->next) {
+        S.cur = S.cur->next;
+        S.cur_off = 0;
+    }
+    struct iovec iov[2] = {{S.hello + S.hello_off, S.hello_len - S.hello_off}, {NULL, 0}};
+    if (S.cur && S.cur_off < S.cur->len)
+        iov[1] = (struct iovec){S.cur->data + S.cur_off, S.cur->len - S.cur_off};
+    struct msghdr m = {.msg_iov = iov, .msg_iovlen = iov[1].iov_len ? 2 : 1};
+    ssize_t w = sendmsg(S.fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w <= 0) return w;
+    size_t h = (size_t)w < iov[0].iov_len ? (size_t)w : iov[0].iov_len;
+    S.hello_off += h;
+    S.cur_off += (size_t)w - h;
+    assert(S.hello_off <= S.hello_len && (!S.cur || S.cur_off <= S.cur->len));
+    return w;
+}
+
+/* Writes until everything is out or the socket would block. 0, or -1 when
+ * the output failed (closed, or given up for a file). */
+static int pump_write(int file)
+{
+    const uint8_t *p;
+    size_t n;
+    int up;
+    while (next_out(&p, &n, &up)) {
+        int hello = S.hello_off < S.hello_len;
+        if (hello && !file) {
+            ssize_t w = send_hello_and_frames();
+            if (w >= 0) continue;
+            if (errno == EINTR) continue;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+            S.last_errno = errno;
             net_close();
-            return;
-        }
-        int one = 1;
-        setsockopt(S.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        net_opened();
-    }
-    int file = hs__cfg.target == HS_TARGET_FILE;
-    for (;;) {
-        const uint8_t *p;
-        size_t n;
-        /* a symbol upload's frame goes out whole, and only when the run's
-         * own frames are all out (hs_symup.h) */
-        int up = 0, idle = !S.cur || (S.cur_off == S.cur->len && !S.cur->next);
-        if (S.hello_off < S.hello_len) {
-            p = S.hello + S.hello_off;
-            n = S.hello_len - S.hello_off;
-        } else if (!file && (up = hs__symup_out(&p, &n, idle))) {
-        } else if (S.cur && S.cur_off < S.cur->len) {
-            p = S.cur->data + S.cur_off;
-            n = S.cur->len - S.cur_off;
-        } else if (S.cur && S.cur->next) {
-            S.cur = S.cur->next;
-            S.cur_off = 0;
-            continue;
-        } else {
-            break;
+            return -1;
         }
         ssize_t w = file ? write(S.fd, p, n) : send(S.fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR) continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
             S.last_errno = errno;
-            if (file) {
+            if (file)
                 S.gave_up = 1;
-                return;
-            }
-            net_close();
-            return;
+            else
+                net_close();
+            return -1;
         }
         if (S.hello_off < S.hello_len)
             S.hello_off += (size_t)w;
@@ -718,10 +810,12 @@ static void pump(void)
         else
             S.cur_off += (size_t)w;
     }
-    if (file) {
-        queue_release_written();
-        return;
-    }
+    return 0;
+}
+
+/* Reads and handles the server's frames until the socket would block. */
+static void pump_read(void)
+{
     for (;;) {
         ssize_t r = recv(S.fd, S.rbuf + S.rlen, sizeof S.rbuf - S.rlen, MSG_DONTWAIT);
         if (r > 0) {
@@ -749,6 +843,18 @@ static void pump(void)
     }
 }
 
+/* Moves bytes without blocking; returns once the socket would block. */
+static void pump(void)
+{
+    if (S.refused || S.gave_up || !pump_open()) return;
+    int file = hs__cfg.target == HS_TARGET_FILE;
+    if (pump_write(file) != 0) return;
+    if (file)
+        queue_release_written();
+    else
+        pump_read();
+}
+
 /* Everything is delivered: written (file) or acknowledged (tcp). Frames
  * the server acknowledged stay delivered when it then closes the
  * connection (as it does after BYE): the ACK and the end of the stream
@@ -763,43 +869,27 @@ static int delivered(void)
 
 static void wait_events(int timeout_ms)
 {
-    struct pollfd p[2] = {{S.wake_fd, POLLIN, 0}, {S.fd, 0, 0}};
-    int n = 1;
-    if (S.fd >= 0 && hs__cfg.target == HS_TARGET_TCP) {
-        p[1].events = POLLIN;
+    struct pollfd p = {S.fd, 0, 0};
+    int net = S.fd >= 0 && hs__cfg.target == HS_TARGET_TCP;
+    if (net) {
+        p.events = POLLIN;
         if (S.net == NET_CONNECTING || (S.cur && S.cur_off < S.cur->len) ||
             S.hello_off < S.hello_len || hs__symup_busy())
-            p[1].events |= POLLOUT;
-        n = 2;
+            p.events |= POLLOUT;
     }
-    atomic_store(&S.sleeping, 1);
-    poll(p, (nfds_t)n, timeout_ms);
-    atomic_store(&S.sleeping, 0);
-    if (p[0].revents & POLLIN) {
-        uint64_t v;
-        if (read(S.wake_fd, &v, sizeof v) < 0) {
-        }
-    }
+    hs__consumer_wait(net ? &p : NULL, timeout_ms);
 }
 
-static void *sender_main(void *arg)
+/* Rounds until the end of the run is asked for, the last one included. */
+static void rounds(void)
 {
-    (void)arg;
-    hs_tls *t = &hs__tls;
-    t->state = HS_T_INTERNAL;
-    hs__exact_park(t);
-    t->guard = 1;
-    t->countdown = 0;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL);
-
     uint64_t started = hs_now_ns();
     for (;;) {
         uint64_t now = hs_now_ns();
         int stopping = atomic_load(&S.stopping);
-        atomic_fetch_add_explicit(&hs__sender_heartbeat, 1, memory_order_relaxed);
-        if (!S.active && (stopping || atomic_load(&S.activate) || now - started > ACTIVATE_NS))
+        hs__consumer_beat();
+        if (!S.active && (stopping || atomic_load(&S.activate) || hs__consumer_rung() ||
+                          now - started > ACTIVATE_NS))
             S.active = 1;
         if (S.active) {
             hs__busy_enter(&hs__sender_busy);
@@ -812,8 +902,11 @@ static void *sender_main(void *arg)
         if (hs__cfg.rss_ms && hs__cfg.rss_ms < wait) wait = hs__cfg.rss_ms;
         wait_events((int)wait);
     }
+}
 
-    /* The end: deliver within the flush bound, then stop draining. */
+/* The end: deliver within the flush bound, then stop draining. */
+static void deliver(void)
+{
     hs__symup_final();
     uint64_t deadline = hs_now_ns() + hs__cfg.exit_flush_ms * 1000000ull;
     int attempts = 0;
@@ -831,19 +924,61 @@ static void *sender_main(void *arg)
         wait_events(left > 50 ? 50 : (int)left + 1);
     }
     if (!delivered()) S.undelivered_frames = S.next_seq - (S.acked_seq ? S.acked_seq : 1);
+    hs__consumer_set_alive(0);
     atomic_store(&S.running, 0);
     atomic_store(&S.done, 1);
     syscall(SYS_futex, (int *)&S.done, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static void *sender_main(void *arg)
+{
+    (void)arg;
+    int none = OWNER_NONE;
+    /* The run ended before this thread first ran: ended by its ender. */
+    if (!atomic_compare_exchange_strong(&S.owner, &none, OWNER_THREAD)) return NULL;
+    hs_tls *t = &hs__tls;
+    t->state = HS_T_INTERNAL;
+    hs__exact_park(t);
+    t->guard = 1;
+    t->countdown = 0;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+    rounds();
+    deliver();
     return NULL;
+}
+
+/* The thread ending the run does the sender's last round and delivery
+ * itself when the sender thread has not run yet: a short process on a
+ * busy machine often ends before its new thread is first scheduled (2-3 ms
+ * later, measured), and waiting for it was most of the cost of its end.
+ * Not when the caller interrupted collector code (a signal handler's
+ * _exit: its guard is nested), which may hold the locks a round takes; it
+ * waits for the thread then, as before. Signals wait until it is done, as
+ * they do on the sender thread. 1 when it took over. */
+static int take_over(void)
+{
+    assert(hs__tls.guard > 0); /* hs__run_end's */
+    if (hs__tls.guard != 1) return 0;
+    int none = OWNER_NONE;
+    if (!atomic_compare_exchange_strong(&S.owner, &none, OWNER_ENDER)) return 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    rounds(); /* one: stopping is set */
+    deliver();
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return 1;
 }
 
 int hs__sender_start(void)
 {
     if (atomic_load(&S.running)) return 0;
-    if (S.wake_fd < 0) S.wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (S.wake_fd < 0) return HS_EIO;
+    if (hs__consumer_open() != 0) return HS_EIO;
     atomic_store(&S.done, 0);
     atomic_store(&S.running, 1);
+    hs__consumer_set_alive(1);
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -851,6 +986,7 @@ int hs__sender_start(void)
     int rc = pthread_create(&S.thread, &attr, sender_main, NULL);
     pthread_attr_destroy(&attr);
     if (rc != 0) {
+        hs__consumer_set_alive(0);
         atomic_store(&S.running, 0);
         return HS_ENOMEM;
     }
@@ -861,16 +997,6 @@ void hs__sender_activate(void)
 {
     if (!atomic_load_explicit(&S.activate, memory_order_relaxed))
         atomic_store_explicit(&S.activate, 1, memory_order_relaxed);
-}
-
-void hs__sender_wake(void)
-{
-    hs__sender_activate();
-    if (atomic_load_explicit(&S.sleeping, memory_order_relaxed) && S.wake_fd >= 0) {
-        uint64_t one = 1;
-        if (write(S.wake_fd, &one, sizeof one) < 0) {
-        }
-    }
 }
 
 int hs__sender_alive(void)
@@ -911,10 +1037,10 @@ void hs__sender_finish(unsigned bye_flags)
         return;
     }
     atomic_store(&S.stopping, 1);
-    uint64_t one = 1;
-    if (write(S.wake_fd, &one, sizeof one) < 0) {
+    if (!take_over()) {
+        hs__consumer_kick();
+        wait_done(deadline);
     }
-    wait_done(deadline);
     if (!atomic_load(&S.done)) {
         /* Say so rather than leave the run's end unexplained. */
         say("heapstore: %s: not delivered; the sender did not finish within "
@@ -951,16 +1077,14 @@ void hs__sender_reset_child(void)
         c = n;
     }
     if (S.fd >= 0) close(S.fd);
-    if (S.wake_fd >= 0) close(S.wake_fd);
     if (S.statm_fd >= 0) close(S.statm_fd);
     if (S.pcs.slot) hs_mem_unmap(S.pcs.slot, (S.pcs.mask + 1) * sizeof(uint64_t));
     hs_proc_info *info = S.info;
     chunk *spare = S.spare;
     /* Which pcs were sent is per run. */
     memset(&S, 0, sizeof S);
-    S.fd = S.wake_fd = S.statm_fd = -1;
+    S.fd = S.statm_fd = -1;
     S.next_seq = 1;
     S.info = info;
     S.spare = spare;
-    atomic_store(&hs__sender_heartbeat, 0);
 }

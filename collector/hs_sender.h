@@ -9,9 +9,10 @@
  * The queue is bounded by HEAPSTORE_BUFFER_MB: past it, EVENTS are dropped
  * and counted (DROPS), never MAPPINGS, SYMBOLS or STACKS. For file:// frames
  * are written and forgotten. The program's threads only append to their rings
- * and, rarely, wake the thread through an eventfd; they never wait for the
- * network. The output is opened lazily, at the first sample, at exit, or
- * 100 ms into the run, so a fork child that execs at once leaves no trace.
+ * and, rarely, ring the rings' doorbell (hs_thread.h), on which this thread
+ * sleeps; they never wait for the network, and never call this module.
+ * The output is opened lazily, at the first sample, at exit, or 100 ms into
+ * the run, so a fork child that execs at once leaves no trace.
  * The server's requests for a module's symbol tables (SYMREQ) are handed to
  * hs_symup, whose frames go out between the run's own when those are all
  * sent (hs_symup.h).
@@ -22,19 +23,17 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-/* Moves whenever the thread makes progress (a round, a symbol). */
-extern _Atomic uint64_t hs__sender_heartbeat;
-
 /* Starts the thread if it is not running. 0 or a negative HS_E code. */
 int hs__sender_start(void);
-/* Asks the thread to drain soon (a rings is half full). Cheap when awake. */
-void hs__sender_wake(void);
 /* A sample was taken: open the output at the next round (no system call). */
 void hs__sender_activate(void);
 /* 1 while the thread will still drain rings. */
 int hs__sender_alive(void);
 /* The end of the run: drain, send BYE with bye_flags (HS_BYE_*), wait at most
- * HEAPSTORE_EXIT_FLUSH_MS for delivery. Reports undelivered data on stderr. */
+ * HEAPSTORE_EXIT_FLUSH_MS for delivery. Reports undelivered data on stderr.
+ * When the thread has not run yet, the caller (unless it interrupted
+ * collector code) does the last round and the delivery itself instead of
+ * waiting for the thread to be scheduled. Under the caller's guard. */
 void hs__sender_finish(unsigned bye_flags);
 /* Fork child: forget the parent's queue, socket and thread. */
 void hs__sender_reset_child(void);

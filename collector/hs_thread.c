@@ -1,14 +1,15 @@
 /* hs_thread: TLS, sampler draws, rings and their registry (see hs_thread.h). */
 #include "hs_thread.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "hs_error.h"
-#include "hs_sender.h"
 
 __thread hs_tls hs__tls __attribute__((tls_model("initial-exec")));
 
@@ -21,6 +22,18 @@ static atomic_uint_fast64_t seed_seq;
 
 static hs_lock reg_lock;
 static hs_ring *reg_head;
+/* The drain in progress (consumer only): the span handed out last. */
+static struct {
+    int on;
+    hs_ring *at;
+} drain;
+/* The doorbell (hs_thread.h). fd is written before the consumer starts and
+ * closed only in a fork child. */
+static struct {
+    int fd;
+    _Atomic int sleeping, alive;
+    _Atomic uint64_t beat, rung;
+} bell = {.fd = -1};
 static pthread_key_t exit_key;
 static _Atomic uint64_t dead_n[HS_HIST_BUCKETS], dead_b[HS_HIST_BUCKETS];
 
@@ -230,6 +243,32 @@ void hs__exact_publish(hs_tls *t)
         exact_high(v, hs__event_now(t));
 }
 
+static _Atomic int exact_how;
+static _Atomic unsigned exact_flags;
+
+void hs__exact_set_how(int how)
+{
+    assert(how == HS_EXACT_OFF || how == HS_EXACT_GLIBC || how == HS_EXACT_CALLED);
+    atomic_store_explicit(&exact_how, how, memory_order_relaxed);
+}
+
+int hs__exact_how(void)
+{
+    return atomic_load_explicit(&exact_how, memory_order_relaxed);
+}
+
+void hs__exact_flag(unsigned f)
+{
+    assert((f & ~(HS_EXACT_F_CALLED | HS_EXACT_F_NO_SMALL)) == 0);
+    atomic_fetch_or_explicit(&exact_flags, f, memory_order_relaxed);
+}
+
+unsigned hs__exact_flags(void)
+{
+    return atomic_load_explicit(&exact_flags, memory_order_relaxed) |
+           (hs__exact_how() == HS_EXACT_CALLED ? HS_EXACT_F_CALLED : 0);
+}
+
 void hs__exact_park(hs_tls *t)
 {
     t->ex_pending = PARKED;
@@ -394,8 +433,8 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
          * event. */
         if (r->stuck && tail == r->stuck_tail) return HS_ENOSPC;
         r->stuck = 0;
-        hs__sender_wake();
-        uint64_t beat = atomic_load_explicit(&hs__sender_heartbeat, memory_order_relaxed);
+        hs__consumer_wake();
+        uint64_t beat = atomic_load_explicit(&bell.beat, memory_order_relaxed);
         uint64_t start = hs_now_ns(), last = start;
         for (int i = 0;; i++) {
             if (i < 50)
@@ -405,23 +444,24 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
             tail = atomic_load_explicit(&r->tail, memory_order_acquire);
             if (h - tail < HS_RING_CAP) break;
             uint64_t now = hs_now_ns();
-            uint64_t b = atomic_load_explicit(&hs__sender_heartbeat, memory_order_relaxed);
+            uint64_t b = atomic_load_explicit(&bell.beat, memory_order_relaxed);
             if (b != beat) {
                 beat = b;
                 last = now;
             }
-            if (!hs__sender_alive() || now - last > 3000000000ull || now - start > 10000000000ull) {
+            if (!hs__consumer_alive() || now - last > 3000000000ull ||
+                now - start > 10000000000ull) {
                 r->stuck = 1;
                 r->stuck_tail = tail;
                 return HS_ENOSPC;
             }
-            if ((i & 63) == 63) hs__sender_wake();
+            if ((i & 63) == 63) hs__consumer_wake();
         }
     }
     assert(h - tail < HS_RING_CAP);
     r->recs[h & (HS_RING_CAP - 1)] = *rec;
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
-    if (h - tail == HS_RING_CAP / 2) hs__sender_wake();
+    if (h - tail == HS_RING_CAP / 2) hs__consumer_wake();
     return 0;
 }
 
@@ -433,18 +473,110 @@ void hs__rings_snapshot(void)
     hs_lock_release(&reg_lock);
 }
 
-void hs__rings_drain(hs_ring_fn fn, void *data)
+/* The room of the span handed out last is free again. */
+static void drain_release(void)
 {
+    hs_ring *r = drain.at;
+    if (!r) return;
+    atomic_store_explicit(&r->tail, r->snap, memory_order_release);
+    drain.at = NULL;
+}
+
+void hs__rings_drain_begin(void)
+{
+    assert(!drain.on);
     hs_lock_acquire(&reg_lock);
-    for (hs_ring *r = reg_head; r; r = r->next) {
+    drain.on = 1;
+    drain.at = NULL;
+}
+
+int hs__rings_drain_next(hs_ring_span *s)
+{
+    assert(drain.on);
+    hs_ring *r = drain.at ? drain.at->next : reg_head;
+    drain_release();
+    for (; r; r = r->next) {
         uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
         uint64_t head = r->snap;
-        if (head - tail > HS_RING_CAP) head = tail; /* a ring created after the snapshot */
+        if (head - tail > HS_RING_CAP) head = r->snap = tail; /* made after the snapshot */
         assert(atomic_load_explicit(&r->head, memory_order_acquire) - head <= HS_RING_CAP);
-        if (head != tail) fn(r, tail, head, data);
-        atomic_store_explicit(&r->tail, head, memory_order_release);
+        if (head == tail) continue;
+        drain.at = r;
+        *s = (hs_ring_span){r, tail, head};
+        return 1;
     }
+    return 0;
+}
+
+void hs__rings_drain_end(void)
+{
+    assert(drain.on);
+    drain_release();
+    drain.on = 0;
     hs_lock_release(&reg_lock);
+}
+
+/* ---- the doorbell ---- */
+
+int hs__consumer_open(void)
+{
+    if (bell.fd < 0) bell.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return bell.fd < 0 ? HS_EIO : 0;
+}
+
+void hs__consumer_set_alive(int alive)
+{
+    assert(!alive || bell.fd >= 0);
+    atomic_store(&bell.alive, alive);
+}
+
+int hs__consumer_alive(void)
+{
+    return atomic_load_explicit(&bell.alive, memory_order_relaxed);
+}
+
+void hs__consumer_beat(void)
+{
+    atomic_fetch_add_explicit(&bell.beat, 1, memory_order_relaxed);
+}
+
+void hs__consumer_kick(void)
+{
+    uint64_t one = 1;
+    if (bell.fd >= 0 && write(bell.fd, &one, sizeof one) < 0) {
+    }
+}
+
+void hs__consumer_wake(void)
+{
+    atomic_fetch_add_explicit(&bell.rung, 1, memory_order_relaxed);
+    if (atomic_load_explicit(&bell.sleeping, memory_order_relaxed)) hs__consumer_kick();
+}
+
+uint64_t hs__consumer_rung(void)
+{
+    return atomic_load_explicit(&bell.rung, memory_order_relaxed);
+}
+
+int hs__consumer_sleeping(void)
+{
+    return atomic_load(&bell.sleeping);
+}
+
+int hs__consumer_wait(struct pollfd *extra, int timeout_ms)
+{
+    assert(bell.fd >= 0);
+    struct pollfd p[2] = {{bell.fd, POLLIN, 0}, {-1, 0, 0}};
+    if (extra) p[1] = *extra;
+    atomic_store(&bell.sleeping, 1);
+    poll(p, extra ? 2 : 1, timeout_ms);
+    atomic_store(&bell.sleeping, 0);
+    if (extra) extra->revents = p[1].revents;
+    if (!(p[0].revents & POLLIN)) return 0;
+    uint64_t v;
+    if (read(bell.fd, &v, sizeof v) < 0) {
+    }
+    return 1;
 }
 
 void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS])
@@ -501,6 +633,14 @@ void hs__threads_reset_child(hs_tls *self)
     }
     reg_head = NULL;
     atomic_store(&reg_lock.v, 0);
+    drain.on = 0;
+    drain.at = NULL;
+    if (bell.fd >= 0) close(bell.fd);
+    bell.fd = -1;
+    atomic_store(&bell.sleeping, 0);
+    atomic_store(&bell.alive, 0);
+    atomic_store(&bell.beat, 0);
+    atomic_store(&bell.rung, 0);
     for (int i = 0; i < HS_HIST_BUCKETS; i++) {
         atomic_store(&dead_n[i], 0);
         atomic_store(&dead_b[i], 0);

@@ -175,9 +175,21 @@ static inline int hs__exact_free(hs_tls *t, uint64_t size)
     return HS_UNLIKELY((uint64_t)(p + HS_EXACT_STEP) > 2 * (uint64_t)HS_EXACT_STEP);
 }
 
-/* How sizes are read (hs_hooks.c): 0 not counted, 1 glibc's chunk header,
- * 2 the allocator's malloc_usable_size. */
+/* How sizes are read: told by the hooks once they know the allocator (and
+ * read by the sender), so that neither reaches into the other. */
+enum hs_exact_how {
+    HS_EXACT_OFF = 0,    /* not counted */
+    HS_EXACT_GLIBC = 1,  /* glibc's chunk header */
+    HS_EXACT_CALLED = 2, /* the allocator's malloc_usable_size */
+};
+void hs__exact_set_how(int how);
 int hs__exact_how(void);
+/* Adds HS_EXACT_F_* flags to every later observation (hs_pymem.c: small
+ * objects seen that the totals leave out). */
+void hs__exact_flag(unsigned f);
+/* The HS_EXACT_F_* flags of an observation: the ones added, and
+ * HS_EXACT_F_CALLED when sizes come from malloc_usable_size. */
+unsigned hs__exact_flags(void);
 /* The sender thread: its own allocations are not counted. */
 void hs__exact_park(hs_tls *t);
 /* Publishes what t holds back (the thread ending the run). */
@@ -263,18 +275,62 @@ int hs__thread_attach(hs_tls *t);
  * returns HS_ENOSPC (counted by the caller). */
 int hs__ring_push(hs_tls *t, const hs_rec *r);
 
-/* Sender side. snapshot records every ring's head; drain then calls fn on the
- * records up to that snapshot, under the registry lock (hold it briefly), and
- * frees their room. Taking the snapshot before reading the new stacks
- * guarantees every stack an event refers to has been seen. Rings of exited
- * threads become reusable once empty. */
-typedef void (*hs_ring_fn)(hs_ring *r, uint64_t tail, uint64_t head, void *data);
+/* The consumer's side: the sender thread, which calls down into the rings;
+ * nothing here calls it.
+ *
+ * Draining. snapshot records every ring's head; then, under the registry
+ * lock (held briefly), drain_begin and drain_next hand out each ring's
+ * records up to that snapshot, one span at a time, and drain_end frees the
+ * room of every span handed out. Taking the snapshot before reading the new
+ * stacks guarantees every stack an event refers to has been seen. Rings of
+ * exited threads become reusable once empty. Invariant: begin, next and end
+ * are called by one thread, in that order, with no other drain between. */
+typedef struct hs_ring_span {
+    const hs_ring *ring;
+    uint64_t tail, head; /* records [tail, head) */
+} hs_ring_span;
 void hs__rings_snapshot(void);
-void hs__rings_drain(hs_ring_fn fn, void *data);
+void hs__rings_drain_begin(void);
+/* The next ring with records below its snapshot: 1 with *s, or 0 at the end.
+ * The previous span's room is freed. */
+int hs__rings_drain_next(hs_ring_span *s);
+void hs__rings_drain_end(void);
+static inline const hs_rec *hs__span_rec(const hs_ring_span *s, uint64_t i)
+{
+    assert(i - s->tail < s->head - s->tail);
+    return &s->ring->recs[i & (HS_RING_CAP - 1)];
+}
+
+/* The doorbell. The consumer sleeps in hs__consumer_wait; a producer whose
+ * ring passes half full, or is full, rings it with hs__consumer_wake (a
+ * counted ring: one atomic add, then a system call only while the consumer
+ * sleeps; once per HS_RING_CAP / 2 records at most, off the sampled path's
+ * common case). A full ring waits while the
+ * consumer is alive and its heartbeat moves (hs__ring_push). The consumer
+ * marks itself alive while it will drain, and beats as it makes progress.
+ * Nothing here knows what the consumer does with the records. */
+/* Before the consumer starts: its eventfd, made once. 0 or HS_EIO. */
+int hs__consumer_open(void);
+void hs__consumer_set_alive(int alive);
+int hs__consumer_alive(void);
+void hs__consumer_beat(void);
+/* Producers: ask for a round. */
+void hs__consumer_wake(void);
+/* Wakes the consumer whether it sleeps or not (the end of the run). */
+void hs__consumer_kick(void);
+/* Rings so far (wake calls, counted): non-zero once a producer asked. */
+uint64_t hs__consumer_rung(void);
+/* 1 while the consumer sleeps in hs__consumer_wait. */
+int hs__consumer_sleeping(void);
+/* The consumer: sleeps until the bell, an event on extra (may be NULL: its
+ * revents are set) or timeout_ms. 1 when the bell rang. */
+struct pollfd;
+int hs__consumer_wait(struct pollfd *extra, int timeout_ms);
 /* Sum of the size histograms of every thread, live or gone. */
 void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS]);
-/* Fork child: forget the other threads' rings; the caller's thread starts
- * afresh. */
+/* Fork child: forget the other threads' rings and the parent's consumer
+ * (its doorbell is closed: the child's sender opens its own); the caller's
+ * thread starts afresh. */
 void hs__threads_reset_child(hs_tls *self);
 /* Fork child, from hs__threads_reset_child: counts start afresh; the live
  * figure stays (the child holds its parent's blocks) and is the peak so far. */

@@ -428,6 +428,89 @@ static int64_t factored(hs_rd *r, int64_t f, int64_t align)
     return v;
 }
 
+/* The register's rule is one we cannot follow (an expression, a value
+ * rule): fine for any register but the three we track. */
+static int untracked(uint64_t reg)
+{
+    return reg == REG_RBP || reg == REG_RA || reg == REG_RSP ? -1 : 0;
+}
+
+/* One call frame instruction that sets a rule (a register's or the CFA's)
+ * or only has operands to skip: 0 done, -1 a frame not ours to walk. The
+ * ones that move the location or the state stack are run_cfa's. */
+static int cfa_rule_op(hs_rd *r, const cie *c, uint8_t op, row *s, const row *init)
+{
+    uint64_t reg, n;
+    switch (op >> 6) {
+    case 2: /* DW_CFA_offset */
+        return set_reg(s, op & 0x3f, BP_SAVED,
+                       factored(r, (int64_t)hs_rd_varint(r), c->data_align));
+    case 3: /* DW_CFA_restore */
+        return restore_reg(s, init, op & 0x3f);
+    }
+    switch (op) {
+    case 0x00: /* DW_CFA_nop */
+        return 0;
+    case 0x05: /* DW_CFA_offset_extended */
+        reg = hs_rd_varint(r);
+        return set_reg(s, reg, BP_SAVED, factored(r, (int64_t)hs_rd_varint(r), c->data_align));
+    case 0x06:
+        return restore_reg(s, init, hs_rd_varint(r));
+    case 0x07:
+        return set_reg(s, hs_rd_varint(r), BP_LOST, 0);
+    case 0x08:
+        return set_reg(s, hs_rd_varint(r), BP_SAME, 0);
+    case 0x09: /* DW_CFA_register */
+        reg = hs_rd_varint(r);
+        hs_rd_varint(r);
+        return untracked(reg);
+    case 0x0c:
+        s->cfa_reg = hs_rd_varint(r);
+        s->cfa_off = (int64_t)hs_rd_varint(r);
+        return 0;
+    case 0x0d:
+        s->cfa_reg = hs_rd_varint(r);
+        return 0;
+    case 0x0e:
+        s->cfa_off = (int64_t)hs_rd_varint(r);
+        return 0;
+    case 0x10:
+    case 0x16: /* DW_CFA_expression, DW_CFA_val_expression */
+        reg = hs_rd_varint(r);
+        n = hs_rd_varint(r);
+        if (untracked(reg) || n > (uint64_t)(r->end - r->p)) return -1;
+        r->p += n;
+        return 0;
+    case 0x11:
+        reg = hs_rd_varint(r);
+        return set_reg(s, reg, BP_SAVED, factored(r, rd_sleb(r), c->data_align));
+    case 0x12:
+        s->cfa_reg = hs_rd_varint(r);
+        s->cfa_off = factored(r, rd_sleb(r), c->data_align);
+        return 0;
+    case 0x13:
+        s->cfa_off = factored(r, rd_sleb(r), c->data_align);
+        return 0;
+    case 0x14:
+    case 0x15: /* DW_CFA_val_offset(_sf) */
+        reg = hs_rd_varint(r);
+        if (op == 0x14)
+            hs_rd_varint(r);
+        else
+            rd_sleb(r);
+        return untracked(reg);
+    case 0x2e: /* DW_CFA_GNU_args_size */
+        hs_rd_varint(r);
+        return 0;
+    case 0x2f: /* DW_CFA_GNU_negative_offset_extended */
+        reg = hs_rd_varint(r);
+        return set_reg(s, reg, BP_SAVED,
+                       factored(r, factored(r, (int64_t)hs_rd_varint(r), c->data_align), -1));
+    default: /* DW_CFA_def_cfa_expression (0x0f) and anything unknown */
+        return -1;
+    }
+}
+
 /* Runs call frame instructions until the location passes target. init is
  * the row after the CIE's instructions (for DW_CFA_restore). */
 static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintptr_t target, row *s,
@@ -437,118 +520,28 @@ static int run_cfa(hs_rd *r, const cie *c, uint8_t fde_enc, uintptr_t loc, uintp
     int depth = 0;
     while (r->p < r->end && !r->err) {
         uint8_t op = hs_rd_u8(r);
-        uint64_t reg, delta = 0;
-        int64_t off;
-        switch (op >> 6) {
-        case 1:
+        uint64_t delta;
+        if (op >> 6 == 1) { /* DW_CFA_advance_loc */
             delta = op & 0x3f;
-            goto advance;
-        case 2:
-            if (set_reg(s, op & 0x3f, BP_SAVED,
-                        factored(r, (int64_t)hs_rd_varint(r), c->data_align)))
-                return -1;
-            continue;
-        case 3:
-            if (restore_reg(s, init, op & 0x3f)) return -1;
-            continue;
-        }
-        switch (op) {
-        case 0x00:
-            continue;
-        case 0x01:
+        } else if (op >= 0x02 && op <= 0x04) { /* DW_CFA_advance_loc1, 2, 4 */
+            delta = rd_n(r, (size_t)1 << (op - 0x02));
+        } else if (op == 0x01) { /* DW_CFA_set_loc */
             loc = rd_enc(r, fde_enc, 0);
             if (r->err) return -1;
             if (loc > target) return 0;
             continue;
-        case 0x02:
-            delta = rd_n(r, 1);
-            goto advance;
-        case 0x03:
-            delta = rd_n(r, 2);
-            goto advance;
-        case 0x04:
-            delta = rd_n(r, 4);
-            goto advance;
-        case 0x05:
-            reg = hs_rd_varint(r);
-            if (set_reg(s, reg, BP_SAVED, factored(r, (int64_t)hs_rd_varint(r), c->data_align)))
-                return -1;
-            continue;
-        case 0x06:
-            if (restore_reg(s, init, hs_rd_varint(r))) return -1;
-            continue;
-        case 0x07:
-            if (set_reg(s, hs_rd_varint(r), BP_LOST, 0)) return -1;
-            continue;
-        case 0x08:
-            if (set_reg(s, hs_rd_varint(r), BP_SAME, 0)) return -1;
-            continue;
-        case 0x09:
-            reg = hs_rd_varint(r);
-            hs_rd_varint(r);
-            if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP) return -1;
-            continue;
-        case 0x0a:
+        } else if (op == 0x0a) { /* DW_CFA_remember_state */
             if (depth == STATE_DEPTH) return -1;
             stack[depth++] = *s;
             continue;
-        case 0x0b:
+        } else if (op == 0x0b) { /* DW_CFA_restore_state */
             if (!depth) return -1;
             *s = stack[--depth];
             continue;
-        case 0x0c:
-            s->cfa_reg = hs_rd_varint(r);
-            s->cfa_off = (int64_t)hs_rd_varint(r);
+        } else {
+            if (cfa_rule_op(r, c, op, s, init)) return -1;
             continue;
-        case 0x0d:
-            s->cfa_reg = hs_rd_varint(r);
-            continue;
-        case 0x0e:
-            s->cfa_off = (int64_t)hs_rd_varint(r);
-            continue;
-        case 0x0f:
-            return -1; /* DW_CFA_def_cfa_expression */
-        case 0x10:
-        case 0x16: /* DW_CFA_expression, DW_CFA_val_expression */
-            reg = hs_rd_varint(r);
-            delta = hs_rd_varint(r);
-            if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP ||
-                delta > (uint64_t)(r->end - r->p))
-                return -1;
-            r->p += delta;
-            continue;
-        case 0x11:
-            reg = hs_rd_varint(r);
-            if (set_reg(s, reg, BP_SAVED, factored(r, rd_sleb(r), c->data_align))) return -1;
-            continue;
-        case 0x12:
-            s->cfa_reg = hs_rd_varint(r);
-            s->cfa_off = factored(r, rd_sleb(r), c->data_align);
-            continue;
-        case 0x13:
-            s->cfa_off = factored(r, rd_sleb(r), c->data_align);
-            continue;
-        case 0x14:
-        case 0x15: /* DW_CFA_val_offset(_sf) */
-            reg = hs_rd_varint(r);
-            if (op == 0x14)
-                hs_rd_varint(r);
-            else
-                rd_sleb(r);
-            if (reg == REG_RBP || reg == REG_RA || reg == REG_RSP) return -1;
-            continue;
-        case 0x2e:
-            hs_rd_varint(r);
-            continue; /* DW_CFA_GNU_args_size */
-        case 0x2f:
-            reg = hs_rd_varint(r);
-            off = factored(r, factored(r, (int64_t)hs_rd_varint(r), c->data_align), -1);
-            if (set_reg(s, reg, BP_SAVED, off)) return -1;
-            continue;
-        default:
-            return -1;
         }
-    advance:
         loc += delta * c->code_align;
         if (loc > target) return 0;
     }

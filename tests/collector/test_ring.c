@@ -4,7 +4,9 @@
  * makes progress, drops at once (counted by the caller) when the sender is
  * gone, and costs one bounded wait, not one per record, when it is stuck;
  * a thread's records survive its exit, and its ring is reused only once
- * drained. The test plays the sender (unit_sender.c). */
+ * drained; the doorbell wakes a consumer asleep on it. The test plays the
+ * consumer (the sender thread) through the rings' own interface. */
+#include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,12 +14,14 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "hs_error.h"
 #include "hs_thread.h"
-#include "unit_sender.h"
 
 /* What a drain saw: the records' sequence numbers (their size field). */
 typedef struct seen {
@@ -26,12 +30,11 @@ typedef struct seen {
     int rings; /* rings with records in the last drain */
 } seen;
 
-static void collect(hs_ring *r, uint64_t tail, uint64_t head, void *data)
+static void collect(const hs_ring_span *sp, seen *s)
 {
-    seen *s = data;
     s->rings++;
-    for (uint64_t i = tail; i != head; i++) {
-        const hs_rec *rec = &r->recs[i & (HS_RING_CAP - 1)];
+    for (uint64_t i = sp->tail; i != sp->head; i++) {
+        const hs_rec *rec = hs__span_rec(sp, i);
         /* The rest of the record travels with its sequence number. */
         if (rec->weight != rec->size * 3 || rec->head != (rec->size << 1 | (rec->size & 1)))
             fail_msg("record %llu torn", (unsigned long long)rec->size);
@@ -44,13 +47,22 @@ static void collect(hs_ring *r, uint64_t tail, uint64_t head, void *data)
     }
 }
 
+/* Every ring's records up to the snapshot. */
+static void drain_snapped(seen *s)
+{
+    hs_ring_span sp;
+    hs__rings_drain_begin();
+    while (hs__rings_drain_next(&sp)) collect(&sp, s);
+    hs__rings_drain_end();
+}
+
 /* A sender round: snapshot, then drain. */
 static void drain(seen *s)
 {
     s->rings = 0;
     hs__rings_snapshot();
-    hs__rings_drain(collect, s);
-    atomic_fetch_add(&hs__sender_heartbeat, 1);
+    drain_snapped(s);
+    hs__consumer_beat();
 }
 
 static void seen_reset(seen *s)
@@ -76,6 +88,7 @@ static int setup(void **state)
 {
     (void)state;
     hs__sampler_init(524288, 1);
+    if (hs__consumer_open() != 0) return -1;
     return hs__threads_init();
 }
 
@@ -93,7 +106,7 @@ static void test_ring_order_wraps(void **state)
     my_ring();
     seen s = {0};
     drain(&s);
-    atomic_store(&unit_sender_alive, 0);
+    hs__consumer_set_alive(0);
     for (size_t c = 0; c < HS_COUNTOF(cases); c++) {
         seen_reset(&s);
         uint64_t seq = 0;
@@ -120,7 +133,7 @@ static void test_ring_snapshot_bounds_drain(void **state)
     for (uint64_t i = 0; i < 10; i++) assert_int_equal(push(i), 0);
     hs__rings_snapshot();
     for (uint64_t i = 10; i < 15; i++) assert_int_equal(push(i), 0);
-    hs__rings_drain(collect, &s);
+    drain_snapped(&s);
     assert_int_equal(s.n, 10);
     drain(&s);
     assert_int_equal(s.n, 15);
@@ -135,13 +148,53 @@ static void test_ring_wakes_at_half(void **state)
     my_ring();
     seen s = {0};
     drain(&s);
-    atomic_store(&unit_sender_wakes, 0);
+    uint64_t rung = hs__consumer_rung();
     for (uint64_t i = 0; i < HS_RING_CAP / 2; i++) assert_int_equal(push(i), 0);
-    assert_int_equal(atomic_load(&unit_sender_wakes), 0);
+    assert_true(hs__consumer_rung() == rung);
     assert_int_equal(push(HS_RING_CAP / 2), 0);
-    assert_int_equal(atomic_load(&unit_sender_wakes), 1);
+    assert_true(hs__consumer_rung() == rung + 1);
     for (uint64_t i = HS_RING_CAP / 2 + 1; i < HS_RING_CAP; i++) assert_int_equal(push(i), 0);
-    assert_int_equal(atomic_load(&unit_sender_wakes), 1);
+    assert_true(hs__consumer_rung() == rung + 1);
+    drain(&s);
+    free(s.seq);
+}
+
+/* A consumer asleep on the doorbell (with a socket of its own to watch, as
+ * the sender has) is woken when a ring passes half full: its wait ends with
+ * the bell well before its timeout of a minute, not by the socket. */
+typedef struct sleeper {
+    int woken;
+    short other;
+} sleeper;
+
+static void *sleep_on_bell(void *arg)
+{
+    sleeper *z = arg;
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0) return NULL;
+    struct pollfd other = {sv[0], POLLIN, 0};
+    z->woken = hs__consumer_wait(&other, 60000);
+    z->other = other.revents;
+    close(sv[0]);
+    close(sv[1]);
+    return NULL;
+}
+
+static void test_ring_bell_wakes_sleeper(void **state)
+{
+    (void)state;
+    my_ring();
+    seen s = {0};
+    drain(&s);
+    sleeper z = {-1, -1};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, sleep_on_bell, &z), 0);
+    while (!hs__consumer_sleeping()) sched_yield();
+    for (uint64_t i = 0; i <= HS_RING_CAP / 2; i++) assert_int_equal(push(i), 0);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_int_equal(z.woken, 1);
+    assert_int_equal(z.other, 0);
+    assert_int_equal(hs__consumer_sleeping(), 0);
     drain(&s);
     free(s.seq);
 }
@@ -155,7 +208,7 @@ static void test_ring_full_without_sender(void **state)
     seen s = {0};
     drain(&s);
     seen_reset(&s);
-    atomic_store(&unit_sender_alive, 0);
+    hs__consumer_set_alive(0);
     for (uint64_t i = 0; i < HS_RING_CAP; i++) assert_int_equal(push(i), 0);
     for (uint64_t i = 0; i < 100; i++) assert_int_equal(push(1000000 + i), HS_ENOSPC);
     drain(&s);
@@ -180,22 +233,22 @@ static void test_ring_full_stuck_sender(void **state)
     seen s = {0};
     drain(&s);
     seen_reset(&s);
-    atomic_store(&unit_sender_alive, 1);
+    hs__consumer_set_alive(1);
     for (uint64_t i = 0; i < HS_RING_CAP; i++) assert_int_equal(push(i), 0);
-    int wakes = atomic_load(&unit_sender_wakes);
+    uint64_t wakes = hs__consumer_rung();
     assert_int_equal(push(HS_RING_CAP), HS_ENOSPC);
-    assert_true(atomic_load(&unit_sender_wakes) > wakes);
-    wakes = atomic_load(&unit_sender_wakes);
+    assert_true(hs__consumer_rung() > wakes);
+    wakes = hs__consumer_rung();
     for (uint64_t i = 0; i < 100; i++) {
         assert_int_equal(push(HS_RING_CAP + 1 + i), HS_ENOSPC);
-        assert_int_equal(atomic_load(&unit_sender_wakes), wakes);
+        assert_true(hs__consumer_rung() == wakes);
     }
     drain(&s);
     assert_int_equal(s.n, HS_RING_CAP);
     for (size_t i = 0; i < s.n; i++) assert_true(s.seq[i] == i);
     assert_int_equal(push(1), 0);
     drain(&s);
-    atomic_store(&unit_sender_alive, 0);
+    hs__consumer_set_alive(0);
     free(s.seq);
 }
 
@@ -228,14 +281,14 @@ static void test_ring_concurrent(void **state)
     seen s = {0};
     drain(&s);
     seen_reset(&s);
-    atomic_store(&unit_sender_alive, 1);
+    hs__consumer_set_alive(1);
     producer p = {.n = 500000};
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, produce, &p), 0);
     while (!atomic_load(&p.done)) drain(&s);
     assert_int_equal(pthread_join(th, NULL), 0);
     drain(&s);
-    atomic_store(&unit_sender_alive, 0);
+    hs__consumer_set_alive(0);
     print_message("%llu records drained, %llu dropped\n", (unsigned long long)s.n,
                   (unsigned long long)p.dropped);
     assert_true(s.n + p.dropped == p.n);
@@ -309,6 +362,7 @@ int main(void)
         cmocka_unit_test(test_ring_order_wraps),
         cmocka_unit_test(test_ring_snapshot_bounds_drain),
         cmocka_unit_test(test_ring_wakes_at_half),
+        cmocka_unit_test(test_ring_bell_wakes_sleeper),
         cmocka_unit_test(test_ring_full_without_sender),
         cmocka_unit_test(test_ring_full_stuck_sender),
         cmocka_unit_test(test_ring_concurrent),

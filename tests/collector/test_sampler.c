@@ -23,7 +23,6 @@
 
 #include "hs_error.h"
 #include "hs_thread.h"
-#include "unit_sender.h"
 
 #define SIGMAS 5.0
 
