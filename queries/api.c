@@ -75,11 +75,83 @@ static int run_from_segment(hs_q *q, const char *seg, size_t n, hs__run *run, hs
 
 /* ---- typed results as JSON ------------------------------------------------ */
 
+/* The API's "sampling" object of a run. */
+static json_t *sampling_json(const hs_run_sampling *s)
+{
+    json_t *dropped = json_object();
+    for (int d = 0; dropped && d < HS_RUNDROP__COUNT; d++)
+        if (json_object_set_new(dropped, hs_run_drop_name(d), json_integer(s->dropped[d]))) {
+            json_decref(dropped);
+            return NULL;
+        }
+    return json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)s->sample_bytes, "max_depth",
+                     (json_int_t)s->max_depth, "dropped", dropped);
+}
+
+/* The run's exact totals as its "exact" object, NULL when there are none. */
+static json_t *exact_json(const hs_run_exact *e)
+{
+    if (!e->has) return NULL;
+    return json_pack("{s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "in_figures", e->in_figures, "sizes",
+                     e->sizes, "allocs", (json_int_t)e->allocs, "frees", (json_int_t)e->frees,
+                     "alloc_bytes", (json_int_t)e->alloc_bytes, "free_bytes",
+                     (json_int_t)e->free_bytes, "error_bytes", (json_int_t)e->error_bytes,
+                     "estimated_peak_bytes", (json_int_t)e->est_peak_bytes, "estimated_peak_t_ns",
+                     (json_int_t)e->est_peak_t_ns);
+}
+
+/* The record's fields after collector_version: those it may lack, then
+ * exact and sampling. 0, or -1 when out of memory. */
+static int run_json_tail(json_t *o, const hs_run_record *r)
+{
+    int rc = 0;
+    if (r->has_bye_alloc)
+        rc |= json_object_set_new(o, "bye_alloc_events", json_integer(r->bye_alloc_events));
+    if (r->has_bye_free)
+        rc |= json_object_set_new(o, "bye_free_events", json_integer(r->bye_free_events));
+    if (r->main_end_ns)
+        rc |= json_object_set_new(o, "main_end_ns", json_integer((json_int_t)r->main_end_ns));
+    if (r->exact.has) rc |= json_object_set_new(o, "exact", exact_json(&r->exact));
+    return rc | json_object_set_new(o, "sampling", sampling_json(&r->sampling));
+}
+
+/* The API's "run" object of a record; NULL when out of memory. */
+static json_t *run_json(const hs_run_record *r)
+{
+    json_t *argv = json_loads(r->argv_json, JSON_DECODE_ANY, NULL), *labels = json_object();
+    if (!json_is_array(argv)) {
+        json_decref(argv);
+        argv = json_array();
+    }
+    for (size_t i = 0; labels && i < r->nlabels; i++) /* a value not UTF-8 is left out */
+        json_object_set_new(labels, r->labels[i].key, json_string(r->labels[i].value));
+    json_t *o = json_pack(
+        "{s:I,s:s,s:s,s:o,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
+        "s:I,s:I,s:s}",
+        "id", (json_int_t)r->id, "uuid", r->uuid, "program", r->program, "argv", argv, "host",
+        r->host, "pid", (json_int_t)r->pid, "ppid", (json_int_t)r->ppid, "parent_id",
+        r->has_parent ? json_integer(r->parent_id) : json_null(), "labels", labels, "start_unix_ms",
+        (json_int_t)r->start_unix_ms, "duration_ns", (json_int_t)r->duration_ns, "state", r->state,
+        "clean_exit", r->clean_exit < 0 ? json_null() : json_boolean(r->clean_exit), "peak_bytes",
+        (json_int_t)r->peak_bytes, "peak_count", (json_int_t)r->peak_count, "peak_t_ns",
+        (json_int_t)r->peak_t_ns, "end_bytes", (json_int_t)r->end_bytes, "end_count",
+        (json_int_t)r->end_count, "total_alloc_bytes", (json_int_t)r->total_alloc_bytes,
+        "total_alloc_count", (json_int_t)r->total_alloc_count, "alloc_events",
+        (json_int_t)r->alloc_events, "free_events", (json_int_t)r->free_events, "granularity_ns",
+        (json_int_t)r->granularity_ns, "keyframe_every", (json_int_t)r->keyframe_every,
+        "collector_version", r->collector_version);
+    if (o && run_json_tail(o, r)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 json_t *hs_api_runs_json(const hs_runs_result *r)
 {
     json_t *runs = json_array();
     for (size_t i = 0; runs && i < r->nruns; i++)
-        if (json_array_append(runs, (json_t *)r->runs[i].brief.record)) {
+        if (json_array_append_new(runs, run_json(&r->runs[i].brief.record))) {
             json_decref(runs);
             return NULL;
         }
@@ -90,7 +162,7 @@ json_t *hs_api_runs_json(const hs_runs_result *r)
 json_t *hs_api_run_json(const hs_runs_result *r)
 {
     assert(r->nruns == 1);
-    return json_pack("{s:O}", "run", (json_t *)r->runs[0].brief.record);
+    return json_pack("{s:o}", "run", run_json(&r->runs[0].brief.record));
 }
 
 /* GET /api/runs: limit, then the filters, in the order the API has always
@@ -175,11 +247,11 @@ json_t *hs_api_top_json(const hs_top_result *r)
                         r->frames_cut ? json_integer(r->max_frames) : json_null(), "stacks",
                         (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes,
                         "rows", (json_int_t)r->rows_cut, "answer_bytes", r->bytes_cut);
-    return json_pack("{s:O,s:s,s:I,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", (json_t *)r->run.record,
+    return json_pack("{s:o,s:s,s:I,s:s,s:I,s:I,s:I,s:o,s:o,s:o}", "run", run_json(&r->run.record),
                      "at", r->at, "at_ns", (json_int_t)r->at_ns, "by", hs_group_name(r->by),
                      "total_bytes", (json_int_t)r->total_bytes, "total_count",
                      (json_int_t)r->total_count, "rows_total", (json_int_t)r->rows_total, "rows",
-                     rows, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+                     rows, "truncated", cut, "sampling", sampling_json(&r->run.record.sampling));
 }
 
 static json_t *leak_row_json(const hs_leak_row *w, int growing)
@@ -221,12 +293,12 @@ json_t *hs_api_leaks_json(const hs_leaks_result *r)
         cut = json_pack("{s:o,s:b}", "max_frames",
                         r->frames_cut ? json_integer(r->max_frames) : json_null(), "answer_bytes",
                         r->bytes_cut);
-    return json_pack("{s:O,s:I,s:I,s:I,s:o,s:o,s:o,s:O}", "run", (json_t *)r->run.record, "at_ns",
+    return json_pack("{s:o,s:I,s:I,s:I,s:o,s:o,s:o,s:o}", "run", run_json(&r->run.record), "at_ns",
                      (json_int_t)r->at_ns, "total_bytes", (json_int_t)r->total_bytes, "total_count",
                      (json_int_t)r->total_count, "live_at_end",
                      leak_rows_json(r->live, r->nlive, 0), "growing",
                      leak_rows_json(r->growing, r->ngrowing, 1), "truncated", cut, "sampling",
-                     (json_t *)r->run.sampling);
+                     sampling_json(&r->run.record.sampling));
 }
 
 static int api_leaks(hs_q *q, const char *seg, size_t n, const hs__params *params, json_t **out,
@@ -262,11 +334,11 @@ json_t *hs_api_sizes_json(const hs_sizes_result *r)
             return NULL;
         }
     }
-    return json_pack("{s:O,s:o,s:I,s:I,s:I,s:s,s:O}", "run", (json_t *)r->run.record, "buckets",
+    return json_pack("{s:o,s:o,s:I,s:I,s:I,s:s,s:o}", "run", run_json(&r->run.record), "buckets",
                      buckets, "total_allocs", (json_int_t)r->total_allocs, "total_bytes",
                      (json_int_t)r->total_bytes, "suggested_sample_bytes",
                      (json_int_t)r->suggested_sample_bytes, "reason", r->reason, "sampling",
-                     (json_t *)r->run.sampling);
+                     sampling_json(&r->run.record.sampling));
 }
 
 static int api_sizes(hs_q *q, const char *seg, size_t n, json_t **out, hs_qerr *err)
@@ -354,9 +426,10 @@ json_t *hs_api_history_json(const hs_history_result *r)
     if (r->cut)
         cut = json_pack("{s:I,s:I,s:b}", "buckets_per_point", (json_int_t)r->buckets_per_point,
                         "rss_samples", (json_int_t)r->rss_samples, "series_points", r->series_cut);
-    return json_pack("{s:O,s:I,s:o,s:o,s:o,s:o,s:O}", "run", (json_t *)r->run.record,
+    return json_pack("{s:o,s:I,s:o,s:o,s:o,s:o,s:o}", "run", run_json(&r->run.record),
                      "granularity_ns", (json_int_t)r->granularity_ns, "points", points, "rss", rss,
-                     "series", series, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+                     "series", series, "truncated", cut, "sampling",
+                     sampling_json(&r->run.record.sampling));
 }
 
 /* GET /api/runs/RUN/history (as JSON). */
@@ -422,10 +495,10 @@ json_t *hs_api_flame_json(const hs_flame_result *r)
                         r->depth_cut ? json_integer(r->depth_cut) : json_null(), "stacks",
                         (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes,
                         "answer_bytes", r->bytes_cut);
-    return json_pack("{s:O,s:s,s:I,s:I,s:I,s:o,s:o,s:O}", "run", (json_t *)r->run.record, "at",
+    return json_pack("{s:o,s:s,s:I,s:I,s:I,s:o,s:o,s:o}", "run", run_json(&r->run.record), "at",
                      r->at, "at_ns", (json_int_t)r->at_ns, "total_bytes",
                      (json_int_t)r->total_bytes, "total_count", (json_int_t)r->total_count, "root",
-                     root, "truncated", cut, "sampling", (json_t *)r->run.sampling);
+                     root, "truncated", cut, "sampling", sampling_json(&r->run.record.sampling));
 }
 
 /* GET /api/runs/RUN/flame (as JSON). */
@@ -489,12 +562,12 @@ json_t *hs_api_diff_json(const hs_diff_result *r)
                         r->frames_cut ? json_integer(r->max_frames) : json_null(), "stacks",
                         (json_int_t)r->stacks_omitted, "stacks_bytes", (json_int_t)r->stacks_bytes);
     return json_pack(
-        "{s:{s:O,s:s,s:I,s:I},s:{s:O,s:s,s:I,s:I},s:s,s:o,s:o,s:o,s:{s:O,s:O}}", "a", "run",
-        (json_t *)r->a.run.record, "at", r->a.at, "at_ns", (json_int_t)r->a.at_ns, "total_bytes",
-        (json_int_t)r->a.total_bytes, "b", "run", (json_t *)r->b.run.record, "at", r->b.at, "at_ns",
-        (json_int_t)r->b.at_ns, "total_bytes", (json_int_t)r->b.total_bytes, "by",
+        "{s:{s:o,s:s,s:I,s:I},s:{s:o,s:s,s:I,s:I},s:s,s:o,s:o,s:o,s:{s:o,s:o}}", "a", "run",
+        run_json(&r->a.run.record), "at", r->a.at, "at_ns", (json_int_t)r->a.at_ns, "total_bytes",
+        (json_int_t)r->a.total_bytes, "b", "run", run_json(&r->b.run.record), "at", r->b.at,
+        "at_ns", (json_int_t)r->b.at_ns, "total_bytes", (json_int_t)r->b.total_bytes, "by",
         hs_group_name(r->by), "rows", rows, "flame", flame, "truncated", cut, "sampling", "a",
-        (json_t *)r->a.run.sampling, "b", (json_t *)r->b.run.sampling);
+        sampling_json(&r->a.run.record.sampling), "b", sampling_json(&r->b.run.record.sampling));
 }
 
 static int api_gdiff(hs_q *q, const hs_diff_params *p, hs_api_reply *out, int *rc, hs_qerr *err);

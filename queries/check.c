@@ -152,8 +152,7 @@ static int budget_status(double value, double se, double limit)
 
 static int run_exact(const hs__run *run)
 {
-    const json_t *ex = json_object_get(run->info, "exact");
-    return ex && json_is_true(json_object_get(ex, "in_figures"));
+    return run->rec.exact.in_figures;
 }
 
 /* A run's bytes at t (peak or end) and their standard error. */

@@ -120,16 +120,29 @@ int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *
     return 0;
 }
 
+const char *hs_run_drop_name(int d)
+{
+    static const char *const names[HS_RUNDROP__COUNT] = {
+        "alloc_events",  "free_events",      "alloc_bytes",
+        "free_bytes",    "stacks_truncated", "unwind_failed",
+        "live_set_full", "python_fallback",  "python_small_unseen"};
+    assert(d >= 0 && d < HS_RUNDROP__COUNT);
+    return names[d];
+}
+
+void hs_run_brief_of(hs_run_brief *out, const hs_run_record *record)
+{
+    *out = (hs_run_brief){.id = record->id,
+                          .program = record->program,
+                          .sample_bytes = record->sampling.sample_bytes,
+                          .open = !strcmp(record->state, "open"),
+                          .clean_exit = record->clean_exit == 1,
+                          .record = *record};
+}
+
 int hs__run_brief(hs_run_brief *out, const hs__run *run)
 {
-    json_t *prog = json_object_get(run->info, "program");
-    const char *state = json_string_value(json_object_get(run->info, "state"));
-    *out = (hs_run_brief){.id = run->id,
-                          .program = json_string_value(prog) ? json_string_value(prog) : "",
-                          .sample_bytes = run->sample_bytes,
-                          .open = state && !strcmp(state, "open"),
-                          .clean_exit = json_is_true(json_object_get(run->info, "clean_exit")),
-                          .record = run->info,
-                          .sampling = run->sampling};
+    hs_run_brief_of(out, &run->rec);
+    out->sample_bytes = run->sample_bytes;
     return 0;
 }

@@ -71,11 +71,10 @@ static int file_reply(hs_export_result *out, hs_buf *b, const char *ctype, const
  * interval and what the collector dropped. */
 static void sampling_note(char *buf, size_t len, const hs__run *run, const hs_stacks_result *x)
 {
-    const json_t *d = json_object_get(run->sampling, "dropped");
+    const int64_t *d = run->rec.sampling.dropped;
     int n = snprintf(
         buf, len, "sample_bytes %" PRId64 ", dropped %" PRId64 " alloc and %" PRId64 " free events",
-        run->sample_bytes, (int64_t)json_integer_value(json_object_get(d, "alloc_events")),
-        (int64_t)json_integer_value(json_object_get(d, "free_events")));
+        run->sample_bytes, d[HS_RUNDROP_ALLOC_EVENTS], d[HS_RUNDROP_FREE_EVENTS]);
     if (n > 0 && (size_t)n < len && x->cut)
         n += snprintf(buf + n, len - (size_t)n, "; %zu stacks cut to their %d innermost frames",
                       x->cut, HS_STACKS_FRAMES);
@@ -435,7 +434,7 @@ static void pprof_mappings(pprof *pp, hs_buf *body)
 static void pprof_trailer(pprof *pp, hs_buf *body, const hs__run *run, const hs__at *at,
                           const hs_stacks_result *x)
 {
-    int64_t start_ns = json_integer_value(json_object_get(run->info, "start_unix_ms")) * 1000000;
+    int64_t start_ns = run->rec.start_unix_ms * 1000000;
     int64_t c1 = pstr_id(&pp->s, "heapstore: estimated live heap, sum of sampling weights");
     char comment[768], note[512];
     sampling_note(note, sizeof note, run, x);
@@ -557,7 +556,7 @@ static int export_speedscope(const hs__run *run, const hs__at *at, const hs_stac
             if (hs__map_put(&fidx, (uint64_t)t->frames[j], nf++)) goto oom;
         }
     }
-    const char *prog = json_string_value(json_object_get(run->info, "program"));
+    const char *prog = run->rec.program;
     char name[1536], note[512];
     sampling_note(note, sizeof note, run, x);
     snprintf(name, sizeof name, "%s (run %" PRId64 ") live heap at %.3f s (%s)", prog ? prog : "?",

@@ -200,8 +200,7 @@ static int count_run(gctx *c, int64_t id, const hs_t_sel *t, int side, hs_gdiff_
     if (!(rc = hs__at_resolve(c->q, &run, t, &at, c->err)))
         rc = hs__state_at(c->q, &run, &at, &s, c->err);
     int64_t sample = run.sample_bytes, exact = -1;
-    const json_t *ex = json_object_get(run.info, "exact");
-    if (ex && json_is_true(json_object_get(ex, "in_figures"))) /* the collector's own count */
+    if (run.rec.exact.in_figures) /* the collector's own count */
         exact = t->kind == HS_TSEL_PEAK ? run.peak_bytes
                 : t->kind == HS_TSEL_EXIT || (t->kind == HS_TSEL_END && !run.main_end_ns)
                     ? run.end_bytes

@@ -159,17 +159,87 @@ typedef struct hs_qstack {
     int n, depth, site;
 } hs_qstack;
 
-/* The run a result is about: what the tables print. The whole record is
- * the adapters' (record: the API's "run" object, lent). */
+/* ---- a run's record ---------------------------------------------------- */
+
+typedef struct hs_qlabel {
+    const char *key, *value;
+} hs_qlabel;
+
+/* What the collector dropped or could not do, each a count (of events, or
+ * bytes for the _BYTES ones); hs_run_drop_name is each one's name in the
+ * API's "dropped" object, in this order. */
+enum hs_run_drop {
+    HS_RUNDROP_ALLOC_EVENTS,
+    HS_RUNDROP_FREE_EVENTS,
+    HS_RUNDROP_ALLOC_BYTES,
+    HS_RUNDROP_FREE_BYTES,
+    HS_RUNDROP_STACKS_TRUNCATED,
+    HS_RUNDROP_UNWIND_FAILED,
+    HS_RUNDROP_LIVE_SET_FULL,
+    HS_RUNDROP_PYTHON_FALLBACK,
+    HS_RUNDROP_PYTHON_SMALL_UNSEEN,
+    HS_RUNDROP__COUNT
+};
+const char *hs_run_drop_name(int d);
+
+/* How a run was sampled (the API's "sampling" object). */
+typedef struct hs_run_sampling {
+    int64_t sample_bytes; /* the mean interval between samples; 1: every allocation */
+    int64_t max_depth;    /* frames per stack the collector kept */
+    int64_t dropped[HS_RUNDROP__COUNT];
+} hs_run_sampling;
+
+/* The collector's exact totals (the API's "exact" object), when it sent
+ * them (has). in_figures: the record's peak_bytes, peak_t_ns, end_bytes,
+ * end_count and totals are these exact figures (else the sampled ones, at
+ * every-allocation sampling or when samples see what the totals do not);
+ * est_peak_* is the sampled series' peak. */
+typedef struct hs_run_exact {
+    int has, in_figures;
+    const char *sizes; /* "malloc_usable_size" or "glibc chunk sizes" (static) */
+    int64_t allocs, frees, alloc_bytes, free_bytes, error_bytes;
+    int64_t est_peak_bytes, est_peak_t_ns;
+} hs_run_exact;
+
+/* A run's whole record, as the core reads it from its store (q.c) and as
+ * the API's "run" object shows it (api.c encodes it; the CLI decodes it
+ * from a server's answer). Strings lent, never NULL (labels and argv_json
+ * may be empty in a record decoded from an answer that has none). */
+typedef struct hs_run_record {
+    int64_t id;
+    const char *uuid; /* 32 hex digits */
+    const char *program, *host, *collector_version;
+    const char *state;     /* "open", "ended" or "lost" */
+    const char *argv_json; /* the arguments: a JSON array's text, as stored ("" none) */
+    int64_t pid, ppid;
+    int has_parent;    /* parent_id is known */
+    int64_t parent_id; /* the run of the process that started it */
+    const hs_qlabel *labels;
+    size_t nlabels;
+    int64_t start_unix_ms, duration_ns;
+    int clean_exit; /* ended through exit(): 1, 0, or -1 unknown */
+    int64_t peak_bytes, peak_count, peak_t_ns, end_bytes, end_count;
+    int64_t total_alloc_bytes, total_alloc_count, alloc_events, free_events;
+    int64_t granularity_ns, keyframe_every;
+    int has_bye_alloc, has_bye_free; /* the counts the collector said it sent */
+    int64_t bye_alloc_events, bye_free_events;
+    int64_t main_end_ns; /* the end of the program's main code; 0 unknown */
+    hs_run_exact exact;
+    hs_run_sampling sampling;
+} hs_run_record;
+
+/* The run a result is about: what the tables print, and its whole record. */
 typedef struct hs_run_brief {
     int64_t id;
     const char *program;
     int64_t sample_bytes;
-    int open;             /* still running (state "open") */
-    int clean_exit;       /* ended through exit() */
-    const void *record;   /* json_t *: the API's run object */
-    const void *sampling; /* json_t *: the API's sampling object */
+    int open;       /* still running (state "open") */
+    int clean_exit; /* ended through exit() */
+    hs_run_record record;
 } hs_run_brief;
+
+/* A brief of record (its strings lent from it). */
+void hs_run_brief_of(hs_run_brief *out, const hs_run_record *record);
 
 /* ---- runs: the stored runs, and one run ----------------------------------- */
 
@@ -193,10 +263,6 @@ void hs_runs_params_init(hs_runs_params *p);
  * HS_EINVAL with the sentence the API answers. value is lent to p. */
 int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr *err);
 
-typedef struct hs_qlabel {
-    const char *key, *value;
-} hs_qlabel;
-
 /* A run as the listing shows it; the whole record is brief.record. */
 typedef struct hs_run_info {
     hs_run_brief brief;
@@ -214,7 +280,7 @@ typedef struct hs_runs_result {
     hs_run_info *runs; /* newest first */
     size_t nruns;
     int64_t next;         /* paging: before= this run id lists the next page; 0 when none */
-    hs_qlabel *labels;    /* every run's labels, one array (owned) */
+    hs_qlabel *labels;    /* a decoded result's labels, one array (owned); NULL: lent by runs */
     void *own, *own_json; /* as in hs_top_result */
 } hs_runs_result;
 

@@ -90,75 +90,6 @@ void hs_q_free(hs_q *q)
 
 /* ---- runs ----------------------------------------------------------------- */
 
-/* The API's "sampling" object of a record. */
-static json_t *run_sampling_json(const hs_qstore_run *r)
-{
-    json_t *dropped = json_pack(
-        "{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "alloc_events",
-        (json_int_t)r->dropped_alloc_events, "free_events", (json_int_t)r->dropped_free_events,
-        "alloc_bytes", (json_int_t)r->dropped_alloc_bytes, "free_bytes",
-        (json_int_t)r->dropped_free_bytes, "stacks_truncated", (json_int_t)r->stacks_truncated,
-        "unwind_failed", (json_int_t)r->unwind_failed, "live_set_full",
-        (json_int_t)r->live_set_full, "python_fallback", (json_int_t)r->python_fallback,
-        "python_small_unseen", (json_int_t)r->python_small_unseen);
-    return json_pack("{s:I,s:I,s:o}", "sample_bytes", (json_int_t)r->sample_bytes, "max_depth",
-                     (json_int_t)r->max_depth, "dropped", dropped);
-}
-
-/* The run's exact totals as its "exact" object, NULL when its collector
- * sent none. "in_figures": peak_bytes, peak_t_ns, end_bytes, end_count and
- * the totals are these exact figures (else the sampled ones, at
- * every-allocation sampling or when samples see what the totals do not);
- * "estimated_peak_*" is the sampled series' peak. */
-static json_t *run_exact_json(const hs_qstore_exact *e)
-{
-    if (!e->has) return NULL;
-    return json_pack("{s:b,s:s,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "in_figures", e->in_figures, "sizes",
-                     e->usable_call ? "malloc_usable_size" : "glibc chunk sizes", "allocs",
-                     (json_int_t)e->allocs, "frees", (json_int_t)e->frees, "alloc_bytes",
-                     (json_int_t)e->alloc_bytes, "free_bytes", (json_int_t)e->free_bytes,
-                     "error_bytes", (json_int_t)e->error_bytes, "estimated_peak_bytes",
-                     (json_int_t)e->est_peak_bytes, "estimated_peak_t_ns",
-                     (json_int_t)e->est_peak_t_ns);
-}
-
-/* The API's "run" object of a record (labels still empty), with out's
- * numbers; NULL when out of memory. */
-static json_t *run_info_json(const hs_qstore_run *r, const hs__run *out)
-{
-    json_t *argv = json_loads(r->argv_json, JSON_DECODE_ANY, NULL);
-    if (!json_is_array(argv)) {
-        json_decref(argv);
-        argv = json_array();
-    }
-    json_t *info = json_pack(
-        "{s:I,s:s,s:s,s:o,s:s,s:I,s:I,s:o,s:o,s:I,s:I,s:s,s:o,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,"
-        "s:I,s:I,s:s}",
-        "id", (json_int_t)r->id, "uuid", r->uuid, "program", r->program, "argv", argv, "host",
-        r->host, "pid", (json_int_t)r->pid, "ppid", (json_int_t)r->ppid, "parent_id",
-        r->has_parent ? json_integer(r->parent_id) : json_null(), "labels", json_object(),
-        "start_unix_ms", (json_int_t)(r->start_unix_ns / 1000000), "duration_ns",
-        (json_int_t)out->end_ns, "state", r->state, "clean_exit",
-        r->clean_exit < 0 ? json_null() : json_boolean(r->clean_exit), "peak_bytes",
-        (json_int_t)out->peak_bytes, "peak_count", (json_int_t)r->peak_count, "peak_t_ns",
-        (json_int_t)out->peak_t_ns, "end_bytes", (json_int_t)out->end_bytes, "end_count",
-        (json_int_t)r->live_count, "total_alloc_bytes", (json_int_t)r->total_alloc_bytes,
-        "total_alloc_count", (json_int_t)r->total_alloc_count, "alloc_events",
-        (json_int_t)r->alloc_events, "free_events", (json_int_t)r->free_events, "granularity_ns",
-        (json_int_t)out->g, "keyframe_every", (json_int_t)out->keyframe_every, "collector_version",
-        r->collector_version);
-    if (!info) return NULL;
-    if (r->has_bye_alloc)
-        json_object_set_new(info, "bye_alloc_events", json_integer(r->bye_alloc_events));
-    if (r->has_bye_free)
-        json_object_set_new(info, "bye_free_events", json_integer(r->bye_free_events));
-    if (out->main_end_ns)
-        json_object_set_new(info, "main_end_ns", json_integer((json_int_t)out->main_end_ns));
-    json_t *exact = run_exact_json(&r->exact);
-    if (exact) json_object_set_new(info, "exact", exact);
-    return info;
-}
-
 /* The numbers a view uses, from the record. */
 static void run_numbers(hs__run *out, const hs_qstore_run *r)
 {
@@ -181,9 +112,95 @@ static void run_numbers(hs__run *out, const hs_qstore_run *r)
     out->sample_bytes = r->sample_bytes;
 }
 
+/* The record's strings, copied (the store's are lent until its next call):
+ * into one block, out->strs. 0 or HS_ENOMEM. */
+static int run_strings(hs__run *out, const hs_qstore_run *r, hs_qerr *err)
+{
+    const char *src[] = {r->uuid,  r->program,  r->host, r->collector_version,
+                         r->state, r->argv_json};
+    const char **dst[] = {&out->rec.uuid,  &out->rec.program,
+                          &out->rec.host,  &out->rec.collector_version,
+                          &out->rec.state, &out->rec.argv_json};
+    size_t len[HS_COUNTOF(src)], total = 0;
+    for (size_t i = 0; i < HS_COUNTOF(src); i++)
+        total += (len[i] = src[i] ? strlen(src[i]) : 0) + 1;
+    char *p = out->strs = malloc(total);
+    if (!p) return hs__err(err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < HS_COUNTOF(src); i++) {
+        if (len[i]) memcpy(p, src[i], len[i]);
+        p[len[i]] = '\0';
+        *dst[i] = p;
+        p += len[i] + 1;
+    }
+    return 0;
+}
+
+/* The record from the store's run and out's numbers (strings still to copy). */
+static void run_record(hs_run_record *rec, const hs_qstore_run *r, const hs__run *out)
+{
+    const hs_qstore_exact *e = &r->exact;
+    *rec = (hs_run_record){
+        .id = r->id,
+        .pid = r->pid,
+        .ppid = r->ppid,
+        .has_parent = r->has_parent,
+        .parent_id = r->has_parent ? r->parent_id : 0,
+        .start_unix_ms = r->start_unix_ns / 1000000,
+        .duration_ns = out->end_ns,
+        .clean_exit = r->clean_exit < 0 ? -1 : !!r->clean_exit,
+        .peak_bytes = out->peak_bytes,
+        .peak_count = r->peak_count,
+        .peak_t_ns = out->peak_t_ns,
+        .end_bytes = out->end_bytes,
+        .end_count = r->live_count,
+        .total_alloc_bytes = r->total_alloc_bytes,
+        .total_alloc_count = r->total_alloc_count,
+        .alloc_events = r->alloc_events,
+        .free_events = r->free_events,
+        .granularity_ns = out->g,
+        .keyframe_every = out->keyframe_every,
+        .has_bye_alloc = r->has_bye_alloc,
+        .has_bye_free = r->has_bye_free,
+        .bye_alloc_events = r->bye_alloc_events,
+        .bye_free_events = r->bye_free_events,
+        .main_end_ns = out->main_end_ns,
+        .exact = {.has = e->has,
+                  .in_figures = e->has && e->in_figures,
+                  .sizes = e->usable_call ? "malloc_usable_size" : "glibc chunk sizes",
+                  .allocs = e->allocs,
+                  .frees = e->frees,
+                  .alloc_bytes = e->alloc_bytes,
+                  .free_bytes = e->free_bytes,
+                  .error_bytes = e->error_bytes,
+                  .est_peak_bytes = e->est_peak_bytes,
+                  .est_peak_t_ns = e->est_peak_t_ns},
+        .sampling = {.sample_bytes = r->sample_bytes,
+                     .max_depth = r->max_depth,
+                     .dropped = {r->dropped_alloc_events, r->dropped_free_events,
+                                 r->dropped_alloc_bytes, r->dropped_free_bytes, r->stacks_truncated,
+                                 r->unwind_failed, r->live_set_full, r->python_fallback,
+                                 r->python_small_unseen}}};
+}
+
+/* A label of the run: key and value copied into one block. */
 static int label_put(const char *key, const char *value, void *data)
 {
-    json_object_set_new(data, key, json_string(value));
+    hs__run *run = data;
+    if (!key || !value) return 0; /* none stored */
+    if (run->rec.nlabels == run->caplabels) {
+        size_t cap = run->caplabels ? 2 * run->caplabels : 4;
+        hs_qlabel *l = realloc(run->labels, cap * sizeof *l);
+        if (!l) return HS_ENOMEM;
+        run->labels = l;
+        run->caplabels = cap;
+    }
+    size_t kl = strlen(key), vl = strlen(value);
+    char *p = malloc(kl + vl + 2);
+    if (!p) return HS_ENOMEM;
+    memcpy(p, key, kl + 1);
+    memcpy(p + kl + 1, value, vl + 1);
+    run->labels[run->rec.nlabels++] = (hs_qlabel){.key = p, .value = p + kl + 1};
+    run->rec.labels = run->labels;
     return 0;
 }
 
@@ -194,24 +211,19 @@ int hs__run_load(hs_q *q, int64_t id, hs__run *out, hs_qerr *err)
     int rc = q->store->ops->run(q->store, id, &r, err);
     if (rc) return rc;
     run_numbers(out, &r);
-    json_t *info = run_info_json(&r, out), *sampling = run_sampling_json(&r);
-    if (!info || !sampling) {
-        json_decref(info);
-        json_decref(sampling);
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    }
-    json_object_set_new(info, "sampling", sampling);
-    out->info = info;
-    out->sampling = sampling;
-    rc = q->store->ops->run_labels(q->store, id, label_put, json_object_get(info, "labels"), err);
+    run_record(&out->rec, &r, out);
+    if ((rc = run_strings(out, &r, err))) return rc;
+    rc = q->store->ops->run_labels(q->store, id, label_put, out, err);
+    if (rc == HS_ENOMEM) hs__err(err, HS_ENOMEM, "out of memory");
     if (rc) hs__run_clear(out);
     return rc;
 }
 void hs__run_clear(hs__run *r)
 {
-    json_decref(r->info);
-    r->info = NULL;
-    r->sampling = NULL;
+    for (size_t i = 0; i < r->rec.nlabels; i++) free((char *)r->labels[i].key);
+    free(r->labels);
+    free(r->strs);
+    memset(r, 0, sizeof *r);
 }
 
 int hs__runs_select(hs_q *q, const char *const *keys, const char *const *values, int n,

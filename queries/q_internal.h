@@ -128,8 +128,10 @@ typedef struct hs__run {
     int64_t last_bucket;    /* last bucket with data, -1 when none */
     int64_t peak_t_ns, peak_bytes, end_bytes;
     int64_t sample_bytes;
-    json_t *info;     /* RUNINFO (owned) */
-    json_t *sampling; /* borrowed from info */
+    hs_run_record rec; /* its whole record; strings in strs and labels (owned) */
+    char *strs;
+    hs_qlabel *labels;
+    size_t caplabels;
 } hs__run;
 
 int hs__run_resolve(hs_q *q, const hs_run_sel *sel, hs__run *out, hs_qerr *err);
@@ -242,7 +244,7 @@ void hs__collapsed_put(hs_buf *b, const char *name);
 int hs__int_text(const char *key, const char *v, int64_t lo, int64_t hi, int64_t *out,
                  hs_qerr *err);
 
-/* The typed parts of results (core.c): a run's brief (lending run's JSON),
+/* The typed parts of results (core.c): a run's brief (lending run's record),
  * a cached frame as a result's frame (lending its strings), and trace's
  * stack cut to max_frames (frames lent from the frame cache; out->frames
  * malloc'd, the caller frees it, also on failure). */

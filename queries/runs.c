@@ -1,6 +1,6 @@
 /* runs: the stored runs, newest first, filtered by what they were and
  * where they ran, and one run by its selector, as typed results
- * (hs_core.h). A run's record (the API's "run" object, q.c) is what the
+ * (hs_core.h). A run's record (hs_run_record, read by q.c) is what the
  * result lends its strings from. */
 #include <stdlib.h>
 #include <string.h>
@@ -53,49 +53,31 @@ int hs_runs_param(hs_runs_params *p, const char *key, const char *value, hs_qerr
     return 0;
 }
 
-static void run_info(hs_run_info *out, const hs__run *run, const hs_qlabel *labels, size_t n)
+static void run_info(hs_run_info *out, const hs__run *run)
 {
-    const json_t *j = run->info, *d = json_object_get(run->sampling, "dropped");
-    const json_t *clean = json_object_get(j, "clean_exit");
+    const hs_run_record *r = &run->rec;
     hs__run_brief(&out->brief, run);
-    out->host = json_string_value(json_object_get(j, "host"));
-    out->state = json_string_value(json_object_get(j, "state"));
-    if (!out->host) out->host = "";
-    if (!out->state) out->state = "";
-    out->start_unix_ms = json_integer_value(json_object_get(j, "start_unix_ms"));
-    out->duration_ns = json_integer_value(json_object_get(j, "duration_ns"));
+    out->host = r->host;
+    out->state = r->state;
+    out->start_unix_ms = r->start_unix_ms;
+    out->duration_ns = r->duration_ns;
     out->peak_bytes = run->peak_bytes;
     out->end_bytes = run->end_bytes;
-    out->events = json_integer_value(json_object_get(j, "alloc_events")) +
-                  json_integer_value(json_object_get(j, "free_events"));
-    out->dropped_events = json_integer_value(json_object_get(d, "alloc_events")) +
-                          json_integer_value(json_object_get(d, "free_events"));
-    out->has_clean_exit = json_is_boolean(clean);
-    out->parent_id = json_integer_value(json_object_get(j, "parent_id")); /* null: 0 */
-    out->labels = labels;
-    out->nlabels = n;
+    out->events = r->alloc_events + r->free_events;
+    out->dropped_events =
+        r->sampling.dropped[HS_RUNDROP_ALLOC_EVENTS] + r->sampling.dropped[HS_RUNDROP_FREE_EVENTS];
+    out->has_clean_exit = r->clean_exit >= 0;
+    out->parent_id = r->has_parent ? r->parent_id : 0;
+    out->labels = r->labels;
+    out->nlabels = r->nlabels;
 }
 
-/* The loaded runs' typed rows; labels in the order of the records. */
+/* The loaded runs' typed rows (their labels lent from the runs). */
 static int runs_fill(const runs_own *o, hs_runs_result *out, hs_qerr *err)
 {
-    size_t nl = 0;
-    for (size_t i = 0; i < o->nruns; i++)
-        nl += json_object_size(json_object_get(o->runs[i].info, "labels"));
     out->runs = calloc(o->nruns ? o->nruns : 1, sizeof *out->runs);
-    out->labels = calloc(nl ? nl : 1, sizeof *out->labels);
-    if (!out->runs || !out->labels) return hs__err(err, HS_ENOMEM, "out of memory");
-    hs_qlabel *l = out->labels;
-    for (size_t i = 0; i < o->nruns; i++) {
-        const char *k;
-        json_t *v;
-        hs_qlabel *first = l;
-        json_object_foreach(json_object_get(o->runs[i].info, "labels"), k, v)
-        {
-            *l++ = (hs_qlabel){.key = k, .value = json_string_value(v)};
-        }
-        run_info(&out->runs[i], &o->runs[i], first, (size_t)(l - first));
-    }
+    if (!out->runs) return hs__err(err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < o->nruns; i++) run_info(&out->runs[i], &o->runs[i]);
     out->nruns = o->nruns;
     return 0;
 }

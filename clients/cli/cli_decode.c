@@ -8,42 +8,86 @@
 #include "cli_query.h"
 #include "hs_error.h"
 
+/* The sampling object s (the API's "sampling") into out. */
+static void sampling_decode(hs_run_sampling *out, const json_t *s)
+{
+    const json_t *d = json_object_get(s, "dropped");
+    out->sample_bytes = hs_json_int(s, "sample_bytes");
+    out->max_depth = hs_json_int(s, "max_depth");
+    for (int k = 0; k < HS_RUNDROP__COUNT; k++)
+        out->dropped[k] = hs_json_int(d, hs_run_drop_name(k));
+}
+
+/* The exact object ex (NULL: none) into out. */
+static void exact_decode(hs_run_exact *out, const json_t *ex)
+{
+    *out = (hs_run_exact){.has = json_is_object(ex),
+                          .in_figures = json_is_true(json_object_get(ex, "in_figures")),
+                          .sizes = hs_json_str(ex, "sizes"),
+                          .allocs = hs_json_int(ex, "allocs"),
+                          .frees = hs_json_int(ex, "frees"),
+                          .alloc_bytes = hs_json_int(ex, "alloc_bytes"),
+                          .free_bytes = hs_json_int(ex, "free_bytes"),
+                          .error_bytes = hs_json_int(ex, "error_bytes"),
+                          .est_peak_bytes = hs_json_int(ex, "estimated_peak_bytes"),
+                          .est_peak_t_ns = hs_json_int(ex, "estimated_peak_t_ns")};
+}
+
+/* A run's record from the API's "run" object and its sampling object s
+ * (strings lent from the JSON; labels and argv left empty). */
+static void record_decode(hs_run_record *out, const json_t *run, const json_t *s)
+{
+    const json_t *clean = json_object_get(run, "clean_exit");
+    *out =
+        (hs_run_record){.id = hs_json_int(run, "id"),
+                        .uuid = hs_json_str(run, "uuid"),
+                        .program = hs_json_str(run, "program"),
+                        .host = hs_json_str(run, "host"),
+                        .collector_version = hs_json_str(run, "collector_version"),
+                        .state = hs_json_str(run, "state"),
+                        .argv_json = "",
+                        .pid = hs_json_int(run, "pid"),
+                        .ppid = hs_json_int(run, "ppid"),
+                        .has_parent = json_is_integer(json_object_get(run, "parent_id")),
+                        .parent_id = hs_json_int(run, "parent_id"),
+                        .start_unix_ms = hs_json_int(run, "start_unix_ms"),
+                        .duration_ns = hs_json_int(run, "duration_ns"),
+                        .clean_exit = json_is_boolean(clean) ? json_is_true(clean) : -1,
+                        .peak_bytes = hs_json_int(run, "peak_bytes"),
+                        .peak_count = hs_json_int(run, "peak_count"),
+                        .peak_t_ns = hs_json_int(run, "peak_t_ns"),
+                        .end_bytes = hs_json_int(run, "end_bytes"),
+                        .end_count = hs_json_int(run, "end_count"),
+                        .total_alloc_bytes = hs_json_int(run, "total_alloc_bytes"),
+                        .total_alloc_count = hs_json_int(run, "total_alloc_count"),
+                        .alloc_events = hs_json_int(run, "alloc_events"),
+                        .free_events = hs_json_int(run, "free_events"),
+                        .granularity_ns = hs_json_int(run, "granularity_ns"),
+                        .keyframe_every = hs_json_int(run, "keyframe_every"),
+                        .has_bye_alloc = json_is_integer(json_object_get(run, "bye_alloc_events")),
+                        .has_bye_free = json_is_integer(json_object_get(run, "bye_free_events")),
+                        .bye_alloc_events = hs_json_int(run, "bye_alloc_events"),
+                        .bye_free_events = hs_json_int(run, "bye_free_events"),
+                        .main_end_ns = hs_json_int(run, "main_end_ns")};
+    exact_decode(&out->exact, json_object_get(run, "exact"));
+    sampling_decode(&out->sampling, s);
+}
+
+/* The brief of an answer's run: its "run" and its "sampling". */
 static void run_decode(hs_run_brief *out, const json_t *j)
 {
-    const json_t *run = json_object_get(j, "run"), *s = json_object_get(j, "sampling");
-    *out = (hs_run_brief){.id = hs_json_int(run, "id"),
-                          .program = hs_json_str(run, "program"),
-                          .sample_bytes = hs_json_int(s, "sample_bytes"),
-                          .open = !strcmp(hs_json_str(run, "state"), "open"),
-                          .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
-                          .record = run,
-                          .sampling = s};
+    hs_run_record r;
+    record_decode(&r, json_object_get(j, "run"), json_object_get(j, "sampling"));
+    hs_run_brief_of(out, &r);
 }
 
 /* A run's record into out, its labels into the array at *labels (moved
  * past them). */
 static void run_info_decode(hs_run_info *out, const json_t *run, hs_qlabel **labels)
 {
-    const json_t *s = json_object_get(run, "sampling"), *d = json_object_get(s, "dropped");
-    *out = (hs_run_info){
-        .brief = {.id = hs_json_int(run, "id"),
-                  .program = hs_json_str(run, "program"),
-                  .sample_bytes = hs_json_int(s, "sample_bytes"),
-                  .open = !strcmp(hs_json_str(run, "state"), "open"),
-                  .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
-                  .record = run,
-                  .sampling = s},
-        .host = hs_json_str(run, "host"),
-        .state = hs_json_str(run, "state"),
-        .start_unix_ms = hs_json_int(run, "start_unix_ms"),
-        .duration_ns = hs_json_int(run, "duration_ns"),
-        .peak_bytes = hs_json_int(run, "peak_bytes"),
-        .end_bytes = hs_json_int(run, "end_bytes"),
-        .events = hs_json_int(run, "alloc_events") + hs_json_int(run, "free_events"),
-        .dropped_events = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events"),
-        .has_clean_exit = json_is_boolean(json_object_get(run, "clean_exit")),
-        .parent_id = hs_json_int(run, "parent_id"),
-        .labels = *labels};
+    hs_run_record r;
+    record_decode(&r, run, json_object_get(run, "sampling"));
+    r.labels = *labels;
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)json_object_get(run, "labels"), k, v)
@@ -51,7 +95,21 @@ static void run_info_decode(hs_run_info *out, const json_t *run, hs_qlabel **lab
         const char *sv = json_string_value(v);
         *(*labels)++ = (hs_qlabel){.key = k, .value = sv ? sv : ""};
     }
-    out->nlabels = (size_t)(*labels - out->labels);
+    r.nlabels = (size_t)(*labels - r.labels);
+    *out = (hs_run_info){.host = r.host,
+                         .state = r.state,
+                         .start_unix_ms = r.start_unix_ms,
+                         .duration_ns = r.duration_ns,
+                         .peak_bytes = r.peak_bytes,
+                         .end_bytes = r.end_bytes,
+                         .events = r.alloc_events + r.free_events,
+                         .dropped_events = r.sampling.dropped[HS_RUNDROP_ALLOC_EVENTS] +
+                                           r.sampling.dropped[HS_RUNDROP_FREE_EVENTS],
+                         .has_clean_exit = r.clean_exit >= 0,
+                         .parent_id = r.parent_id,
+                         .labels = r.labels,
+                         .nlabels = r.nlabels};
+    hs_run_brief_of(&out->brief, &r);
 }
 
 int hs_cli_runs_decode(hs_runs_result *out, json_t *j)
@@ -299,15 +357,11 @@ static void diff_side_decode(hs_diff_side *out, const json_t *j, const char *key
 {
     const json_t *side = json_object_get(j, key), *run = json_object_get(side, "run");
     const json_t *s = json_object_get(json_object_get(j, "sampling"), key);
-    *out = (hs_diff_side){.run = {.id = hs_json_int(run, "id"),
-                                  .program = hs_json_str(run, "program"),
-                                  .sample_bytes = hs_json_int(s, "sample_bytes"),
-                                  .open = !strcmp(hs_json_str(run, "state"), "open"),
-                                  .clean_exit = json_is_true(json_object_get(run, "clean_exit")),
-                                  .record = run,
-                                  .sampling = s},
-                          .at_ns = hs_json_int(side, "at_ns"),
+    hs_run_record r;
+    record_decode(&r, run, s);
+    *out = (hs_diff_side){.at_ns = hs_json_int(side, "at_ns"),
                           .total_bytes = hs_json_int(side, "total_bytes")};
+    hs_run_brief_of(&out->run, &r);
     snprintf(out->at, sizeof out->at, "%s", hs_json_str(side, "at"));
 }
 

@@ -320,23 +320,18 @@ void hs_cli_site(char *buf, size_t len, const json_t *row, const char *fnkey)
                    hs_json_int(row, "line"));
 }
 
-void hs_cli_sampling(const json_t *s)
+void hs_cli_sampling(const hs_run_sampling *s)
 {
-    if (!s) return;
-    const json_t *d = json_object_get(s, "dropped");
-    int64_t sb = hs_json_int(s, "sample_bytes");
+    int64_t sb = s->sample_bytes;
     char b[32];
     if (sb == 1)
         printf("sampling: every allocation (exact)");
     else
         printf("sampling: one sample per %s allocated on average (estimates)", hs_cli_bytes(sb, b));
-    const char *k;
-    json_t *v;
     int any = 0;
-    json_object_foreach((json_t *)d, k, v)
-    {
-        if (!json_integer_value(v)) continue;
-        printf("%s %s %" PRId64, any ? "," : "; dropped:", k, (int64_t)json_integer_value(v));
+    for (int k = 0; k < HS_RUNDROP__COUNT; k++) {
+        if (!s->dropped[k]) continue;
+        printf("%s %s %" PRId64, any ? "," : "; dropped:", hs_run_drop_name(k), s->dropped[k]);
         any = 1;
     }
     printf("%s\n", any ? "" : "; nothing dropped");

@@ -98,7 +98,7 @@ const char *hs_cli_bytes(int64_t b, char *buf);
 const char *hs_cli_secs(int64_t ns, char *buf);
 
 /* The line every human answer ends with: sampling and dropped counts. */
-void hs_cli_sampling(const json_t *sampling);
+void hs_cli_sampling(const hs_run_sampling *sampling);
 /* Prints JSON (the --json output). */
 void hs_cli_print_json(const json_t *j);
 

@@ -90,9 +90,9 @@ static void print_diff(const hs_diff_result *r)
     hs_table_free(&t);
     if (!r->nrows) printf("no difference\n");
     printf("a: ");
-    hs_cli_sampling(r->a.run.sampling);
+    hs_cli_sampling(&r->a.run.record.sampling);
     printf("b: ");
-    hs_cli_sampling(r->b.run.sampling);
+    hs_cli_sampling(&r->b.run.record.sampling);
 }
 
 /* "12.0 MiB ± 0.4 MiB": a side's mean and its spread across runs. */

@@ -85,11 +85,10 @@ static void print_history(const hs_history_result *r)
            hs_cli_bytes(r->end_bytes, b3), hs_cli_secs(r->granularity_ns, b4));
     print_points(r);
     print_series(r);
-    hs_cli_sampling(r->run.sampling);
+    hs_cli_sampling(&r->run.record.sampling);
     /* The samples' "(estimates)" holds for the stacks; the heap's own
      * figures may be the collector's exact totals. */
-    const json_t *ex = json_object_get((const json_t *)r->run.record, "exact");
-    if (r->run.sample_bytes != 1 && json_is_true(json_object_get(ex, "in_figures")))
+    if (r->run.sample_bytes != 1 && r->run.record.exact.in_figures)
         printf("the heap's peak, end and HEAP column are exact (counted at each allocation "
                "and free); the stacks are estimates\n");
 }

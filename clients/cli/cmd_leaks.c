@@ -73,7 +73,7 @@ static void print_leaks(const hs_leaks_result *r)
     }
     hs_table_print(&t);
     hs_table_free(&t);
-    hs_cli_sampling(r->run.sampling);
+    hs_cli_sampling(&r->run.record.sampling);
 }
 
 /* Direct: the core's answer; its strings live in q's caches, so it is

@@ -39,7 +39,7 @@ static void print_sizes(const hs_sizes_result *r)
     hs_table_free(&t);
     printf("suggested HEAPSTORE_SAMPLE_BYTES=%" PRId64 ": %s\n", r->suggested_sample_bytes,
            r->reason);
-    hs_cli_sampling(r->run.sampling);
+    hs_cli_sampling(&r->run.record.sampling);
 }
 
 static int sizes_direct(const hs_cli_args *a)

@@ -96,7 +96,7 @@ static void print_top(const hs_top_result *r)
         print_by_site(r);
     if ((int64_t)r->nrows < r->rows_total)
         printf("(%zu of %" PRId64 " rows; --limit N for more)\n", r->nrows, r->rows_total);
-    hs_cli_sampling(r->run.sampling);
+    hs_cli_sampling(&r->run.record.sampling);
 }
 
 /* Direct: the core's answer on the database file. The result's strings
