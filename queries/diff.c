@@ -420,6 +420,6 @@ void hs_diff_result_clear(hs_diff_result *r)
         hs__run_clear(&runs[1]);
     }
     free(runs);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

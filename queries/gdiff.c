@@ -425,6 +425,6 @@ void hs_gdiff_result_clear(hs_gdiff_result *r)
     free(r->rows);
     free(r->a.runs);
     free(r->b.runs);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

@@ -374,7 +374,7 @@ void hs_history_result_clear(hs_history_result *r)
     free(r->rss);
     if (r->own) hs__run_clear(r->own);
     free(r->own);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }
 

@@ -145,6 +145,14 @@ int hs_site_rules_parse(hs_site_rules *out, const char *site, const char *wrappe
 
 /* ---- shared parts of results ---------------------------------------------- */
 
+/* What a result made elsewhere (the CLI decodes a server's answer into the
+ * core's result types) lends its strings from: the result's _clear calls
+ * release(data) when release is set. */
+typedef struct hs_qheld {
+    void *data;
+    void (*release)(void *data);
+} hs_qheld;
+
 /* A frame as answers show it: name is the function less clone suffixes
  * (or "module+0xoff"), file and module "" when unknown. Lent strings. */
 typedef struct hs_qframe {
@@ -279,9 +287,10 @@ typedef struct hs_run_info {
 typedef struct hs_runs_result {
     hs_run_info *runs; /* newest first */
     size_t nruns;
-    int64_t next;         /* paging: before= this run id lists the next page; 0 when none */
-    hs_qlabel *labels;    /* a decoded result's labels, one array (owned); NULL: lent by runs */
-    void *own, *own_json; /* as in hs_top_result */
+    int64_t next;      /* paging: before= this run id lists the next page; 0 when none */
+    hs_qlabel *labels; /* a decoded result's labels, one array (owned); NULL: lent by runs */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_runs_result;
 
 int hs_core_runs(hs_q *q, const hs_runs_params *p, hs_runs_result *out, hs_qerr *err);
@@ -343,8 +352,9 @@ typedef struct hs_history_result {
     /* what the answer merged or left out (truncated when cut is set) */
     int cut;
     int64_t buckets_per_point, rss_samples;
-    int series_cut;       /* the series stopped at their bound of points */
-    void *own, *own_json; /* as in hs_top_result */
+    int series_cut; /* the series stopped at their bound of points */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_history_result;
 
 int hs_core_history(hs_q *q, const hs_history_params *p, hs_history_result *out, hs_qerr *err);
@@ -400,7 +410,7 @@ typedef struct hs_top_result {
     int64_t rows_cut; /* rows within the limit left out (answer_bytes) */
     int bytes_cut;    /* stopped at the answer's byte bound */
     void *own;        /* what the result holds (freed by _clear) */
-    void *own_json;   /* a decoded result: the JSON its strings live in */
+    hs_qheld held;    /* a decoded result: what its strings live in */
 } hs_top_result;
 
 int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *err);
@@ -441,7 +451,8 @@ typedef struct hs_leaks_result {
     size_t nlive, ngrowing;
     int frames_cut, max_frames; /* a stack was cut to max_frames */
     int bytes_cut;              /* stopped at the answer's byte bound */
-    void *own, *own_json;       /* as in hs_top_result */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_leaks_result;
 
 int hs_core_leaks(hs_q *q, const hs_leaks_params *p, hs_leaks_result *out, hs_qerr *err);
@@ -464,7 +475,8 @@ typedef struct hs_sizes_result {
     int64_t total_allocs, total_bytes;
     int64_t suggested_sample_bytes; /* for about 20,000 samples a second */
     char reason[300];               /* why, in a sentence */
-    void *own, *own_json;           /* as in hs_top_result */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_sizes_result;
 
 int hs_core_sizes(hs_q *q, const hs_run_sel *run, hs_sizes_result *out, hs_qerr *err);
@@ -508,8 +520,9 @@ typedef struct hs_flame_result {
     int64_t min_bytes;              /* the narrowest node it could hold */
     int64_t depth_cut;              /* max_depth when deeper frames were left out, else 0 */
     int64_t stacks_omitted, stacks_bytes;
-    int bytes_cut;        /* stopped at the answer's byte bound */
-    void *own, *own_json; /* as in hs_top_result */
+    int bytes_cut; /* stopped at the answer's byte bound */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_flame_result;
 
 int hs_core_flame(hs_q *q, const hs_flame_params *p, hs_flame_result *out, hs_qerr *err);
@@ -551,8 +564,9 @@ typedef struct hs_stacks_result {
     size_t nrows;
     size_t omitted; /* stacks left out (frames ran out) */
     int64_t omitted_bytes;
-    size_t cut;           /* stacks cut to HS_STACKS_FRAMES */
-    void *own, *own_json; /* as in hs_top_result */
+    size_t cut; /* stacks cut to HS_STACKS_FRAMES */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_stacks_result;
 
 int hs_core_stacks(hs_q *q, const hs_stacks_params *p, hs_stacks_result *out, hs_qerr *err);
@@ -657,7 +671,8 @@ typedef struct hs_diff_result {
     /* what the answer left out */
     int flame_cut, frames_cut, max_frames;
     int64_t stacks_omitted, stacks_bytes;
-    void *own, *own_json; /* as in hs_top_result */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_diff_result;
 
 int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr *err);
@@ -742,7 +757,8 @@ typedef struct hs_gdiff_result {
     int64_t rows_total; /* rows before the limit */
     int frames_cut, max_frames;
     int64_t stacks_omitted, stacks_bytes; /* live traces past the frames a request may read */
-    void *own, *own_json;
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_gdiff_result;
 
 /* 1 in *group when either side of p names several runs (then
@@ -877,9 +893,10 @@ typedef struct hs_trend_result {
     const char *function; /* the code (NULL when none): a function, */
     const char *site;     /* or a site "file:line" */
     int at_end;
-    int64_t runs_read;    /* runs the rows hold */
-    int cut;              /* more runs matched than limit: the oldest were left out */
-    void *own, *own_json; /* as in hs_top_result */
+    int64_t runs_read; /* runs the rows hold */
+    int cut;           /* more runs matched than limit: the oldest were left out */
+    void *own;
+    hs_qheld held; /* as in hs_top_result */
 } hs_trend_result;
 
 /* One question to the store (hs_qstore runs_summary) whatever the number of

@@ -474,6 +474,6 @@ void hs_leaks_result_clear(hs_leaks_result *r)
     free(r->growing);
     if (r->own) hs__run_clear(r->own);
     free(r->own);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

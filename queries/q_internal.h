@@ -28,8 +28,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include <jansson.h>
-
 #include "hs_buf.h"
 #include "hs_map.h"
 #include "hs_core.h"
@@ -114,6 +112,13 @@ struct hs_q {
     hs__map site_class;       /* frame id -> its class under the rules (site.c) */
     int big;                  /* the last request was big: trim malloc's pages */
 };
+
+/* Releases what a decoded result held (hs_core.h), once. */
+static inline void hs__held_release(hs_qheld *h)
+{
+    if (h->release) h->release(h->data);
+    *h = (hs_qheld){0};
+}
 
 /* Fills err (code: a negative HS_E code) and returns code. */
 int hs__err(hs_qerr *err, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

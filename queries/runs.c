@@ -148,6 +148,6 @@ void hs_runs_result_clear(hs_runs_result *r)
     }
     free(r->labels);
     free(r->runs);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

@@ -98,6 +98,6 @@ void hs_sizes_result_clear(hs_sizes_result *r)
     free(r->buckets);
     if (r->own) hs__run_clear(r->own);
     free(r->own);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

@@ -206,6 +206,6 @@ void hs_stacks_result_clear(hs_stacks_result *r)
         free(o->run);
         free(o);
     }
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

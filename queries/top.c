@@ -261,6 +261,6 @@ void hs_top_result_clear(hs_top_result *r)
     free(r->rows);
     if (r->own) hs__run_clear(r->own);
     free(r->own);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

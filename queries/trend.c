@@ -348,6 +348,6 @@ void hs_trend_result_clear(hs_trend_result *r)
         free(o);
     }
     free(r->rows);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

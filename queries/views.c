@@ -295,6 +295,6 @@ void hs_flame_result_clear(hs_flame_result *r)
     free(r->nodes);
     if (r->own) hs__run_clear(r->own);
     free(r->own);
-    json_decref(r->own_json);
+    hs__held_release(&r->held);
     memset(r, 0, sizeof *r);
 }

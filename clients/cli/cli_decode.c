@@ -115,7 +115,7 @@ static void run_info_decode(hs_run_info *out, const json_t *run, hs_qlabel **lab
 int hs_cli_runs_decode(hs_runs_result *out, json_t *j)
 {
     memset(out, 0, sizeof *out);
-    out->own_json = j;
+    out->held = hs_cli_held(j);
     const json_t *runs = json_object_get(j, "runs");
     size_t n = json_array_size(runs), nl = 0;
     for (size_t i = 0; i < n; i++)
@@ -171,7 +171,7 @@ static void top_truncated_decode(hs_top_result *out, const json_t *cut)
 int hs_cli_top_decode(hs_top_result *out, json_t *j)
 {
     memset(out, 0, sizeof *out);
-    out->own_json = j;
+    out->held = hs_cli_held(j);
     run_decode(&out->run, j);
     snprintf(out->at, sizeof out->at, "%s", hs_json_str(j, "at"));
     out->at_ns = hs_json_int(j, "at_ns");
@@ -204,7 +204,7 @@ oom:
 int hs_cli_sizes_decode(hs_sizes_result *out, json_t *j)
 {
     memset(out, 0, sizeof *out);
-    out->own_json = j;
+    out->held = hs_cli_held(j);
     run_decode(&out->run, j);
     out->total_allocs = hs_json_int(j, "total_allocs");
     out->total_bytes = hs_json_int(j, "total_bytes");
@@ -260,7 +260,7 @@ static int leak_rows_decode(hs_leak_row **out, size_t *n, const json_t *rows)
 int hs_cli_leaks_decode(hs_leaks_result *out, json_t *j)
 {
     memset(out, 0, sizeof *out);
-    out->own_json = j;
+    out->held = hs_cli_held(j);
     run_decode(&out->run, j);
     out->at_ns = hs_json_int(j, "at_ns");
     out->total_bytes = hs_json_int(j, "total_bytes");
@@ -326,7 +326,7 @@ static int history_lines_decode(hs_history_result *out, const json_t *j)
 int hs_cli_history_decode(hs_history_result *out, json_t *j)
 {
     memset(out, 0, sizeof *out);
-    out->own_json = j;
+    out->held = hs_cli_held(j);
     run_decode(&out->run, j);
     const json_t *run = json_object_get(j, "run"), *cut = json_object_get(j, "truncated");
     out->peak_bytes = hs_json_int(run, "peak_bytes");
@@ -368,7 +368,7 @@ static void diff_side_decode(hs_diff_side *out, const json_t *j, const char *key
 int hs_cli_diff_decode(hs_diff_result *out, json_t *j)
 {
     memset(out, 0, sizeof *out);
-    out->own_json = j;
+    out->held = hs_cli_held(j);
     diff_side_decode(&out->a, j, "a");
     diff_side_decode(&out->b, j, "b");
     if (hs_group_parse(hs_json_str(j, "by"), &out->by)) out->by = HS_GROUP_STACK;
@@ -432,7 +432,7 @@ static int gside_decode(hs_gdiff_side *out, const json_t *s)
 int hs_cli_gdiff_decode(hs_gdiff_result *out, json_t *j)
 {
     memset(out, 0, sizeof *out);
-    out->own_json = j;
+    out->held = hs_cli_held(j);
     const json_t *tot = json_object_get(j, "total"), *rows = json_object_get(j, "rows");
     if (hs_group_parse(hs_json_str(j, "by"), &out->by)) out->by = HS_GROUP_STACK;
     out->delta = jnum(tot, "delta_bytes");

@@ -337,6 +337,16 @@ void hs_cli_sampling(const hs_run_sampling *s)
     printf("%s\n", any ? "" : "; nothing dropped");
 }
 
+static void json_release(void *j)
+{
+    json_decref(j);
+}
+
+hs_qheld hs_cli_held(json_t *j)
+{
+    return (hs_qheld){.data = j, .release = json_release};
+}
+
 void hs_cli_print_json(const json_t *j)
 {
     char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -97,6 +97,10 @@ void hs_cli_site(char *buf, size_t len, const json_t *row, const char *fnkey);
 const char *hs_cli_bytes(int64_t b, char *buf);
 const char *hs_cli_secs(int64_t ns, char *buf);
 
+/* A decoded result's hold on the JSON its strings live in (taken over:
+ * the result's _clear releases it). */
+hs_qheld hs_cli_held(json_t *j);
+
 /* The line every human answer ends with: sampling and dropped counts. */
 void hs_cli_sampling(const hs_run_sampling *sampling);
 /* Prints JSON (the --json output). */

@@ -87,11 +87,11 @@ static void figures_decode(const json_t *o, double *v, int *has)
     }
 }
 
-/* Takes j over (r->own_json); strings are lent from it. 0 or -1. */
+/* Takes j over (r->held); strings are lent from it. 0 or -1. */
 static int trend_decode(hs_trend_result *r, json_t *j)
 {
     memset(r, 0, sizeof *r);
-    r->own_json = j;
+    r->held = hs_cli_held(j);
     const json_t *rows = json_object_get(j, "rows"), *code = json_object_get(j, "code");
     if (hs_trend_metric_parse(hs_json_str(j, "metric"), &r->metric)) r->metric = HS_TM_PEAK;
     r->by = json_string_value(json_object_get(j, "by"));
