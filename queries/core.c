@@ -123,9 +123,15 @@ int hs__qstack(hs_q *q, int64_t trace, int max_frames, hs_qstack *out, hs_qerr *
 const char *hs_run_drop_name(int d)
 {
     static const char *const names[HS_RUNDROP__COUNT] = {
-        "alloc_events",  "free_events",      "alloc_bytes",
-        "free_bytes",    "stacks_truncated", "unwind_failed",
-        "live_set_full", "python_fallback",  "python_small_unseen"};
+        [HS_RUNDROP_ALLOC_EVENTS] = "alloc_events",
+        [HS_RUNDROP_FREE_EVENTS] = "free_events",
+        [HS_RUNDROP_ALLOC_BYTES] = "alloc_bytes",
+        [HS_RUNDROP_FREE_BYTES] = "free_bytes",
+        [HS_RUNDROP_STACKS_TRUNCATED] = "stacks_truncated",
+        [HS_RUNDROP_UNWIND_FAILED] = "unwind_failed",
+        [HS_RUNDROP_LIVE_SET_FULL] = "live_set_full",
+        [HS_RUNDROP_PYTHON_FALLBACK] = "python_fallback",
+        [HS_RUNDROP_PYTHON_SMALL_UNSEEN] = "python_small_unseen"};
     assert(d >= 0 && d < HS_RUNDROP__COUNT);
     return names[d];
 }

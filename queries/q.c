@@ -176,10 +176,15 @@ static void run_record(hs_run_record *rec, const hs_qstore_run *r, const hs__run
                   .est_peak_t_ns = e->est_peak_t_ns},
         .sampling = {.sample_bytes = r->sample_bytes,
                      .max_depth = r->max_depth,
-                     .dropped = {r->dropped_alloc_events, r->dropped_free_events,
-                                 r->dropped_alloc_bytes, r->dropped_free_bytes, r->stacks_truncated,
-                                 r->unwind_failed, r->live_set_full, r->python_fallback,
-                                 r->python_small_unseen}}};
+                     .dropped = {[HS_RUNDROP_ALLOC_EVENTS] = r->dropped_alloc_events,
+                                 [HS_RUNDROP_FREE_EVENTS] = r->dropped_free_events,
+                                 [HS_RUNDROP_ALLOC_BYTES] = r->dropped_alloc_bytes,
+                                 [HS_RUNDROP_FREE_BYTES] = r->dropped_free_bytes,
+                                 [HS_RUNDROP_STACKS_TRUNCATED] = r->stacks_truncated,
+                                 [HS_RUNDROP_UNWIND_FAILED] = r->unwind_failed,
+                                 [HS_RUNDROP_LIVE_SET_FULL] = r->live_set_full,
+                                 [HS_RUNDROP_PYTHON_FALLBACK] = r->python_fallback,
+                                 [HS_RUNDROP_PYTHON_SMALL_UNSEEN] = r->python_small_unseen}}};
 }
 
 /* A label of the run: key and value copied into one block. */

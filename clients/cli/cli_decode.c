@@ -73,6 +73,11 @@ static void record_decode(hs_run_record *out, const json_t *run, const json_t *s
     sampling_decode(&out->sampling, s);
 }
 
+void hs_cli_record_decode(hs_run_record *out, const json_t *run)
+{
+    record_decode(out, run, json_object_get(run, "sampling"));
+}
+
 /* The brief of an answer's run: its "run" and its "sampling". */
 static void run_decode(hs_run_brief *out, const json_t *j)
 {

@@ -14,6 +14,10 @@
 
 #include "hs_core.h"
 
+/* The API's "run" object (its own "sampling" included) into out, which
+ * lends run's strings; labels and argv are left empty. */
+void hs_cli_record_decode(hs_run_record *out, const json_t *run);
+
 /* /api/runs's answer j (taken over, also on failure) into out. 0, or
  * HS_ENOMEM. */
 int hs_cli_runs_decode(hs_runs_result *out, json_t *j);

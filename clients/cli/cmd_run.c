@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_decode.h"
 #include "cli_query.h"
 #include "hs_cli.h"
 #include "hs_paths.h"
@@ -138,19 +139,20 @@ static double now_s(void)
  * frames are being stored. */
 static int64_t run_progress(const json_t *run)
 {
-    return hs_json_int(run, "alloc_events") + hs_json_int(run, "free_events") +
-           hs_json_int(run, "duration_ns");
+    hs_run_record r;
+    hs_cli_record_decode(&r, run);
+    return r.alloc_events + r.free_events + r.duration_ns;
 }
 
 /* Whether the run sampled any allocation (most of a shell script's helper
  * processes do not, at the default rate). */
 static int has_samples(const json_t *run)
 {
+    hs_run_record r;
+    hs_cli_record_decode(&r, run);
     /* an exact peak is not a sample: every process has one */
-    json_t *ex = json_object_get(run, "exact");
-    if (ex && json_is_true(json_object_get(ex, "in_figures")))
-        return hs_json_int(run, "alloc_events") > 0 || hs_json_int(ex, "estimated_peak_bytes") > 0;
-    return hs_json_int(run, "alloc_events") > 0 || hs_json_int(run, "peak_bytes") > 0;
+    if (r.exact.in_figures) return r.alloc_events > 0 || r.exact.est_peak_bytes > 0;
+    return r.alloc_events > 0 || r.peak_bytes > 0;
 }
 
 static void server_stop(server_proc *sp, int show_log)
@@ -285,7 +287,9 @@ static int exec_successor(const char *url, const json_t *run, char *out, size_t 
 static const char *sampling_text(const json_t *run, char *buf, size_t len)
 {
     char b[32];
-    int64_t sb = hs_json_int(json_object_get(run, "sampling"), "sample_bytes");
+    hs_run_record r;
+    hs_cli_record_decode(&r, run);
+    int64_t sb = r.sampling.sample_bytes;
     if (sb == 1)
         snprintf(buf, len, "every allocation");
     else
@@ -295,52 +299,68 @@ static const char *sampling_text(const json_t *run, char *buf, size_t len)
 
 /* The exact totals' lines: what was counted, how close the live figure is,
  * and the estimate the samples alone gave. */
-static void summary_exact(const json_t *ex)
+static void summary_exact(const hs_run_exact *ex)
 {
     char b1[32], b2[32], b3[32];
     fprintf(stderr,
             "  counted      %" PRId64 " allocations (%s), %" PRId64 " frees: every one, in the "
             "allocator's usable sizes; live heap within %s\n",
-            hs_json_int(ex, "allocs"), hs_cli_bytes(hs_json_int(ex, "alloc_bytes"), b1),
-            hs_json_int(ex, "frees"), hs_cli_bytes(hs_json_int(ex, "error_bytes"), b2));
+            ex->allocs, hs_cli_bytes(ex->alloc_bytes, b1), ex->frees,
+            hs_cli_bytes(ex->error_bytes, b2));
     fprintf(stderr, "  sampled peak %s at %s (what the samples alone estimate)\n",
-            hs_cli_bytes(hs_json_int(ex, "estimated_peak_bytes"), b1),
-            hs_cli_secs(hs_json_int(ex, "estimated_peak_t_ns"), b3));
+            hs_cli_bytes(ex->est_peak_bytes, b1), hs_cli_secs(ex->est_peak_t_ns, b3));
+}
+
+/* What the collector dropped, and what it could not see of Python. */
+static void summary_dropped(const hs_run_sampling *s)
+{
+    const int64_t *d = s->dropped;
+    int64_t dropped = d[HS_RUNDROP_ALLOC_EVENTS] + d[HS_RUNDROP_FREE_EVENTS];
+    if (dropped)
+        fprintf(stderr, "  dropped      %" PRId64 " events (the numbers are lower bounds)\n",
+                dropped);
+    else
+        fprintf(stderr, "  dropped      nothing\n");
+    if (d[HS_RUNDROP_PYTHON_FALLBACK])
+        fprintf(stderr,
+                "  python       %" PRId64 " samples in Python code lack their Python frames (an "
+                "interpreter heapstore cannot read: not CPython 3.8-3.13, or a debug or "
+                "free-threaded build)\n",
+                d[HS_RUNDROP_PYTHON_FALLBACK]);
+    if (d[HS_RUNDROP_PYTHON_SMALL_UNSEEN])
+        fprintf(stderr, "  python       small objects (pymalloc's) not seen: the interpreter was "
+                        "found after its start-up, or PYTHONMALLOC or development mode (-X dev) "
+                        "keeps them from malloc (unset it, or set PYTHONMALLOC=malloc)\n");
 }
 
 /* The run's heap in a few lines. code: the command's exit code when run is
  * the command's own process, else -1 (run is the largest of its tree). */
 static void summary_head(const char *url, const json_t *run, int code)
 {
-    int64_t id = hs_json_int(run, "id");
+    hs_run_record r;
+    hs_cli_record_decode(&r, run);
     char t[4096], b1[32], b2[32], b3[32], sampling[64];
-    json_t *samp = json_object_get(run, "sampling");
     sampling_text(run, sampling, sizeof sampling);
     if (code >= 0)
-        fprintf(stderr, "\nheapstore: run %" PRId64 " of %s: exit code %d, %s, sampling %s\n", id,
-                hs_json_str(run, "program"), code, hs_cli_secs(hs_json_int(run, "duration_ns"), b1),
-                sampling);
+        fprintf(stderr, "\nheapstore: run %" PRId64 " of %s: exit code %d, %s, sampling %s\n", r.id,
+                r.program, code, hs_cli_secs(r.duration_ns, b1), sampling);
     else
         fprintf(stderr, "\nheapstore: run %" PRId64 " of %s, the largest: %s, pid %" PRId64 "\n",
-                id, hs_json_str(run, "program"), hs_cli_secs(hs_json_int(run, "duration_ns"), b1),
-                hs_json_int(run, "pid"));
+                r.id, r.program, hs_cli_secs(r.duration_ns, b1), r.pid);
     /* Which figures are exact: with the collector's exact totals the heap's
      * peak, its moment, the end and the counts are; only the sites are
      * estimated (summary_sites). At every-allocation sampling the samples
      * are exact themselves (in requested bytes). */
-    json_t *ex = json_object_get(run, "exact");
-    int exact = ex && json_is_true(json_object_get(ex, "in_figures"));
-    int every = hs_json_int(samp, "sample_bytes") == 1;
+    int exact = r.exact.in_figures, every = r.sampling.sample_bytes == 1;
     const char *how = exact ? " (exact)" : every ? "" : " (estimated from samples)";
-    fprintf(stderr, "  peak heap    %s at %s%s\n", hs_cli_bytes(hs_json_int(run, "peak_bytes"), b2),
-            hs_cli_secs(hs_json_int(run, "peak_t_ns"), b3), how);
-    const char *unclean =
-        !strcmp(hs_json_str(run, "state"), "ended") ? "" : " (the run did not end cleanly)";
+    fprintf(stderr, "  peak heap    %s at %s%s\n", hs_cli_bytes(r.peak_bytes, b2),
+            hs_cli_secs(r.peak_t_ns, b3), how);
+    const char *unclean = !strcmp(r.state, "ended") ? "" : " (the run did not end cleanly)";
     /* A Python program's end is its main code's, before the interpreter's
      * teardown frees its globals; the process's exit comes after. */
     json_t *main_end = NULL;
-    if (json_object_get(run, "main_end_ns")) {
-        snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=end&limit=1", id);
+    if (r.main_end_ns) {
+        snprintf(t, sizeof t, "/api/runs/%" PRId64 "/top?at=end&limit=1", r.id);
         main_end = get_json(url, t, 0);
     }
     if (main_end) {
@@ -348,36 +368,16 @@ static void summary_head(const char *url, const json_t *run, int code)
                 "  at the end   %s in %" PRId64 " blocks, when the main program finished at %s "
                 "(before interpreter teardown)\n",
                 hs_cli_bytes(hs_json_int(main_end, "total_bytes"), b2),
-                hs_json_int(main_end, "total_count"),
-                hs_cli_secs(hs_json_int(run, "main_end_ns"), b3));
+                hs_json_int(main_end, "total_count"), hs_cli_secs(r.main_end_ns, b3));
         fprintf(stderr, "  at exit      %s in %" PRId64 " blocks%s\n",
-                hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"),
-                unclean);
+                hs_cli_bytes(r.end_bytes, b2), r.end_count, unclean);
         json_decref(main_end);
     } else {
         fprintf(stderr, "  at the end   %s in %" PRId64 " blocks%s%s\n",
-                hs_cli_bytes(hs_json_int(run, "end_bytes"), b2), hs_json_int(run, "end_count"), how,
-                unclean);
+                hs_cli_bytes(r.end_bytes, b2), r.end_count, how, unclean);
     }
-    if (exact) summary_exact(ex);
-    json_t *d = json_object_get(samp, "dropped");
-    int64_t dropped = hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events");
-    if (dropped)
-        fprintf(stderr, "  dropped      %" PRId64 " events (the numbers are lower bounds)\n",
-                dropped);
-    else
-        fprintf(stderr, "  dropped      nothing\n");
-    int64_t pyfb = hs_json_int(d, "python_fallback");
-    if (pyfb)
-        fprintf(stderr,
-                "  python       %" PRId64 " samples in Python code lack their Python frames (an "
-                "interpreter heapstore cannot read: not CPython 3.8-3.13, or a debug or "
-                "free-threaded build)\n",
-                pyfb);
-    if (hs_json_int(d, "python_small_unseen"))
-        fprintf(stderr, "  python       small objects (pymalloc's) not seen: the interpreter was "
-                        "found after its start-up, or PYTHONMALLOC or development mode (-X dev) "
-                        "keeps them from malloc (unset it, or set PYTHONMALLOC=malloc)\n");
+    if (exact) summary_exact(&r.exact);
+    summary_dropped(&r.sampling);
 }
 
 /* The run's top sites at its peak and its likely leaks. */
@@ -390,7 +390,9 @@ static void summary_sites(const hs_cli_args *a, const char *url, const json_t *r
     json_t *top = get_json(url, t, 0);
     size_t i;
     json_t *row;
-    int64_t sb = hs_json_int(json_object_get(run, "sampling"), "sample_bytes");
+    hs_run_record r;
+    hs_cli_record_decode(&r, run);
+    int64_t sb = r.sampling.sample_bytes;
     if (top && json_array_size(json_object_get(top, "rows"))) {
         /* Each sample stands for about sb bytes: a site's estimate of B
          * bytes rests on about B/sb samples, off by about sqrt(B * sb). */
@@ -769,8 +771,10 @@ static void report(const hs_cli_args *a, const char *url, int64_t root, const js
             int64_t e = hs_json_int(t.run[i], "start_unix_ms") * 1000000 - start +
                         hs_json_int(t.run[i], "duration_ns");
             if (e > span) span = e;
-            json_t *d = json_object_get(json_object_get(t.run[i], "sampling"), "dropped");
-            dropped += hs_json_int(d, "alloc_events") + hs_json_int(d, "free_events");
+            hs_run_record r;
+            hs_cli_record_decode(&r, t.run[i]);
+            dropped += r.sampling.dropped[HS_RUNDROP_ALLOC_EVENTS] +
+                       r.sampling.dropped[HS_RUNDROP_FREE_EVENTS];
         }
         fprintf(stderr,
                 "\nheapstore: process tree of run %" PRId64
