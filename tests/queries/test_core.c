@@ -445,34 +445,8 @@ static void test_runs_typed(void **state)
         assert_int_equal(ri->nlabels, 1);
         assert_string_equal(ri->labels[0].key, "version");
         assert_string_equal(ri->labels[0].value, want[i].version);
-        /* the whole record, typed */
-        const hs_run_record *rec = &ri->brief.record;
-        assert_int_equal(rec->id, want[i].id);
-        assert_string_equal(rec->host, "testhost");
-        assert_int_equal(strlen(rec->uuid), 32);
-        assert_int_equal(rec->duration_ns, 2000000000);
-        assert_int_equal(rec->clean_exit, 1);
-        assert_int_equal(rec->sampling.sample_bytes, 1);
-        for (int d = 0; d < HS_RUNDROP__COUNT; d++) assert_int_equal(rec->sampling.dropped[d], 0);
-        assert_int_equal(rec->nlabels, 1);
-        assert_string_equal(rec->labels[0].value, want[i].version);
     }
     assert_int_equal(r.runs[1].events, 63); /* 20 leaks, 20 + 20 tmp, big, config */
-    /* the API's run object is the record's encoding: every figure and the
-     * sampling's dropped counts by name, in the record's order */
-    json_t *j = hs_api_runs_json(&r), *run1 = json_array_get(json_object_get(j, "runs"), 1);
-    const hs_run_record *rec1 = &r.runs[1].brief.record;
-    assert_int_equal(json_integer_value(json_object_get(run1, "peak_bytes")), rec1->peak_bytes);
-    assert_int_equal(json_integer_value(json_object_get(run1, "alloc_events")), rec1->alloc_events);
-    assert_string_equal(json_string_value(json_object_get(run1, "uuid")), rec1->uuid);
-    assert_string_equal(
-        json_string_value(json_object_get(json_object_get(run1, "labels"), "version")), "1");
-    json_t *dropped = json_object_get(json_object_get(run1, "sampling"), "dropped");
-    assert_int_equal(json_object_size(dropped), HS_RUNDROP__COUNT);
-    void *it = json_object_iter(dropped);
-    for (int d = 0; d < HS_RUNDROP__COUNT; d++, it = json_object_iter_next(dropped, it))
-        assert_string_equal(json_object_iter_key(it), hs_run_drop_name(d));
-    json_decref(j);
     hs_runs_result_clear(&r);
 
     /* filters, all of which must hold */
@@ -517,6 +491,51 @@ static void test_runs_typed(void **state)
     assert_int_equal(hs_sel_parse_run(&sel, "42", &err), 0);
     assert_int_equal(hs_core_run(q, &sel, &r, &err), HS_ENOENT);
     assert_string_equal(err.msg, "no run with id 42");
+}
+
+/* The runs' whole records, typed (hs_run_record), and the API's run
+ * object as their encoding. */
+static void test_run_record_typed(void **state)
+{
+    (void)state;
+    hs_runs_params p;
+    hs_runs_result r;
+    hs_qerr err;
+    hs_runs_params_init(&p);
+    assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+    assert_int_equal(r.nruns, 2);
+    static const struct {
+        int64_t id;
+        const char *version;
+    } want[] = {{2, "2"}, {1, "1"}};
+    for (size_t i = 0; i < HS_COUNTOF(want); i++) { /* newest first */
+        const hs_run_record *rec = &r.runs[i].brief.record;
+        assert_int_equal(rec->id, want[i].id);
+        assert_string_equal(rec->host, "testhost");
+        assert_int_equal(strlen(rec->uuid), 32);
+        assert_int_equal(rec->duration_ns, 2000000000);
+        assert_int_equal(rec->clean_exit, 1);
+        assert_int_equal(rec->sampling.sample_bytes, 1);
+        for (int d = 0; d < HS_RUNDROP__COUNT; d++) assert_int_equal(rec->sampling.dropped[d], 0);
+        assert_int_equal(rec->nlabels, 1);
+        assert_string_equal(rec->labels[0].value, want[i].version);
+    }
+    /* the API's run object is the record's encoding: every figure and the
+     * sampling's dropped counts by name, in the record's order */
+    json_t *j = hs_api_runs_json(&r), *run1 = json_array_get(json_object_get(j, "runs"), 1);
+    const hs_run_record *rec1 = &r.runs[1].brief.record;
+    assert_int_equal(json_integer_value(json_object_get(run1, "peak_bytes")), rec1->peak_bytes);
+    assert_int_equal(json_integer_value(json_object_get(run1, "alloc_events")), rec1->alloc_events);
+    assert_string_equal(json_string_value(json_object_get(run1, "uuid")), rec1->uuid);
+    assert_string_equal(
+        json_string_value(json_object_get(json_object_get(run1, "labels"), "version")), "1");
+    json_t *dropped = json_object_get(json_object_get(run1, "sampling"), "dropped");
+    assert_int_equal(json_object_size(dropped), HS_RUNDROP__COUNT);
+    void *it = json_object_iter(dropped);
+    for (int d = 0; d < HS_RUNDROP__COUNT; d++, it = json_object_iter_next(dropped, it))
+        assert_string_equal(json_object_iter_key(it), hs_run_drop_name(d));
+    json_decref(j);
+    hs_runs_result_clear(&r);
 }
 
 /* hs_core_history on run 1: 20 buckets of 100 ms, the two largest traces
@@ -594,12 +613,12 @@ static void test_history_typed(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_groups),        cmocka_unit_test(test_frame_label),
-        cmocka_unit_test(test_error_mapping), cmocka_unit_test(test_collapsed_escaping),
-        cmocka_unit_test(test_top_typed),     cmocka_unit_test(test_empty_run),
-        cmocka_unit_test(test_top_params),    cmocka_unit_test(test_sizes_typed),
-        cmocka_unit_test(test_leaks_typed),   cmocka_unit_test(test_runs_typed),
-        cmocka_unit_test(test_history_typed),
+        cmocka_unit_test(test_groups),           cmocka_unit_test(test_frame_label),
+        cmocka_unit_test(test_error_mapping),    cmocka_unit_test(test_collapsed_escaping),
+        cmocka_unit_test(test_top_typed),        cmocka_unit_test(test_empty_run),
+        cmocka_unit_test(test_top_params),       cmocka_unit_test(test_sizes_typed),
+        cmocka_unit_test(test_leaks_typed),      cmocka_unit_test(test_runs_typed),
+        cmocka_unit_test(test_run_record_typed), cmocka_unit_test(test_history_typed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
