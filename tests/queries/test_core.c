@@ -494,48 +494,66 @@ static void test_runs_typed(void **state)
 }
 
 /* The runs' whole records, typed (hs_run_record), and the API's run
- * object as their encoding. */
+ * object as their encoding: run 1 given a distinct count of each kind of
+ * drop, so that a count under the wrong name shows. */
 static void test_run_record_typed(void **state)
 {
     (void)state;
+    static const char *const drops[HS_RUNDROP__COUNT] = {
+        "alloc_events",  "free_events",      "alloc_bytes",
+        "free_bytes",    "stacks_truncated", "unwind_failed",
+        "live_set_full", "python_fallback",  "python_small_unseen"}; /* docs/api.md's order */
+    char path[512], sql[1024];
+    fx_tmp_path(path, sizeof path, "core-record.db");
+    assert_int_equal(fx_build(path), 0);
+    int n = snprintf(sql, sizeof sql, "UPDATE runs SET ");
+    for (int d = 0; d < HS_RUNDROP__COUNT; d++)
+        n += snprintf(sql + n, sizeof sql - (size_t)n, "%s%s%s = %d", d ? ", " : "",
+                      d < 4 ? "dropped_" : "", drops[d], d + 1);
+    snprintf(sql + n, sizeof sql - (size_t)n, " WHERE id = 1");
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    hs_q *rq;
+    hs_qerr err;
     hs_runs_params p;
     hs_runs_result r;
-    hs_qerr err;
+    assert_int_equal(hs_q_open(&rq, path, &err), 0);
     hs_runs_params_init(&p);
-    assert_int_equal(hs_core_runs(q, &p, &r, &err), 0);
+    assert_int_equal(hs_core_runs(rq, &p, &r, &err), 0);
     assert_int_equal(r.nruns, 2);
-    static const struct {
-        int64_t id;
-        const char *version;
-    } want[] = {{2, "2"}, {1, "1"}};
-    for (size_t i = 0; i < HS_COUNTOF(want); i++) { /* newest first */
+    for (size_t i = 0; i < 2; i++) { /* newest first: runs 2 and 1 */
         const hs_run_record *rec = &r.runs[i].brief.record;
-        assert_int_equal(rec->id, want[i].id);
+        assert_int_equal(rec->id, 2 - (int64_t)i);
         assert_string_equal(rec->host, "testhost");
         assert_int_equal(strlen(rec->uuid), 32);
         assert_int_equal(rec->duration_ns, 2000000000);
         assert_int_equal(rec->clean_exit, 1);
         assert_int_equal(rec->sampling.sample_bytes, 1);
-        for (int d = 0; d < HS_RUNDROP__COUNT; d++) assert_int_equal(rec->sampling.dropped[d], 0);
+        for (int d = 0; d < HS_RUNDROP__COUNT; d++)
+            assert_int_equal(rec->sampling.dropped[d], i ? d + 1 : 0);
         assert_int_equal(rec->nlabels, 1);
-        assert_string_equal(rec->labels[0].value, want[i].version);
+        assert_string_equal(rec->labels[0].value, i ? "1" : "2");
     }
-    /* the API's run object is the record's encoding: every figure and the
-     * sampling's dropped counts by name, in the record's order */
+    assert_int_equal(r.runs[1].dropped_events, 1 + 2);
     json_t *j = hs_api_runs_json(&r), *run1 = json_array_get(json_object_get(j, "runs"), 1);
     const hs_run_record *rec1 = &r.runs[1].brief.record;
     assert_int_equal(json_integer_value(json_object_get(run1, "peak_bytes")), rec1->peak_bytes);
-    assert_int_equal(json_integer_value(json_object_get(run1, "alloc_events")), rec1->alloc_events);
     assert_string_equal(json_string_value(json_object_get(run1, "uuid")), rec1->uuid);
     assert_string_equal(
         json_string_value(json_object_get(json_object_get(run1, "labels"), "version")), "1");
     json_t *dropped = json_object_get(json_object_get(run1, "sampling"), "dropped");
     assert_int_equal(json_object_size(dropped), HS_RUNDROP__COUNT);
     void *it = json_object_iter(dropped);
-    for (int d = 0; d < HS_RUNDROP__COUNT; d++, it = json_object_iter_next(dropped, it))
-        assert_string_equal(json_object_iter_key(it), hs_run_drop_name(d));
+    for (int d = 0; d < HS_RUNDROP__COUNT; d++, it = json_object_iter_next(dropped, it)) {
+        assert_string_equal(json_object_iter_key(it), drops[d]);
+        assert_int_equal(json_integer_value(json_object_iter_value(it)), d + 1);
+    }
     json_decref(j);
     hs_runs_result_clear(&r);
+    hs_q_free(rq);
+    unlink_db(path);
 }
 
 /* hs_core_history on run 1: 20 buckets of 100 ms, the two largest traces
