@@ -17,6 +17,12 @@
 -- mark (runs.stats_bucket when it was written): a reader takes, per trace,
 -- the row of the highest mark not above its run's stats_bucket, then the
 -- delta rows after that bucket.
+-- runs.front names the front end that shipped the row (a random id kept in
+-- its marks file): a front end leaves alone a run another one has carried
+-- further. runs.key_sha is the SHA-256 of the run's resume key (hex; '' for
+-- none), so that any front end can check a resumed HELLO without the key
+-- being stored; frames.key is the buffer's frame key, so that a front end
+-- that fetches a run back gives its frames the same content ids.
 -- Statements are separated by lines holding only ';'.
 
 CREATE TABLE IF NOT EXISTS runs (
@@ -31,7 +37,7 @@ CREATE TABLE IF NOT EXISTS runs (
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
     main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
-    day Date, ver UInt64
+    day Date, ver UInt64, key_sha String, front UInt64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS run_labels (
@@ -44,8 +50,8 @@ CREATE TABLE IF NOT EXISTS mappings (
 ) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, t_ns, start)
 ;
 CREATE TABLE IF NOT EXISTS frames (
-    id Int64, function String, file String, line Int64, module String, module_offset Int64,
-    ver UInt64
+    id Int64, key String, function String, file String, line Int64, module String,
+    module_offset Int64, ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS traces (

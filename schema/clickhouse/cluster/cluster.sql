@@ -27,7 +27,7 @@ CREATE TABLE IF NOT EXISTS runs_local (
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
     main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
-    day Date, ver UInt64
+    day Date, ver UInt64, key_sha String, front UInt64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS runs AS runs_local
@@ -49,8 +49,8 @@ CREATE TABLE IF NOT EXISTS mappings AS mappings_local
     ENGINE = Distributed({cluster}, currentDatabase(), mappings_local, run)
 ;
 CREATE TABLE IF NOT EXISTS frames_local (
-    id Int64, function String, file String, line Int64, module String, module_offset Int64,
-    ver UInt64
+    id Int64, key String, function String, file String, line Int64, module String,
+    module_offset Int64, ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS frames AS frames_local

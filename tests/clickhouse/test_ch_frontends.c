@@ -1,0 +1,214 @@
+/* Stateless front ends (docs/clickhouse.md, "Many front ends, one
+ * cluster"): two heapstore-servers, each with a buffer of its own, ship to
+ * one ClickHouse database. A run starts on front end A, A dies (SIGKILL)
+ * once ClickHouse holds what it acknowledged, and the collector resumes on
+ * front end B, which has never seen the run: B fetches it back from
+ * ClickHouse and goes on. Every answer of the API about the run must equal,
+ * field by field (chcompare), those of a SQLite server that took the same
+ * stream without a break. Then A comes back with its old copy of the run:
+ * it must leave the run alone (B carried it further) and drop its copy.
+ * Also: a front end's restart sends nothing again (its marks file), and
+ * an ended run leaves the buffer once ClickHouse holds it.
+ */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "chcompare.h"
+#include "chkit.h"
+#include "hs_proto.h"
+#include "hs_testkit.h"
+
+static ck_server ch;
+static char tmpdir[600];
+
+#define NFRAMES 40 /* EVENTS frames, a second apart: 40 buckets, a keyframe at 32 */
+
+/* The frames after HELLO of run id: mappings and the rest, symbols, six
+ * stacks, NFRAMES frames of events (allocations and frees of every stack,
+ * a heap that grows to a peak near frame 25 and falls), BYE. */
+static void stream_body(tk_buf *b)
+{
+    tk_extras(b);
+    tk_symbols(b, 0, 12, 0);
+    for (uint64_t s = 1; s <= 6; s++) {
+        uint64_t pcs[3] = {s, 6 + (s % 3) + 1, 12};
+        tk_stack(b, s, pcs, 3);
+    }
+    uint64_t allocs = 0, frees = 0;
+    for (int f = 0; f < NFRAMES; f++) {
+        tk_event ev[24];
+        size_t n = 0;
+        for (int i = 0; i < 12; i++) {
+            uint64_t t = (uint64_t)f * 1000000000ull + (uint64_t)i * 70000000ull + 1;
+            uint64_t st = (uint64_t)(i % 6) + 1, size = 64u << (i % 6);
+            ev[n++] = (tk_event){t, st, 0, size, size};
+            allocs++;
+            if (f > 25 || (i + f) % 3 == 0) { /* frees: the heap grows, then falls */
+                ev[n++] = (tk_event){t + 1000, st, 1, size, size};
+                frees++;
+            }
+        }
+        tk_events(b, ev, n);
+    }
+    tk_bye(b, (uint64_t)NFRAMES * 1000000000ull, allocs, frees);
+}
+
+static const uint8_t run_id[16] = {0xfe, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+                                   0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f};
+
+/* Sends header, HELLO (first_seq, flags) and frames [from, to) of body;
+ * waits for the ACK of frame to - 1. The fd stays open (returned). */
+static int send_part(int port, const tk_buf *body, const size_t *off, size_t nf, size_t from,
+                     size_t to, uint64_t flags)
+{
+    tk_buf b = {0};
+    tk_header(&b);
+    tk_hello(&b, run_id, from, flags, NULL);
+    size_t end = to < nf ? off[to] : body->len;
+    tk_buf_append(&b, body->p + off[from], end - off[from]);
+    int fd = tk_connect(port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    uint64_t got = 0;
+    char reason[256] = "";
+    int rc = tk_wait_ack(fd, to, &got, reason, sizeof reason, 60000);
+    if (rc)
+        fprintf(stderr, "ack of %zu: %d (%s), got %llu\n", to, rc, reason, (unsigned long long)got);
+    assert_int_equal(rc, 0);
+    tk_buf_free(&b);
+    return fd;
+}
+
+static void db_at(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s.db", tmpdir, name);
+}
+
+/* The run moves from A to B; answers equal an uninterrupted run's. */
+static void test_resume_elsewhere(void **state)
+{
+    (void)state;
+    char url[700], scratch[700], da[700], db[700], dc[700];
+    ck_url(&ch, "fleet", 0, url, sizeof url);
+    ck_url(&ch, "scratch", 0, scratch, sizeof scratch);
+    strncat(url, "&buffer_keep=0", sizeof url - strlen(url) - 1);
+    db_at(da, sizeof da, "a");
+    db_at(db, sizeof db, "b");
+    db_at(dc, sizeof dc, "c");
+    tk_buf body = {0};
+    stream_body(&body);
+    size_t *off = NULL, nf = tk_frame_offsets(&body, 0, &off);
+    assert_true(nf > NFRAMES);
+    size_t cut = nf - 15; /* events frames before and after the peak on each side */
+
+    /* the uninterrupted run, on SQLite */
+    tk_server c, a, b;
+    assert_int_equal(tk_server_start(&c, dc, 0, NULL), 0);
+    int fd = send_part(c.port, &body, off, nf, 0, nf, 0);
+    close(fd);
+    assert_int_equal(tk_server_stop(&c, SIGTERM), 0);
+
+    /* A takes the first part, acknowledges it (ClickHouse holds it), dies */
+    const char *extra[] = {"--store", url, "--grace", "1s", NULL};
+    assert_int_equal(tk_server_start(&a, da, 0, extra), 0);
+    fd = send_part(a.port, &body, off, nf, 0, cut, 0);
+    tk_server_stop(&a, SIGKILL);
+    close(fd);
+
+    /* the collector resumes on B, which never saw the run */
+    assert_int_equal(tk_server_start(&b, db, 0, extra), 0);
+    fd = send_part(b.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
+    close(fd);
+    assert_true(tk_log_contains(&b, "resumed here: fetched from ClickHouse"));
+    for (int i = 0; i < 100 && ck_int(&ch, "SELECT count() FROM fleet.runs FINAL WHERE state = "
+                                           "'ended'") != 1;
+         i++)
+        usleep(100000);
+    assert_int_equal(ck_same_answers(dc, scratch, url, 0), 0);
+
+    /* A comes back with its older copy: it closes it as lost after its
+     * grace period, ships nothing of it, and drops it from its buffer */
+    assert_int_equal(tk_server_start(&a, da, 0, extra), 0);
+    for (int i = 0; i < 100 && tk_db_int(da, "SELECT count(*) FROM runs") != 0; i++) usleep(100000);
+    assert_int_equal(tk_db_int(da, "SELECT count(*) FROM runs"), 0);
+    assert_true(tk_log_contains(&a, "is carried on by another front end"));
+    assert_int_equal(ck_same_answers(dc, scratch, url, 0), 0);
+    assert_int_equal(ck_int(&ch, "SELECT state = 'ended' FROM fleet.runs FINAL"), 1);
+
+    /* B's ended run leaves its buffer too (buffer_keep=0); the API still
+     * answers from ClickHouse */
+    for (int i = 0; i < 100 && tk_db_int(db, "SELECT count(*) FROM runs") != 0; i++) usleep(100000);
+    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM events"), 0);
+    assert_int_equal(ck_same_answers(dc, scratch, url, 0), 0);
+    assert_int_equal(tk_server_stop(&a, SIGTERM), 0);
+    assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
+    free(off);
+    tk_buf_free(&body);
+}
+
+/* A restart of a front end goes on from its marks file: nothing is sent
+ * again (ClickHouse's row count stays), and the run still resumes there. */
+static void test_restart_sends_nothing(void **state)
+{
+    (void)state;
+    char url[700], dr[700];
+    ck_url(&ch, "marks", 0, url, sizeof url);
+    db_at(dr, sizeof dr, "r");
+    tk_buf body = {0};
+    stream_body(&body);
+    size_t *off = NULL, nf = tk_frame_offsets(&body, 0, &off);
+    size_t cut = nf / 2;
+    tk_server r;
+    const char *extra[] = {"--store", url, NULL};
+    assert_int_equal(tk_server_start(&r, dr, 0, extra), 0);
+    int fd = send_part(r.port, &body, off, nf, 0, cut, 0);
+    close(fd);
+    assert_int_equal(tk_server_stop(&r, SIGTERM), 0);
+    const char *count = "SELECT (SELECT count() FROM marks.events) + (SELECT count() FROM "
+                        "marks.snapshots) + (SELECT count() FROM marks.frames) + (SELECT "
+                        "count() FROM marks.traces) + (SELECT count() FROM marks.run_stacks)";
+    long long rows = ck_int(&ch, count);
+    assert_true(rows > 0);
+    assert_int_equal(tk_server_start(&r, dr, 0, extra), 0);
+    usleep(1500000); /* several passes */
+    assert_int_equal(ck_int(&ch, count), rows);
+    fd = send_part(r.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
+    close(fd);
+    assert_int_equal(tk_server_stop(&r, SIGTERM), 0);
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM marks.events"),
+                     ck_int(&ch, "SELECT count() FROM marks.events FINAL"));
+    assert_int_equal(ck_int(&ch, "SELECT state = 'ended' FROM marks.runs FINAL"), 1);
+    free(off);
+    tk_buf_free(&body);
+}
+
+int main(void)
+{
+    ck_require();
+    const char *bdir = getenv("HS_BUILD_DIR");
+    snprintf(tmpdir, sizeof tmpdir, "%s/tests/tmp/ch_frontends.%d", bdir ? bdir : "/tmp",
+             (int)getpid());
+    char chdir_[700], cmd[1400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", tmpdir, tmpdir);
+    if (system(cmd)) return 1;
+    snprintf(chdir_, sizeof chdir_, "%s/clickhouse", tmpdir);
+    if (ck_start(&ch, chdir_, 0, NULL)) return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_resume_elsewhere),
+        cmocka_unit_test(test_restart_sends_nothing),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    ck_stop(&ch);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (!rc && system(cmd)) rc = 1;
+    return rc;
+}
