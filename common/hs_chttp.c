@@ -20,7 +20,7 @@ struct hs_ch {
     char *db, *user, *password, *display, *settings;
     char *extra;                   /* ClickHouse settings given in the URL, sent with every query */
     char *sql_user, *sql_password; /* the front end's options (hs_chttp.h) */
-    long buffer_keep_s, downsample_after_s;
+    long buffer_keep_s, downsample_after_s, downsample_by;
     int insecure;
     long timeout_s;
     struct curl_slist *headers;
@@ -110,16 +110,20 @@ static int parse_opts(hs_ch *c, const char *q, int *secure, char *err, size_t er
             free(c->sql_password);
             c->sql_password = v;
         } else if ((klen == 11 && !memcmp(q, "buffer_keep", 11)) ||
-                   (klen == 16 && !memcmp(q, "downsample_after", 16))) {
+                   (klen == 16 && !memcmp(q, "downsample_after", 16)) ||
+                   (klen == 13 && !memcmp(q, "downsample_by", 13))) {
             char *e;
             long n = strtol(v, &e, 10);
-            int bad = e == v || *e || n < 0;
+            int by = klen == 13, bad = e == v || *e || n < (by ? 2 : 0);
             free(v);
             if (bad) {
-                snprintf(err, errlen, "%.*s takes a number of seconds >= 0", (int)klen, q);
+                snprintf(err, errlen, "%.*s takes %s", (int)klen, q,
+                         by ? "a whole number of buckets >= 2" : "a number of seconds >= 0");
                 return HS_EINVAL;
             }
-            *(q[0] == 'b' ? &c->buffer_keep_s : &c->downsample_after_s) = n;
+            *(q[0] == 'b' ? &c->buffer_keep_s
+              : by        ? &c->downsample_by
+                          : &c->downsample_after_s) = n;
         } else if ((klen == 6 && !memcmp(q, "secure", 6)) ||
                    (klen == 8 && !memcmp(q, "insecure", 8)) ||
                    (klen == 7 && !memcmp(q, "timeout", 7))) {
@@ -199,7 +203,7 @@ int hs_ch_open(hs_ch **out, const char *url, char *err, size_t errlen)
     hs_ch *c = calloc(1, sizeof *c);
     if (!c) return HS_ENOMEM;
     c->timeout_s = 60;
-    c->buffer_keep_s = c->downsample_after_s = -1;
+    c->buffer_keep_s = c->downsample_after_s = c->downsample_by = -1;
     int rc = parse_url(c, url, err, errlen);
     if (!rc && !(c->curl = curl_easy_init())) rc = HS_ENOMEM;
     if (!rc && c->user) rc = user_headers(c);
@@ -469,6 +473,7 @@ long hs_ch_front_option(const hs_ch *c, const char *name)
 {
     return !strcmp(name, "buffer_keep")        ? c->buffer_keep_s
            : !strcmp(name, "downsample_after") ? c->downsample_after_s
+           : !strcmp(name, "downsample_by")    ? c->downsample_by
                                                : -1;
 }
 

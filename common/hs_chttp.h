@@ -45,8 +45,9 @@ int hs_ch_settings(hs_ch *c, const char *params);
  * sql_user=U&sql_password=P, the ClickHouse user /api/sql runs as (NULL:
  * the URL's user); buffer_keep=S, seconds an ended run stays in the front
  * end's buffer once shipped; downsample_after=S, the age in seconds past
- * which rollups are merged into coarser buckets. hs_ch_front_option() of
- * "buffer_keep" or "downsample_after": -1 when not given. */
+ * which rollups are merged into coarser buckets, downsample_by=N buckets
+ * at a time (hs_chship_downsample). hs_ch_front_option() of
+ * "buffer_keep", "downsample_after" or "downsample_by": -1 when not given. */
 const char *hs_ch_sql_user(const hs_ch *c);
 long hs_ch_front_option(const hs_ch *c, const char *name);
 /* Makes c speak as the URL's sql_user (a no-op without one). */

@@ -883,6 +883,9 @@ int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *e
         snprintf(err, errlen, "cannot read %s: %s", db_path, sqlite3_errmsg(s->db));
         goto fail;
     }
+    s->ds_after = hs_ch_front_option(s->ch, "downsample_after");
+    s->ds_by = (int)hs_ch_front_option(s->ch, "downsample_by");
+    if (s->ds_by < 2) s->ds_by = 60;
     long keep = hs_ch_front_option(s->ch, "buffer_keep");
     s->keep_ns = keep < 0 ? 60 * 1000000000ll : keep * 1000000000ll;
     if (!(s->url = strdup(url)) || (rc = hs__chmarks_open(s, db_path))) {
@@ -958,6 +961,12 @@ static void *ship_main(void *arg)
             else if (dropped)
                 hs_log("ClickHouse retention: %d partitions older than %d months dropped", dropped,
                        s->retain_months);
+        }
+        if (!rc && s->ds_after >= 0 && hs__chship_wall_ns() - s->ds_at > 3600ull * 1000000000ull) {
+            int runs = 0;
+            s->ds_at = hs__chship_wall_ns();
+            if (hs_chship_downsample(s, s->ds_after, s->ds_by, &runs, err, sizeof err))
+                hs_log("ClickHouse downsampling failed: %s", err);
         }
         if (!rc && failing) hs_log("shipping to ClickHouse works again");
         failing = rc != 0;

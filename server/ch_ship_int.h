@@ -110,6 +110,9 @@ struct hs_chship {
     void (*notify)(void *data); /* under mu */
     void *notify_data;
     uint64_t retained_at; /* wall ns of the last retention run */
+    int64_t ds_after;     /* downsampling: age in s (-1: none), factor, last run */
+    int ds_by;
+    uint64_t ds_at;
     /* the marks file (ch_marks.c): NULL when it cannot be kept */
     sqlite3 *marks;
     char *marks_path;

@@ -64,6 +64,19 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
 /* The thread runs hs_chship_retain() at its start and hourly; 0: never. */
 void hs_chship_set_retention(hs_chship *s, int months);
 
+/* Downsampling (ch_downsample.c): in every run, the spans of `factor`
+ * buckets wholly older than age_s seconds get their heap_series rows merged
+ * into one (the heap at the span's end, its highest heap, its bytes
+ * allocated and freed) and their process samples cut to the highest, so
+ * that long histories read few rows; a history whose points cover whole
+ * spans answers as before, the peak included. On a cluster, run it on
+ * each shard (mutations go to this server's tables). *runs gets the runs
+ * looked at. 0 or an HS_E code with err filled. The thread runs it at its
+ * start and hourly when the store URL has downsample_after=S (and
+ * downsample_by=N, 60 by default). */
+int hs_chship_downsample(hs_chship *s, int64_t age_s, int factor, int *runs, char *err,
+                         size_t errlen);
+
 /* Acknowledgements: the run uuid's next_seq as of the last pass that
  * shipped its runs row (every frame below it is in ClickHouse); 0 when no
  * pass has shipped it yet. Any thread. */

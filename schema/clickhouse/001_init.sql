@@ -23,6 +23,9 @@
 -- none), so that any front end can check a resumed HELLO without the key
 -- being stored; frames.key is the buffer's frame key, so that a front end
 -- that fetches a run back gives its frames the same content ids.
+-- heap_series.span and process_samples.span: 1 for a bucket's row, N for
+-- a row that stands for N buckets merged by downsampling
+-- (server/ch_downsample.c).
 -- Statements are separated by lines holding only ';'.
 
 CREATE TABLE IF NOT EXISTS runs (
@@ -78,11 +81,11 @@ CREATE TABLE IF NOT EXISTS snapshots (
 ;
 CREATE TABLE IF NOT EXISTS heap_series (
     run Int64, day Date, bucket Int64, live_bytes Int64, live_count Int64, max_bytes Int64,
-    alloc_bytes Int64, free_bytes Int64, ver UInt64
+    alloc_bytes Int64, free_bytes Int64, ver UInt64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY (run, bucket)
 ;
 CREATE TABLE IF NOT EXISTS process_samples (
-    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64
+    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, t_ns)
 ;
 CREATE TABLE IF NOT EXISTS size_hist (

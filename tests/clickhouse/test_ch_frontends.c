@@ -7,8 +7,9 @@
  * field by field (chcompare), those of a SQLite server that took the same
  * stream without a break. Then A comes back with its old copy of the run:
  * it must leave the run alone (B carried it further) and drop its copy.
- * Also: a front end's restart sends nothing again (its marks file), and
- * an ended run leaves the buffer once ClickHouse holds it.
+ * Also: a front end's restart sends nothing again (its marks file), an
+ * ended run leaves the buffer once ClickHouse holds it, and downsampling
+ * leaves a history at the coarse resolution as it was.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -21,9 +22,12 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 #include "chcompare.h"
 #include "chkit.h"
+#include "hs_chship.h"
+#include "hs_queries.h"
 #include "hs_proto.h"
 #include "hs_testkit.h"
 
@@ -191,6 +195,131 @@ static void test_restart_sends_nothing(void **state)
     tk_buf_free(&body);
 }
 
+/* GET path of the store at url: its JSON (owned by the caller). */
+static json_t *ask_json(const char *url, const char *path)
+{
+    hs_q *q;
+    hs_qerr qe;
+    assert_int_equal(hs_q_open(&q, url, &qe), 0);
+    hs_api_reply r = {0};
+    hs_api_handle(q, "GET", path, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_incref(r.json);
+    hs_api_reply_clear(&r);
+    hs_q_free(q);
+    return j;
+}
+
+#define DS_BY 8
+
+/* The fine history's points merged DS_BY buckets at a time, as a history
+ * whose points cover whole spans merges them: the last point's heap and
+ * time, the highest heap. */
+static json_t *coarse_points(json_t *fine, int64_t g)
+{
+    json_t *out = json_array(), *p, *cur = NULL;
+    size_t i;
+    int64_t span = -1;
+    json_array_foreach(fine, i, p)
+    {
+        int64_t t = json_integer_value(json_object_get(p, "t_ns"));
+        int64_t m = json_integer_value(json_object_get(p, "heap_max_bytes"));
+        if ((t - 1) / g / DS_BY != span) {
+            span = (t - 1) / g / DS_BY;
+            cur = json_deep_copy(p);
+            json_array_append_new(out, cur);
+        }
+        if (m > json_integer_value(json_object_get(cur, "heap_max_bytes")))
+            json_object_set_new(cur, "heap_max_bytes", json_integer(m));
+        json_object_set(cur, "t_ns", json_object_get(p, "t_ns"));
+        json_object_set(cur, "heap_bytes", json_object_get(p, "heap_bytes"));
+        json_object_set(cur, "heap_count", json_object_get(p, "heap_count"));
+    }
+    return out;
+}
+
+static int64_t max_heap(json_t *points)
+{
+    json_t *p;
+    size_t i;
+    int64_t m = 0;
+    json_array_foreach(points, i, p)
+    {
+        int64_t v = json_integer_value(json_object_get(p, "heap_max_bytes"));
+        if (v > m) m = v;
+    }
+    return m;
+}
+
+/* Downsampling: the history at DS_BY buckets a point equals the fine one
+ * merged so, the peak kept, before and after ClickHouse has deleted the
+ * fine rows; and only span rows are left. */
+static void test_downsample(void **state)
+{
+    (void)state;
+    char url[700], dd[700], err[512], path[200];
+    ck_url(&ch, "ds", 0, url, sizeof url);
+    db_at(dd, sizeof dd, "ds");
+    tk_buf body = {0};
+    stream_body(&body);
+    size_t *off = NULL, nf = tk_frame_offsets(&body, 0, &off);
+    tk_server d;
+    const char *extra[] = {"--store", url, NULL};
+    assert_int_equal(tk_server_start(&d, dd, 0, extra), 0);
+    int fd = send_part(d.port, &body, off, nf, 0, nf, 0);
+    close(fd);
+    assert_int_equal(tk_server_stop(&d, SIGTERM), 0);
+    long long run = ck_int(&ch, "SELECT id FROM ds.runs FINAL");
+    long long g = ck_int(&ch, "SELECT granularity_ns FROM ds.runs FINAL");
+    snprintf(path, sizeof path, "/api/runs/%lld/history", run);
+    json_t *fine = ask_json(url, path);
+    json_t *fp = json_object_get(fine, "points");
+    assert_true(json_array_size(fp) >= 40);
+    int64_t peak = json_integer_value(json_object_get(json_object_get(fine, "run"), "peak_bytes"));
+    assert_int_equal(max_heap(fp), peak);
+    json_t *want = coarse_points(fp, g);
+
+    hs_chship *sh;
+    int runs = 0;
+    assert_int_equal(hs_chship_new(&sh, dd, url, err, sizeof err), 0);
+    int rc = hs_chship_downsample(sh, 0, DS_BY, &runs, err, sizeof err);
+    if (rc) fprintf(stderr, "downsample: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_int_equal(runs, 1);
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass) /* ClickHouse has deleted the fine rows (a mutation) */
+            for (int i = 0; i < 300 && ck_int(&ch, "SELECT count() FROM ds.heap_series WHERE "
+                                                   "span = 1") != 0;
+                 i++)
+                usleep(100000);
+        json_t *got = ask_json(url, path);
+        json_t *gp = json_object_get(got, "points");
+        if (!json_equal(gp, want)) {
+            char *a = json_dumps(want, JSON_COMPACT), *b = json_dumps(gp, JSON_COMPACT);
+            fprintf(stderr, "want %.600s\ngot  %.600s\n", a, b);
+            free(a);
+            free(b);
+        }
+        assert_true(json_equal(gp, want));
+        assert_int_equal(max_heap(gp), peak);
+        assert_int_equal(
+            json_integer_value(json_object_get(json_object_get(got, "run"), "peak_bytes")), peak);
+        json_decref(got);
+    }
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM ds.heap_series WHERE span = 1"), 0);
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM ds.heap_series FINAL"),
+                     (long long)json_array_size(want));
+    /* again: nothing more to merge, the same answer */
+    assert_int_equal(hs_chship_downsample(sh, 0, DS_BY, &runs, err, sizeof err), 0);
+    assert_int_equal(ck_int(&ch, "SELECT count() FROM ds.heap_series FINAL"),
+                     (long long)json_array_size(want));
+    hs_chship_free(sh);
+    json_decref(want);
+    json_decref(fine);
+    free(off);
+    tk_buf_free(&body);
+}
+
 int main(void)
 {
     ck_require();
@@ -205,6 +334,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_elsewhere),
         cmocka_unit_test(test_restart_sends_nothing),
+        cmocka_unit_test(test_downsample),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ck_stop(&ch);

@@ -95,14 +95,14 @@ CREATE TABLE IF NOT EXISTS snapshots AS snapshots_local
 ;
 CREATE TABLE IF NOT EXISTS heap_series_local (
     run Int64, day Date, bucket Int64, live_bytes Int64, live_count Int64, max_bytes Int64,
-    alloc_bytes Int64, free_bytes Int64, ver UInt64
+    alloc_bytes Int64, free_bytes Int64, ver UInt64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY (run, bucket)
 ;
 CREATE TABLE IF NOT EXISTS heap_series AS heap_series_local
     ENGINE = Distributed({cluster}, currentDatabase(), heap_series_local, run)
 ;
 CREATE TABLE IF NOT EXISTS process_samples_local (
-    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64
+    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, t_ns)
 ;
 CREATE TABLE IF NOT EXISTS process_samples AS process_samples_local
