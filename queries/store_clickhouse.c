@@ -34,6 +34,8 @@ typedef struct ch_cached_frame {
 typedef struct chstore {
     hs_qstore base;
     hs_ch *ch;
+    hs_ch *sqlch; /* /api/sql's connection: as the URL's sql_user when it has one */
+    char *url;
     hs_buf ans, runbuf; /* the last answer; the last run's record */
     hs_buf sql;
     hs_map node_idx, frame_idx; /* id -> index in nodes / frames */
@@ -121,6 +123,10 @@ int hs_qstore_clickhouse_open(hs_qstore **out, const char *url, hs_qerr *err)
         free(q);
         return hs__err(err, rc, "%s", msg);
     }
+    if (!(q->url = strdup(url))) {
+        ch_free(&q->base);
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    }
     /* subqueries over Distributed tables (a cluster) run once, on this
      * server, whatever shards their rows are on */
     hs_tsv t;
@@ -137,6 +143,8 @@ static void ch_free(hs_qstore *s)
 {
     chstore *q = (chstore *)s;
     hs_ch_free(q->ch);
+    hs_ch_free(q->sqlch);
+    free(q->url);
     hs_buf_free(&q->ans);
     hs_buf_free(&q->runbuf);
     hs_buf_free(&q->sql);
@@ -1110,6 +1118,21 @@ static int ch_pcs(hs_qstore *s, int64_t run, int (*cb)(uint64_t pc, int64_t fram
 
 /* {"sql": …, "limit": N, "timeout_ms": N} as docs/api.md says, run with
  * readonly = 1 and the limits as ClickHouse settings. */
+/* /api/sql's connection, opened at its first use: as the URL's sql_user
+ * (hs_chttp.h) when it names one, so that ClickHouse itself refuses what
+ * that user may not do. NULL with msg filled when it cannot be opened. */
+static hs_ch *sql_conn(chstore *q, char *msg, size_t len)
+{
+    if (q->sqlch) return q->sqlch;
+    if (hs_ch_open(&q->sqlch, q->url, msg, len)) return NULL;
+    if (hs_ch_use_sql_user(q->sqlch)) {
+        snprintf(msg, len, "out of memory");
+        hs_ch_free(q->sqlch);
+        q->sqlch = NULL;
+    }
+    return q->sqlch;
+}
+
 static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_qerr *err)
 {
     chstore *q = (chstore *)s;
@@ -1131,20 +1154,27 @@ static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_q
         json_decref(req);
         return rc;
     }
-    char settings[300];
+    char settings[300], msg[480];
+    hs_ch *c = sql_conn(q, msg, sizeof msg);
+    if (!c) {
+        json_decref(req);
+        return hs__err(err, HS_EDB, "%s", msg);
+    }
+    /* as sql_user, whose profile is read-only (readonly = 2: settings may
+     * change, nothing else), the limits come from here and readonly from
+     * the profile; else readonly=1 is sent with the query */
     snprintf(settings, sizeof settings,
              "max_execution_time=%lld&max_result_rows=%lld&result_overflow_mode=break&"
-             "output_format_json_quote_64bit_integers=0&readonly=1",
-             (long long)((tmo + 999) / 1000), (long long)limit + 1);
+             "output_format_json_quote_64bit_integers=0%s",
+             (long long)((tmo + 999) / 1000), (long long)limit + 1,
+             hs_ch_sql_user(c) ? "" : "&readonly=1");
     hs_buf b = {0};
     size_t n = strlen(sql);
     while (n && (sql[n - 1] == ';' || sql[n - 1] == ' ' || sql[n - 1] == '\n')) n--;
     hs_buf_put(&b, sql, n);
     hs_buf_printf(&b, " FORMAT JSONCompact");
-    char msg[480];
-    hs_ch_settings(q->ch, settings);
-    rc = b.oom ? HS_ENOMEM : hs_ch_query(q->ch, b.p, NULL, 0, &q->ans, msg, sizeof msg);
-    hs_ch_settings(q->ch, BASE_SETTINGS);
+    hs_ch_settings(c, settings);
+    rc = b.oom ? HS_ENOMEM : hs_ch_query(c, b.p, NULL, 0, &q->ans, msg, sizeof msg);
     hs_buf_free(&b);
     json_decref(req);
     if (rc)
