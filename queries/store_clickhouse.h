@@ -6,7 +6,8 @@
 #include "hs_qstore.h"
 
 /* The version of the ClickHouse layout (schema/clickhouse/001_init.sql):
- * 2 added runs.front and key_sha, frames.key and the span columns. What
+ * 2 added runs.front, key_sha and the summary figures, frames.key and the
+ * span columns. What
  * /api/health calls store_schema on a ClickHouse store. */
 #define HS_CH_LAYOUT_VERSION 2
 

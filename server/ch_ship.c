@@ -44,15 +44,17 @@ static const char *const insert_sql[T__COUNT] = {
     [T_STACKS] = "INSERT INTO run_stacks (run, day, stack_id, trace)",
     [T_TSTATS] = "INSERT INTO trace_stats (run, day, trace, mark, rows, first_bucket, last_bucket, "
                  "bytes, max_bytes, ups, first_up, last_up, up_bytes, down_bytes, sy, sxy, syy)",
-    [T_RUNS] = "INSERT INTO runs (id, uuid, parent_uuid, parent_id, has_parent, program, argv, "
-               "host, pid, ppid, start_unix_ns, sample_bytes, max_depth, rss_interval_ms, "
-               "granularity_ns, keyframe_every, collector_version, state, clean_exit, end_ns, "
-               "next_seq, alloc_events, free_events, bye_alloc_events, has_bye_alloc, "
-               "bye_free_events, has_bye_free, dropped_alloc_events, dropped_free_events, "
-               "dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, unwind_failed, "
-               "live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "
-               "total_alloc_bytes, total_alloc_count, python_fallback, main_end_ns, "
-               "python_small_unseen, stats_bucket, day, ver, key_sha, front)",
+    [T_RUNS] =
+        "INSERT INTO runs (id, uuid, parent_uuid, parent_id, has_parent, program, argv, "
+        "host, pid, ppid, start_unix_ns, sample_bytes, max_depth, rss_interval_ms, "
+        "granularity_ns, keyframe_every, collector_version, state, clean_exit, end_ns, "
+        "next_seq, alloc_events, free_events, bye_alloc_events, has_bye_alloc, "
+        "bye_free_events, has_bye_free, dropped_alloc_events, dropped_free_events, "
+        "dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, unwind_failed, "
+        "live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "
+        "total_alloc_bytes, total_alloc_count, python_fallback, main_end_ns, "
+        "python_small_unseen, stats_bucket, day, ver, key_sha, front, has_rss, rss_peak_bytes, "
+        "has_leak, leak_bytes_per_s)",
 };
 
 /* A per-run table: its SELECT (?1 the local run, ?2 the watermark), the
@@ -345,8 +347,10 @@ static int ship_traces(hs_chship *s, int64_t *wm)
     "dropped_free_events, dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, "             \
     "unwind_failed, live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "    \
     "total_alloc_bytes, total_alloc_count, python_fallback, coalesce(main_end_ns, 0), "            \
-    "python_small_unseen, coalesce(stats_bucket, -1), resume_key FROM runs"
-#define RUN_NCOLS    45
+    "python_small_unseen, coalesce(stats_bucket, -1), resume_key, rss_peak_bytes IS NOT NULL, "    \
+    "coalesce(rss_peak_bytes, 0), leak_bytes_per_s IS NOT NULL, coalesce(leak_bytes_per_s, 0) "    \
+    "FROM runs"
+#define RUN_NCOLS    49
 #define RUN_COL_MARK 43 /* stats_bucket */
 #define RUN_COL_KEY  44 /* resume_key: shipped as its SHA-256 */
 #define RUN_FMT      "sssiiiiiiiissbiiiiibibiiiiiiiiiiiiiiiiiiDV"
@@ -377,6 +381,7 @@ static void put_run(hs_chship *s, sqlite3_stmt *st, const ship_run *r)
     if (key && nkey) SHA256(key, (size_t)nkey, sha);
     put_hex(b, sha, key && nkey ? (int)sizeof sha : 0);
     hs_rb_u64(b, s->front);
+    put_row(s, st, RUN_COL_KEY + 1, "bibd", r, b); /* the summary figures of an ended run */
     s->nrows[T_RUNS]++;
 }
 

@@ -23,6 +23,9 @@
 -- none), so that any front end can check a resumed HELLO without the key
 -- being stored; frames.key is the buffer's frame key, so that a front end
 -- that fetches a run back gives its frames the same content ids.
+-- runs.has_rss, rss_peak_bytes, has_leak, leak_bytes_per_s: the summary
+-- figures the SQLite store writes when a run ends (its schema 9); readers
+-- compute them for runs that have not ended.
 -- heap_series.span and process_samples.span: 1 for a bucket's row, N for
 -- a row that stands for N buckets merged by downsampling
 -- (server/ch_downsample.c).
@@ -40,7 +43,8 @@ CREATE TABLE IF NOT EXISTS runs (
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
     main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
-    day Date, ver UInt64, key_sha String, front UInt64
+    day Date, ver UInt64, key_sha String, front UInt64,
+    has_rss UInt8, rss_peak_bytes Int64, has_leak UInt8, leak_bytes_per_s Float64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS run_labels (

@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS runs_local (
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
     main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
-    day Date, ver UInt64, key_sha String, front UInt64
+    day Date, ver UInt64, key_sha String, front UInt64,
+    has_rss UInt8, rss_peak_bytes Int64, has_leak UInt8, leak_bytes_per_s Float64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS runs AS runs_local
