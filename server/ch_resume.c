@@ -529,8 +529,10 @@ int hs_chship_resume(hs_chship *s, struct hs_store *store, const struct hs_hello
         rc = HS_EAUTH;
         goto out;
     }
-    if (local) hs_store_release_uuid(store, h->run_id);
-    if (local && in_memory(store, h->run_id)) goto out; /* in use by this transaction */
+    /* an older copy, or a run the buffer no longer has (it left, pruned)
+     * whose state the store may still hold: the store forgets it */
+    hs_store_release_uuid(store, h->run_id);
+    if (in_memory(store, h->run_id)) goto out; /* in use by this transaction */
     if (sqlite3_exec(x.db, "SAVEPOINT chresume", NULL, NULL, NULL)) {
         rc = HS_EDB;
         goto out;
