@@ -535,6 +535,7 @@ static int check_moved(hs_chship *s, const size_t *cand, const int64_t *next, si
         for (size_t i = 0; i < n; i++) {
             ship_run *r = &s->rs[cand[i]];
             if (r->id != id || front == s->front || seq < next[i]) continue;
+            r->ours = -1;
             if (!r->moved)
                 hs_log("run %" PRId64 " is carried on by another front end: not shipped from "
                        "here while it holds more of it",
@@ -542,19 +543,26 @@ static int check_moved(hs_chship *s, const size_t *cand, const int64_t *next, si
             r->moved = 1;
         }
     }
+    for (size_t i = 0; !rc && i < n; i++) { /* the others are this front end's */
+        ship_run *r = &s->rs[cand[i]];
+        r->ours = r->ours < 0 ? 0 : 1;
+    }
     hs_buf_free(&q);
     hs_buf_free(&ans);
     return rc;
 }
 
-/* Step one of a pass: the runs whose row changed (into *cand, with their
- * next_seq), checked against ClickHouse (check_moved). */
+/* Step one of a pass: the runs whose row changed (into *cand), checked
+ * against ClickHouse (check_moved) unless this front end found them its own
+ * before and they are still open: an open run's row changes here only with
+ * frames its collector sends here, and a run moves only when its collector
+ * has left (then its row changes no more, until it is closed as lost). */
 static int changed_runs(hs_chship *s, size_t **cand, size_t *n)
 {
     sqlite3_stmt *st = s->runs;
     sqlite3_reset(st);
     int64_t *next = NULL;
-    size_t cap = 0;
+    size_t cap = 0, *chk = NULL, nchk = 0;
     int rc = 0, sr;
     while ((sr = sqlite3_step(st)) == SQLITE_ROW) {
         ship_run *r = run_get(s, st);
@@ -566,21 +574,27 @@ static int changed_runs(hs_chship *s, size_t **cand, size_t *n)
         if (*n == cap) {
             cap = cap ? cap * 2 : 16;
             size_t *nc = realloc(*cand, cap * sizeof *nc);
-            int64_t *nn = nc ? realloc(next, cap * sizeof *nn) : NULL;
+            size_t *nk = nc ? realloc(chk, cap * sizeof *nk) : NULL;
+            int64_t *nn = nk ? realloc(next, cap * sizeof *nn) : NULL;
             if (nc) *cand = nc;
+            if (nk) chk = nk;
             if (!nn) {
                 rc = HS_ENOMEM;
                 break;
             }
             next = nn;
         }
-        next[*n] = sqlite3_column_int64(st, 19);
         (*cand)[(*n)++] = (size_t)(r - s->rs);
+        const char *state = (const char *)sqlite3_column_text(st, 16);
+        if (r->ours > 0 && state && !strcmp(state, "open")) continue;
+        next[nchk] = sqlite3_column_int64(st, 19);
+        chk[nchk++] = (size_t)(r - s->rs);
     }
     if (!rc && sr != SQLITE_DONE) rc = HS_EDB;
     sqlite3_reset(st);
-    if (!rc) rc = check_moved(s, *cand, next, *n);
+    if (!rc) rc = check_moved(s, chk, next, nchk);
     free(next);
+    free(chk);
     return rc;
 }
 

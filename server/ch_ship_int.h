@@ -30,7 +30,8 @@ typedef struct ship_run {
     int64_t npcs, nstacks;
     int64_t stats;     /* the run's stats_bucket when its summaries were last shipped */
     int64_t next_seq;  /* its runs row's next_seq as last shipped */
-    int moved;         /* another front end has carried the run on: never shipped again */
+    int moved;         /* another front end carries the run on: not shipped while so */
+    int ours;          /* 1: ClickHouse's row was this front end's when last looked at */
     int ended;         /* its state was not 'open' as last shipped */
     uint64_t pruning;  /* wall ns before which not to ask for its removal again */
     uint64_t quiet_ns; /* wall ns of its last change shipped */
