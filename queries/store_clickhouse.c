@@ -1492,7 +1492,7 @@ static int ch_runs_summary(hs_qstore *s, const hs_qstore_summary_ask *a,
     int rc = sums_read(q, a, &x, err);
     if (!rc && x.n) rc = sums_fill(q, a, &x, err);
     if (!rc && x.n && (a->function || a->file)) rc = sums_code(q, a, &x, err);
-    if (!rc) qsort(x.v, x.n, sizeof *x.v, cmp_sum); /* oldest first */
+    if (!rc && x.n) qsort(x.v, x.n, sizeof *x.v, cmp_sum); /* oldest first */
     for (size_t i = 0; !rc && i < x.n; i++) {
         ch_sum *c = &x.v[i];
         c->r.program = c->program;

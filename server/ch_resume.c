@@ -261,7 +261,7 @@ static int tree_in(resume *x)
     if (!rc && ids.oom) rc = HS_ENOMEM;
     if (!rc && ids.n) rc = frames_in(x, ids.p);
     hs_buf_free(&ids);
-    qsort(ns, n, sizeof *ns, cmp_depth); /* parents first */
+    if (n) qsort(ns, n, sizeof *ns, cmp_depth); /* parents first */
     sqlite3_stmt *ins = NULL, *get = NULL;
     if (!rc && (sqlite3_prepare_v2(x->db,
                                    "INSERT OR IGNORE INTO traces (parent, frame, depth) VALUES "

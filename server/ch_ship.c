@@ -357,7 +357,7 @@ static int ship_traces(hs_chship *s, int64_t *wm)
 
 static void put_hex(hs_buf *b, const uint8_t *p, int n)
 {
-    char hex[64];
+    char hex[2 * 32 + 1];
     int k = 0;
     for (int i = 0; i < n && i < 32; i++) k += snprintf(hex + k, 3, "%02x", p[i]);
     hs_rb_str(b, hex, (size_t)k);
