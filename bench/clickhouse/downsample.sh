@@ -86,7 +86,7 @@ measure() {
 }
 printf '%-7s %10s %12s\n' when rows history_ms
 measure before "$url"
-measure after "$url&downsample_after=3600&downsample_by=$BY"
+measure after "$url?downsample_after=3600&downsample_by=$BY"
 python3 - "$tmp/history-before.json" "$tmp/history-after.json" <<'EOF'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
