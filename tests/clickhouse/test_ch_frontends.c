@@ -116,6 +116,25 @@ static void wrong_key_refused(int port)
     tk_buf_free(&b);
 }
 
+/* A resumed HELLO of the run (first_seq from) to a front end that lacks it
+ * while ClickHouse is away: refused. */
+static void away_refused(int port, size_t from)
+{
+    tk_buf b = {0};
+    tk_header(&b);
+    tk_hello(&b, run_id, from, HS_HELLO_RESUMED, NULL);
+    int fd = tk_connect(port);
+    assert_true(fd >= 0);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    uint64_t got = 0;
+    char reason[256] = "";
+    int rc = tk_wait_ack(fd, 0, &got, reason, sizeof reason, 90000);
+    if (rc != 1) fprintf(stderr, "away: %d (%s)\n", rc, reason);
+    assert_int_equal(rc, 1);
+    close(fd);
+    tk_buf_free(&b);
+}
+
 static void db_at(char *out, size_t len, const char *name)
 {
     snprintf(out, len, "%s/%s.db", tmpdir, name);
@@ -156,6 +175,12 @@ static void test_resume_elsewhere(void **state)
      * collector, with a wrong key, is refused first) */
     assert_int_equal(tk_server_start(&b, db, 0, extra), 0);
     wrong_key_refused(b.port);
+    assert_int_equal(tk_db_int(db, "SELECT count(*) FROM runs"), 0);
+    /* ClickHouse away: B cannot know the run, so it refuses it (the
+     * collector keeps its frames) rather than start it over */
+    ck_pause(&ch);
+    away_refused(b.port, cut);
+    assert_int_equal(ck_restart(&ch), 0);
     assert_int_equal(tk_db_int(db, "SELECT count(*) FROM runs"), 0);
     fd = send_part(b.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
     close(fd);
