@@ -18,7 +18,9 @@
  * of spans is then the same as before, with the peak (runs.peak_*, the
  * highest heap_max_bytes) kept; a finer one gets a point per span.
  * Snapshots, keyframes and summaries keep their buckets: the state at any
- * moment is still exact.
+ * moment is still exact. On a cluster the merged rows go through the
+ * Distributed tables to every shard, but the deletes reach only the
+ * NAME_local tables of the server the shipper talks to.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -120,8 +122,11 @@ static int merge_batch(hs_chship *s, const ds_run *rs, size_t n, int factor, cha
         rc = run_sql(s, &q, err, errlen);
     }
     for (int k = 0; !rc && k < 2; k++) {
-        hs_buf_printf(&q, "ALTER TABLE %s DELETE WHERE span = 1 AND ",
-                      k ? "process_samples" : "heap_series");
+        char table[64];
+        rc = hs__chship_local_table(s, k ? "process_samples" : "heap_series", table, sizeof table,
+                                    err, errlen);
+        if (rc) break;
+        hs_buf_printf(&q, "ALTER TABLE %s DELETE WHERE span = 1 AND ", table);
         cond(&q, rs, n, k);
         rc = run_sql(s, &q, err, errlen);
     }
@@ -136,12 +141,15 @@ int hs_chship_downsample(hs_chship *s, int64_t age_s, int factor, int *runs, cha
     *runs = 0;
     ds_run *rs = NULL;
     size_t n = 0;
-    int rc = old_runs(s, age_s, factor, &rs, &n, err, errlen);
+    /* on a cluster, the join's and IN's right sides are read once, here */
+    int rc = hs_ch_settings(s->ch, "distributed_product_mode=global");
+    if (!rc) rc = old_runs(s, age_s, factor, &rs, &n, err, errlen);
     for (size_t i = 0; !rc && i < n; i += DS_BATCH) {
         size_t k = n - i < DS_BATCH ? n - i : DS_BATCH;
         rc = merge_batch(s, rs + i, k, factor, err, errlen);
         if (!rc) *runs += (int)k;
     }
     free(rs);
+    hs_ch_settings(s->ch, NULL);
     return rc;
 }

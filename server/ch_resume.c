@@ -512,6 +512,8 @@ int hs_chship_resume(hs_chship *s, struct hs_store *store, const struct hs_hello
 {
     if (!(h->flags & HS_HELLO_RESUMED)) return 0;
     if (!s->rch && hs_ch_open(&s->rch, s->url, err, errlen)) return HS_EINVAL;
+    /* on a cluster, IN subqueries over Distributed tables run once, here */
+    if (hs_ch_settings(s->rch, "distributed_product_mode=global")) return HS_ENOMEM;
     resume x = {.s = s,
                 .db = store->db,
                 .id = hs__chship_run_id(h->run_id, 16),

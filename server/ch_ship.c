@@ -792,8 +792,8 @@ static const char *const per_run_tables[] = {
 
 /* The table that holds the rows of name on this server: NAME_local when
  * name is Distributed (a cluster), else name. */
-static int local_table(hs_chship *s, const char *name, char *out, size_t len, char *err,
-                       size_t errlen)
+int hs__chship_local_table(hs_chship *s, const char *name, char *out, size_t len, char *err,
+                           size_t errlen)
 {
     char sql[300];
     hs_buf ans = {0};
@@ -820,7 +820,8 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
     for (size_t i = 0; !rc && i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
         char table[64], sql[400];
         hs_buf ans = {0};
-        if ((rc = local_table(s, per_run_tables[i], table, sizeof table, err, errlen))) break;
+        if ((rc = hs__chship_local_table(s, per_run_tables[i], table, sizeof table, err, errlen)))
+            break;
         snprintf(sql, sizeof sql,
                  "SELECT DISTINCT partition FROM system.parts WHERE database = currentDatabase() "
                  "AND table = '%s' AND active AND toUInt32OrZero(partition) < %d",

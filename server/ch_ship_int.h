@@ -131,6 +131,10 @@ struct hs_chship {
 /* A run's content id: a hash of its uuid. */
 int64_t hs__chship_run_id(const uint8_t *uuid, int n);
 uint64_t hs__chship_wall_ns(void);
+/* The table holding name's rows on the server the shipper talks to:
+ * NAME_local when name is Distributed (the cluster recipe), else name. */
+int hs__chship_local_table(hs_chship *s, const char *name, char *out, size_t len, char *err,
+                           size_t errlen);
 
 /* The marks file (ch_marks.c), PATH-chship beside the buffer. open:
  * creates it or reads it back into s (maps, watermarks, runs), unless it
