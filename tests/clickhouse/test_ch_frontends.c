@@ -25,6 +25,7 @@
 #include <jansson.h>
 
 #include "chcompare.h"
+#include "chstream.h"
 #include "chkit.h"
 #include "hs_chship.h"
 #include "hs_queries.h"
@@ -34,64 +35,6 @@
 static ck_server ch;
 static char tmpdir[600];
 
-#define NFRAMES 40 /* EVENTS frames, a second apart: 40 buckets, a keyframe at 32 */
-
-/* The frames after HELLO of run id: mappings and the rest, symbols, six
- * stacks, NFRAMES frames of events (allocations and frees of every stack,
- * a heap that grows to a peak near frame 25 and falls), BYE. */
-static void stream_body(tk_buf *b)
-{
-    tk_extras(b);
-    tk_symbols(b, 0, 12, 0);
-    for (uint64_t s = 1; s <= 6; s++) {
-        uint64_t pcs[3] = {s, 6 + (s % 3) + 1, 12};
-        tk_stack(b, s, pcs, 3);
-    }
-    uint64_t allocs = 0, frees = 0;
-    for (int f = 0; f < NFRAMES; f++) {
-        tk_event ev[24];
-        size_t n = 0;
-        for (int i = 0; i < 12; i++) {
-            uint64_t t = (uint64_t)f * 1000000000ull + (uint64_t)i * 70000000ull + 1;
-            uint64_t st = (uint64_t)(i % 6) + 1, size = 64u << (i % 6);
-            ev[n++] = (tk_event){t, st, 0, size, size};
-            allocs++;
-            if (f > 25 || (i + f) % 3 == 0) { /* frees: the heap grows, then falls */
-                ev[n++] = (tk_event){t + 1000, st, 1, size, size};
-                frees++;
-            }
-        }
-        tk_events(b, ev, n);
-    }
-    tk_bye(b, (uint64_t)NFRAMES * 1000000000ull, allocs, frees);
-}
-
-static const uint8_t run_id[16] = {0xfe, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
-                                   0x08, 0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f};
-
-/* Sends header, HELLO (first_seq, flags) and frames [from, to) of body;
- * waits for the ACK of frame to - 1. The fd stays open (returned). */
-static int send_part(int port, const tk_buf *body, const size_t *off, size_t nf, size_t from,
-                     size_t to, uint64_t flags)
-{
-    tk_buf b = {0};
-    tk_header(&b);
-    tk_hello(&b, run_id, from, flags, NULL);
-    size_t end = to < nf ? off[to] : body->len;
-    tk_buf_append(&b, body->p + off[from], end - off[from]);
-    int fd = tk_connect(port);
-    assert_true(fd >= 0);
-    assert_int_equal(tk_send(fd, b.p, b.len), 0);
-    uint64_t got = 0;
-    char reason[256] = "";
-    int rc = tk_wait_ack(fd, to, &got, reason, sizeof reason, 60000);
-    if (rc)
-        fprintf(stderr, "ack of %zu: %d (%s), got %llu\n", to, rc, reason, (unsigned long long)got);
-    assert_int_equal(rc, 0);
-    tk_buf_free(&b);
-    return fd;
-}
-
 /* A resumed HELLO of the run with a wrong resume key, to the front end at
  * port, which lacks the run: refused before anything is fetched. */
 static void wrong_key_refused(int port)
@@ -99,10 +42,10 @@ static void wrong_key_refused(int port)
     tk_buf b = {0};
     tk_header(&b);
     size_t at = b.len;
-    tk_hello(&b, run_id, 3, HS_HELLO_RESUMED, NULL);
+    tk_hello(&b, ck_stream_run, 3, HS_HELLO_RESUMED, NULL);
     uint8_t *p = (uint8_t *)b.p + at, *end = (uint8_t *)b.p + b.len, *last = NULL;
     int seen = 0;
-    for (; (p = memmem(p, (size_t)(end - p), run_id, 16)); p++, seen++) last = p;
+    for (; (p = memmem(p, (size_t)(end - p), ck_stream_run, 16)); p++, seen++) last = p;
     assert_int_equal(seen, 2); /* the run id, then the resume key (the same bytes) */
     last[15] ^= 0xff;
     int fd = tk_connect(port);
@@ -122,7 +65,7 @@ static void away_refused(int port, size_t from)
 {
     tk_buf b = {0};
     tk_header(&b);
-    tk_hello(&b, run_id, from, HS_HELLO_RESUMED, NULL);
+    tk_hello(&b, ck_stream_run, from, HS_HELLO_RESUMED, NULL);
     int fd = tk_connect(port);
     assert_true(fd >= 0);
     assert_int_equal(tk_send(fd, b.p, b.len), 0);
@@ -152,22 +95,22 @@ static void test_resume_elsewhere(void **state)
     db_at(db, sizeof db, "b");
     db_at(dc, sizeof dc, "c");
     tk_buf body = {0};
-    stream_body(&body);
+    ck_stream_body(&body);
     size_t *off = NULL, nf = tk_frame_offsets(&body, 0, &off);
-    assert_true(nf > NFRAMES);
+    assert_true(nf > CK_STREAM_FRAMES);
     size_t cut = nf - 15; /* events frames before and after the peak on each side */
 
     /* the uninterrupted run, on SQLite */
     tk_server c, a, b;
     assert_int_equal(tk_server_start(&c, dc, 0, NULL), 0);
-    int fd = send_part(c.port, &body, off, nf, 0, nf, 0);
+    int fd = ck_send_part(c.port, &body, off, nf, 0, nf, 0);
     close(fd);
     assert_int_equal(tk_server_stop(&c, SIGTERM), 0);
 
     /* A takes the first part, acknowledges it (ClickHouse holds it), dies */
     const char *extra[] = {"--store", url, "--grace", "1s", NULL};
     assert_int_equal(tk_server_start(&a, da, 0, extra), 0);
-    fd = send_part(a.port, &body, off, nf, 0, cut, 0);
+    fd = ck_send_part(a.port, &body, off, nf, 0, cut, 0);
     tk_server_stop(&a, SIGKILL);
     close(fd);
 
@@ -182,7 +125,7 @@ static void test_resume_elsewhere(void **state)
     away_refused(b.port, cut);
     assert_int_equal(ck_restart(&ch), 0);
     assert_int_equal(tk_db_int(db, "SELECT count(*) FROM runs"), 0);
-    fd = send_part(b.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
+    fd = ck_send_part(b.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
     close(fd);
     assert_true(tk_log_contains(&b, "resumed here: fetched from ClickHouse"));
     for (int i = 0; i < 100 && ck_int(&ch, "SELECT count() FROM fleet.runs FINAL WHERE state = "
@@ -220,13 +163,13 @@ static void test_restart_sends_nothing(void **state)
     ck_url(&ch, "marks", 0, url, sizeof url);
     db_at(dr, sizeof dr, "r");
     tk_buf body = {0};
-    stream_body(&body);
+    ck_stream_body(&body);
     size_t *off = NULL, nf = tk_frame_offsets(&body, 0, &off);
     size_t cut = nf / 2;
     tk_server r;
     const char *extra[] = {"--store", url, NULL};
     assert_int_equal(tk_server_start(&r, dr, 0, extra), 0);
-    int fd = send_part(r.port, &body, off, nf, 0, cut, 0);
+    int fd = ck_send_part(r.port, &body, off, nf, 0, cut, 0);
     close(fd);
     assert_int_equal(tk_server_stop(&r, SIGTERM), 0);
     const char *count = "SELECT (SELECT count() FROM marks.events) + (SELECT count() FROM "
@@ -237,7 +180,7 @@ static void test_restart_sends_nothing(void **state)
     assert_int_equal(tk_server_start(&r, dr, 0, extra), 0);
     usleep(1500000); /* several passes */
     assert_int_equal(ck_int(&ch, count), rows);
-    fd = send_part(r.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
+    fd = ck_send_part(r.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
     close(fd);
     assert_int_equal(tk_server_stop(&r, SIGTERM), 0);
     assert_int_equal(ck_int(&ch, "SELECT count() FROM marks.events"),
@@ -314,12 +257,12 @@ static void test_downsample(void **state)
     ck_url(&ch, "ds", 0, url, sizeof url);
     db_at(dd, sizeof dd, "ds");
     tk_buf body = {0};
-    stream_body(&body);
+    ck_stream_body(&body);
     size_t *off = NULL, nf = tk_frame_offsets(&body, 0, &off);
     tk_server d;
     const char *extra[] = {"--store", url, NULL};
     assert_int_equal(tk_server_start(&d, dd, 0, extra), 0);
-    int fd = send_part(d.port, &body, off, nf, 0, nf, 0);
+    int fd = ck_send_part(d.port, &body, off, nf, 0, nf, 0);
     close(fd);
     assert_int_equal(tk_server_stop(&d, SIGTERM), 0);
     long long run = ck_int(&ch, "SELECT id FROM ds.runs FINAL");
