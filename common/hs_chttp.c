@@ -18,7 +18,9 @@ struct hs_ch {
     CURL *curl;
     char *base; /* http[s]://host:port/?database=DB */
     char *db, *user, *password, *display, *settings;
-    char *extra; /* ClickHouse settings given in the URL, sent with every query */
+    char *extra;                   /* ClickHouse settings given in the URL, sent with every query */
+    char *sql_user, *sql_password; /* the front end's options (hs_chttp.h) */
+    long buffer_keep_s, downsample_after_s, downsample_by;
     int insecure;
     long timeout_s;
     struct curl_slist *headers;
@@ -28,6 +30,19 @@ static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static void curl_init(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+/* The user's headers (X-ClickHouse-User/-Key), replacing earlier ones. */
+static int user_headers(hs_ch *c)
+{
+    char h[512];
+    curl_slist_free_all(c->headers);
+    c->headers = NULL;
+    snprintf(h, sizeof h, "X-ClickHouse-User: %s", c->user);
+    c->headers = curl_slist_append(c->headers, h);
+    snprintf(h, sizeof h, "X-ClickHouse-Key: %s", c->password ? c->password : "");
+    if (c->headers) c->headers = curl_slist_append(c->headers, h);
+    return c->headers ? 0 : HS_ENOMEM;
 }
 
 int hs_ch_is_url(const char *url)
@@ -88,6 +103,27 @@ static int parse_opts(hs_ch *c, const char *q, int *secure, char *err, size_t er
         } else if (klen == 8 && !memcmp(q, "password", 8)) {
             free(c->password);
             c->password = v;
+        } else if (klen == 8 && !memcmp(q, "sql_user", 8)) {
+            free(c->sql_user);
+            c->sql_user = v;
+        } else if (klen == 12 && !memcmp(q, "sql_password", 12)) {
+            free(c->sql_password);
+            c->sql_password = v;
+        } else if ((klen == 11 && !memcmp(q, "buffer_keep", 11)) ||
+                   (klen == 16 && !memcmp(q, "downsample_after", 16)) ||
+                   (klen == 13 && !memcmp(q, "downsample_by", 13))) {
+            char *e;
+            long n = strtol(v, &e, 10);
+            int by = klen == 13, bad = e == v || *e || n < (by ? 2 : 0);
+            free(v);
+            if (bad) {
+                snprintf(err, errlen, "%.*s takes %s", (int)klen, q,
+                         by ? "a whole number of buckets >= 2" : "a number of seconds >= 0");
+                return HS_EINVAL;
+            }
+            *(q[0] == 'b' ? &c->buffer_keep_s
+              : by        ? &c->downsample_by
+                          : &c->downsample_after_s) = n;
         } else if ((klen == 6 && !memcmp(q, "secure", 6)) ||
                    (klen == 8 && !memcmp(q, "insecure", 8)) ||
                    (klen == 7 && !memcmp(q, "timeout", 7))) {
@@ -167,16 +203,10 @@ int hs_ch_open(hs_ch **out, const char *url, char *err, size_t errlen)
     hs_ch *c = calloc(1, sizeof *c);
     if (!c) return HS_ENOMEM;
     c->timeout_s = 60;
+    c->buffer_keep_s = c->downsample_after_s = c->downsample_by = -1;
     int rc = parse_url(c, url, err, errlen);
     if (!rc && !(c->curl = curl_easy_init())) rc = HS_ENOMEM;
-    if (!rc && c->user) {
-        char h[512];
-        snprintf(h, sizeof h, "X-ClickHouse-User: %s", c->user);
-        c->headers = curl_slist_append(c->headers, h);
-        snprintf(h, sizeof h, "X-ClickHouse-Key: %s", c->password ? c->password : "");
-        c->headers = curl_slist_append(c->headers, h);
-        if (!c->headers) rc = HS_ENOMEM;
-    }
+    if (!rc && c->user) rc = user_headers(c);
     if (rc) {
         if (rc == HS_ENOMEM) snprintf(err, errlen, "out of memory");
         hs_ch_free(c);
@@ -195,6 +225,8 @@ void hs_ch_free(hs_ch *c)
     free(c->db);
     free(c->user);
     free(c->password);
+    free(c->sql_user);
+    free(c->sql_password);
     free(c->display);
     free(c->settings);
     free(c->extra);
@@ -430,4 +462,33 @@ uint64_t hs_ch_hash(const void *p, size_t n, uint64_t seed)
     h = mix(h ^ tail ^ ((uint64_t)n << 56));
     h &= HS_CH_ID_MASK;
     return h ? h : 1;
+}
+
+const char *hs_ch_sql_user(const hs_ch *c)
+{
+    return c->sql_user;
+}
+
+long hs_ch_front_option(const hs_ch *c, const char *name)
+{
+    return !strcmp(name, "buffer_keep")        ? c->buffer_keep_s
+           : !strcmp(name, "downsample_after") ? c->downsample_after_s
+           : !strcmp(name, "downsample_by")    ? c->downsample_by
+                                               : -1;
+}
+
+int hs_ch_use_sql_user(hs_ch *c)
+{
+    if (!c->sql_user) return 0;
+    char *u = strdup(c->sql_user), *p = strdup(c->sql_password ? c->sql_password : "");
+    if (!u || !p) {
+        free(u);
+        free(p);
+        return HS_ENOMEM;
+    }
+    free(c->user);
+    free(c->password);
+    c->user = u;
+    c->password = p;
+    return user_headers(c);
 }

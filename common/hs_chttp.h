@@ -41,6 +41,18 @@ const char *hs_ch_display(const hs_ch *c);
  * max_execution_time=10"), replacing earlier ones; NULL for none. */
 int hs_ch_settings(hs_ch *c, const char *params);
 
+/* The front end's own options of the URL (never sent to ClickHouse):
+ * sql_user=U&sql_password=P, the ClickHouse user /api/sql runs as (NULL:
+ * the URL's user); buffer_keep=S, seconds an ended run stays in the front
+ * end's buffer once shipped; downsample_after=S, the age in seconds past
+ * which rollups are merged into coarser buckets, downsample_by=N buckets
+ * at a time (hs_chship_downsample). hs_ch_front_option() of
+ * "buffer_keep", "downsample_after" or "downsample_by": -1 when not given. */
+const char *hs_ch_sql_user(const hs_ch *c);
+long hs_ch_front_option(const hs_ch *c, const char *name);
+/* Makes c speak as the URL's sql_user (a no-op without one). */
+int hs_ch_use_sql_user(hs_ch *c);
+
 /* Runs sql. With data (an INSERT … FORMAT RowBinary), sql travels in the
  * URL and data is the body; else sql is the body. The answer goes to out
  * (emptied first) when out is not NULL. 0, or HS_EDB (ClickHouse refused:

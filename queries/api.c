@@ -13,6 +13,7 @@
 #include "hs_error.h"
 #include "hs_text.h"
 #include "q_internal.h"
+#include "store_clickhouse.h"
 
 /* trace nodes read from the database past which a request counts as big */
 #define BIG_REQUEST_NODES 65536
@@ -614,9 +615,11 @@ static json_t *api_health(const hs_q *q)
     char why[256] = "", msg[4400];
     int ro = q && q->store->ops->read_only(q->store, why, sizeof why);
     if (ro) snprintf(msg, sizeof msg, "database %s %s", q->path, why);
-    return json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?}", "ok", 1, "version", HEAPSTORE_VERSION, "schema",
-                     hs_qstore_sqlite_schema(), "database", q != NULL, "read_only", ro,
-                     "read_only_reason", ro ? msg : NULL);
+    int ch = q && !strncmp(q->path, "clickhouse://", 13); /* the store, and its SQL dialect */
+    return json_pack("{s:b,s:s,s:i,s:b,s:b,s:s?,s:s,s:i}", "ok", 1, "version", HEAPSTORE_VERSION,
+                     "schema", hs_qstore_sqlite_schema(), "database", q != NULL, "read_only", ro,
+                     "read_only_reason", ro ? msg : NULL, "store", ch ? "clickhouse" : "sqlite",
+                     "store_schema", ch ? HS_CH_LAYOUT_VERSION : hs_qstore_sqlite_schema());
 }
 
 /* GET /api/runs/RUN/export (and top or flame with a format): a file. */

@@ -12,6 +12,7 @@
  * run's whole stack tree is fetched in one query per depth the first time
  * a node of it is asked for, rather than one round trip per node.
  */
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -34,6 +35,8 @@ typedef struct ch_cached_frame {
 typedef struct chstore {
     hs_qstore base;
     hs_ch *ch;
+    hs_ch *sqlch; /* /api/sql's connection: as the URL's sql_user when it has one */
+    char *url;
     hs_buf ans, runbuf; /* the last answer; the last run's record */
     hs_buf sql;
     hs_map node_idx, frame_idx; /* id -> index in nodes / frames */
@@ -121,6 +124,10 @@ int hs_qstore_clickhouse_open(hs_qstore **out, const char *url, hs_qerr *err)
         free(q);
         return hs__err(err, rc, "%s", msg);
     }
+    if (!(q->url = strdup(url))) {
+        ch_free(&q->base);
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    }
     /* subqueries over Distributed tables (a cluster) run once, on this
      * server, whatever shards their rows are on */
     hs_tsv t;
@@ -137,6 +144,8 @@ static void ch_free(hs_qstore *s)
 {
     chstore *q = (chstore *)s;
     hs_ch_free(q->ch);
+    hs_ch_free(q->sqlch);
+    free(q->url);
     hs_buf_free(&q->ans);
     hs_buf_free(&q->runbuf);
     hs_buf_free(&q->sql);
@@ -1110,6 +1119,21 @@ static int ch_pcs(hs_qstore *s, int64_t run, int (*cb)(uint64_t pc, int64_t fram
 
 /* {"sql": …, "limit": N, "timeout_ms": N} as docs/api.md says, run with
  * readonly = 1 and the limits as ClickHouse settings. */
+/* /api/sql's connection, opened at its first use: as the URL's sql_user
+ * (hs_chttp.h) when it names one, so that ClickHouse itself refuses what
+ * that user may not do. NULL with msg filled when it cannot be opened. */
+static hs_ch *sql_conn(chstore *q, char *msg, size_t len)
+{
+    if (q->sqlch) return q->sqlch;
+    if (hs_ch_open(&q->sqlch, q->url, msg, len)) return NULL;
+    if (hs_ch_use_sql_user(q->sqlch)) {
+        snprintf(msg, len, "out of memory");
+        hs_ch_free(q->sqlch);
+        q->sqlch = NULL;
+    }
+    return q->sqlch;
+}
+
 static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_qerr *err)
 {
     chstore *q = (chstore *)s;
@@ -1131,20 +1155,27 @@ static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_q
         json_decref(req);
         return rc;
     }
-    char settings[300];
+    char settings[300], msg[480];
+    hs_ch *c = sql_conn(q, msg, sizeof msg);
+    if (!c) {
+        json_decref(req);
+        return hs__err(err, HS_EDB, "%s", msg);
+    }
+    /* as sql_user, whose profile is read-only (readonly = 2: settings may
+     * change, nothing else), the limits come from here and readonly from
+     * the profile; else readonly=1 is sent with the query */
     snprintf(settings, sizeof settings,
              "max_execution_time=%lld&max_result_rows=%lld&result_overflow_mode=break&"
-             "output_format_json_quote_64bit_integers=0&readonly=1",
-             (long long)((tmo + 999) / 1000), (long long)limit + 1);
+             "output_format_json_quote_64bit_integers=0%s",
+             (long long)((tmo + 999) / 1000), (long long)limit + 1,
+             hs_ch_sql_user(c) ? "" : "&readonly=1");
     hs_buf b = {0};
     size_t n = strlen(sql);
     while (n && (sql[n - 1] == ';' || sql[n - 1] == ' ' || sql[n - 1] == '\n')) n--;
     hs_buf_put(&b, sql, n);
     hs_buf_printf(&b, " FORMAT JSONCompact");
-    char msg[480];
-    hs_ch_settings(q->ch, settings);
-    rc = b.oom ? HS_ENOMEM : hs_ch_query(q->ch, b.p, NULL, 0, &q->ans, msg, sizeof msg);
-    hs_ch_settings(q->ch, BASE_SETTINGS);
+    hs_ch_settings(c, settings);
+    rc = b.oom ? HS_ENOMEM : hs_ch_query(c, b.p, NULL, 0, &q->ans, msg, sizeof msg);
     hs_buf_free(&b);
     json_decref(req);
     if (rc)
@@ -1170,6 +1201,309 @@ static int ch_sql(hs_qstore *s, const char *body, size_t len, json_t **out, hs_q
     return *out ? 0 : hs__err(err, HS_ENOMEM, "out of memory");
 }
 
+/* ---- runs_summary (trend) ------------------------------------------------------ */
+
+/* A run's summary as read; strings owned. */
+typedef struct ch_sum {
+    hs_qstore_summary r;
+    char *program, *state, *label;
+    int64_t g;
+} ch_sum;
+
+typedef struct ch_sums {
+    ch_sum *v;
+    size_t n;
+    hs_map idx; /* run id -> index */
+} ch_sums;
+
+static void sums_free(ch_sums *x)
+{
+    for (size_t i = 0; i < x->n; i++) {
+        free(x->v[i].program);
+        free(x->v[i].state);
+        free(x->v[i].label);
+    }
+    free(x->v);
+    hs_map_free(&x->idx);
+}
+
+static char *dup_field(hs_tsv *t)
+{
+    const char *f = hs_tsv_field(t, NULL);
+    return strdup(f ? f : "");
+}
+
+/* The runs ask selects, newest first as runs_find lists them. */
+static int sums_read(chstore *q, const hs_qstore_summary_ask *a, ch_sums *x, hs_qerr *err)
+{
+    hs_buf b = {0};
+    int rc = 0;
+    hs_buf_printf(&b, "SELECT id, start_unix_ns, end_ns, program, state, peak_bytes, live_bytes, "
+                      "total_alloc_bytes, dropped_alloc_events + dropped_free_events, has_rss, "
+                      "rss_peak_bytes, has_leak, leak_bytes_per_s, granularity_ns FROM runs "
+                      "FINAL WHERE 1");
+    for (int i = 0; !rc && i < a->n; i++) rc = where_kv(q, &b, a->f[i].key, a->f[i].value, err);
+    if (a->by) {
+        hs_buf_printf(&b, " AND id IN (SELECT run FROM run_labels FINAL WHERE key = ");
+        hs_ch_quote(&b, a->by, strlen(a->by));
+        hs_buf_printf(&b, ")");
+    }
+    hs_buf_printf(&b, " ORDER BY start_unix_ns DESC, id DESC LIMIT %" PRId64, a->limit);
+    hs_tsv t;
+    if (!rc) {
+        hs_buf tmp = q->sql;
+        q->sql = b;
+        rc = ask_buf(q, &t, err);
+        b = q->sql;
+        q->sql = tmp;
+    }
+    hs_buf_free(&b);
+    size_t cap = 0;
+    while (!rc && hs_tsv_row(&t)) {
+        if (x->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            ch_sum *np = realloc(x->v, cap * sizeof *np);
+            if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
+            x->v = np;
+        }
+        ch_sum *c = &x->v[x->n];
+        memset(c, 0, sizeof *c);
+        c->r.id = hs_tsv_i64(&t, NULL);
+        c->r.start_unix_ns = hs_tsv_i64(&t, NULL);
+        c->r.duration_ns = hs_tsv_i64(&t, NULL);
+        c->program = dup_field(&t);
+        c->state = dup_field(&t);
+        c->r.peak_bytes = hs_tsv_i64(&t, NULL);
+        c->r.end_bytes = hs_tsv_i64(&t, NULL);
+        c->r.total_alloc_bytes = hs_tsv_i64(&t, NULL);
+        c->r.dropped_events = hs_tsv_i64(&t, NULL);
+        c->r.has_rss = (int)hs_tsv_i64(&t, NULL);
+        c->r.rss_peak_bytes = hs_tsv_i64(&t, NULL);
+        c->r.has_leak = (int)hs_tsv_i64(&t, NULL);
+        c->r.leak_bytes_per_s = hs_tsv_f64(&t);
+        c->g = hs_tsv_i64(&t, NULL);
+        if (!c->program || !c->state || hs_map_put(&x->idx, (uint64_t)c->r.id, x->n))
+            rc = hs__err(err, HS_ENOMEM, "out of memory");
+        x->n++;
+    }
+    return rc;
+}
+
+/* " IN (a,b,…)" of the runs of x that want (NULL: all). */
+static void ids_in(hs_buf *b, const ch_sums *x, int (*want)(const ch_sum *c))
+{
+    int any = 0;
+    hs_buf_printf(b, " IN (");
+    for (size_t i = 0; i < x->n; i++)
+        if (!want || want(&x->v[i])) hs_buf_printf(b, "%s%" PRId64, any++ ? "," : "", x->v[i].r.id);
+    hs_buf_printf(b, "%s)", any ? "" : "0");
+}
+
+static int no_rss(const ch_sum *c)
+{
+    return !c->r.has_rss;
+}
+
+static int no_leak(const ch_sum *c)
+{
+    return !c->r.has_leak;
+}
+
+static ch_sum *sum_of(ch_sums *x, int64_t run)
+{
+    uint64_t i;
+    return hs_map_get(&x->idx, (uint64_t)run, &i) ? &x->v[i] : NULL;
+}
+
+/* The figures the runs row leaves out: by's value; and, for runs that
+ * have not ended (their row has none yet), the highest RSS sample and the
+ * leak rate (schema/hs_schema.h's HS_SCHEMA_*_SQL, the same arithmetic). */
+static int sums_fill(chstore *q, const hs_qstore_summary_ask *a, ch_sums *x, hs_qerr *err)
+{
+    hs_tsv t;
+    int rc = 0;
+    if (a->by) {
+        q->sql.n = 0;
+        hs_buf_printf(&q->sql, "SELECT run, value FROM run_labels FINAL WHERE key = ");
+        hs_ch_quote(&q->sql, a->by, strlen(a->by));
+        hs_buf_printf(&q->sql, " AND run");
+        ids_in(&q->sql, x, NULL);
+        rc = ask_buf(q, &t, err);
+        while (!rc && hs_tsv_row(&t)) {
+            ch_sum *c = sum_of(x, hs_tsv_i64(&t, NULL));
+            if (c && !c->label && !(c->label = dup_field(&t)))
+                rc = hs__err(err, HS_ENOMEM, "out of memory");
+        }
+    }
+    if (rc) return rc;
+    q->sql.n = 0;
+    hs_buf_printf(&q->sql, "SELECT run, max(rss_bytes) FROM process_samples FINAL WHERE run");
+    ids_in(&q->sql, x, no_rss);
+    hs_buf_printf(&q->sql, " GROUP BY run");
+    rc = ask_buf(q, &t, err);
+    while (!rc && hs_tsv_row(&t)) {
+        ch_sum *c = sum_of(x, hs_tsv_i64(&t, NULL));
+        if (!c || c->r.has_rss) continue;
+        c->r.rss_peak_bytes = hs_tsv_i64(&t, NULL);
+        c->r.has_rss = 1;
+    }
+    if (rc) return rc;
+    /* 18.16 has no window functions: the run's last bucket is joined in */
+    q->sql.n = 0;
+    hs_buf_printf(&q->sql, "SELECT run, m, bucket, live_bytes FROM heap_series FINAL ANY INNER "
+                           "JOIN (SELECT run, max(bucket) AS m FROM heap_series FINAL WHERE run");
+    ids_in(&q->sql, x, no_leak);
+    hs_buf_printf(&q->sql, " GROUP BY run) USING run WHERE bucket >= intDiv(m, 4) ORDER BY run");
+    rc = ask_buf(q, &t, err);
+    ch_sum *c = NULL;
+    int64_t lo2 = 0, lo4 = 0, m = 0;
+    int h2 = 0, h4 = 0;
+    for (int more = !rc; more;) {
+        more = hs_tsv_row(&t);
+        int64_t run = more ? hs_tsv_i64(&t, NULL) : 0;
+        if (c && (!more || run != c->r.id)) { /* the run before is complete */
+            c->r.leak_bytes_per_s =
+                m < 4 || !h2 || !h4 ? 0.0 : (double)(lo4 - lo2) * 2e9 / (double)(m * c->g);
+            c->r.has_leak = 1;
+            c = NULL;
+        }
+        if (!more) break;
+        if (!c) {
+            c = sum_of(x, run);
+            h2 = h4 = 0;
+        }
+        if (!c || c->r.has_leak) continue;
+        m = hs_tsv_i64(&t, NULL);
+        int64_t b = hs_tsv_i64(&t, NULL), live = hs_tsv_i64(&t, NULL);
+        if (b >= 3 * m / 4 && (!h4 || live < lo4)) lo4 = live, h4 = 1;
+        if (b < m / 2 && (!h2 || live < lo2)) lo2 = live, h2 = 1;
+    }
+    for (size_t i = 0; i < x->n; i++)
+        if (!x->v[i].r.has_leak) x->v[i].r.has_leak = 1; /* no series: 0 */
+    return rc;
+}
+
+/* 1 when node id or one of its ancestors is of a frame in frames (memo
+ * keeps the answers: id -> 1 + answer). */
+static int through(chstore *q, int64_t id, const hs_map *frames, hs_map *memo, int *yes,
+                   hs_qerr *err)
+{
+    uint64_t v;
+    if (hs_map_get(memo, (uint64_t)id, &v)) {
+        *yes = (int)v - 1;
+        return 0;
+    }
+    hs_qstore_node n;
+    int rc = ch_node(&q->base, id, &n, err);
+    if (rc) return rc;
+    *yes = hs_map_get(frames, (uint64_t)n.frame, &v);
+    if (!*yes && n.parent && (rc = through(q, n.parent, frames, memo, yes, err))) return rc;
+    return hs_map_put(memo, (uint64_t)id, (uint64_t)*yes + 1)
+               ? hs__err(err, HS_ENOMEM, "out of memory")
+               : 0;
+}
+
+/* The code's bytes in each run: its peak's (or last keyframe's) rows
+ * whose stack passes through one of the code's frames. */
+static int sums_code(chstore *q, const hs_qstore_summary_ask *a, ch_sums *x, hs_qerr *err)
+{
+    hs_map frames = {0}, memo = {0};
+    hs_tsv t;
+    q->sql.n = 0;
+    if (a->function) {
+        hs_buf_printf(&q->sql, "SELECT id FROM frames FINAL WHERE function = ");
+        hs_ch_quote(&q->sql, a->function, strlen(a->function));
+    } else {
+        size_t n = strlen(a->file);
+        hs_buf_printf(&q->sql,
+                      "SELECT id FROM frames FINAL WHERE line = %" PRId64 " AND (file = ", a->line);
+        hs_ch_quote(&q->sql, a->file, n);
+        hs_buf_printf(&q->sql, " OR endsWith(file, concat('/', ");
+        hs_ch_quote(&q->sql, a->file, n);
+        hs_buf_printf(&q->sql, ")))");
+    }
+    int rc = ask_buf(q, &t, err);
+    size_t nframes = 0;
+    while (!rc && hs_tsv_row(&t) && ++nframes)
+        if (hs_map_put(&frames, (uint64_t)hs_tsv_i64(&t, NULL), 1))
+            rc = hs__err(err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; !rc && i < x->n; i++) {
+        ch_sum *c = &x->v[i];
+        c->r.has_code = 1;
+        if (!nframes) continue;
+        int64_t run = c->r.id;
+        if ((rc = prefetch(q, run, err))) break;
+        if (a->code_at_end)
+            rc = ask(q, &t, err,
+                     "SELECT trace, bytes FROM snapshots FINAL WHERE run = %" PRId64
+                     " AND kind = " HS_SNAP_KEYFRAME_SQL " AND bucket = (SELECT max(bucket) FROM "
+                     "snapshots WHERE run = %" PRId64 " AND kind = " HS_SNAP_KEYFRAME_SQL ")",
+                     run, run);
+        else
+            rc = ask(q, &t, err,
+                     "SELECT trace, bytes FROM snapshots WHERE run = %" PRId64
+                     " AND kind = " HS_SNAP_PEAK_SQL " AND (bucket, ver) IN (SELECT bucket, "
+                     "max(ver) FROM snapshots WHERE run = %" PRId64 " AND kind = " HS_SNAP_PEAK_SQL
+                     " GROUP BY bucket ORDER BY bucket DESC LIMIT 1)",
+                     run, run);
+        /* the rows first: through() asks ClickHouse too, into the same buffer */
+        int64_t *rows = NULL;
+        size_t nr = 0, cap = 0;
+        while (!rc && hs_tsv_row(&t)) {
+            if (nr + 2 > cap) {
+                cap = cap ? cap * 2 : 256;
+                int64_t *np = realloc(rows, cap * sizeof *np);
+                if (!np) {
+                    rc = hs__err(err, HS_ENOMEM, "out of memory");
+                    break;
+                }
+                rows = np;
+            }
+            rows[nr++] = hs_tsv_i64(&t, NULL);
+            rows[nr++] = hs_tsv_i64(&t, NULL);
+        }
+        for (size_t k = 0; !rc && k < nr; k += 2) {
+            int yes = 0;
+            rc = through(q, rows[k], &frames, &memo, &yes, err);
+            if (yes) c->r.code_bytes += rows[k + 1];
+        }
+        free(rows);
+    }
+    hs_map_free(&frames);
+    hs_map_free(&memo);
+    return rc;
+}
+
+static int cmp_sum(const void *a, const void *b)
+{
+    const ch_sum *x = a, *y = b;
+    if (x->r.start_unix_ns != y->r.start_unix_ns)
+        return x->r.start_unix_ns < y->r.start_unix_ns ? -1 : 1;
+    return (x->r.id > y->r.id) - (x->r.id < y->r.id);
+}
+
+static int ch_runs_summary(hs_qstore *s, const hs_qstore_summary_ask *a,
+                           int (*cb)(const hs_qstore_summary *r, void *data), void *data,
+                           hs_qerr *err)
+{
+    chstore *q = (chstore *)s;
+    assert(a->limit > 0 && (!a->file || !a->function));
+    ch_sums x = {0};
+    int rc = sums_read(q, a, &x, err);
+    if (!rc && x.n) rc = sums_fill(q, a, &x, err);
+    if (!rc && x.n && (a->function || a->file)) rc = sums_code(q, a, &x, err);
+    if (!rc && x.n) qsort(x.v, x.n, sizeof *x.v, cmp_sum); /* oldest first */
+    for (size_t i = 0; !rc && i < x.n; i++) {
+        ch_sum *c = &x.v[i];
+        c->r.program = c->program;
+        c->r.state = c->state;
+        c->r.label = c->label;
+        rc = cb(&c->r, data);
+    }
+    sums_free(&x);
+    return rc;
+}
+
 static const hs_qstore_ops ch_ops = {
     .name = "clickhouse",
     .free = ch_free,
@@ -1193,4 +1527,5 @@ static const hs_qstore_ops ch_ops = {
     .mappings = ch_mappings,
     .pcs = ch_pcs,
     .sql = ch_sql,
+    .runs_summary = ch_runs_summary,
 };

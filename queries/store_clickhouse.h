@@ -5,6 +5,12 @@
 
 #include "hs_qstore.h"
 
+/* The version of the ClickHouse layout (schema/clickhouse/001_init.sql):
+ * 2 added runs.front, key_sha and the summary figures, frames.key and the
+ * span columns. What
+ * /api/health calls store_schema on a ClickHouse store. */
+#define HS_CH_LAYOUT_VERSION 2
+
 /* The store at url (clickhouse://HOST[:PORT]/DATABASE?…, common/hs_chttp.h);
  * asks ClickHouse once, so that a store that cannot be reached fails here.
  * 0 or an HS_E code with err filled. */

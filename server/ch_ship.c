@@ -1,6 +1,8 @@
 /* ch_ship: the shipper of hs_chship.h: SQLite rows of the writer's file to
  * ClickHouse, local ids turned into content ids, one RowBinary INSERT per
- * table per pass, watermarks advanced only after the whole pass landed. */
+ * table per pass, watermarks advanced only after the whole pass landed
+ * (and kept in the marks file, ch_marks.c); a run another front end
+ * carried on is left alone, and ended runs leave the buffer once shipped. */
 #include "hs_chship.h"
 
 #include <assert.h>
@@ -11,8 +13,10 @@
 #include <string.h>
 #include <time.h>
 
+#include <openssl/sha.h>
 #include <sqlite3.h>
 
+#include "ch_ship_int.h"
 #include "hs_chttp.h"
 #include "hs_error.h"
 #include "hs_log.h"
@@ -21,41 +25,8 @@
 
 extern const char hs_ch_schema_sql[]; /* schema/clickhouse/001_init.sql, embedded */
 
-/* What was shipped of one run. */
-typedef struct ship_run {
-    int64_t local, id; /* runs.id here, its content id there */
-    uint16_t day;
-    uint64_t sig;                            /* hash of its runs row as last shipped */
-    int64_t seq, snap, series, ps, hx, mapt; /* the per-table watermarks */
-    uint64_t peak_sig;
-    int64_t npcs, nstacks;
-    int64_t stats;    /* the run's stats_bucket when its summaries were last shipped */
-    int64_t next_seq; /* its runs row's next_seq as last shipped */
-} ship_run;
-
-/* The tables whose rows a pass ships, in this order (runs last: a run
- * that readers find has its rows). */
-enum {
-    T_FRAMES,
-    T_TRACES,
-    T_EVENTS,
-    T_SNAP,
-    T_SERIES,
-    T_PS,
-    T_SIZES,
-    T_RX,
-    T_HX,
-    T_LABELS,
-    T_MAPS,
-    T_PCS,
-    T_STACKS,
-    T_TSTATS,
-    T_RUNS,
-    T__COUNT
-};
-
 static const char *const insert_sql[T__COUNT] = {
-    [T_FRAMES] = "INSERT INTO frames (id, function, file, line, module, module_offset, ver)",
+    [T_FRAMES] = "INSERT INTO frames (id, key, function, file, line, module, module_offset, ver)",
     [T_TRACES] = "INSERT INTO traces (id, parent, frame, depth)",
     [T_EVENTS] = "INSERT INTO events (run, day, seq, t_first_ns, t_last_ns, n_events, codec, data)",
     [T_SNAP] = "INSERT INTO snapshots (run, day, kind, bucket, trace, bytes, count, ver)",
@@ -73,15 +44,17 @@ static const char *const insert_sql[T__COUNT] = {
     [T_STACKS] = "INSERT INTO run_stacks (run, day, stack_id, trace)",
     [T_TSTATS] = "INSERT INTO trace_stats (run, day, trace, mark, rows, first_bucket, last_bucket, "
                  "bytes, max_bytes, ups, first_up, last_up, up_bytes, down_bytes, sy, sxy, syy)",
-    [T_RUNS] = "INSERT INTO runs (id, uuid, parent_uuid, parent_id, has_parent, program, argv, "
-               "host, pid, ppid, start_unix_ns, sample_bytes, max_depth, rss_interval_ms, "
-               "granularity_ns, keyframe_every, collector_version, state, clean_exit, end_ns, "
-               "next_seq, alloc_events, free_events, bye_alloc_events, has_bye_alloc, "
-               "bye_free_events, has_bye_free, dropped_alloc_events, dropped_free_events, "
-               "dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, unwind_failed, "
-               "live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "
-               "total_alloc_bytes, total_alloc_count, python_fallback, main_end_ns, "
-               "python_small_unseen, stats_bucket, day, ver)",
+    [T_RUNS] =
+        "INSERT INTO runs (id, uuid, parent_uuid, parent_id, has_parent, program, argv, "
+        "host, pid, ppid, start_unix_ns, sample_bytes, max_depth, rss_interval_ms, "
+        "granularity_ns, keyframe_every, collector_version, state, clean_exit, end_ns, "
+        "next_seq, alloc_events, free_events, bye_alloc_events, has_bye_alloc, "
+        "bye_free_events, has_bye_free, dropped_alloc_events, dropped_free_events, "
+        "dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, unwind_failed, "
+        "live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "
+        "total_alloc_bytes, total_alloc_count, python_fallback, main_end_ns, "
+        "python_small_unseen, stats_bucket, day, ver, key_sha, front, has_rss, rss_peak_bytes, "
+        "has_leak, leak_bytes_per_s)",
 };
 
 /* A per-run table: its SELECT (?1 the local run, ?2 the watermark), the
@@ -140,56 +113,11 @@ static const per_run per_runs[] = {
      "down_bytes, sy, sxy, syy FROM trace_stats WHERE run = ?1 AND last_bucket > ?2",
      "RDTiiiiiiiiiddddd", -1},
 };
-enum {
-    PR_EVENTS,
-    PR_SNAP,
-    PR_PEAK,
-    PR_SERIES,
-    PR_PS,
-    PR_SIZES,
-    PR_RX,
-    PR_HX,
-    PR_LABELS,
-    PR_MAPS,
-    PR_PCS,
-    PR_STACKS,
-    PR_TSTATS,
-    PR__COUNT
-};
-
-struct hs_chship {
-    sqlite3 *db;
-    hs_ch *ch;
-    int schema_ok, codec;
-    sqlite3_stmt *per[PR__COUNT], *frames, *traces, *runs, *npcs, *nstacks, *peaksig;
-    sqlite3_stmt *frame, *nunnamed_st;
-    int64_t *unnamed; /* local ids of frames shipped without a name */
-    size_t nunnamed, capunnamed;
-    hs_map frame_id, node_id; /* local id -> content id (every row shipped so far) */
-    hs_map run_idx;           /* local run id -> index in runs */
-    ship_run *rs;
-    size_t nrs, caprs;
-    int64_t wm_frame, wm_trace;
-    uint64_t ver;
-    hs_buf out[T__COUNT];
-    uint64_t nrows[T__COUNT];
-    hs_chship_stats stats;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int running, stopping, interval_ms;
-    int retain_months;
-    hs_map shipped;             /* run content id -> next_seq shipped; under mu */
-    void (*notify)(void *data); /* under mu */
-    void *notify_data;
-    uint64_t retained_at; /* wall ns of the last retention run */
-};
-
 /* ---- ids -------------------------------------------------------------------- */
 
 /* A run's id: a hash of its whole uuid (uuids of tests and of some
  * collectors differ in a few bytes only). */
-static int64_t run_content_id(const uint8_t *uuid, int n)
+int64_t hs__chship_run_id(const uint8_t *uuid, int n)
 {
     return (int64_t)hs_ch_hash(uuid ? (const void *)uuid : "", uuid ? (size_t)n : 0, 0x72);
 }
@@ -199,6 +127,22 @@ static int64_t mapped(const hs_map *m, int64_t local)
     uint64_t v = 0;
     if (local && !hs_map_get(m, (uint64_t)local, &v)) return 0;
     return (int64_t)v;
+}
+
+#define run_content_id hs__chship_run_id
+
+/* A local id given its content id by this pass (for the marks file). */
+static int newid(hs_chship *s, char kind, int64_t local, uint64_t content)
+{
+    if (s->nnewids == s->capnewids) {
+        size_t cap = s->capnewids ? s->capnewids * 2 : 256;
+        ship_newid *np = realloc(s->newids, cap * sizeof *np);
+        if (!np) return HS_ENOMEM;
+        s->newids = np;
+        s->capnewids = cap;
+    }
+    s->newids[s->nnewids++] = (ship_newid){kind, local, (int64_t)content};
+    return 0;
 }
 
 /* ---- one per-run table ---------------------------------------------------------- */
@@ -299,13 +243,15 @@ static int ship_frames(hs_chship *s, int64_t *wm)
         int64_t local = sqlite3_column_int64(st, 0);
         const void *key = sqlite3_column_blob(st, 1);
         uint64_t id = hs_ch_hash(key ? key : "", (size_t)sqlite3_column_bytes(st, 1), 0x66);
-        if (hs_map_put(&s->frame_id, (uint64_t)local, id)) return HS_ENOMEM;
+        if (hs_map_put(&s->frame_id, (uint64_t)local, id) || newid(s, 'f', local, id))
+            return HS_ENOMEM;
         hs_rb_i64(b, (int64_t)id);
         ship_run none = {0};
-        put_row(s, st, 2, "ssisiV", &none, b);
+        put_row(s, st, 1, "sssisiV", &none, b);
         s->nrows[T_FRAMES]++;
         *wm = local;
         if (!sqlite3_column_bytes(st, 2) && unnamed_add(s, local)) return HS_ENOMEM;
+        if (!sqlite3_column_bytes(st, 2)) s->unnamed_dirty = 1;
     }
     sqlite3_reset(st);
     return rc == SQLITE_DONE ? 0 : HS_EDB;
@@ -349,9 +295,10 @@ static int ship_renamed(hs_chship *s)
         if (named) {
             ship_run none = {0};
             hs_rb_i64(b, mapped(&s->frame_id, s->unnamed[i]));
-            put_row(s, st, 2, "ssisiV", &none, b);
+            put_row(s, st, 1, "sssisiV", &none, b);
             s->nrows[T_FRAMES]++;
             s->unnamed[i] = s->unnamed[--s->nunnamed];
+            s->unnamed_dirty = 1;
         } else {
             i++;
         }
@@ -375,7 +322,8 @@ static int ship_traces(hs_chship *s, int64_t *wm)
         assert(frame && (parent || !sqlite3_column_int64(st, 1)));
         int64_t pf[2] = {parent, frame};
         uint64_t id = hs_ch_hash(pf, sizeof pf, 0x74);
-        if (hs_map_put(&s->node_id, (uint64_t)local, id)) return HS_ENOMEM;
+        if (hs_map_put(&s->node_id, (uint64_t)local, id) || newid(s, 't', local, id))
+            return HS_ENOMEM;
         hs_rb_i64(b, (int64_t)id);
         hs_rb_i64(b, parent);
         hs_rb_i64(b, frame);
@@ -399,13 +347,17 @@ static int ship_traces(hs_chship *s, int64_t *wm)
     "dropped_free_events, dropped_alloc_bytes, dropped_free_bytes, stacks_truncated, "             \
     "unwind_failed, live_set_full, peak_bytes, peak_count, peak_t_ns, live_bytes, live_count, "    \
     "total_alloc_bytes, total_alloc_count, python_fallback, coalesce(main_end_ns, 0), "            \
-    "python_small_unseen, coalesce(stats_bucket, -1) FROM runs"
-#define RUN_NCOLS 44
-#define RUN_FMT   "sssiiiiiiiissbiiiiibibiiiiiiiiiiiiiiiiiiDV"
+    "python_small_unseen, coalesce(stats_bucket, -1), resume_key, rss_peak_bytes IS NOT NULL, "    \
+    "coalesce(rss_peak_bytes, 0), leak_bytes_per_s IS NOT NULL, coalesce(leak_bytes_per_s, 0) "    \
+    "FROM runs"
+#define RUN_NCOLS    49
+#define RUN_COL_MARK 43 /* stats_bucket */
+#define RUN_COL_KEY  44 /* resume_key: shipped as its SHA-256 */
+#define RUN_FMT      "sssiiiiiiiissbiiiiibibiiiiiiiiiiiiiiiiiiDV"
 
 static void put_hex(hs_buf *b, const uint8_t *p, int n)
 {
-    char hex[64];
+    char hex[2 * 32 + 1];
     int k = 0;
     for (int i = 0; i < n && i < 32; i++) k += snprintf(hex + k, 3, "%02x", p[i]);
     hs_rb_str(b, hex, (size_t)k);
@@ -423,27 +375,41 @@ static void put_run(hs_chship *s, sqlite3_stmt *st, const ship_run *r)
     hs_rb_i64(b, has_parent ? run_content_id(pu, npu) : 0);
     hs_rb_u8(b, (uint8_t)has_parent);
     put_row(s, st, 4, RUN_FMT, r, b);
+    const void *key = sqlite3_column_blob(st, RUN_COL_KEY);
+    int nkey = sqlite3_column_bytes(st, RUN_COL_KEY);
+    uint8_t sha[SHA256_DIGEST_LENGTH];
+    if (key && nkey) SHA256(key, (size_t)nkey, sha);
+    put_hex(b, sha, key && nkey ? (int)sizeof sha : 0);
+    hs_rb_u64(b, s->front);
+    put_row(s, st, RUN_COL_KEY + 1, "bibd", r, b); /* the summary figures of an ended run */
     s->nrows[T_RUNS]++;
 }
 
-/* The run of the row st is on (added at first sight). */
+/* The run of the row st is on (added at first sight; started over when
+ * its local id now names another run: a pruned run's id taken again). */
 static ship_run *run_get(hs_chship *s, sqlite3_stmt *st)
 {
     int64_t local = sqlite3_column_int64(st, 0);
+    int64_t id = run_content_id(sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1));
     uint64_t i;
-    if (hs_map_get(&s->run_idx, (uint64_t)local, &i)) return &s->rs[i];
-    if (s->nrs == s->caprs) {
-        size_t cap = s->caprs ? s->caprs * 2 : 64;
-        ship_run *np = realloc(s->rs, cap * sizeof *np);
-        if (!np) return NULL;
-        s->rs = np;
-        s->caprs = cap;
+    ship_run *r = NULL;
+    if (hs_map_get(&s->run_idx, (uint64_t)local, &i)) {
+        r = &s->rs[i];
+        if (r->id == id) return r;
+    } else {
+        if (s->nrs == s->caprs) {
+            size_t cap = s->caprs ? s->caprs * 2 : 64;
+            ship_run *np = realloc(s->rs, cap * sizeof *np);
+            if (!np) return NULL;
+            s->rs = np;
+            s->caprs = cap;
+        }
+        if (hs_map_put(&s->run_idx, (uint64_t)local, s->nrs)) return NULL;
+        r = &s->rs[s->nrs++];
     }
-    if (hs_map_put(&s->run_idx, (uint64_t)local, s->nrs)) return NULL;
-    ship_run *r = &s->rs[s->nrs++];
     int64_t start = sqlite3_column_int64(st, 9);
     *r = (ship_run){.local = local,
-                    .id = run_content_id(sqlite3_column_blob(st, 1), sqlite3_column_bytes(st, 1)),
+                    .id = id,
                     .day = (uint16_t)(start > 0 ? start / 86400000000000ll : 0),
                     .seq = -1,
                     .snap = -1,
@@ -521,7 +487,7 @@ static int ship_run_rows(hs_chship *s, sqlite3_stmt *row, const ship_run *r, shi
     }
     /* summaries: those rewritten since the last mark shipped (all of them
      * when the mark went back: the run's rollups were rebuilt) */
-    int64_t mark = sqlite3_column_int64(row, RUN_NCOLS - 1);
+    int64_t mark = sqlite3_column_int64(row, RUN_COL_MARK);
     if (!rc && mark != r->stats) {
         int64_t since = mark < r->stats ? -1 : r->stats;
         rc = ship_table(s, PR_TSTATS, r, &since);
@@ -531,6 +497,10 @@ static int ship_run_rows(hs_chship *s, sqlite3_stmt *row, const ship_run *r, shi
         put_run(s, row, r);
         nr->sig = row_sig(row);
         nr->next_seq = sqlite3_column_int64(row, 19);
+        const char *state = (const char *)sqlite3_column_text(row, 16);
+        nr->ended = state && strcmp(state, "open") != 0;
+        nr->quiet_ns = hs__chship_wall_ns();
+        nr->pruning = 0; /* a change: its removal is judged afresh */
     }
     return rc;
 }
@@ -540,33 +510,113 @@ typedef struct pending {
     ship_run nr;
 } pending;
 
-/* Reads every change into the buffers (one read transaction). */
-static int collect(hs_chship *s, pending **pend, size_t *npend, int64_t *wf, int64_t *wt)
+/* Runs another front end carries on (a collector that resumed there):
+ * ClickHouse's row of run cand[i] names another front end and has come at
+ * least as far (next_seq) as this buffer. Those are marked moved and not
+ * shipped while that holds: the other front end's rows are as new as
+ * anything this buffer holds of them (a run fetched back at a resumption,
+ * hs_chship_resume, is shipped from here again once it has gone further). */
+static int check_moved(hs_chship *s, const size_t *cand, const int64_t *next, size_t n)
 {
-    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return HS_EDB;
-    int rc = ship_frames(s, wf);
-    if (!rc) rc = ship_renamed(s);
-    if (!rc) rc = ship_traces(s, wt);
+    if (!n) return 0;
+    for (size_t i = 0; i < n; i++) s->rs[cand[i]].moved = 0;
+    hs_buf q = {0}, ans = {0};
+    hs_buf_printf(&q, "SELECT id, argMax(front, ver), max(next_seq) FROM runs WHERE id IN (");
+    for (size_t i = 0; i < n; i++) hs_buf_printf(&q, "%s%" PRId64, i ? "," : "", s->rs[cand[i]].id);
+    hs_buf_printf(&q, ") GROUP BY id");
+    char err[256];
+    int rc = q.oom ? HS_ENOMEM : hs_ch_query(s->ch, q.p, NULL, 0, &ans, err, sizeof err);
+    hs_tsv t;
+    if (!rc) hs_tsv_init(&t, &ans);
+    while (!rc && hs_tsv_row(&t)) {
+        int64_t id = hs_tsv_i64(&t, NULL);
+        uint64_t front = (uint64_t)hs_tsv_i64(&t, NULL);
+        int64_t seq = hs_tsv_i64(&t, NULL);
+        for (size_t i = 0; i < n; i++) {
+            ship_run *r = &s->rs[cand[i]];
+            if (r->id != id || front == s->front || seq < next[i]) continue;
+            r->ours = -1;
+            if (!r->moved)
+                hs_log("run %" PRId64 " is carried on by another front end: not shipped from "
+                       "here while it holds more of it",
+                       id);
+            r->moved = 1;
+        }
+    }
+    for (size_t i = 0; !rc && i < n; i++) { /* the others are this front end's */
+        ship_run *r = &s->rs[cand[i]];
+        r->ours = r->ours < 0 ? 0 : 1;
+    }
+    hs_buf_free(&q);
+    hs_buf_free(&ans);
+    return rc;
+}
+
+/* Step one of a pass: the runs whose row changed (into *cand), checked
+ * against ClickHouse (check_moved) unless this front end found them its own
+ * before and they are still open: an open run's row changes here only with
+ * frames its collector sends here, and a run moves only when its collector
+ * has left (then its row changes no more, until it is closed as lost). */
+static int changed_runs(hs_chship *s, size_t **cand, size_t *n)
+{
     sqlite3_stmt *st = s->runs;
     sqlite3_reset(st);
-    size_t cap = 0;
-    int sr = SQLITE_DONE;
-    while (!rc && (sr = sqlite3_step(st)) == SQLITE_ROW) {
+    int64_t *next = NULL;
+    size_t cap = 0, *chk = NULL, nchk = 0;
+    int rc = 0, sr;
+    while ((sr = sqlite3_step(st)) == SQLITE_ROW) {
         ship_run *r = run_get(s, st);
         if (!r) {
             rc = HS_ENOMEM;
             break;
         }
         if (r->sig == row_sig(st)) continue;
-        if (*npend == cap) {
+        if (*n == cap) {
             cap = cap ? cap * 2 : 16;
-            pending *np = realloc(*pend, cap * sizeof *np);
-            if (!np) {
+            size_t *nc = realloc(*cand, cap * sizeof *nc);
+            size_t *nk = nc ? realloc(chk, cap * sizeof *nk) : NULL;
+            int64_t *nn = nk ? realloc(next, cap * sizeof *nn) : NULL;
+            if (nc) *cand = nc;
+            if (nk) chk = nk;
+            if (!nn) {
                 rc = HS_ENOMEM;
                 break;
             }
-            *pend = np;
+            next = nn;
         }
+        (*cand)[(*n)++] = (size_t)(r - s->rs);
+        const char *state = (const char *)sqlite3_column_text(st, 16);
+        if (r->ours > 0 && state && !strcmp(state, "open")) continue;
+        next[nchk] = sqlite3_column_int64(st, 19);
+        chk[nchk++] = (size_t)(r - s->rs);
+    }
+    if (!rc && sr != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_reset(st);
+    if (!rc) rc = check_moved(s, chk, next, nchk);
+    free(next);
+    free(chk);
+    return rc;
+}
+
+/* Reads every change into the buffers (one read transaction). */
+static int collect(hs_chship *s, pending **pend, size_t *npend, int64_t *wf, int64_t *wt)
+{
+    if (sqlite3_exec(s->db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK) return HS_EDB;
+    size_t *cand = NULL, ncand = 0;
+    int rc = changed_runs(s, &cand, &ncand);
+    if (!rc) rc = ship_frames(s, wf);
+    if (!rc) rc = ship_renamed(s);
+    if (!rc) rc = ship_traces(s, wt);
+    sqlite3_stmt *st = s->runs;
+    sqlite3_reset(st);
+    int sr = SQLITE_DONE;
+    size_t k = 0; /* cand is in the order of the rows */
+    if (ncand && !(*pend = malloc(ncand * sizeof **pend))) rc = HS_ENOMEM;
+    while (!rc && k < ncand && (sr = sqlite3_step(st)) == SQLITE_ROW) {
+        ship_run *r = &s->rs[cand[k]];
+        if (sqlite3_column_int64(st, 0) != r->local) continue;
+        k++;
+        if (r->moved || r->sig == row_sig(st)) continue;
         pending *p = &(*pend)[(*npend)++];
         p->idx = (size_t)(r - s->rs);
         int more = 0;
@@ -575,10 +625,11 @@ static int collect(hs_chship *s, pending **pend, size_t *npend, int64_t *wf, int
     if (!rc && sr != SQLITE_DONE && sr != SQLITE_ROW) rc = HS_EDB;
     sqlite3_reset(st);
     sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL);
+    free(cand);
     return rc;
 }
 
-static uint64_t wall_ns(void)
+uint64_t hs__chship_wall_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -604,6 +655,40 @@ static int ensure_schema(hs_chship *s, char *err, size_t errlen)
     return rc;
 }
 
+/* Ended runs whose every row ClickHouse holds (or that another front end
+ * carried on) leave the buffer keep_ns after their last change: the
+ * writer removes them (hs_store_gc, between its batches; it never removes
+ * an open run, so a run resumed meanwhile stays). A run resumed later is
+ * fetched back from ClickHouse (hs_chship_resume). */
+static void prune_shipped(hs_chship *s)
+{
+    if (s->keep_ns < 0) return;
+    uint64_t now = hs__chship_wall_ns();
+    for (size_t i = 0; i < s->nrs; i++) {
+        ship_run *r = &s->rs[i];
+        int shipped = r->ended && r->next_seq > 0 && now - r->quiet_ns >= (uint64_t)s->keep_ns;
+        if (r->pruning > now || !(shipped || r->moved)) continue;
+        pthread_mutex_lock(&s->mu);
+        int (*fn)(void *, int64_t) = s->prune;
+        void *data = s->prune_data;
+        s->in_prune = fn != NULL;
+        pthread_mutex_unlock(&s->mu);
+        if (!fn) return;
+        int rc = fn(data, r->local);
+        pthread_mutex_lock(&s->mu);
+        s->in_prune = 0;
+        pthread_cond_broadcast(&s->cv);
+        pthread_mutex_unlock(&s->mu);
+        if (rc == 0) {
+            r->pruning = UINT64_MAX; /* gone */
+            hs__chmarks_forget(s, r->local);
+            s->stats.pruned++;
+        } else {
+            r->pruning = now + 10000000000ull; /* still open here: later */
+        }
+    }
+}
+
 int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
 {
     int rc = ensure_schema(s, err, errlen);
@@ -612,12 +697,13 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
         s->stats.failed++;
         return rc;
     }
-    uint64_t now = wall_ns();
+    uint64_t now = hs__chship_wall_ns();
     s->ver = now > s->ver ? now : s->ver + 1;
     pending *pend = NULL;
     size_t npend = 0;
     int64_t wf = s->wm_frame, wt = s->wm_trace;
     for (int t = 0; t < T__COUNT; t++) s->out[t].n = s->nrows[t] = 0;
+    s->nnewids = 0;
     rc = collect(s, &pend, &npend, &wf, &wt);
     if (rc) snprintf(err, errlen, "reading the buffer: %s", sqlite3_errmsg(s->db));
     uint64_t rows = 0, bytes = 0;
@@ -644,6 +730,11 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
         pthread_mutex_unlock(&s->mu);
         s->stats.rows += rows;
         s->stats.bytes += bytes;
+        size_t *idx = npend ? malloc(npend * sizeof *idx) : NULL;
+        for (size_t i = 0; idx && i < npend; i++) idx[i] = pend[i].idx;
+        if (idx || !npend) hs__chmarks_save(s, idx, npend);
+        free(idx);
+        prune_shipped(s);
     } else {
         s->stats.failed++;
     }
@@ -678,6 +769,15 @@ int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local)
     return mapped(kind == 't' ? &s->node_id : &s->frame_id, local);
 }
 
+void hs_chship_set_pruner(hs_chship *s, int (*fn)(void *data, int64_t local_run), void *data)
+{
+    pthread_mutex_lock(&s->mu);
+    s->prune = fn;
+    s->prune_data = data;
+    while (s->in_prune) pthread_cond_wait(&s->cv, &s->mu); /* a call under way ends first */
+    pthread_mutex_unlock(&s->mu);
+}
+
 void hs_chship_get_stats(hs_chship *s, hs_chship_stats *out)
 {
     *out = s->stats;
@@ -692,8 +792,8 @@ static const char *const per_run_tables[] = {
 
 /* The table that holds the rows of name on this server: NAME_local when
  * name is Distributed (a cluster), else name. */
-static int local_table(hs_chship *s, const char *name, char *out, size_t len, char *err,
-                       size_t errlen)
+int hs__chship_local_table(hs_chship *s, const char *name, char *out, size_t len, char *err,
+                           size_t errlen)
 {
     char sql[300];
     hs_buf ans = {0};
@@ -720,7 +820,8 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
     for (size_t i = 0; !rc && i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
         char table[64], sql[400];
         hs_buf ans = {0};
-        if ((rc = local_table(s, per_run_tables[i], table, sizeof table, err, errlen))) break;
+        if ((rc = hs__chship_local_table(s, per_run_tables[i], table, sizeof table, err, errlen)))
+            break;
         snprintf(sql, sizeof sql,
                  "SELECT DISTINCT partition FROM system.parts WHERE database = currentDatabase() "
                  "AND table = '%s' AND active AND toUInt32OrZero(partition) < %d",
@@ -802,6 +903,16 @@ int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *e
         snprintf(err, errlen, "cannot read %s: %s", db_path, sqlite3_errmsg(s->db));
         goto fail;
     }
+    s->ds_after = hs_ch_front_option(s->ch, "downsample_after");
+    s->ds_by = (int)hs_ch_front_option(s->ch, "downsample_by");
+    if (s->ds_by < 2) s->ds_by = 60;
+    long keep = hs_ch_front_option(s->ch, "buffer_keep");
+    s->keep_ns = keep < 0 ? 60 * 1000000000ll : keep * 1000000000ll;
+    if (!(s->url = strdup(url)) || (rc = hs__chmarks_open(s, db_path))) {
+        rc = HS_ENOMEM;
+        snprintf(err, errlen, "out of memory");
+        goto fail;
+    }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     *out = s;
@@ -809,6 +920,9 @@ int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *e
 fail:
     hs_ch_free(s->ch);
     if (s->db) sqlite3_close_v2(s->db);
+    hs__chmarks_close(s);
+    free(s->marks_path);
+    free(s->url);
     free(s);
     return rc;
 }
@@ -827,7 +941,12 @@ void hs_chship_free(hs_chship *s)
     sqlite3_finalize(s->frame);
     sqlite3_finalize(s->nunnamed_st);
     free(s->unnamed);
+    free(s->newids);
     sqlite3_close_v2(s->db);
+    hs__chmarks_close(s);
+    free(s->marks_path);
+    free(s->url);
+    hs_ch_free(s->rch);
     hs_ch_free(s->ch);
     for (int t = 0; t < T__COUNT; t++) hs_buf_free(&s->out[t]);
     hs_map_free(&s->frame_id);
@@ -853,14 +972,21 @@ static void *ship_main(void *arg)
         pthread_mutex_unlock(&s->mu);
         int rc = hs_chship_pass(s, err, sizeof err);
         if (rc && !failing) hs_log("shipping to ClickHouse failed (will retry): %s", err);
-        if (!rc && s->retain_months && wall_ns() - s->retained_at > 3600ull * 1000000000ull) {
+        if (!rc && s->retain_months &&
+            hs__chship_wall_ns() - s->retained_at > 3600ull * 1000000000ull) {
             int dropped = 0;
-            s->retained_at = wall_ns();
+            s->retained_at = hs__chship_wall_ns();
             if (hs_chship_retain(s, s->retain_months, &dropped, err, sizeof err))
                 hs_log("ClickHouse retention failed: %s", err);
             else if (dropped)
                 hs_log("ClickHouse retention: %d partitions older than %d months dropped", dropped,
                        s->retain_months);
+        }
+        if (!rc && s->ds_after >= 0 && hs__chship_wall_ns() - s->ds_at > 3600ull * 1000000000ull) {
+            int runs = 0;
+            s->ds_at = hs__chship_wall_ns();
+            if (hs_chship_downsample(s, s->ds_after, s->ds_by, &runs, err, sizeof err))
+                hs_log("ClickHouse downsampling failed: %s", err);
         }
         if (!rc && failing) hs_log("shipping to ClickHouse works again");
         failing = rc != 0;
@@ -892,12 +1018,13 @@ void hs_chship_stop(hs_chship *s)
     if (s->running) {
         pthread_mutex_lock(&s->mu);
         s->stopping = 1;
-        pthread_cond_signal(&s->cv);
+        pthread_cond_broadcast(&s->cv);
         pthread_mutex_unlock(&s->mu);
         pthread_join(s->thread, NULL);
         s->running = 0;
     }
-    hs_log("ClickHouse: %" PRIu64 " rows shipped in %" PRIu64 " passes (%" PRIu64 " failed)",
-           s->stats.rows, s->stats.passes, s->stats.failed);
+    hs_log("ClickHouse: %" PRIu64 " rows shipped in %" PRIu64 " passes (%" PRIu64
+           " failed), %" PRIu64 " runs left the buffer",
+           s->stats.rows, s->stats.passes, s->stats.failed, s->stats.pruned);
     hs_chship_free(s);
 }

@@ -12,10 +12,20 @@
  * changed), turns local ids into content ids (runs: their uuid; frames: a
  * hash of their key; trace nodes: a hash of (parent, frame)) and sends one
  * RowBinary INSERT per table. Watermarks advance only when every INSERT of
- * the pass succeeded; a failed pass is sent again whole, and a start ships
- * everything again: ClickHouse's ReplacingMergeTree keys make a row sent
- * twice count once. What a pass found is not lost by a ClickHouse outage:
- * it stays in the SQLite file and the next pass sends it.
+ * the pass succeeded, and are kept in a file beside the buffer
+ * (PATH-chship, ch_marks.c) so that a start goes on where the last pass
+ * stopped; a failed pass is sent again whole: ClickHouse's
+ * ReplacingMergeTree keys make a row sent twice count once. What a pass
+ * found is not lost by a ClickHouse outage: it stays in the SQLite file
+ * and the next pass sends it.
+ *
+ * Several front ends share one database. Each ships only the runs it
+ * carries: a run whose ClickHouse row names another front end (runs.front)
+ * that has come at least as far is left alone from then on. A resumed
+ * HELLO for a run this buffer lacks, or holds an older state of, fetches
+ * the run back from ClickHouse first (hs_chship_resume), so that the
+ * writer rebuilds its rollups from the very events the first front end
+ * had. Ended runs leave the buffer once shipped (hs_chship_set_pruner).
  *
  * hs_chship_pass() is one pass on the caller's thread (tests, tools);
  * hs_chship_start() runs passes on a thread of its own every interval_ms
@@ -31,6 +41,7 @@ typedef struct hs_chship hs_chship;
 
 typedef struct hs_chship_stats {
     uint64_t passes, failed, rows, bytes; /* rows and RowBinary bytes sent */
+    uint64_t pruned;                      /* runs removed from the buffer */
 } hs_chship_stats;
 
 /* Opens db_path read-only and url (hs_chttp.h); the database and its
@@ -53,6 +64,19 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
 /* The thread runs hs_chship_retain() at its start and hourly; 0: never. */
 void hs_chship_set_retention(hs_chship *s, int months);
 
+/* Downsampling (ch_downsample.c): in every run, the spans of `factor`
+ * buckets wholly older than age_s seconds get their heap_series rows merged
+ * into one (the heap at the span's end, its highest heap, its bytes
+ * allocated and freed) and their process samples cut to the highest, so
+ * that long histories read few rows; a history whose points cover whole
+ * spans answers as before, the peak included. On a cluster, run it on
+ * each shard (mutations go to this server's tables). *runs gets the runs
+ * looked at. 0 or an HS_E code with err filled. The thread runs it at its
+ * start and hourly when the store URL has downsample_after=S (and
+ * downsample_by=N, 60 by default). */
+int hs_chship_downsample(hs_chship *s, int64_t age_s, int factor, int *runs, char *err,
+                         size_t errlen);
+
 /* Acknowledgements: the run uuid's next_seq as of the last pass that
  * shipped its runs row (every frame below it is in ClickHouse); 0 when no
  * pass has shipped it yet. Any thread. */
@@ -65,6 +89,29 @@ void hs_chship_set_notify(hs_chship *s, void (*fn)(void *data), void *data);
 /* The content id that local id (of a run 'r', trace node 't' or frame
  * 'f') was shipped under; 0 when it has not been shipped. */
 int64_t hs_chship_content_id(hs_chship *s, char kind, int64_t local);
+
+/* Ended runs whose rows ClickHouse holds, buffer_keep seconds (a URL
+ * option; 60 by default) after their last change, and runs another front
+ * end carried on, leave the buffer: fn(data, local run id) removes the run
+ * (the writer's hs_store_gc; it never removes an open run) and returns 0
+ * once it is gone. Called on the shipper's thread. NULL: runs stay. */
+void hs_chship_set_pruner(hs_chship *s, int (*fn)(void *data, int64_t local_run), void *data);
+
+struct hs_store;
+struct hs_hello;
+/* On the writer's thread, inside its transaction, before hs_store_run_open
+ * of a resumed HELLO h: when ClickHouse holds the run further on than the
+ * buffer (or the buffer lacks it), the buffer's copy is removed and the
+ * run's rows read from ClickHouse are written into the buffer (runs row,
+ * labels, mappings, frames and trace nodes it uses, run_pcs, run_stacks,
+ * events, process samples, sizes, exact totals); hs_store_run_open then
+ * rebuilds its rollups from its events, as after a restart. The resume key
+ * travels as its SHA-256 (runs.key_sha): a HELLO whose key does not match
+ * it is refused by the store as usual. 0 (also when nothing was to do), or
+ * an HS_E code with err filled (ClickHouse away: the HELLO is refused and
+ * the collector comes back later). */
+int hs_chship_resume(hs_chship *s, struct hs_store *store, const struct hs_hello *h, char *err,
+                     size_t errlen);
 
 /* The thread: passes every interval_ms, errors logged (hs_log); stop runs
  * a last pass, joins and frees. */

@@ -90,6 +90,12 @@ typedef struct hs_wjob {
 typedef struct hs_writer_config {
     uint64_t grace_ns;         /* a run without connection is closed as lost after this */
     uint64_t retain_events_ns; /* 0: keep events forever */
+    /* NULL, or called with each decoded HELLO inside the transaction just
+     * before hs_store_run_open (a ClickHouse store fetches back a run that
+     * another front end carried on: hs_chship_resume); non-zero refuses
+     * the HELLO with that code and err. On the writer's thread. */
+    int (*before_hello)(void *data, hs_store *store, const hs_hello *h, char *err, size_t errlen);
+    void *before_hello_data;
 } hs_writer_config;
 
 typedef struct hs_writer hs_writer;

@@ -821,6 +821,9 @@ static void job_done(server *s, hs_wjob *j)
             n = k->next;
             conn_close(k, NULL);
         }
+#ifdef HS_WITH_CLICKHOUSE
+        if (s->ship) hs_chship_set_pruner(s->ship, NULL, NULL); /* it needs the writer */
+#endif
         hs_wjob *stop = hs_wjob_new(HS_WJOB_STOP, 0, NULL);
         if (stop)
             hs_writer_submit(s->writer, stop);
@@ -1185,6 +1188,30 @@ static void ship_notify(void *data)
     uv_async_send(&s->ship_async);
 }
 
+/* The writer's thread, at a HELLO: a run another front end carried on is
+ * fetched back first (hs_chship_resume). s->ship is set before the loop
+ * runs, hence before any HELLO. */
+static int ship_before_hello(void *data, hs_store *store, const hs_hello *h, char *err,
+                             size_t errlen)
+{
+    server *s = data;
+    return s->ship ? hs_chship_resume(s->ship, store, h, err, errlen) : 0;
+}
+
+/* The shipper's thread: an ended run that ClickHouse holds whole leaves
+ * the buffer (POST /api/gc's path: the writer removes it between batches). */
+static int gc_request(void *data, const char *body, size_t len, char **answer);
+static int ship_prune(void *data, int64_t local)
+{
+    char body[160], *answer = NULL;
+    int n = snprintf(body, sizeof body, "{\"filters\": {\"id\": \"%lld\"}, \"vacuum\": false}",
+                     (long long)local);
+    int status = gc_request(data, body, (size_t)n, &answer);
+    int gone = status == 200 && answer && strstr(answer, "\"runs_removed\":1");
+    free(answer);
+    return gone ? 0 : -1;
+}
+
 /* The loop: frames committed before may now be acknowledged. */
 static void on_ship(uv_async_t *a)
 {
@@ -1243,6 +1270,7 @@ static void start_ship(server *s)
         s->ship_async_on = 1;
         s->ship = ship;
         hs_chship_set_notify(ship, ship_notify, s);
+        hs_chship_set_pruner(ship, ship_prune, s);
     }
     if (!ship || hs_chship_start(ship, 200)) {
         hs_log("cannot ship to ClickHouse: %s", err);
@@ -1333,6 +1361,12 @@ int hs_server_run(const hs_server_config *cfg)
     if ((rc = bind_listener(s, &port))) goto fail_http;
     start_handles(s);
     hs_writer_config wcfg = {.grace_ns = cfg->grace_ns, .retain_events_ns = cfg->retain_events_ns};
+#ifdef HS_WITH_CLICKHOUSE
+    if (cfg->store_url) {
+        wcfg.before_hello = ship_before_hello;
+        wcfg.before_hello_data = s;
+    }
+#endif
     if ((rc = hs_writer_start(&s->writer, store, &wcfg, &s->async))) {
         hs_log("cannot start the writer thread");
         uv_close((uv_handle_t *)&s->async, on_closed_noop);

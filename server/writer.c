@@ -266,6 +266,9 @@ static void do_hello(hs_writer *w, hs_wjob *j)
     hs_run *r = NULL;
     if (rc) {
         snprintf(j->msg, sizeof j->msg, "malformed HELLO: %s", hs_strerror(rc));
+    } else if (w->cfg.before_hello && (rc = w->cfg.before_hello(w->cfg.before_hello_data, w->store,
+                                                                h, j->msg, sizeof j->msg))) {
+        /* refused before the store saw it */
     } else {
         rc = hs_store_run_open(w->store, &r, h, j->msg, sizeof j->msg);
     }

@@ -17,6 +17,18 @@
 -- mark (runs.stats_bucket when it was written): a reader takes, per trace,
 -- the row of the highest mark not above its run's stats_bucket, then the
 -- delta rows after that bucket.
+-- runs.front names the front end that shipped the row (a random id kept in
+-- its marks file): a front end leaves alone a run another one has carried
+-- further. runs.key_sha is the SHA-256 of the run's resume key (hex; '' for
+-- none), so that any front end can check a resumed HELLO without the key
+-- being stored; frames.key is the buffer's frame key, so that a front end
+-- that fetches a run back gives its frames the same content ids.
+-- runs.has_rss, rss_peak_bytes, has_leak, leak_bytes_per_s: the summary
+-- figures the SQLite store writes when a run ends (its schema 9); readers
+-- compute them for runs that have not ended.
+-- heap_series.span and process_samples.span: 1 for a bucket's row, N for
+-- a row that stands for N buckets merged by downsampling
+-- (server/ch_downsample.c).
 -- Statements are separated by lines holding only ';'.
 
 CREATE TABLE IF NOT EXISTS runs (
@@ -31,7 +43,8 @@ CREATE TABLE IF NOT EXISTS runs (
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
     main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
-    day Date, ver UInt64
+    day Date, ver UInt64, key_sha String, front UInt64,
+    has_rss UInt8, rss_peak_bytes Int64, has_leak UInt8, leak_bytes_per_s Float64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS run_labels (
@@ -44,8 +57,8 @@ CREATE TABLE IF NOT EXISTS mappings (
 ) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, t_ns, start)
 ;
 CREATE TABLE IF NOT EXISTS frames (
-    id Int64, function String, file String, line Int64, module String, module_offset Int64,
-    ver UInt64
+    id Int64, key String, function String, file String, line Int64, module String,
+    module_offset Int64, ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS traces (
@@ -72,11 +85,11 @@ CREATE TABLE IF NOT EXISTS snapshots (
 ;
 CREATE TABLE IF NOT EXISTS heap_series (
     run Int64, day Date, bucket Int64, live_bytes Int64, live_count Int64, max_bytes Int64,
-    alloc_bytes Int64, free_bytes Int64, ver UInt64
+    alloc_bytes Int64, free_bytes Int64, ver UInt64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY (run, bucket)
 ;
 CREATE TABLE IF NOT EXISTS process_samples (
-    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64
+    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, t_ns)
 ;
 CREATE TABLE IF NOT EXISTS size_hist (

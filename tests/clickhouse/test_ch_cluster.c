@@ -7,6 +7,7 @@
  * through shard 2 gives the SQLite store's answers (chcompare.h).
  */
 #include <setjmp.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +20,8 @@
 
 #include "chcompare.h"
 #include "chkit.h"
+#include "chstream.h"
+#include "hs_proto.h"
 #include "hs_testkit.h"
 #include "hs_chttp.h"
 #include "queries/fixture.h"
@@ -113,6 +116,46 @@ static void test_two_shards(void **state)
                          0);
 }
 
+/* A run moves between front ends over the cluster: front end A ships
+ * through shard 1, dies; the collector resumes on front end B, which
+ * ships through shard 2 and fetches the run back over the Distributed
+ * tables; the answers (asked through shard 2) equal an uninterrupted
+ * SQLite run's. */
+static void test_moved_run(void **state)
+{
+    (void)state;
+    char ua[700], ub[700], scratch[700], da[700], db[700], dc[700];
+    apply_recipe(&shard[0], "cl_fleet");
+    apply_recipe(&shard[1], "cl_fleet");
+    ck_url(&shard[0], "cl_fleet", 0, ua, sizeof ua);
+    ck_url(&shard[1], "cl_fleet", 0, ub, sizeof ub);
+    strncat(ua, "&insert_distributed_sync=1", sizeof ua - strlen(ua) - 1);
+    strncat(ub, "&insert_distributed_sync=1", sizeof ub - strlen(ub) - 1);
+    ck_url(&shard[0], "cl_scratch", 0, scratch, sizeof scratch);
+    snprintf(da, sizeof da, "%s/fa.db", tmpdir);
+    snprintf(db, sizeof db, "%s/fb.db", tmpdir);
+    snprintf(dc, sizeof dc, "%s/fc.db", tmpdir);
+    tk_buf body = {0};
+    ck_stream_body(&body);
+    size_t *off = NULL, nf = tk_frame_offsets(&body, 0, &off), cut = nf - 15;
+    tk_server a, b, c;
+    assert_int_equal(tk_server_start(&c, dc, 0, NULL), 0);
+    close(ck_send_part(c.port, &body, off, nf, 0, nf, 0));
+    assert_int_equal(tk_server_stop(&c, SIGTERM), 0);
+    const char *xa[] = {"--store", ua, NULL}, *xb[] = {"--store", ub, NULL};
+    assert_int_equal(tk_server_start(&a, da, 0, xa), 0);
+    int fd = ck_send_part(a.port, &body, off, nf, 0, cut, 0);
+    tk_server_stop(&a, SIGKILL);
+    close(fd);
+    assert_int_equal(tk_server_start(&b, db, 0, xb), 0);
+    close(ck_send_part(b.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED));
+    assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
+    assert_true(tk_log_contains(&b, "resumed here: fetched from ClickHouse"));
+    assert_int_equal(ck_same_answers(dc, scratch, ub, 0), 0);
+    free(off);
+    tk_buf_free(&body);
+}
+
 int main(void)
 {
     ck_require();
@@ -123,7 +166,8 @@ int main(void)
         snprintf(dir, sizeof dir, "%s/shard%d", tmpdir, i + 1);
         if (ck_start(&shard[i], dir, i + 1, tcp)) return 1;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_shards)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_two_shards),
+                                       cmocka_unit_test(test_moved_run)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ck_stop(&shard[0]);
     ck_stop(&shard[1]);

@@ -244,22 +244,41 @@ static void test_sql(void **state)
         {"{\"sql\": \"SELECT 1\", \"limit\": 0}", 400, "limit"},
         {"not json", 400, "bad_request"},
     };
-    char url[600];
-    ck_url(&ch, "fx_app", 0, url, sizeof url);
-    hs_q *q;
-    hs_qerr qe;
-    assert_int_equal(hs_q_open(&q, url, &qe), 0);
-    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    /* as the store's user with readonly=1 per query, then as the URL's
+     * sql_user (tests/clickhouse/users.xml: reader, a read-only profile) */
+    for (int as = 0; as < 2; as++) {
+        char url[700];
+        ck_url(&ch, "fx_app", 0, url, sizeof url);
+        if (as) strncat(url, "&sql_user=reader&sql_password=reader", sizeof url - strlen(url) - 1);
+        hs_q *q;
+        hs_qerr qe;
+        assert_int_equal(hs_q_open(&q, url, &qe), 0);
+        for (size_t i = 0; i <= sizeof cases / sizeof *cases; i++) {
+            const char *body = i < sizeof cases / sizeof *cases
+                                   ? cases[i].body
+                                   : "{\"sql\": \"SELECT user FROM system.processes WHERE "
+                                     "query LIKE '%hs_whoami%'\"}";
+            const char *want = i < sizeof cases / sizeof *cases ? cases[i].want
+                               : as                             ? "[[\"reader\"]]"
+                                                                : "[[\"heapstore\"]]";
+            hs_api_reply r = {0};
+            hs_api_handle(q, "POST", "/api/sql", body, strlen(body), &r);
+            char *j = r.json ? json_dumps(r.json, 0) : NULL;
+            int status = i < sizeof cases / sizeof *cases ? cases[i].status : 200;
+            int ok = r.status == status && j && strstr(j, want);
+            if (!ok) fprintf(stderr, "%s: %d %s\n", body, r.status, j ? j : "-");
+            free(j);
+            hs_api_reply_clear(&r);
+            assert_true(ok);
+        }
+        /* /api/health names the store and its layout */
         hs_api_reply r = {0};
-        hs_api_handle(q, "POST", "/api/sql", cases[i].body, strlen(cases[i].body), &r);
-        char *j = r.json ? json_dumps(r.json, 0) : NULL;
-        int ok = r.status == cases[i].status && j && strstr(j, cases[i].want);
-        if (!ok) fprintf(stderr, "%s: %d %s\n", cases[i].body, r.status, j ? j : "-");
-        free(j);
+        hs_api_handle(q, "GET", "/api/health", NULL, 0, &r);
+        assert_string_equal(json_string_value(json_object_get(r.json, "store")), "clickhouse");
+        assert_int_equal(json_integer_value(json_object_get(r.json, "store_schema")), 2);
         hs_api_reply_clear(&r);
-        assert_true(ok);
+        hs_q_free(q);
     }
-    hs_q_free(q);
 }
 
 int main(void)

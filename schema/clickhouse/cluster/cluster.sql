@@ -27,7 +27,8 @@ CREATE TABLE IF NOT EXISTS runs_local (
     peak_bytes Int64, peak_count Int64, peak_t_ns Int64, live_bytes Int64, live_count Int64,
     total_alloc_bytes Int64, total_alloc_count Int64, python_fallback Int64,
     main_end_ns Int64, python_small_unseen Int64, stats_bucket Int64,
-    day Date, ver UInt64
+    day Date, ver UInt64, key_sha String, front UInt64,
+    has_rss UInt8, rss_peak_bytes Int64, has_leak UInt8, leak_bytes_per_s Float64
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS runs AS runs_local
@@ -49,8 +50,8 @@ CREATE TABLE IF NOT EXISTS mappings AS mappings_local
     ENGINE = Distributed({cluster}, currentDatabase(), mappings_local, run)
 ;
 CREATE TABLE IF NOT EXISTS frames_local (
-    id Int64, function String, file String, line Int64, module String, module_offset Int64,
-    ver UInt64
+    id Int64, key String, function String, file String, line Int64, module String,
+    module_offset Int64, ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) ORDER BY id
 ;
 CREATE TABLE IF NOT EXISTS frames AS frames_local
@@ -95,14 +96,14 @@ CREATE TABLE IF NOT EXISTS snapshots AS snapshots_local
 ;
 CREATE TABLE IF NOT EXISTS heap_series_local (
     run Int64, day Date, bucket Int64, live_bytes Int64, live_count Int64, max_bytes Int64,
-    alloc_bytes Int64, free_bytes Int64, ver UInt64
+    alloc_bytes Int64, free_bytes Int64, ver UInt64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree(ver) PARTITION BY toYYYYMM(day) ORDER BY (run, bucket)
 ;
 CREATE TABLE IF NOT EXISTS heap_series AS heap_series_local
     ENGINE = Distributed({cluster}, currentDatabase(), heap_series_local, run)
 ;
 CREATE TABLE IF NOT EXISTS process_samples_local (
-    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64
+    run Int64, day Date, t_ns Int64, rss_bytes Int64, vsize_bytes Int64, span Int64 DEFAULT 1
 ) ENGINE = ReplacingMergeTree PARTITION BY toYYYYMM(day) ORDER BY (run, t_ns)
 ;
 CREATE TABLE IF NOT EXISTS process_samples AS process_samples_local
