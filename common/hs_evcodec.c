@@ -182,16 +182,157 @@ void hs_evenc_free(hs_evenc *enc)
     memset(enc, 0, sizeof *enc);
 }
 
+/* ---- segment encoder (version 2) ----------------------------------------- */
+
+/* The zstd window of a segment's stream: long enough for the patterns of a
+ * program's allocations to repeat within it, small enough that an open run
+ * costs the writer well under a MiB. */
+#define EVSEG_WINDOW_LOG 18
+/* A blob compresses what was added since the last one when it is at least
+ * this long; shorter, it goes uncompressed after the zstd part (a flush of
+ * a few events would cost more than it saves). */
+#define EVSEG_FLUSH_MIN (16u << 10)
+
+void hs_evseg_begin(hs_evseg *seg, uint64_t q)
+{
+    assert(q >= 1);
+    seg->raw_len = seg->z_len = 0;
+    seg->zraw = seg->n = seg->t0 = seg->t_first = seg->t_last = 0;
+    seg->k = 0;
+    seg->q = q;
+    seg->oom = 0;
+    if (seg->cs) ZSTD_CCtx_reset(seg->cs, ZSTD_reset_session_and_parameters);
+}
+
+static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+void hs_evseg_add(hs_evseg *seg, const hs_event *e)
+{
+    assert(e->weight >= e->size);
+    if (seg->raw_cap - seg->raw_len < 4 * HS_VARINT_MAX) {
+        size_t ncap = seg->raw_cap ? seg->raw_cap * 2 : 64u << 10;
+        uint8_t *np = seg->oom ? NULL : realloc(seg->raw, ncap);
+        if (!np) {
+            seg->oom = 1;
+            return;
+        }
+        seg->raw = np;
+        seg->raw_cap = ncap;
+    }
+    uint64_t t = e->t_ns - e->t_ns % seg->q;
+    if (seg->n == 0) seg->t0 = seg->t_first = seg->t_last = t;
+    if (t < seg->t_first) seg->t_first = t;
+    if (t > seg->t_last) seg->t_last = t;
+    /* frames from different threads may overlap in time: signed steps */
+    int64_t k =
+        t >= seg->t0 ? (int64_t)((t - seg->t0) / seg->q) : -(int64_t)((seg->t0 - t) / seg->q);
+    int64_t dk = k - seg->k;
+    uint8_t *p = seg->raw + seg->raw_len;
+    p = put_varint(p, (uint64_t)dk << 1 ^ (uint64_t)(dk >> 63));
+    p = put_varint(p, e->stack_id << 1 | (uint64_t)(e->is_free != 0));
+    p = put_varint(p, e->size);
+    p = put_varint(p, e->weight - e->size);
+    seg->raw_len = (size_t)(p - seg->raw);
+    seg->k = k;
+    seg->n++;
+}
+
+/* Compresses the pending bytes into the zstd part: flushed (every byte so
+ * far can be decoded) or, with final, the frame ended. */
+static int seg_compress(hs_evseg *seg, int final)
+{
+    if (!seg->cs) {
+        if (!(seg->cs = ZSTD_createCCtx())) return HS_ENOMEM;
+    }
+    if (seg->zraw == 0 && seg->z_len == 0) {
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_compressionLevel, EVCODEC_LEVEL);
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_windowLog, EVSEG_WINDOW_LOG);
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_checksumFlag, 0);
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_contentSizeFlag, 0);
+    }
+    ZSTD_inBuffer in = {seg->raw, seg->raw_len, 0};
+    for (;;) {
+        size_t need = seg->z_len + ZSTD_compressBound(in.size - in.pos) + 64;
+        if (need > seg->z_cap) {
+            size_t ncap = seg->z_cap ? seg->z_cap : 16u << 10;
+            while (ncap < need) ncap *= 2;
+            uint8_t *np = realloc(seg->z, ncap);
+            if (!np) return HS_ENOMEM;
+            seg->z = np;
+            seg->z_cap = ncap;
+        }
+        ZSTD_outBuffer out = {seg->z, seg->z_cap, seg->z_len};
+        size_t left = ZSTD_compressStream2(seg->cs, &out, &in, final ? ZSTD_e_end : ZSTD_e_flush);
+        if (ZSTD_isError(left)) return HS_ENOMEM;
+        seg->z_len = out.pos;
+        if (left == 0) break;
+    }
+    seg->zraw += seg->raw_len;
+    seg->raw_len = 0;
+    return 0;
+}
+
+int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len)
+{
+    if (seg->oom) return HS_ENOMEM;
+    if (seg->n == 0) return HS_EINVAL;
+    if ((final || seg->raw_len >= EVSEG_FLUSH_MIN) && seg->raw_len) {
+        int rc = seg_compress(seg, final);
+        if (rc) {
+            seg->oom = 1;
+            return rc;
+        }
+    }
+    uint8_t hdr[1 + 5 * HS_VARINT_MAX];
+    hs_wr wr;
+    hs_wr_init(&wr, hdr, sizeof hdr);
+    hs_wr_u8(&wr, HS_EVCODEC_SEG_VERSION);
+    hs_wr_varint(&wr, seg->n);
+    hs_wr_varint(&wr, seg->t0);
+    hs_wr_varint(&wr, seg->q);
+    hs_wr_varint(&wr, seg->zraw);
+    hs_wr_varint(&wr, seg->z_len);
+    assert(!wr.err);
+    size_t h = hs_wr_len(&wr), total = h + seg->z_len + seg->raw_len;
+    if (total > seg->out_cap) {
+        uint8_t *np = realloc(seg->out, total);
+        if (!np) return HS_ENOMEM;
+        seg->out = np;
+        seg->out_cap = total;
+    }
+    memcpy(seg->out, hdr, h);
+    if (seg->z_len) memcpy(seg->out + h, seg->z, seg->z_len);
+    if (seg->raw_len) memcpy(seg->out + h + seg->z_len, seg->raw, seg->raw_len);
+    *out = seg->out;
+    *len = total;
+    return 0;
+}
+
+void hs_evseg_free(hs_evseg *seg)
+{
+    if (!seg) return;
+    free(seg->raw);
+    free(seg->z);
+    free(seg->out);
+    ZSTD_freeCCtx(seg->cs);
+    memset(seg, 0, sizeof *seg);
+}
+
 /* ---- decoder ------------------------------------------------------------ */
+
+static int buf_reserve(hs_evdec *dec, size_t need);
 
 static int decompress_cols(hs_evdec *dec, const uint8_t *p, size_t len, size_t raw)
 {
-    if (raw > dec->buf_cap) {
-        uint8_t *nb = realloc(dec->buf, raw);
-        if (!nb) return HS_ENOMEM;
-        dec->buf = nb;
-        dec->buf_cap = raw;
-    }
+    if (buf_reserve(dec, raw)) return HS_ENOMEM;
     if (!dec->z && !(dec->z = ZSTD_createDCtx())) return HS_ENOMEM;
     /* exactly raw bytes out of whole frames, nothing after them; the output
      * is bounded by raw whatever a frame claims */
@@ -203,14 +344,73 @@ static int decompress_cols(hs_evdec *dec, const uint8_t *p, size_t len, size_t r
     return 0;
 }
 
+static int buf_reserve(hs_evdec *dec, size_t need)
+{
+    if (need <= dec->buf_cap) return 0;
+    uint8_t *nb = realloc(dec->buf, need);
+    if (!nb) return HS_ENOMEM;
+    dec->buf = nb;
+    dec->buf_cap = need;
+    return 0;
+}
+
+/* The zstd part of a segment: exactly zraw bytes out of exactly its zlen
+ * bytes in, a frame that is ended or only flushed. */
+static int seg_inflate(hs_evdec *dec, const uint8_t *z, size_t zlen, size_t zraw)
+{
+    if (!dec->z && !(dec->z = ZSTD_createDCtx())) return HS_ENOMEM;
+    ZSTD_DCtx_reset(dec->z, ZSTD_reset_session_only);
+    ZSTD_inBuffer in = {z, zlen, 0};
+    ZSTD_outBuffer out = {dec->buf, zraw, 0};
+    while (in.pos < in.size) {
+        size_t before = in.pos + out.pos;
+        size_t r = ZSTD_decompressStream(dec->z, &out, &in);
+        if (ZSTD_isError(r))
+            return ZSTD_getErrorCode(r) == ZSTD_error_memory_allocation ? HS_ENOMEM : HS_ECORRUPT;
+        if (r == 0 && in.pos < in.size) return HS_ECORRUPT; /* bytes after the frame */
+        if (in.pos + out.pos == before) return HS_ECORRUPT; /* no progress: output full */
+    }
+    return out.pos == zraw ? 0 : HS_ECORRUPT;
+}
+
+static int open_seg(hs_evdec *dec, hs_rd *rd, const uint8_t *p)
+{
+    uint64_t n = hs_rd_varint(rd);
+    uint64_t t0 = hs_rd_varint(rd);
+    uint64_t q = hs_rd_varint(rd);
+    uint64_t zraw = hs_rd_varint_max(rd, HS_EVCODEC_SEG_RAW_MAX);
+    if (t0 > INT64_MAX || q > INT64_MAX) return HS_ECORRUPT;
+    uint64_t zlen = hs_rd_varint_max(rd, HS_EVCODEC_SEG_RAW_MAX);
+    if (rd->err || n == 0 || q == 0 || zlen > hs_rd_left(rd)) return HS_ECORRUPT;
+    const uint8_t *z = p + hs_rd_offset(rd);
+    size_t tail = hs_rd_left(rd) - (size_t)zlen;
+    /* an event takes four bytes at least */
+    if (tail > HS_EVCODEC_SEG_RAW_MAX - zraw || n > (zraw + tail) / 4) return HS_ECORRUPT;
+    size_t raw = (size_t)zraw + tail;
+    int rc = buf_reserve(dec, raw ? raw : 1);
+    if (rc) return rc;
+    if (zraw && (rc = seg_inflate(dec, z, (size_t)zlen, (size_t)zraw))) return rc;
+    if (!zraw && zlen) return HS_ECORRUPT;
+    if (tail) memcpy(dec->buf + zraw, z + zlen, tail);
+    dec->cols = dec->buf;
+    dec->raw = raw;
+    dec->seg = 1;
+    dec->n = n;
+    dec->t0 = t0;
+    dec->q = q;
+    hs_evdec_rewind(dec);
+    return 0;
+}
+
 int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len)
 {
     hs_rd rd;
     hs_rd_init(&rd, p, len);
     dec->n = dec->left = 0;
-    dec->wire1 = 0;
+    dec->wire1 = dec->seg = 0;
     uint8_t version = hs_rd_u8(&rd);
     if (rd.err) return HS_ECORRUPT;
+    if (version == HS_EVCODEC_SEG_VERSION) return open_seg(dec, &rd, p);
     if (version != HS_EVCODEC_VERSION) return version ? HS_EVERSION : HS_ECORRUPT;
     uint64_t n = hs_rd_varint(&rd);
     uint64_t t0 = hs_rd_varint(&rd);
@@ -248,6 +448,7 @@ int hs_evdec_open_row(hs_evdec *dec, int schema, const uint8_t *p, size_t len)
 {
     if (schema >= HS_EVCODEC_SCHEMA) return hs_evdec_open(dec, p, len);
     dec->wire1 = 1;
+    dec->seg = 0;
     dec->wp = p;
     dec->wlen = len;
     dec->n = len / 4; /* an entry takes 4 bytes at least */
@@ -260,6 +461,12 @@ void hs_evdec_rewind(hs_evdec *dec)
         hs_events_begin(&dec->it, dec->wp, dec->wlen);
         return;
     }
+    if (dec->seg) {
+        hs_rd_init(&dec->rows, dec->cols, dec->raw);
+        dec->left = dec->n;
+        dec->sk = 0;
+        return;
+    }
     size_t off = 0;
     for (int c = 0; c < HS_EVCOL_COUNT; c++) {
         hs_rd_init(&dec->col[c], dec->cols + off, dec->lens[c]);
@@ -269,12 +476,37 @@ void hs_evdec_rewind(hs_evdec *dec)
     dec->k = 0;
 }
 
+/* The next event of a segment: its four varints in a row. */
+static int next_seg(hs_evdec *dec, hs_event *out)
+{
+    if (!dec->left) return hs_rd_left(&dec->rows) ? HS_ECORRUPT : 0;
+    uint64_t zz = hs_rd_varint(&dec->rows);
+    uint64_t head = hs_rd_varint(&dec->rows);
+    uint64_t size = hs_rd_varint(&dec->rows);
+    uint64_t extra = hs_rd_varint(&dec->rows);
+    int64_t dk = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1), k, d, t;
+    if (dec->rows.err || __builtin_add_overflow(dec->sk, dk, &k) ||
+        __builtin_mul_overflow(k, (int64_t)dec->q, &d) ||
+        __builtin_add_overflow((int64_t)dec->t0, d, &t) || t < 0 || extra > UINT64_MAX - size ||
+        head >> 1 == 0)
+        return HS_ECORRUPT;
+    dec->sk = k;
+    out->t_ns = (uint64_t)t;
+    out->stack_id = head >> 1;
+    out->is_free = (int)(head & 1);
+    out->size = size;
+    out->weight = size + extra;
+    dec->left--;
+    return 1;
+}
+
 int hs_evdec_next(hs_evdec *dec, hs_event *out)
 {
     if (dec->wire1) {
         int rc = hs_events_next(&dec->it, out);
         return rc < 0 ? HS_ECORRUPT : rc;
     }
+    if (dec->seg) return next_seg(dec, out);
     if (!dec->left) {
         for (int c = 0; c < HS_EVCOL_COUNT; c++)
             if (hs_rd_left(&dec->col[c])) return HS_ECORRUPT; /* bytes no event used */

@@ -30,10 +30,20 @@
 
 #include "hs_proto.h"
 
-#define HS_EVCODEC_VERSION 1
+/* Version 1: one blob per EVENTS frame, four columns (hs_evenc, below; what
+ * schema 6 to 9 wrote, still read). Version 2: one blob per segment of a
+ * run's events, many frames long (hs_evseg, below; what the writer writes
+ * from schema 10 on). hs_evdec reads both. */
+#define HS_EVCODEC_VERSION     1
+#define HS_EVCODEC_SEG_VERSION 2
 /* Bytes of a blob's columns once decompressed: an EVENTS frame's payload never
  * exceeds HS_FRAME_MAX, and its columns take no more than its entries. */
 #define HS_EVCODEC_RAW_MAX HS_FRAME_MAX
+/* The same for a segment: the writer closes a segment before a frame could
+ * take it past HS_EVSEG_RAW_CAP, and a frame's events take no more than twice
+ * its payload. */
+#define HS_EVSEG_RAW_CAP       (4u << 20)
+#define HS_EVCODEC_SEG_RAW_MAX (HS_EVSEG_RAW_CAP + 2 * HS_FRAME_MAX + 64)
 
 enum { HS_EVCOL_DT, HS_EVCOL_HEAD, HS_EVCOL_SIZE, HS_EVCOL_EXTRA, HS_EVCOL_COUNT };
 
@@ -60,6 +70,63 @@ void hs_evenc_add(hs_evenc *enc, const hs_event *e);
 int hs_evenc_finish(hs_evenc *enc, const uint8_t **out, size_t *len);
 void hs_evenc_free(hs_evenc *enc);
 
+/* A segment (version 2): the events of many frames of one run, in time
+ * order of arrival, each four varints one after the other: the time step
+ * from the previous event (from t0 for the first) in quanta, zigzag-signed
+ * (frames of different threads may overlap in time), the head, the size and
+ * the weight's excess. The bytes are compressed as they come, by one zstd stream
+ * whose window spans the segment, so a pattern of allocations and frees that
+ * repeats across frames costs a few bytes per repetition; what a blob taken
+ * between two flushes cannot compress yet follows it uncompressed.
+ *
+ *   u8      version (2)
+ *   varint  n, events (>= 1)
+ *   varint  t0, time of the first event, ns (a multiple of q)
+ *   varint  q, time quantum, ns (>= 1)
+ *   varint  zraw, bytes the zstd part decompresses to
+ *   varint  zlen, bytes of the zstd part
+ *   ...     the zstd part (one frame, ended in a closed segment's blob, only
+ *           flushed in an open one's), then the last bytes uncompressed
+ *
+ * A segment stays in memory while it is open (its zstd stream, the bytes
+ * not yet compressed); hs_evseg_blob gives its blob as of now, as often as
+ * wanted, each one a valid blob of every event added so far. */
+typedef struct hs_evseg {
+    uint8_t *raw; /* added, not yet compressed */
+    size_t raw_len, raw_cap;
+    uint8_t *z; /* the zstd part so far */
+    size_t z_len, z_cap;
+    uint64_t zraw; /* bytes compressed into z */
+    uint8_t *out;  /* the last blob given; lent until the next call */
+    size_t out_cap;
+    void *cs; /* ZSTD_CCtx of the open segment's stream */
+    uint64_t n, t0, q;
+    int64_t k;                /* the last event's time, in quanta from t0 */
+    uint64_t t_first, t_last; /* the lowest and highest time added */
+    int oom;
+} hs_evseg;
+
+/* Starts a segment whose times are rounded down to multiples of q ns (the
+ * writer passes times already rounded). seg must be zeroed before its first
+ * use; begin may follow any state (it drops what was there). */
+void hs_evseg_begin(hs_evseg *seg, uint64_t q);
+/* Appends one event (times in any order; t_first and t_last follow). */
+void hs_evseg_add(hs_evseg *seg, const hs_event *e);
+/* The segment's blob as of now (*out lent until the next call on seg). With
+ * final, the stream is ended and nothing may be added after. HS_ENOMEM,
+ * HS_EINVAL for a segment without events. */
+int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len);
+/* Bytes the segment's events take uncompressed, and compressed so far. */
+static inline uint64_t hs_evseg_raw(const hs_evseg *seg)
+{
+    return seg->zraw + seg->raw_len;
+}
+static inline size_t hs_evseg_zlen(const hs_evseg *seg)
+{
+    return seg->z_len;
+}
+void hs_evseg_free(hs_evseg *seg);
+
 typedef struct hs_evdec {
     hs_rd col[HS_EVCOL_COUNT];
     const uint8_t *cols; /* the columns: into the blob, or buf when decompressed */
@@ -69,6 +136,10 @@ typedef struct hs_evdec {
     void *z; /* ZSTD_DCtx, kept between blobs */
     uint64_t n, left, t0, q, k;
     int wire1; /* the open row is a protocol version 1 EVENTS payload */
+    int seg;   /* the open row is a segment (version 2): events in rows, not columns */
+    hs_rd rows;
+    size_t raw;
+    int64_t sk; /* segment: the last event's time, in quanta from t0 */
     hs_batch_it it;
     const uint8_t *wp;
     size_t wlen;
@@ -85,6 +156,14 @@ int hs_evdec_open(hs_evdec *dec, const uint8_t *p, size_t len);
  * HS_EVCODEC_SCHEMA on, else the EVENTS payload such a database held (a
  * read-only reader may see a database no writer has migrated yet). */
 int hs_evdec_open_row(hs_evdec *dec, int schema, const uint8_t *p, size_t len);
+/* The first schema version (schema/010_event_segments.sql) whose open runs
+ * keep their last segment in events_tail; every event of a run is then in
+ * the view events_all (events before it). */
+#define HS_EVSEG_SCHEMA 10
+static inline const char *hs_evcodec_events_table(int schema)
+{
+    return schema >= HS_EVSEG_SCHEMA ? "events_all" : "events";
+}
 /* The next event: 1, 0 after the last (when every column was used up
  * exactly), or HS_ECORRUPT. */
 int hs_evdec_next(hs_evdec *dec, hs_event *out);

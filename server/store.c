@@ -74,7 +74,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                  "(?1, ?2, ?3, ?4)",
     [ST_LOAD_PCS] = "SELECT pc, frame FROM run_pcs WHERE run = ?1",
     [ST_LOAD_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
-    [ST_LOAD_EVENTS] = "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq",
+    [ST_LOAD_EVENTS] = "SELECT seq, data FROM events_all WHERE run = ?1 ORDER BY seq",
     [ST_CLEAR_SNAP] = "DELETE FROM snapshots WHERE run = ?1",
     [ST_CLEAR_SERIES] = "DELETE FROM heap_series WHERE run = ?1",
     [ST_OPEN_RUNS] = "SELECT uuid FROM runs WHERE state = 'open'",
@@ -110,6 +110,12 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RUN_SUMMARY] = "UPDATE runs SET rss_peak_bytes = " HS_SCHEMA_RSS_PEAK_SQL(
         "?1") ", leak_bytes_per_s = " HS_SCHEMA_LEAK_SQL("?1",
                                                          "runs.granularity_ns") " WHERE id = ?1",
+    [ST_TAIL_PUT] = "INSERT OR REPLACE INTO events_tail (run, seq, t_first_ns, t_last_ns, "
+                    "n_events, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_TAIL_DEL] = "DELETE FROM events_tail WHERE run = ?1",
+    [ST_TAIL_MOVE] = "INSERT OR REPLACE INTO events (run, seq, t_first_ns, t_last_ns, n_events, "
+                     "data) SELECT run, seq, t_first_ns, t_last_ns, n_events, data FROM "
+                     "events_tail WHERE run = ?1",
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -189,7 +195,7 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
     s->lock_fd = -1;
     s->granularity_ns = cfg && cfg->granularity_ns ? cfg->granularity_ns : 1000000000ull;
     s->keyframe_every = cfg && cfg->keyframe_every ? cfg->keyframe_every : 32;
-    s->event_quantum_ns = cfg && cfg->event_time_ns ? cfg->event_time_ns : 1;
+    s->event_quantum_ns = cfg && cfg->event_time_ns ? cfg->event_time_ns : HS_STORE_EVENT_TIME_NS;
     s->nodes_max = HS_STORE_NODES_MAX;
     int rc = take_lock(s, path, err, errlen);
     if (rc) goto fail;
@@ -238,6 +244,7 @@ static void run_free(hs_run *r)
     free(r->slots);
     free(r->dirty);
     free(r->exlog);
+    hs_evseg_free(&r->seg);
     free(r);
 }
 
@@ -281,7 +288,6 @@ void hs_store_free(hs_store *s)
     hs_map_free(&s->nodes);
     free(s->scratch);
     free(s->evcache);
-    hs_evenc_free(&s->enc);
     hs_evdec_free(&s->dec);
     free(s);
 }
@@ -358,6 +364,7 @@ static int write_run_row(hs_store *s, hs_run *r)
     if (ex) sqlite3_bind_int64(st, 13, (int64_t)x->allocs);
     int rc = hs__store_step_done(s, st);
     if (!rc && r->ex_seen) rc = write_run_exact(s, r);
+    if (!rc && r->seg_dirty) rc = hs__store_segment(s, r, 0);
     return rc;
 }
 
@@ -614,6 +621,14 @@ static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
     if ((rc = hs__store_step_done(s, st))) goto out;
     if ((rc = hs__rollup_reset(s, r))) goto out;
     if ((rc = hs__store_exact_load(s, r))) goto out;
+    /* The segment the run was adding to is closed: later events start one
+     * of their own. */
+    st = s->st[ST_TAIL_MOVE];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) goto out;
+    st = s->st[ST_TAIL_DEL];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) goto out;
     /* A statement of its own: replay writes with the shared ones. */
     sqlite3_stmt *ev;
     if (sqlite3_prepare_v2(s->db, "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq", -1,

@@ -239,7 +239,7 @@ static void test_corrupt_headers(void **state)
     } cases[] = {
         {"", 0, HS_ECORRUPT},
         {"\x00", 1, HS_ECORRUPT},                                 /* version 0 */
-        {"\x02\x01\x00\x01\x00\x00\x01\x01\x01", 9, HS_EVERSION}, /* a later codec */
+        {"\x03\x01\x00\x01\x00\x00\x01\x01\x01", 9, HS_EVERSION}, /* a later codec */
         {"\x01", 1, HS_ECORRUPT},
         /* n = 0 */
         {"\x01\x00\x00\x01\x00\x00\x00\x00\x00", 9, HS_ECORRUPT},
