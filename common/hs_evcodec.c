@@ -192,15 +192,19 @@ void hs_evenc_free(hs_evenc *enc)
  * this long; shorter, it goes uncompressed after the zstd part (a flush of
  * a few events would cost more than it saves). */
 #define EVSEG_FLUSH_MIN (16u << 10)
+/* A chunk's header: its events and its four column lengths. */
+#define EVSEG_CHUNK_HDR_MAX (5 * HS_VARINT_MAX)
 
 void hs_evseg_begin(hs_evseg *seg, uint64_t q)
 {
     assert(q >= 1);
-    seg->raw_len = seg->z_len = 0;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) seg->len[c] = 0;
+    seg->pn = 0;
+    seg->z_len = 0;
     seg->zraw = seg->n = seg->t0 = seg->t_first = seg->t_last = 0;
     seg->k = 0;
     seg->q = q;
-    seg->oom = 0;
+    seg->oom = seg->ended = 0;
     if (seg->cs) ZSTD_CCtx_reset(seg->cs, ZSTD_reset_session_and_parameters);
 }
 
@@ -214,18 +218,31 @@ static inline uint8_t *put_varint(uint8_t *p, uint64_t v)
     return p;
 }
 
+static inline void seg_put(hs_evseg *seg, int c, uint64_t v)
+{
+    seg->len[c] = (size_t)(put_varint(seg->col[c] + seg->len[c], v) - seg->col[c]);
+}
+
+/* Room for one more value in every column; 0 or HS_ENOMEM. */
+static int seg_room(hs_evseg *seg)
+{
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        if (seg->cap[c] - seg->len[c] >= HS_VARINT_MAX) continue;
+        size_t ncap = seg->cap[c] ? seg->cap[c] * 2 : 16u << 10;
+        uint8_t *np = realloc(seg->col[c], ncap);
+        if (!np) return HS_ENOMEM;
+        seg->col[c] = np;
+        seg->cap[c] = ncap;
+    }
+    return 0;
+}
+
 void hs_evseg_add(hs_evseg *seg, const hs_event *e)
 {
-    assert(e->weight >= e->size);
-    if (seg->raw_cap - seg->raw_len < 4 * HS_VARINT_MAX) {
-        size_t ncap = seg->raw_cap ? seg->raw_cap * 2 : 64u << 10;
-        uint8_t *np = seg->oom ? NULL : realloc(seg->raw, ncap);
-        if (!np) {
-            seg->oom = 1;
-            return;
-        }
-        seg->raw = np;
-        seg->raw_cap = ncap;
+    assert(e->weight >= e->size && !seg->ended);
+    if (seg->oom || seg_room(seg)) {
+        seg->oom = 1;
+        return;
     }
     uint64_t t = e->t_ns - e->t_ns % seg->q;
     if (seg->n == 0) seg->t0 = seg->t_first = seg->t_last = t;
@@ -235,30 +252,35 @@ void hs_evseg_add(hs_evseg *seg, const hs_event *e)
     int64_t k =
         t >= seg->t0 ? (int64_t)((t - seg->t0) / seg->q) : -(int64_t)((seg->t0 - t) / seg->q);
     int64_t dk = k - seg->k;
-    uint8_t *p = seg->raw + seg->raw_len;
-    p = put_varint(p, (uint64_t)dk << 1 ^ (uint64_t)(dk >> 63));
-    p = put_varint(p, e->stack_id << 1 | (uint64_t)(e->is_free != 0));
-    p = put_varint(p, e->size);
-    p = put_varint(p, e->weight - e->size);
-    seg->raw_len = (size_t)(p - seg->raw);
+    seg_put(seg, HS_EVCOL_DT, (uint64_t)dk << 1 ^ (uint64_t)(dk >> 63));
+    seg_put(seg, HS_EVCOL_HEAD, e->stack_id << 1 | (uint64_t)(e->is_free != 0));
+    seg_put(seg, HS_EVCOL_SIZE, e->size);
+    seg_put(seg, HS_EVCOL_EXTRA, e->weight - e->size);
     seg->k = k;
     seg->n++;
+    seg->pn++;
 }
 
-/* Compresses the pending bytes into the zstd part: flushed (every byte so
- * far can be decoded) or, with final, the frame ended. */
-static int seg_compress(hs_evseg *seg, int final)
+/* The header of the chunk of the pending events: their number and the
+ * lengths of their columns; its length. */
+static size_t chunk_header(const hs_evseg *seg, uint8_t *hdr)
 {
-    if (!seg->cs) {
-        if (!(seg->cs = ZSTD_createCCtx())) return HS_ENOMEM;
-    }
-    if (seg->zraw == 0 && seg->z_len == 0) {
-        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_compressionLevel, EVCODEC_LEVEL);
-        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_windowLog, EVSEG_WINDOW_LOG);
-        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_checksumFlag, 0);
-        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_contentSizeFlag, 0);
-    }
-    ZSTD_inBuffer in = {seg->raw, seg->raw_len, 0};
+    uint8_t *p = put_varint(hdr, seg->pn);
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) p = put_varint(p, seg->len[c]);
+    return (size_t)(p - hdr);
+}
+
+uint64_t hs_evseg_raw(const hs_evseg *seg)
+{
+    uint64_t r = seg->zraw + EVSEG_CHUNK_HDR_MAX;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) r += seg->len[c];
+    return r;
+}
+
+/* Feeds in to the stream with directive end, output into z. */
+static int seg_feed(hs_evseg *seg, const void *p, size_t len, ZSTD_EndDirective end)
+{
+    ZSTD_inBuffer in = {p, len, 0};
     for (;;) {
         size_t need = seg->z_len + ZSTD_compressBound(in.size - in.pos) + 64;
         if (need > seg->z_cap) {
@@ -270,28 +292,68 @@ static int seg_compress(hs_evseg *seg, int final)
             seg->z_cap = ncap;
         }
         ZSTD_outBuffer out = {seg->z, seg->z_cap, seg->z_len};
-        size_t left = ZSTD_compressStream2(seg->cs, &out, &in, final ? ZSTD_e_end : ZSTD_e_flush);
+        size_t left = ZSTD_compressStream2(seg->cs, &out, &in, end);
         if (ZSTD_isError(left)) return HS_ENOMEM;
         seg->z_len = out.pos;
-        if (left == 0) break;
+        if (end == ZSTD_e_continue ? in.pos == in.size : left == 0) break;
     }
-    seg->zraw += seg->raw_len;
-    seg->raw_len = 0;
+    seg->zraw += len;
     return 0;
+}
+
+/* Compresses the pending events, one chunk, each column a block of its own
+ * (its own entropy tables; matches still reach into earlier chunks); with
+ * final, the frame is ended after it. */
+static int seg_compress(hs_evseg *seg, int final)
+{
+    if (!seg->cs && !(seg->cs = ZSTD_createCCtx())) return HS_ENOMEM;
+    if (seg->zraw == 0 && seg->z_len == 0) {
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_compressionLevel, EVCODEC_LEVEL);
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_windowLog, EVSEG_WINDOW_LOG);
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_checksumFlag, 0);
+        ZSTD_CCtx_setParameter(seg->cs, ZSTD_c_contentSizeFlag, 0);
+    }
+    int rc = 0;
+    if (seg->pn) {
+        uint8_t hdr[EVSEG_CHUNK_HDR_MAX];
+        rc = seg_feed(seg, hdr, chunk_header(seg, hdr), ZSTD_e_continue);
+        for (int c = 0; c < HS_EVCOL_COUNT && !rc; c++)
+            rc = seg_feed(seg, seg->col[c], seg->len[c],
+                          final && c == HS_EVCOL_COUNT - 1 ? ZSTD_e_end : ZSTD_e_flush);
+    } else if (final) {
+        rc = seg_feed(seg, NULL, 0, ZSTD_e_end);
+    }
+    if (rc) return rc;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) seg->len[c] = 0;
+    seg->pn = 0;
+    seg->ended = final;
+    return 0;
+}
+
+int hs_evseg_flush(hs_evseg *seg)
+{
+    if (seg->oom) return HS_ENOMEM;
+    if (!seg->pn || seg->ended) return 0;
+    int rc = seg_compress(seg, 0);
+    if (rc) seg->oom = 1;
+    return rc;
 }
 
 int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len)
 {
     if (seg->oom) return HS_ENOMEM;
     if (seg->n == 0) return HS_EINVAL;
-    if ((final || seg->raw_len >= EVSEG_FLUSH_MIN) && seg->raw_len) {
+    size_t pending = hs_evseg_pending(seg);
+    /* final: end the stream once (an ended one takes nothing more) */
+    if (final ? !seg->ended : pending >= EVSEG_FLUSH_MIN) {
         int rc = seg_compress(seg, final);
         if (rc) {
             seg->oom = 1;
             return rc;
         }
+        pending = 0;
     }
-    uint8_t hdr[1 + 5 * HS_VARINT_MAX];
+    uint8_t hdr[1 + 5 * HS_VARINT_MAX], chdr[EVSEG_CHUNK_HDR_MAX];
     hs_wr wr;
     hs_wr_init(&wr, hdr, sizeof hdr);
     hs_wr_u8(&wr, HS_EVCODEC_SEG_VERSION);
@@ -301,16 +363,26 @@ int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len)
     hs_wr_varint(&wr, seg->zraw);
     hs_wr_varint(&wr, seg->z_len);
     assert(!wr.err);
-    size_t h = hs_wr_len(&wr), total = h + seg->z_len + seg->raw_len;
+    size_t h = hs_wr_len(&wr), ch = seg->pn ? chunk_header(seg, chdr) : 0;
+    size_t total = h + seg->z_len + ch + pending;
     if (total > seg->out_cap) {
         uint8_t *np = realloc(seg->out, total);
         if (!np) return HS_ENOMEM;
         seg->out = np;
         seg->out_cap = total;
     }
-    memcpy(seg->out, hdr, h);
-    if (seg->z_len) memcpy(seg->out + h, seg->z, seg->z_len);
-    if (seg->raw_len) memcpy(seg->out + h + seg->z_len, seg->raw, seg->raw_len);
+    uint8_t *p = seg->out;
+    memcpy(p, hdr, h);
+    p += h;
+    if (seg->z_len) memcpy(p, seg->z, seg->z_len);
+    p += seg->z_len;
+    if (ch) memcpy(p, chdr, ch);
+    p += ch;
+    for (int c = 0; c < HS_EVCOL_COUNT && seg->pn; c++) {
+        if (seg->len[c]) memcpy(p, seg->col[c], seg->len[c]);
+        p += seg->len[c];
+    }
+    assert((size_t)(p - seg->out) == total);
     *out = seg->out;
     *len = total;
     return 0;
@@ -319,11 +391,30 @@ int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len)
 void hs_evseg_free(hs_evseg *seg)
 {
     if (!seg) return;
-    free(seg->raw);
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) free(seg->col[c]);
     free(seg->z);
     free(seg->out);
     ZSTD_freeCCtx(seg->cs);
     memset(seg, 0, sizeof *seg);
+}
+
+void *hs_evseg_take_ctx(hs_evseg *seg)
+{
+    void *ctx = seg->cs;
+    seg->cs = NULL;
+    return ctx;
+}
+
+void hs_evseg_give_ctx(hs_evseg *seg, void *ctx)
+{
+    assert(!seg->cs && seg->zraw == 0 && seg->z_len == 0);
+    seg->cs = ctx;
+    if (ctx) ZSTD_CCtx_reset(ctx, ZSTD_reset_session_and_parameters);
+}
+
+void hs_evseg_ctx_free(void *ctx)
+{
+    ZSTD_freeCCtx(ctx);
 }
 
 /* ---- decoder ------------------------------------------------------------ */
@@ -384,7 +475,7 @@ static int open_seg(hs_evdec *dec, hs_rd *rd, const uint8_t *p)
     if (rd->err || n == 0 || q == 0 || zlen > hs_rd_left(rd)) return HS_ECORRUPT;
     const uint8_t *z = p + hs_rd_offset(rd);
     size_t tail = hs_rd_left(rd) - (size_t)zlen;
-    /* an event takes four bytes at least */
+    /* an event takes four bytes at least (and a chunk's header five) */
     if (tail > HS_EVCODEC_SEG_RAW_MAX - zraw || n > (zraw + tail) / 4) return HS_ECORRUPT;
     size_t raw = (size_t)zraw + tail;
     int rc = buf_reserve(dec, raw ? raw : 1);
@@ -464,6 +555,7 @@ void hs_evdec_rewind(hs_evdec *dec)
     if (dec->seg) {
         hs_rd_init(&dec->rows, dec->cols, dec->raw);
         dec->left = dec->n;
+        dec->cleft = 0;
         dec->sk = 0;
         return;
     }
@@ -476,17 +568,34 @@ void hs_evdec_rewind(hs_evdec *dec)
     dec->k = 0;
 }
 
-/* The next event of a segment: its four varints in a row. */
+/* The next chunk of a segment: its header, then its columns' readers. */
+static int next_chunk(hs_evdec *dec)
+{
+    uint64_t cn = hs_rd_varint(&dec->rows), lens[HS_EVCOL_COUNT];
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) lens[c] = hs_rd_varint(&dec->rows);
+    if (dec->rows.err || cn == 0 || cn > dec->left) return HS_ECORRUPT;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        /* a value takes a byte at least */
+        if (lens[c] > hs_rd_left(&dec->rows) || lens[c] < cn) return HS_ECORRUPT;
+        hs_rd_init(&dec->col[c], hs_rd_bytes(&dec->rows, (size_t)lens[c]), (size_t)lens[c]);
+    }
+    dec->cleft = cn;
+    return 0;
+}
+
+/* The next event of a segment, from its chunk's columns. */
 static int next_seg(hs_evdec *dec, hs_event *out)
 {
-    if (!dec->left) return hs_rd_left(&dec->rows) ? HS_ECORRUPT : 0;
-    uint64_t zz = hs_rd_varint(&dec->rows);
-    uint64_t head = hs_rd_varint(&dec->rows);
-    uint64_t size = hs_rd_varint(&dec->rows);
-    uint64_t extra = hs_rd_varint(&dec->rows);
+    if (!dec->left) return hs_rd_left(&dec->rows) || dec->cleft ? HS_ECORRUPT : 0;
+    if (!dec->cleft && next_chunk(dec)) return HS_ECORRUPT;
+    uint64_t zz = hs_rd_varint(&dec->col[HS_EVCOL_DT]);
+    uint64_t head = hs_rd_varint(&dec->col[HS_EVCOL_HEAD]);
+    uint64_t size = hs_rd_varint(&dec->col[HS_EVCOL_SIZE]);
+    uint64_t extra = hs_rd_varint(&dec->col[HS_EVCOL_EXTRA]);
     int64_t dk = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1), k, d, t;
-    if (dec->rows.err || __builtin_add_overflow(dec->sk, dk, &k) ||
-        __builtin_mul_overflow(k, (int64_t)dec->q, &d) ||
+    for (int c = 0; c < HS_EVCOL_COUNT; c++)
+        if (dec->col[c].err) return HS_ECORRUPT;
+    if (__builtin_add_overflow(dec->sk, dk, &k) || __builtin_mul_overflow(k, (int64_t)dec->q, &d) ||
         __builtin_add_overflow((int64_t)dec->t0, d, &t) || t < 0 || extra > UINT64_MAX - size ||
         head >> 1 == 0)
         return HS_ECORRUPT;
@@ -497,6 +606,9 @@ static int next_seg(hs_evdec *dec, hs_event *out)
     out->size = size;
     out->weight = size + extra;
     dec->left--;
+    if (--dec->cleft == 0)
+        for (int c = 0; c < HS_EVCOL_COUNT; c++)
+            if (hs_rd_left(&dec->col[c])) return HS_ECORRUPT; /* bytes no event used */
     return 1;
 }
 

@@ -70,14 +70,16 @@ void hs_evenc_add(hs_evenc *enc, const hs_event *e);
 int hs_evenc_finish(hs_evenc *enc, const uint8_t **out, size_t *len);
 void hs_evenc_free(hs_evenc *enc);
 
-/* A segment (version 2): the events of many frames of one run, in time
- * order of arrival, each four varints one after the other: the time step
- * from the previous event (from t0 for the first) in quanta, zigzag-signed
- * (frames of different threads may overlap in time), the head, the size and
- * the weight's excess. The bytes are compressed as they come, by one zstd stream
- * whose window spans the segment, so a pattern of allocations and frees that
- * repeats across frames costs a few bytes per repetition; what a blob taken
- * between two flushes cannot compress yet follows it uncompressed.
+/* A segment (version 2): the events of many frames of one run, in their
+ * order of arrival, in chunks: each chunk the events added between two
+ * compressions, as four columns like version 1's (the time step from the
+ * previous event of the segment, from t0 for the first, in quanta and
+ * zigzag-signed, since frames of different threads may overlap in time;
+ * the head; the size; the weight's excess). The chunks are compressed as
+ * they come by one zstd stream whose window spans many of them, each column
+ * a block of its own, so a pattern of allocations and frees that repeats
+ * across frames costs a few bytes per repetition; the events added since
+ * the last compression follow the zstd part as one uncompressed chunk.
  *
  *   u8      version (2)
  *   varint  n, events (>= 1)
@@ -86,15 +88,17 @@ void hs_evenc_free(hs_evenc *enc);
  *   varint  zraw, bytes the zstd part decompresses to
  *   varint  zlen, bytes of the zstd part
  *   ...     the zstd part (one frame, ended in a closed segment's blob, only
- *           flushed in an open one's), then the last bytes uncompressed
+ *           flushed in an open one's), then the last chunk uncompressed
+ *   chunk:  varint events (>= 1), varint len[4], the four columns
  *
- * A segment stays in memory while it is open (its zstd stream, the bytes
+ * A segment stays in memory while it is open (its zstd stream, the events
  * not yet compressed); hs_evseg_blob gives its blob as of now, as often as
  * wanted, each one a valid blob of every event added so far. */
 typedef struct hs_evseg {
-    uint8_t *raw; /* added, not yet compressed */
-    size_t raw_len, raw_cap;
-    uint8_t *z; /* the zstd part so far */
+    uint8_t *col[HS_EVCOL_COUNT]; /* the pending chunk's columns */
+    size_t len[HS_EVCOL_COUNT], cap[HS_EVCOL_COUNT];
+    uint64_t pn; /* its events */
+    uint8_t *z;  /* the zstd part so far */
     size_t z_len, z_cap;
     uint64_t zraw; /* bytes compressed into z */
     uint8_t *out;  /* the last blob given; lent until the next call */
@@ -103,7 +107,7 @@ typedef struct hs_evseg {
     uint64_t n, t0, q;
     int64_t k;                /* the last event's time, in quanta from t0 */
     uint64_t t_first, t_last; /* the lowest and highest time added */
-    int oom;
+    int oom, ended;
 } hs_evseg;
 
 /* Starts a segment whose times are rounded down to multiples of q ns (the
@@ -116,16 +120,31 @@ void hs_evseg_add(hs_evseg *seg, const hs_event *e);
  * final, the stream is ended and nothing may be added after. HS_ENOMEM,
  * HS_EINVAL for a segment without events. */
 int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len);
-/* Bytes the segment's events take uncompressed, and compressed so far. */
-static inline uint64_t hs_evseg_raw(const hs_evseg *seg)
+/* Compresses the events added since the last compression now (what a blob
+ * does once they are 16 KiB), so that they need not stay in memory: for a
+ * writer that adds many frames between two blobs. 0 or HS_ENOMEM. */
+int hs_evseg_flush(hs_evseg *seg);
+/* Bytes of the events added since the last compression. */
+static inline size_t hs_evseg_pending(const hs_evseg *seg)
 {
-    return seg->zraw + seg->raw_len;
+    size_t n = 0;
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) n += seg->len[c];
+    return n;
 }
+/* Bytes the segment's events take uncompressed (a bound), and compressed
+ * so far. */
+uint64_t hs_evseg_raw(const hs_evseg *seg);
 static inline size_t hs_evseg_zlen(const hs_evseg *seg)
 {
     return seg->z_len;
 }
 void hs_evseg_free(hs_evseg *seg);
+/* A closed segment's compression context, taken out of it (NULL if none),
+ * for another segment to use (hs_evseg_give) rather than allocate its own;
+ * hs_evseg_ctx_free frees one nobody takes. */
+void *hs_evseg_take_ctx(hs_evseg *seg);
+void hs_evseg_give_ctx(hs_evseg *seg, void *ctx);
+void hs_evseg_ctx_free(void *ctx);
 
 typedef struct hs_evdec {
     hs_rd col[HS_EVCOL_COUNT];
@@ -139,7 +158,8 @@ typedef struct hs_evdec {
     int seg;   /* the open row is a segment (version 2): events in rows, not columns */
     hs_rd rows;
     size_t raw;
-    int64_t sk; /* segment: the last event's time, in quanta from t0 */
+    int64_t sk;     /* segment: the last event's time, in quanta from t0 */
+    uint64_t cleft; /* segment: events left in the current chunk */
     hs_batch_it it;
     const uint8_t *wp;
     size_t wlen;

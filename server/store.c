@@ -289,6 +289,7 @@ void hs_store_free(hs_store *s)
     free(s->scratch);
     free(s->evcache);
     hs_evdec_free(&s->dec);
+    for (int i = 0; i < s->nzpool; i++) hs_evseg_ctx_free(s->zpool[i]);
     free(s);
 }
 

@@ -641,6 +641,8 @@ int hs__store_segment(hs_store *s, hs_run *r, int close)
     const uint8_t *blob;
     size_t len;
     int rc = hs_evseg_blob(&r->seg, close, &blob, &len);
+    if (!rc && !close && hs_evseg_zlen(&r->seg) >= HS_EVSEG_COMMIT_CLOSE)
+        rc = hs_evseg_blob(&r->seg, close = 1, &blob, &len);
     if (rc) return rc;
     sqlite3_stmt *st = s->st[close ? ST_EVENTS : ST_TAIL_PUT];
     sqlite3_bind_int64(st, 1, r->id);
@@ -651,10 +653,22 @@ int hs__store_segment(hs_store *s, hs_run *r, int close)
     sqlite3_bind_blob(st, 6, blob, (int)len, SQLITE_STATIC);
     if ((rc = hs__store_step_done(s, st))) return rc;
     r->seg_dirty = 0;
-    if (!close) return 0;
-    st = s->st[ST_TAIL_DEL];
-    sqlite3_bind_int64(st, 1, r->id);
-    if ((rc = hs__store_step_done(s, st))) return rc;
+    if (!close) {
+        r->seg_tail = 1;
+        return 0;
+    }
+    if (r->seg_tail) {
+        st = s->st[ST_TAIL_DEL];
+        sqlite3_bind_int64(st, 1, r->id);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+        r->seg_tail = 0;
+    }
+    /* the next segment may be long in coming: its context goes to the pool */
+    void *ctx = hs_evseg_take_ctx(&r->seg);
+    if (ctx && s->nzpool < HS_ZPOOL_MAX)
+        s->zpool[s->nzpool++] = ctx;
+    else
+        hs_evseg_ctx_free(ctx);
     hs_evseg_begin(&r->seg, run_quantum(s, r));
     return 0;
 }
@@ -677,6 +691,7 @@ static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_
             return rc;
         if (!r->seg.n) {
             hs_evseg_begin(&r->seg, run_quantum(s, r));
+            if (!r->seg.cs && s->nzpool) hs_evseg_give_ctx(&r->seg, s->zpool[--s->nzpool]);
             r->seg_seq = seq;
         }
         r->seg_dirty = 1;
@@ -697,8 +712,10 @@ static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_
         if (b > r->bucket && (rc = hs__rollup_advance(s, r, b))) return rc;
         apply_event(r, s->scratch[i], ep);
     }
-    if (seq >= 0 && n > 0 &&
-        (hs_evseg_zlen(&r->seg) >= HS_EVSEG_Z_CAP || hs_evseg_raw(&r->seg) >= HS_EVSEG_RAW_CAP))
+    if (seq < 0 || n == 0) return 0;
+    if (hs_evseg_pending(&r->seg) >= HS_EVSEG_PENDING_MAX && (rc = hs_evseg_flush(&r->seg)))
+        return rc;
+    if (hs_evseg_zlen(&r->seg) >= HS_EVSEG_Z_CAP || hs_evseg_raw(&r->seg) >= HS_EVSEG_RAW_CAP)
         return hs__store_segment(s, r, 1);
     return 0;
 }

@@ -117,6 +117,18 @@ typedef struct hs_exlog {
  * of the open segment's row. (It also closes before a frame could take its
  * bytes past HS_EVSEG_RAW_CAP.) */
 #define HS_EVSEG_Z_CAP (64u << 10)
+/* A commit closes the open segment once its compressed part reaches this
+ * many bytes (rather than rewrite its row in events_tail): a sampled run,
+ * whose events compress little, writes each event about once, as it did
+ * with a row per frame; an every-allocation run, whose segments stay small
+ * for millions of events, rewrites a small row. */
+#define HS_EVSEG_COMMIT_CLOSE (16u << 10)
+/* A run's events not yet compressed are compressed once this many bytes:
+ * what an open segment holds in memory stays small however many frames a
+ * transaction takes. */
+#define HS_EVSEG_PENDING_MAX (64u << 10)
+/* Compression contexts of closed segments kept for the next ones. */
+#define HS_ZPOOL_MAX 16
 
 struct hs_run {
     hs_run *next;       /* hs_store.runs */
@@ -178,7 +190,8 @@ struct hs_run {
     hs_evseg seg;
     int64_t seg_seq;
     int seg_dirty;
-    uint64_t q; /* its events' time quantum (hs_store_config.event_time_ns) */
+    int seg_tail; /* its row in events_tail exists */
+    uint64_t q;   /* its events' time quantum (hs_store_config.event_time_ns) */
 };
 
 struct hs_store {
@@ -203,6 +216,8 @@ struct hs_store {
     hs_event *evcache;         /* the entries decoded by the validating pass, so that the */
     size_t evcache_cap;        /* applying pass need not decode them again (bounded) */
     hs_evdec dec;              /* decodes events rows replayed into the rollups */
+    void *zpool[HS_ZPOOL_MAX]; /* contexts of closed segments (hs_evseg_take_ctx) */
+    int nzpool;
     uint64_t event_quantum_ns; /* event times are rounded to multiples of it */
     char key[HS_FUNC_MAX + HS_STR_MAX + 64];
     /* Nodes of traces known to be rows, committed or written by the open
@@ -231,9 +246,10 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
  * hs__store_events does a frame; a corrupt row is an error (HS_ECORRUPT). */
 int hs__store_replay_events(hs_store *s, hs_run *r, const uint8_t *blob, size_t len, char *err,
                             size_t errlen);
-/* Writes run r's open segment of events: with close, its final blob into
- * events (the segment then starts over empty); else its blob so far into
- * events_tail. Nothing to write: 0. */
+/* Writes run r's open segment of events: with close, or at a commit (close
+ * 0) once it is HS_EVSEG_COMMIT_CLOSE bytes, its final blob into events (the
+ * segment then starts over empty); else its blob so far into events_tail.
+ * Nothing to write: 0. */
 int hs__store_segment(hs_store *s, hs_run *r, int close);
 /* Writes the rows of the current bucket and moves to bucket nb. */
 int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb);
