@@ -190,8 +190,12 @@ void hs_evenc_free(hs_evenc *enc)
 #define EVSEG_WINDOW_LOG 18
 /* A blob compresses what was added since the last one when it is at least
  * this long; shorter, it goes uncompressed after the zstd part (a flush of
- * a few events would cost more than it saves). */
-#define EVSEG_FLUSH_MIN (16u << 10)
+ * a few events would cost more than it saves). A segment that compresses
+ * more than EVSEG_DENSE times waits for EVSEG_FLUSH_DENSE bytes: its chunks'
+ * block headers and tables would outweigh its events. */
+#define EVSEG_FLUSH_MIN   (16u << 10)
+#define EVSEG_FLUSH_DENSE (64u << 10)
+#define EVSEG_DENSE       16
 /* A chunk's header: its events and its four column lengths. */
 #define EVSEG_CHUNK_HDR_MAX (5 * HS_VARINT_MAX)
 
@@ -345,7 +349,9 @@ int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len)
     if (seg->n == 0) return HS_EINVAL;
     size_t pending = hs_evseg_pending(seg);
     /* final: end the stream once (an ended one takes nothing more) */
-    if (final ? !seg->ended : pending >= EVSEG_FLUSH_MIN) {
+    size_t min =
+        seg->zraw > EVSEG_DENSE * (uint64_t)seg->z_len ? EVSEG_FLUSH_DENSE : EVSEG_FLUSH_MIN;
+    if (final ? !seg->ended : pending >= min) {
         int rc = seg_compress(seg, final);
         if (rc) {
             seg->oom = 1;

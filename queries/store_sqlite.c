@@ -508,7 +508,7 @@ static int sqlite_events(hs_qstore *s, int64_t run, int64_t from_ns, int64_t upt
     hs__sqlite *q = (hs__sqlite *)s;
     sqlite3_stmt *st = NULL;
     int rc;
-    /* the batches that reach into the span (the events_time index), so that
+    /* the rows that reach into the span (a run has few: segments), so that
      * the cost is that of the span's events; with an open run's segment in
      * events_tail from schema 10 on */
     char sql[160];

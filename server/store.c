@@ -283,6 +283,11 @@ void hs_store_free(hs_store *s)
         hs_run_unref(r);
     }
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
+    /* free pages back to the file system (a file with incremental
+     * auto_vacuum: hs_schema_open; elsewhere a no-op), at most 8 MiB of
+     * them, so that a stop after a big deletion stays quick */
+    if (s->db && !s->readonly && sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "PRAGMA incremental_vacuum(2048)", NULL, NULL, NULL);
     sqlite3_close_v2(s->db);
     if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
     hs_map_free(&s->nodes);

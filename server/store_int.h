@@ -126,7 +126,7 @@ typedef struct hs_exlog {
 /* A run's events not yet compressed are compressed once this many bytes:
  * what an open segment holds in memory stays small however many frames a
  * transaction takes. */
-#define HS_EVSEG_PENDING_MAX (64u << 10)
+#define HS_EVSEG_PENDING_MAX (128u << 10)
 /* Compression contexts of closed segments kept for the next ones. */
 #define HS_ZPOOL_MAX 16
 
