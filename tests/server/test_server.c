@@ -665,6 +665,29 @@ static void test_malformed_inputs(void **state)
     free(m.ev);
 }
 
+/* After a stop with run open, committed frames 0 .. next-1 (0..4 symbols
+ * and stacks, then events frames of 50): their events are in the run's open
+ * segment (events_tail) and the closed ones before it, no later ones. */
+static void check_open_segment(sqlite3 *sdb, int64_t run, int64_t next, size_t nev)
+{
+    int64_t stored = (next - 5) * 50 < (int64_t)nev ? (next - 5) * 50 : (int64_t)nev;
+    assert_int_equal(
+        q_int(sdb, "SELECT sum(n_events) FROM events_all WHERE run = %lld", (long long)run),
+        stored);
+    assert_int_equal(
+        q_int(sdb, "SELECT count(*) FROM events_tail WHERE run = %lld", (long long)run), 1);
+}
+
+/* Once the resumed run ended: two segments, the one open at the stop
+ * (closed when the run was loaded again) and the one after; none open. */
+static void check_closed_segments(const char *db, int64_t run)
+{
+    sqlite3 *sdb = db_open(db);
+    assert_int_equal(q_int(sdb, "SELECT count(*) FROM events WHERE run = %lld", (long long)run), 2);
+    assert_int_equal(q_int(sdb, "SELECT count(*) FROM events_tail"), 0);
+    sqlite3_close(sdb);
+}
+
 /* A collector that loses its server mid-run: it reconnects (to the restarted
  * server) with HS_HELLO_RESUMED and resends from its oldest unacknowledged
  * frame. sig is how the server goes down. */
@@ -718,15 +741,7 @@ static void restart_case(int sig, const char *name)
         free(state);
         assert_true(tk_log_contains(&srv, "stopped cleanly"));
     }
-    /* Frames 0..4 are symbols and stacks; events frames of 50 follow, held
-     * by the run's open segment (events_tail) and the closed ones before it:
-     * every event of the committed frames, none of a later one. */
-    int64_t stored = ((next - 5) * 50 < (int64_t)m.nev ? (next - 5) * 50 : (int64_t)m.nev);
-    assert_int_equal(
-        q_int(sdb, "SELECT sum(n_events) FROM events_all WHERE run = %lld", (long long)run),
-        stored);
-    assert_int_equal(
-        q_int(sdb, "SELECT count(*) FROM events_tail WHERE run = %lld", (long long)run), 1);
+    check_open_segment(sdb, run, next, m.nev);
     sqlite3_close(sdb);
     /* Restart on a new port; the collector resumes from what was acked. */
     assert_int_equal(tk_server_start(&srv, db, 0, base_args), 0);
@@ -739,13 +754,8 @@ static void restart_case(int sig, const char *name)
     assert_int_equal(tk_wait_ack(fd, nframes, &got, NULL, 0, 60000), 0);
     close(fd);
     check_run(db, 7, &m, "ended");
-    /* Segments: the one open at the stop, closed when the run was loaded
-     * again, and the one after; none left open. */
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
-    assert_int_equal(sqlite3_open_v2(db, &sdb, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM events WHERE run = %lld", (long long)run), 2);
-    assert_int_equal(q_int(sdb, "SELECT count(*) FROM events_tail"), 0);
-    sqlite3_close(sdb);
+    check_closed_segments(db, run);
     tk_buf_free(&frames);
     tk_buf_free(&head);
     tk_buf_free(&resume);
