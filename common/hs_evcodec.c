@@ -394,6 +394,52 @@ int hs_evseg_blob(hs_evseg *seg, int final, const uint8_t **out, size_t *len)
     return 0;
 }
 
+int hs_evseg_dense(const hs_evseg *seg)
+{
+    return seg->z_len && seg->zraw > EVSEG_DENSE * (uint64_t)seg->z_len;
+}
+
+int hs_evseg_repack(hs_evseg *seg, hs_evdec *dec)
+{
+    assert(!seg->ended);
+    const uint8_t *blob;
+    size_t len;
+    int rc = hs_evseg_blob(seg, 0, &blob, &len);
+    if (rc) return rc;
+    uint8_t *copy = malloc(len);
+    if (!copy) return HS_ENOMEM;
+    memcpy(copy, blob, len);
+    uint64_t n = seg->n, q = seg->q;
+    if ((rc = hs_evdec_open(dec, copy, len)) == 0) {
+        hs_evseg_begin(seg, q);
+        hs_event e;
+        while ((rc = hs_evdec_next(dec, &e)) == 1) hs_evseg_add(seg, &e);
+        if (rc == 0 && (seg->oom || seg->n != n)) rc = HS_ENOMEM;
+    }
+    free(copy);
+    return rc;
+}
+
+void hs_evseg_shrink(hs_evseg *seg, size_t keep)
+{
+    for (int c = 0; c < HS_EVCOL_COUNT; c++) {
+        if (seg->cap[c] <= keep || seg->len[c]) continue;
+        free(seg->col[c]);
+        seg->col[c] = NULL;
+        seg->cap[c] = 0;
+    }
+    if (seg->z_cap > keep && !seg->z_len) {
+        free(seg->z);
+        seg->z = NULL;
+        seg->z_cap = 0;
+    }
+    if (seg->out_cap > keep) {
+        free(seg->out);
+        seg->out = NULL;
+        seg->out_cap = 0;
+    }
+}
+
 void hs_evseg_free(hs_evseg *seg)
 {
     if (!seg) return;

@@ -30,6 +30,8 @@
 
 #include "hs_proto.h"
 
+typedef struct hs_evdec hs_evdec;
+
 /* Version 1: one blob per EVENTS frame, four columns (hs_evenc, below; what
  * schema 6 to 9 wrote, still read). Version 2: one blob per segment of a
  * run's events, many frames long (hs_evseg, below; what the writer writes
@@ -139,6 +141,17 @@ static inline size_t hs_evseg_zlen(const hs_evseg *seg)
     return seg->z_len;
 }
 void hs_evseg_free(hs_evseg *seg);
+/* 1 when the segment compresses more than 16 times (an every-allocation
+ * run's repetitions): its chunks, cut by the writer's commits, cost more in
+ * block headers and tables than its events do. */
+int hs_evseg_dense(const hs_evseg *seg);
+/* Compresses the segment again as one chunk: its events, decoded with dec,
+ * added anew (same events, times and order), not yet compressed; the next
+ * blob (final) compresses them together. Before the final blob only. 0,
+ * HS_ENOMEM. Holds the segment's events uncompressed for a moment. */
+int hs_evseg_repack(hs_evseg *seg, hs_evdec *dec);
+/* Frees the segment's buffers bigger than keep bytes that hold nothing. */
+void hs_evseg_shrink(hs_evseg *seg, size_t keep);
 /* A closed segment's compression context, taken out of it (NULL if none),
  * for another segment to use (hs_evseg_give) rather than allocate its own;
  * hs_evseg_ctx_free frees one nobody takes. */
@@ -146,7 +159,7 @@ void *hs_evseg_take_ctx(hs_evseg *seg);
 void hs_evseg_give_ctx(hs_evseg *seg, void *ctx);
 void hs_evseg_ctx_free(void *ctx);
 
-typedef struct hs_evdec {
+struct hs_evdec {
     hs_rd col[HS_EVCOL_COUNT];
     const uint8_t *cols; /* the columns: into the blob, or buf when decompressed */
     size_t lens[HS_EVCOL_COUNT];
@@ -163,7 +176,7 @@ typedef struct hs_evdec {
     hs_batch_it it;
     const uint8_t *wp;
     size_t wlen;
-} hs_evdec;
+};
 
 /* Reads the header of blob p (borrowed until the next open) and
  * decompresses its columns. 0, or HS_ECORRUPT / HS_EVERSION / HS_ENOMEM. dec must be zeroed

@@ -640,9 +640,13 @@ int hs__store_segment(hs_store *s, hs_run *r, int close)
     if (!r->seg.n) return 0;
     const uint8_t *blob;
     size_t len;
-    int rc = hs_evseg_blob(&r->seg, close, &blob, &len);
-    if (!rc && !close && hs_evseg_zlen(&r->seg) >= HS_EVSEG_COMMIT_CLOSE)
-        rc = hs_evseg_blob(&r->seg, close = 1, &blob, &len);
+    int rc = 0;
+    if (!close) rc = hs_evseg_blob(&r->seg, 0, &blob, &len);
+    if (!rc && !close && hs_evseg_zlen(&r->seg) >= HS_EVSEG_COMMIT_CLOSE) close = 1;
+    /* a dense segment (an every-allocation run) is closed compressed again
+     * as one chunk: a small fraction of the bytes its commits' chunks took */
+    if (!rc && close && hs_evseg_dense(&r->seg)) rc = hs_evseg_repack(&r->seg, &s->dec);
+    if (!rc && close) rc = hs_evseg_blob(&r->seg, 1, &blob, &len);
     if (rc) return rc;
     sqlite3_stmt *st = s->st[close ? ST_EVENTS : ST_TAIL_PUT];
     sqlite3_bind_int64(st, 1, r->id);
@@ -670,6 +674,7 @@ int hs__store_segment(hs_store *s, hs_run *r, int close)
     else
         hs_evseg_ctx_free(ctx);
     hs_evseg_begin(&r->seg, run_quantum(s, r));
+    hs_evseg_shrink(&r->seg, HS_EVSEG_PENDING_MAX * 2);
     return 0;
 }
 

@@ -407,6 +407,39 @@ static void test_segment_repetitive(void **state)
     free(ev);
 }
 
+/* A dense segment compressed in many small chunks (a blob at each of many
+ * commits), repacked as one chunk: the same events, a fraction of the bytes. */
+static void test_segment_repack(void **state)
+{
+    (void)state;
+    enum { N = 200000 };
+    hs_event *ev = calloc(N, sizeof *ev);
+    assert_non_null(ev);
+    for (size_t i = 0; i < N; i++) {
+        size_t j = i % 5;
+        ev[i] = (hs_event){3000 * i, 1 + j % 3, j >= 3, 16 << j % 3, 16 << j % 3};
+    }
+    size_t lens[2];
+    for (int repack = 0; repack < 2; repack++) {
+        hs_evseg seg = {0};
+        hs_evdec dec = {0};
+        hs_evseg_begin(&seg, 1000);
+        const uint8_t *blob;
+        for (size_t i = 0; i < N; i++) {
+            hs_evseg_add(&seg, &ev[i]);
+            if (i % 3000 == 2999) assert_int_equal(hs_evseg_flush(&seg), 0);
+        }
+        assert_true(hs_evseg_dense(&seg));
+        if (repack) assert_int_equal(hs_evseg_repack(&seg, &dec), 0);
+        assert_int_equal(hs_evseg_blob(&seg, 1, &blob, &lens[repack]), 0);
+        check_blob(blob, lens[repack], ev, N, 1000);
+        hs_evseg_free(&seg);
+        hs_evdec_free(&dec);
+    }
+    assert_true(lens[1] * 3 < lens[0]);
+    free(ev);
+}
+
 /* Every truncation and every flipped byte of an open and of a closed
  * segment's blob: an error or events, never a read out of bounds. */
 static void test_segment_corrupt(void **state)
@@ -456,7 +489,7 @@ int main(void)
         cmocka_unit_test(test_deterministic),      cmocka_unit_test(test_corrupt_every_byte),
         cmocka_unit_test(test_corrupt_headers),    cmocka_unit_test(test_wire_rows),
         cmocka_unit_test(test_segment_round_trip), cmocka_unit_test(test_segment_repetitive),
-        cmocka_unit_test(test_segment_corrupt),
+        cmocka_unit_test(test_segment_corrupt),    cmocka_unit_test(test_segment_repack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
