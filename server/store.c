@@ -1,6 +1,7 @@
 /* hs_store: the database connection, its statements, runs and transactions.
- * Frames are applied in store_frames.c, rollups live in store_rollup.c; the
- * three share store_int.h. */
+ * Frames are applied in store_frames.c, rollups live in store_rollup.c, the
+ * helpers all three use in store_db.c; they share store_int.h. The layers
+ * point one way: store.c -> store_frames.c -> store_rollup.c -> store_db.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -117,25 +118,6 @@ static const char *const stmt_sql[ST_COUNT] = {
                      "data) SELECT run, seq, t_first_ns, t_last_ns, n_events, data FROM "
                      "events_tail WHERE run = ?1",
 };
-
-void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-int hs__store_step_done(hs_store *s, sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return 0;
-    s->db_failed = 1;
-    return HS_EDB;
-}
 
 /* After each commit: how many pages the WAL holds (this replaces SQLite's
  * automatic checkpoint, which uses the same hook). */
@@ -316,15 +298,6 @@ int hs_store_begin(hs_store *s)
     if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return HS_EDB;
     s->in_tx = 1;
     return 0;
-}
-
-/* Marks r as changed in this transaction so that commit writes its row. */
-void hs__store_touch(hs_store *s, hs_run *r)
-{
-    if (r->touched) return;
-    r->touched = 1;
-    r->touch_next = s->touched;
-    s->touched = r;
 }
 
 /* The exact totals' columns (schema 008), once the run has sent some. */
