@@ -15,6 +15,9 @@
  * holds n - 1 steps k[i] - k[i-1], where k[i] = (t[i] - t0) / q, so the
  * decoded time of event i is t0 + k[i] * q: exact for q = 1. HEAD, SIZE and
  * EXTRA hold n values each.
+ *
+ * Version 2, a segment of many frames' events in chunks: see hs_evcodec.h
+ * (hs_evseg) and docs/protocol.md.
  */
 #include "hs_evcodec.h"
 
@@ -255,7 +258,8 @@ void hs_evseg_add(hs_evseg *seg, const hs_event *e)
     /* frames from different threads may overlap in time: signed steps */
     int64_t k =
         t >= seg->t0 ? (int64_t)((t - seg->t0) / seg->q) : -(int64_t)((seg->t0 - t) / seg->q);
-    int64_t dk = k - seg->k;
+    /* mod 2^64, as the decoder adds it back */
+    int64_t dk = (int64_t)((uint64_t)k - (uint64_t)seg->k);
     seg_put(seg, HS_EVCOL_DT, (uint64_t)dk << 1 ^ (uint64_t)(dk >> 63));
     seg_put(seg, HS_EVCOL_HEAD, e->stack_id << 1 | (uint64_t)(e->is_free != 0));
     seg_put(seg, HS_EVCOL_SIZE, e->size);
@@ -647,7 +651,8 @@ static int next_seg(hs_evdec *dec, hs_event *out)
     int64_t dk = (int64_t)(zz >> 1) ^ -(int64_t)(zz & 1), k, d, t;
     for (int c = 0; c < HS_EVCOL_COUNT; c++)
         if (dec->col[c].err) return HS_ECORRUPT;
-    if (__builtin_add_overflow(dec->sk, dk, &k) || __builtin_mul_overflow(k, (int64_t)dec->q, &d) ||
+    k = (int64_t)((uint64_t)dec->sk + (uint64_t)dk); /* mod 2^64, as the encoder took it */
+    if (__builtin_mul_overflow(k, (int64_t)dec->q, &d) ||
         __builtin_add_overflow((int64_t)dec->t0, d, &t) || t < 0 || extra > UINT64_MAX - size ||
         head >> 1 == 0)
         return HS_ECORRUPT;

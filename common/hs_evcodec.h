@@ -1,26 +1,28 @@
 /* hs_evcodec: the storage codec of events (the `data` blob of an events row),
- * versioned apart from the wire protocol (docs/protocol.md, "Stored events").
+ * versioned apart from the wire protocol (docs/protocol.md, "What is
+ * stored").
  *
- * The server's writer encodes each EVENTS frame it applies into one blob; the
- * readers (the rollup replay of a resumed run, exports, the event_rows SQL
- * table) decode blobs with the iterator below and never see the wire format,
- * so the protocol can change without touching stored runs, and stored runs
- * can change codec (HS_EVCODEC_VERSION) without touching the protocol.
+ * The server's writer adds the events of each EVENTS frame it applies to
+ * its run's open segment (hs_evseg, version 2), stored as one blob once it
+ * closes; the readers (the rollup replay of a resumed run, exports, the
+ * event_rows SQL table) decode blobs with the iterator below and never see
+ * the wire format, so the protocol can change without touching stored runs,
+ * and stored runs can change codec without touching the protocol.
  *
- * A blob is a small header and four columns, one value per event, each a run
- * of LEB128 varints: the time step (in units of the blob's time quantum),
- * the head (stack_id << 1 | is_free), the requested size and the weight's
- * excess over the size. The columns are compressed together (one zstd
- * frame), which turns the repetitive stack, size and weight columns of an
- * every-allocation run into a few bits an event; time steps carry the real
- * information.
+ * Both versions keep four columns, one value per event, each a run of LEB128
+ * varints: the time step (in units of the blob's time quantum), the head
+ * (stack_id << 1 | is_free), the requested size and the weight's excess over
+ * the size, compressed by zstd, which turns the repetitive stack, size and
+ * weight columns of an every-allocation run into a few bits an event.
+ * Version 1 (hs_evenc) holds one frame's events; version 2 many frames',
+ * compressed by one stream whose window reaches across them.
  *
  * Decoding is a pure function of (bytes, len) up to one buffer the iterator
- * owns: every length is checked against HS_EVCODEC_RAW_MAX and against the
- * bytes present, so a corrupt or hostile blob yields HS_ECORRUPT (or
- * HS_EVERSION for a codec this build does not know), never a read out of
- * bounds. Neither side is thread-safe; use one encoder or iterator per
- * thread.
+ * owns: every length is checked against HS_EVCODEC_RAW_MAX (a segment's
+ * against HS_EVCODEC_SEG_RAW_MAX) and against the bytes present, so a
+ * corrupt or hostile blob yields HS_ECORRUPT (or HS_EVERSION for a codec
+ * this build does not know), never a read out of bounds. Neither side is
+ * thread-safe; use one encoder or iterator per thread.
  */
 #ifndef HS_EVCODEC_H
 #define HS_EVCODEC_H

@@ -3,8 +3,9 @@
 --
 -- An events row now holds a segment (codec version 2, common/hs_evcodec.h):
 -- the events of consecutive frames of one run, compressed by one stream,
--- until the segment reaches HS_EVSEG_RAW_CAP bytes uncompressed or its
--- compressed part 64 KiB (server/store_frames.c). seq is the seq of its
+-- until the segment reaches 4 MiB uncompressed (HS_EVSEG_RAW_CAP) or its
+-- compressed part 16 KiB at a commit, 64 KiB at any frame
+-- (server/store_int.h, server/store_frames.c). seq is the seq of its
 -- first frame, t_first_ns and t_last_ns the lowest and highest time of its
 -- events (frames of different threads may overlap in time), n_events their
 -- number. Rows of codec version 1 (one frame each) stay readable.
