@@ -71,7 +71,6 @@ const char *const hs__sqlite_stmt_sql[ST__COUNT] = {
     [ST_TSTATS_ROWS] = "SELECT trace, " HS_TSTATS_COLS " FROM trace_stats WHERE run = ?1",
     [ST_SIZES] = "SELECT bucket, allocs, bytes FROM size_hist WHERE run = ?1 ORDER BY bucket",
     [ST_LAST_BUCKET] = "SELECT MAX(bucket) FROM heap_series WHERE run = ?1",
-    [ST_EVENTS] = "SELECT data FROM events WHERE run = ?1 AND t_first_ns <= ?2 ORDER BY seq",
     [ST_RUN_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
     [ST_MAPPINGS] = "SELECT start, end, file_offset, build_id, path FROM mappings WHERE run = ?1 "
                     "AND t_ns = (SELECT MAX(t_ns) FROM mappings WHERE run = ?1) ORDER BY start",
@@ -452,22 +451,15 @@ static int sqlite_events(hs_qstore *s, int64_t run, int64_t from_ns, int64_t upt
     hs__sqlite *q = (hs__sqlite *)s;
     sqlite3_stmt *st = NULL;
     int rc;
-    if (from_ns == HS_QSTORE_FROM_START) {
-        /* every batch from the start: the persistent statement */
-        if (!(st = hs__sqlite_stmt(q, ST_EVENTS, err))) return HS_EDB;
-        sqlite3_bind_int64(st, 1, run);
-        sqlite3_bind_int64(st, 2, upto_ns);
-        rc = events_walk(q, st, run, from_ns, upto_ns, cb, data, err);
-        sqlite3_reset(st);
-        return rc;
-    }
-    /* the batches that reach into the span (the events_time index), so that
-     * the cost is that of the span's events */
-    if (sqlite3_prepare_v2(q->db,
-                           "SELECT data FROM events WHERE run = ?1 AND t_last_ns >= ?2 AND "
-                           "t_first_ns <= ?3 ORDER BY seq",
-                           -1, &st, NULL) != SQLITE_OK)
-        return hs__sqlite_err(q, err);
+    /* the rows that reach into the span (a run has few: segments), so that
+     * the cost is that of the span's events; with an open run's segment in
+     * events_tail from schema 10 on */
+    char sql[160];
+    snprintf(sql, sizeof sql,
+             "SELECT data FROM %s WHERE run = ?1 AND t_last_ns >= ?2 AND t_first_ns <= ?3 "
+             "ORDER BY seq",
+             hs_evcodec_events_table(hs_schema_db_version(q->db)));
+    if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) return hs__sqlite_err(q, err);
     sqlite3_bind_int64(st, 1, run);
     sqlite3_bind_int64(st, 2, from_ns);
     sqlite3_bind_int64(st, 3, upto_ns);

@@ -33,7 +33,6 @@ enum hs__stmt_id {
     ST_TSTATS_ROWS,
     ST_SIZES,
     ST_LAST_BUCKET,
-    ST_EVENTS,
     ST_RUN_STACKS,
     ST_MAPPINGS,
     ST_PCS,

@@ -421,9 +421,10 @@ static int er_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr, int 
     sqlite3_finalize(st);
     sqlite3_finalize(c->frames);
     c->frames = NULL;
-    if (sqlite3_prepare_v2(v->db, "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq", -1,
-                           &c->frames, NULL) != SQLITE_OK)
-        return SQLITE_ERROR;
+    char sql[96];
+    snprintf(sql, sizeof sql, "SELECT seq, data FROM %s WHERE run = ?1 ORDER BY seq",
+             hs_evcodec_events_table(hs_schema_db_version(v->db)));
+    if (sqlite3_prepare_v2(v->db, sql, -1, &c->frames, NULL) != SQLITE_OK) return SQLITE_ERROR;
     sqlite3_bind_int64(c->frames, 1, c->run);
     return er_next_frame(c);
 }

@@ -62,6 +62,8 @@ static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
         return hs_tstats_backfill(db, errmsg, errlen);
     case 6:
         return hs_events_recode(db, errmsg, errlen);
+    case 10:
+        return hs_events_segment(db, errmsg, errlen);
     }
     return 0;
 }
@@ -289,11 +291,15 @@ int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, siz
     /* SQLite opens a write-protected file read-only without a word; on a
      * read-only location even reading may need the fallback above. */
     int ro = sqlite3_db_readonly(db, "main") == 1;
-    /* page_size only acts on a new file (before WAL): 16 KiB pages pack
-     * the events rows (one EVENTS payload each, often 1-10 KiB) with
-     * little slack, where 4 KiB pages would hold one such row each. */
+    /* page_size and auto_vacuum only act on a new file (before WAL and
+     * tables): 4 KiB pages, since events rows are segments of many frames
+     * (schema 10), tens of KiB each, and every table and index of a small run
+     * takes a page at least; incremental vacuum, so that the pages an open
+     * segment's rewritten row leaves free can be given back when the
+     * writer stops (hs_store_free). Files made before keep theirs. */
     if (!ro && sqlite3_exec(db,
-                            "PRAGMA page_size=16384; PRAGMA journal_mode=WAL; "
+                            "PRAGMA page_size=4096; PRAGMA auto_vacuum=INCREMENTAL; "
+                            "PRAGMA journal_mode=WAL; "
                             "PRAGMA synchronous=NORMAL;",
                             NULL, NULL, &msg) != SQLITE_OK) {
         int code = sqlite3_errcode(db) & 0xff;

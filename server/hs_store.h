@@ -40,8 +40,18 @@ typedef struct hs_run hs_run;
 typedef struct hs_store_config {
     uint64_t granularity_ns; /* width of a rollup bucket for new runs; 0: 1 s */
     uint32_t keyframe_every; /* a keyframe every K buckets; 0: 32 */
-    uint64_t event_time_ns;  /* stored events keep times to multiples of it; 0: 1 (exact) */
+    /* Event times are rounded down to multiples of it as they arrive, once,
+     * before the rollups and the stored events see them (so a replay rebuilds
+     * what ingest computed); 0: HS_STORE_EVENT_TIME_NS. A value that does not
+     * divide a run's bucket width is replaced by their greatest common
+     * divisor, so that no event changes bucket. */
+    uint64_t event_time_ns;
 } hs_store_config;
+
+/* The default time quantum of events: a millisecond, a thousandth of the
+ * default bucket, as fine as heaptrack's timestamps or finer. The order of
+ * events is kept exactly; only their times are coarse. */
+#define HS_STORE_EVENT_TIME_NS 1000000ull
 
 /* Opens (creating and migrating) the database at path. On failure writes a
  * message for a person into err. One store writes a database at a time: the

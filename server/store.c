@@ -1,6 +1,7 @@
 /* hs_store: the database connection, its statements, runs and transactions.
- * Frames are applied in store_frames.c, rollups live in store_rollup.c; the
- * three share store_int.h. */
+ * Frames are applied in store_frames.c, rollups live in store_rollup.c, the
+ * helpers all three use in store_db.c; they share store_int.h. The layers
+ * point one way: store.c -> store_frames.c -> store_rollup.c -> store_db.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -74,7 +75,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                  "(?1, ?2, ?3, ?4)",
     [ST_LOAD_PCS] = "SELECT pc, frame FROM run_pcs WHERE run = ?1",
     [ST_LOAD_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
-    [ST_LOAD_EVENTS] = "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq",
+    [ST_LOAD_EVENTS] = "SELECT seq, data FROM events_all WHERE run = ?1 ORDER BY seq",
     [ST_CLEAR_SNAP] = "DELETE FROM snapshots WHERE run = ?1",
     [ST_CLEAR_SERIES] = "DELETE FROM heap_series WHERE run = ?1",
     [ST_OPEN_RUNS] = "SELECT uuid FROM runs WHERE state = 'open'",
@@ -110,26 +111,13 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RUN_SUMMARY] = "UPDATE runs SET rss_peak_bytes = " HS_SCHEMA_RSS_PEAK_SQL(
         "?1") ", leak_bytes_per_s = " HS_SCHEMA_LEAK_SQL("?1",
                                                          "runs.granularity_ns") " WHERE id = ?1",
+    [ST_TAIL_PUT] = "INSERT OR REPLACE INTO events_tail (run, seq, t_first_ns, t_last_ns, "
+                    "n_events, data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    [ST_TAIL_DEL] = "DELETE FROM events_tail WHERE run = ?1",
+    [ST_TAIL_MOVE] = "INSERT OR REPLACE INTO events (run, seq, t_first_ns, t_last_ns, n_events, "
+                     "data) SELECT run, seq, t_first_ns, t_last_ns, n_events, data FROM "
+                     "events_tail WHERE run = ?1",
 };
-
-void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (!err || !errlen) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
-int hs__store_step_done(hs_store *s, sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    sqlite3_clear_bindings(st);
-    if (rc == SQLITE_DONE || rc == SQLITE_ROW) return 0;
-    s->db_failed = 1;
-    return HS_EDB;
-}
 
 /* After each commit: how many pages the WAL holds (this replaces SQLite's
  * automatic checkpoint, which uses the same hook). */
@@ -189,7 +177,7 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
     s->lock_fd = -1;
     s->granularity_ns = cfg && cfg->granularity_ns ? cfg->granularity_ns : 1000000000ull;
     s->keyframe_every = cfg && cfg->keyframe_every ? cfg->keyframe_every : 32;
-    s->event_quantum_ns = cfg && cfg->event_time_ns ? cfg->event_time_ns : 1;
+    s->event_quantum_ns = cfg && cfg->event_time_ns ? cfg->event_time_ns : HS_STORE_EVENT_TIME_NS;
     s->nodes_max = HS_STORE_NODES_MAX;
     int rc = take_lock(s, path, err, errlen);
     if (rc) goto fail;
@@ -238,6 +226,7 @@ static void run_free(hs_run *r)
     free(r->slots);
     free(r->dirty);
     free(r->exlog);
+    hs_evseg_free(&r->seg);
     free(r);
 }
 
@@ -276,13 +265,18 @@ void hs_store_free(hs_store *s)
         hs_run_unref(r);
     }
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
+    /* free pages back to the file system (a file with incremental
+     * auto_vacuum: hs_schema_open; elsewhere a no-op), at most 8 MiB of
+     * them, so that a stop after a big deletion stays quick */
+    if (s->db && !s->readonly && sqlite3_get_autocommit(s->db))
+        sqlite3_exec(s->db, "PRAGMA incremental_vacuum(2048)", NULL, NULL, NULL);
     sqlite3_close_v2(s->db);
     if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
     hs_map_free(&s->nodes);
     free(s->scratch);
     free(s->evcache);
-    hs_evenc_free(&s->enc);
     hs_evdec_free(&s->dec);
+    for (int i = 0; i < s->nzpool; i++) hs_evseg_ctx_free(s->zpool[i]);
     free(s);
 }
 
@@ -304,15 +298,6 @@ int hs_store_begin(hs_store *s)
     if (sqlite3_exec(s->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) return HS_EDB;
     s->in_tx = 1;
     return 0;
-}
-
-/* Marks r as changed in this transaction so that commit writes its row. */
-void hs__store_touch(hs_store *s, hs_run *r)
-{
-    if (r->touched) return;
-    r->touched = 1;
-    r->touch_next = s->touched;
-    s->touched = r;
 }
 
 /* The exact totals' columns (schema 008), once the run has sent some. */
@@ -358,6 +343,7 @@ static int write_run_row(hs_store *s, hs_run *r)
     if (ex) sqlite3_bind_int64(st, 13, (int64_t)x->allocs);
     int rc = hs__store_step_done(s, st);
     if (!rc && r->ex_seen) rc = write_run_exact(s, r);
+    if (!rc && r->seg_dirty) rc = hs__store_segment(s, r, 0);
     return rc;
 }
 
@@ -614,6 +600,14 @@ static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
     if ((rc = hs__store_step_done(s, st))) goto out;
     if ((rc = hs__rollup_reset(s, r))) goto out;
     if ((rc = hs__store_exact_load(s, r))) goto out;
+    /* The segment the run was adding to is closed: later events start one
+     * of their own. */
+    st = s->st[ST_TAIL_MOVE];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) goto out;
+    st = s->st[ST_TAIL_DEL];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) goto out;
     /* A statement of its own: replay writes with the shared ones. */
     sqlite3_stmt *ev;
     if (sqlite3_prepare_v2(s->db, "SELECT seq, data FROM events WHERE run = ?1 ORDER BY seq", -1,

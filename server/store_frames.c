@@ -486,12 +486,16 @@ static void apply_event(hs_run *r, uint32_t idx, const hs_event *e)
 }
 
 /* Where the entries of an EVENTS batch come from: a frame off the wire, or
- * a stored blob being replayed (dec, already open). Both can be read twice. */
+ * a stored blob being replayed (dec, already open). Both can be read twice.
+ * A frame's times are rounded down to the run's quantum q as they are read,
+ * once, so the rollups and the stored events see the same times (and a
+ * replay, reading the stored ones, rebuilds what ingest computed). */
 typedef struct ev_src {
     const uint8_t *p;
     size_t len;
     hs_batch_it wire;
     hs_evdec *dec;
+    uint64_t q;
 } ev_src;
 
 static int src_begin(ev_src *src)
@@ -503,18 +507,46 @@ static int src_begin(ev_src *src)
 
 static int src_next(ev_src *src, hs_event *e)
 {
-    return src->dec ? hs_evdec_next(src->dec, e) : hs_events_next(&src->wire, e);
+    if (src->dec) return hs_evdec_next(src->dec, e);
+    int rc = hs_events_next(&src->wire, e);
+    if (rc == 1 && src->q > 1) e->t_ns -= e->t_ns % src->q;
+    return rc;
 }
 
-/* The entries of src, at most nmax, applied to the rollups; with seq >= 0
- * also stored, encoded, as events row seq. */
-static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_t seq, char *err,
-                        size_t errlen)
+/* The message of an entry that cannot be decoded; returns rc. */
+static int src_bad(const ev_src *src, const hs_run *r, int rc, char *err, size_t errlen)
 {
-    hs_event e;
-    int rc = src_begin(src), more;
-    if (rc) goto bad;
-    /* Pass 1: validate every entry and resolve its slot. */
+    if (src->dec)
+        hs__store_seterr(err, errlen, "events row of run %" PRId64 " cannot be read: %s", r->id,
+                         hs_strerror(rc));
+    else
+        hs__store_seterr(err, errlen, "malformed EVENTS frame: %s", hs_strerror(rc));
+    return rc;
+}
+
+static uint64_t gcd_u64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The run's time quantum: the store's, or the largest divisor of both it
+ * and the bucket width, so that rounding never moves an event's bucket. */
+static uint64_t run_quantum(const hs_store *s, hs_run *r)
+{
+    if (!r->q) r->q = r->g ? gcd_u64(r->g, s->event_quantum_ns) : 1;
+    assert(r->q >= 1);
+    return r->q;
+}
+
+/* Room for nmax + 1 entries in the scratch slot list and, up to its bound,
+ * in the cache of decoded entries. */
+static int events_room(hs_store *s, size_t nmax)
+{
     size_t need = nmax + 1;
     if (need > s->scratch_cap) {
         uint32_t *ns = realloc(s->scratch, need * sizeof *ns);
@@ -530,56 +562,69 @@ static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_
             s->evcache_cap = want_cache;
         }
     }
-    uint32_t n = 0;
-    uint64_t t_first = 0, t_last = 0;
-    /* The run's byte totals as the frame would leave them: each must stay
-     * within +-2^61 (2 EiB), so that no sum or difference the store and the
-     * queries compute from them can overflow. Each weight is below 2^61, so
-     * this arithmetic cannot overflow either. */
+    return 0;
+}
+
+/* Whether event n of a batch may be applied to run r, whose byte totals
+ * the batch has taken to *live and *total so far (updated). The totals must
+ * stay within +-2^61 (2 EiB), so that no sum or difference the store and
+ * the queries compute from them can overflow; each weight is below 2^61,
+ * so this arithmetic cannot overflow either. */
+static int event_check(const hs_event *e, uint32_t n, int64_t *live, int64_t *total, char *err,
+                       size_t errlen)
+{
     const int64_t lim = INT64_MAX / 4;
+    if (e->weight > (uint64_t)lim) {
+        hs__store_seterr(err, errlen, "EVENTS entry %u has an absurd weight", n);
+        return HS_ERANGE;
+    }
+    if (e->t_ns > HS_T_MAX) {
+        hs__store_seterr(err, errlen,
+                         "EVENTS entry %u has time %" PRIu64 " ns, past any run's length", n,
+                         e->t_ns);
+        return HS_ERANGE;
+    }
+    *live += e->is_free ? -(int64_t)e->weight : (int64_t)e->weight;
+    *total += e->is_free ? 0 : (int64_t)e->weight;
+    if (*live > lim || *live < -lim || *total > lim) {
+        hs__store_seterr(err, errlen, "EVENTS entry %u takes the run's byte totals past 2^61 bytes",
+                         n);
+        return HS_ERANGE;
+    }
+    if (*live < -(*total + HS_FREE_SLACK)) {
+        hs__store_seterr(err, errlen,
+                         "EVENTS entry %u frees %" PRId64 " bytes more than the run ever "
+                         "allocated: frees without their allocations",
+                         n, -*live - *total);
+        return HS_ERANGE;
+    }
+    return 0;
+}
+
+/* Pass 1 over a batch: every entry valid, its slot in s->scratch, the
+ * entries themselves in s->evcache as far as it holds them; *n entries. */
+static int events_validate(hs_store *s, hs_run *r, ev_src *src, size_t nmax, uint32_t *n, char *err,
+                           size_t errlen)
+{
+    hs_event e;
+    int rc, more;
+    if ((rc = events_room(s, nmax))) return rc;
     int64_t live = r->live_bytes, total = r->total_alloc_bytes;
+    *n = 0;
     while ((more = src_next(src, &e)) == 1) {
         uint64_t idx;
-        assert(n < need);
+        assert(*n <= nmax);
         if (!hs_map_get(&r->stacks, e.stack_id, &idx)) {
             hs__store_seterr(err, errlen,
-                             "EVENTS entry %u uses stack id %" PRIu64 " never defined by STACKS", n,
-                             e.stack_id);
+                             "EVENTS entry %u uses stack id %" PRIu64 " never defined by STACKS",
+                             *n, e.stack_id);
             return HS_EPROTO;
         }
-        if (e.weight > (uint64_t)lim) {
-            hs__store_seterr(err, errlen, "EVENTS entry %u has an absurd weight", n);
-            return HS_ERANGE;
-        }
-        if (e.t_ns > HS_T_MAX) {
-            hs__store_seterr(err, errlen,
-                             "EVENTS entry %u has time %" PRIu64 " ns, past any run's length", n,
-                             e.t_ns);
-            return HS_ERANGE;
-        }
-        live += e.is_free ? -(int64_t)e.weight : (int64_t)e.weight;
-        total += e.is_free ? 0 : (int64_t)e.weight;
-        if (live > lim || live < -lim || total > lim) {
-            hs__store_seterr(err, errlen,
-                             "EVENTS entry %u takes the run's byte totals past 2^61 bytes", n);
-            return HS_ERANGE;
-        }
-        if (live < -(total + HS_FREE_SLACK)) {
-            hs__store_seterr(err, errlen,
-                             "EVENTS entry %u frees %" PRId64 " bytes more than the run ever "
-                             "allocated: frees without their allocations",
-                             n, -live - total);
-            return HS_ERANGE;
-        }
-        if (n == 0) t_first = e.t_ns;
-        t_last = e.t_ns;
-        if (n < s->evcache_cap) s->evcache[n] = e;
-        s->scratch[n++] = (uint32_t)idx;
+        if ((rc = event_check(&e, *n, &live, &total, err, errlen))) return rc;
+        if (*n < s->evcache_cap) s->evcache[*n] = e;
+        s->scratch[(*n)++] = (uint32_t)idx;
     }
-    if (more < 0) {
-        rc = more;
-        goto bad;
-    }
+    if (more < 0) return src_bad(src, r, more, err, errlen);
     if (r->dirty_cap < r->nslots) { /* a slot is listed once per bucket */
         uint32_t cap = r->nslots + 64;
         uint32_t *nd = realloc(r->dirty, cap * sizeof *nd);
@@ -587,53 +632,104 @@ static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_
         r->dirty = nd;
         r->dirty_cap = cap;
     }
+    return 0;
+}
+
+int hs__store_segment(hs_store *s, hs_run *r, int close)
+{
+    if (!r->seg.n) return 0;
+    const uint8_t *blob;
+    size_t len;
+    int rc = 0;
+    if (!close) rc = hs_evseg_blob(&r->seg, 0, &blob, &len);
+    if (!rc && !close && hs_evseg_zlen(&r->seg) >= HS_EVSEG_COMMIT_CLOSE) close = 1;
+    /* a dense segment (an every-allocation run) is closed compressed again
+     * as one chunk: a small fraction of the bytes its commits' chunks took */
+    if (!rc && close && hs_evseg_dense(&r->seg)) rc = hs_evseg_repack(&r->seg, &s->dec);
+    if (!rc && close) rc = hs_evseg_blob(&r->seg, 1, &blob, &len);
+    if (rc) return rc;
+    sqlite3_stmt *st = s->st[close ? ST_EVENTS : ST_TAIL_PUT];
+    sqlite3_bind_int64(st, 1, r->id);
+    sqlite3_bind_int64(st, 2, r->seg_seq);
+    sqlite3_bind_int64(st, 3, (int64_t)r->seg.t_first);
+    sqlite3_bind_int64(st, 4, (int64_t)r->seg.t_last);
+    sqlite3_bind_int64(st, 5, (int64_t)r->seg.n);
+    sqlite3_bind_blob(st, 6, blob, (int)len, SQLITE_STATIC);
+    if ((rc = hs__store_step_done(s, st))) return rc;
+    r->seg_dirty = 0;
+    if (!close) {
+        r->seg_tail = 1;
+        return 0;
+    }
+    if (r->seg_tail) {
+        st = s->st[ST_TAIL_DEL];
+        sqlite3_bind_int64(st, 1, r->id);
+        if ((rc = hs__store_step_done(s, st))) return rc;
+        r->seg_tail = 0;
+    }
+    /* the next segment may be long in coming: its context goes to the pool */
+    void *ctx = hs_evseg_take_ctx(&r->seg);
+    if (ctx && s->nzpool < HS_ZPOOL_MAX)
+        s->zpool[s->nzpool++] = ctx;
+    else
+        hs_evseg_ctx_free(ctx);
+    hs_evseg_begin(&r->seg, run_quantum(s, r));
+    hs_evseg_shrink(&r->seg, HS_EVSEG_PENDING_MAX * 2);
+    return 0;
+}
+
+/* The entries of src, at most nmax, applied to the rollups; with seq >= 0
+ * (a frame off the wire, len bytes) also added to the run's open segment,
+ * which closes when full (schema 10). */
+static int apply_events(hs_store *s, hs_run *r, ev_src *src, size_t nmax, int64_t seq, char *err,
+                        size_t errlen)
+{
+    hs_event e;
+    uint32_t n = 0;
+    int rc = src_begin(src);
+    if (rc) return src_bad(src, r, rc, err, errlen);
+    if ((rc = events_validate(s, r, src, nmax, &n, err, errlen))) return rc;
+    if (seq >= 0 && n > 0) {
+        /* a frame may not take the segment past what a reader accepts */
+        if (hs_evseg_raw(&r->seg) + 2 * (uint64_t)src->len + 64 > HS_EVSEG_RAW_CAP &&
+            (rc = hs__store_segment(s, r, 1)))
+            return rc;
+        if (!r->seg.n) {
+            hs_evseg_begin(&r->seg, run_quantum(s, r));
+            if (!r->seg.cs && s->nzpool) hs_evseg_give_ctx(&r->seg, s->zpool[--s->nzpool]);
+            r->seg_seq = seq;
+        }
+        r->seg_dirty = 1;
+    }
     /* Pass 2: apply, from the entries decoded above when they all fit. */
     int cached = n <= s->evcache_cap;
     if (!cached) src_begin(src);
-    /* a quantum that divides the run's bucket width keeps each stored time
-     * in the bucket its event was counted in (a replay rebuilds the same) */
-    if (seq >= 0) hs_evenc_begin(&s->enc, r->g % s->event_quantum_ns ? 1 : s->event_quantum_ns);
     for (uint32_t i = 0; i < n; i++) {
         const hs_event *ep = &e;
         if (cached)
             ep = &s->evcache[i];
         else
             src_next(src, &e);
-        if (seq >= 0) hs_evenc_add(&s->enc, ep);
+        if (seq >= 0) hs_evseg_add(&r->seg, ep);
         int64_t b = hs_bucket_of(ep->t_ns, r->g);
         /* Batches from different threads may overlap in time: an event older
          * than the current bucket counts in the current bucket. */
         if (b > r->bucket && (rc = hs__rollup_advance(s, r, b))) return rc;
         apply_event(r, s->scratch[i], ep);
     }
-    if (seq >= 0 && n > 0) {
-        const uint8_t *blob;
-        size_t bloblen;
-        if ((rc = hs_evenc_finish(&s->enc, &blob, &bloblen))) return rc;
-        sqlite3_stmt *st = s->st[ST_EVENTS];
-        sqlite3_bind_int64(st, 1, r->id);
-        sqlite3_bind_int64(st, 2, seq);
-        sqlite3_bind_int64(st, 3, (int64_t)t_first);
-        sqlite3_bind_int64(st, 4, (int64_t)t_last);
-        sqlite3_bind_int64(st, 5, n);
-        sqlite3_bind_blob(st, 6, blob, (int)bloblen, SQLITE_STATIC);
-        if ((rc = hs__store_step_done(s, st))) return rc;
-    }
+    if (seq < 0 || n == 0) return 0;
+    if (hs_evseg_pending(&r->seg) >= HS_EVSEG_PENDING_MAX && (rc = hs_evseg_flush(&r->seg)))
+        return rc;
+    if (hs_evseg_zlen(&r->seg) >= HS_EVSEG_Z_CAP || hs_evseg_raw(&r->seg) >= HS_EVSEG_RAW_CAP)
+        return hs__store_segment(s, r, 1);
     return 0;
-bad:
-    if (src->dec)
-        hs__store_seterr(err, errlen, "events row of run %" PRId64 " cannot be read: %s", r->id,
-                         hs_strerror(rc));
-    else
-        hs__store_seterr(err, errlen, "malformed EVENTS frame: %s", hs_strerror(rc));
-    return rc;
 }
 
 int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64_t seq, char *err,
                      size_t errlen)
 {
     /* An entry takes at least 4 bytes on the wire. */
-    ev_src src = {.p = p, .len = len};
+    ev_src src = {.p = p, .len = len, .q = run_quantum(s, r)};
     return apply_events(s, r, &src, len / 4, seq, err, errlen);
 }
 
@@ -729,7 +825,8 @@ bad:
 
 static int end_run(hs_store *s, hs_run *r, int state, int clean)
 {
-    int rc = hs__rollup_finish(s, r);
+    int rc = hs__store_segment(s, r, 1);
+    if (!rc) rc = hs__rollup_finish(s, r);
     if (rc) return rc;
     sqlite3_stmt *st = s->st[ST_RUN_STATE];
     sqlite3_bind_int64(st, 1, r->id);

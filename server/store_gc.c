@@ -28,8 +28,9 @@
 #define GC_CHUNK 50
 
 static const char *const gc_tables[] = {
-    "events",     "snapshots", "heap_series",     "trace_stats", "run_labels", "run_pcs",
-    "run_stacks", "mappings",  "process_samples", "size_hist",   "run_exact",  "heap_exact",
+    "events",     "events_tail", "snapshots",  "heap_series", "trace_stats",
+    "run_labels", "run_pcs",     "run_stacks", "mappings",    "process_samples",
+    "size_hist",  "run_exact",   "heap_exact",
 };
 
 /* The selection's SQL: every criterion given must hold. */

@@ -56,6 +56,9 @@ enum {
     ST_RUN_EXACT,
     ST_RUN_EXACT_LOAD,
     ST_RUN_SUMMARY, /* schema 9: rss_peak_bytes, leak_bytes_per_s at the run's end */
+    ST_TAIL_PUT,    /* schema 10: the open segment's row so far */
+    ST_TAIL_DEL,
+    ST_TAIL_MOVE, /* a run's tail row into events (when the run is loaded again) */
     ST_COUNT
 };
 
@@ -107,6 +110,25 @@ typedef struct hs_exlog {
 } hs_exlog;
 
 #define HS_EXLOG_MAX (1u << 14) /* 512 KiB */
+
+/* A run's open segment of events (schema 10) closes once its compressed part
+ * reaches this many bytes: a partial-time read decodes at most about this
+ * much beyond what it needs, and a transaction rewrites at most this much
+ * of the open segment's row. (It also closes before a frame could take its
+ * bytes past HS_EVSEG_RAW_CAP.) */
+#define HS_EVSEG_Z_CAP (64u << 10)
+/* A commit closes the open segment once its compressed part reaches this
+ * many bytes (rather than rewrite its row in events_tail): a sampled run,
+ * whose events compress little, writes each event about once, as it did
+ * with a row per frame; an every-allocation run, whose segments stay small
+ * for millions of events, rewrites a small row. */
+#define HS_EVSEG_COMMIT_CLOSE (16u << 10)
+/* A run's events not yet compressed are compressed once this many bytes:
+ * what an open segment holds in memory stays small however many frames a
+ * transaction takes. */
+#define HS_EVSEG_PENDING_MAX (128u << 10)
+/* Compression contexts of closed segments kept for the next ones. */
+#define HS_ZPOOL_MAX 16
 
 struct hs_run {
     hs_run *next;       /* hs_store.runs */
@@ -162,6 +184,14 @@ struct hs_run {
      * cannot be resumed by a collector) */
     uint8_t key[HS_RESUME_KEY_MAX];
     uint32_t key_len;
+    /* The open segment of its events (store_frames.c): the events of frames
+     * seg_seq on, its row in events_tail rewritten at each commit while
+     * seg_dirty, moved to events when it closes. */
+    hs_evseg seg;
+    int64_t seg_seq;
+    int seg_dirty;
+    int seg_tail; /* its row in events_tail exists */
+    uint64_t q;   /* its events' time quantum (hs_store_config.event_time_ns) */
 };
 
 struct hs_store {
@@ -185,9 +215,10 @@ struct hs_store {
     size_t scratch_cap;
     hs_event *evcache;         /* the entries decoded by the validating pass, so that the */
     size_t evcache_cap;        /* applying pass need not decode them again (bounded) */
-    hs_evenc enc;              /* encodes each EVENTS frame into its events row */
     hs_evdec dec;              /* decodes events rows replayed into the rollups */
-    uint64_t event_quantum_ns; /* stored event times are kept to multiples of it */
+    void *zpool[HS_ZPOOL_MAX]; /* contexts of closed segments (hs_evseg_take_ctx) */
+    int nzpool;
+    uint64_t event_quantum_ns; /* event times are rounded to multiples of it */
     char key[HS_FUNC_MAX + HS_STR_MAX + 64];
     /* Nodes of traces known to be rows, committed or written by the open
      * transaction: (parent << 32 | frame) -> traces.id, for a parent and a
@@ -215,6 +246,11 @@ int hs__store_events(hs_store *s, hs_run *r, const uint8_t *p, size_t len, int64
  * hs__store_events does a frame; a corrupt row is an error (HS_ECORRUPT). */
 int hs__store_replay_events(hs_store *s, hs_run *r, const uint8_t *blob, size_t len, char *err,
                             size_t errlen);
+/* Writes run r's open segment of events: with close, or at a commit (close
+ * 0) once it is HS_EVSEG_COMMIT_CLOSE bytes, its final blob into events (the
+ * segment then starts over empty); else its blob so far into events_tail.
+ * Nothing to write: 0. */
+int hs__store_segment(hs_store *s, hs_run *r, int close);
 /* Writes the rows of the current bucket and moves to bucket nb. */
 int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb);
 /* Writes the final rows of a run: its last bucket, a keyframe, the peak. */

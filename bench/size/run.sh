@@ -11,7 +11,10 @@
 #   bash bench/size/run.sh [BUILD_DIR]          (default: build)
 # Environment: WORKLOADS (a subset of "sqlite3 cc1 python3"), ROWS (sqlite3
 # rows inserted, default 1000000), PY_ITEMS (records the Python script builds,
-# serializes and parses, default 50000), NO_HEAPTRACK=1 (skip heaptrack).
+# serializes and parses, default 50000), NO_HEAPTRACK=1 (skip heaptrack),
+# KEEP=DIR (keep each workload's database there, as DIR/WORKLOAD.db, for
+# a look at its tables: sqlite3 DIR/WORKLOAD.db 'SELECT name, sum(pgsize)
+# FROM dbstat GROUP BY name').
 # Needs: sqlite3, gcc (cc1), python3, heaptrack (apt-get install heaptrack).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -67,12 +70,12 @@ for w in $WORKLOADS; do
     for f in "$db-wal"; do [ -f "$f" ] && bytes=$((bytes + $(stat -c %s "$f"))); done
     events=$(sqlite3 "$db" 'SELECT sum(alloc_events + free_events) FROM runs')
     read -r ev ro st ot < <(sqlite3 -separator ' ' "$db" "SELECT
-        sum(CASE WHEN name IN ('events', 'events_time', 'sqlite_autoindex_events_1') THEN pgsize END),
+        sum(CASE WHEN name IN ('events', 'events_time', 'sqlite_autoindex_events_1', 'events_tail') THEN pgsize END),
         sum(CASE WHEN name IN ('snapshots', 'heap_series', 'trace_stats') THEN pgsize END),
         sum(CASE WHEN name IN ('traces', 'sqlite_autoindex_traces_1', 'frames',
                                'sqlite_autoindex_frames_1', 'frames_function', 'run_pcs',
                                'run_stacks') THEN pgsize END),
-        sum(CASE WHEN name NOT IN ('events', 'events_time', 'sqlite_autoindex_events_1',
+        sum(CASE WHEN name NOT IN ('events', 'events_time', 'sqlite_autoindex_events_1', 'events_tail',
                                    'snapshots', 'heap_series', 'trace_stats', 'traces',
                                    'sqlite_autoindex_traces_1', 'frames',
                                    'sqlite_autoindex_frames_1', 'frames_function', 'run_pcs',
@@ -90,4 +93,5 @@ for w in $WORKLOADS; do
     fi
     printf '%-8s %10s %14s %14s %7s %10s %10s %10s %10s\n' "$w" "$events" "$ht" "$bytes" "$ratio" \
         "$ev" "$ro" "$st" "$ot"
+    if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$db" "$KEEP/$w.db"; fi
 done

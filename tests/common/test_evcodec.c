@@ -3,7 +3,11 @@
  * that do and do not compress), the same bytes for the same events, rows of
  * a database from before the codec, and corrupt blobs (every truncation,
  * every flipped byte, forged headers), which must give an error and never a
- * read out of bounds (the sanitizer build checks that). */
+ * read out of bounds (the sanitizer build checks that). Segments (codec
+ * version 2): every blob taken while a segment grows (its zstd part only
+ * flushed, the last bytes uncompressed) and its final blob give back every
+ * event so far, in order, with times that go back between frames; a
+ * repetitive run compresses to a known bound; corrupt segments fail. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -239,7 +243,7 @@ static void test_corrupt_headers(void **state)
     } cases[] = {
         {"", 0, HS_ECORRUPT},
         {"\x00", 1, HS_ECORRUPT},                                 /* version 0 */
-        {"\x02\x01\x00\x01\x00\x00\x01\x01\x01", 9, HS_EVERSION}, /* a later codec */
+        {"\x03\x01\x00\x01\x00\x00\x01\x01\x01", 9, HS_EVERSION}, /* a later codec */
         {"\x01", 1, HS_ECORRUPT},
         /* n = 0 */
         {"\x01\x00\x00\x01\x00\x00\x00\x00\x00", 9, HS_ECORRUPT},
@@ -318,12 +322,174 @@ static void test_wire_rows(void **state)
     free(ev);
 }
 
+/* Checks that blob (len) decodes to ev[0..n) exactly, times rounded to q. */
+static void check_blob(const uint8_t *blob, size_t len, const hs_event *ev, size_t n, uint64_t q)
+{
+    hs_evdec dec = {0};
+    assert_int_equal(hs_evdec_open(&dec, blob, len), 0);
+    assert_int_equal(hs_evdec_count(&dec), n);
+    hs_event e;
+    for (size_t i = 0; i < n; i++) {
+        assert_int_equal(hs_evdec_next(&dec, &e), 1);
+        assert_int_equal(e.t_ns, ev[i].t_ns / q * q);
+        assert_int_equal(e.stack_id, ev[i].stack_id);
+        assert_int_equal(e.is_free, ev[i].is_free);
+        assert_int_equal(e.size, ev[i].size);
+        assert_int_equal(e.weight, ev[i].weight);
+    }
+    assert_int_equal(hs_evdec_next(&dec, &e), 0);
+    hs_evdec_free(&dec);
+}
+
+/* Frames of random sizes whose times go back at each frame (threads
+ * overlap), a blob after each frame, then the final one. */
+static void test_segment_round_trip(void **state)
+{
+    (void)state;
+    enum { N = 60000 };
+    hs_event *ev = calloc(N, sizeof *ev);
+    assert_non_null(ev);
+    uint64_t t = 5000000;
+    for (size_t i = 0; i < N; i++) {
+        if (i % 700 == 0) t -= next_rand() % 3000000; /* a frame that starts earlier */
+        t += next_rand() % 20000;
+        uint64_t size = next_rand() % 3 ? next_rand() % 200 : next_rand();
+        size >>= 4 + next_rand() % 40; /* weight below 2^61, as the writer takes */
+        ev[i] = (hs_event){t, 1 + next_rand() % 300, (int)(next_rand() & 1), size,
+                           size + (next_rand() % 4 ? 0 : next_rand() >> 4)};
+    }
+    for (uint64_t q = 1; q <= 1000000; q *= 1000) {
+        hs_evseg seg = {0};
+        hs_evseg_begin(&seg, q);
+        size_t done = 0;
+        while (done < N) {
+            size_t k = 1 + next_rand() % 3000;
+            if (k > N - done) k = N - done;
+            for (size_t i = 0; i < k; i++) hs_evseg_add(&seg, &ev[done + i]);
+            done += k;
+            const uint8_t *blob;
+            size_t len;
+            assert_int_equal(hs_evseg_blob(&seg, done == N, &blob, &len), 0);
+            assert_int_equal(blob[0], HS_EVCODEC_SEG_VERSION);
+            check_blob(blob, len, ev, done, q);
+        }
+        hs_evseg_free(&seg);
+    }
+    free(ev);
+}
+
+/* An every-allocation run's repetitive pattern (a loop that allocates and
+ * frees the same blocks, a millisecond quantum): a few hundredths of a byte
+ * an event, where a blob per frame of 500 events costs tens of bytes. */
+static void test_segment_repetitive(void **state)
+{
+    (void)state;
+    enum { N = 400000 };
+    hs_evseg seg = {0};
+    hs_evseg_begin(&seg, 1000000);
+    hs_event *ev = calloc(N, sizeof *ev);
+    assert_non_null(ev);
+    for (size_t i = 0; i < N; i++) {
+        static const uint64_t sizes[] = {24, 100, 24, 100, 4096, 4096, 17};
+        size_t j = i % 7;
+        ev[i] = (hs_event){1000 * i, 1 + j % 4, j == 2 || j == 3 || j == 5, sizes[j], sizes[j]};
+        hs_evseg_add(&seg, &ev[i]);
+    }
+    const uint8_t *blob;
+    size_t len;
+    assert_int_equal(hs_evseg_blob(&seg, 1, &blob, &len), 0);
+    assert_true(len < N / 50);
+    check_blob(blob, len, ev, N, 1000000);
+    /* the segment's times: the first and last, rounded */
+    assert_int_equal(seg.t_first, 0);
+    assert_int_equal(seg.t_last, 1000 * (N - 1) / 1000000 * 1000000);
+    hs_evseg_free(&seg);
+    free(ev);
+}
+
+/* A dense segment compressed in many small chunks (a blob at each of many
+ * commits), repacked as one chunk: the same events, a fraction of the bytes. */
+static void test_segment_repack(void **state)
+{
+    (void)state;
+    enum { N = 200000 };
+    hs_event *ev = calloc(N, sizeof *ev);
+    assert_non_null(ev);
+    for (size_t i = 0; i < N; i++) {
+        size_t j = i % 5;
+        ev[i] = (hs_event){3000 * i, 1 + j % 3, j >= 3, 16 << j % 3, 16 << j % 3};
+    }
+    size_t lens[2];
+    for (int repack = 0; repack < 2; repack++) {
+        hs_evseg seg = {0};
+        hs_evdec dec = {0};
+        hs_evseg_begin(&seg, 1000);
+        const uint8_t *blob;
+        for (size_t i = 0; i < N; i++) {
+            hs_evseg_add(&seg, &ev[i]);
+            if (i % 3000 == 2999) assert_int_equal(hs_evseg_flush(&seg), 0);
+        }
+        assert_true(hs_evseg_dense(&seg));
+        if (repack) assert_int_equal(hs_evseg_repack(&seg, &dec), 0);
+        assert_int_equal(hs_evseg_blob(&seg, 1, &blob, &lens[repack]), 0);
+        check_blob(blob, lens[repack], ev, N, 1000);
+        hs_evseg_free(&seg);
+        hs_evdec_free(&dec);
+    }
+    assert_true(lens[1] * 3 < lens[0]);
+    free(ev);
+}
+
+/* Every truncation and every flipped byte of an open and of a closed
+ * segment's blob: an error or events, never a read out of bounds. */
+static void test_segment_corrupt(void **state)
+{
+    (void)state;
+    hs_evseg seg = {0};
+    hs_evseg_begin(&seg, 1);
+    hs_event e = {0};
+    for (int i = 0; i < 3000; i++) {
+        e = (hs_event){e.t_ns + next_rand() % 100, 1 + next_rand() % 5, 0, next_rand() % 90, 0};
+        e.weight = e.size;
+        hs_evseg_add(&seg, &e);
+    }
+    for (int final = 0; final < 2; final++) {
+        const uint8_t *blob;
+        size_t len;
+        if (final) {
+            hs_evseg_add(&seg, &e);
+            assert_int_equal(hs_evseg_blob(&seg, 1, &blob, &len), 0);
+        } else {
+            assert_int_equal(hs_evseg_blob(&seg, 0, &blob, &len), 0);
+        }
+        uint8_t *p = malloc(len);
+        hs_evdec dec = {0};
+        for (size_t cut = 0; cut < len; cut++) {
+            memcpy(p, blob, cut);
+            size_t got;
+            assert_true(drain(&dec, p, cut, &got) < 0);
+        }
+        for (size_t i = 0; i < len; i++) {
+            memcpy(p, blob, len);
+            p[i] ^= (uint8_t)(1 + next_rand() % 255);
+            size_t got;
+            int rc = drain(&dec, p, len, &got);
+            assert_true(rc == 0 || rc == HS_ECORRUPT || rc == HS_EVERSION);
+        }
+        hs_evdec_free(&dec);
+        free(p);
+    }
+    hs_evseg_free(&seg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_table), cmocka_unit_test(test_round_trip_large),
-        cmocka_unit_test(test_deterministic),    cmocka_unit_test(test_corrupt_every_byte),
-        cmocka_unit_test(test_corrupt_headers),  cmocka_unit_test(test_wire_rows),
+        cmocka_unit_test(test_round_trip_table),   cmocka_unit_test(test_round_trip_large),
+        cmocka_unit_test(test_deterministic),      cmocka_unit_test(test_corrupt_every_byte),
+        cmocka_unit_test(test_corrupt_headers),    cmocka_unit_test(test_wire_rows),
+        cmocka_unit_test(test_segment_round_trip), cmocka_unit_test(test_segment_repetitive),
+        cmocka_unit_test(test_segment_corrupt),    cmocka_unit_test(test_segment_repack),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

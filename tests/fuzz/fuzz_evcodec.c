@@ -1,8 +1,10 @@
 /* Fuzzes the storage codec of events (common/hs_evcodec.c) from both ends:
  * the input as a stored blob must decode or be refused with HS_ECORRUPT or
  * HS_EVERSION, never be read past; a blob that decodes must encode back
- * into one that decodes to the same events. The input is also read as a
- * row of a database from before the codec (an EVENTS payload). */
+ * into one that decodes to the same events (a frame's blob into a frame's,
+ * times never going back; a segment's into a segment's, in any time order).
+ * The input is also read as a row of a database from before the codec (an
+ * EVENTS payload). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +14,7 @@
 
 static hs_evdec dec, dec2;
 static hs_evenc enc;
+static hs_evseg seg;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -26,18 +29,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         hs_event e;
         uint64_t n = 0, last = 0;
+        int segment = dec.seg;
         hs_evenc_begin(&enc, 1);
+        hs_evseg_begin(&seg, 1);
         while ((rc = hs_evdec_next(&dec, &e)) == 1) {
-            if (e.stack_id == 0 || e.weight < e.size || (n && e.t_ns < last)) abort();
+            if (e.stack_id == 0 || e.weight < e.size || (n && e.t_ns < last && !segment)) abort();
             last = e.t_ns;
-            hs_evenc_add(&enc, &e);
+            if (segment)
+                hs_evseg_add(&seg, &e);
+            else
+                hs_evenc_add(&enc, &e);
             n++;
         }
         if (rc != 0 && rc != HS_ECORRUPT) abort();
         if (rc || !n) continue;
         const uint8_t *blob;
         size_t len;
-        if (hs_evenc_finish(&enc, &blob, &len)) abort();
+        if (segment ? hs_evseg_blob(&seg, 1, &blob, &len) : hs_evenc_finish(&enc, &blob, &len))
+            abort();
         hs_event a, b;
         if (hs_evdec_open(&dec2, blob, len)) abort();
         hs_evdec_rewind(&dec);

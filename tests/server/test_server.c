@@ -24,9 +24,11 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "hs_evcodec.h"
 #include "hs_testkit.h"
 
 #define G_NS    10000000ull /* --granularity 10ms */
+#define Q_NS    1000000ull  /* the server's event time quantum (HS_STORE_EVENT_TIME_NS) */
 #define NTR     3           /* distinct traces of the workload */
 #define NSTACKS 4
 #define MAXB    256
@@ -59,37 +61,20 @@ static uint64_t rnd(void)
     return rng_state;
 }
 
-static void model_build(model *m, size_t n, uint64_t seed)
+/* What the server must compute from m->ev[0 .. n): counts, the state at
+ * each bucket's end, the peak and its state (the peak's time as the server
+ * keeps it, rounded to the quantum). */
+static void model_fold(model *m, size_t n)
 {
-    memset(m, 0, sizeof *m);
-    rng_state = seed;
-    m->ev = calloc(n, sizeof *m->ev);
-    tk_event *live = calloc(n, sizeof *live);
-    size_t nlive = 0;
     int64_t bytes[NTR] = {0};
     double count[NTR] = {0};
     int64_t total = 0;
     for (size_t i = 0; i < n; i++) {
-        tk_event e = {.t = 1000 + i * 450000 + (rnd() % 1000)};
-        if (nlive && (rnd() % 100) < (i < n / 2 ? 35 : 60)) {
-            size_t k = rnd() % nlive;
-            e = (tk_event){.t = e.t,
-                           .stack = live[k].stack,
-                           .is_free = 1,
-                           .size = live[k].size,
-                           .weight = live[k].weight};
-            live[k] = live[--nlive];
+        const tk_event e = m->ev[i];
+        if (e.is_free)
             m->frees++;
-        } else {
-            e.stack = 1 + rnd() % NSTACKS;
-            e.size = 1 + rnd() % 5000;
-            e.weight = e.size + ((rnd() % 3) ? 0 : rnd() % 3000);
-            live[nlive++] = e;
+        else
             m->allocs++;
-        }
-        /* Keep times non-decreasing (the jitter above could reorder). */
-        if (i && e.t < m->ev[i - 1].t) e.t = m->ev[i - 1].t;
-        m->ev[i] = e;
         int tr = stack_trace[e.stack];
         double c = (double)e.weight / (double)e.size;
         if (e.is_free) {
@@ -102,7 +87,7 @@ static void model_build(model *m, size_t n, uint64_t seed)
             total += (int64_t)e.weight;
             if (total > m->peak) {
                 m->peak = total;
-                m->peak_t = e.t;
+                m->peak_t = e.t - e.t % Q_NS; /* times are kept to the quantum */
                 for (int t = 0; t < NTR; t++) {
                     m->peak_bytes[t] = bytes[t];
                     m->peak_count[t] = llround(count[t]);
@@ -123,7 +108,55 @@ static void model_build(model *m, size_t n, uint64_t seed)
         }
     }
     m->nev = n;
+}
+
+static void model_build(model *m, size_t n, uint64_t seed)
+{
+    memset(m, 0, sizeof *m);
+    rng_state = seed;
+    m->ev = calloc(n, sizeof *m->ev);
+    tk_event *live = calloc(n, sizeof *live);
+    size_t nlive = 0;
+    for (size_t i = 0; i < n; i++) {
+        tk_event e = {.t = 1000 + i * 450000 + (rnd() % 1000)};
+        if (nlive && (rnd() % 100) < (i < n / 2 ? 35 : 60)) {
+            size_t k = rnd() % nlive;
+            e = (tk_event){.t = e.t,
+                           .stack = live[k].stack,
+                           .is_free = 1,
+                           .size = live[k].size,
+                           .weight = live[k].weight};
+            live[k] = live[--nlive];
+        } else {
+            e.stack = 1 + rnd() % NSTACKS;
+            e.size = 1 + rnd() % 5000;
+            e.weight = e.size + ((rnd() % 3) ? 0 : rnd() % 3000);
+            live[nlive++] = e;
+        }
+        /* Keep times non-decreasing (the jitter above could reorder). */
+        if (i && e.t < m->ev[i - 1].t) e.t = m->ev[i - 1].t;
+        m->ev[i] = e;
+    }
     free(live);
+    model_fold(m, n);
+}
+
+/* An every-allocation program's loop: the same allocations and frees over
+ * and over (a block kept every 7 rounds), an event every 3 us. */
+static void model_repetitive(model *m, size_t n)
+{
+    memset(m, 0, sizeof *m);
+    m->ev = calloc(n, sizeof *m->ev);
+    static const tk_event round[] = {
+        {0, 1, 0, 24, 24},     {0, 2, 0, 100, 100}, {0, 1, 1, 24, 24},
+        {0, 4, 0, 4096, 4096}, {0, 2, 1, 100, 100}, {0, 4, 1, 4096, 4096},
+    };
+    for (size_t i = 0; i < n; i++) {
+        m->ev[i] = round[i % 6];
+        if (i % 42 == 41) m->ev[i] = (tk_event){0, 3, 0, 40, 40}; /* kept */
+        m->ev[i].t = 1000 + 3000 * i;
+    }
+    model_fold(m, n);
 }
 
 /* The frames after HELLO: symbols, stacks, events in frames of per_frame,
@@ -315,6 +348,60 @@ static void send_run(int port, uint8_t tag, const model *m, size_t per_frame)
 }
 
 /* ---- tests ------------------------------------------------------------- */
+
+/* An every-allocation workload: its 200000 events in one segment (codec
+ * version 2) of a few hundredths of a byte an event, which decodes to the
+ * events sent (times rounded to the quantum, the same order), with the
+ * counts, peak and bucket states the live rollups computed. */
+static void test_segments_every_allocation(void **state)
+{
+    (void)state;
+    char dir[600], db[700];
+    tk_tmpdir(dir, sizeof dir, "segments");
+    snprintf(db, sizeof db, "%s/hs.db", dir);
+    tk_server srv;
+    assert_int_equal(tk_server_start(&srv, db, 0, base_args), 0);
+    model m;
+    enum { N = 200000 };
+    model_repetitive(&m, N);
+    send_run(srv.port, 9, &m, 500);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    check_run(db, 9, &m, "ended");
+    sqlite3 *sdb = db_open(db);
+    int64_t run = run_id_of(sdb, 9);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM events WHERE run = %lld", (long long)run), 1);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM events_tail"), 0);
+    assert_true(tk_qh(sdb, "SELECT length(data) FROM events WHERE run = %lld", (long long)run) <
+                N / 20);
+    assert_int_equal(tk_qh(sdb, "SELECT t_first_ns FROM events WHERE run = %lld", (long long)run),
+                     m.ev[0].t - m.ev[0].t % Q_NS);
+    assert_int_equal(tk_qh(sdb, "SELECT t_last_ns FROM events WHERE run = %lld", (long long)run),
+                     m.ev[N - 1].t - m.ev[N - 1].t % Q_NS);
+    sqlite3_stmt *st;
+    assert_int_equal(
+        sqlite3_prepare_v2(sdb, "SELECT data FROM events WHERE run = ?1", -1, &st, NULL),
+        SQLITE_OK);
+    sqlite3_bind_int64(st, 1, run);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    hs_evdec dec = {0};
+    assert_int_equal(
+        hs_evdec_open(&dec, sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0)), 0);
+    hs_event e;
+    int64_t live = 0;
+    for (size_t i = 0; i < N; i++) {
+        assert_int_equal(hs_evdec_next(&dec, &e), 1);
+        assert_int_equal(e.t_ns, m.ev[i].t - m.ev[i].t % Q_NS);
+        assert_int_equal(e.is_free, m.ev[i].is_free);
+        assert_int_equal(e.size, m.ev[i].size);
+        live += e.is_free ? -(int64_t)e.weight : (int64_t)e.weight;
+    }
+    assert_int_equal(hs_evdec_next(&dec, &e), 0);
+    assert_int_equal(live, m.total[m.nb - 1]);
+    hs_evdec_free(&dec);
+    sqlite3_finalize(st);
+    sqlite3_close(sdb);
+    free(m.ev);
+}
 
 static void test_known_workload(void **state)
 {
@@ -561,6 +648,29 @@ static void test_malformed_inputs(void **state)
     free(m.ev);
 }
 
+/* After a stop with run open, committed frames 0 .. next-1 (0..4 symbols
+ * and stacks, then events frames of 50): their events are in the run's open
+ * segment (events_tail) and the closed ones before it, no later ones. */
+static void check_open_segment(sqlite3 *sdb, int64_t run, int64_t next, size_t nev)
+{
+    int64_t stored = (next - 5) * 50 < (int64_t)nev ? (next - 5) * 50 : (int64_t)nev;
+    assert_int_equal(
+        tk_qh(sdb, "SELECT sum(n_events) FROM events_all WHERE run = %lld", (long long)run),
+        stored);
+    assert_int_equal(
+        tk_qh(sdb, "SELECT count(*) FROM events_tail WHERE run = %lld", (long long)run), 1);
+}
+
+/* Once the resumed run ended: two segments, the one open at the stop
+ * (closed when the run was loaded again) and the one after; none open. */
+static void check_closed_segments(const char *db, int64_t run)
+{
+    sqlite3 *sdb = db_open(db);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM events WHERE run = %lld", (long long)run), 2);
+    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM events_tail"), 0);
+    sqlite3_close(sdb);
+}
+
 /* A collector that loses its server mid-run: it reconnects (to the restarted
  * server) with HS_HELLO_RESUMED and resends from its oldest unacknowledged
  * frame. sig is how the server goes down. */
@@ -614,10 +724,7 @@ static void restart_case(int sig, const char *name)
         free(state);
         assert_true(tk_log_contains(&srv, "stopped cleanly"));
     }
-    /* Frames 0..4 are symbols and stacks; events frames follow. */
-    assert_int_equal(tk_qh(sdb, "SELECT count(*) FROM events WHERE run = %lld AND seq < %lld",
-                           (long long)run, (long long)acked),
-                     (int64_t)acked - 5);
+    check_open_segment(sdb, run, next, m.nev);
     sqlite3_close(sdb);
     /* Restart on a new port; the collector resumes from what was acked. */
     assert_int_equal(tk_server_start(&srv, db, 0, base_args), 0);
@@ -631,6 +738,7 @@ static void restart_case(int sig, const char *name)
     close(fd);
     check_run(db, 7, &m, "ended");
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    check_closed_segments(db, run);
     tk_buf_free(&frames);
     tk_buf_free(&head);
     tk_buf_free(&resume);
@@ -982,11 +1090,17 @@ int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_known_workload),      cmocka_unit_test(test_concurrent_runs),
-        cmocka_unit_test(test_malformed_inputs),    cmocka_unit_test(test_restart_sigterm),
-        cmocka_unit_test(test_restart_sigkill),     cmocka_unit_test(test_lost_and_resumed),
-        cmocka_unit_test(test_token_and_duplicate), cmocka_unit_test(test_import_and_retention),
-        cmocka_unit_test(test_resume_after_bye),    cmocka_unit_test(test_import_cut_and_bad),
+        cmocka_unit_test(test_segments_every_allocation),
+        cmocka_unit_test(test_known_workload),
+        cmocka_unit_test(test_concurrent_runs),
+        cmocka_unit_test(test_malformed_inputs),
+        cmocka_unit_test(test_restart_sigterm),
+        cmocka_unit_test(test_restart_sigkill),
+        cmocka_unit_test(test_lost_and_resumed),
+        cmocka_unit_test(test_token_and_duplicate),
+        cmocka_unit_test(test_import_and_retention),
+        cmocka_unit_test(test_resume_after_bye),
+        cmocka_unit_test(test_import_cut_and_bad),
         cmocka_unit_test(test_command_line),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
