@@ -75,6 +75,14 @@ static const per_run per_runs[] = {
      "SELECT seq, t_first_ns, t_last_ns, n_events, data FROM events WHERE run = ?1 AND seq > ?2 "
      "ORDER BY seq LIMIT 4096",
      "RDiiiics", 0}, /* at most 4096 rows a pass: a backlog goes in steps */
+    /* an open run's last segment, shipped again whenever it grew: frames are
+     * acknowledged once shipped, events_tail's included. It keeps its seq
+     * when it closes into events, so ClickHouse keeps one row (the last
+     * inserted: the closed segment always comes after its open states). */
+    {T_EVENTS,
+     "SELECT seq, t_first_ns, t_last_ns, n_events, data FROM events_tail WHERE run = ?1 AND ?2 = "
+     "?2",
+     "RDiiiics", -1},
     {T_SNAP,
      "SELECT kind, bucket, trace, bytes, count FROM snapshots WHERE run = ?1 AND kind IN "
      "(" HS_SNAP_DELTA_SQL ", " HS_SNAP_KEYFRAME_SQL ") AND bucket > ?2",
@@ -433,21 +441,33 @@ static uint64_t row_sig(sqlite3_stmt *st)
     return h;
 }
 
-/* The peak snapshot changes as a whole (rewritten when the peak moves):
- * its rows are shipped again, all with one new version, when this changes. */
-static uint64_t peak_sig(hs_chship *s, int64_t run)
+/* A hash of the row (first ncols columns) that st, bound to the run, reads;
+ * 0 when it reads none. */
+static uint64_t row_hash(sqlite3_stmt *st, int64_t run, int ncols)
 {
-    sqlite3_stmt *st = s->peaksig;
     sqlite3_reset(st);
     sqlite3_bind_int64(st, 1, run);
     uint64_t h = 0;
     if (sqlite3_step(st) == SQLITE_ROW)
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < ncols; i++) {
             const void *p = sqlite3_column_blob(st, i);
             h = hs_ch_hash(p ? p : "", (size_t)sqlite3_column_bytes(st, i), h);
         }
     sqlite3_reset(st);
     return h;
+}
+
+/* The peak snapshot changes as a whole (rewritten when the peak moves):
+ * its rows are shipped again, all with one new version, when this changes. */
+static uint64_t peak_sig(hs_chship *s, int64_t run)
+{
+    return row_hash(s->peaksig, run, 3);
+}
+
+/* The open segment changes as it grows: shipped again when this changes. */
+static uint64_t tail_sig(hs_chship *s, int64_t run)
+{
+    return row_hash(s->tailsig, run, 3);
 }
 
 /* The rows of run r that changed, into the buffers; nr gets r's new
@@ -462,6 +482,11 @@ static int ship_run_rows(hs_chship *s, sqlite3_stmt *row, const ship_run *r, shi
     uint64_t nevents = s->nrows[T_EVENTS];
     rc = ship_table(s, PR_EVENTS, r, &nr->seq);
     if (!rc && s->nrows[T_EVENTS] - nevents >= 4096) *more = 1;
+    uint64_t ts = tail_sig(s, r->local);
+    if (!rc && !*more && ts != r->tail_sig) {
+        if (ts) rc = ship_table(s, PR_TAIL, r, &none);
+        nr->tail_sig = ts;
+    }
     if (!rc) rc = ship_table(s, PR_SNAP, r, &nr->snap);
     uint64_t ps = peak_sig(s, r->local);
     if (!rc && ps != r->peak_sig) {
@@ -878,6 +903,9 @@ static int prepare_all(hs_chship *s)
         rc = prepare(s, &s->peaksig,
                      "SELECT count(*), total(bytes), max(bucket) FROM snapshots WHERE run = ?1 "
                      "AND kind = " HS_SNAP_PEAK_SQL);
+    if (!rc)
+        rc = prepare(s, &s->tailsig,
+                     "SELECT seq, n_events, length(data) FROM events_tail WHERE run = ?1");
     return rc;
 }
 
@@ -938,6 +966,7 @@ void hs_chship_free(hs_chship *s)
     sqlite3_finalize(s->npcs);
     sqlite3_finalize(s->nstacks);
     sqlite3_finalize(s->peaksig);
+    sqlite3_finalize(s->tailsig);
     sqlite3_finalize(s->frame);
     sqlite3_finalize(s->nunnamed_st);
     free(s->unnamed);

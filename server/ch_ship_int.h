@@ -27,6 +27,7 @@ typedef struct ship_run {
     uint64_t sig;                            /* hash of its runs row as last shipped */
     int64_t seq, snap, series, ps, hx, mapt; /* the per-table watermarks */
     uint64_t peak_sig;
+    uint64_t tail_sig; /* hash of its open segment (events_tail) as last shipped */
     int64_t npcs, nstacks;
     int64_t stats;     /* the run's stats_bucket when its summaries were last shipped */
     int64_t next_seq;  /* its runs row's next_seq as last shipped */
@@ -60,6 +61,7 @@ enum {
 
 enum {
     PR_EVENTS,
+    PR_TAIL,
     PR_SNAP,
     PR_PEAK,
     PR_SERIES,
@@ -86,7 +88,7 @@ struct hs_chship {
     sqlite3 *db;
     hs_ch *ch;
     int schema_ok, codec;
-    sqlite3_stmt *per[PR__COUNT], *frames, *traces, *runs, *npcs, *nstacks, *peaksig;
+    sqlite3_stmt *per[PR__COUNT], *frames, *traces, *runs, *npcs, *nstacks, *peaksig, *tailsig;
     sqlite3_stmt *frame, *nunnamed_st;
     int64_t *unnamed; /* local ids of frames shipped without a name */
     size_t nunnamed, capunnamed;

@@ -183,8 +183,10 @@ static void test_restart_sends_nothing(void **state)
     fd = ck_send_part(r.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED);
     close(fd);
     assert_int_equal(tk_server_stop(&r, SIGTERM), 0);
-    assert_int_equal(ck_int(&ch, "SELECT count() FROM marks.events"),
-                     ck_int(&ch, "SELECT count() FROM marks.events FINAL"));
+    /* every event once: an open segment shipped as it grew leaves one row
+     * (its closed state) once merged */
+    assert_int_equal(ck_int(&ch, "SELECT sum(n_events) FROM marks.events FINAL"),
+                     tk_q(dr, "SELECT sum(n_events) FROM events_all"));
     assert_int_equal(ck_int(&ch, "SELECT state = 'ended' FROM marks.runs FINAL"), 1);
     free(off);
     tk_buf_free(&body);
