@@ -439,49 +439,97 @@ void fx_tmp_path(char *out, size_t len, const char *name)
     snprintf(out, len, "%s/hsq-%d-%s", tmp && *tmp ? tmp : "/tmp", (int)getpid(), name);
 }
 
+/* One events row of fx_events_to_wire, read whole before it is rewritten. */
+typedef struct wire_row {
+    int64_t rowid, run, seq;
+    void *data;
+    int len;
+} wire_row;
+
+/* Writes piece k of row r (the events in w) in place (k = 0) or as a row of
+ * its own after it (seq + k: a segment of n frames has n seqs of its own). */
+static int wire_piece(sqlite3 *db, const wire_row *r, int k, const hs_wr *w, uint64_t lo,
+                      uint64_t hi, int64_t n)
+{
+    sqlite3_stmt *st;
+    const char *sql = k ? "INSERT INTO events (run, seq, t_first_ns, t_last_ns, n_events, data) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"
+                        : "UPDATE events SET t_first_ns = ?3, t_last_ns = ?4, n_events = ?5, "
+                          "data = ?6 WHERE run = ?1 AND seq = ?2";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return HS_EDB;
+    sqlite3_bind_int64(st, 1, r->run);
+    sqlite3_bind_int64(st, 2, r->seq + k);
+    sqlite3_bind_int64(st, 3, (int64_t)lo);
+    sqlite3_bind_int64(st, 4, (int64_t)hi);
+    sqlite3_bind_int64(st, 5, n);
+    sqlite3_bind_blob(st, 6, w->start, (int)hs_wr_len(w), SQLITE_TRANSIENT);
+    int rc = sqlite3_step(st) == SQLITE_DONE ? 0 : HS_EDB;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* Row r as EVENTS payloads: a new one where time goes back (a frame of
+ * another thread) or the payload is full. */
+static int wire_row_rewrite(sqlite3 *db, const wire_row *r, hs_evdec *dec)
+{
+    static uint8_t buf[HS_FRAME_MAX];
+    int rc = hs_evdec_open(dec, r->data, (size_t)r->len);
+    if (rc) return rc;
+    hs_wr w;
+    hs_event e;
+    uint64_t prev = 0, lo = 0;
+    int64_t n = 0;
+    int k = 0, more;
+    while ((more = hs_evdec_next(dec, &e)) == 1) {
+        if (n && (e.t_ns < prev || hs_wr_len(&w) + 64 > sizeof buf)) {
+            if ((rc = wire_piece(db, r, k++, &w, lo, prev, n))) return rc;
+            n = 0;
+        }
+        if (!n) {
+            hs_wr_init(&w, buf, sizeof buf);
+            hs_wr_varint(&w, lo = prev = e.t_ns);
+        }
+        hs_event_put(&w, e.t_ns - prev, e.stack_id, e.is_free, e.size, e.weight);
+        prev = e.t_ns;
+        n++;
+        if (w.err) return w.err;
+    }
+    if (more) return more;
+    return n ? wire_piece(db, r, k, &w, lo, prev, n) : 0;
+}
+
 int fx_events_to_wire(const char *path)
 {
     sqlite3 *db;
-    sqlite3_stmt *rd = NULL, *wr = NULL;
+    sqlite3_stmt *rd = NULL;
     hs_evdec dec = {0};
-    static uint8_t buf[HS_FRAME_MAX];
+    wire_row *rows = NULL;
+    size_t nrows = 0;
     int rc = HS_EDB;
     if (sqlite3_open(path, &db) != SQLITE_OK) goto out;
     if (sqlite3_exec(db, "BEGIN", NULL, NULL, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(db, "SELECT rowid, data FROM events ORDER BY rowid", -1, &rd, NULL) !=
-            SQLITE_OK ||
-        sqlite3_prepare_v2(db, "UPDATE events SET data = ?2 WHERE rowid = ?1", -1, &wr, NULL) !=
-            SQLITE_OK)
+        sqlite3_prepare_v2(db, "SELECT rowid, run, seq, data FROM events ORDER BY rowid", -1, &rd,
+                           NULL) != SQLITE_OK)
         goto out;
-    /* the rows are read whole before each is rewritten in place (same rowid) */
     while (sqlite3_step(rd) == SQLITE_ROW) {
-        if ((rc = hs_evdec_open(&dec, sqlite3_column_blob(rd, 1),
-                                (size_t)sqlite3_column_bytes(rd, 1))))
-            goto out;
-        hs_wr w;
-        hs_wr_init(&w, buf, sizeof buf);
-        hs_event e;
-        uint64_t prev = 0;
-        int more, first = 1;
-        while ((more = hs_evdec_next(&dec, &e)) == 1) {
-            if (first) hs_wr_varint(&w, prev = e.t_ns);
-            first = 0;
-            hs_event_put(&w, e.t_ns - prev, e.stack_id, e.is_free, e.size, e.weight);
-            prev = e.t_ns;
-        }
-        if ((rc = more ? more : w.err)) goto out;
-        sqlite3_bind_int64(wr, 1, sqlite3_column_int64(rd, 0));
-        sqlite3_bind_blob(wr, 2, buf, (int)hs_wr_len(&w), SQLITE_TRANSIENT);
-        rc = sqlite3_step(wr) == SQLITE_DONE ? 0 : HS_EDB;
-        sqlite3_reset(wr);
-        if (rc) goto out;
+        wire_row *nr = realloc(rows, (nrows + 1) * sizeof *rows);
+        if (!nr) goto out;
+        rows = nr;
+        wire_row *r = &rows[nrows++];
+        *r = (wire_row){sqlite3_column_int64(rd, 0), sqlite3_column_int64(rd, 1),
+                        sqlite3_column_int64(rd, 2), NULL, sqlite3_column_bytes(rd, 3)};
+        if (!(r->data = malloc((size_t)r->len + 1))) goto out;
+        memcpy(r->data, sqlite3_column_blob(rd, 3), (size_t)r->len);
     }
+    for (size_t i = 0; i < nrows; i++)
+        if ((rc = wire_row_rewrite(db, &rows[i], &dec))) goto out;
     rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) == SQLITE_OK ? 0 : HS_EDB;
 out:
     sqlite3_finalize(rd);
-    sqlite3_finalize(wr);
     sqlite3_close(db);
     hs_evdec_free(&dec);
+    for (size_t i = 0; i < nrows; i++) free(rows[i].data);
+    free(rows);
     return rc;
 }
 

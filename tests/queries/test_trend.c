@@ -38,6 +38,7 @@
 
 #include "fixture.h"
 #include "hs_qstore.h"
+#include "hs_schema.h"
 #include "hs_testkit.h"
 #include "store_sqlite.h"
 
@@ -481,7 +482,7 @@ static void test_schema8_migrates(void **state)
                                -1, &st, NULL),
             SQLITE_OK);
         assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-        assert_int_equal(sqlite3_column_int(st, 0), 9);
+        assert_int_equal(sqlite3_column_int(st, 0), hs_schema_version());
         assert_int_equal(sqlite3_column_int(st, 1), 6);
         sqlite3_finalize(st);
         sqlite3_close(h);
