@@ -123,8 +123,8 @@ static int merge_batch(hs_chship *s, const ds_run *rs, size_t n, int factor, cha
     }
     for (int k = 0; !rc && k < 2; k++) {
         char table[64];
-        rc = hs__chship_local_table(s, k ? "process_samples" : "heap_series", table, sizeof table,
-                                    err, errlen);
+        rc = hs__chship_local_table(s->ch, k ? "process_samples" : "heap_series", table,
+                                    sizeof table, err, errlen);
         if (rc) break;
         hs_buf_printf(&q, "ALTER TABLE %s DELETE WHERE span = 1 AND ", table);
         cond(&q, rs, n, k);

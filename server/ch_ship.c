@@ -123,13 +123,6 @@ static const per_run per_runs[] = {
 };
 /* ---- ids -------------------------------------------------------------------- */
 
-/* A run's id: a hash of its whole uuid (uuids of tests and of some
- * collectors differ in a few bytes only). */
-int64_t hs__chship_run_id(const uint8_t *uuid, int n)
-{
-    return (int64_t)hs_ch_hash(uuid ? (const void *)uuid : "", uuid ? (size_t)n : 0, 0x72);
-}
-
 static int64_t mapped(const hs_map *m, int64_t local)
 {
     uint64_t v = 0;
@@ -654,13 +647,6 @@ static int collect(hs_chship *s, pending **pend, size_t *npend, int64_t *wf, int
     return rc;
 }
 
-uint64_t hs__chship_wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int ensure_schema(hs_chship *s, char *err, size_t errlen)
 {
     if (s->schema_ok) return 0;
@@ -815,23 +801,6 @@ static const char *const per_run_tables[] = {
     "events",    "snapshots",  "heap_series", "process_samples", "size_hist",
     "run_exact", "heap_exact", "trace_stats"};
 
-/* The table that holds the rows of name on this server: NAME_local when
- * name is Distributed (a cluster), else name. */
-int hs__chship_local_table(hs_chship *s, const char *name, char *out, size_t len, char *err,
-                           size_t errlen)
-{
-    char sql[300];
-    hs_buf ans = {0};
-    snprintf(sql, sizeof sql,
-             "SELECT engine FROM system.tables WHERE database = currentDatabase() AND name = '%s'",
-             name);
-    int rc = hs_ch_query(s->ch, sql, NULL, 0, &ans, err, errlen);
-    int dist = !rc && ans.p && !strncmp(ans.p, "Distributed", 11);
-    snprintf(out, len, "%s%s", name, dist ? "_local" : "");
-    hs_buf_free(&ans);
-    return rc;
-}
-
 int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t errlen)
 {
     assert(months > 0);
@@ -845,7 +814,8 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
     for (size_t i = 0; !rc && i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
         char table[64], sql[400];
         hs_buf ans = {0};
-        if ((rc = hs__chship_local_table(s, per_run_tables[i], table, sizeof table, err, errlen)))
+        if ((rc = hs__chship_local_table(s->ch, per_run_tables[i], table, sizeof table, err,
+                                         errlen)))
             break;
         snprintf(sql, sizeof sql,
                  "SELECT DISTINCT partition FROM system.parts WHERE database = currentDatabase() "

@@ -1320,6 +1320,40 @@ static void stop_threads(server *s)
     while (s->conns) conn_unlink_free(s->conns);
 }
 
+/* The writer thread on store, which is the writer's once it started; on
+ * failure it stays the caller's, and the loop's handles are closed for the
+ * caller's last run of the loop. */
+static int start_writer(server *s, hs_store *store)
+{
+    hs_writer_config wcfg = {.grace_ns = s->cfg->grace_ns,
+                             .retain_events_ns = s->cfg->retain_events_ns};
+#ifdef HS_WITH_CLICKHOUSE
+    if (s->cfg->store_url) {
+        wcfg.before_hello = ship_before_hello;
+        wcfg.before_hello_data = s;
+    }
+#endif
+    int rc = hs_writer_start(&s->writer, store, &wcfg, &s->async);
+    if (rc) {
+        hs_log("cannot start the writer thread");
+        uv_close((uv_handle_t *)&s->async, on_closed_noop);
+        uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
+        uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
+        uv_close((uv_handle_t *)&s->tick, on_closed_noop);
+        uv_close((uv_handle_t *)&s->listener, on_closed_noop);
+    }
+    return rc;
+}
+
+static void start_signals(server *s)
+{
+    uv_signal_init(&s->loop, &s->sigint);
+    uv_signal_init(&s->loop, &s->sigterm);
+    s->sigint.data = s->sigterm.data = s;
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+}
+
 int hs_server_run(const hs_server_config *cfg)
 {
     /* A peer that closes while an answer is written to it must cost that
@@ -1360,30 +1394,11 @@ int hs_server_run(const hs_server_config *cfg)
     int port;
     if ((rc = bind_listener(s, &port))) goto fail_http;
     start_handles(s);
-    hs_writer_config wcfg = {.grace_ns = cfg->grace_ns, .retain_events_ns = cfg->retain_events_ns};
-#ifdef HS_WITH_CLICKHOUSE
-    if (cfg->store_url) {
-        wcfg.before_hello = ship_before_hello;
-        wcfg.before_hello_data = s;
-    }
-#endif
-    if ((rc = hs_writer_start(&s->writer, store, &wcfg, &s->async))) {
-        hs_log("cannot start the writer thread");
-        uv_close((uv_handle_t *)&s->async, on_closed_noop);
-        uv_close((uv_handle_t *)&s->sweep, on_closed_noop);
-        uv_close((uv_handle_t *)&s->timeouts, on_closed_noop);
-        uv_close((uv_handle_t *)&s->tick, on_closed_noop);
-        uv_close((uv_handle_t *)&s->listener, on_closed_noop);
-        goto fail_http;
-    }
+    if ((rc = start_writer(s, store))) goto fail_http;
     store = NULL; /* the writer's now */
     start_ship(s);
     start_symbols(s);
-    uv_signal_init(&s->loop, &s->sigint);
-    uv_signal_init(&s->loop, &s->sigterm);
-    s->sigint.data = s->sigterm.data = s;
-    uv_signal_start(&s->sigint, on_signal, SIGINT);
-    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    start_signals(s);
     /* Said only now: whoever waits for this line may stop the server at once,
      * and SIGINT/SIGTERM must find their handlers (not the default action). */
     hs_log("listening on %s:%d (database %s)", cfg->host, port, cfg->db_path);
