@@ -194,7 +194,20 @@ int hs__rollup_finish(hs_store *s, hs_run *r)
  * observation that happened after the new moment are taken back out of the
  * copies (r->exlog); older ones cannot be after it, because the collector's
  * window of each observation starts when the previous one was read, after
- * the rings it drained had been snapshotted. */
+ * the rings it drained had been snapshotted.
+ *
+ * Event times are rounded down to the run's quantum q (store_frames.c), so
+ * an event stored at t happened in [t, t + q), while peak_t is exact. The
+ * copies hold only the events surely at or before peak_t: those of the
+ * peak's own quantum may have come after it (a program that frees what it
+ * grew right after its peak would otherwise show the heap after the free),
+ * so with q > 1 the copies are the state at the start of the peak's
+ * quantum, short of at most one quantum's growth. */
+static inline int before_peak(const hs_run *r, uint64_t t, uint64_t peak_t)
+{
+    uint64_t q = r->q ? r->q : 1;
+    return t + (q - 1) <= peak_t;
+}
 
 void hs__rollup_peak_event(hs_run *r, uint32_t idx, const hs_event *e, int64_t bytes, double count)
 {
@@ -212,7 +225,7 @@ void hs__rollup_peak_event(hs_run *r, uint32_t idx, const hs_event *e, int64_t b
     }
     if (r->sample_bytes == 1 || (r->ex_seen && !r->ex_on)) return;
     hs_slot *sl = &r->slots[idx];
-    if (r->ex_on && e->t_ns <= r->peak_t) {
+    if (r->ex_on && before_peak(r, e->t_ns, r->peak_t)) {
         assert(sl->pk_ver == r->peak_ver); /* apply_event saved it */
         sl->pk_bytes += bytes;
         sl->pk_count += count;
@@ -247,7 +260,7 @@ static void exact_peak_copies(hs_run *r, uint64_t t)
     if (!r->exlog_full) {
         for (uint32_t i = 0; i < r->nexlog; i++) {
             const hs_exlog *x = &r->exlog[i];
-            if (x->t_ns <= t) continue;
+            if (before_peak(r, x->t_ns, t)) continue;
             hs_slot *sl = &r->slots[x->slot];
             if (sl->pk_ver != r->peak_ver) {
                 sl->pk_bytes = sl->bytes;
