@@ -104,6 +104,18 @@ static int ask_buf(chstore *q, hs_tsv *t, hs_qerr *err)
     return 0;
 }
 
+/* ask_buf on a query built in b instead of q->sql (b keeps its buffer, which
+ * the FORMAT clause may have moved; the caller frees it). */
+static int ask_built(chstore *q, hs_buf *b, hs_tsv *t, hs_qerr *err)
+{
+    hs_buf keep = q->sql;
+    q->sql = *b;
+    int rc = ask_buf(q, t, err);
+    *b = q->sql;
+    q->sql = keep;
+    return rc;
+}
+
 static uint64_t tsv_u64(hs_tsv *t)
 {
     const char *f = hs_tsv_field(t, NULL);
@@ -344,11 +356,8 @@ static int root_ids(chstore *q, int64_t root, hs_buf *cond, hs_qerr *err)
             hs_buf_printf(&sql, "%s%" PRId64, i > done ? "," : "", ids[i]);
         hs_buf_printf(&sql, ")) AND parent_uuid != ''");
         done = n;
-        hs_buf tmp = q->sql;
-        q->sql = sql;
         hs_tsv t;
-        rc = ask_buf(q, &t, err);
-        q->sql = tmp;
+        rc = ask_built(q, &sql, &t, err);
         hs_buf_free(&sql);
         while (!rc && hs_tsv_row(&t)) {
             int64_t *np = realloc(ids, (size_t)(n + 1) * sizeof *np);
@@ -507,13 +516,7 @@ static int ch_runs_find(hs_qstore *s, const hs_qstore_filter *f, int n, int64_t 
     for (int i = 0; !rc && i < n; i++) rc = where_kv(q, &b, f[i].key, f[i].value, err);
     hs_buf_printf(&b, " ORDER BY start_unix_ns DESC, id DESC LIMIT %" PRId64, limit);
     hs_tsv t;
-    if (!rc) {
-        hs_buf tmp = q->sql;
-        q->sql = b;
-        rc = ask_buf(q, &t, err);
-        b = q->sql;
-        q->sql = tmp;
-    }
+    if (!rc) rc = ask_built(q, &b, &t, err);
     hs_buf_free(&b);
     size_t cap = 0;
     while (!rc && hs_tsv_row(&t)) {
@@ -1250,13 +1253,7 @@ static int sums_read(chstore *q, const hs_qstore_summary_ask *a, ch_sums *x, hs_
     }
     hs_buf_printf(&b, " ORDER BY start_unix_ns DESC, id DESC LIMIT %" PRId64, a->limit);
     hs_tsv t;
-    if (!rc) {
-        hs_buf tmp = q->sql;
-        q->sql = b;
-        rc = ask_buf(q, &t, err);
-        b = q->sql;
-        q->sql = tmp;
-    }
+    if (!rc) rc = ask_built(q, &b, &t, err);
     hs_buf_free(&b);
     size_t cap = 0;
     while (!rc && hs_tsv_row(&t)) {
