@@ -14,6 +14,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/bench/server_start.sh"
+. "$root/bench/clickhouse/ch_start.sh"
 build=${1:-$root/build}
 server=$build/bin/heapstore-server
 CLICKHOUSE=${CLICKHOUSE:-/usr/sbin/clickhouse-server}
@@ -25,22 +26,12 @@ REPEAT=${REPEAT:-5}
 tmp=$(mktemp -d "$build/bench-ds.XXXXXX")
 chpid=
 cleanup() {
-    [ -n "$chpid" ] && kill -TERM "$chpid" 2>/dev/null && wait "$chpid" 2>/dev/null
+    hs_bench_clickhouse_stop
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-http=$(freeport); tcp=$(freeport); inter=$(freeport)
-mkdir -p "$tmp/ch/log"
-sed -e "s#@DIR@#$tmp/ch#g" -e "s#@HTTP_PORT@#$http#" -e "s#@TCP_PORT@#$tcp#" \
-    -e "s#@INTER_PORT@#$inter#" -e "s#@USERS@#$root/tests/clickhouse/users.xml#" \
-    -e "s#@SHARD1_TCP@#$tcp#" -e "s#@SHARD2_TCP@#$tcp#" -e "s#@SHARD@#1#" \
-    "$root/tests/clickhouse/server.xml.in" > "$tmp/ch/config.xml"
-"$CLICKHOUSE" --config-file="$tmp/ch/config.xml" > "$tmp/ch/log/stdout" 2>&1 &
-chpid=$!
-chq() { curl -sS "http://127.0.0.1:$http/" --data-binary "$1"; }
-for _ in $(seq 100); do [ "$(chq 'SELECT 1' 2>/dev/null)" = 1 ] && break; sleep 0.2; done
+hs_bench_clickhouse "$root" "$tmp/ch"
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.4g\n", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 url="clickhouse://127.0.0.1:$http/ds"

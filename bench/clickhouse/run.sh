@@ -25,6 +25,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/bench/server_start.sh"
+. "$root/bench/clickhouse/ch_start.sh"
 build=${1:-$root/build}
 server=$build/bin/heapstore-server
 loadgen=$build/bin/hs-loadgen
@@ -40,22 +41,12 @@ SAMPLE_BYTES=${SAMPLE_BYTES:-524288}
 tmp=$(mktemp -d "$build/bench-ch.XXXXXX")
 chpid=
 cleanup() {
-    [ -n "$chpid" ] && kill -TERM "$chpid" 2>/dev/null && wait "$chpid" 2>/dev/null
+    hs_bench_clickhouse_stop
     rm -rf "$tmp"
 }
 trap cleanup EXIT
 
-freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-http=$(freeport); tcp=$(freeport); inter=$(freeport)
-mkdir -p "$tmp/ch/log"
-sed -e "s#@DIR@#$tmp/ch#g" -e "s#@HTTP_PORT@#$http#" -e "s#@TCP_PORT@#$tcp#" \
-    -e "s#@INTER_PORT@#$inter#" -e "s#@USERS@#$root/tests/clickhouse/users.xml#" \
-    -e "s#@SHARD1_TCP@#$tcp#" -e "s#@SHARD2_TCP@#$tcp#" -e "s#@SHARD@#1#" \
-    "$root/tests/clickhouse/server.xml.in" > "$tmp/ch/config.xml"
-"$CLICKHOUSE" --config-file="$tmp/ch/config.xml" > "$tmp/ch/log/stdout" 2>&1 &
-chpid=$!
-chq() { curl -sS "http://127.0.0.1:$http/" --data-binary "$1"; }
-for _ in $(seq 100); do [ "$(chq 'SELECT 1' 2>/dev/null)" = 1 ] && break; sleep 0.2; done
+hs_bench_clickhouse "$root" "$tmp/ch"
 tck=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.4g\n", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
