@@ -1,10 +1,9 @@
 /* ch_base: the helpers the shipper's files (ch_ship.c, ch_marks.c,
- * ch_downsample.c, ch_resume.c) share: a run's content id, the wall clock,
- * and the local table behind a Distributed one. They call none of those
- * files, so the shipper's files point one way, down to this one. */
+ * ch_downsample.c, ch_resume.c) share: a run's content id and the local
+ * table behind a Distributed one. They call none of those files, so the
+ * shipper's files point one way, down to this one. */
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "ch_ship_int.h"
 #include "hs_buf.h"
@@ -12,13 +11,6 @@
 int64_t hs__chship_run_id(const uint8_t *uuid, int n)
 {
     return (int64_t)hs_ch_hash(uuid ? (const void *)uuid : "", uuid ? (size_t)n : 0, 0x72);
-}
-
-uint64_t hs__chship_wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 int hs__chship_local_table(hs_ch *ch, const char *name, char *out, size_t len, char *err,

@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "ch_ship_int.h"
+#include "hs_clock.h"
 #include "hs_error.h"
 #include "hs_log.h"
 
@@ -45,7 +46,7 @@ static int old_runs(hs_chship *s, int64_t age_s, int factor, ds_run **out, size_
 {
     hs_buf ans = {0};
     char sql[400];
-    int64_t cut = (int64_t)hs__chship_wall_ns() - age_s * 1000000000ll;
+    int64_t cut = (int64_t)hs_clock_ns(CLOCK_REALTIME) - age_s * 1000000000ll;
     snprintf(sql, sizeof sql,
              "SELECT id, granularity_ns, intDiv(%" PRId64 " - start_unix_ns, granularity_ns) FROM "
              "runs FINAL WHERE start_unix_ns < %" PRId64 " AND granularity_ns > 0",
@@ -97,7 +98,7 @@ static int merge_batch(hs_chship *s, const ds_run *rs, size_t n, int factor, cha
                        size_t errlen)
 {
     hs_buf q = {0};
-    uint64_t ver = hs__chship_wall_ns();
+    uint64_t ver = hs_clock_ns(CLOCK_REALTIME);
     hs_buf_printf(&q,
                   "INSERT INTO heap_series (run, day, bucket, live_bytes, live_count, max_bytes, "
                   "alloc_bytes, free_bytes, ver, span) SELECT run, any(day), max(bucket), "

@@ -18,6 +18,7 @@
 
 #include "ch_ship_int.h"
 #include "hs_chttp.h"
+#include "hs_clock.h"
 #include "hs_error.h"
 #include "hs_log.h"
 #include "hs_map.h"
@@ -517,7 +518,7 @@ static int ship_run_rows(hs_chship *s, sqlite3_stmt *row, const ship_run *r, shi
         nr->next_seq = sqlite3_column_int64(row, 19);
         const char *state = (const char *)sqlite3_column_text(row, 16);
         nr->ended = state && strcmp(state, "open") != 0;
-        nr->quiet_ns = hs__chship_wall_ns();
+        nr->quiet_ns = hs_clock_ns(CLOCK_REALTIME);
         nr->pruning = 0; /* a change: its removal is judged afresh */
     }
     return rc;
@@ -674,7 +675,7 @@ static int ensure_schema(hs_chship *s, char *err, size_t errlen)
 static void prune_shipped(hs_chship *s)
 {
     if (s->keep_ns < 0) return;
-    uint64_t now = hs__chship_wall_ns();
+    uint64_t now = hs_clock_ns(CLOCK_REALTIME);
     for (size_t i = 0; i < s->nrs; i++) {
         ship_run *r = &s->rs[i];
         int shipped = r->ended && r->next_seq > 0 && now - r->quiet_ns >= (uint64_t)s->keep_ns;
@@ -708,7 +709,7 @@ int hs_chship_pass(hs_chship *s, char *err, size_t errlen)
         s->stats.failed++;
         return rc;
     }
-    uint64_t now = hs__chship_wall_ns();
+    uint64_t now = hs_clock_ns(CLOCK_REALTIME);
     s->ver = now > s->ver ? now : s->ver + 1;
     pending *pend = NULL;
     size_t npend = 0;
@@ -972,18 +973,19 @@ static void *ship_main(void *arg)
         int rc = hs_chship_pass(s, err, sizeof err);
         if (rc && !failing) hs_log("shipping to ClickHouse failed (will retry): %s", err);
         if (!rc && s->retain_months &&
-            hs__chship_wall_ns() - s->retained_at > 3600ull * 1000000000ull) {
+            hs_clock_ns(CLOCK_REALTIME) - s->retained_at > 3600ull * 1000000000ull) {
             int dropped = 0;
-            s->retained_at = hs__chship_wall_ns();
+            s->retained_at = hs_clock_ns(CLOCK_REALTIME);
             if (hs_chship_retain(s, s->retain_months, &dropped, err, sizeof err))
                 hs_log("ClickHouse retention failed: %s", err);
             else if (dropped)
                 hs_log("ClickHouse retention: %d partitions older than %d months dropped", dropped,
                        s->retain_months);
         }
-        if (!rc && s->ds_after >= 0 && hs__chship_wall_ns() - s->ds_at > 3600ull * 1000000000ull) {
+        if (!rc && s->ds_after >= 0 &&
+            hs_clock_ns(CLOCK_REALTIME) - s->ds_at > 3600ull * 1000000000ull) {
             int runs = 0;
-            s->ds_at = hs__chship_wall_ns();
+            s->ds_at = hs_clock_ns(CLOCK_REALTIME);
             if (hs_chship_downsample(s, s->ds_after, s->ds_by, &runs, err, sizeof err))
                 hs_log("ClickHouse downsampling failed: %s", err);
         }
@@ -991,12 +993,7 @@ static void *ship_main(void *arg)
         failing = rc != 0;
         pthread_mutex_lock(&s->mu);
         if (stop) break;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns =
-            (uint64_t)ts.tv_nsec + (uint64_t)(failing ? 1000 : s->interval_ms) * 1000000ull;
-        ts.tv_sec += (time_t)(ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
+        struct timespec ts = hs_deadline_ms(failing ? 1000 : (uint64_t)s->interval_ms);
         if (!s->stopping) pthread_cond_timedwait(&s->cv, &s->mu, &ts);
     }
     pthread_mutex_unlock(&s->mu);

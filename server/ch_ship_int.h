@@ -134,8 +134,6 @@ struct hs_chship {
 /* A run's content id: a hash of its whole uuid (uuids of tests and of some
  * collectors differ in a few bytes only). */
 int64_t hs__chship_run_id(const uint8_t *uuid, int n);
-/* The wall clock in ns (what ClickHouse's versions and ages compare). */
-uint64_t hs__chship_wall_ns(void);
 /* The table holding name's rows on the server ch talks to: NAME_local when
  * name is Distributed (the cluster recipe), else name. */
 int hs__chship_local_table(hs_ch *ch, const char *name, char *out, size_t len, char *err,

@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "hs_clock.h"
 #include "hs_error.h"
 #include "hs_log.h"
 #include "hs_map.h"
@@ -60,13 +61,6 @@ struct hs_writer {
     uint64_t wal_retry_bytes; /* unless it failed and the WAL has grown to this */
     int wal_failing;          /* the last forced one met readers too long */
 };
-
-static uint64_t now_ns(clockid_t clk)
-{
-    struct timespec ts;
-    clock_gettime(clk, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 hs_wjob *hs_wjob_new(int kind, uint64_t conn_id, void *conn)
 {
@@ -195,7 +189,7 @@ static void grace_cancel(hs_writer *w, const uint8_t uuid[16])
 static void on_open_run(const uint8_t uuid[16], void *data)
 {
     hs_writer *w = data;
-    grace_add(w, uuid, now_ns(CLOCK_MONOTONIC) + w->cfg.grace_ns);
+    grace_add(w, uuid, hs_clock_ns(CLOCK_MONOTONIC) + w->cfg.grace_ns);
 }
 
 /* Closes as lost the runs whose grace period is over. */
@@ -472,7 +466,7 @@ static void do_gc(hs_writer *w, hs_wjob *j)
     if (!j->err) {
         if (!body) snprintf(j->msg, sizeof j->msg, "the body must be JSON: %s", je.text);
         j->err = !body ? HS_EINVAL
-                       : hs_gc_spec_json(&g, body, (int64_t)now_ns(CLOCK_REALTIME), j->msg,
+                       : hs_gc_spec_json(&g, body, (int64_t)hs_clock_ns(CLOCK_REALTIME), j->msg,
                                          sizeof j->msg);
     }
     json_t *runs = json_array();
@@ -496,7 +490,7 @@ static void do_gc(hs_writer *w, hs_wjob *j)
 
 static void retention_step(hs_writer *w, uint64_t now)
 {
-    uint64_t wall = now_ns(CLOCK_REALTIME);
+    uint64_t wall = hs_clock_ns(CLOCK_REALTIME);
     uint64_t cutoff = wall > w->cfg.retain_events_ns ? wall - w->cfg.retain_events_ns : 0;
     int deleted = 0, chunk = 2000;
     int rc = hs_store_begin(w->store);
@@ -558,19 +552,13 @@ static void *writer_main(void *arg)
     while (!stop) {
         pthread_mutex_lock(&w->mu);
         if (!w->q_head && !w->retention_more) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 200 * 1000000;
-            if (ts.tv_nsec >= 1000000000) {
-                ts.tv_sec++;
-                ts.tv_nsec -= 1000000000;
-            }
+            struct timespec ts = hs_deadline_ms(200);
             pthread_cond_timedwait(&w->cv, &w->mu, &ts);
         }
         hs_wjob *head = w->q_head;
         w->q_head = w->q_tail = NULL;
         pthread_mutex_unlock(&w->mu);
-        uint64_t now = now_ns(CLOCK_MONOTONIC);
+        uint64_t now = hs_clock_ns(CLOCK_MONOTONIC);
         for (hs_wjob *j = head; j; j = j->next)
             if (j->kind == HS_WJOB_STOP) stop = 1;
         hs_wjob *refills = take_refills(&head);
@@ -590,7 +578,7 @@ static void *writer_main(void *arg)
         if (stop) break;
         hs_log_flush(0);
         if (hs_store_readonly(w->store)) continue;
-        wal_check(w, now_ns(CLOCK_MONOTONIC));
+        wal_check(w, hs_clock_ns(CLOCK_MONOTONIC));
         expire_graces(w, now);
         if (w->cfg.retain_events_ns && (w->retention_more || now >= w->next_retention))
             retention_step(w, now);
