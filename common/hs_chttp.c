@@ -20,6 +20,8 @@ struct hs_ch {
     char *db, *user, *password, *display, *settings;
     char *extra;                   /* ClickHouse settings given in the URL, sent with every query */
     char *sql_user, *sql_password; /* the front end's options (hs_chttp.h) */
+    char *shards;                  /* HOST:PORT,… (hs_ch_shards) */
+    char *url;                     /* as given, for hs_ch_open_at */
     long buffer_keep_s, downsample_after_s, downsample_by;
     int insecure;
     long timeout_s;
@@ -109,6 +111,9 @@ static int parse_opts(hs_ch *c, const char *q, int *secure, char *err, size_t er
         } else if (klen == 12 && !memcmp(q, "sql_password", 12)) {
             free(c->sql_password);
             c->sql_password = v;
+        } else if (klen == 6 && !memcmp(q, "shards", 6)) {
+            free(c->shards);
+            c->shards = v;
         } else if ((klen == 11 && !memcmp(q, "buffer_keep", 11)) ||
                    (klen == 16 && !memcmp(q, "downsample_after", 16)) ||
                    (klen == 13 && !memcmp(q, "downsample_by", 13))) {
@@ -205,6 +210,7 @@ int hs_ch_open(hs_ch **out, const char *url, char *err, size_t errlen)
     c->timeout_s = 60;
     c->buffer_keep_s = c->downsample_after_s = c->downsample_by = -1;
     int rc = parse_url(c, url, err, errlen);
+    if (!rc && !(c->url = strdup(url))) rc = HS_ENOMEM;
     if (!rc && !(c->curl = curl_easy_init())) rc = HS_ENOMEM;
     if (!rc && c->user) rc = user_headers(c);
     if (rc) {
@@ -227,6 +233,8 @@ void hs_ch_free(hs_ch *c)
     free(c->password);
     free(c->sql_user);
     free(c->sql_password);
+    free(c->shards);
+    free(c->url);
     free(c->display);
     free(c->settings);
     free(c->extra);
@@ -475,6 +483,29 @@ long hs_ch_front_option(const hs_ch *c, const char *name)
            : !strcmp(name, "downsample_after") ? c->downsample_after_s
            : !strcmp(name, "downsample_by")    ? c->downsample_by
                                                : -1;
+}
+
+const char *hs_ch_shards(const hs_ch *c)
+{
+    return c->shards;
+}
+
+int hs_ch_open_at(hs_ch **out, const hs_ch *like, const char *hostport, char *err, size_t errlen)
+{
+    *out = NULL;
+    const char *path = strchr(like->url + 13, '/');
+    assert(path);
+    if (!*hostport || strpbrk(hostport, "/?@#&")) {
+        snprintf(err, errlen, "'%s' is not HOST:PORT", hostport);
+        return HS_EINVAL;
+    }
+    size_t n = 13 + strlen(hostport) + strlen(path) + 1;
+    char *u = malloc(n);
+    if (!u) return HS_ENOMEM;
+    snprintf(u, n, "clickhouse://%s%s", hostport, path);
+    int rc = hs_ch_open(out, u, err, errlen);
+    free(u);
+    return rc;
 }
 
 int hs_ch_use_sql_user(hs_ch *c)

@@ -50,6 +50,12 @@ int hs_ch_settings(hs_ch *c, const char *params);
  * "buffer_keep", "downsample_after" or "downsample_by": -1 when not given. */
 const char *hs_ch_sql_user(const hs_ch *c);
 long hs_ch_front_option(const hs_ch *c, const char *name);
+/* shards=HOST:PORT,…: one HTTP address per shard of a cluster, for what
+ * must run on each shard's own tables (downsampling's deletes); NULL when
+ * not given. hs_ch_open_at() opens like's URL (user, options, database)
+ * at another HOST:PORT. */
+const char *hs_ch_shards(const hs_ch *c);
+int hs_ch_open_at(hs_ch **out, const hs_ch *like, const char *hostport, char *err, size_t errlen);
 /* Makes c speak as the URL's sql_user (a no-op without one). */
 int hs_ch_use_sql_user(hs_ch *c);
 

@@ -18,9 +18,17 @@
  * of spans is then the same as before, with the peak (runs.peak_*, the
  * highest heap_max_bytes) kept; a finer one gets a point per span.
  * Snapshots, keyframes and summaries keep their buckets: the state at any
- * moment is still exact. On a cluster the merged rows go through the
- * Distributed tables to every shard, but the deletes reach only the
- * NAME_local tables of the server the shipper talks to.
+ * moment is still exact.
+ *
+ * On a cluster (the recipe: Distributed tables over NAME_local ones,
+ * sharded by run, so a run and its rows live on one shard) the whole of it
+ * runs on each shard's own NAME_local tables, shard by shard: a mutation
+ * cannot go through a Distributed table, and ON CLUSTER needs a
+ * coordinator the recipe does without. Each shard is reached over HTTP at
+ * the address the store URL's shards=HOST:PORT,… gives it, else at its
+ * first replica's host (system.clusters) on the URL's port; each address
+ * says which shards it is (system.clusters' is_local), and nothing is done
+ * unless every shard of the cluster is reached.
  */
 #include <assert.h>
 #include <inttypes.h>
@@ -40,18 +48,19 @@ typedef struct ds_run {
     int64_t g;
 } ds_run;
 
-/* The runs with whole spans older than age_s: *out, *n. */
-static int old_runs(hs_chship *s, int64_t age_s, int factor, ds_run **out, size_t *n, char *err,
-                    size_t errlen)
+/* The runs of ch's tables (sfx: "" or "_local") with whole spans older
+ * than age_s: *out, *n. */
+static int old_runs(hs_ch *ch, const char *sfx, int64_t age_s, int factor, ds_run **out, size_t *n,
+                    char *err, size_t errlen)
 {
     hs_buf ans = {0};
     char sql[400];
     int64_t cut = (int64_t)hs_clock_ns(CLOCK_REALTIME) - age_s * 1000000000ll;
     snprintf(sql, sizeof sql,
              "SELECT id, granularity_ns, intDiv(%" PRId64 " - start_unix_ns, granularity_ns) FROM "
-             "runs FINAL WHERE start_unix_ns < %" PRId64 " AND granularity_ns > 0",
-             cut, cut);
-    int rc = hs_ch_query(s->ch, sql, NULL, 0, &ans, err, errlen);
+             "runs%s FINAL WHERE start_unix_ns < %" PRId64 " AND granularity_ns > 0",
+             cut, sfx, cut);
+    int rc = hs_ch_query(ch, sql, NULL, 0, &ans, err, errlen);
     hs_tsv t;
     size_t cap = 0;
     if (!rc) hs_tsv_init(&t, &ans);
@@ -86,52 +95,192 @@ static void cond(hs_buf *b, const ds_run *rs, size_t n, int by_time)
     hs_buf_printf(b, ")");
 }
 
-static int run_sql(hs_chship *s, hs_buf *q, char *err, size_t errlen)
+static int run_sql(hs_ch *ch, hs_buf *q, char *err, size_t errlen)
 {
-    int rc = q->oom ? HS_ENOMEM : hs_ch_query(s->ch, q->p, NULL, 0, NULL, err, errlen);
+    int rc = q->oom ? HS_ENOMEM : hs_ch_query(ch, q->p, NULL, 0, NULL, err, errlen);
     q->n = 0;
     if (q->p) q->p[0] = 0;
     return rc;
 }
 
-static int merge_batch(hs_chship *s, const ds_run *rs, size_t n, int factor, char *err,
-                       size_t errlen)
+static int merge_batch(hs_ch *ch, const char *sfx, const ds_run *rs, size_t n, int factor,
+                       char *err, size_t errlen)
 {
     hs_buf q = {0};
     uint64_t ver = hs_clock_ns(CLOCK_REALTIME);
     hs_buf_printf(&q,
-                  "INSERT INTO heap_series (run, day, bucket, live_bytes, live_count, max_bytes, "
+                  "INSERT INTO heap_series%s (run, day, bucket, live_bytes, live_count, max_bytes, "
                   "alloc_bytes, free_bytes, ver, span) SELECT run, any(day), max(bucket), "
                   "argMax(live_bytes, bucket), argMax(live_count, bucket), max(max_bytes), "
                   "sum(alloc_bytes), sum(free_bytes), toUInt64(%" PRIu64 "), %d FROM "
-                  "heap_series FINAL WHERE ",
-                  ver, factor);
+                  "heap_series%s FINAL WHERE ",
+                  sfx, ver, factor, sfx);
     cond(&q, rs, n, 0);
     hs_buf_printf(&q, " GROUP BY run, intDiv(bucket, %d) HAVING max(span) = 1", factor);
-    int rc = run_sql(s, &q, err, errlen);
+    int rc = run_sql(ch, &q, err, errlen);
     /* RSS: the highest sample of each span (the first of equal ones) */
     if (!rc) {
         hs_buf_printf(&q,
-                      "INSERT INTO process_samples (run, day, t_ns, rss_bytes, vsize_bytes, span) "
-                      "SELECT run, any(day), argMin(t_ns, (-rss_bytes, t_ns)), max(rss_bytes), "
-                      "argMin(vsize_bytes, (-rss_bytes, t_ns)), %d FROM process_samples FINAL "
-                      "ANY INNER JOIN (SELECT id AS run, granularity_ns AS g FROM runs FINAL) "
-                      "USING run WHERE ",
-                      factor);
+                      "INSERT INTO process_samples%s (run, day, t_ns, rss_bytes, vsize_bytes, "
+                      "span) SELECT run, any(day), argMin(t_ns, (-rss_bytes, t_ns)), "
+                      "max(rss_bytes), argMin(vsize_bytes, (-rss_bytes, t_ns)), %d FROM "
+                      "process_samples%s FINAL ANY INNER JOIN (SELECT id AS run, granularity_ns "
+                      "AS g FROM runs%s FINAL) USING run WHERE ",
+                      sfx, factor, sfx, sfx);
         cond(&q, rs, n, 1);
         hs_buf_printf(&q, " GROUP BY run, g, intDiv(t_ns, g * %d) HAVING max(span) = 1", factor);
-        rc = run_sql(s, &q, err, errlen);
+        rc = run_sql(ch, &q, err, errlen);
     }
     for (int k = 0; !rc && k < 2; k++) {
-        char table[64];
-        rc = hs__chship_local_table(s->ch, k ? "process_samples" : "heap_series", table,
-                                    sizeof table, err, errlen);
-        if (rc) break;
-        hs_buf_printf(&q, "ALTER TABLE %s DELETE WHERE span = 1 AND ", table);
+        hs_buf_printf(&q, "ALTER TABLE %s%s DELETE WHERE span = 1 AND ",
+                      k ? "process_samples" : "heap_series", sfx);
         cond(&q, rs, n, k);
-        rc = run_sql(s, &q, err, errlen);
+        rc = run_sql(ch, &q, err, errlen);
     }
     hs_buf_free(&q);
+    return rc;
+}
+
+/* Downsampling on the tables of one server (sfx "") or of one shard
+ * ("_local"); *runs counts the runs merged. */
+static int downsample_on(hs_ch *ch, const char *sfx, int64_t age_s, int factor, int *runs,
+                         char *err, size_t errlen)
+{
+    ds_run *rs = NULL;
+    size_t n = 0;
+    int rc = old_runs(ch, sfx, age_s, factor, &rs, &n, err, errlen);
+    for (size_t i = 0; !rc && i < n; i += DS_BATCH) {
+        size_t k = n - i < DS_BATCH ? n - i : DS_BATCH;
+        rc = merge_batch(ch, sfx, rs + i, k, factor, err, errlen);
+        if (!rc) *runs += (int)k;
+    }
+    free(rs);
+    return rc;
+}
+
+/* ---- the shards of a cluster ---------------------------------------------------------------- */
+
+#define DS_MAX_SHARDS 128
+
+typedef struct ds_cluster {
+    char name[128];                /* "" when heap_series is a plain table */
+    int n;                         /* its shards */
+    int num[DS_MAX_SHARDS];        /* their shard_num */
+    char host[DS_MAX_SHARDS][256]; /* their first replica's host */
+    int at[DS_MAX_SHARDS];         /* the connection that reaches each, -1 */
+    hs_ch *conn[DS_MAX_SHARDS];    /* the connections opened */
+    int nconn;
+} ds_cluster;
+
+/* The cluster behind a Distributed heap_series, and its shards. */
+static int cluster_of(hs_ch *ch, ds_cluster *c, char *err, size_t errlen)
+{
+    hs_buf ans = {0};
+    int rc = hs_ch_query(ch,
+                         "SELECT engine_full FROM system.tables WHERE database = "
+                         "currentDatabase() AND name = 'heap_series'",
+                         NULL, 0, &ans, err, errlen);
+    const char *e = ans.p && !strncmp(ans.p, "Distributed(", 12) ? ans.p + 12 : NULL;
+    size_t len = 0;
+    if (e) {
+        e += strspn(e, " '`\"");
+        len = strcspn(e, " '`\",)");
+    }
+    if (!rc && len >= sizeof c->name) rc = HS_EINVAL;
+    for (size_t i = 0; !rc && i < len; i++)
+        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", e[i]))
+            rc = HS_EINVAL;
+    if (rc == HS_EINVAL) snprintf(err, errlen, "cannot read the cluster of heap_series");
+    if (!rc) {
+        memcpy(c->name, e, len);
+        c->name[len] = 0;
+    }
+    char sql[400];
+    snprintf(sql, sizeof sql,
+             "SELECT shard_num, host_name FROM system.clusters WHERE cluster = '%s' AND "
+             "replica_num = 1 ORDER BY shard_num",
+             c->name);
+    if (!rc && len) rc = hs_ch_query(ch, sql, NULL, 0, &ans, err, errlen);
+    hs_tsv t;
+    if (!rc && len) hs_tsv_init(&t, &ans);
+    while (!rc && len && hs_tsv_row(&t) && c->n < DS_MAX_SHARDS) {
+        c->num[c->n] = (int)hs_tsv_i64(&t, NULL);
+        size_t hl;
+        const char *h = hs_tsv_field(&t, &hl);
+        snprintf(c->host[c->n], sizeof c->host[0], "%s%.*s%s", memchr(h, ':', hl) ? "[" : "",
+                 (int)hl, h, memchr(h, ':', hl) ? "]" : "");
+        c->at[c->n++] = -1;
+    }
+    if (!rc && len && !c->n) {
+        snprintf(err, errlen, "cluster %s of heap_series has no shards here", c->name);
+        rc = HS_EINVAL;
+    }
+    hs_buf_free(&ans);
+    return rc;
+}
+
+/* Opens addr and gives it the shards it says it is (is_local) that no
+ * earlier address has; keeps it only when it got one. */
+static int reach(hs_ch *like, ds_cluster *c, const char *addr, char *err, size_t errlen)
+{
+    hs_ch *ch;
+    hs_buf ans = {0};
+    char sql[300];
+    int got = 0, rc = hs_ch_open_at(&ch, like, addr, err, errlen);
+    snprintf(sql, sizeof sql,
+             "SELECT shard_num FROM system.clusters WHERE cluster = '%s' AND is_local", c->name);
+    if (!rc) rc = hs_ch_query(ch, sql, NULL, 0, &ans, err, errlen);
+    hs_tsv t;
+    if (!rc) hs_tsv_init(&t, &ans);
+    while (!rc && hs_tsv_row(&t)) {
+        int num = (int)hs_tsv_i64(&t, NULL);
+        for (int i = 0; i < c->n; i++)
+            if (c->num[i] == num && c->at[i] < 0) {
+                c->at[i] = c->nconn;
+                got = 1;
+            }
+    }
+    hs_buf_free(&ans);
+    if (rc) {
+        size_t l = strlen(err);
+        char msg[256];
+        snprintf(msg, sizeof msg, "%.*s", (int)(l < 200 ? l : 200), err);
+        snprintf(err, errlen, "shard at %s: %s", addr, msg);
+    }
+    if (!rc && got)
+        c->conn[c->nconn++] = ch;
+    else
+        hs_ch_free(ch);
+    return rc;
+}
+
+/* Every shard of c reached, by the store URL's shards= or by their hosts
+ * at the URL's port. */
+static int reach_all(hs_ch *like, ds_cluster *c, char *err, size_t errlen)
+{
+    const char *list = hs_ch_shards(like), *disp = hs_ch_display(like);
+    const char *slash = strchr(disp + 13, '/'), *colon = slash;
+    while (colon > disp + 13 && colon[-1] != ':') colon--;
+    int rc = 0;
+    for (int i = 0; !rc && (list ? *list != 0 : i < c->n); i++) {
+        char addr[300];
+        if (list) {
+            size_t len = strcspn(list, ",");
+            snprintf(addr, sizeof addr, "%.*s", (int)len, list);
+            list += len + (list[len] == ',');
+        } else {
+            snprintf(addr, sizeof addr, "%s:%.*s", c->host[i], (int)(slash - colon), colon);
+        }
+        if (*addr) rc = reach(like, c, addr, err, errlen);
+    }
+    for (int i = 0; !rc && i < c->n; i++)
+        if (c->at[i] < 0) {
+            snprintf(err, errlen,
+                     "downsampling: shard %d of cluster %s is not reached; give one HTTP address "
+                     "of each shard in the store URL's shards=HOST:PORT,…",
+                     c->num[i], c->name);
+            rc = HS_EINVAL;
+        }
     return rc;
 }
 
@@ -140,17 +289,15 @@ int hs_chship_downsample(hs_chship *s, int64_t age_s, int factor, int *runs, cha
 {
     assert(age_s >= 0 && factor > 1);
     *runs = 0;
-    ds_run *rs = NULL;
-    size_t n = 0;
-    /* on a cluster, the join's and IN's right sides are read once, here */
-    int rc = hs_ch_settings(s->ch, "distributed_product_mode=global");
-    if (!rc) rc = old_runs(s, age_s, factor, &rs, &n, err, errlen);
-    for (size_t i = 0; !rc && i < n; i += DS_BATCH) {
-        size_t k = n - i < DS_BATCH ? n - i : DS_BATCH;
-        rc = merge_batch(s, rs + i, k, factor, err, errlen);
-        if (!rc) *runs += (int)k;
-    }
-    free(rs);
-    hs_ch_settings(s->ch, NULL);
+    ds_cluster *c = calloc(1, sizeof *c);
+    if (!c) return HS_ENOMEM;
+    int rc = cluster_of(s->ch, c, err, errlen);
+    if (!rc && !c->name[0]) rc = downsample_on(s->ch, "", age_s, factor, runs, err, errlen);
+    if (!rc && c->name[0]) rc = reach_all(s->ch, c, err, errlen);
+    /* every shard reached first: then each one's own tables, shard by shard */
+    for (int i = 0; !rc && c->name[0] && i < c->nconn; i++)
+        rc = downsample_on(c->conn[i], "_local", age_s, factor, runs, err, errlen);
+    for (int i = 0; i < c->nconn; i++) hs_ch_free(c->conn[i]);
+    free(c);
     return rc;
 }

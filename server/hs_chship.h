@@ -69,8 +69,10 @@ void hs_chship_set_retention(hs_chship *s, int months);
  * into one (the heap at the span's end, its highest heap, its bytes
  * allocated and freed) and their process samples cut to the highest, so
  * that long histories read few rows; a history whose points cover whole
- * spans answers as before, the peak included. On a cluster, run it on
- * each shard (mutations go to this server's tables). *runs gets the runs
+ * spans answers as before, the peak included. On a cluster (Distributed
+ * tables) it runs on each shard's _local tables, every shard reached at
+ * the store URL's shards=HOST:PORT,… (else at its host on the URL's port),
+ * and does nothing unless every shard is reached. *runs gets the runs
  * looked at. 0 or an HS_E code with err filled. The thread runs it at its
  * start and hourly when the store URL has downsample_after=S (and
  * downsample_by=N, 60 by default). */
