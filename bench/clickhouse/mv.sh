@@ -27,7 +27,9 @@
 #
 #   bash bench/clickhouse/mv.sh [BUILD_DIR]      (default: build)
 # Environment: EVENTS (2000000), PER_FRAME (4096), STACKS (256),
-# SAMPLE_BYTES (524288), BATCH (400000), REPEAT (5), CLICKHOUSE.
+# SAMPLE_BYTES (524288), BATCH (400000), REPEAT (5), CLICKHOUSE; LONG_BUCKETS
+# (0): when set, the view's events are also written as a run spread over
+# that many buckets, and its history and top are timed (not the front end's).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/bench/server_start.sh"
@@ -107,11 +109,14 @@ chq "CREATE MATERIALIZED VIEW mv.rollup ENGINE = SummingMergeTree ORDER BY (run,
      FROM mv.events GROUP BY run, bucket, trace"
 # event i: frame f = i / PER_FRAME; odd frames free the previous frame's blocks
 src="toUInt64(number - if(intDiv(number, $PER_FRAME) % 2 = 1, $PER_FRAME, 0))"
-chq "SELECT toUInt64(1), toUInt64(number * 1000), toUInt64(1 + intHash64($src) % $STACKS),
+gen() { # RUN STEP_NS: the run's rows, an event every STEP_NS
+    echo "SELECT toUInt64($1), toUInt64(number * $2), toUInt64(1 + intHash64($src) % $STACKS),
         (if(intDiv(number, $PER_FRAME) % 2 = 1, -1, 1) * toInt64(round(
           (16 + intHash64($src + 7) % 4081) / (1 - exp(-(16 + intHash64($src + 7) % 4081) / $SAMPLE_BYTES))))),
         toInt32(if(intDiv(number, $PER_FRAME) % 2 = 1, -1, 1))
-     FROM system.numbers LIMIT $total FORMAT RowBinary" > "$tmp/rows.bin"
+     FROM system.numbers LIMIT $total"
+}
+chq "$(gen 1 1000) FORMAT RowBinary" > "$tmp/rows.bin"
 [ "$(stat -c %s "$tmp/rows.bin")" = $((36 * total)) ] || { head -c 300 "$tmp/rows.bin" >&2; exit 1; }
 split -b $((36 * BATCH)) "$tmp/rows.bin" "$tmp/batch."
 rm -f "$tmp/rows.bin"
@@ -125,14 +130,18 @@ mv_ch=$(per_m $(( $(ticks "$chpid") - ch0 )) "$total")
 mv_fe=$(per_m $(( $(awk '{print $16 + $17}' /proc/$$/stat) - self0 )) "$total")
 rm -f "$tmp"/batch.*
 [ "$(chq "SELECT count() FROM mv.events")" = "$total" ] || { echo "view: rows lost" >&2; exit 1; }
-deltas="SELECT bucket AS b, sum(alloc_bytes) - sum(free_bytes) AS d FROM mv.rollup WHERE run = 1
-        GROUP BY b ORDER BY b"
-hist="SELECT groupArray(b) AS bs, arrayCumSum(groupArray(d)) AS cs FROM ($deltas)"
-peak=$(chq "SELECT bs[indexOf(cs, arrayReduce('max', cs))] FROM ($hist)")
-top="SELECT trace, sum(alloc_bytes) - sum(free_bytes) AS live, sum(alloc_count) - sum(free_count)
-     AS n FROM mv.rollup WHERE run = 1 AND bucket <= $peak GROUP BY trace ORDER BY live DESC LIMIT 50"
-mv_hist=$(ms_median "http://127.0.0.1:$http/" "$hist")
-mv_top=$(ms_median "http://127.0.0.1:$http/" "$top")
+view_ms() { # RUN: the warm median ms of its history and of its top at the peak
+    local deltas hist peak top
+    deltas="SELECT bucket AS b, sum(alloc_bytes) - sum(free_bytes) AS d FROM mv.rollup
+            WHERE run = $1 GROUP BY b ORDER BY b"
+    hist="SELECT groupArray(b) AS bs, arrayCumSum(groupArray(d)) AS cs FROM ($deltas)"
+    peak=$(chq "SELECT bs[indexOf(cs, arrayReduce('max', cs))] FROM ($hist)")
+    top="SELECT trace, sum(alloc_bytes) - sum(free_bytes) AS live, sum(alloc_count) -
+         sum(free_count) AS n FROM mv.rollup WHERE run = $1 AND bucket <= $peak GROUP BY trace
+         ORDER BY live DESC LIMIT 50"
+    echo "$(ms_median "http://127.0.0.1:$http/" "$hist") $(ms_median "http://127.0.0.1:$http/" "$top")"
+}
+read -r mv_hist mv_top <<<"$(view_ms 1)"
 mv_bytes=$(awk -v b="$(stored mv)" -v e="$total" 'BEGIN {printf "%.2f", b / e}')
 mv_roll=$(awk -v b="$(rollups mv "table LIKE '.inner%'")" -v e="$total" 'BEGIN {printf "%.2f", b / e}')
 
@@ -141,3 +150,11 @@ printf "$f" way events fe_cpu_s/Mev ch_cpu_s/Mev bytes/event rollup_b/event hist
 printf "$f" front_end "$total" "$fe_fe" "$fe_ch" "$fe_bytes" "$fe_roll" "$fe_hist" "$fe_top"
 printf "$f" view "$total" "$mv_fe" "$mv_ch" "$mv_bytes" "$mv_roll" "$mv_hist" "$mv_top"
 echo "(view: fe_cpu is curl sending the rows; a front end would also decode the frames)"
+# the same events spread over LONG_BUCKETS buckets (run 2): the view's questions on a long run
+if [ "${LONG_BUCKETS:-0}" -gt 0 ]; then
+    chq "INSERT INTO mv.events $(gen 2 $((LONG_BUCKETS * g / total)))"
+    chq "OPTIMIZE TABLE mv.\`.inner.rollup\` FINAL"
+    rows=$(chq "SELECT count() FROM mv.rollup WHERE run = 2")
+    read -r h t <<<"$(view_ms 2)"
+    echo "view over $LONG_BUCKETS buckets ($rows rollup rows): history $h ms, top at the peak $t ms"
+fi
