@@ -191,10 +191,8 @@ static int cluster_of(hs_ch *ch, ds_cluster *c, char *err, size_t errlen)
         if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", e[i]))
             rc = HS_EINVAL;
     if (rc == HS_EINVAL) snprintf(err, errlen, "cannot read the cluster of heap_series");
-    if (!rc) {
-        memcpy(c->name, e, len);
-        c->name[len] = 0;
-    }
+    if (!rc && len) memcpy(c->name, e, len);
+    c->name[rc ? 0 : len] = 0;
     char sql[400];
     snprintf(sql, sizeof sql,
              "SELECT shard_num, host_name FROM system.clusters WHERE cluster = '%s' AND "
