@@ -21,7 +21,8 @@
 # the two front ends write two databases: the same runs in one would be one.
 # Environment: EVENTS (total per N, default 4000000), CONNS ("16 64"), TWO,
 # REPEAT (5), PER_FRAME (4096), STACKS (256), SAMPLE_BYTES (524288),
-# CLICKHOUSE (/usr/sbin/clickhouse-server).
+# CLICKHOUSE (/usr/sbin/clickhouse-server); OPTIMIZED=1 times ClickHouse's
+# questions again once its parts are merged (OPTIMIZE … FINAL): "ch+opt".
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 . "$root/bench/server_start.sh"
@@ -51,6 +52,22 @@ tck=$(getconf CLK_TCK)
 ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 median() { sort -g | awk '{a[NR]=$1} END {printf "%.4g\n", (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 now() { date +%s.%N; }
+
+optimize() { # every table of database $1, its parts merged
+    for t in $(chq "SELECT name FROM system.tables WHERE database = '$1'"); do
+        chq "OPTIMIZE TABLE $1.$t FINAL" > /dev/null
+    done
+}
+latencies() { # STORE N RUN: warm medians through the API on the server at $port
+    local q
+    for q in "runs" "runs/$3/history" "runs/$3/top?at=peak" "runs/$3/flame?at=peak" \
+             "diff?a=$3@peak&b=$3@end"; do
+        for _ in $(seq "$REPEAT"); do
+            curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$port/api/$q"
+        done | median | awk -v s="$1" -v n="$2" -v q="$(sed "s/$3/RUN/g; s/?.*//" <<<"$q")" \
+            '{printf "%s\t%s\t%s\t%.1f\n", s, n, q, $1 * 1000}' >> "$tmp/latency"
+    done
+}
 
 printf '%-7s %-6s %12s %12s %12s %14s %12s %14s\n' store conns events ack_ev/s ship_ev/s \
     fe_cpu_s/Mev ch_cpu_s/Mev bytes/event
@@ -82,19 +99,15 @@ for n in $CONNS; do
         # query latencies on this store's run (the API reads the store)
         run=$(curl -s "http://127.0.0.1:$port/api/runs?limit=1" | python3 -c \
               'import json,sys; print(json.load(sys.stdin)["runs"][0]["id"])')
-        for q in "runs" "runs/$run/history" "runs/$run/top?at=peak" "runs/$run/flame?at=peak" \
-                 "diff?a=$run@peak&b=$run@end"; do
-            for _ in $(seq "$REPEAT"); do
-                curl -s -o /dev/null -w '%{time_total}\n' "http://127.0.0.1:$port/api/$q"
-            done | median | awk -v s=$store -v n="$n" -v q="$(sed "s/$run/RUN/g; s/?.*//" <<<"$q")" \
-                '{printf "%s\t%s\t%s\t%.1f\n", s, n, q, $1 * 1000}' >> "$tmp/latency"
-        done
+        latencies $store "$n" "$run"
+        if [ $store = ch ] && [ "${OPTIMIZED:-0}" = 1 ]; then # again, its parts merged
+            optimize "$chdb"
+            latencies ch+opt "$n" "$run"
+        fi
         kill -TERM "$pid"
         wait "$pid" || true
         if [ $store = ch ]; then
-            for t in $(chq "SELECT name FROM system.tables WHERE database = '$chdb'"); do
-                chq "OPTIMIZE TABLE $chdb.$t FINAL" > /dev/null
-            done
+            optimize "$chdb"
             bytes=$(chq "SELECT sum(bytes_on_disk) FROM system.parts WHERE database = '$chdb' AND active")
         else
             bytes=$(stat -c %s "$db")
