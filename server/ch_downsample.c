@@ -158,128 +158,15 @@ static int downsample_on(hs_ch *ch, const char *sfx, int64_t age_s, int factor, 
     return rc;
 }
 
-/* ---- the shards of a cluster ---------------------------------------------------------------- */
+typedef struct ds_arg {
+    int64_t age_s;
+    int factor, *runs;
+} ds_arg;
 
-#define DS_MAX_SHARDS 128
-
-typedef struct ds_cluster {
-    char name[128];                /* "" when heap_series is a plain table */
-    int n;                         /* its shards */
-    int num[DS_MAX_SHARDS];        /* their shard_num */
-    char host[DS_MAX_SHARDS][256]; /* their first replica's host */
-    int at[DS_MAX_SHARDS];         /* the connection that reaches each, -1 */
-    hs_ch *conn[DS_MAX_SHARDS];    /* the connections opened */
-    int nconn;
-} ds_cluster;
-
-/* The cluster behind a Distributed heap_series, and its shards. */
-static int cluster_of(hs_ch *ch, ds_cluster *c, char *err, size_t errlen)
+static int downsample_shard(hs_ch *ch, const char *sfx, void *arg, char *err, size_t errlen)
 {
-    hs_buf ans = {0};
-    int rc = hs_ch_query(ch,
-                         "SELECT engine_full FROM system.tables WHERE database = "
-                         "currentDatabase() AND name = 'heap_series'",
-                         NULL, 0, &ans, err, errlen);
-    const char *e = ans.p && !strncmp(ans.p, "Distributed(", 12) ? ans.p + 12 : NULL;
-    size_t len = 0;
-    if (e) {
-        e += strspn(e, " '`\"");
-        len = strcspn(e, " '`\",)");
-    }
-    if (!rc && len >= sizeof c->name) rc = HS_EINVAL;
-    for (size_t i = 0; !rc && i < len; i++)
-        if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.", e[i]))
-            rc = HS_EINVAL;
-    if (rc == HS_EINVAL) snprintf(err, errlen, "cannot read the cluster of heap_series");
-    if (!rc && len) memcpy(c->name, e, len);
-    c->name[rc ? 0 : len] = 0;
-    char sql[400];
-    snprintf(sql, sizeof sql,
-             "SELECT shard_num, host_name FROM system.clusters WHERE cluster = '%s' AND "
-             "replica_num = 1 ORDER BY shard_num",
-             c->name);
-    if (!rc && len) rc = hs_ch_query(ch, sql, NULL, 0, &ans, err, errlen);
-    hs_tsv t;
-    if (!rc && len) hs_tsv_init(&t, &ans);
-    while (!rc && len && hs_tsv_row(&t) && c->n < DS_MAX_SHARDS) {
-        c->num[c->n] = (int)hs_tsv_i64(&t, NULL);
-        size_t hl;
-        const char *h = hs_tsv_field(&t, &hl);
-        snprintf(c->host[c->n], sizeof c->host[0], "%s%.*s%s", memchr(h, ':', hl) ? "[" : "",
-                 (int)hl, h, memchr(h, ':', hl) ? "]" : "");
-        c->at[c->n++] = -1;
-    }
-    if (!rc && len && !c->n) {
-        snprintf(err, errlen, "cluster %s of heap_series has no shards here", c->name);
-        rc = HS_EINVAL;
-    }
-    hs_buf_free(&ans);
-    return rc;
-}
-
-/* Opens addr and gives it the shards it says it is (is_local) that no
- * earlier address has; keeps it only when it got one. */
-static int reach(hs_ch *like, ds_cluster *c, const char *addr, char *err, size_t errlen)
-{
-    hs_ch *ch;
-    hs_buf ans = {0};
-    char sql[300];
-    int got = 0, rc = hs_ch_open_at(&ch, like, addr, err, errlen);
-    snprintf(sql, sizeof sql,
-             "SELECT shard_num FROM system.clusters WHERE cluster = '%s' AND is_local", c->name);
-    if (!rc) rc = hs_ch_query(ch, sql, NULL, 0, &ans, err, errlen);
-    hs_tsv t;
-    if (!rc) hs_tsv_init(&t, &ans);
-    while (!rc && hs_tsv_row(&t)) {
-        int num = (int)hs_tsv_i64(&t, NULL);
-        for (int i = 0; i < c->n; i++)
-            if (c->num[i] == num && c->at[i] < 0) {
-                c->at[i] = c->nconn;
-                got = 1;
-            }
-    }
-    hs_buf_free(&ans);
-    if (rc) {
-        size_t l = strlen(err);
-        char msg[256];
-        snprintf(msg, sizeof msg, "%.*s", (int)(l < 200 ? l : 200), err);
-        snprintf(err, errlen, "shard at %s: %s", addr, msg);
-    }
-    if (!rc && got)
-        c->conn[c->nconn++] = ch;
-    else
-        hs_ch_free(ch);
-    return rc;
-}
-
-/* Every shard of c reached, by the store URL's shards= or by their hosts
- * at the URL's port. */
-static int reach_all(hs_ch *like, ds_cluster *c, char *err, size_t errlen)
-{
-    const char *list = hs_ch_shards(like), *disp = hs_ch_display(like);
-    const char *slash = strchr(disp + 13, '/'), *colon = slash;
-    while (colon > disp + 13 && colon[-1] != ':') colon--;
-    int rc = 0;
-    for (int i = 0; !rc && (list ? *list != 0 : i < c->n); i++) {
-        char addr[300];
-        if (list) {
-            size_t len = strcspn(list, ",");
-            snprintf(addr, sizeof addr, "%.*s", (int)len, list);
-            list += len + (list[len] == ',');
-        } else {
-            snprintf(addr, sizeof addr, "%s:%.*s", c->host[i], (int)(slash - colon), colon);
-        }
-        if (*addr) rc = reach(like, c, addr, err, errlen);
-    }
-    for (int i = 0; !rc && i < c->n; i++)
-        if (c->at[i] < 0) {
-            snprintf(err, errlen,
-                     "downsampling: shard %d of cluster %s is not reached; give one HTTP address "
-                     "of each shard in the store URL's shards=HOST:PORT,…",
-                     c->num[i], c->name);
-            rc = HS_EINVAL;
-        }
-    return rc;
+    ds_arg *a = arg;
+    return downsample_on(ch, sfx, a->age_s, a->factor, a->runs, err, errlen);
 }
 
 int hs_chship_downsample(hs_chship *s, int64_t age_s, int factor, int *runs, char *err,
@@ -287,15 +174,6 @@ int hs_chship_downsample(hs_chship *s, int64_t age_s, int factor, int *runs, cha
 {
     assert(age_s >= 0 && factor > 1);
     *runs = 0;
-    ds_cluster *c = calloc(1, sizeof *c);
-    if (!c) return HS_ENOMEM;
-    int rc = cluster_of(s->ch, c, err, errlen);
-    if (!rc && !c->name[0]) rc = downsample_on(s->ch, "", age_s, factor, runs, err, errlen);
-    if (!rc && c->name[0]) rc = reach_all(s->ch, c, err, errlen);
-    /* every shard reached first: then each one's own tables, shard by shard */
-    for (int i = 0; !rc && c->name[0] && i < c->nconn; i++)
-        rc = downsample_on(c->conn[i], "_local", age_s, factor, runs, err, errlen);
-    for (int i = 0; i < c->nconn; i++) hs_ch_free(c->conn[i]);
-    free(c);
-    return rc;
+    ds_arg a = {age_s, factor, runs};
+    return hs__chship_each_shard(s->ch, "downsampling", downsample_shard, &a, err, errlen);
 }

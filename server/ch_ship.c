@@ -802,6 +802,36 @@ static const char *const per_run_tables[] = {
     "events",    "snapshots",  "heap_series", "process_samples", "size_hist",
     "run_exact", "heap_exact", "trace_stats"};
 
+typedef struct retain_arg {
+    int cutoff; /* YYYYMM: older partitions go */
+    int *dropped;
+} retain_arg;
+
+/* Retention on one server's tables (sfx "") or one shard's ("_local"). */
+static int retain_on(hs_ch *ch, const char *sfx, void *arg, char *err, size_t errlen)
+{
+    retain_arg *a = arg;
+    int rc = 0;
+    for (size_t i = 0; !rc && i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
+        char sql[400];
+        hs_buf ans = {0};
+        snprintf(sql, sizeof sql,
+                 "SELECT DISTINCT partition FROM system.parts WHERE database = currentDatabase() "
+                 "AND table = '%s%s' AND active AND toUInt32OrZero(partition) < %d",
+                 per_run_tables[i], sfx, a->cutoff);
+        rc = hs_ch_query(ch, sql, NULL, 0, &ans, err, errlen);
+        for (char *p = ans.p, *nl; !rc && p && *p; p = nl + 1) {
+            if (!(nl = strchr(p, '\n'))) break;
+            *nl = 0;
+            snprintf(sql, sizeof sql, "ALTER TABLE %s%s DROP PARTITION %ld", per_run_tables[i], sfx,
+                     strtol(p, NULL, 10));
+            if (!(rc = hs_ch_query(ch, sql, NULL, 0, NULL, err, errlen))) (*a->dropped)++;
+        }
+        hs_buf_free(&ans);
+    }
+    return rc;
+}
+
 int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t errlen)
 {
     assert(months > 0);
@@ -810,28 +840,11 @@ int hs_chship_retain(hs_chship *s, int months, int *dropped, char *err, size_t e
     struct tm tm;
     gmtime_r(&now, &tm);
     int ym = (tm.tm_year + 1900) * 12 + tm.tm_mon - months; /* months since year 0 */
-    int cutoff = (ym / 12) * 100 + ym % 12 + 1;             /* YYYYMM: older ones go */
+    retain_arg a = {(ym / 12) * 100 + ym % 12 + 1, dropped};
     int rc = ensure_schema(s, err, errlen);
-    for (size_t i = 0; !rc && i < sizeof per_run_tables / sizeof *per_run_tables; i++) {
-        char table[64], sql[400];
-        hs_buf ans = {0};
-        if ((rc = hs__chship_local_table(s->ch, per_run_tables[i], table, sizeof table, err,
-                                         errlen)))
-            break;
-        snprintf(sql, sizeof sql,
-                 "SELECT DISTINCT partition FROM system.parts WHERE database = currentDatabase() "
-                 "AND table = '%s' AND active AND toUInt32OrZero(partition) < %d",
-                 table, cutoff);
-        rc = hs_ch_query(s->ch, sql, NULL, 0, &ans, err, errlen);
-        for (char *p = ans.p, *nl; !rc && p && *p; p = nl + 1) {
-            if (!(nl = strchr(p, '\n'))) break;
-            *nl = 0;
-            snprintf(sql, sizeof sql, "ALTER TABLE %s DROP PARTITION %ld", table,
-                     strtol(p, NULL, 10));
-            if (!(rc = hs_ch_query(s->ch, sql, NULL, 0, NULL, err, errlen))) (*dropped)++;
-        }
-        hs_buf_free(&ans);
-    }
+    /* a partition is dropped on the server that holds it: on a cluster,
+     * every shard's own tables */
+    if (!rc) rc = hs__chship_each_shard(s->ch, "retention", retain_on, &a, err, errlen);
     return rc;
 }
 

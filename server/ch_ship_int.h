@@ -134,10 +134,16 @@ struct hs_chship {
 /* A run's content id: a hash of its whole uuid (uuids of tests and of some
  * collectors differ in a few bytes only). */
 int64_t hs__chship_run_id(const uint8_t *uuid, int n);
-/* The table holding name's rows on the server ch talks to: NAME_local when
- * name is Distributed (the cluster recipe), else name. */
-int hs__chship_local_table(hs_ch *ch, const char *name, char *out, size_t len, char *err,
-                           size_t errlen);
+/* fn on every server holding rows: on ch itself (sfx "") when the tables
+ * are plain, else on each shard of the cluster behind the Distributed
+ * tables over its own NAME_local tables (sfx "_local"), reached at the
+ * address the store URL's shards=HOST:PORT,… gives it, else at its first
+ * replica's host on the URL's port. Nothing is done unless every shard is
+ * reached (the error names what and the shard); fn's error stops it. */
+int hs__chship_each_shard(hs_ch *ch, const char *what,
+                          int (*fn)(hs_ch *shard, const char *sfx, void *arg, char *err,
+                                    size_t errlen),
+                          void *arg, char *err, size_t errlen);
 
 /* The marks file (ch_marks.c), PATH-chship beside the buffer. open:
  * creates it or reads it back into s (maps, watermarks, runs), unless it

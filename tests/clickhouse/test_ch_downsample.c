@@ -8,6 +8,7 @@
  * through shard 2) is its fine history merged span by span, the peak kept.
  * Without shards= the second shard cannot be reached (both loopback
  * servers are 127.0.0.1, on other ports): refused, and nothing changed.
+ * Retention drops old partitions on every shard the same way.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -260,6 +261,53 @@ static void test_every_shard(void **state)
     for (int k = 0; k < 4; k++) json_decref(want[k]);
 }
 
+/* Retention on the cluster (hs_chship_retain): a run of 2020 on each
+ * shard goes from each shard's own tables, a run of today stays; without shards=
+ * the second shard is not reached, refused, and nothing is dropped. */
+static void test_retain_every_shard(void **state)
+{
+    (void)state;
+    char url[700], with[900], fx[700], err[512], out[200], sql[300];
+    recipe(&shard[0], "rt");
+    recipe(&shard[1], "rt");
+    ck_url(&shard[0], "rt", 0, url, sizeof url);
+    snprintf(fx, sizeof fx, "%s/rt.db", tmpdir); /* the shipper's buffer, not shipped */
+    assert_int_equal(fx_build(fx), 0);
+    long long today[2] = {1, 1};
+    for (int i = 0; i < 2; i++) { /* a run of today and one of 2020 on each shard */
+        snprintf(sql, sizeof sql,
+                 "INSERT INTO rt.runs_local (id, uuid, state, day, ver) VALUES (%d, 'new%d', "
+                 "'ended', today(), 1), (%d, 'old%d', 'ended', toDate('2020-01-15'), 1)",
+                 60 + i, i, 70 + i, i);
+        assert_int_equal(ck_sql(&shard[i], sql, out, sizeof out), 0);
+    }
+    hs_chship *sh;
+    int dropped = 0;
+    assert_int_equal(hs_chship_new(&sh, fx, url, err, sizeof err), 0);
+    assert_int_not_equal(hs_chship_retain(sh, 12, &dropped, err, sizeof err), 0);
+    hs_chship_free(sh);
+    fprintf(stderr, "retention without shards=: %s\n", err);
+    assert_non_null(strstr(err, "retention: shard 2 of cluster heapstore_two_shards"));
+    assert_int_equal(dropped, 0);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(ck_int(&shard[i], "SELECT count() FROM rt.runs_local FINAL"),
+                         today[i] + 1);
+    snprintf(with, sizeof with, "%s&shards=127.0.0.1:%d,127.0.0.1:%d", url, shard[0].http_port,
+             shard[1].http_port);
+    assert_int_equal(hs_chship_new(&sh, fx, with, err, sizeof err), 0);
+    int rc = hs_chship_retain(sh, 12, &dropped, err, sizeof err);
+    if (rc) fprintf(stderr, "retain: %s\n", err);
+    hs_chship_free(sh);
+    assert_int_equal(rc, 0);
+    assert_int_equal(dropped, 2); /* one partition of runs on each shard */
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(ck_int(&shard[i], "SELECT count() FROM rt.runs_local FINAL WHERE "
+                                           "day < toDate('2021-01-01')"),
+                         0);
+        assert_int_equal(ck_int(&shard[i], "SELECT count() FROM rt.runs_local FINAL"), today[i]);
+    }
+}
+
 int main(void)
 {
     ck_require();
@@ -270,7 +318,8 @@ int main(void)
         snprintf(dir, sizeof dir, "%s/shard%d", tmpdir, i + 1);
         if (ck_start(&shard[i], dir, i + 1, tcp)) return 1;
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_shard)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_every_shard),
+                                       cmocka_unit_test(test_retain_every_shard)};
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     ck_stop(&shard[0]);
     ck_stop(&shard[1]);
