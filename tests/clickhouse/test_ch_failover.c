@@ -110,8 +110,11 @@ static void check_known(int port, long long run)
     json_decref(j);
 }
 
-static void front_ends(tk_server *a, tk_server *b, const char *db, const char *url)
+/* Front ends on database db of url (a NULL: B only); an ended run stays
+ * in their buffers for the comparison (buffer_keep). */
+static void front_ends(tk_server *a, tk_server *b, const char *db, char *url, size_t len)
 {
+    strncat(url, "&buffer_keep=600", len - strlen(url) - 1);
     char da[700], dbb[700];
     snprintf(da, sizeof da, "%s/%s-a.db", tmpdir, db);
     snprintf(dbb, sizeof dbb, "%s/%s-b.db", tmpdir, db);
@@ -127,7 +130,7 @@ static void test_killed_mid_run(void **state)
     ck_url(&ch, "failover", 0, url, sizeof url);
     ck_url(&ch, "scratch", 0, scratch, sizeof scratch);
     tk_server a, b;
-    front_ends(&a, &b, "failover", url);
+    front_ends(&a, &b, "failover", url, sizeof url);
     snprintf(list, sizeof list, "tcp://127.0.0.1:%d,tcp://127.0.0.1:%d", a.port, b.port);
     snprintf(out, sizeof out, "%s/killed.out", tmpdir);
     const char *argv[] = {
@@ -171,7 +174,7 @@ static void test_first_dead(void **state)
     ck_url(&ch, "deadfirst", 0, url, sizeof url);
     ck_url(&ch, "scratch2", 0, scratch, sizeof scratch);
     tk_server b;
-    front_ends(NULL, &b, "deadfirst", url);
+    front_ends(NULL, &b, "deadfirst", url, sizeof url);
     snprintf(list, sizeof list, "127.0.0.1:%d,127.0.0.1:%d", tk_free_port(), b.port);
     char r[16];
     snprintf(r, sizeof r, "%d", ROUNDS);

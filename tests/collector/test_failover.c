@@ -16,7 +16,9 @@
  *     second, which stores the run to its end, whole (with SQLite servers
  *     a run moved this way is two runs of one uuid, one per database; with
  *     front ends of one ClickHouse store it is one run:
- *     tests/clickhouse/test_ch_failover.c).
+ *     tests/clickhouse/test_ch_failover.c);
+ *   - the CLI: `heapstore run` and a query with the list, the first
+ *     address dead; a malformed list refused.
  */
 #include <setjmp.h>
 #include <signal.h>
@@ -242,13 +244,54 @@ static void test_killed_mid_run(void **state)
     assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
 }
 
+/* The CLI takes the same list: `heapstore run` hands it to the collector
+ * and asks the first address that answers for the run; a query command
+ * asks the first that answers; a malformed list is said, nothing asked. */
+static void test_cli_list(void **state)
+{
+    (void)state;
+    char db[700], url[200];
+    db_at(db, sizeof db, "cli");
+    tk_server b;
+    assert_int_equal(tk_server_start(&b, db, 0, NULL), 0);
+    snprintf(url, sizeof url, "tcp://127.0.0.1:%d, tcp://127.0.0.1:%d", tk_free_port(), b.port);
+    const char *env[] = {tk_env("HEAPSTORE_URL=%s", url), "HEAPSTORE_SEED=2", NULL};
+    const char *argv[] = {tk_build_path("bin/heapstore"),
+                          "run",
+                          "--sample",
+                          "1",
+                          "--",
+                          tk_build_path("bin/hs-example"),
+                          "--rounds",
+                          "4",
+                          "--round-ms",
+                          "20",
+                          NULL};
+    tk_out o;
+    assert_int_equal(tk_run(&o, argv, env, TK_PRELOAD_NONE, 120), 0);
+    if (o.code) fprintf(stderr, "heapstore run: %s\n%s\n", o.out, o.err);
+    assert_int_equal(o.code, 0);
+    assert_non_null(strstr(o.err, "leaky_cache_add"));
+    tk_out_free(&o);
+    check_whole(&b, 4);
+    json_t *runs = tk_cli_json((const char *const[]){"runs", "--json", NULL}, env);
+    assert_int_equal(json_array_size(json_object_get(runs, "runs")), 1);
+    json_decref(runs);
+    const char *bad[] = {tk_env("HEAPSTORE_URL=127.0.0.1:%d,,", b.port), NULL};
+    assert_int_equal(tk_cli(&o, (const char *const[]){"runs", NULL}, bad), 0);
+    assert_true(o.code != 0);
+    assert_non_null(strstr(o.err, "or a list of them separated by commas"));
+    tk_out_free(&o);
+    assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
+}
+
 int main(void)
 {
     tk_tmpdir(dir, sizeof dir, "failover");
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_first_dead),     cmocka_unit_test(test_first_stalled),
         cmocka_unit_test(test_first_refuses),  cmocka_unit_test(test_seed_spreads),
-        cmocka_unit_test(test_killed_mid_run),
+        cmocka_unit_test(test_killed_mid_run), cmocka_unit_test(test_cli_list),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!rc) {
