@@ -957,8 +957,8 @@ static void deliver(void)
     while ((!delivered() || hs__symup_pending()) && !S.refused && !S.gave_up &&
            hs_now_ns() < deadline) {
         if (S.fd < 0) {
-            /* Never reached: one more try, but do not hold the exit for a
-             * server that refuses connections. */
+            /* Never reached: one more try (one per listed address), but do
+             * not hold the exit for servers that refuse connections. */
             if (attempts++ >= (hs__cfg.naddr > 1 ? hs__cfg.naddr : 1) && !S.opened_once) break;
             S.next_try_ns = 0;
         }
