@@ -56,18 +56,16 @@ typedef struct hs_config_addr {
     char port[8];   /* decimal, 1..65535 */
 } hs_config_addr;
 
+/* Ordered by what every process writes: the numbers, then the URL's copy,
+ * then the first address, so that the few bytes written fall in as few
+ * pages as may be (each page first written costs a fault); what only a
+ * list, a file target, a token or labels write comes after. */
 typedef struct hs_config {
     int disabled;
     int target; /* enum hs_target_kind */
-    /* TCP: the addresses in the order listed; only addr[0..naddr) written */
-    int naddr;
-    hs_config_addr addr[HS_CONFIG_ADDRS];
-    char path[HS_CONFIG_STR]; /* FILE */
-    char url[HS_CONFIG_STR];
-    char labels[HS_CONFIG_STR];
-    char token[256];
-    uint64_t sample_bytes;
+    int naddr;  /* TCP: addresses listed, 1..HS_CONFIG_ADDRS */
     uint32_t depth;
+    uint64_t sample_bytes;
     uint64_t rss_ms;
     uint64_t buffer_bytes;
     uint64_t exit_flush_ms;
@@ -76,6 +74,12 @@ typedef struct hs_config {
     uint64_t seed;
     int lines;  /* enum hs_lines (hs_symbolize.h) */
     int unwind; /* enum hs_unwind_mode */
+    char url[HS_CONFIG_STR];
+    /* TCP: the addresses in the order listed; only addr[0..naddr) written */
+    hs_config_addr addr[HS_CONFIG_ADDRS];
+    char path[HS_CONFIG_STR]; /* FILE */
+    char token[256];
+    char labels[HS_CONFIG_STR];
 } hs_config;
 
 /* Fills cfg, zero-filled (as a static object is), from the environment (see
