@@ -9,7 +9,8 @@
  *     unanswered, as for a host that is gone): the same, once the
  *     collector's connect bound (3 s) has passed;
  *   - the first front end refuses the run (a token it does not accept):
- *     the second stores it;
+ *     the second stores it; every front end refuses: given up after one
+ *     refusal each;
  *   - the seed picks the first address (seed mod n): four runs with seeds
  *     1..4 over two servers land two on each;
  *   - the first server killed mid-run: the collector resumes on the
@@ -181,6 +182,36 @@ static void test_first_refuses(void **state)
     assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
 }
 
+/* Every front end refuses: the run is given up after one refusal each, as
+ * one refusing server's is (the program ends as usual; nothing stored). */
+static void test_all_refuse(void **state)
+{
+    (void)state;
+    char da[700], db[700], url[200];
+    db_at(da, sizeof da, "refusing-1");
+    db_at(db, sizeof db, "refusing-2");
+    tk_server a, b;
+    const char *tok_a[] = {"--token", "for-a", NULL}, *tok_b[] = {"--token", "for-b", NULL};
+    assert_int_equal(tk_server_start(&a, da, 0, tok_a), 0);
+    assert_int_equal(tk_server_start(&b, db, 0, tok_b), 0);
+    snprintf(url, sizeof url, "127.0.0.1:%d,127.0.0.1:%d", a.port, b.port);
+    const char *more[] = {"HEAPSTORE_SEED=1", "HEAPSTORE_TOKEN=mine", NULL};
+    char *err = run_example(url, 4, 20, more);
+    const char *next = "refused the run: bad token (trying the next address)";
+    const char *last = "refused the run: bad token\n";
+    const char *n1 = strstr(err, next), *l1 = strstr(err, last);
+    if (!n1 || strstr(n1 + 1, next) || !l1 || strstr(l1 + 1, last)) fprintf(stderr, "%s", err);
+    assert_true(n1 && !strstr(n1 + 1, next)); /* once each */
+    assert_true(l1 && !strstr(l1 + 1, last));
+    free(err);
+    assert_true(tk_log_contains(&a, "refused: bad token"));
+    assert_true(tk_log_contains(&b, "refused: bad token"));
+    assert_int_equal(tk_q(da, "SELECT count(*) FROM runs"), 0);
+    assert_int_equal(tk_q(db, "SELECT count(*) FROM runs"), 0);
+    assert_int_equal(tk_server_stop(&a, SIGTERM), 0);
+    assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
+}
+
 static void test_seed_spreads(void **state)
 {
     (void)state;
@@ -289,9 +320,10 @@ int main(void)
 {
     tk_tmpdir(dir, sizeof dir, "failover");
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_first_dead),     cmocka_unit_test(test_first_stalled),
-        cmocka_unit_test(test_first_refuses),  cmocka_unit_test(test_seed_spreads),
-        cmocka_unit_test(test_killed_mid_run), cmocka_unit_test(test_cli_list),
+        cmocka_unit_test(test_first_dead),    cmocka_unit_test(test_first_stalled),
+        cmocka_unit_test(test_first_refuses), cmocka_unit_test(test_all_refuse),
+        cmocka_unit_test(test_seed_spreads),  cmocka_unit_test(test_killed_mid_run),
+        cmocka_unit_test(test_cli_list),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     if (!rc) {
