@@ -126,28 +126,27 @@ static int env_word(const char *name, const char *const *words, int n, int def)
     return def;
 }
 
-int hs_config_parse_url(hs_config *cfg, const char *url)
+/* One TCP address of HEAPSTORE_URL, the n bytes at s: [tcp://|http://]
+ * HOST:PORT, with anything from a '/' on ignored; HOST may be [v6]. 0 or
+ * HS_EINVAL. */
+static int parse_addr(hs_config_addr *a, const char *s, size_t n)
 {
-    if (strlen(url) >= sizeof cfg->url) return HS_EINVAL;
-    const char *rest = url;
-    if (!strncmp(url, "file://", 7)) {
-        if (url[7] != '/') return HS_EINVAL;
-        cfg->target = HS_TARGET_FILE;
-        copy_str(cfg->path, sizeof cfg->path, url + 7, strlen(url + 7));
-        return 0;
+    if (n >= 6 && !strncmp(s, "tcp://", 6)) {
+        s += 6;
+        n -= 6;
+    } else if (n >= 7 && !strncmp(s, "http://", 7)) {
+        s += 7;
+        n -= 7;
+    } else if (memmem(s, n, "://", 3)) {
+        return HS_EINVAL; /* a scheme we do not speak (or file:// in a list) */
     }
-    if (!strncmp(url, "tcp://", 6))
-        rest = url + 6;
-    else if (!strncmp(url, "http://", 7))
-        rest = url + 7;
-    else if (strstr(url, "://"))
-        return HS_EINVAL; /* a scheme we do not speak */
-    size_t n = strcspn(rest, "/");
+    const char *slash = memchr(s, '/', n);
+    if (slash) n = (size_t)(slash - s);
     const char *colon = NULL;
     for (size_t i = 0; i < n; i++)
-        if (rest[i] == ':') colon = rest + i;
-    if (!colon || colon == rest || (size_t)(colon - rest) >= sizeof cfg->host) return HS_EINVAL;
-    size_t plen = n - (size_t)(colon + 1 - rest);
+        if (s[i] == ':') colon = s + i;
+    if (!colon || colon == s || (size_t)(colon - s) >= sizeof a->host) return HS_EINVAL;
+    size_t plen = n - (size_t)(colon + 1 - s);
     if (plen == 0 || plen > 5) return HS_EINVAL;
     unsigned port = 0;
     for (size_t i = 0; i < plen; i++) {
@@ -155,16 +154,48 @@ int hs_config_parse_url(hs_config *cfg, const char *url)
         port = port * 10 + (unsigned)(colon[1 + i] - '0');
     }
     if (port == 0 || port > 65535) return HS_EINVAL;
-    const char *h = rest;
-    size_t hlen = (size_t)(colon - rest);
+    const char *h = s;
+    size_t hlen = (size_t)(colon - s);
     if (hlen >= 2 && h[0] == '[' && h[hlen - 1] == ']') { /* [::1]:7459 */
         h++;
         hlen -= 2;
     }
     if (hlen == 0) return HS_EINVAL;
+    copy_str(a->host, sizeof a->host, h, hlen);
+    copy_str(a->port, sizeof a->port, colon + 1, plen);
+    return 0;
+}
+
+static int blank(char c)
+{
+    return c == ' ' || c == '\t';
+}
+
+int hs_config_parse_url(hs_config *cfg, const char *url)
+{
+    if (strlen(url) >= sizeof cfg->url) return HS_EINVAL;
+    if (!strncmp(url, "file://", 7)) {
+        if (url[7] != '/') return HS_EINVAL;
+        cfg->target = HS_TARGET_FILE;
+        copy_str(cfg->path, sizeof cfg->path, url + 7, strlen(url + 7));
+        return 0;
+    }
+    /* ADDR[,ADDR]...: each item trimmed of blanks, none empty. */
+    int n = 0;
+    for (const char *p = url;; p++) {
+        size_t len = strcspn(p, ",");
+        const char *e = p + len;
+        while (p < e && blank(*p)) p++;
+        while (e > p && blank(e[-1])) e--;
+        if (e == p || n == HS_CONFIG_ADDRS) return HS_EINVAL;
+        if (parse_addr(&cfg->addr[n], p, (size_t)(e - p))) return HS_EINVAL;
+        n++;
+        p += strcspn(p, ",");
+        if (!*p) break;
+    }
+    assert(n >= 1 && n <= HS_CONFIG_ADDRS);
+    cfg->naddr = n;
     cfg->target = HS_TARGET_TCP;
-    copy_str(cfg->host, sizeof cfg->host, h, hlen);
-    copy_str(cfg->port, sizeof cfg->port, colon + 1, plen);
     return 0;
 }
 
@@ -185,8 +216,11 @@ void hs_config_load(hs_config *cfg)
         /* Sending elsewhere than where the user meant would be worse than
          * sending nothing. */
         begin(&l, "HEAPSTORE_URL", url);
-        put(&l, "is not tcp://HOST:PORT, http://HOST:PORT, HOST:PORT or file:///PATH; "
-                "recording is off");
+        put(&l, strchr(url, ',') ? "is not a list of at most " HS_CONFIG_ADDRS_S
+                                   " addresses (tcp://HOST:PORT, http://HOST:PORT or "
+                                   "HOST:PORT) separated by commas; recording is off"
+                                 : "is not tcp://HOST:PORT, http://HOST:PORT, HOST:PORT or "
+                                   "file:///PATH; recording is off");
         say(&l);
         cfg->disabled = 1;
         return;

@@ -45,6 +45,7 @@
 #define ACTIVATE_NS    (100ull * 1000000)
 #define BACKOFF_MIN_MS 100
 #define BACKOFF_MAX_MS 5000
+#define CONNECT_MAX_MS 3000 /* a listed address that takes longer is skipped */
 #define MAX_PROCESS    64
 
 typedef struct chunk {
@@ -91,6 +92,10 @@ static struct {
     uint8_t hello[HS_STR_MAX * 4];
     size_t hello_len, hello_off;
     uint64_t next_try_ns, backoff_ms;
+    /* A list of addresses (hs_sender.h): the one used, whether it was
+     * picked yet, failures and refusals in a row, when connect began. */
+    int addr, addr_picked, addr_fails, refusals;
+    uint64_t connect_ns;
     uint8_t rbuf[HS_STR_MAX + 64];
     size_t rlen;
     int last_errno;
@@ -559,6 +564,29 @@ static void build_hello(int resumed)
     hs_mem_unmap(h, sizeof *h);
 }
 
+/* The address to connect to. A list's first is picked here, not at
+ * start-up: a fork child resets S and picks by its own pid. */
+static const hs_config_addr *cur_addr(void)
+{
+    if (hs__cfg.naddr > 1 && !S.addr_picked) {
+        uint64_t k = hs__cfg.seed ? hs__cfg.seed : (uint64_t)getpid();
+        S.addr = (int)(k % (uint64_t)hs__cfg.naddr);
+        S.addr_picked = 1;
+    }
+    assert(S.addr >= 0 && S.addr < (hs__cfg.naddr > 1 ? hs__cfg.naddr : 1));
+    return &hs__cfg.addr[S.addr];
+}
+
+/* After a failed or lost connection on a list: the next address, tried at
+ * once (1), unless every address has now failed in a row (0: back off). */
+static int next_addr(void)
+{
+    S.addr = (S.addr + 1) % hs__cfg.naddr;
+    if (++S.addr_fails % hs__cfg.naddr == 0) return 0;
+    S.next_try_ns = 0;
+    return 1;
+}
+
 static void net_close(void)
 {
     if (S.fd >= 0) close(S.fd);
@@ -568,6 +596,7 @@ static void net_close(void)
     S.cur_off = 0;
     S.rlen = 0;
     hs__symup_conn_lost();
+    if (hs__cfg.naddr > 1 && next_addr()) return;
     uint64_t b = S.backoff_ms ? S.backoff_ms * 2 : BACKOFF_MIN_MS;
     S.backoff_ms = b > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b;
     S.next_try_ns = hs_now_ns() + S.backoff_ms * 1000000ull;
@@ -601,21 +630,21 @@ static void open_file(void)
 /* A literal address (the usual 127.0.0.1 or ::1) and a numeric port: no
  * resolver, whose set-up cost 0.1-0.2 ms at the end of every process. 1
  * with *sa and *len. */
-static int literal_addr(struct sockaddr_storage *sa, socklen_t *len)
+static int literal_addr(const hs_config_addr *a, struct sockaddr_storage *sa, socklen_t *len)
 {
     char *end;
-    unsigned long port = strtoul(hs__cfg.port, &end, 10);
-    if (!hs__cfg.port[0] || *end || port > 65535) return 0;
+    unsigned long port = strtoul(a->port, &end, 10);
+    if (!a->port[0] || *end || port > 65535) return 0;
     memset(sa, 0, sizeof *sa);
     struct sockaddr_in *v4 = (struct sockaddr_in *)sa;
     struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)sa;
-    if (inet_pton(AF_INET, hs__cfg.host, &v4->sin_addr) == 1) {
+    if (inet_pton(AF_INET, a->host, &v4->sin_addr) == 1) {
         v4->sin_family = AF_INET;
         v4->sin_port = htons((uint16_t)port);
         *len = sizeof *v4;
         return 1;
     }
-    if (inet_pton(AF_INET6, hs__cfg.host, &v6->sin6_addr) == 1) {
+    if (inet_pton(AF_INET6, a->host, &v6->sin6_addr) == 1) {
         v6->sin6_family = AF_INET6;
         v6->sin6_port = htons((uint16_t)port);
         *len = sizeof *v6;
@@ -632,6 +661,7 @@ static int try_connect(const struct sockaddr *addr, socklen_t len)
     if (connect(fd, addr, len) == 0 || errno == EINPROGRESS) {
         S.fd = fd;
         S.net = NET_CONNECTING;
+        if (hs__cfg.naddr > 1) S.connect_ns = hs_now_ns();
         return 1;
     }
     S.last_errno = errno;
@@ -641,15 +671,16 @@ static int try_connect(const struct sockaddr *addr, socklen_t len)
 
 static void open_tcp(void)
 {
+    const hs_config_addr *to = cur_addr();
     struct sockaddr_storage sa;
     socklen_t len;
-    if (literal_addr(&sa, &len)) {
+    if (literal_addr(to, &sa, &len)) {
         if (!try_connect((const struct sockaddr *)&sa, len)) net_close();
         return;
     }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *ai = NULL;
-    int rc = getaddrinfo(hs__cfg.host, hs__cfg.port, &hints, &ai);
+    int rc = getaddrinfo(to->host, to->port, &hints, &ai);
     if (rc != 0 || !ai) {
         S.last_errno = EHOSTUNREACH;
         net_close();
@@ -681,13 +712,20 @@ static void handle_server_frames(void)
                 queue_ack(next);
             }
             S.backoff_ms = 0;
+            S.addr_fails = S.refusals = 0;
         } else if (f.type == HS_FRAME_SYMREQ) {
             hs__symup_request(f.payload, f.len);
         } else if (f.type == HS_FRAME_REFUSE) {
             hs_str why;
+            int next = hs__cfg.naddr > 1 && ++S.refusals < hs__cfg.naddr;
             if (hs_refuse_decode(&why, f.payload, f.len) == 0)
-                say("heapstore: the server refused the run: %.*s\n",
-                    (int)(why.len > 200 ? 200 : why.len), why.ptr);
+                say("heapstore: the server refused the run: %.*s%s\n",
+                    (int)(why.len > 200 ? 200 : why.len), why.ptr,
+                    next ? " (trying the next address)" : "");
+            if (next) { /* another front end may take it */
+                net_close();
+                return;
+            }
             S.refused = 1;
             if (S.fd >= 0) close(S.fd);
             S.fd = -1;
@@ -712,7 +750,13 @@ static int pump_open(void)
     }
     if (S.net != NET_CONNECTING) return 1;
     struct pollfd p = {S.fd, POLLOUT, 0};
-    if (poll(&p, 1, 0) <= 0) return 0;
+    if (poll(&p, 1, 0) <= 0) {
+        if (hs__cfg.naddr > 1 && hs_now_ns() - S.connect_ns > CONNECT_MAX_MS * 1000000ull) {
+            S.last_errno = ETIMEDOUT; /* a host that is gone: the next one */
+            net_close();
+        }
+        return 0;
+    }
     int err = 0;
     socklen_t l = sizeof err;
     getsockopt(S.fd, SOL_SOCKET, SO_ERROR, &err, &l);
@@ -913,9 +957,9 @@ static void deliver(void)
     while ((!delivered() || hs__symup_pending()) && !S.refused && !S.gave_up &&
            hs_now_ns() < deadline) {
         if (S.fd < 0) {
-            /* Never reached: one more try, but do not hold the exit for a
-             * server that refuses connections. */
-            if (attempts++ > 0 && !S.opened_once) break;
+            /* Never reached: one more try (one per listed address), but do
+             * not hold the exit for servers that refuse connections. */
+            if (attempts++ >= (hs__cfg.naddr > 1 ? hs__cfg.naddr : 1) && !S.opened_once) break;
             S.next_try_ns = 0;
         }
         pump();

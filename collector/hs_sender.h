@@ -13,6 +13,16 @@
  * sleeps; they never wait for the network, and never call this module.
  * The output is opened lazily, at the first sample, at exit, or 100 ms into
  * the run, so a fork child that execs at once leaves no trace.
+ * A list of addresses in HEAPSTORE_URL (front ends of one store): the run
+ * starts on address HEAPSTORE_SEED mod n, or its pid mod n when the seed
+ * is random (a fork child draws again), so that a fleet spreads over the
+ * list. A connection that fails (refused, unreachable, not established
+ * within CONNECT_MAX_MS) or is lost moves the run to the next address at
+ * once, as does a REFUSE (a front end may lack what the run needs); the
+ * backoff applies only once every address has failed in a row, and the run
+ * is refused for good only when every address has refused it in a row. An
+ * ACK ends a row. The run resumes on its new front end as after any lost
+ * connection; with one address nothing of this costs anything.
  * The server's requests for a module's symbol tables (SYMREQ) are handed to
  * hs_symup, whose frames go out between the run's own when those are all
  * sent (hs_symup.h).

@@ -38,7 +38,9 @@ static const char usage[] =
     "                  collector's, 512 KiB, or HEAPSTORE_SAMPLE_BYTES)\n"
     "  --db PATH       store the run in PATH (a server is started for it)\n"
     "  HEAPSTORE_URL   send to that server instead of the default "
-    "127.0.0.1:7459\n" HS_CLI_SITE_HELP;
+    "127.0.0.1:7459\n"
+    "                  (or to a list of front ends of one store: "
+    "h1:7459,h2:7459)\n" HS_CLI_SITE_HELP;
 
 /* How long `run` waits, after the program has exited, for its run to appear
  * on the server, and then for a stored run that stays open to change. */

@@ -216,6 +216,46 @@ static int parse_answer(hs_http_answer *out, char *buf, size_t len, const char *
     return 0;
 }
 
+/* The item of a comma-separated list that starts at *p, as host and port;
+ * *p moves past it (and its comma). 0, or HS_EINVAL when it is malformed. */
+static int list_item(const char **p, char *host, size_t hostlen, int *port)
+{
+    size_t n = strcspn(*p, ",");
+    const char *b = *p, *e = *p + n;
+    *p += (*p)[n] ? n + 1 : n;
+    while (b < e && (*b == ' ' || *b == '\t')) b++;
+    while (e > b && (e[-1] == ' ' || e[-1] == '\t')) e--;
+    char item[512];
+    if (e == b || (size_t)(e - b) >= sizeof item) return HS_EINVAL;
+    memcpy(item, b, (size_t)(e - b));
+    item[e - b] = '\0';
+    return hs_http_url_parse(item, host, hostlen, port);
+}
+
+/* A connection to the first address of url's list that accepts one, in
+ * the order listed; its host and port. -1 with err filled, or -2 when
+ * some item of the list is malformed (nothing tried then). */
+static int connect_listed(const char *url, char *host, size_t hostlen, int *port, char *err,
+                          size_t errlen)
+{
+    const char *p = url;
+    do {
+        if (list_item(&p, host, hostlen, port)) {
+            snprintf(err, errlen,
+                     "HEAPSTORE_URL '%s' is not tcp://HOST:PORT, http://HOST:PORT or HOST:PORT "
+                     "(or a list of them separated by commas)",
+                     url);
+            return -2;
+        }
+    } while (*p || p[-1] == ',');
+    int fd = -1;
+    for (p = url; fd < 0 && *p;) {
+        list_item(&p, host, hostlen, port);
+        fd = connect_to(host, *port, 5000, err, errlen);
+    }
+    return fd;
+}
+
 int hs_http_request(hs_http_answer *out, const char *url, const char *token, const char *method,
                     const char *target, const char *body, size_t body_len, int timeout_s, char *err,
                     size_t errlen)
@@ -223,12 +263,8 @@ int hs_http_request(hs_http_answer *out, const char *url, const char *token, con
     char host[256];
     int port;
     memset(out, 0, sizeof *out);
-    if (hs_http_url_parse(url, host, sizeof host, &port)) {
-        snprintf(err, errlen,
-                 "HEAPSTORE_URL '%s' is not tcp://HOST:PORT, http://HOST:PORT or HOST:PORT", url);
-        return HS_EINVAL;
-    }
-    int fd = connect_to(host, port, 5000, err, errlen);
+    int fd = connect_listed(url, host, sizeof host, &port, err, errlen);
+    if (fd == -2) return HS_EINVAL;
     if (fd < 0) return HS_EIO;
     struct timeval tv = {.tv_sec = timeout_s};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
