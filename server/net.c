@@ -769,9 +769,11 @@ static void job_done(server *s, hs_wjob *j)
     case HS_WJOB_HELLO:
         c->inflight -= j->charged;
         if (c->closing) break;
-        if (j->err == HS_EDB || j->err == HS_ENOMEM) {
+        if (j->err == HS_EDB || j->err == HS_ENOMEM || j->err == HS_EIO) {
             /* The server's trouble, not the run's: a close (the collector
-             * retries), not REFUSE (which tells it to give up). */
+             * retries), not REFUSE (which tells it to give up). HS_EIO is
+             * ClickHouse out of reach while a resumed run is fetched back:
+             * the collector keeps its frames and comes back. */
             conn_close(c, "%s", j->msg[0] ? j->msg : hs_strerror(j->err));
             break;
         }
