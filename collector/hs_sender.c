@@ -893,6 +893,7 @@ static void rounds(void)
             S.active = 1;
         if (S.active) {
             hs__busy_enter(&hs__sender_busy);
+            hs__stacks_serve_unwinder(); /* a sampling thread may wait for it */
             cycle(now, stopping);
             hs__busy_leave(&hs__sender_busy);
             pump();
