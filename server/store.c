@@ -720,6 +720,7 @@ int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *h, char *err, s
             r->key_len = h->resume_key.len <= sizeof r->key ? (uint32_t)h->resume_key.len : 0;
             if (r->key_len) memcpy(r->key, h->resume_key.ptr, r->key_len);
             if ((rc = insert_run(s, h, &r->id))) goto fail;
+            r->drops_known = UINT32_MAX; /* the columns' defaults: zeros */
         }
     }
     if (r->state == HS_RUN_LOST) {
