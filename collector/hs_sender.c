@@ -62,8 +62,13 @@ typedef struct pcset {
 
 enum { NET_CLOSED, NET_CONNECTING, NET_OPEN };
 /* Who runs the rounds: the sender thread, or the thread ending the run when
- * that one has not run yet (take_over). Decided once per run. */
+ * that one has not run yet or sleeps between rounds (take_over). It moves
+ * at most once per run, from the thread to the ender, under round_lock. */
 enum { OWNER_NONE, OWNER_THREAD, OWNER_ENDER };
+/* Held by the sender thread during each round (not while it sleeps), and
+ * for good by an ender that takes over from it: the thread, finding it
+ * taken, leaves the run to the ender. */
+static hs_lock round_lock;
 
 static struct {
     pthread_t thread;
@@ -911,24 +916,35 @@ static int delivered(void)
     return S.acked_seq >= S.next_seq;
 }
 
+/* What to wait for: 1 with *p set when the connection is to be watched. */
+static int poll_set(struct pollfd *p)
+{
+    *p = (struct pollfd){S.fd, 0, 0};
+    if (S.fd < 0 || hs__cfg.target != HS_TARGET_TCP) return 0;
+    p->events = POLLIN;
+    if (S.net == NET_CONNECTING || (S.cur && S.cur_off < S.cur->len) || S.hello_off < S.hello_len ||
+        hs__symup_busy())
+        p->events |= POLLOUT;
+    return 1;
+}
+
 static void wait_events(int timeout_ms)
 {
-    struct pollfd p = {S.fd, 0, 0};
-    int net = S.fd >= 0 && hs__cfg.target == HS_TARGET_TCP;
-    if (net) {
-        p.events = POLLIN;
-        if (S.net == NET_CONNECTING || (S.cur && S.cur_off < S.cur->len) ||
-            S.hello_off < S.hello_len || hs__symup_busy())
-            p.events |= POLLOUT;
-    }
+    struct pollfd p;
+    int net = poll_set(&p);
     hs__consumer_wait(net ? &p : NULL, timeout_ms);
 }
 
-/* Rounds until the end of the run is asked for, the last one included. */
-static void rounds(void)
+/* Rounds until the end of the run is asked for, the last one included.
+ * The sender thread (thread: 1) runs each under round_lock and sleeps
+ * without it; it returns 0 when it finds the lock taken (an ender took the
+ * run over), and keeps it after the last round, for deliver(). */
+static int rounds(int thread)
 {
     uint64_t started = hs_now_ns();
     for (;;) {
+        if (thread && !hs_lock_try(&round_lock)) return 0;
+        assert(!thread || atomic_load(&S.owner) == OWNER_THREAD);
         uint64_t now = hs_now_ns();
         int stopping = atomic_load(&S.stopping);
         hs__consumer_beat();
@@ -937,6 +953,7 @@ static void rounds(void)
             S.active = 1;
         if (S.active) {
             hs__busy_enter(&hs__sender_busy);
+            hs__stacks_serve_unwinder(); /* a sampling thread may wait for it */
             cycle(now, stopping);
             hs__busy_leave(&hs__sender_busy);
             pump();
@@ -944,8 +961,14 @@ static void rounds(void)
         if (stopping) break;
         uint64_t wait = CYCLE_MS;
         if (hs__cfg.rss_ms && hs__cfg.rss_ms < wait) wait = hs__cfg.rss_ms;
-        wait_events((int)wait);
+        struct pollfd p;
+        int net = poll_set(&p);
+        if (thread) hs_lock_release(&round_lock);
+        /* (an ender may close p.fd meanwhile: the poll ends, the next
+         * round finds the lock taken) */
+        hs__consumer_wait(net ? &p : NULL, (int)wait);
     }
+    return 1;
 }
 
 /* The end: deliver within the flush bound, then stop draining. */
@@ -988,29 +1011,39 @@ static void *sender_main(void *arg)
     sigset_t all;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
-    rounds();
-    deliver();
+    if (rounds(1)) deliver(); /* else the ender delivers */
     return NULL;
 }
 
 /* The thread ending the run does the sender's last round and delivery
- * itself when the sender thread has not run yet: a short process on a
- * busy machine often ends before its new thread is first scheduled (2-3 ms
- * later, measured), and waiting for it was most of the cost of its end.
+ * itself when the sender thread has not run yet, or sleeps between rounds:
+ * a short process on a busy machine often ends before its new thread is
+ * first scheduled (2-3 ms later, measured), and waiting for it, or waking
+ * it and waiting for it to be scheduled, was most of the cost of its end.
  * Not when the caller interrupted collector code (a signal handler's
- * _exit: its guard is nested), which may hold the locks a round takes; it
- * waits for the thread then, as before. Signals wait until it is done, as
- * they do on the sender thread. 1 when it took over. */
+ * _exit: its guard is nested), which may hold the locks a round takes, nor
+ * while the thread is in a round: it waits for the thread then, as before.
+ * Signals wait until it is done, as they do on the sender thread. 1 when it
+ * took over. */
 static int take_over(void)
 {
     assert(hs__tls.guard > 0); /* hs__run_end's */
     if (hs__tls.guard != 1) return 0;
     int none = OWNER_NONE;
-    if (!atomic_compare_exchange_strong(&S.owner, &none, OWNER_ENDER)) return 0;
+    if (!atomic_compare_exchange_strong(&S.owner, &none, OWNER_ENDER)) {
+        /* The thread's: between its rounds, the lock is free, and the
+         * thread leaves the run at its next round. */
+        if (!hs_lock_try(&round_lock)) return 0;
+        int thread = OWNER_THREAD;
+        if (!atomic_compare_exchange_strong(&S.owner, &thread, OWNER_ENDER)) {
+            hs_lock_release(&round_lock);
+            return 0;
+        }
+    }
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, &old);
-    rounds(); /* one: stopping is set */
+    rounds(0); /* one: stopping is set */
     deliver();
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return 1;
@@ -1127,6 +1160,7 @@ void hs__sender_reset_child(void)
     chunk *spare = S.spare;
     /* Which pcs were sent is per run. */
     memset(&S, 0, sizeof S);
+    atomic_store(&round_lock.v, 0);
     S.fd = S.statm_fd = -1;
     S.next_seq = 1;
     S.info = info;

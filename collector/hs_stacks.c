@@ -6,10 +6,12 @@
 #include <libunwind.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 
 #include "hs_collector.h"
 #include "hs_mem.h"
 #include "hs_python.h"
+#include "hs_thread.h"
 #include "hs_unwind.h"
 
 typedef struct table {
@@ -24,11 +26,19 @@ static uint64_t count, next_id = 1, mem_used;
 static hs_arena arena;
 static _Atomic(hs_stack_rec *) new_list;
 
-/* libunwind is not a dependency of libheapstore.so: hs__stacks_load_unwinder
- * loads it, so that a process run with HEAPSTORE_DISABLE=1 neither maps nor
- * relocates it (nor the liblzma it needs). unw_bt stays NULL until then, or
- * for good when it cannot be loaded: the stacks our own unwinder cannot walk
- * are then dropped (HS_DROP_UNWIND_FAILED). */
+/* libunwind is not a dependency of libheapstore.so, and most processes
+ * never need it: our own unwinder walks every stack of ordinary compiled
+ * code. Loading it (and the liblzma it needs) cost every process about
+ * 120,000 instructions and 15 page faults, a fifth of the collector's cost
+ * per process. So it is loaded at the first stack our unwinder cannot walk,
+ * by the sender thread (never inside an allocation hook: dlopen takes the
+ * loader's lock and allocates), while the sampling thread waits for it, up
+ * to HS_UNWINDER_WAIT_NS (hs__stacks_serve_unwinder); with HEAPSTORE_UNWIND=libunwind, from the
+ * constructor. unw_bt stays NULL until then, or for good when it cannot be
+ * loaded: the stacks our own unwinder cannot walk are then dropped
+ * (HS_DROP_UNWIND_FAILED), as are those of a wait that timed out (the
+ * sampling thread held the loader's lock, inside the program's dlopen) and
+ * of samples taken before the sender started. */
 typedef int (*hs_backtrace_fn)(void **, int);
 typedef int (*hs_policy_fn)(unw_addr_space_t, unw_caching_policy_t);
 static _Atomic(hs_backtrace_fn) unw_bt;
@@ -38,6 +48,12 @@ static _Atomic(hs_backtrace_fn) unw_bt;
 static hs_policy_fn unw_policy;
 static unw_addr_space_t *unw_as;
 static atomic_int policy_state;
+/* LOAD_NONE until a stack needs libunwind, LOAD_WANTED until the sender has
+ * tried, then LOAD_DONE (unw_bt set, or NULL for good). Only grows. */
+enum { LOAD_NONE, LOAD_WANTED, LOAD_DONE };
+static atomic_int load_state;
+
+#define HS_UNWINDER_WAIT_NS (200 * 1000000ull)
 
 static hs_backtrace_fn libunwind_ready(void)
 {
@@ -55,15 +71,46 @@ static hs_backtrace_fn libunwind_ready(void)
 #define HS_STR2(x) #x
 #define HS_STR(x)  HS_STR2(x) /* the name a libunwind.h macro stands for */
 
+static void load_unwinder(void)
+{
+    void *h = dlopen(HS_LIBUNWIND_SONAME, RTLD_LAZY | RTLD_LOCAL);
+    if (h) {
+        unw_policy = (hs_policy_fn)dlsym(h, HS_STR(unw_set_caching_policy));
+        unw_as = (unw_addr_space_t *)dlsym(h, HS_STR(unw_local_addr_space));
+        atomic_store_explicit(&unw_bt, (hs_backtrace_fn)dlsym(h, HS_STR(unw_backtrace)),
+                              memory_order_release);
+    }
+    atomic_store_explicit(&load_state, LOAD_DONE, memory_order_release);
+}
+
 void hs__stacks_load_unwinder(void)
 {
-    if (hs__cfg.unwind == HS_UNWIND_OWN || atomic_load(&unw_bt)) return;
-    void *h = dlopen(HS_LIBUNWIND_SONAME, RTLD_LAZY | RTLD_LOCAL);
-    if (!h) return;
-    unw_policy = (hs_policy_fn)dlsym(h, HS_STR(unw_set_caching_policy));
-    unw_as = (unw_addr_space_t *)dlsym(h, HS_STR(unw_local_addr_space));
-    atomic_store_explicit(&unw_bt, (hs_backtrace_fn)dlsym(h, HS_STR(unw_backtrace)),
-                          memory_order_release);
+    if (hs__cfg.unwind == HS_UNWIND_LIBUNWIND && atomic_load(&load_state) != LOAD_DONE)
+        load_unwinder();
+}
+
+void hs__stacks_serve_unwinder(void)
+{
+    if (HS_UNLIKELY(atomic_load_explicit(&load_state, memory_order_acquire) == LOAD_WANTED))
+        load_unwinder();
+}
+
+/* In the sampling thread, whose stack our unwinder could not walk: asks the
+ * sender for libunwind and waits for it (bounded: see above). */
+static hs_backtrace_fn want_unwinder(void)
+{
+    int st = atomic_load_explicit(&load_state, memory_order_acquire);
+    if (st == LOAD_NONE &&
+        atomic_compare_exchange_strong(&load_state, &(int){LOAD_NONE}, LOAD_WANTED)) {
+        hs__consumer_wake(); /* a round: the sender serves it first */
+        hs__consumer_kick();
+    }
+    uint64_t until = hs_now_ns() + HS_UNWINDER_WAIT_NS;
+    while (atomic_load_explicit(&load_state, memory_order_acquire) != LOAD_DONE) {
+        if (!hs__consumer_alive() || hs_now_ns() > until) return NULL;
+        nanosleep(&(struct timespec){0, 20000}, NULL);
+    }
+    return libunwind_ready();
 }
 
 void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi)
@@ -86,6 +133,8 @@ uint32_t hs__stack_capture(void **scratch, uint32_t scratch_cap, uint64_t *pcs, 
     if (!lib) n = hs__unwind_fast(scratch, (int)want, bounds);
     if (n < 0 && hs__cfg.unwind != HS_UNWIND_OWN) {
         hs_backtrace_fn bt = libunwind_ready();
+        if (!bt && atomic_load_explicit(&load_state, memory_order_relaxed) != LOAD_DONE)
+            bt = want_unwinder();
         if (bt) n = bt(scratch, (int)want);
     }
     if (n <= 0) return 0;

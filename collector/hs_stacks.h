@@ -1,8 +1,8 @@
 /* hs_stacks: capturing call stacks at a sample and interning them.
  *
  * hs__stack_capture unwinds with hs_unwind (libunwind's unw_backtrace for the
- * stacks that one cannot walk, or always with HEAPSTORE_UNWIND=libunwind,
- * once hs__stacks_load_unwinder has loaded it),
+ * stacks that one cannot walk, loaded at the first of them, or always with
+ * HEAPSTORE_UNWIND=libunwind, once hs__stacks_load_unwinder has loaded it),
  * within the thread's stack bounds, and cuts off every
  * frame inside libheapstore.so (the leading ones, and a Python allocator
  * wrapper further out), so pcs[0] is the return address in
@@ -37,9 +37,14 @@ typedef struct hs_stack_rec {
     uint64_t pcs[];
 } hs_stack_rec;
 
-/* Loads libunwind (HEAPSTORE_UNWIND=own: nothing), from the constructor,
- * under guard: until then only our own unwinder walks stacks. */
+/* With HEAPSTORE_UNWIND=libunwind, loads libunwind, from the constructor,
+ * under guard. Otherwise it is loaded only once a stack needs it: a
+ * sampling thread whose stack our own unwinder cannot walk asks for it and
+ * waits (bounded); the consumer of the rings (the sender) calls
+ * hs__stacks_serve_unwinder at each round, which loads it when asked (one
+ * atomic load otherwise). Never from an allocation hook. */
 void hs__stacks_load_unwinder(void);
+void hs__stacks_serve_unwinder(void);
 /* Range of our own code, found once at start. */
 void hs__stacks_init(uintptr_t self_lo, uintptr_t self_hi);
 /* Unwinds into pcs (room for pcs_cap frames, of which HEAPSTORE_DEPTH

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "hs_error.h"
 #include "hs_mem.h"
@@ -44,6 +46,9 @@ typedef struct table {
 #define TABLES_MAX  64 /* tables made in a process's life, at most */
 #define PROBE_MAX   32
 #define STATE_DEPTH 8
+/* Farther below __libc_stack_end than this, sp is not taken for the main
+ * thread's stack without looking (the default stack limit). */
+#define HS_MAIN_STACK_MAX (8u << 20)
 
 static _Atomic(table *) cur_tab;
 static hs_lock tab_lock;
@@ -709,6 +714,24 @@ static int complete(walk *w, int n)
     return n;
 }
 
+/* The kernel's stack pointer at _start (glibc's). */
+extern void *__libc_stack_end;
+
+/* The main thread's first walk: every word from sp up to __libc_stack_end
+ * is its stack for sure, whatever the mappings around it, so no
+ * /proc/self/maps read is needed (a process that samples once, in its
+ * main thread, read it for that alone). A deeper sp later, or a read above
+ * __libc_stack_end, looks the mapping up as in any other thread. */
+static void main_stack_bounds(hs_stack_bounds *b, uintptr_t sp)
+{
+    uintptr_t end = (uintptr_t)__libc_stack_end & ~(uintptr_t)7;
+    if (!end || sp >= end || end - sp > HS_MAIN_STACK_MAX) return;
+    if (syscall(SYS_gettid) != getpid()) return;
+    b->lo = sp & ~(uintptr_t)4095;
+    b->hi = b->top = end;
+    assert(b->lo <= sp && sp < b->hi);
+}
+
 __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_bounds *b)
 {
     uint64_t regs[3];
@@ -717,6 +740,7 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
     int bp_ok = 1;
     walk w = {b, sp, 0, 0};
     if (!(++b->walks & 1023) && b->lookups) b->lookups--;
+    if (HS_UNLIKELY(!b->hi && !b->lookups)) main_stack_bounds(b, sp);
     if (sp < b->lo || sp >= b->hi) {
         if (!refresh(b, sp)) return -1;
         assert(b->lo <= sp && sp < b->hi);

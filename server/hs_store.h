@@ -88,6 +88,13 @@ void hs_store_rollback(hs_store *s);
  * starting over at the next commit (without readers a big WAL is copied and
  * starts over by itself: nothing to force). */
 #define HS_STORE_WAL_PASSIVE (16u << 20)
+/* After hs_store_defer_passive(), commits leave that PASSIVE checkpoint to
+ * hs_store_wal_passive(), which the writer calls once the commit's results
+ * are on their way (an ACK need not wait for a checkpoint of 16 MiB).
+ * hs_store_wal_passive() runs it if the WAL is that big; outside a
+ * transaction. */
+void hs_store_defer_passive(hs_store *s);
+void hs_store_wal_passive(hs_store *s);
 int hs_store_wal_truncate(hs_store *s, int busy_ms);
 uint64_t hs_store_wal_bytes(const hs_store *s);
 int hs_store_wal_stuck(const hs_store *s);

@@ -2,6 +2,7 @@
  * Frames are applied in store_frames.c, rollups live in store_rollup.c, the
  * helpers all three use in store_db.c; they share store_int.h. The layers
  * point one way: store.c -> store_frames.c -> store_rollup.c -> store_db.c. */
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -364,16 +365,30 @@ int hs_store_commit(hs_store *s)
         r->touch_next = NULL;
     }
     s->in_tx = 0;
-    if (hs_store_wal_bytes(s) >= HS_STORE_WAL_PASSIVE) {
-        int log = 0, done = 0;
-        if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==
-            SQLITE_OK) {
-            s->wal_pages = log > 0 ? (uint64_t)log : 0;
-            s->wal_copied = done >= log;
-            if (!s->wal_copied) s->wal_stuck = 1;
-        }
-    }
+    if (s->passive_defer)
+        s->passive_due = 1;
+    else
+        hs_store_wal_passive(s);
     return 0;
+}
+
+void hs_store_defer_passive(hs_store *s)
+{
+    s->passive_defer = 1;
+}
+
+void hs_store_wal_passive(hs_store *s)
+{
+    assert(!s->in_tx);
+    s->passive_due = 0;
+    if (s->readonly || hs_store_wal_bytes(s) < HS_STORE_WAL_PASSIVE) return;
+    int log = 0, done = 0;
+    if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==
+        SQLITE_OK) {
+        s->wal_pages = log > 0 ? (uint64_t)log : 0;
+        s->wal_copied = done >= log;
+        if (!s->wal_copied) s->wal_stuck = 1;
+    }
 }
 
 int hs_store_wal_truncate(hs_store *s, int busy_ms)
@@ -720,6 +735,7 @@ int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *h, char *err, s
             r->key_len = h->resume_key.len <= sizeof r->key ? (uint32_t)h->resume_key.len : 0;
             if (r->key_len) memcpy(r->key, h->resume_key.ptr, r->key_len);
             if ((rc = insert_run(s, h, &r->id))) goto fail;
+            r->drops_known = UINT32_MAX; /* the columns' defaults: zeros */
         }
     }
     if (r->state == HS_RUN_LOST) {

@@ -808,11 +808,16 @@ static int frame_drops(hs_store *s, hs_run *r, const uint8_t *p, size_t len, cha
     while ((more = hs_drops_next(&it, &d)) == 1) {
         if (hs_exact_take(&x, &d)) continue;
         if (d.kind < 1 || d.kind > HS_DROP_KIND_MAX) continue; /* no column for it yet */
+        uint32_t bit = 1u << d.kind;
+        if ((r->drops_known & bit) && r->drops_row[d.kind] == d.value) continue;
         sqlite3_stmt *st = s->st[ST_RUN_DROP];
         sqlite3_bind_int64(st, 1, r->id);
         sqlite3_bind_int64(st, 2, d.kind);
         sqlite3_bind_int64(st, 3, (int64_t)d.value);
         if ((rc = hs__store_step_done(s, st))) return rc;
+        /* (a rollback marks the run broken: it is loaded again, all unknown) */
+        r->drops_row[d.kind] = d.value;
+        r->drops_known |= bit;
     }
     if (more == 0) return x.t_ns ? hs__store_exact(s, r, &x) : 0;
     rc = more;

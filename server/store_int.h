@@ -139,6 +139,12 @@ struct hs_run {
     uint64_t holder; /* the user's tag (hs_run_set_holder); never read by the store */
     int state;       /* HS_RUN_* */
     int stub;        /* loaded as ended: no counters in memory, its row is never rewritten */
+    /* The DROPS counters as its row holds them, for the kinds whose bit is
+     * set in drops_known (all, with zeros, for a row this store inserted;
+     * none for a loaded one): a DROPS frame rewrites only those that moved
+     * (the last one repeats every kind, mostly zeros). */
+    uint64_t drops_row[HS_DROP_KIND_MAX + 1];
+    uint32_t drops_known;
     int64_t id;
     uint8_t uuid[16];
     uint64_t next_seq;
@@ -193,6 +199,7 @@ struct hs_run {
     int seg_tail; /* its row in events_tail exists */
     uint64_t q;   /* its events' time quantum (hs_store_config.event_time_ns) */
 };
+_Static_assert(HS_DROP_KIND_MAX < 32, "drops_known holds a bit per kind");
 
 struct hs_store {
     sqlite3 *db;
@@ -211,6 +218,8 @@ struct hs_store {
     uint32_t page_size;
     int wal_copied;    /* the last PASSIVE checkpoint copied the whole WAL */
     int wal_stuck;     /* readers kept the WAL from being copied or starting over */
+    int passive_defer; /* hs_store_defer_passive: commits leave the checkpoint */
+    int passive_due;   /* a deferred PASSIVE checkpoint is due */
     uint32_t *scratch; /* slot of each entry of the EVENTS frame being applied */
     size_t scratch_cap;
     hs_event *evcache;         /* the entries decoded by the validating pass, so that the */

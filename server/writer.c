@@ -509,7 +509,8 @@ static void retention_step(hs_writer *w, uint64_t now)
     if (!w->retention_more) w->next_retention = now + 60ull * 1000000000ull;
 }
 
-/* The WAL's bound. PASSIVE checkpoints after commits (hs_store_commit)
+/* The WAL's bound. PASSIVE checkpoints after commits (hs_store_wal_passive,
+ * once the jobs' results are posted)
  * keep it short while readers leave gaps; when overlapping readers keep it
  * from starting over and it passes HS_WAL_LIMIT, a TRUNCATE checkpoint waits
  * up to HS_WAL_TRIES times HS_WAL_WAIT_MS for the readers older than the
@@ -578,6 +579,8 @@ static void *writer_main(void *arg)
         if (stop) break;
         hs_log_flush(0);
         if (hs_store_readonly(w->store)) continue;
+        /* after the loop has its results: no ACK waits for it */
+        hs_store_wal_passive(w->store);
         wal_check(w, hs_clock_ns(CLOCK_MONOTONIC));
         expire_graces(w, now);
         if (w->cfg.retain_events_ns && (w->retention_more || now >= w->next_retention))
@@ -594,6 +597,7 @@ int hs_writer_start(hs_writer **out, hs_store *store, const hs_writer_config *cf
     hs_writer *w = calloc(1, sizeof *w);
     if (!w) return HS_ENOMEM;
     w->store = store;
+    hs_store_defer_passive(store); /* hs_store_wal_passive in writer_main */
     w->cfg = *cfg;
     w->async = async;
     pthread_mutex_init(&w->mu, NULL);

@@ -3,14 +3,15 @@
 # that makes one 4 MiB allocation (always sampled at the default rate) and
 # exits, run alone and under libheapstore.so, paired round by round.
 #
-#   bench/collector/per_process.sh [BUILD_DIR] [ROUNDS] [BASELINE_LIB]
+#   bench/collector/per_process.sh [BUILD_DIR] [ROUNDS] [BASELINE_LIB] [BASELINE_SERVER]
 #
 # BUILD_DIR (default ./build) holds lib/libheapstore.so, bin/heapstore-server.
 # Each round times, one after the other, BATCH runs of each configuration
 # (the program alone; preloaded with HEAPSTORE_DISABLE=1; preloaded at the
 # default rate sending to a server on 127.0.0.1; and, when BASELINE_LIB is
-# given, that library the same way, e.g. one built from an older commit)
-# and divides by BATCH. A configuration's figure is the median over the
+# given, that library the same way, e.g. one built from an older commit,
+# sending to a server of BASELINE_SERVER's binary when that is given, so
+# that both halves of the older build are measured) and divides by BATCH. A configuration's figure is the median over the
 # rounds of (its time - the program alone's time in the same round).
 #
 # Then the server started for the purpose reports, at its stop, what its
@@ -31,12 +32,14 @@ set -eu
 BUILD=${1:-build}
 ROUNDS=${2:-21}
 BASE=${3:-}
+BASE_SERVER=${4:-}
 BATCH=${BATCH:-20}
 BUILD=$(cd "$BUILD" && pwd)
 LIB=$BUILD/lib/libheapstore.so
 SERVER=$BUILD/bin/heapstore-server
 T=$(mktemp -d)
-trap 'kill $SPID 2>/dev/null || true; rm -rf "$T"' EXIT
+BSPID=
+trap 'kill $SPID $BSPID 2>/dev/null || true; rm -rf "$T"' EXIT
 
 cat > "$T/one.c" <<'C'
 #include <stdlib.h>
@@ -47,15 +50,21 @@ C
 cc -O2 -g -fno-builtin -o "$T/one" "$T/one.c"
 
 # A server on an ephemeral loopback port; its port comes on --ready-fd.
-start_server() { # $1: database, $2: log; sets SPID and PORT
+start_server() { # $1: database, $2: log[, $3: server binary]; sets SPID and PORT
     rm -f "$T/port"
-    "$SERVER" --db "$1" --listen 127.0.0.1:0 --ready-fd 3 3>"$T/port" 2>"$2" &
+    "${3:-$SERVER}" --db "$1" --listen 127.0.0.1:0 --ready-fd 3 3>"$T/port" 2>"$2" &
     SPID=$!
     for _ in $(seq 100); do [ -s "$T/port" ] && break; sleep 0.05; done
     PORT=$(head -1 "$T/port")
 }
+BURL=
+if [ -n "$BASE_SERVER" ]; then
+    start_server "$T/b.db" "$T/bserver.log" "$BASE_SERVER"
+    BSPID=$SPID BURL=tcp://127.0.0.1:$PORT
+fi
 start_server "$T/h.db" "$T/server.log"
 URL=tcp://127.0.0.1:$PORT
+BURL=${BURL:-$URL}
 
 now() { date +%s%N; }
 batch() { # $@: env assignments, or nothing; prints ns per run
@@ -72,7 +81,7 @@ while [ $r -lt "$ROUNDS" ]; do
     d=$(batch LD_PRELOAD="$LIB" HEAPSTORE_DISABLE=1)
     s=$(batch LD_PRELOAD="$LIB" HEAPSTORE_URL="$URL")
     b=0
-    [ -n "$BASE" ] && b=$(batch LD_PRELOAD="$BASE" HEAPSTORE_URL="$URL")
+    [ -n "$BASE" ] && b=$(batch LD_PRELOAD="$BASE" HEAPSTORE_URL="$BURL")
     echo "$a $d $s $b" >> "$T/rows"
     r=$((r + 1))
 done
@@ -93,13 +102,17 @@ row() { # $1: label, $2: column
 }
 row "libheapstore.so, HEAPSTORE_DISABLE=1" 2
 row "libheapstore.so, default, server on 127.0.0.1" 3
-[ -n "$BASE" ] && row "baseline lib, default, server on 127.0.0.1" 4
+[ -n "$BASE" ] && row "baseline lib, default, ${BASE_SERVER:+baseline }server on 127.0.0.1" 4
+[ -n "$BASE" ] && echo "this build - baseline, paired: $(delta "$(awk '{print $3 - $4}' "$T/rows" | median)")"
 
+[ -n "$BSPID" ] && { kill -TERM $BSPID; wait $BSPID || true; }
 kill -TERM $SPID; wait $SPID || true
 echo "runs stored with their allocation: $("$BUILD/bin/heapstore" sql --db "$T/h.db" \
     "select count(*) from runs where alloc_events = 1" | sed -n 2p | tr -d ' ')"
 echo
-echo "server, after $((ROUNDS * BATCH * (${BASE:+1}+1))) runs sent to it (the same build):"
+SENT=$((ROUNDS * BATCH))
+[ -n "$BASE" ] && [ -z "$BASE_SERVER" ] && SENT=$((SENT * 2))
+echo "server, after $SENT runs sent to it (the same build):"
 grep "symbols:" "$T/server.log" | sed 's/^[^ ]* [^ ]* /  /'
 
 # Throughput: python3 start-ups at every allocation, on a fresh server.

@@ -418,13 +418,14 @@ static char **stack_lines(const hsp_model *m, size_t *n_out)
     return v;
 }
 
-/* One deterministic program at rate 1 under HEAPSTORE_UNWIND=own and =libunwind:
- * ours walks every stack itself (no unwind_failed, none handed to libunwind)
- * and both record the same stacks with the same counts. */
-static void unwinders_agree(const char *name, const char *const *argv)
+/* One deterministic program at rate 1 under HEAPSTORE_UNWIND=first and
+ * =libunwind: no stack is lost (no unwind_failed; with "own", ours walks
+ * every stack itself, none handed to libunwind) and both record the same
+ * stacks with the same counts. */
+static void unwinders_agree_with(const char *name, const char *const *argv, const char *first)
 {
     hsp_model m[2];
-    const char *mode[2] = {"own", "libunwind"};
+    const char *mode[2] = {first, "libunwind"};
     for (int k = 0; k < 2; k++) {
         const char *out = tmpfile_path(tk_env("unw-%s-%s.hsp", name, mode[k]));
         /* PYTHONMALLOC set: the collector leaves pymalloc unwrapped, so
@@ -448,10 +449,11 @@ static void unwinders_agree(const char *name, const char *const *argv)
     size_t diff = n0 > n1 ? n0 - n1 : n1 - n0;
     for (size_t i = 0; i < n0 && i < n1; i++) {
         if (strcmp(a[i], b[i]) == 0) continue;
-        if (diff++ < 3) fprintf(stderr, "%s: own %s\n%s: libunwind %s\n", name, a[i], name, b[i]);
+        if (diff++ < 3)
+            fprintf(stderr, "%s: %s %s\n%s: libunwind %s\n", name, first, a[i], name, b[i]);
     }
-    fprintf(stderr, "%s: %zu stacks (own), %zu (libunwind), %zu differ; %lu allocations\n", name,
-            n0, n1, diff, (unsigned long)m[0].alloc_events);
+    fprintf(stderr, "%s: %zu stacks (%s), %zu (libunwind), %zu differ; %lu allocations\n", name, n0,
+            first, n1, diff, (unsigned long)m[0].alloc_events);
     assert_true(n0 > 0);
     assert_int_equal(diff, 0);
     assert_int_equal(m[0].alloc_events, m[1].alloc_events);
@@ -461,6 +463,11 @@ static void unwinders_agree(const char *name, const char *const *argv)
     free(b);
     hsp_free(&m[0]);
     hsp_free(&m[1]);
+}
+
+static void unwinders_agree(const char *name, const char *const *argv)
+{
+    unwinders_agree_with(name, argv, "own");
 }
 
 static void test_unwinders_agree(void **state)
@@ -689,10 +696,10 @@ static void test_inlined_frames(void **state)
 }
 
 /* What the collector maps into a process (a real `cat /proc/self/maps`
- * under it): with HEAPSTORE_DISABLE=1, or HEAPSTORE_UNWIND=own, neither
- * libunwind nor the liblzma it needs; never libm; recording with the default
- * unwinder, libunwind (loaded by the constructor for the stacks our own
- * unwinder cannot walk). */
+ * under it): with HEAPSTORE_DISABLE=1, HEAPSTORE_UNWIND=own, or the default
+ * unwinder on stacks ours walks, neither libunwind nor the liblzma it needs
+ * (loaded only for a stack that needs it: test_unwinder_on_demand); never
+ * libm; with HEAPSTORE_UNWIND=libunwind, libunwind. */
 static void test_libraries_mapped(void **state)
 {
     (void)state;
@@ -704,7 +711,8 @@ static void test_libraries_mapped(void **state)
     } c[] = {
         {{"HEAPSTORE_DISABLE=1", NULL}, 0},
         {{url, "HEAPSTORE_UNWIND=own", NULL}, 0},
-        {{url, NULL}, 1},
+        {{url, NULL}, 0},
+        {{url, "HEAPSTORE_UNWIND=libunwind", NULL}, 1},
     };
     const char *argv[] = {"/bin/cat", "/proc/self/maps", NULL};
     for (size_t k = 0; k < HS_COUNTOF(c); k++) {
@@ -907,6 +915,48 @@ static void test_signal_handlers(void **state)
     assert_true(h.frees + m.drops[HS_DROP_FREE_EVENTS] >= h.allocs);
     hsp_free(&m);
     tk_out_free(&r);
+}
+
+/* Stacks our own unwinder cannot walk (allocations in a signal handler, at
+ * rate 1): with the default unwinder, libunwind is mapped only once the
+ * first of them comes (not before), the sampling thread waits for the
+ * sender to load it, and every one is recorded, with the stacks
+ * HEAPSTORE_UNWIND=libunwind records; with HEAPSTORE_UNWIND=own they are
+ * lost and counted (so the workload does need libunwind). */
+static void test_unwinder_on_demand(void **state)
+{
+    (void)state;
+    const int n = 20;
+    const char *argv[] = {tk_build_path("tests/wl_sigalloc"), "20", NULL};
+    const char *mode[2] = {"fast", "own"};
+    for (int k = 0; k < 2; k++) {
+        const char *out = tmpfile_path(tk_env("sigalloc-%s.hsp", mode[k]));
+        const char *env[] = {"HEAPSTORE_SAMPLE_BYTES=1", tk_env("HEAPSTORE_URL=file://%s", out),
+                             tk_env("HEAPSTORE_UNWIND=%s", mode[k]), NULL};
+        tk_out r;
+        tk_run(&r, argv, env, 1, 120);
+        tk_expect_ok(&r);
+        int handled = -1, before = -1, after = -1;
+        assert_int_equal(sscanf(r.out, "sigalloc %d %d %d", &handled, &before, &after), 3);
+        assert_int_equal(handled, n);
+        assert_int_equal(before, 0);
+        assert_int_equal(after, k == 0);
+        hsp_model m;
+        load_ok(&m, out, 0);
+        agg h = fn_counts(&m, "on_signal");
+        fprintf(stderr, "%s: handler allocations recorded %lu of %d, unwind_failed %lu\n", mode[k],
+                (unsigned long)h.allocs, n, (unsigned long)m.drops[HS_DROP_UNWIND_FAILED]);
+        if (k == 0) {
+            assert_int_equal(h.allocs, n);
+            assert_int_equal(m.drops[HS_DROP_UNWIND_FAILED], 0);
+        } else {
+            assert_int_equal(h.allocs, 0);
+            assert_int_equal(m.drops[HS_DROP_UNWIND_FAILED], n);
+        }
+        hsp_free(&m);
+        tk_out_free(&r);
+    }
+    unwinders_agree_with("sigalloc", argv, "fast");
 }
 
 /* ---- a stuck sender ---- */
@@ -1192,8 +1242,9 @@ int main(void)
         cmocka_unit_test(test_no_debuginfod),      cmocka_unit_test(test_libraries_mapped),
         cmocka_unit_test(test_underscore_exit),    cmocka_unit_test(test_exec),
         cmocka_unit_test(test_usable_free_sized),  cmocka_unit_test(test_signal_handlers),
-        cmocka_unit_test(test_stuck_sender),       cmocka_unit_test(test_server_down),
-        cmocka_unit_test(test_buffer_bound),       cmocka_unit_test(test_tcp_resume),
+        cmocka_unit_test(test_unwinder_on_demand), cmocka_unit_test(test_stuck_sender),
+        cmocka_unit_test(test_server_down),        cmocka_unit_test(test_buffer_bound),
+        cmocka_unit_test(test_tcp_resume),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -24,6 +24,7 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include "hs_error.h"
 #include "hs_evcodec.h"
 #include "hs_testkit.h"
 
@@ -820,6 +821,79 @@ static void test_lost_and_resumed(void **state)
     free(m.ev);
 }
 
+/* A DROPS frame of (kind, value) pairs, values as totals. */
+static void drops_frame(tk_buf *b, const uint64_t (*kv)[2], size_t n)
+{
+    uint8_t p[256];
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++)
+        for (int k = 0; k < 2; k++) len += hs_varint_encode(p + len, kv[i][k]);
+    tk_raw_frame(b, HS_FRAME_DROPS, p, len);
+}
+
+/* dropped_alloc_events, unwind_failed, stacks_truncated, and whether
+ * main_end_ns is NULL, as one number (each under 100). */
+static int64_t drops_row(const char *db)
+{
+    sqlite3 *sdb = db_open(db);
+    int64_t v = tk_qh(sdb, "SELECT dropped_alloc_events * 1000000 + unwind_failed * 10000 + "
+                           "stacks_truncated * 100 + (main_end_ns IS NULL) FROM runs");
+    sqlite3_close(sdb);
+    return v;
+}
+
+/* DROPS counters are totals: the row holds the latest value of each kind,
+ * whether a frame repeats a kind unchanged (the last frame of a run repeats
+ * every kind, mostly zeros, and only those that moved are written), or
+ * comes to a run the server loaded again after a restart (which knows none
+ * of the row's values). */
+static void test_drops_counters(void **state)
+{
+    (void)state;
+    char dir[600], db[700];
+    tk_tmpdir(dir, sizeof dir, "drops");
+    snprintf(db, sizeof db, "%s/hs.db", dir);
+    tk_server srv;
+    const char *args[] = {"--granularity", "10ms", "--grace", "60s", NULL};
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    uint8_t id[16];
+    run_uuid(id, 9);
+    tk_buf b = {0};
+    tk_header(&b);
+    tk_hello(&b, id, 0, 0, NULL);
+    static const uint64_t d1[][2] = {{1, 5}};
+    static const uint64_t d2[][2] = {{1, 5}, {2, 0}, {5, 0}, {6, 3}, {9, 0}, {10, 0}};
+    drops_frame(&b, d1, HS_COUNTOF(d1));
+    drops_frame(&b, d2, HS_COUNTOF(d2));
+    int fd = tk_connect(srv.port);
+    assert_int_equal(tk_send(fd, b.p, b.len), 0);
+    uint64_t got;
+    assert_int_equal(tk_wait_ack(fd, 2, &got, NULL, 0, 60000), 0);
+    close(fd);
+    assert_int_equal(drops_row(db), 5030001);
+    /* Restarted: the run is loaded again when its collector resumes. */
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
+    tk_buf r = {0};
+    tk_header(&r);
+    tk_hello(&r, id, 2, 0x1, NULL);
+    static const uint64_t d3[][2] = {{1, 5}, {5, 2}, {6, 3}, {9, 40}};
+    static const uint64_t d4[][2] = {{1, 7}, {5, 2}, {6, 3}, {9, 40}};
+    drops_frame(&r, d3, HS_COUNTOF(d3));
+    drops_frame(&r, d4, HS_COUNTOF(d4));
+    fd = tk_connect(srv.port);
+    assert_int_equal(tk_send(fd, r.p, r.len), 0);
+    assert_int_equal(tk_wait_ack(fd, 4, &got, NULL, 0, 60000), 0);
+    close(fd);
+    assert_int_equal(drops_row(db), 7030200);
+    sqlite3 *sdb = db_open(db);
+    assert_int_equal(tk_qh(sdb, "SELECT main_end_ns FROM runs"), 40);
+    sqlite3_close(sdb);
+    assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
+    tk_buf_free(&b);
+    tk_buf_free(&r);
+}
+
 /* A collector that reconnects at once after the ACK of its BYE (it did not
  * see that ACK, say) resends its run with HS_HELLO_RESUMED: the server
  * answers with the run's end and stores nothing twice. The HELLO often lands
@@ -1097,6 +1171,7 @@ int main(void)
         cmocka_unit_test(test_restart_sigterm),
         cmocka_unit_test(test_restart_sigkill),
         cmocka_unit_test(test_lost_and_resumed),
+        cmocka_unit_test(test_drops_counters),
         cmocka_unit_test(test_token_and_duplicate),
         cmocka_unit_test(test_import_and_retention),
         cmocka_unit_test(test_resume_after_bye),
