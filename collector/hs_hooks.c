@@ -913,58 +913,37 @@ static void *realloc_slow(void *p, size_t n)
 
 /* ---- the interposed functions ---- */
 
-/* The unsampled path of every allocating hook: one subtraction and a branch
- * on the countdown, the size histogram, the real function, and the block's
- * exact count, inline: a header load, three adds to the thread's counters
- * and a range check (hs_thread.h). Everything else is in out-of-line cold
- * functions. */
-#define HS_ALLOC_FAST(n, call)                                                                     \
-    hs_tls *t = &hs__tls;                                                                          \
-    int m_ = atomic_load_explicit(&ex_mode, memory_order_relaxed);                                 \
-    if (HS_UNLIKELY(m_ != EX_GLIBC) && m_ == EX_PASS) return call;                                 \
-    uint64_t c = t->countdown;                                                                     \
-    if (HS_LIKELY((n) < c)) {                                                                      \
-        t->countdown = c - (n);                                                                    \
-        hs__hist_add(t, (n));                                                                      \
-        if (HS_UNLIKELY(m_ != EX_GLIBC)) return counted_other(call);                               \
-        void *p_ = call;                                                                           \
-        if (HS_LIKELY(p_ != NULL) && HS_UNLIKELY(hs__exact_alloc(&hs__tls, glibc_size(p_))))       \
-            hs__exact_publish(&hs__tls);                                                           \
-        return p_;                                                                                 \
-    }
-
 enum alloc_kind { K_MALLOC, K_CALLOC, K_REALLOC, K_MEMALIGN, K_ALIGNED_ALLOC, K_VALLOC, K_PVALLOC };
 
+/* The real function of kind k: a and b are calloc's count and size, or the
+ * alignment in a; n is the size in bytes; p is realloc's block. */
+static void *real_call(enum alloc_kind k, void *p, size_t a, size_t b, size_t n)
+{
+    switch (k) {
+    case K_MALLOC:
+        return real.malloc(n);
+    case K_CALLOC:
+        return real.calloc(a, b);
+    case K_REALLOC:
+        return real.realloc(p, n);
+    case K_MEMALIGN:
+        return real.memalign(a, n);
+    case K_ALIGNED_ALLOC:
+        return real.aligned_alloc(a, n);
+    case K_VALLOC:
+        return real.valloc(n);
+    case K_PVALLOC:
+        return real.pvalloc(n);
+    }
+    return NULL;
+}
+
 /* The countdown ran out (or the thread is new, or inside the collector): the
- * real call, then alloc_slow. a and b are calloc's count and size, or the
- * alignment in a; n is the size in bytes. */
+ * real call, then alloc_slow. */
 __attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, void *p, size_t a,
                                                            size_t b, size_t n)
 {
-    void *r = NULL;
-    switch (k) {
-    case K_MALLOC:
-        r = real.malloc(n);
-        break;
-    case K_CALLOC:
-        r = real.calloc(a, b);
-        break;
-    case K_REALLOC:
-        r = real.realloc(p, n);
-        break;
-    case K_MEMALIGN:
-        r = real.memalign(a, n);
-        break;
-    case K_ALIGNED_ALLOC:
-        r = real.aligned_alloc(a, n);
-        break;
-    case K_VALLOC:
-        r = real.valloc(n);
-        break;
-    case K_PVALLOC:
-        r = real.pvalloc(n);
-        break;
-    }
+    void *r = real_call(k, p, a, b, n);
     int e = errno;
     alloc_slow(r, n); /* first: it may be what starts the collector (early_start) */
     if (r && k != K_REALLOC) exact_alloc(&hs__tls, r); /* realloc's caller counts the move */
@@ -972,18 +951,61 @@ __attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, vo
     return r;
 }
 
-HS_EXPORT void *malloc(size_t n)
+/* Every allocating hook (realloc's own aside) when sizes are not read from
+ * glibc's chunk headers: before the real functions are known, with another
+ * allocator, without counting, and with HEAPSTORE_DISABLE (which only
+ * forwards). Out of line, so that the glibc path tests the mode once. */
+__attribute__((noinline, cold)) static void *alloc_other(enum alloc_kind k, size_t a, size_t b,
+                                                         size_t n)
 {
-    HS_ALLOC_FAST(n, real.malloc(n))
-    return alloc_sampled(K_MALLOC, NULL, 0, 0, n);
+    if (atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_PASS)
+        return real_call(k, NULL, a, b, n);
+    hs_tls *t = &hs__tls;
+    uint64_t c = t->countdown;
+    if (n < c) {
+        t->countdown = c - n;
+        hs__hist_add(t, n);
+        return counted_other(real_call(k, NULL, a, b, n));
+    }
+    return alloc_sampled(k, NULL, a, b, n);
 }
+
+/* The thread's exact counts must be published; returns p (a tail call, so
+ * that the fast path keeps nothing on its stack across it). */
+__attribute__((noinline, cold)) static void *published(void *p)
+{
+    hs__exact_publish(&hs__tls);
+    return p;
+}
+
+/* The unsampled path of every allocating hook with glibc's allocator: a
+ * test of the mode, one subtraction and a branch on the countdown, the size
+ * histogram, the real function, and the block's exact count, inline: a
+ * header load, three adds to the thread's counters and a range check
+ * (hs_thread.h). Everything else is in out-of-line cold functions. k, a, b
+ * and n as for real_call. */
+#define HS_ALLOC_FAST(k, a, b, n, call)                                                            \
+    if (HS_UNLIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) != EX_GLIBC))             \
+        return alloc_other(k, a, b, n);                                                            \
+    hs_tls *t = &hs__tls;                                                                          \
+    uint64_t c = t->countdown;                                                                     \
+    if (HS_LIKELY((n) < c)) {                                                                      \
+        t->countdown = c - (n);                                                                    \
+        hs__hist_add(t, (n));                                                                      \
+        void *p_ = call;                                                                           \
+        if (HS_LIKELY(p_ != NULL) && HS_UNLIKELY(hs__exact_alloc(&hs__tls, glibc_size(p_))))       \
+            return published(p_);                                                                  \
+        return p_;                                                                                 \
+    }                                                                                              \
+    return alloc_sampled(k, NULL, a, b, n);
+
+HS_EXPORT void *malloc(size_t n){HS_ALLOC_FAST(K_MALLOC, 0, 0, n, real.malloc(n))}
 
 HS_EXPORT void *calloc(size_t n, size_t m)
 {
     size_t s;
     if (__builtin_mul_overflow(n, m, &s)) return real.calloc(n, m);
-    HS_ALLOC_FAST(s, real.calloc(n, m))
-    return alloc_sampled(K_CALLOC, NULL, n, m, s);
+    HS_ALLOC_FAST(K_CALLOC, n, m, s, real.calloc(n, m))
 }
 
 /* The unsampled free: the filter's load and branch, the block's size from
@@ -1039,28 +1061,17 @@ HS_EXPORT void *reallocarray(void *p, size_t n, size_t m)
     return realloc(p, s);
 }
 
-HS_EXPORT void *memalign(size_t align, size_t n)
-{
-    HS_ALLOC_FAST(n, real.memalign(align, n))
-    return alloc_sampled(K_MEMALIGN, NULL, align, 0, n);
-}
+HS_EXPORT void *memalign(size_t align,
+                         size_t n){HS_ALLOC_FAST(K_MEMALIGN, align, 0, n, real.memalign(align, n))}
 
-HS_EXPORT void *aligned_alloc(size_t align, size_t n)
-{
-    HS_ALLOC_FAST(n, real.aligned_alloc(align, n))
-    return alloc_sampled(K_ALIGNED_ALLOC, NULL, align, 0, n);
-}
+HS_EXPORT void *aligned_alloc(size_t align, size_t n){
+    HS_ALLOC_FAST(K_ALIGNED_ALLOC, align, 0, n, real.aligned_alloc(align, n))}
 
-HS_EXPORT void *valloc(size_t n)
-{
-    HS_ALLOC_FAST(n, real.valloc(n))
-    return alloc_sampled(K_VALLOC, NULL, 0, 0, n);
-}
+HS_EXPORT void *valloc(size_t n){HS_ALLOC_FAST(K_VALLOC, 0, 0, n, real.valloc(n))}
 
 HS_EXPORT void *pvalloc(size_t n)
 {
-    HS_ALLOC_FAST(n, real.pvalloc(n))
-    return alloc_sampled(K_PVALLOC, NULL, 0, 0, n);
+    HS_ALLOC_FAST(K_PVALLOC, 0, 0, n, real.pvalloc(n))
 }
 
 __attribute__((noinline, cold)) static int posix_memalign_sampled(void **out, size_t align,
