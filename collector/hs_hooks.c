@@ -955,14 +955,12 @@ __attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, vo
 }
 
 /* Every allocating hook (realloc's own aside) when sizes are not read from
- * glibc's chunk headers: before the real functions are known, with another
- * allocator, without counting, and with HEAPSTORE_DISABLE (which only
- * forwards). Out of line, so that the glibc path tests the mode once. */
+ * glibc's chunk headers and the collector is not disabled: before the real
+ * functions are known, with another allocator, without counting. Out of
+ * line, so that the glibc path tests the mode once. */
 __attribute__((noinline, cold)) static void *alloc_other(enum alloc_kind k, size_t a, size_t b,
                                                          size_t n)
 {
-    if (atomic_load_explicit(&ex_mode, memory_order_relaxed) == EX_PASS)
-        return real_call(k, NULL, a, b, n);
     hs_tls *t = &hs__tls;
     uint64_t c = t->countdown;
     if (n < c) {
@@ -982,14 +980,18 @@ __attribute__((noinline, cold)) static void *published(void *p)
 }
 
 /* The unsampled path of every allocating hook with glibc's allocator: a
- * test of the mode, one subtraction and a branch on the countdown, the size
+ * test of the mode (HEAPSTORE_DISABLE: a second one, and a tail call to the
+ * real function), one subtraction and a branch on the countdown, the size
  * histogram, the real function, and the block's exact count, inline: a
  * header load, three adds to the thread's counters and a range check
  * (hs_thread.h). Everything else is in out-of-line cold functions. k, a, b
  * and n as for real_call. */
 #define HS_ALLOC_FAST(k, a, b, n, call)                                                            \
-    if (HS_UNLIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) != EX_GLIBC))             \
+    int m_ = atomic_load_explicit(&ex_mode, memory_order_relaxed);                                 \
+    if (HS_UNLIKELY(m_ != EX_GLIBC)) {                                                             \
+        if (m_ == EX_PASS) return call;                                                            \
         return alloc_other(k, a, b, n);                                                            \
+    }                                                                                              \
     hs_tls *t = &hs__tls;                                                                          \
     uint64_t c = t->countdown;                                                                     \
     if (HS_LIKELY((n) < c)) {                                                                      \
