@@ -1,14 +1,17 @@
 /* hs_hooks: the interposed allocator entry points and the collector's life.
  *
- * Every exported function here replaces the C library's. The unsampled path
- * of an allocation is a subtraction and a branch on the thread's countdown
- * (hs_thread.h) before a tail call to the real function; the unsampled path of
- * free is one load from the live set's filter and a branch (hs_liveset.h),
- * or, for the few blocks that share a filter granule with a sampled one, a
+ * Every exported function here replaces the C library's. With glibc's
+ * allocator the unsampled path of an allocation is a test of the mode, a
+ * subtraction and a branch on the thread's countdown (hs_thread.h), the size
+ * histogram, the real function and the block's exact count (about 30
+ * instructions, none of them locked or on a line another thread writes); the
+ * unsampled path of free is one compare of the live set's filter in memory
+ * and a branch (hs_liveset.h), the exact count and a tail call (about 22);
+ * for the few blocks that share a filter granule with a sampled one, a
  * lookup that takes no lock. Only the free of a sampled block takes its
- * shard's lock. Everything else
- * is in the *_slow functions, which run under the thread's re-entry guard,
- * save and restore errno, and never call stdio.
+ * shard's lock. Everything else is in out-of-line cold functions (the
+ * *_slow ones run under the thread's re-entry guard), which save and
+ * restore errno and never call stdio.
  *
  * The real functions come from dlsym(RTLD_NEXT). dlsym may itself allocate;
  * until it returns, allocations are served from a bootstrap arena of mapped
@@ -872,7 +875,7 @@ static void exact_moved(hs_tls *t, uint64_t old, void *q)
     if (q && hs__exact_alloc(t, exact_size(q))) hs__exact_publish(t);
 }
 
-static void *realloc_slow(void *p, size_t n)
+__attribute__((noinline, cold)) static void *realloc_slow(void *p, size_t n)
 {
     hs_tls *t = &hs__tls;
     if (is_boot(p)) {
@@ -913,58 +916,37 @@ static void *realloc_slow(void *p, size_t n)
 
 /* ---- the interposed functions ---- */
 
-/* The unsampled path of every allocating hook: one subtraction and a branch
- * on the countdown, the size histogram, the real function, and the block's
- * exact count, inline: a header load, three adds to the thread's counters
- * and a range check (hs_thread.h). Everything else is in out-of-line cold
- * functions. */
-#define HS_ALLOC_FAST(n, call)                                                                     \
-    hs_tls *t = &hs__tls;                                                                          \
-    int m_ = atomic_load_explicit(&ex_mode, memory_order_relaxed);                                 \
-    if (HS_UNLIKELY(m_ != EX_GLIBC) && m_ == EX_PASS) return call;                                 \
-    uint64_t c = t->countdown;                                                                     \
-    if (HS_LIKELY((n) < c)) {                                                                      \
-        t->countdown = c - (n);                                                                    \
-        hs__hist_add(t, (n));                                                                      \
-        if (HS_UNLIKELY(m_ != EX_GLIBC)) return counted_other(call);                               \
-        void *p_ = call;                                                                           \
-        if (HS_LIKELY(p_ != NULL) && HS_UNLIKELY(hs__exact_alloc(&hs__tls, glibc_size(p_))))       \
-            hs__exact_publish(&hs__tls);                                                           \
-        return p_;                                                                                 \
-    }
-
 enum alloc_kind { K_MALLOC, K_CALLOC, K_REALLOC, K_MEMALIGN, K_ALIGNED_ALLOC, K_VALLOC, K_PVALLOC };
 
+/* The real function of kind k: a and b are calloc's count and size, or the
+ * alignment in a; n is the size in bytes; p is realloc's block. */
+static void *real_call(enum alloc_kind k, void *p, size_t a, size_t b, size_t n)
+{
+    switch (k) {
+    case K_MALLOC:
+        return real.malloc(n);
+    case K_CALLOC:
+        return real.calloc(a, b);
+    case K_REALLOC:
+        return real.realloc(p, n);
+    case K_MEMALIGN:
+        return real.memalign(a, n);
+    case K_ALIGNED_ALLOC:
+        return real.aligned_alloc(a, n);
+    case K_VALLOC:
+        return real.valloc(n);
+    case K_PVALLOC:
+        return real.pvalloc(n);
+    }
+    return NULL;
+}
+
 /* The countdown ran out (or the thread is new, or inside the collector): the
- * real call, then alloc_slow. a and b are calloc's count and size, or the
- * alignment in a; n is the size in bytes. */
+ * real call, then alloc_slow. */
 __attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, void *p, size_t a,
                                                            size_t b, size_t n)
 {
-    void *r = NULL;
-    switch (k) {
-    case K_MALLOC:
-        r = real.malloc(n);
-        break;
-    case K_CALLOC:
-        r = real.calloc(a, b);
-        break;
-    case K_REALLOC:
-        r = real.realloc(p, n);
-        break;
-    case K_MEMALIGN:
-        r = real.memalign(a, n);
-        break;
-    case K_ALIGNED_ALLOC:
-        r = real.aligned_alloc(a, n);
-        break;
-    case K_VALLOC:
-        r = real.valloc(n);
-        break;
-    case K_PVALLOC:
-        r = real.pvalloc(n);
-        break;
-    }
+    void *r = real_call(k, p, a, b, n);
     int e = errno;
     alloc_slow(r, n); /* first: it may be what starts the collector (early_start) */
     if (r && k != K_REALLOC) exact_alloc(&hs__tls, r); /* realloc's caller counts the move */
@@ -972,18 +954,66 @@ __attribute__((noinline, cold)) static void *alloc_sampled(enum alloc_kind k, vo
     return r;
 }
 
+/* Every allocating hook (realloc's own aside) when sizes are not read from
+ * glibc's chunk headers and the collector is not disabled: before the real
+ * functions are known, with another allocator, without counting. Out of
+ * line, so that the glibc path tests the mode once. */
+__attribute__((noinline, cold)) static void *alloc_other(enum alloc_kind k, size_t a, size_t b,
+                                                         size_t n)
+{
+    hs_tls *t = &hs__tls;
+    uint64_t c = t->countdown;
+    if (n < c) {
+        t->countdown = c - n;
+        hs__hist_add(t, n);
+        return counted_other(real_call(k, NULL, a, b, n));
+    }
+    return alloc_sampled(k, NULL, a, b, n);
+}
+
+/* The thread's exact counts must be published; returns p (a tail call, so
+ * that the fast path keeps nothing on its stack across it). */
+__attribute__((noinline, cold)) static void *published(void *p)
+{
+    hs__exact_publish(&hs__tls);
+    return p;
+}
+
+/* The unsampled path of every allocating hook with glibc's allocator: a
+ * test of the mode (HEAPSTORE_DISABLE: a second one, and a tail call to the
+ * real function), one subtraction and a branch on the countdown, the size
+ * histogram, the real function, and the block's exact count, inline: a
+ * header load, three adds to the thread's counters and a range check
+ * (hs_thread.h). Everything else is in out-of-line cold functions. k, a, b
+ * and n as for real_call. */
+#define HS_ALLOC_FAST(k, a, b, n, call)                                                            \
+    int m_ = atomic_load_explicit(&ex_mode, memory_order_relaxed);                                 \
+    if (HS_UNLIKELY(m_ != EX_GLIBC)) {                                                             \
+        if (m_ == EX_PASS) return call;                                                            \
+        return alloc_other(k, a, b, n);                                                            \
+    }                                                                                              \
+    hs_tls *t = &hs__tls;                                                                          \
+    uint64_t c = t->countdown;                                                                     \
+    if (HS_LIKELY((n) < c)) {                                                                      \
+        t->countdown = c - (n);                                                                    \
+        hs__hist_add(t, (n));                                                                      \
+        void *p_ = call;                                                                           \
+        if (HS_LIKELY(p_ != NULL) && HS_UNLIKELY(hs__exact_alloc(&hs__tls, glibc_size(p_))))       \
+            return published(p_);                                                                  \
+        return p_;                                                                                 \
+    }                                                                                              \
+    return alloc_sampled(k, NULL, a, b, n)
+
 HS_EXPORT void *malloc(size_t n)
 {
-    HS_ALLOC_FAST(n, real.malloc(n))
-    return alloc_sampled(K_MALLOC, NULL, 0, 0, n);
+    HS_ALLOC_FAST(K_MALLOC, 0, 0, n, real.malloc(n));
 }
 
 HS_EXPORT void *calloc(size_t n, size_t m)
 {
     size_t s;
     if (__builtin_mul_overflow(n, m, &s)) return real.calloc(n, m);
-    HS_ALLOC_FAST(s, real.calloc(n, m))
-    return alloc_sampled(K_CALLOC, NULL, n, m, s);
+    HS_ALLOC_FAST(K_CALLOC, n, m, s, real.calloc(n, m));
 }
 
 /* The unsampled free: the filter's load and branch, the block's size from
@@ -1011,10 +1041,9 @@ HS_EXPORT void free(void *p)
     free_slow(p);
 }
 
-HS_EXPORT void *realloc(void *p, size_t n)
+/* realloc of a block that is not sampled (nor NULL), with any allocator. */
+__attribute__((noinline)) static void *realloc_unsampled(void *p, size_t n)
 {
-    if (!p) return malloc(n);
-    if (HS_UNLIKELY(hs__liveset_maybe(p))) return realloc_slow(p, n);
     hs_tls *t = &hs__tls;
     uint64_t old = exact_on() ? exact_size(p) : 0, c = t->countdown;
     void *q;
@@ -1026,6 +1055,30 @@ HS_EXPORT void *realloc(void *p, size_t n)
         q = alloc_sampled(K_REALLOC, p, 0, 0, n);
     }
     if (q || n == 0) exact_moved(t, old, q);
+    return q;
+}
+
+/* The unsampled move with glibc's allocator, as malloc's fast path: the old
+ * block's size from its header before the call, the new one's after. A
+ * failed move leaves p the program's and counts nothing; realloc(p, 0) and
+ * the rest go to realloc_unsampled. */
+HS_EXPORT void *realloc(void *p, size_t n)
+{
+    if (!p) return malloc(n);
+    if (HS_UNLIKELY(hs__liveset_maybe(p))) return realloc_slow(p, n);
+    hs_tls *t = &hs__tls;
+    uint64_t c = t->countdown;
+    if (HS_UNLIKELY(atomic_load_explicit(&ex_mode, memory_order_relaxed) != EX_GLIBC) ||
+        HS_UNLIKELY(n == 0) || HS_UNLIKELY(n >= c))
+        return realloc_unsampled(p, n);
+    uint64_t old = glibc_size(p);
+    t->countdown = c - n;
+    hs__hist_add(t, n);
+    void *q = real.realloc(p, n);
+    if (HS_UNLIKELY(q == NULL)) return q;
+    int due = hs__exact_free(t, old);
+    due |= hs__exact_alloc(t, glibc_size(q));
+    if (HS_UNLIKELY(due)) return published(q);
     return q;
 }
 
@@ -1041,26 +1094,22 @@ HS_EXPORT void *reallocarray(void *p, size_t n, size_t m)
 
 HS_EXPORT void *memalign(size_t align, size_t n)
 {
-    HS_ALLOC_FAST(n, real.memalign(align, n))
-    return alloc_sampled(K_MEMALIGN, NULL, align, 0, n);
+    HS_ALLOC_FAST(K_MEMALIGN, align, 0, n, real.memalign(align, n));
 }
 
 HS_EXPORT void *aligned_alloc(size_t align, size_t n)
 {
-    HS_ALLOC_FAST(n, real.aligned_alloc(align, n))
-    return alloc_sampled(K_ALIGNED_ALLOC, NULL, align, 0, n);
+    HS_ALLOC_FAST(K_ALIGNED_ALLOC, align, 0, n, real.aligned_alloc(align, n));
 }
 
 HS_EXPORT void *valloc(size_t n)
 {
-    HS_ALLOC_FAST(n, real.valloc(n))
-    return alloc_sampled(K_VALLOC, NULL, 0, 0, n);
+    HS_ALLOC_FAST(K_VALLOC, 0, 0, n, real.valloc(n));
 }
 
 HS_EXPORT void *pvalloc(size_t n)
 {
-    HS_ALLOC_FAST(n, real.pvalloc(n))
-    return alloc_sampled(K_PVALLOC, NULL, 0, 0, n);
+    HS_ALLOC_FAST(K_PVALLOC, 0, 0, n, real.pvalloc(n));
 }
 
 __attribute__((noinline, cold)) static int posix_memalign_sampled(void **out, size_t align,

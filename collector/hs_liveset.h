@@ -65,8 +65,22 @@ static inline uint32_t hs__filter_index(uintptr_t a)
  * once hs__liveset_init has run). */
 static inline int hs__liveset_maybe(const void *p)
 {
+#if defined(__x86_64__) && defined(__GNUC__)
+    /* One compare of the counter in memory with 0 and a branch (an atomic
+     * load takes a load, then a test). A byte load is atomic on x86-64, as
+     * the relaxed load it stands for. */
+    __asm__ goto("cmpb $0, %0\n\tjne %l1"
+                 :
+                 : "m"(hs__filter[hs__filter_index((uintptr_t)p)])
+                 :
+                 : maybe);
+    return 0;
+maybe:
+    return 1;
+#else
     return atomic_load_explicit(&hs__filter[hs__filter_index((uintptr_t)p)],
                                 memory_order_relaxed) != 0;
+#endif
 }
 
 typedef struct hs_live {

@@ -183,7 +183,13 @@ __attribute__((noinline, cold)) static void *calloc_slow(int d, void *ctx, size_
     }                                                                                              \
     static void free_##D(void *ctx, void *p)                                                       \
     {                                                                                              \
-        if ((HS_UNLIKELY(hs__liveset_maybe(p)) && p) || HS_UNLIKELY(fin_pending())) {              \
+        if (HS_UNLIKELY(hs__liveset_maybe(p))) {                                                   \
+            if (p) {                                                                               \
+                free_slow(D, ctx, p);                                                              \
+                return;                                                                            \
+            }                                                                                      \
+        }                                                                                          \
+        if (HS_UNLIKELY(fin_pending())) {                                                          \
             free_slow(D, ctx, p);                                                                  \
             return;                                                                                \
         }                                                                                          \

@@ -32,6 +32,16 @@ run's whole CPU per sample (the interpreter's own work included).
 
     python3 bench/python/run.py [--build DIR] [--rounds N] [--scale K]
                                 [--workloads json,regex,…] [--no-heaptrack] [--no-perf]
+                                [--counters N] [--before DIR]
+
+--counters N then runs, per workload, N interleaved rounds of python3 alone
+and at the default rate (and at the default rate with the collector of
+--before DIR, to compare a change) under perf stat, each to a file:
+user-space instructions (median) and cycles (minimum), and their ratios
+over python3 alone. A loaded machine disturbs these far less than wall
+time. The "empty" workload (start-up and exit only) tells the per-process
+part of each workload's figure from its steady state. --rounds 0 runs the
+counters only.
 """
 import argparse
 import os
@@ -148,6 +158,48 @@ def db_bytes(path):
     return n
 
 
+def perf_counts(argv, env_extra, out_dir):
+    """User-space (instructions, cycles) of one run, from perf stat."""
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    env.update(env_extra)
+    out = subprocess.run(["perf", "stat", "-x", ",", "-e", "instructions:u,cycles:u", "--"] + argv,
+                         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         cwd=out_dir).stderr
+    got = {}
+    for line in out.splitlines():
+        f = line.split(",")
+        if len(f) > 2 and f[0].isdigit():
+            got[f[2].split(":")[0]] = int(f[0])
+    return got.get("instructions", 0), got.get("cycles", 0)
+
+
+def counters(n, names, scale, libs, tmp):
+    """N interleaved rounds per workload of python3 alone and under each
+    collector of libs (label, path) at the default rate, writing to a file;
+    prints instructions (median) and cycles (minimum) and their ratios."""
+    print(f"\nuser space, {n} interleaved runs each (perf stat): instructions (median) and "
+          f"cycles (minimum), ratios over python3 alone")
+    print(f"{'workload':<9} {'configuration':<16} {'instructions':>14} {'ratio':>7} "
+          f"{'cycles':>14} {'ratio':>7}")
+    for name in names:
+        wl = [PYTHON, WORKLOADS, name, str(scale)]
+        cfgs = [("alone", {})] + [
+            (label, {"LD_PRELOAD": path, "HEAPSTORE_URL": "file://" + os.path.join(tmp, "c.hsp")})
+            for label, path in libs]
+        ins = {c: [] for c, _ in cfgs}
+        cyc = {c: [] for c, _ in cfgs}
+        for _ in range(n):
+            for c, env in cfgs:
+                i, y = perf_counts(wl, env, tmp)
+                ins[c].append(i)
+                cyc[c].append(y)
+        bi, bc = statistics.median(ins["alone"]), min(cyc["alone"])
+        for c, _ in cfgs:
+            mi, mc = statistics.median(ins[c]), min(cyc[c])
+            print(f"{name:<9} {c:<16} {mi:>14,.0f} {mi / bi:>7.3f} {mc:>14,} {mc / bc:>7.3f}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
@@ -156,6 +208,8 @@ def main():
     ap.add_argument("--workloads", default="json,regex,churn,numeric")
     ap.add_argument("--no-heaptrack", action="store_true")
     ap.add_argument("--no-perf", action="store_true")
+    ap.add_argument("--counters", type=int, default=0, metavar="N")
+    ap.add_argument("--before", metavar="DIR", help="another build for --counters")
     a = ap.parse_args()
     build = os.path.abspath(a.build)
     lib = os.path.join(build, "lib/libheapstore.so")
@@ -165,6 +219,14 @@ def main():
             sys.exit(f"missing {f}")
     names = a.workloads.split(",")
     tmp = tempfile.mkdtemp(prefix="hs-bench-python.")
+    libs = [("hs default", lib)]
+    if a.before:
+        libs.append(("before default", os.path.join(os.path.abspath(a.before),
+                                                    "lib/libheapstore.so")))
+    if a.rounds == 0:
+        counters(a.counters, names, a.scale, libs, tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
     srv, port = start_server(build, os.path.join(tmp, "bench.db"), os.path.join(tmp, "server.log"))
     url = f"tcp://127.0.0.1:{port}"
     heaptrack = None if a.no_heaptrack else shutil.which("heaptrack")
@@ -273,6 +335,8 @@ def main():
           "functions, its system calls and the rest of the kernel's time: an upper bound); "
           "CPU: the whole run's CPU over its sampled allocations, the interpreter's own "
           "work included)")
+    if a.counters:
+        counters(a.counters, names, a.scale, libs, tmp)
     shutil.rmtree(tmp, ignore_errors=True)
 
 

@@ -10,6 +10,8 @@ churn    build and drop object graphs: trees of small class instances, dicts
          and lists (most of them pymalloc's small objects)
 numeric  a pure-Python numeric loop (an n-body step on floats): almost no
          allocation beyond the floats it makes and drops
+empty    nothing: the interpreter's start-up and exit alone (what the others
+         pay per process, apart from their steady state)
 
 SCALE multiplies the work (default 1: about 0.3 s each on the VM the
 benchmark was written on). Deterministic: the same input every run.
@@ -130,7 +132,12 @@ def wl_numeric(scale):
     return int(sum(b[0] for b in bodies) * 1000)
 
 
-WORKLOADS = {"json": wl_json, "regex": wl_regex, "churn": wl_churn, "numeric": wl_numeric}
+def wl_empty(scale):
+    return scale
+
+
+WORKLOADS = {"json": wl_json, "regex": wl_regex, "churn": wl_churn, "numeric": wl_numeric,
+             "empty": wl_empty}
 
 if __name__ == "__main__":
     name = sys.argv[1]
