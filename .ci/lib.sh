@@ -42,6 +42,6 @@ hs_build() {
     local dir=$1
     shift
     hs_log "building $dir $*"
-    cmake -S "$HS_ROOT" -B "$HS_ROOT/$dir" "$@" >/dev/null
-    cmake --build "$HS_ROOT/$dir" -j "$HS_JOBS" >/dev/null
+    cmake -S "$HS_ROOT" -B "$HS_ROOT/$dir" "$@" >/dev/null &&
+        cmake --build "$HS_ROOT/$dir" -j "$HS_JOBS" >/dev/null
 }

@@ -152,8 +152,12 @@ static int by_depth_desc(const void *a, const void *b)
 }
 
 /* Every stack of run that allocated and holds at least one frame matching
- * the SQL condition `filter` (over frames f), with the allocations it made. */
-static void load_stacks(stacks *out, int64_t run, const char *filter)
+ * the SQL condition `filter` (over frames f), with the allocations it made;
+ * with sub, also those of them that hold a frame matching `subfilter`, in
+ * sub (their frames' text borrowed from out's: free sub first). One query
+ * for both: on a run at every allocation it takes seconds, under ASan ~10. */
+static void load_stacks_sub(stacks *out, stacks *sub, int64_t run, const char *filter,
+                            const char *subfilter)
 {
     char sql[4096];
     snprintf(sql, sizeof sql,
@@ -162,10 +166,11 @@ static void load_stacks(stacks *out, int64_t run, const char *filter)
              "(SELECT trace, trace FROM sums UNION ALL SELECT up.trace, t.parent FROM up JOIN "
              "traces t ON t.id = up.node WHERE t.parent != 0), fr AS (SELECT up.trace AS trace, "
              "group_concat(t.depth || '@' || f.function || '@' || f.file || '@' || f.line || '@' "
-             "|| f.module, '|') AS s, max(%s) AS keep FROM up JOIN traces t ON t.id = up.node "
-             "JOIN frames f ON f.id = t.frame GROUP BY up.trace) SELECT 'row ' || n || ' ' || b "
-             "|| ' ' || w || ' ' || s AS x FROM sums JOIN fr USING (trace) WHERE keep",
-             (long long)run, filter);
+             "|| f.module, '|') AS s, max(%s) AS keep, coalesce(max(%s), 0) AS sub FROM up JOIN "
+             "traces t ON t.id = up.node JOIN frames f ON f.id = t.frame GROUP BY up.trace) "
+             "SELECT 'row ' || n || ' ' || b || ' ' || w || ' ' || sub || ' ' || s AS x FROM "
+             "sums JOIN fr USING (trace) WHERE keep",
+             (long long)run, filter, subfilter ? subfilter : "1");
     const char *argv[] = {tk_build_path("bin/heapstore"),
                           "sql",
                           "--db",
@@ -185,12 +190,14 @@ static void load_stacks(stacks *out, int64_t run, const char *filter)
     tk_out_free(&r);
     out->s = NULL;
     out->n = 0;
-    size_t cap = 0;
+    if (sub) *sub = (stacks){0};
+    size_t cap = 0, subcap = 0;
     for (char *line = strtok(out->text, "\n"); line; line = strtok(NULL, "\n")) {
         if (strncmp(line, "row ", 4)) continue;
         tstack t = {0};
-        int off = 0;
-        assert_int_equal(sscanf(line, "row %lu %lu %lu %n", &t.n, &t.bytes, &t.weight, &off), 3);
+        int off = 0, in_sub = 0;
+        assert_int_equal(
+            sscanf(line, "row %lu %lu %lu %d %n", &t.n, &t.bytes, &t.weight, &in_sub, &off), 4);
         char *p = line + off;
         size_t fcap = 0;
         while (p && *p) {
@@ -214,7 +221,20 @@ static void load_stacks(stacks *out, int64_t run, const char *filter)
         qsort(t.f, t.nf, sizeof *t.f, by_depth_desc);
         if (out->n == cap) out->s = realloc(out->s, (cap = cap ? 2 * cap : 256) * sizeof *out->s);
         out->s[out->n++] = t;
+        if (!sub || !in_sub) continue;
+        tstack c = t;
+        c.f = malloc((t.nf ? t.nf : 1) * sizeof *c.f);
+        assert_non_null(c.f);
+        memcpy(c.f, t.f, t.nf * sizeof *c.f);
+        if (sub->n == subcap)
+            sub->s = realloc(sub->s, (subcap = subcap ? 2 * subcap : 256) * sizeof *sub->s);
+        sub->s[sub->n++] = c;
     }
+}
+
+static void load_stacks(stacks *out, int64_t run, const char *filter)
+{
+    load_stacks_sub(out, NULL, run, filter, NULL);
 }
 
 static void free_stacks(stacks *st)
@@ -312,9 +332,11 @@ static void parse_flow(flow *f, const char *out)
 
 static int64_t flow_run;
 static flow flow_out;
-static stacks flow_stacks;
+static stacks flow_stacks, flow_all;
 
-/* wl_shape_flow.py exact, at every allocation, once for the tests that read it. */
+/* wl_shape_flow.py exact, at every allocation, once for the tests that read
+ * it: the stacks through its functions, and (flow_all) every stack through
+ * the file, <module> included. */
 static const stacks *flow_exact(void)
 {
     if (flow_run) return &flow_stacks;
@@ -324,8 +346,8 @@ static const stacks *flow_exact(void)
     tk_out_free(&r);
     flow_run = ended_run(flow_out.pid, 0);
     assert_true(run_complete(flow_run));
-    load_stacks(&flow_stacks, flow_run,
-                "f.file LIKE '%/wl_shape_flow.py' AND f.function != '<module>'");
+    load_stacks_sub(&flow_all, &flow_stacks, flow_run, "f.file LIKE '%/wl_shape_flow.py'",
+                    "f.file LIKE '%/wl_shape_flow.py' AND f.function != '<module>'");
     return &flow_stacks;
 }
 
@@ -390,10 +412,7 @@ static void test_generators(void **state)
     long gl = line_of(FLOW_PATH, "genexpr");
     pat gx = {"<genexpr>", FLOW, gl, NULL};
     pat mod = {"<module>", FLOW, gl, NULL};
-    stacks all;
-    load_stacks(&all, flow_run, "f.file LIKE '%/wl_shape_flow.py'");
-    expect_objects("<genexpr>", SUM(&all, gx, mod), f->gen_n, f->gx);
-    free_stacks(&all);
+    expect_objects("<genexpr>", SUM(&flow_all, gx, mod), f->gen_n, f->gx);
 }
 
 /* At the default sampling rate (512 KiB), each thread's estimated bytes
@@ -657,7 +676,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    if (flow_run) free_stacks(&flow_stacks);
+    if (flow_run) {
+        free_stacks(&flow_stacks); /* borrows flow_all's text */
+        free_stacks(&flow_all);
+    }
     return tk_server_stop(&srv, SIGTERM) == 0 ? 0 : -1;
 }
 

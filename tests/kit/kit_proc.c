@@ -376,6 +376,19 @@ char *tk_env(const char *fmt, ...)
     return b;
 }
 
+/* Whether HS_TEST_PYENV_ONLY (unset: all) lists major.minor. */
+static int pyenv_kept(unsigned major, unsigned minor)
+{
+    const char *only = getenv("HS_TEST_PYENV_ONLY");
+    if (!only) return 1;
+    char want[32];
+    snprintf(want, sizeof want, "%u.%u", major, minor);
+    size_t n = strlen(want);
+    for (const char *p = only; (p = strstr(p, want)); p += n)
+        if ((p == only || strchr(" ,", p[-1])) && strchr(" ,", p[n])) return 1;
+    return 0;
+}
+
 int tk_pyenv(unsigned lo, unsigned hi,
              void (*fn)(const char *py, const char *version, unsigned minor, void *ctx), void *ctx)
 {
@@ -397,6 +410,10 @@ int tk_pyenv(unsigned lo, unsigned hi,
         char py[1024];
         snprintf(py, sizeof py, "%s/%s/bin/python%u.%u", vdir, e->d_name, major, minor);
         if (access(py, X_OK) != 0) continue;
+        if (!pyenv_kept(major, minor)) {
+            fprintf(stderr, "pyenv %s: left out (HS_TEST_PYENV_ONLY)\n", e->d_name);
+            continue;
+        }
         fn(py, e->d_name, minor, ctx);
         n++;
     }

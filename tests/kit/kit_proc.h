@@ -109,7 +109,10 @@ char *tk_env(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Calls fn for every pyenv CPython 3.lo to 3.hi present ($PYENV_ROOT, else
  * /root/.pyenv): its interpreter's path, its version ("3.12.1") and minor
- * number. Returns how many there were (0, said on stderr, when none). */
+ * number. Returns how many there were (0, said on stderr, when none).
+ * HS_TEST_PYENV_ONLY, when set, lists the minor versions to keep ("3.9 3.10"):
+ * .ci/test sets it in the sanitized tree to one version for each of the
+ * collector's Python code paths (see there). */
 int tk_pyenv(unsigned lo, unsigned hi,
              void (*fn)(const char *py, const char *version, unsigned minor, void *ctx), void *ctx);
 

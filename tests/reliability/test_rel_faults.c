@@ -267,8 +267,12 @@ static void test_killed_mid_run(void **state)
     assert_int_equal(tk_wait_ack(gfd, 0, NULL, NULL, 0, 30000), 0);
     tk_buf_free(&g);
 
+    /* killed once 1,000 events are in closed segments (events, not
+     * events_tail): a segment closes at 4 MiB of raw events, some 800,000
+     * of this churn's, which 100,000 allocations a second fill in ~4 s
+     * (20,000 took ~21 s) */
     tk_proc p;
-    const char *args[] = {"churn", "30", "20000", NULL};
+    const char *args[] = {"churn", "30", "100000", NULL};
     spawn(&f, &p, args, NULL);
     assert_true(tk_poll(f.db, 1000, 60000, "SELECT coalesce(sum(n_events), 0) FROM events") >=
                 1000);
