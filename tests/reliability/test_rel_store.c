@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <assert.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -49,6 +50,7 @@ static void make_db(char *db, size_t len, const char *name)
  * allocation of 1000 bytes on each, at t = 1 ms. Frame numbers from 1. */
 static uint64_t run_frames(tk_buf *b, const uint8_t id[16], int stacks)
 {
+    assert(stacks > 0);
     tk_header(b);
     tk_hello(b, id, 1, 0, NULL);
     tk_symbols(b, 0, 8, 0);
@@ -57,6 +59,7 @@ static uint64_t run_frames(tk_buf *b, const uint8_t id[16], int stacks)
         tk_stack(b, (uint64_t)i + 1, pcs, 2);
     }
     tk_event *ev = calloc((size_t)stacks, sizeof *ev);
+    assert_non_null(ev);
     for (int i = 0; i < stacks; i++)
         ev[i] = (tk_event){.t = 1000000, .stack = (uint64_t)i + 1, .size = 1000, .weight = 1000};
     tk_events(b, ev, (size_t)stacks);
