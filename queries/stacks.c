@@ -108,20 +108,21 @@ static int stacks_live(hs_q *q, hs__state *s, hs_stacks_result *x, hs_qerr *err)
 {
     x->total_bytes = s->total_bytes;
     x->total_count = s->total_count;
-    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
-    for (size_t i = 0; i < s->n; i++) {
+    int rc = hs__state_rank(q, s, SIZE_MAX, err); /* ties: the stacks' content */
+    for (size_t i = 0; !rc && i < s->n; i++) {
         size_t ix;
-        int rc = row_get(q, x, s->rows[i].trace, &ix, err);
+        rc = row_get(q, x, s->rows[i].trace, &ix, err);
         if (rc == 1) {
             x->omitted++;
             x->omitted_bytes += s->rows[i].bytes;
+            rc = 0;
             continue;
         }
         if (rc) return rc;
         x->rows[ix].bytes += s->rows[i].bytes;
         x->rows[ix].count += s->rows[i].count;
     }
-    return 0;
+    return rc;
 }
 
 /* alloc_* per trace: every sampled allocation made up to at_ns. */
