@@ -194,8 +194,8 @@ static int series_stack(hs_q *q, hs_history_series *s, hs_qerr *err)
 /* The traces of the series, ranked: the top N by their highest live bytes
  * at any bucket end (ties in their stacks' content order), then those asked
  * for by id (each once). ts holds sums->n + p->ntraces; how many in *out. */
-static int series_pick(hs_q *q, trace_series *ts, const hs__tsums *sums,
-                       const hs_history_params *p, size_t *out, hs_qerr *err)
+static int series_pick(hs_q *q, trace_series *ts, const hs__tsums *sums, const hs_history_params *p,
+                       size_t *out, hs_qerr *err)
 {
     size_t n = 0;
     for (size_t i = 0; i < sums->n; i++)

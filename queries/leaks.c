@@ -376,8 +376,7 @@ static int site_judge(const leak_site *s, const hs__run *run, int64_t L, hs_leak
     if (steps < 0) return -1;
     if (steps < LEAK_MIN_STEPS || spread + 1e-9 < LEAK_MIN_SPREAD || window < LEAK_MIN_WINDOW)
         return 0;
-    *row = (hs_leak_row){
-                         .end_bytes = t.bytes,
+    *row = (hs_leak_row){.end_bytes = t.bytes,
                          .slope = cov / vx * 1e9 / (double)run->g,
                          .r2 = vy > 0 ? cov * cov / (vx * vy) : 0,
                          .steady = spread,

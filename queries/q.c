@@ -6,7 +6,6 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,7 +454,8 @@ int hs__frame_cmp(const hs__frame *a, const hs__frame *b)
     if (!d) d = strcmp(a->file, b->file);
     if (!d && a->line != b->line) d = a->line < b->line ? -1 : 1;
     if (!d) d = strcmp(a->module, b->module);
-    if (!d && a->module_offset != b->module_offset) d = a->module_offset < b->module_offset ? -1 : 1;
+    if (!d && a->module_offset != b->module_offset)
+        d = a->module_offset < b->module_offset ? -1 : 1;
     return d ? d : strcmp(a->function, b->function);
 }
 
@@ -476,102 +476,6 @@ int hs__trace_hash(hs_q *q, int64_t trace, uint64_t *out, hs_qerr *err)
         if (!(fr[k] = hs__frame_get(q, frames[k], err))) return HS_EDB;
     *out = hs__stack_hash(fr, d);
     return 0;
-}
-
-/* ---- ties in content order ------------------------------------------------- */
-
-typedef struct tie_el {
-    const hs__frame *site; /* NULL: an empty stack */
-    uint64_t hash;
-    int64_t trace;
-    size_t at; /* index in the array being ordered */
-} tie_el;
-
-int hs__trace_order(const hs__frame *sa, uint64_t ha, int64_t ta, const hs__frame *sb, uint64_t hb,
-                    int64_t tb)
-{
-    if (!sa || !sb) {
-        if (sa || sb) return sa ? 1 : -1;
-    } else {
-        int d = hs__frame_cmp(sa, sb);
-        if (d) return d;
-    }
-    if (ha != hb) return ha < hb ? -1 : 1;
-    return (ta > tb) - (ta < tb);
-}
-
-static int cmp_tie(const void *a, const void *b)
-{
-    const tie_el *x = a, *y = b;
-    return hs__trace_order(x->site, x->hash, x->trace, y->site, y->hash, y->trace);
-}
-
-int hs__trace_content(hs_q *q, int64_t trace, const hs__frame **site, uint64_t *hash,
-                      hs_qerr *err)
-{
-    int64_t sf;
-    int rc = hs__site(q, trace, &sf, err);
-    if (rc) return rc;
-    *site = NULL;
-    if (sf && !(*site = hs__frame_get(q, sf, err))) return HS_EDB;
-    return hs__trace_hash(q, trace, hash, err);
-}
-
-/* Orders base[lo..hi) (elements of size sz that tie) by their traces'
- * content hashes; tmp holds hi - lo elements. */
-static int ties_order(hs_q *q, char *base, size_t lo, size_t hi, size_t sz, size_t trace_off,
-                      tie_el *el, char *tmp, hs_qerr *err)
-{
-    for (size_t i = lo; i < hi; i++) {
-        tie_el *e = &el[i - lo];
-        memcpy(&e->trace, base + i * sz + trace_off, sizeof e->trace);
-        e->at = i;
-        int rc = hs__trace_content(q, e->trace, &e->site, &e->hash, err);
-        if (rc) return rc;
-    }
-    qsort(el, hi - lo, sizeof *el, cmp_tie);
-    for (size_t i = lo; i < hi; i++) memcpy(tmp + (i - lo) * sz, base + el[i - lo].at * sz, sz);
-    memcpy(base + lo * sz, tmp, (hi - lo) * sz);
-    return 0;
-}
-
-int hs__ties_by_content(hs_q *q, void *base, size_t n, size_t sz, size_t weight_off,
-                        size_t trace_off, size_t want, hs_qerr *err)
-{
-    char *b = base;
-    tie_el *el = NULL;
-    char *tmp = NULL;
-    size_t cap = 0;
-    int rc = 0;
-    /* a request's frames bound its memory: past them, ties stay by id */
-    for (size_t lo = 0, hi; !rc && lo < n && lo < want && !hs__frames_full(q); lo = hi) {
-        int64_t w, v;
-        memcpy(&w, b + lo * sz + weight_off, sizeof w);
-        for (hi = lo + 1; hi < n; hi++) {
-            memcpy(&v, b + hi * sz + weight_off, sizeof v);
-            if (v != w) break;
-        }
-        if (hi - lo < 2) continue;
-        if (hi - lo > cap) {
-            cap = hi - lo;
-            free(el);
-            free(tmp);
-            el = malloc(cap * sizeof *el);
-            tmp = malloc(cap * sz);
-            if (!el || !tmp) rc = hs__err(err, HS_ENOMEM, "out of memory");
-        }
-        if (!rc) rc = ties_order(q, b, lo, hi, sz, trace_off, el, tmp, err);
-    }
-    free(el);
-    free(tmp);
-    return rc;
-}
-
-int hs__state_rank(hs_q *q, hs__state *s, size_t want, hs_qerr *err)
-{
-    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
-    return hs__ties_by_content(q, s->rows, s->n, sizeof *s->rows, offsetof(hs__live, bytes),
-                               offsetof(hs__live, trace), want, err);
 }
 
 int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)

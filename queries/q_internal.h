@@ -208,8 +208,7 @@ uint64_t hs__stack_hash(const hs__frame *const *fr, int d);
 int hs__trace_order(const hs__frame *sa, uint64_t ha, int64_t ta, const hs__frame *sb, uint64_t hb,
                     int64_t tb);
 /* What hs__trace_order compares of trace: its site frame and hash. */
-int hs__trace_content(hs_q *q, int64_t trace, const hs__frame **site, uint64_t *hash,
-                      hs_qerr *err);
+int hs__trace_content(hs_q *q, int64_t trace, const hs__frame **site, uint64_t *hash, hs_qerr *err);
 /* Rows that tie in content order: base holds n elements of size sz sorted
  * by an int64_t weight (at weight_off), each naming a trace (int64_t at
  * trace_off); every run of equal weights that starts before want is

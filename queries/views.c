@@ -168,7 +168,8 @@ static int node_before(const flame_out *o, size_t a, size_t b)
     const hs__fnode *x = &o->f->n[a], *y = &o->f->n[b];
     if (x->bytes != y->bytes) return x->bytes > y->bytes;
     hs_qerr e;
-    const hs__frame *fa = hs__frame_get(o->q, x->frame, &e), *fb = hs__frame_get(o->q, y->frame, &e);
+    const hs__frame *fa = hs__frame_get(o->q, x->frame, &e),
+                    *fb = hs__frame_get(o->q, y->frame, &e);
     return fa && fb && hs__frame_cmp(fa, fb) < 0;
 }
 
