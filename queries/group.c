@@ -1,21 +1,25 @@
 /* group: the one grouping engine of the questions (top, diff, gdiff,
- * check, leaks). A moment's live traces are counted for rows by site,
- * function or stack (hs_group), and a row is what its frames are, never a
- * store's id:
+ * check, leaks), and the content order of rows that tie. A moment's live
+ * traces are counted for rows by site, function or stack (hs_group), and a
+ * row is what its frames are, never a store's id:
  *
- *   site      the stack's site frame (site.c): function, file and line
+ *   site      the stack's site frame (site.c): its function, file and line
  *   function  a function's name (every function of the stack)
- *   stack     the whole stack, root first, each frame as a site is
+ *   stack     the whole stack: with names (below), its frames' names, root
+ *             first; else its trace, which its store holds once for each
+ *             sequence of frames, named by its site
  *
  * A frame is its name (function less clone suffixes, or module+offset when
  * unknown) with its file and line; with names set (the questions that
  * compare across runs and builds: diff, gdiff, check) file and line are
  * left out, so that a changed line number still matches (docs/api.md).
- * A trace's rows are worked out once (traces are shared by the moments and
- * runs counted), with its stack's content hash (hs__trace_hash): a row's
- * representative trace is the one holding most, ties going to the lower
- * hash, and rows that tie are ordered by their keys: no store's ids decide
- * what an answer holds or its order. */
+ * Within a store a frame's id stands for its content, so a frame's key is
+ * worked out once, and a trace's rows once (traces are shared by the
+ * moments and runs counted). A row's representative trace is the one
+ * holding most, ties going to the first in content order (hs__trace_cmp:
+ * its site's frame, then its stack leaf first), and rows that tie are
+ * ordered by their keys, then as their traces: no store's ids decide what
+ * an answer holds or its order. */
 #include <assert.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -39,6 +43,7 @@ void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags)
 void hs__group_free(hs__grouping *g)
 {
     hs__smap_free(&g->keys);
+    hs__map_free(&g->fidx);
     hs__map_free(&g->tidx);
     free(g->rows);
     free(g->ents);
@@ -71,26 +76,60 @@ static void key_frame(hs__grouping *g, const hs__frame *f)
     hs_buf_printf(&g->key, "\x1f%s\x1f%010" PRId64, f->file, f->line);
 }
 
-/* The row of the key in g->key (named by f), its entry added to the
- * trace's list once a stack (the site's mark kept). */
-static int key_row(hs__grouping *g, const hs__frame *f, int site, size_t start, uint64_t stamp,
-                   hs_qerr *err)
+/* A new row keyed key (held by g->keys), named by f; NONE when out of memory. */
+static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f)
 {
-    if (g->key.oom) return hs__err(err, HS_ENOMEM, "out of memory");
+    if (g->n == g->cap) {
+        size_t cap = g->cap ? g->cap * 2 : 256;
+        hs__grow *np = realloc(g->rows, cap * sizeof *np);
+        if (!np) return HS__GNONE;
+        g->rows = np;
+        g->cap = cap;
+    }
+    g->rows[g->n] = (hs__grow){.key = key, .frame = f, .seen = UINT64_MAX};
+    return g->n++;
+}
+
+/* The key in g->key as held by g->keys, and its row there (*row: NONE
+ * when new); NULL when out of memory. */
+static const char *key_held(hs__grouping *g, size_t *row)
+{
+    if (g->key.oom) return NULL;
     int added;
     const char *stored;
     size_t i = hs__smap_put(&g->keys, g->key.p ? g->key.p : "", g->key.n, g->n, &added, &stored);
-    if (i == (size_t)-1) return hs__err(err, HS_ENOMEM, "out of memory");
-    if (added) {
-        if (g->n == g->cap) {
-            size_t cap = g->cap ? g->cap * 2 : 256;
-            hs__grow *np = realloc(g->rows, cap * sizeof *np);
-            if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
-            g->rows = np;
-            g->cap = cap;
-        }
-        g->rows[g->n++] = (hs__grow){.key = stored, .frame = f, .seen = UINT64_MAX};
+    if (i == HS__GNONE) return NULL;
+    *row = added ? HS__GNONE : i;
+    return stored;
+}
+
+/* The row of frame id (f) by site or function, its key worked out once a
+ * frame (a frame's id stands for its content within a store); by stack
+ * with file and line, a new row (the trace's) keyed by its site frame's
+ * key. NONE when out of memory. */
+static size_t frame_row(hs__grouping *g, int64_t id, const hs__frame *f)
+{
+    uint64_t v;
+    int stack = g->by == HS_GROUP_STACK;
+    if (!hs__map_get(&g->fidx, (uint64_t)id, &v)) {
+        size_t row;
+        g->key.n = 0;
+        key_frame(g, f);
+        const char *key = key_held(g, &row);
+        if (!key) return HS__GNONE;
+        if (row == HS__GNONE && !stack && (row = row_new(g, key, f)) == HS__GNONE) return row;
+        v = stack ? (uint64_t)(uintptr_t)key : row;
+        if (hs__map_put(&g->fidx, (uint64_t)id, v)) return HS__GNONE;
     }
+    return stack ? row_new(g, (const char *)(uintptr_t)v, f) : (size_t)v;
+}
+
+/* Row i's entry in the trace's list (from start), once a stack (the site's
+ * mark kept). */
+static int ent_row(hs__grouping *g, size_t i, const hs__frame *f, int site, size_t start,
+                   uint64_t stamp, hs_qerr *err)
+{
+    if (i == HS__GNONE) return hs__err(err, HS_ENOMEM, "out of memory");
     if (g->rows[i].seen == stamp) { /* a function twice in a stack: once, the site's mark kept */
         for (size_t j = start; site && j < g->nents; j++)
             if (g->ents[j].row == i) {
@@ -103,36 +142,55 @@ static int key_row(hs__grouping *g, const hs__frame *f, int site, size_t start, 
     return ent_push(g, (hs__gent){.row = i, .frame = f, .site = site}, err);
 }
 
+/* The row of a stack by names: its collapsed line (every frame read); its
+ * site's frame in *f. NONE when out of memory, NONE - 1 on a store's error. */
+static size_t names_row(hs__grouping *g, const int64_t *frames, int d, int site,
+                        const hs__frame **f, hs_qerr *err)
+{
+    g->key.n = 0;
+    for (int j = d - 1; j >= 0; j--) {
+        const hs__frame *fj = hs__frame_get(g->q, frames[j], err);
+        if (!fj) return HS__GNONE - 1;
+        key_frame(g, fj);
+        if (j) hs_buf_put(&g->key, ";", 1);
+        if (j == site) *f = fj;
+    }
+    size_t row;
+    const char *key = key_held(g, &row);
+    if (!key) return HS__GNONE;
+    return row != HS__GNONE ? row : row_new(g, key, *f);
+}
+
 /* The entries of trace's stack (frames: its d frame ids, leaf first; site
  * its site's index). By site, and by stack with file and line, only the
  * site's frame is read: a stack is then its trace, which its store holds
  * once for each sequence of frames (hs_qstore.h). */
-static int stack_rows(hs__grouping *g, int64_t trace, const int64_t *frames, int d, int site,
-                      size_t start, hs_qerr *err)
+static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, size_t start,
+                      hs_qerr *err)
 {
     uint64_t stamp = g->tidx.count;
-    g->key.n = 0;
-    if (d == 0) return g->empty ? key_row(g, NULL, 1, start, stamp, err) : 0;
-    const hs__frame *fr[HS_MAX_DEPTH];
-    int all = g->by == HS_GROUP_FUNCTION || (g->by == HS_GROUP_STACK && g->names);
-    for (int k = all ? 0 : site; k < (all ? d : site + 1); k++)
-        if (!(fr[k] = hs__frame_get(g->q, frames[k], err))) return HS_EDB;
-    if (g->by == HS_GROUP_FUNCTION) {
-        for (int k = 0; k < d; k++) {
-            g->key.n = 0;
-            key_frame(g, fr[k]);
-            int rc = key_row(g, fr[k], k == site, start, stamp, err);
-            if (rc) return rc;
-        }
-        return 0;
+    if (d == 0) {
+        if (!g->empty) return 0;
+        g->key.n = 0;
+        size_t row;
+        const char *key = key_held(g, &row);
+        if (key && row == HS__GNONE) row = row_new(g, key, NULL);
+        return ent_row(g, key ? row : HS__GNONE, NULL, 1, start, stamp, err);
     }
-    if (g->by == HS_GROUP_SITE || !g->names) key_frame(g, fr[site]);
-    if (g->by == HS_GROUP_STACK && !g->names) hs_buf_printf(&g->key, "\x1d%" PRId64, trace);
-    for (int j = d - 1; g->by == HS_GROUP_STACK && g->names && j >= 0; j--) {
-        key_frame(g, fr[j]);
-        if (j) hs_buf_put(&g->key, ";", 1);
+    if (g->by == HS_GROUP_STACK && g->names) {
+        const hs__frame *f = NULL;
+        size_t row = names_row(g, frames, d, site, &f, err);
+        if (row == HS__GNONE - 1) return HS_EDB;
+        return ent_row(g, row, f, 1, start, stamp, err);
     }
-    return key_row(g, fr[site], 1, start, stamp, err);
+    int fn = g->by == HS_GROUP_FUNCTION;
+    for (int k = fn ? 0 : site; k < (fn ? d : site + 1); k++) {
+        const hs__frame *f = hs__frame_get(g->q, frames[k], err);
+        if (!f) return HS_EDB;
+        int rc = ent_row(g, frame_row(g, frames[k], f), f, k == site, start, stamp, err);
+        if (rc) return rc;
+    }
+    return 0;
 }
 
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
@@ -153,7 +211,7 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
     if (site < 0) return site;
     size_t head = g->nents;
     int rc = ent_push(g, (hs__gent){.row = 0}, err);
-    if (!rc) rc = stack_rows(g, trace, frames, d, site, head + 1, err);
+    if (!rc) rc = stack_rows(g, frames, d, site, head + 1, err);
     if (rc) return rc;
     g->ents[head].row = g->nents - head - 1;
     if (hs__map_put(&g->tidx, (uint64_t)trace, head))
@@ -162,15 +220,13 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
     return 0;
 }
 
-/* 1 when trace a comes before trace b in content order (hs__trace_order);
+/* 1 when trace a comes before trace b in content order (hs__trace_cmp);
  * 0 also when either cannot be read (the one kept stays). */
 static int trace_before(hs_q *q, int64_t a, int64_t b)
 {
-    const hs__frame *sa, *sb;
-    uint64_t ha, hb;
     hs_qerr e;
-    if (hs__trace_content(q, a, &sa, &ha, &e) || hs__trace_content(q, b, &sb, &hb, &e)) return 0;
-    return hs__trace_order(sa, ha, a, sb, hb, b) < 0;
+    int c = 0;
+    return !hs__trace_cmp(q, a, b, &c, &e) && c < 0;
 }
 
 void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int64_t bytes)
@@ -178,12 +234,15 @@ void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int6
     assert(j >= 1 && j <= g->ents[head].row);
     const hs__gent *e = &g->ents[head + j];
     hs__grow *r = &g->rows[e->row];
-    if (r->trace && (bytes < r->trace_bytes || trace == r->trace ||
+    if (r->trace == trace) { /* the same trace again (another run's): its most */
+        if (bytes > r->trace_bytes) r->trace_bytes = bytes;
+        return;
+    }
+    if (r->trace && (bytes < r->trace_bytes ||
                      (bytes == r->trace_bytes && !trace_before(g->q, trace, r->trace))))
         return;
     r->trace = trace;
     r->trace_bytes = bytes;
-    r->hashed = 0;
     if (e->frame) r->frame = e->frame;
 }
 
@@ -203,97 +262,97 @@ int hs__group_cmp(hs__grouping *g, size_t a, size_t b)
     if (d || a == b) return d;
     /* by stack, rows that are traces: by their stacks' content */
     hs_qerr e;
-    if (!x->hashed && !hs__trace_hash(g->q, x->trace, &x->hash, &e)) x->hashed = 1;
-    if (!y->hashed && !hs__trace_hash(g->q, y->trace, &y->hash, &e)) y->hashed = 1;
-    return hs__trace_order(NULL, x->hash, x->trace, NULL, y->hash, y->trace);
+    int c = 0;
+    hs__trace_cmp(g->q, x->trace, y->trace, &c, &e);
+    return c;
 }
 
 /* ---- ties in content order ------------------------------------------------- */
 
-typedef struct tie_el {
-    const hs__frame *site; /* NULL: an empty stack */
-    uint64_t hash;
-    int64_t trace;
-    size_t at; /* index in the array being ordered */
-} tie_el;
-
-int hs__trace_order(const hs__frame *sa, uint64_t ha, int64_t ta, const hs__frame *sb, uint64_t hb,
-                    int64_t tb)
+/* The first frames where the stacks of a and b (from nodes na, nb, leaf
+ * first) differ, compared: a frame's id stands for its content within a
+ * store, so only frames of different ids are read; a stack that ends
+ * first comes first. */
+static int stacks_cmp(hs_q *q, int64_t na, int64_t nb, int *out, hs_qerr *err)
 {
-    if (!sa || !sb) {
-        if (sa || sb) return sa ? 1 : -1;
-    } else {
-        int d = hs__frame_cmp(sa, sb);
-        if (d) return d;
+    *out = 0;
+    while (na != nb) {
+        if (!na || !nb) {
+            *out = na ? 1 : -1;
+            return 0;
+        }
+        int64_t pa, pb, fa, fb;
+        int da, db;
+        if (hs__node(q, na, &pa, &fa, &da, err) || hs__node(q, nb, &pb, &fb, &db, err))
+            return HS_EDB;
+        if (fa != fb) {
+            const hs__frame *x = hs__frame_get(q, fa, err), *y = hs__frame_get(q, fb, err);
+            if (!x || !y) return HS_EDB;
+            if ((*out = hs__frame_cmp(x, y))) return 0;
+        }
+        if (pa == na || pb == nb) return 0; /* defensive: a self-loop */
+        na = pa;
+        nb = pb;
     }
-    if (ha != hb) return ha < hb ? -1 : 1;
-    return (ta > tb) - (ta < tb);
-}
-
-static int cmp_tie(const void *a, const void *b)
-{
-    const tie_el *x = a, *y = b;
-    return hs__trace_order(x->site, x->hash, x->trace, y->site, y->hash, y->trace);
-}
-
-int hs__trace_content(hs_q *q, int64_t trace, const hs__frame **site, uint64_t *hash, hs_qerr *err)
-{
-    int64_t sf;
-    int rc = hs__site(q, trace, &sf, err);
-    if (rc) return rc;
-    *site = NULL;
-    if (sf && !(*site = hs__frame_get(q, sf, err))) return HS_EDB;
-    return hs__trace_hash(q, trace, hash, err);
-}
-
-/* Orders base[lo..hi) (elements of size sz that tie) by their traces'
- * content hashes; tmp holds hi - lo elements. */
-static int ties_order(hs_q *q, char *base, size_t lo, size_t hi, size_t sz, size_t trace_off,
-                      tie_el *el, char *tmp, hs_qerr *err)
-{
-    for (size_t i = lo; i < hi; i++) {
-        tie_el *e = &el[i - lo];
-        memcpy(&e->trace, base + i * sz + trace_off, sizeof e->trace);
-        e->at = i;
-        int rc = hs__trace_content(q, e->trace, &e->site, &e->hash, err);
-        if (rc) return rc;
-    }
-    qsort(el, hi - lo, sizeof *el, cmp_tie);
-    for (size_t i = lo; i < hi; i++) memcpy(tmp + (i - lo) * sz, base + el[i - lo].at * sz, sz);
-    memcpy(base + lo * sz, tmp, (hi - lo) * sz);
     return 0;
+}
+
+int hs__trace_cmp(hs_q *q, int64_t a, int64_t b, int *out, hs_qerr *err)
+{
+    *out = 0;
+    if (a == b) return 0;
+    int64_t sa, sb;
+    int rc = hs__site(q, a, &sa, err);
+    if (!rc) rc = hs__site(q, b, &sb, err);
+    if (rc) return rc;
+    if ((!sa || !sb) && sa != sb) {
+        *out = sa ? 1 : -1;
+        return 0;
+    }
+    if (sa != sb) {
+        const hs__frame *x = hs__frame_get(q, sa, err), *y = hs__frame_get(q, sb, err);
+        if (!x || !y) return HS_EDB;
+        if ((*out = hs__frame_cmp(x, y))) return 0;
+    }
+    if ((rc = stacks_cmp(q, a, b, out, err)) || *out) return rc;
+    *out = (a > b) - (a < b); /* the same content twice in a store */
+    return 0;
+}
+
+typedef struct tie_ctx {
+    hs_q *q;
+    size_t trace_off;
+    int rc;
+    hs_qerr *err;
+} tie_ctx;
+
+static int cmp_tie(const void *a, const void *b, void *data)
+{
+    tie_ctx *c = data;
+    int64_t ta, tb;
+    memcpy(&ta, (const char *)a + c->trace_off, sizeof ta);
+    memcpy(&tb, (const char *)b + c->trace_off, sizeof tb);
+    int out = 0;
+    if (!c->rc) c->rc = hs__trace_cmp(c->q, ta, tb, &out, c->err);
+    return c->rc ? (ta > tb) - (ta < tb) : out;
 }
 
 int hs__ties_by_content(hs_q *q, void *base, size_t n, size_t sz, size_t weight_off,
                         size_t trace_off, size_t want, hs_qerr *err)
 {
     char *b = base;
-    tie_el *el = NULL;
-    char *tmp = NULL;
-    size_t cap = 0;
-    int rc = 0;
+    tie_ctx c = {.q = q, .trace_off = trace_off, .err = err};
     /* a request's frames bound its memory: past them, ties stay by id */
-    for (size_t lo = 0, hi; !rc && lo < n && lo < want && !hs__frames_full(q); lo = hi) {
+    for (size_t lo = 0, hi; !c.rc && lo < n && lo < want && !hs__frames_full(q); lo = hi) {
         int64_t w, v;
         memcpy(&w, b + lo * sz + weight_off, sizeof w);
         for (hi = lo + 1; hi < n; hi++) {
             memcpy(&v, b + hi * sz + weight_off, sizeof v);
             if (v != w) break;
         }
-        if (hi - lo < 2) continue;
-        if (hi - lo > cap) {
-            cap = hi - lo;
-            free(el);
-            free(tmp);
-            el = malloc(cap * sizeof *el);
-            tmp = malloc(cap * sz);
-            if (!el || !tmp) rc = hs__err(err, HS_ENOMEM, "out of memory");
-        }
-        if (!rc) rc = ties_order(q, b, lo, hi, sz, trace_off, el, tmp, err);
+        if (hi - lo > 1) qsort_r(b + lo * sz, hi - lo, sz, cmp_tie, &c);
     }
-    free(el);
-    free(tmp);
-    return rc;
+    return c.rc;
 }
 
 int hs__state_rank(hs_q *q, hs__state *s, size_t want, hs_qerr *err)

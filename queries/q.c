@@ -17,14 +17,6 @@
 #include "store_clickhouse.h"
 #endif
 
-/* FNV-1a over n bytes, on from h. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-    return h;
-}
-
 /* ---- open/close ----------------------------------------------------------- */
 
 static int cmp_i64_desc(const void *a, const void *b)
@@ -459,25 +451,6 @@ int hs__frame_cmp(const hs__frame *a, const hs__frame *b)
     return d ? d : strcmp(a->function, b->function);
 }
 
-uint64_t hs__stack_hash(const hs__frame *const *fr, int d)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (int k = 0; k < d; k++) h = fnv(h, &fr[k]->chash, sizeof fr[k]->chash);
-    return h;
-}
-
-int hs__trace_hash(hs_q *q, int64_t trace, uint64_t *out, hs_qerr *err)
-{
-    int64_t frames[HS_MAX_DEPTH];
-    const hs__frame *fr[HS_MAX_DEPTH];
-    int d = hs__stack(q, trace, frames, HS_MAX_DEPTH, err);
-    if (d < 0) return d;
-    for (int k = 0; k < d; k++)
-        if (!(fr[k] = hs__frame_get(q, frames[k], err))) return HS_EDB;
-    *out = hs__stack_hash(fr, d);
-    return 0;
-}
-
 int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)
 {
     uint64_t v;
@@ -501,18 +474,6 @@ int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)
 static char *xstrdup(const char *s)
 {
     return strdup(s ? s : "");
-}
-
-/* A frame's content hash: what it is (function, file, line, module and
- * offset), never its id, so that every store gives a frame the same. */
-static uint64_t frame_hash(const hs__frame *f)
-{
-    uint64_t h = 1469598103934665603ull;
-    h = fnv(h, f->function, strlen(f->function) + 1);
-    h = fnv(h, f->file, strlen(f->file) + 1);
-    h = fnv(h, f->module, strlen(f->module) + 1);
-    int64_t n[2] = {f->line, f->module_offset};
-    return fnv(h, n, sizeof n);
 }
 
 const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
@@ -568,7 +529,6 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
         return NULL;
     }
     hs__frame_classify(&f);
-    f.chash = frame_hash(&f);
     *fp = f;
     q->frames[q->nframes++] = fp;
     return fp;

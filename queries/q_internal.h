@@ -13,6 +13,8 @@
  *               export.c (files from stacks.c's result)
  *   questions   check.c > gdiff.c > diff.c; top.c, views.c, leaks.c,
  *               history.c, runs.c, sizes.c, stacks.c, trend.c
+ *   grouping    group.c (rows by site, function or stack, keyed by
+ *               content; the content order of ties)
  *   core base   core.c (result pieces, parameters) > q.c (handle, runs,
  *               moments, state, stacks) > site.c (frame names and sites)
  *   store       store_sqlite.c > store_sqlite_trend.c, store_sqlite_sql.c
@@ -73,7 +75,6 @@ typedef struct hs__frame {
     char *label; /* "name (file:line)" when a file is known, else name */
     unsigned char python;    /* a Python frame: a function and no module */
     unsigned char machinery; /* HS_MACH_*: what site.c skips to find a stack's site */
-    uint64_t chash;          /* its content's hash (function, file, line, module, offset) */
 } hs__frame;
 
 /* ---- sites (site.c) ---------------------------------------------------------- */
@@ -196,23 +197,17 @@ int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err);
  * cached per trace. 0 or an HS_E code. */
 int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err);
 const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err);
-/* A hash of trace's stack by content (its frames' chash, leaf first), the
- * same in every store: the order of rows that tie. 0 or an HS_E code. */
-int hs__trace_hash(hs_q *q, int64_t trace, uint64_t *out, hs_qerr *err);
 /* Frames in content order: name, file, line, module, offset, function. */
 int hs__frame_cmp(const hs__frame *a, const hs__frame *b);
-/* The same of a stack's d frames (leaf first). */
-uint64_t hs__stack_hash(const hs__frame *const *fr, int d);
-/* Traces in content order: by their sites (hs__frame_cmp; NULL, an empty
- * stack, first), then their stacks' hashes, then (the same content) ids. */
-int hs__trace_order(const hs__frame *sa, uint64_t ha, int64_t ta, const hs__frame *sb, uint64_t hb,
-                    int64_t tb);
-/* What hs__trace_order compares of trace: its site frame and hash. */
-int hs__trace_content(hs_q *q, int64_t trace, const hs__frame **site, uint64_t *hash, hs_qerr *err);
+/* Traces a and b in content order into *out (<0, 0, >0): their sites'
+ * frames (hs__frame_cmp; an empty stack first), then their stacks leaf
+ * first, frame by frame (the shorter first), then (the same content
+ * twice) their ids. 0 or an HS_E code. */
+int hs__trace_cmp(hs_q *q, int64_t a, int64_t b, int *out, hs_qerr *err);
 /* Rows that tie in content order: base holds n elements of size sz sorted
  * by an int64_t weight (at weight_off), each naming a trace (int64_t at
  * trace_off); every run of equal weights that starts before want is
- * ordered by its traces' content (hs__trace_order), so that no store's ids
+ * ordered by its traces' content (hs__trace_cmp), so that no store's ids
  * decide an order. 0 or an HS_E code. */
 int hs__ties_by_content(hs_q *q, void *base, size_t n, size_t sz, size_t weight_off,
                         size_t trace_off, size_t want, hs_qerr *err);
@@ -315,8 +310,7 @@ typedef struct hs__grow {
     const char *key;            /* its content key (held by the grouping) */
     const hs__frame *frame;     /* names the row: its representative's (NULL: empty stacks) */
     int64_t trace, trace_bytes; /* the representative: the trace holding most */
-    uint64_t seen, hash;        /* hash: the representative's stack's, once hashed */
-    int hashed;
+    uint64_t seen;
 } hs__grow;
 /* NAMES: frames matched by name only (across builds); EMPTY: empty stacks
  * count for a row keyed "" (frame NULL); ALL: every trace placed, past the
@@ -328,7 +322,8 @@ typedef struct hs__grouping {
     hs_group by;
     int names;
     int empty, all;
-    hs__smap keys;
+    hs__smap keys; /* key -> row (by stack with file and line: keys of sites) */
+    hs__map fidx;  /* frame id -> its row (by stack with file and line: its key) */
     hs__grow *rows;
     size_t n, cap;
     hs__map tidx; /* trace -> head of its entries */
@@ -343,10 +338,10 @@ void hs__group_free(hs__grouping *g);
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *head, hs_qerr *err);
 /* Offers trace (holding bytes) as the representative of the row of entry
  * j (1 ..) of head: the most bytes, ties to the first in content order
- * (hs__trace_order). */
+ * (hs__trace_cmp). */
 void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int64_t bytes);
-/* Rows a and b in content order (their keys; rows that are traces, by
- * their stacks' hashes): how rows that tie are ordered. */
+/* Rows a and b in content order (their keys; rows that are traces, then
+ * by hs__trace_cmp): how rows that tie are ordered. */
 int hs__group_cmp(hs__grouping *g, size_t a, size_t b);
 
 /* Group diff (gdiff.c): the sampling variance of a trace's estimated bytes
