@@ -101,7 +101,8 @@ static int add_state(dctx *c, hs__state *s, int side)
 {
     /* largest first: the stacks left when the frames a request may hold run
      * out are the smallest (the answer counts them) */
-    int rc = hs__state_rank(c->q, s, SIZE_MAX, c->err);
+    hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
+    int rc = 0;
     for (size_t i = 0; !rc && i < s->n; i++) {
         const hs__live *lv = &s->rows[i];
         size_t head;
@@ -161,8 +162,19 @@ static int64_t dwidth(const dnode *n)
     return n->a_bytes > n->b_bytes ? n->a_bytes : n->b_bytes;
 }
 
-/* The differential flame's node i and, in sibling order, its children,
- * depth first into out->flame. */
+/* Children widest first (by the larger side), then by name: an order of
+ * their content, whatever order the stacks were met in. */
+static int cmp_dnode(const void *x, const void *y, void *data)
+{
+    const dctx *c = data;
+    const dnode *a = &c->t[*(const size_t *)x], *b = &c->t[*(const size_t *)y];
+    int64_t wa = dwidth(a), wb = dwidth(b);
+    if (wa != wb) return wa < wb ? 1 : -1;
+    return strcmp(a->name, b->name);
+}
+
+/* The differential flame's node i and, widest first, its children, depth
+ * first into out->flame. */
 typedef struct dflame_out {
     dctx *c;
     hs_diff_result *r;
@@ -181,21 +193,28 @@ static int dflame_walk(dflame_out *o, size_t i, int depth)
         r->flame = np;
         o->cap = ncap;
     }
-    size_t me = r->nflame++;
+    size_t me = r->nflame++, nk = 0, *kids;
     r->flame[me] = (hs_dflame_node){
         .name = c->t[i].name, .a_bytes = c->t[i].a_bytes, .b_bytes = c->t[i].b_bytes};
-    for (size_t k = c->t[i].first_child; k != NONE; k = c->t[k].next_sibling) {
+    for (size_t k = c->t[i].first_child; k != NONE; k = c->t[k].next_sibling) nk++;
+    if (!(kids = malloc((nk ? nk : 1) * sizeof *kids)))
+        return hs__err(c->err, HS_ENOMEM, "out of memory");
+    nk = 0;
+    for (size_t k = c->t[i].first_child; k != NONE; k = c->t[k].next_sibling) kids[nk++] = k;
+    if (nk > 1) qsort_r(kids, nk, sizeof *kids, cmp_dnode, c);
+    int rc = 0;
+    for (size_t j = 0; !rc && j < nk; j++) {
+        size_t k = kids[j];
         if (!c->t[k].a_bytes && !c->t[k].b_bytes) continue;
         if (depth >= DFLAME_DEPTH || dwidth(&c->t[k]) < o->min_w || !o->left) {
             r->flame_cut = 1;
             continue;
         }
         o->left--;
-        int rc = dflame_walk(o, k, depth + 1);
-        if (rc) return rc;
-        r->flame[me].nchildren++;
+        if (!(rc = dflame_walk(o, k, depth + 1))) r->flame[me].nchildren++;
     }
-    return 0;
+    free(kids);
+    return rc;
 }
 
 /* The differential flame: its DFLAME_NODES widest nodes. */

@@ -319,29 +319,86 @@ int hs__trace_cmp(hs_q *q, int64_t a, int64_t b, int *out, hs_qerr *err)
     return 0;
 }
 
+/* A trace among ties, its site's frame looked up once. */
+typedef struct tie_el {
+    const hs__frame *site; /* NULL: an empty stack */
+    int64_t trace;
+    size_t at; /* its index among the ties */
+} tie_el;
+
 typedef struct tie_ctx {
     hs_q *q;
-    size_t trace_off;
     int rc;
     hs_qerr *err;
 } tie_ctx;
 
+/* hs__trace_cmp with the sites at hand. */
 static int cmp_tie(const void *a, const void *b, void *data)
 {
+    const tie_el *x = a, *y = b;
     tie_ctx *c = data;
-    int64_t ta, tb;
-    memcpy(&ta, (const char *)a + c->trace_off, sizeof ta);
-    memcpy(&tb, (const char *)b + c->trace_off, sizeof tb);
+    if (x->site != y->site) {
+        if (!x->site || !y->site) return x->site ? 1 : -1;
+        int d = hs__frame_cmp(x->site, y->site);
+        if (d) return d;
+    }
     int out = 0;
-    if (!c->rc) c->rc = hs__trace_cmp(c->q, ta, tb, &out, c->err);
-    return c->rc ? (ta > tb) - (ta < tb) : out;
+    if (!c->rc) c->rc = stacks_cmp(c->q, x->trace, y->trace, &out, c->err);
+    return out ? out : (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+/* The m first of el[0..k) in content order into el[0..m), the rest after
+ * them in no order: a sort when all are wanted, else one pass keeping the
+ * m first (a leaks answer wants 20 of thousands of equal stacks). */
+static void ties_pick(tie_el *el, size_t k, size_t m, tie_ctx *c)
+{
+    qsort_r(el, m, sizeof *el, cmp_tie, c);
+    for (size_t j = m; j < k && m; j++) {
+        if (cmp_tie(&el[j], &el[m - 1], c) >= 0) continue;
+        tie_el v = el[j];
+        size_t lo = 0, hi = m - 1; /* v goes before el[hi] */
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (cmp_tie(&v, &el[mid], c) < 0)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        el[j] = el[m - 1];
+        memmove(&el[lo + 1], &el[lo], (m - 1 - lo) * sizeof *el);
+        el[lo] = v;
+    }
+}
+
+/* Orders base[lo..hi) (ties, elements of size sz) in content order, the
+ * first m of them at least; tmp holds hi - lo elements. */
+static int ties_order(tie_ctx *c, char *base, size_t lo, size_t hi, size_t m, size_t sz,
+                      size_t trace_off, tie_el *el, char *tmp)
+{
+    for (size_t i = lo; i < hi; i++) {
+        tie_el *e = &el[i - lo];
+        memcpy(&e->trace, base + i * sz + trace_off, sizeof e->trace);
+        e->at = i;
+        int64_t sf;
+        int rc = hs__site(c->q, e->trace, &sf, c->err);
+        if (rc) return rc;
+        e->site = NULL;
+        if (sf && !(e->site = hs__frame_get(c->q, sf, c->err))) return HS_EDB;
+    }
+    ties_pick(el, hi - lo, m, c);
+    if (c->rc) return c->rc;
+    for (size_t i = lo; i < hi; i++) memcpy(tmp + (i - lo) * sz, base + el[i - lo].at * sz, sz);
+    memcpy(base + lo * sz, tmp, (hi - lo) * sz);
+    return 0;
 }
 
 int hs__ties_by_content(hs_q *q, void *base, size_t n, size_t sz, size_t weight_off,
                         size_t trace_off, size_t want, hs_qerr *err)
 {
-    char *b = base;
-    tie_ctx c = {.q = q, .trace_off = trace_off, .err = err};
+    char *b = base, *tmp = NULL;
+    tie_el *el = NULL;
+    size_t cap = 0;
+    tie_ctx c = {.q = q, .err = err};
     /* a request's frames bound its memory: past them, ties stay by id */
     for (size_t lo = 0, hi; !c.rc && lo < n && lo < want && !hs__frames_full(q); lo = hi) {
         int64_t w, v;
@@ -350,8 +407,20 @@ int hs__ties_by_content(hs_q *q, void *base, size_t n, size_t sz, size_t weight_
             memcpy(&v, b + hi * sz + weight_off, sizeof v);
             if (v != w) break;
         }
-        if (hi - lo > 1) qsort_r(b + lo * sz, hi - lo, sz, cmp_tie, &c);
+        if (hi - lo < 2) continue;
+        if (hi - lo > cap) {
+            cap = hi - lo;
+            free(el);
+            free(tmp);
+            el = malloc(cap * sizeof *el);
+            tmp = malloc(cap * sz);
+            if (!el || !tmp) c.rc = hs__err(err, HS_ENOMEM, "out of memory");
+        }
+        size_t m = (want < hi ? want : hi) - lo;
+        if (!c.rc) c.rc = ties_order(&c, b, lo, hi, m, sz, trace_off, el, tmp);
     }
+    free(el);
+    free(tmp);
     return c.rc;
 }
 
