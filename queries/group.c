@@ -76,8 +76,9 @@ static void key_frame(hs__grouping *g, const hs__frame *f)
     hs_buf_printf(&g->key, "\x1f%s\x1f%010" PRId64, f->file, f->line);
 }
 
-/* A new row keyed key (held by g->keys), named by f; NONE when out of memory. */
-static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f)
+/* A new row keyed key (held by g->keys; NULL: worked out when asked),
+ * named by f (or frame fid, read when asked); NONE when out of memory. */
+static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f, int64_t fid)
 {
     if (g->n == g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 256;
@@ -86,7 +87,7 @@ static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f)
         g->rows = np;
         g->cap = cap;
     }
-    g->rows[g->n] = (hs__grow){.key = key, .frame = f, .seen = UINT64_MAX};
+    g->rows[g->n] = (hs__grow){.key = key, .frame = f, .fid = fid, .seen = UINT64_MAX};
     return g->n++;
 }
 
@@ -103,25 +104,35 @@ static const char *key_held(hs__grouping *g, size_t *row)
     return stored;
 }
 
-/* The row of frame id (f) by site or function, its key worked out once a
- * frame (a frame's id stands for its content within a store); by stack
- * with file and line, a new row (the trace's) keyed by its site frame's
- * key. NONE when out of memory. */
+/* The row of frame id: by function (and by site with names), keyed by
+ * its name (read once a frame); by site, the frame itself (a frame is a
+ * code address, its function, file and line: within a store its id stands
+ * for it), read when asked; by stack, a new row (the trace's) named by it.
+ * NONE when out of memory. */
 static size_t frame_row(hs__grouping *g, int64_t id, const hs__frame *f)
 {
     uint64_t v;
-    int stack = g->by == HS_GROUP_STACK;
-    if (!hs__map_get(&g->fidx, (uint64_t)id, &v)) {
-        size_t row;
+    if (g->by == HS_GROUP_STACK) return row_new(g, NULL, NULL, id);
+    if (hs__map_get(&g->fidx, (uint64_t)id, &v)) return (size_t)v;
+    size_t row = HS__GNONE;
+    if (g->by == HS_GROUP_FUNCTION || g->names) {
         g->key.n = 0;
         key_frame(g, f);
         const char *key = key_held(g, &row);
         if (!key) return HS__GNONE;
-        if (row == HS__GNONE && !stack && (row = row_new(g, key, f)) == HS__GNONE) return row;
-        v = stack ? (uint64_t)(uintptr_t)key : row;
-        if (hs__map_put(&g->fidx, (uint64_t)id, v)) return HS__GNONE;
+        if (row == HS__GNONE) row = row_new(g, key, f, id);
+    } else {
+        row = row_new(g, NULL, NULL, id);
     }
-    return stack ? row_new(g, (const char *)(uintptr_t)v, f) : (size_t)v;
+    if (row == HS__GNONE || hs__map_put(&g->fidx, (uint64_t)id, row)) return HS__GNONE;
+    return row;
+}
+
+const hs__frame *hs__group_frame(hs__grouping *g, size_t row, hs_qerr *err)
+{
+    hs__grow *r = &g->rows[row];
+    if (!r->frame && r->fid) r->frame = hs__frame_get(g->q, r->fid, err);
+    return r->frame;
 }
 
 /* Row i's entry in the trace's list (from start), once a stack (the site's
@@ -158,13 +169,13 @@ static size_t names_row(hs__grouping *g, const int64_t *frames, int d, int site,
     size_t row;
     const char *key = key_held(g, &row);
     if (!key) return HS__GNONE;
-    return row != HS__GNONE ? row : row_new(g, key, *f);
+    return row != HS__GNONE ? row : row_new(g, key, *f, 0);
 }
 
 /* The entries of trace's stack (frames: its d frame ids, leaf first; site
- * its site's index). By site, and by stack with file and line, only the
- * site's frame is read: a stack is then its trace, which its store holds
- * once for each sequence of frames (hs_qstore.h). */
+ * its site's index). By site, and by stack with file and line, no frame is
+ * read: a site is its frame, a stack its trace, which its store holds once
+ * for each sequence of frames (hs_qstore.h). */
 static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, size_t start,
                       hs_qerr *err)
 {
@@ -174,7 +185,7 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, s
         g->key.n = 0;
         size_t row;
         const char *key = key_held(g, &row);
-        if (key && row == HS__GNONE) row = row_new(g, key, NULL);
+        if (key && row == HS__GNONE) row = row_new(g, key, NULL, 0);
         return ent_row(g, key ? row : HS__GNONE, NULL, 1, start, stamp, err);
     }
     if (g->by == HS_GROUP_STACK && g->names) {
@@ -183,7 +194,9 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, s
         if (row == HS__GNONE - 1) return HS_EDB;
         return ent_row(g, row, f, 1, start, stamp, err);
     }
-    int fn = g->by == HS_GROUP_FUNCTION;
+    if (!g->names && g->by != HS_GROUP_FUNCTION) /* the frame, read when asked */
+        return ent_row(g, frame_row(g, frames[site], NULL), NULL, 1, start, stamp, err);
+    int fn = g->by == HS_GROUP_FUNCTION; /* else a site by its name */
     for (int k = fn ? 0 : site; k < (fn ? d : site + 1); k++) {
         const hs__frame *f = hs__frame_get(g->q, frames[k], err);
         if (!f) return HS_EDB;
@@ -246,25 +259,33 @@ void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int6
     if (e->frame) r->frame = e->frame;
 }
 
-/* Keys compared up to a stack's trace (after \x1d). */
-static int key_cmp(const char *a, const char *b)
+/* Row r's key, worked out when first asked (by site and by stack with file
+ * and line); "" when its frame cannot be read. */
+static const char *row_key(hs__grouping *g, size_t r)
 {
-    while (*a && *a == *b && *a != '\x1d') a++, b++;
-    int ea = *a == '\x1d' || !*a, eb = *b == '\x1d' || !*b;
-    if (ea || eb) return ea && eb ? 0 : ea ? -1 : 1;
-    return (unsigned char)*a < (unsigned char)*b ? -1 : 1;
+    hs_qerr e;
+    if (g->rows[r].key) return g->rows[r].key;
+    const hs__frame *f = hs__group_frame(g, r, &e);
+    size_t row;
+    g->key.n = 0;
+    if (f) key_frame(g, f);
+    const char *key = f ? key_held(g, &row) : NULL;
+    return g->rows[r].key = key ? key : "";
 }
 
 int hs__group_cmp(hs__grouping *g, size_t a, size_t b)
 {
+    if (a == b) return 0;
+    int d = strcmp(row_key(g, a), row_key(g, b));
+    if (d) return d;
     hs__grow *x = &g->rows[a], *y = &g->rows[b];
-    int d = key_cmp(x->key, y->key);
-    if (d || a == b) return d;
-    /* by stack, rows that are traces: by their stacks' content */
     hs_qerr e;
-    int c = 0;
-    hs__trace_cmp(g->q, x->trace, y->trace, &c, &e);
-    return c;
+    if (x->fid != y->fid && x->frame && y->frame) { /* one line, other addresses */
+        if ((d = hs__frame_cmp(x->frame, y->frame))) return d;
+    }
+    if (g->by == HS_GROUP_STACK) /* rows that are traces */
+        hs__trace_cmp(g->q, x->trace, y->trace, &d, &e);
+    return d ? d : (x->fid > y->fid) - (x->fid < y->fid);
 }
 
 /* ---- ties in content order ------------------------------------------------- */

@@ -385,25 +385,24 @@ static int site_judge(const leak_site *s, const hs__run *run, int64_t L, hs_leak
     return 1;
 }
 
-typedef struct key_at {
-    const char *key;
-    size_t at;
-} key_at;
+typedef struct site_at {
+    size_t site, row; /* a growing site and its row */
+} site_at;
 
-static int cmp_key_at(const void *a, const void *b)
+static int cmp_site(const void *a, const void *b, void *g)
 {
-    return strcmp(((const key_at *)a)->key, ((const key_at *)b)->key);
+    return hs__group_cmp(g, ((const site_at *)a)->site, ((const site_at *)b)->site);
 }
 
-/* Each site's rank in its keys' order, into rank: how sites that tie are
- * ordered. */
-static int sites_rank(const leak_sites *ls, size_t *rank, hs_qerr *err)
+/* rows[i].count: row i's site, made its rank among the n rows' sites in
+ * content order (hs__group_cmp): how sites of equal scores are ordered. */
+static int sites_rank(leak_sites *ls, hs_leak_row *rows, size_t n, hs_qerr *err)
 {
-    key_at *k = malloc((ls->n ? ls->n : 1) * sizeof *k);
+    site_at *k = malloc((n ? n : 1) * sizeof *k);
     if (!k) return hs__err(err, HS_ENOMEM, "out of memory");
-    for (size_t i = 0; i < ls->n; i++) k[i] = (key_at){ls->g.rows[i].key, i};
-    hs__sort(k, ls->n, sizeof *k, cmp_key_at);
-    for (size_t i = 0; i < ls->n; i++) rank[k[i].at] = i;
+    for (size_t i = 0; i < n; i++) k[i] = (site_at){(size_t)rows[i].count, i};
+    if (n > 1) qsort_r(k, n, sizeof *k, cmp_site, &ls->g);
+    for (size_t i = 0; i < n; i++) rows[k[i].row].count = (int64_t)i;
     free(k);
     return 0;
 }
@@ -414,12 +413,8 @@ static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *su
                      hs_leak_row **out, size_t *n, hs_qerr *err)
 {
     leak_sites ls = {0};
-    size_t *rank = NULL;
     hs__group_init(&ls.g, q, HS_GROUP_SITE, HS__GROUP_EMPTY | HS__GROUP_ALL);
     int rc = sites_group(q, sums, L, &ls, err);
-    if (!rc && !(rank = malloc((ls.n ? ls.n : 1) * sizeof *rank)))
-        rc = hs__err(err, HS_ENOMEM, "out of memory");
-    if (!rc) rc = sites_rank(&ls, rank, err);
     for (size_t i = 0; !rc && i < ls.n; i++) ls.s[i].may_grow = site_may_grow(&ls.s[i], L);
     if (!rc) rc = sites_read(q, run, L, sums, &ls, err);
     if (!rc && !(*out = calloc(ls.n ? ls.n : 1, sizeof **out)))
@@ -430,10 +425,10 @@ static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *su
         if (g < 0) rc = hs__err(err, HS_ENOMEM, "out of memory");
         if (g > 0) {
             (*out)[*n].trace = ls.g.rows[i].trace;
-            (*out)[(*n)++].count = (int64_t)rank[i];
+            (*out)[(*n)++].count = (int64_t)i;
         }
     }
-    free(rank);
+    if (!rc) rc = sites_rank(&ls, *out, *n, err);
     sites_clear(&ls);
     return rc;
 }

@@ -307,8 +307,11 @@ typedef struct hs__gent {
     int site;
 } hs__gent;
 typedef struct hs__grow {
-    const char *key;            /* its content key (held by the grouping) */
-    const hs__frame *frame;     /* names the row: its representative's (NULL: empty stacks) */
+    const char *key;            /* its content key (held by the grouping; by site and by stack
+                                 * with file and line worked out when compared) */
+    const hs__frame *frame;     /* names the row (NULL: empty stacks, or not read yet:
+                                 * hs__group_frame) */
+    int64_t fid;                /* by site, and stack with file and line: its site frame */
     int64_t trace, trace_bytes; /* the representative: the trace holding most */
     uint64_t seen;
 } hs__grow;
@@ -322,8 +325,8 @@ typedef struct hs__grouping {
     hs_group by;
     int names;
     int empty, all;
-    hs__smap keys; /* key -> row (by stack with file and line: keys of sites) */
-    hs__map fidx;  /* frame id -> its row (by stack with file and line: its key) */
+    hs__smap keys; /* key -> row (by function, and with names) or the keys held */
+    hs__map fidx;  /* frame id -> its row (by site and by function) */
     hs__grow *rows;
     size_t n, cap;
     hs__map tidx; /* trace -> head of its entries */
@@ -340,8 +343,11 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *head, hs_qerr *err);
  * j (1 ..) of head: the most bytes, ties to the first in content order
  * (hs__trace_cmp). */
 void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int64_t bytes);
-/* Rows a and b in content order (their keys; rows that are traces, then
- * by hs__trace_cmp): how rows that tie are ordered. */
+/* Row's frame (read when first asked; NULL for empty stacks, or when it
+ * cannot be read, err then set). */
+const hs__frame *hs__group_frame(hs__grouping *g, size_t row, hs_qerr *err);
+/* Rows a and b in content order (their keys, their frames, rows that are
+ * traces by hs__trace_cmp): how rows that tie are ordered. */
 int hs__group_cmp(hs__grouping *g, size_t a, size_t b);
 
 /* Group diff (gdiff.c): the sampling variance of a trace's estimated bytes

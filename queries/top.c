@@ -148,8 +148,7 @@ static size_t row_bytes(const hs__frame *f, const hs_qstack *st)
 }
 
 /* The first rows of t, up to the limit and the answer's bound, into out. */
-static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_result *out,
-                    hs_qerr *err)
+static int top_rows(hs_q *q, top_acc *t, const hs_top_params *p, hs_top_result *out, hs_qerr *err)
 {
     size_t want = (int64_t)t->g.n < p->limit ? t->g.n : (size_t)p->limit, bytes = 0;
     if (!(out->rows = calloc(want ? want : 1, sizeof *out->rows)))
@@ -162,8 +161,10 @@ static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_re
         }
         const top_row *r = &t->rows[i];
         const hs__grow *g = &t->g.rows[r->row];
+        const hs__frame *f = hs__group_frame(&t->g, r->row, err);
+        if (!f) return HS_EDB;
         hs_top_row *o = &out->rows[out->nrows++];
-        *o = (hs_top_row){.frame = hs__qframe(g->frame),
+        *o = (hs_top_row){.frame = hs__qframe(f),
                           .trace = g->trace,
                           .self_bytes = r->self_bytes,
                           .self_count = r->self_count,
@@ -181,7 +182,7 @@ static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_re
             if (rc) return rc;
             if (o->stack.depth > o->stack.n) out->frames_cut = 1;
         }
-        bytes += row_bytes(g->frame, &o->stack);
+        bytes += row_bytes(f, &o->stack);
     }
     out->rows_cut = (int64_t)(want - out->nrows);
     return 0;
