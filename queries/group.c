@@ -220,6 +220,10 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
     int64_t frames[HS_MAX_DEPTH];
     int d = hs__stack(g->q, trace, frames, HS_MAX_DEPTH, err);
     if (d < 0) return d;
+    /* frames to be read anyway are read first: the site's rules then find
+     * them cached (site.c reads the others without keeping them) */
+    for (int k = 0; k < d && (g->names || g->by == HS_GROUP_FUNCTION); k++)
+        if (!hs__frame_get(g->q, frames[k], err)) return HS_EDB;
     int site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
     if (site < 0) return site;
     size_t head = g->nents;
