@@ -263,32 +263,18 @@ void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int6
     if (e->frame) r->frame = e->frame;
 }
 
-/* Row r's key, worked out when first asked (by site and by stack with file
- * and line); "" when its frame cannot be read. */
-static const char *row_key(hs__grouping *g, size_t r)
-{
-    hs_qerr e;
-    if (g->rows[r].key) return g->rows[r].key;
-    const hs__frame *f = hs__group_frame(g, r, &e);
-    size_t row;
-    g->key.n = 0;
-    if (f) key_frame(g, f);
-    const char *key = f ? key_held(g, &row) : NULL;
-    return g->rows[r].key = key ? key : "";
-}
-
 int hs__group_cmp(hs__grouping *g, size_t a, size_t b)
 {
     if (a == b) return 0;
-    int d = strcmp(row_key(g, a), row_key(g, b));
-    if (d) return d;
     hs__grow *x = &g->rows[a], *y = &g->rows[b];
+    int d = 0;
+    if (x->key && y->key) return strcmp(x->key, y->key); /* by function, with names */
+    /* by site and stack with file and line: their frames, no key made */
     hs_qerr e;
-    if (x->fid != y->fid && x->frame && y->frame) { /* one line, other addresses */
-        if ((d = hs__frame_cmp(x->frame, y->frame))) return d;
-    }
-    if (g->by == HS_GROUP_STACK) /* rows that are traces */
-        hs__trace_cmp(g->q, x->trace, y->trace, &d, &e);
+    const hs__frame *fx = hs__group_frame(g, a, &e), *fy = hs__group_frame(g, b, &e);
+    if (!fx || !fy) return fx ? 1 : fy ? -1 : 0; /* the empty stacks' row first */
+    if (x->fid != y->fid && (d = hs__frame_cmp(fx, fy))) return d;
+    if (g->by == HS_GROUP_STACK) hs__trace_cmp(g->q, x->trace, y->trace, &d, &e);
     return d ? d : (x->fid > y->fid) - (x->fid < y->fid);
 }
 

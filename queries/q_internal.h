@@ -307,8 +307,8 @@ typedef struct hs__gent {
     int site;
 } hs__gent;
 typedef struct hs__grow {
-    const char *key;            /* its content key (held by the grouping; by site and by stack
-                                 * with file and line worked out when compared) */
+    const char *key;            /* its content key (held by the grouping; NULL by site and
+                                 * by stack with file and line: its frame is its key) */
     const hs__frame *frame;     /* names the row (NULL: empty stacks, or not read yet:
                                  * hs__group_frame) */
     int64_t fid;                /* by site, and stack with file and line: its site frame */
@@ -346,8 +346,9 @@ void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int6
 /* Row's frame (read when first asked; NULL for empty stacks, or when it
  * cannot be read, err then set). */
 const hs__frame *hs__group_frame(hs__grouping *g, size_t row, hs_qerr *err);
-/* Rows a and b in content order (their keys, their frames, rows that are
- * traces by hs__trace_cmp): how rows that tie are ordered. */
+/* Rows a and b in content order (their keys, else their frames by
+ * hs__frame_cmp, rows that are traces then by hs__trace_cmp): how rows
+ * that tie are ordered. */
 int hs__group_cmp(hs__grouping *g, size_t a, size_t b);
 
 /* Group diff (gdiff.c): the sampling variance of a trace's estimated bytes
