@@ -259,8 +259,15 @@ static int diff_rows(dctx *c, const hs_diff_params *p, hs_diff_result *r)
 {
     hs__sort(c->rows, c->g.n, sizeof *c->rows, cmp_delta);
     size_t n = c->g.n < (size_t)p->limit ? c->g.n : (size_t)p->limit;
-    if (!(r->rows = calloc(n ? n : 1, sizeof *r->rows)))
+    size_t *shown = malloc((n ? n : 1) * sizeof *shown);
+    if (!shown || !(r->rows = calloc(n ? n : 1, sizeof *r->rows))) {
+        free(shown);
         return hs__err(c->err, HS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) shown[i] = c->rows[i].row;
+    int rc = hs__group_settle(&c->g, shown, n, c->err); /* their stacks */
+    free(shown);
+    if (rc) return rc;
     for (size_t i = 0; i < n; i++) {
         drow *w = &c->rows[i];
         if (w->a_bytes == w->b_bytes && w->a_count == w->b_count) continue;
@@ -272,7 +279,7 @@ static int diff_rows(dctx *c, const hs_diff_params *p, hs_diff_result *r)
                              .b_bytes = w->b_bytes,
                              .b_count = w->b_count};
         if (c->g.by == HS_GROUP_FUNCTION) continue;
-        int rc = hs__qstack(c->q, row->trace, p->max_frames, &row->stack, c->err);
+        rc = hs__qstack(c->q, row->trace, p->max_frames, &row->stack, c->err);
         if (rc) return rc;
         if (row->stack.depth > row->stack.n) r->frames_cut = 1;
     }

@@ -282,6 +282,8 @@ static int rank_rows(gctx *c, hs_gdiff_result *r, const char **keys)
 static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
 {
     size_t na = r->a.nruns, nb = r->b.nruns, n = c->g.n;
+    int rc = hs__group_settle(&c->g, NULL, 0, c->err); /* every row's stack */
+    if (rc) return rc;
     const char **keys = malloc((n ? n : 1) * sizeof *keys);
     if (!keys || !(r->rows = calloc(n ? n : 1, sizeof *r->rows))) {
         free(keys);
@@ -316,7 +318,7 @@ static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
         r->nrows++;
     }
     r->rows_total = (int64_t)r->nrows;
-    int rc = rank_rows(c, r, keys);
+    rc = rank_rows(c, r, keys);
     free(keys);
     if (rc) return rc;
     if (r->nrows > (size_t)p->limit) r->nrows = (size_t)p->limit;

@@ -47,6 +47,7 @@ void hs__group_free(hs__grouping *g)
     hs__map_free(&g->tidx);
     free(g->rows);
     free(g->ents);
+    free(g->ties);
     free(g->key.p);
     memset(g, 0, sizeof *g);
 }
@@ -255,12 +256,44 @@ void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int6
         if (bytes > r->trace_bytes) r->trace_bytes = bytes;
         return;
     }
-    if (r->trace && (bytes < r->trace_bytes ||
-                     (bytes == r->trace_bytes && !trace_before(g->q, trace, r->trace))))
+    if (r->trace && bytes < r->trace_bytes) return;
+    if (r->trace && bytes == r->trace_bytes) { /* a tie: settled when the row is shown */
+        if (g->nties == g->capties) {
+            size_t cap = g->capties ? g->capties * 2 : 256;
+            hs__gtie *np = realloc(g->ties, cap * sizeof *np);
+            if (!np) {
+                g->ties_oom = 1;
+                return;
+            }
+            g->ties = np;
+            g->capties = cap;
+        }
+        g->ties[g->nties++] = (hs__gtie){e->row, trace, e->frame, r->gen};
         return;
+    }
     r->trace = trace;
     r->trace_bytes = bytes;
+    r->gen++; /* the ties offered so far hold less */
     if (e->frame) r->frame = e->frame;
+}
+
+int hs__group_settle(hs__grouping *g, const size_t *rows, size_t n, hs_qerr *err)
+{
+    if (g->ties_oom) return hs__err(err, HS_ENOMEM, "out of memory");
+    unsigned char *want = rows ? calloc(g->n ? g->n : 1, 1) : NULL;
+    if (rows && !want) return hs__err(err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; rows && i < n; i++) want[rows[i]] = 1;
+    for (size_t i = 0; i < g->nties; i++) {
+        const hs__gtie *t = &g->ties[i];
+        hs__grow *r = &g->rows[t->row];
+        if ((want && !want[t->row]) || t->gen != r->gen || t->trace == r->trace ||
+            !trace_before(g->q, t->trace, r->trace))
+            continue;
+        r->trace = t->trace;
+        if (t->frame) r->frame = t->frame;
+    }
+    free(want);
+    return 0;
 }
 
 int hs__group_cmp(hs__grouping *g, size_t a, size_t b)

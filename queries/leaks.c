@@ -415,6 +415,7 @@ static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *su
     leak_sites ls = {0};
     hs__group_init(&ls.g, q, HS_GROUP_SITE, HS__GROUP_EMPTY | HS__GROUP_ALL);
     int rc = sites_group(q, sums, L, &ls, err);
+    if (!rc) rc = hs__group_settle(&ls.g, NULL, 0, err); /* the sites' stacks */
     for (size_t i = 0; !rc && i < ls.n; i++) ls.s[i].may_grow = site_may_grow(&ls.s[i], L);
     if (!rc) rc = sites_read(q, run, L, sums, &ls, err);
     if (!rc && !(*out = calloc(ls.n ? ls.n : 1, sizeof **out)))

@@ -314,7 +314,15 @@ typedef struct hs__grow {
     int64_t fid;                /* by site, and stack with file and line: its site frame */
     int64_t trace, trace_bytes; /* the representative: the trace holding most */
     uint64_t seen;
+    uint32_t gen; /* times the representative held more than the one before */
 } hs__grow;
+/* A trace offered as a row's representative that held as much as it. */
+typedef struct hs__gtie {
+    size_t row;
+    int64_t trace;
+    const hs__frame *frame;
+    uint32_t gen; /* the row's gen then: an older one was outgrown */
+} hs__gtie;
 /* NAMES: frames matched by name only (across builds); EMPTY: empty stacks
  * count for a row keyed "" (frame NULL); ALL: every trace placed, past the
  * frames a request may read too. */
@@ -332,6 +340,9 @@ typedef struct hs__grouping {
     hs__map tidx; /* trace -> head of its entries */
     hs__gent *ents;
     size_t nents, capents;
+    hs__gtie *ties; /* ties of representatives, settled when asked */
+    size_t nties, capties;
+    int ties_oom;
     hs_buf key;
 } hs__grouping;
 void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags);
@@ -341,8 +352,11 @@ void hs__group_free(hs__grouping *g);
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *head, hs_qerr *err);
 /* Offers trace (holding bytes) as the representative of the row of entry
  * j (1 ..) of head: the most bytes, ties to the first in content order
- * (hs__trace_cmp). */
+ * (hs__trace_cmp), which hs__group_settle works out. */
 void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int64_t bytes);
+/* Settles the ties of the representatives of the n rows at rows (NULL:
+ * of every row): only the rows shown pay for their ties. 0 or HS_ENOMEM. */
+int hs__group_settle(hs__grouping *g, const size_t *rows, size_t n, hs_qerr *err);
 /* Row's frame (read when first asked; NULL for empty stacks, or when it
  * cannot be read, err then set). */
 const hs__frame *hs__group_frame(hs__grouping *g, size_t row, hs_qerr *err);

@@ -151,8 +151,15 @@ static size_t row_bytes(const hs__frame *f, const hs_qstack *st)
 static int top_rows(hs_q *q, top_acc *t, const hs_top_params *p, hs_top_result *out, hs_qerr *err)
 {
     size_t want = (int64_t)t->g.n < p->limit ? t->g.n : (size_t)p->limit, bytes = 0;
-    if (!(out->rows = calloc(want ? want : 1, sizeof *out->rows)))
+    size_t *shown = malloc((want ? want : 1) * sizeof *shown);
+    if (!shown || !(out->rows = calloc(want ? want : 1, sizeof *out->rows))) {
+        free(shown);
         return hs__err(err, HS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < want; i++) shown[i] = t->rows[i].row;
+    int rc = hs__group_settle(&t->g, shown, want, err); /* their stacks */
+    free(shown);
+    if (rc) return rc;
     int fn = t->g.by == HS_GROUP_FUNCTION;
     for (size_t i = 0; i < want; i++) {
         if (bytes >= HS_ANSWER_BYTES) {
@@ -178,7 +185,7 @@ static int top_rows(hs_q *q, top_acc *t, const hs_top_params *p, hs_top_result *
                        ? (double)(fn ? r->self_bytes : r->total_bytes) / (double)out->total_bytes
                        : 0.0;
         if (!fn) {
-            int rc = hs__qstack(q, g->trace, p->max_frames, &o->stack, err);
+            rc = hs__qstack(q, g->trace, p->max_frames, &o->stack, err);
             if (rc) return rc;
             if (o->stack.depth > o->stack.n) out->frames_cut = 1;
         }
