@@ -38,6 +38,7 @@ void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags)
     g->names = (flags & HS__GROUP_NAMES) != 0;
     g->empty = (flags & HS__GROUP_EMPTY) != 0;
     g->all = (flags & HS__GROUP_ALL) != 0;
+    g->once = (flags & HS__GROUP_ONCE) != 0;
 }
 
 void hs__group_free(hs__grouping *g)
@@ -180,7 +181,7 @@ static size_t names_row(hs__grouping *g, const int64_t *frames, int d, int site,
 static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, size_t start,
                       hs_qerr *err)
 {
-    uint64_t stamp = g->tidx.count;
+    uint64_t stamp = g->ntraces;
     if (d == 0) {
         if (!g->empty) return 0;
         g->key.n = 0;
@@ -210,7 +211,9 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, s
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
 {
     uint64_t v;
-    if (hs__map_get(&g->tidx, (uint64_t)trace, &v)) {
+    if (g->once) {
+        g->nents = 0; /* the last trace's entries are done with */
+    } else if (hs__map_get(&g->tidx, (uint64_t)trace, &v)) {
         *off = (size_t)v;
         return 0;
     }
@@ -232,7 +235,8 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
     if (!rc) rc = stack_rows(g, frames, d, site, head + 1, err);
     if (rc) return rc;
     g->ents[head].row = g->nents - head - 1;
-    if (hs__map_put(&g->tidx, (uint64_t)trace, head))
+    g->ntraces++;
+    if (!g->once && hs__map_put(&g->tidx, (uint64_t)trace, head))
         return hs__err(err, HS_ENOMEM, "out of memory");
     *off = head;
     return 0;

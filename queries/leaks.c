@@ -413,7 +413,7 @@ static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *su
                      hs_leak_row **out, size_t *n, hs_qerr *err)
 {
     leak_sites ls = {0};
-    hs__group_init(&ls.g, q, HS_GROUP_SITE, HS__GROUP_EMPTY | HS__GROUP_ALL);
+    hs__group_init(&ls.g, q, HS_GROUP_SITE, HS__GROUP_EMPTY | HS__GROUP_ALL | HS__GROUP_ONCE);
     int rc = sites_group(q, sums, L, &ls, err);
     if (!rc) rc = hs__group_settle(&ls.g, NULL, 0, err); /* the sites' stacks */
     for (size_t i = 0; !rc && i < ls.n; i++) ls.s[i].may_grow = site_may_grow(&ls.s[i], L);

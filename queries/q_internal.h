@@ -325,16 +325,18 @@ typedef struct hs__gtie {
 } hs__gtie;
 /* NAMES: frames matched by name only (across builds); EMPTY: empty stacks
  * count for a row keyed "" (frame NULL); ALL: every trace placed, past the
- * frames a request may read too. */
-enum { HS__GROUP_NAMES = 1, HS__GROUP_EMPTY = 2, HS__GROUP_ALL = 4 };
+ * frames a request may read too; ONCE: each trace is asked for once (its
+ * entries last until the next is asked for). */
+enum { HS__GROUP_NAMES = 1, HS__GROUP_EMPTY = 2, HS__GROUP_ALL = 4, HS__GROUP_ONCE = 8 };
 #define HS__GNONE ((size_t)-1)
 typedef struct hs__grouping {
     hs_q *q;
     hs_group by;
     int names;
-    int empty, all;
-    hs__smap keys; /* key -> row (by function, and with names) or the keys held */
-    hs__map fidx;  /* frame id -> its row (by site and by function) */
+    int empty, all, once;
+    uint64_t ntraces; /* traces placed */
+    hs__smap keys;    /* key -> row (by function, and with names) or the keys held */
+    hs__map fidx;     /* frame id -> its row (by site and by function) */
     hs__grow *rows;
     size_t n, cap;
     hs__map tidx; /* trace -> head of its entries */

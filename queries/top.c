@@ -204,7 +204,7 @@ int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *er
     hs__at at;
     hs__state state = {0};
     top_acc t = {0};
-    hs__group_init(&t.g, q, p->by, 0);
+    hs__group_init(&t.g, q, p->by, HS__GROUP_ONCE); /* a state holds a trace once */
     int rc = hs__site_apply(q, &p->site, err);
     if (!rc) rc = hs__run_resolve(q, &p->run, run, err);
     if (!rc) rc = hs__at_resolve(q, run, &p->at, &at, err);
