@@ -155,15 +155,14 @@ static int ent_row(hs__grouping *g, size_t i, const hs__frame *f, int site, size
     return ent_push(g, (hs__gent){.row = i, .frame = f, .site = site}, err);
 }
 
-/* The row of a stack by names: its collapsed line (every frame read); its
- * site's frame in *f. NONE when out of memory, NONE - 1 on a store's error. */
-static size_t names_row(hs__grouping *g, const int64_t *frames, int d, int site,
-                        const hs__frame **f, hs_qerr *err)
+/* The row of a stack by names: its collapsed line (fr: its frames); its
+ * site's frame in *f. NONE when out of memory. */
+static size_t names_row(hs__grouping *g, const hs__frame *const *fr, int d, int site,
+                        const hs__frame **f)
 {
     g->key.n = 0;
     for (int j = d - 1; j >= 0; j--) {
-        const hs__frame *fj = hs__frame_get(g->q, frames[j], err);
-        if (!fj) return HS__GNONE - 1;
+        const hs__frame *fj = fr[j];
         key_frame(g, fj);
         if (j) hs_buf_put(&g->key, ";", 1);
         if (j == site) *f = fj;
@@ -178,8 +177,8 @@ static size_t names_row(hs__grouping *g, const int64_t *frames, int d, int site,
  * its site's index). By site, and by stack with file and line, no frame is
  * read: a site is its frame, a stack its trace, which its store holds once
  * for each sequence of frames (hs_qstore.h). */
-static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, size_t start,
-                      hs_qerr *err)
+static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *const *fr, int d,
+                      int site, size_t start, hs_qerr *err)
 {
     uint64_t stamp = g->ntraces;
     if (d == 0) {
@@ -192,17 +191,14 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, int d, int site, s
     }
     if (g->by == HS_GROUP_STACK && g->names) {
         const hs__frame *f = NULL;
-        size_t row = names_row(g, frames, d, site, &f, err);
-        if (row == HS__GNONE - 1) return HS_EDB;
+        size_t row = names_row(g, fr, d, site, &f);
         return ent_row(g, row, f, 1, start, stamp, err);
     }
     if (!g->names && g->by != HS_GROUP_FUNCTION) /* the frame, read when asked */
         return ent_row(g, frame_row(g, frames[site], NULL), NULL, 1, start, stamp, err);
     int fn = g->by == HS_GROUP_FUNCTION; /* else a site by its name */
     for (int k = fn ? 0 : site; k < (fn ? d : site + 1); k++) {
-        const hs__frame *f = hs__frame_get(g->q, frames[k], err);
-        if (!f) return HS_EDB;
-        int rc = ent_row(g, frame_row(g, frames[k], f), f, k == site, start, stamp, err);
+        int rc = ent_row(g, frame_row(g, frames[k], fr[k]), fr[k], k == site, start, stamp, err);
         if (rc) return rc;
     }
     return 0;
@@ -226,13 +222,14 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
     if (d < 0) return d;
     /* frames to be read anyway are read first: the site's rules then find
      * them cached (site.c reads the others without keeping them) */
+    const hs__frame *fr[HS_MAX_DEPTH];
     for (int k = 0; k < d && (g->names || g->by == HS_GROUP_FUNCTION); k++)
-        if (!hs__frame_get(g->q, frames[k], err)) return HS_EDB;
+        if (!(fr[k] = hs__frame_get(g->q, frames[k], err))) return HS_EDB;
     int site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
     if (site < 0) return site;
     size_t head = g->nents;
     int rc = ent_push(g, (hs__gent){.row = 0}, err);
-    if (!rc) rc = stack_rows(g, frames, d, site, head + 1, err);
+    if (!rc) rc = stack_rows(g, frames, fr, d, site, head + 1, err);
     if (rc) return rc;
     g->ents[head].row = g->nents - head - 1;
     g->ntraces++;
