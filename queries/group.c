@@ -1,25 +1,27 @@
 /* group: the one grouping engine of the questions (top, diff, gdiff,
  * check, leaks), and the content order of rows that tie. A moment's live
- * traces are counted for rows by site, function or stack (hs_group), and a
- * row is what its frames are, never a store's id:
+ * traces are counted for rows by site, function or stack (hs_group, the
+ * one numbering), and a row is what its frames are, never a store's id:
  *
- *   site      the stack's site frame (site.c): its function, file and line
+ *   site      the stack's site frame (site.c): a code address (module and
+ *             offset) with its function, file and line
  *   function  a function's name (every function of the stack)
- *   stack     the whole stack: with names (below), its frames' names, root
- *             first; else its trace, which its store holds once for each
- *             sequence of frames, named by its site
+ *   stack     the whole stack: its frames, named by its site; a store holds
+ *             each sequence of frames once, as one trace
  *
- * A frame is its name (function less clone suffixes, or module+offset when
- * unknown) with its file and line; with names set (the questions that
- * compare across runs and builds: diff, gdiff, check) file and line are
- * left out, so that a changed line number still matches (docs/api.md).
- * Within a store a frame's id stands for its content, so a frame's key is
- * worked out once, and a trace's rows once (traces are shared by the
- * moments and runs counted). A row's representative trace is the one
- * holding most, ties going to the first in content order (hs__trace_cmp:
- * its site's frame, then its stack leaf first), and rows that tie are
- * ordered by their keys, then as their traces: no store's ids decide what
- * an answer holds or its order. */
+ * With names set (the questions that compare across runs and builds: diff,
+ * gdiff, check) a frame is its name alone (function less clone suffixes,
+ * or module+offset when unknown): a site is its function's name, a stack
+ * its collapsed line, so that a changed line number or another build still
+ * matches (docs/api.md). Within a store a frame's id stands for its
+ * content, so rows by site and stack are keyed by ids without reading a
+ * frame, a function's key is worked out once a frame, and a trace's rows
+ * once (traces are shared by the moments and runs counted). A row's
+ * representative trace is the one holding most, ties going to the first in
+ * content order (hs__trace_cmp: its site's frame, then its stack leaf
+ * first), settled for the rows shown; rows that tie are ordered by their
+ * keys or frames (hs__frame_cmp), then as their traces: no store's ids
+ * decide what an answer holds or its order. */
 #include <assert.h>
 #include <inttypes.h>
 #include <stddef.h>
