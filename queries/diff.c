@@ -1,8 +1,9 @@
 /* diff: two moments of one run, or of two runs, matched by symbolized
- * stacks. Frames match by name only (function less clone suffixes, or
- * module+offset when the function is unknown), so a changed line number or
- * another build of the same program still matches; trace ids are not used
- * for matching. By site, a stack counts for its site (site.c). */
+ * stacks: the grouping engine's rows (group.c) with frames matched by name
+ * only (function less clone suffixes, or module+offset when the function
+ * is unknown), so a changed line number or another build of the same
+ * program still matches; trace ids are not used for matching. By site, a
+ * stack counts for its site (site.c). */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,11 +13,12 @@
 #include "hs_error.h"
 #include "q_internal.h"
 
+/* A row's figures, beside the grouping's row of the same index. */
 typedef struct drow {
     int64_t a_bytes, a_count, b_bytes, b_count;
-    int64_t trace; /* a representative trace, for the stack */
-    int side;      /* 0: a, 1: b (where the representative comes from) */
-    size_t seen;   /* last stack counted, for by=function */
+    int side;        /* where the representative comes from: 0 a, 1 b (preferred) */
+    const char *key; /* the row's content key */
+    size_t row;      /* its index in the grouping */
     const char *name;
 } drow;
 
@@ -31,35 +33,15 @@ typedef struct dnode { /* differential flame node, children linked */
 typedef struct dctx {
     hs_q *q;
     hs_qerr *err;
-    hs_group by;
-    hs__smap keys;
-    drow *rows;
-    size_t n, cap;
+    hs__grouping g;
+    drow *rows; /* per grouping row */
+    size_t cap;
     hs__smap tkeys; /* "parent\x1fname" -> flame node */
     dnode *t;
     size_t tn, tcap;
-    hs_buf key;
-    size_t stamp;
     size_t omitted; /* stacks left out when the request's frames ran out */
     int64_t omitted_bytes;
 } dctx;
-
-static size_t drow_get(dctx *c, const char *k, size_t len, const char *name)
-{
-    int added;
-    size_t i = hs__smap_intern(&c->keys, k, len, c->n, &added);
-    if (i == NONE) return NONE;
-    if (added) {
-        if (c->n == c->cap) {
-            c->cap = c->cap ? c->cap * 2 : 256;
-            drow *np = realloc(c->rows, c->cap * sizeof *np);
-            if (!np) return NONE;
-            c->rows = np;
-        }
-        c->rows[c->n++] = (drow){.seen = NONE, .name = name};
-    }
-    return i;
-}
 
 static size_t tnode_get(dctx *c, size_t parent, const char *name)
 {
@@ -85,62 +67,32 @@ static size_t tnode_get(dctx *c, size_t parent, const char *name)
     return i;
 }
 
-int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame *const *fr, int d,
-                  hs_group by, hs_buf *key,
-                  int (*cb)(const char *k, size_t len, const hs__frame *f, int site, void *data),
-                  void *data, hs_qerr *err)
+/* Counts live trace lv of side for its rows (head: its entries). */
+static int add_rows(dctx *c, const hs__live *lv, size_t head, int side)
 {
-    assert(d > 0);
-    int site = hs__site_index(q, trace, frames, d, err);
-    if (site < 0) return site;
-    int lo = by == HS_GROUP_SITE ? site : 0, hi = by == HS_GROUP_FUNCTION ? d : lo + 1;
-    for (int k = lo; k < hi; k++) {
-        key->n = 0;
-        const hs__frame *f = fr[k];
-        if (by == HS_GROUP_STACK) { /* the whole stack, root first, named by its site */
-            for (int j = d - 1; j >= 0; j--) {
-                hs__collapsed_put(key, fr[j]->name);
-                if (j) hs_buf_put(key, ";", 1);
-            }
-            f = fr[site];
+    if (c->g.n > c->cap) {
+        size_t cap = c->g.n * 2;
+        drow *np = realloc(c->rows, cap * sizeof *np);
+        if (!np) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        memset(np + c->cap, 0, (cap - c->cap) * sizeof *np);
+        c->rows = np;
+        c->cap = cap;
+    }
+    for (size_t j = 1; j <= c->g.ents[head].row; j++) {
+        size_t ri = c->g.ents[head + j].row;
+        drow *row = &c->rows[ri];
+        if (side == 0) {
+            row->a_bytes += lv->bytes;
+            row->a_count += lv->count;
         } else {
-            hs_buf_put(key, f->name, strlen(f->name));
+            row->b_bytes += lv->bytes;
+            row->b_count += lv->count;
         }
-        if (key->oom) return hs__err(err, HS_ENOMEM, "out of memory");
-        int rc = cb(key->p, key->n, f, by != HS_GROUP_FUNCTION || k == site, data);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-typedef struct add_one {
-    dctx *c;
-    const hs__live *lv;
-    int side;
-} add_one;
-
-/* A row of the live trace in o (hs__diff_keys' callback): counted once a
- * stack. */
-static int add_row(const char *k, size_t len, const hs__frame *f, int site, void *data)
-{
-    (void)site;
-    add_one *o = data;
-    dctx *c = o->c;
-    size_t r = drow_get(c, k, len, f->name);
-    if (r == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
-    drow *row = &c->rows[r];
-    if (row->seen == c->stamp) return 0;
-    row->seen = c->stamp;
-    if (o->side == 0) {
-        row->a_bytes += o->lv->bytes;
-        row->a_count += o->lv->count;
-    } else {
-        row->b_bytes += o->lv->bytes;
-        row->b_count += o->lv->count;
-    }
-    if (!row->trace || (o->side == 1 && row->side == 0)) {
-        row->trace = o->lv->trace;
-        row->side = o->side;
+        if (side == 1 && row->side == 0) { /* b's stacks name a row that b holds */
+            c->g.rows[ri].trace = 0;
+            row->side = 1;
+        }
+        hs__group_offer(&c->g, head, j, lv->trace, lv->bytes);
     }
     return 0;
 }
@@ -150,13 +102,17 @@ static int add_state(dctx *c, hs__state *s, int side)
     /* largest first: the stacks left when the frames a request may hold run
      * out are the smallest (the answer counts them) */
     hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
-    for (size_t i = 0; i < s->n; i++) {
+    int rc = 0;
+    for (size_t i = 0; !rc && i < s->n; i++) {
         const hs__live *lv = &s->rows[i];
-        if (hs__frames_full(c->q)) {
+        size_t head;
+        if ((rc = hs__group_trace(&c->g, lv->trace, &head, c->err))) return rc;
+        if (head == HS__GNONE) {
             c->omitted++;
             c->omitted_bytes += lv->bytes;
             continue;
         }
+        if ((rc = add_rows(c, lv, head, side))) return rc;
         int64_t frames[HS_MAX_DEPTH];
         const hs__frame *fr[HS_MAX_DEPTH];
         int d = hs__stack(c->q, lv->trace, frames, HS_MAX_DEPTH, c->err);
@@ -164,10 +120,6 @@ static int add_state(dctx *c, hs__state *s, int side)
         if (d == 0) continue;
         for (int k = 0; k < d; k++)
             if (!(fr[k] = hs__frame_get(c->q, frames[k], c->err))) return HS_EDB;
-        c->stamp++;
-        add_one o = {c, lv, side};
-        int rc = hs__diff_keys(c->q, lv->trace, frames, fr, d, c->by, &c->key, add_row, &o, c->err);
-        if (rc) return rc;
         /* differential flame, root first */
         size_t node = 0;
         c->t[0].a_bytes += side == 0 ? lv->bytes : 0;
@@ -181,7 +133,7 @@ static int add_state(dctx *c, hs__state *s, int side)
                 c->t[node].b_bytes += lv->bytes;
         }
     }
-    return 0;
+    return rc;
 }
 
 static int cmp_delta(const void *x, const void *y)
@@ -190,7 +142,14 @@ static int cmp_delta(const void *x, const void *y)
     int64_t da = llabs(a->b_bytes - a->a_bytes), db = llabs(b->b_bytes - b->a_bytes);
     if (da != db) return da < db ? 1 : -1;
     if (a->b_bytes != b->b_bytes) return a->b_bytes < b->b_bytes ? 1 : -1;
-    return strcmp(a->name, b->name);
+    int d = strcmp(a->name, b->name);
+    return d ? d : strcmp(a->key, b->key);
+}
+
+static int cmp_key(const void *x, const void *y)
+{
+    const drow *a = x, *b = y;
+    return strcmp(a->key, b->key);
 }
 
 /* The differential flame holds the DFLAME_NODES widest nodes (by the larger
@@ -203,8 +162,19 @@ static int64_t dwidth(const dnode *n)
     return n->a_bytes > n->b_bytes ? n->a_bytes : n->b_bytes;
 }
 
-/* The differential flame's node i and, in sibling order, its children,
- * depth first into out->flame. */
+/* Children widest first (by the larger side), then by name: an order of
+ * their content, whatever order the stacks were met in. */
+static int cmp_dnode(const void *x, const void *y, void *data)
+{
+    const dctx *c = data;
+    const dnode *a = &c->t[*(const size_t *)x], *b = &c->t[*(const size_t *)y];
+    int64_t wa = dwidth(a), wb = dwidth(b);
+    if (wa != wb) return wa < wb ? 1 : -1;
+    return strcmp(a->name, b->name);
+}
+
+/* The differential flame's node i and, widest first, its children, depth
+ * first into out->flame. */
 typedef struct dflame_out {
     dctx *c;
     hs_diff_result *r;
@@ -223,21 +193,28 @@ static int dflame_walk(dflame_out *o, size_t i, int depth)
         r->flame = np;
         o->cap = ncap;
     }
-    size_t me = r->nflame++;
+    size_t me = r->nflame++, nk = 0, *kids;
     r->flame[me] = (hs_dflame_node){
         .name = c->t[i].name, .a_bytes = c->t[i].a_bytes, .b_bytes = c->t[i].b_bytes};
-    for (size_t k = c->t[i].first_child; k != NONE; k = c->t[k].next_sibling) {
+    for (size_t k = c->t[i].first_child; k != NONE; k = c->t[k].next_sibling) nk++;
+    if (!(kids = malloc((nk ? nk : 1) * sizeof *kids)))
+        return hs__err(c->err, HS_ENOMEM, "out of memory");
+    nk = 0;
+    for (size_t k = c->t[i].first_child; k != NONE; k = c->t[k].next_sibling) kids[nk++] = k;
+    if (nk > 1) qsort_r(kids, nk, sizeof *kids, cmp_dnode, c);
+    int rc = 0;
+    for (size_t j = 0; !rc && j < nk; j++) {
+        size_t k = kids[j];
         if (!c->t[k].a_bytes && !c->t[k].b_bytes) continue;
         if (depth >= DFLAME_DEPTH || dwidth(&c->t[k]) < o->min_w || !o->left) {
             r->flame_cut = 1;
             continue;
         }
         o->left--;
-        int rc = dflame_walk(o, k, depth + 1);
-        if (rc) return rc;
-        r->flame[me].nchildren++;
+        if (!(rc = dflame_walk(o, k, depth + 1))) r->flame[me].nchildren++;
     }
-    return 0;
+    free(kids);
+    return rc;
 }
 
 /* The differential flame: its DFLAME_NODES widest nodes. */
@@ -256,14 +233,15 @@ static int dflame(dctx *c, hs_diff_result *r)
     return dflame_walk(&o, 0, 0);
 }
 
-/* "stack A_BYTES B_BYTES" lines, in the order of the rows' table. */
+/* "stack A_BYTES B_BYTES" lines (a row's key by stack and names is its
+ * collapsed stack), in the stacks' order. */
 static int diff_collapsed(dctx *c, hs_diff_result *r)
 {
     hs_buf b = {0};
-    for (size_t i = 0; i < c->keys.cap; i++) {
-        if (!c->keys.keys[i]) continue;
-        drow *w = &c->rows[c->keys.vals[i]];
-        hs_buf_printf(&b, "%s %" PRId64 " %" PRId64 "\n", c->keys.keys[i], w->a_bytes, w->b_bytes);
+    hs__sort(c->rows, c->g.n, sizeof *c->rows, cmp_key);
+    for (size_t i = 0; i < c->g.n; i++) {
+        drow *w = &c->rows[i];
+        hs_buf_printf(&b, "%s %" PRId64 " %" PRId64 "\n", w->key, w->a_bytes, w->b_bytes);
     }
     if (b.oom || !b.p) {
         free(b.p);
@@ -279,22 +257,29 @@ static int diff_collapsed(dctx *c, hs_diff_result *r)
 /* The rows that changed among the limit largest changes, with stacks. */
 static int diff_rows(dctx *c, const hs_diff_params *p, hs_diff_result *r)
 {
-    hs__sort(c->rows, c->n, sizeof *c->rows, cmp_delta);
-    size_t n = c->n < (size_t)p->limit ? c->n : (size_t)p->limit;
-    if (!(r->rows = calloc(n ? n : 1, sizeof *r->rows)))
+    hs__sort(c->rows, c->g.n, sizeof *c->rows, cmp_delta);
+    size_t n = c->g.n < (size_t)p->limit ? c->g.n : (size_t)p->limit;
+    size_t *shown = malloc((n ? n : 1) * sizeof *shown);
+    if (!shown || !(r->rows = calloc(n ? n : 1, sizeof *r->rows))) {
+        free(shown);
         return hs__err(c->err, HS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) shown[i] = c->rows[i].row;
+    int rc = hs__group_settle(&c->g, shown, n, c->err); /* their stacks */
+    free(shown);
+    if (rc) return rc;
     for (size_t i = 0; i < n; i++) {
         drow *w = &c->rows[i];
         if (w->a_bytes == w->b_bytes && w->a_count == w->b_count) continue;
         hs_diff_row *row = &r->rows[r->nrows++];
         *row = (hs_diff_row){.name = w->name,
-                             .trace = w->trace,
+                             .trace = c->g.rows[w->row].trace,
                              .a_bytes = w->a_bytes,
                              .a_count = w->a_count,
                              .b_bytes = w->b_bytes,
                              .b_count = w->b_count};
-        if (c->by == HS_GROUP_FUNCTION) continue;
-        int rc = hs__qstack(c->q, w->trace, p->max_frames, &row->stack, c->err);
+        if (c->g.by == HS_GROUP_FUNCTION) continue;
+        rc = hs__qstack(c->q, row->trace, p->max_frames, &row->stack, c->err);
         if (rc) return rc;
         if (row->stack.depth > row->stack.n) r->frames_cut = 1;
     }
@@ -388,22 +373,27 @@ int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr 
     hs__run *runs = calloc(2, sizeof *runs);
     if (!runs) return hs__err(err, HS_ENOMEM, "out of memory");
     out->own = runs;
-    dctx c = {.q = q, .err = err, .by = p->collapsed ? HS_GROUP_STACK : p->by};
+    dctx c = {.q = q, .err = err};
+    hs__group_init(&c.g, q, p->collapsed ? HS_GROUP_STACK : p->by, HS__GROUP_NAMES);
     out->by = p->by;
     out->max_frames = p->max_frames;
     int rc = hs__site_apply(q, &p->site, err);
     if (!rc && tnode_get(&c, NONE, "all") == NONE) rc = hs__err(err, HS_ENOMEM, "out of memory");
     if (!rc) rc = diff_side(&c, &p->a, "a", 0, &out->a, &runs[0]);
     if (!rc) rc = diff_side(&c, &p->b, "b", 1, &out->b, &runs[1]);
+    for (size_t i = 0; !rc && i < c.g.n; i++) {
+        c.rows[i].key = c.g.rows[i].key;
+        c.rows[i].name = c.g.rows[i].frame->name;
+        c.rows[i].row = i;
+    }
     if (!rc && p->collapsed) rc = diff_collapsed(&c, out);
     if (!rc && !p->collapsed && !(rc = diff_rows(&c, p, out))) rc = dflame(&c, out);
     out->stacks_omitted = (int64_t)c.omitted;
     out->stacks_bytes = c.omitted_bytes;
-    hs__smap_free(&c.keys);
+    hs__group_free(&c.g);
     hs__smap_free(&c.tkeys);
     free(c.rows);
     free(c.t);
-    free(c.key.p);
     if (rc) hs_diff_result_clear(out);
     return rc;
 }

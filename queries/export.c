@@ -92,6 +92,7 @@ static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_exp
 {
     hs__smap lines = {0};
     int64_t *sums = NULL;
+    const char **names = NULL; /* the lines in the order met: the stacks' */
     size_t n = 0, cap = 0;
     hs_buf key = {0}, b = {0};
     int rc = HS_EDB;
@@ -107,22 +108,25 @@ static int export_collapsed(const hs_stacks_result *x, int64_t min_bytes, hs_exp
         }
         if (key.oom) goto oom;
         int added;
-        size_t ix = hs__smap_intern(&lines, key.p, key.n, n, &added);
+        const char *stored;
+        size_t ix = hs__smap_put(&lines, key.p, key.n, n, &added, &stored);
         if (ix == (size_t)-1) goto oom;
         if (added) {
             if (n == cap) {
                 cap = cap ? cap * 2 : 256;
                 int64_t *np = realloc(sums, cap * sizeof *np);
-                if (!np) goto oom;
-                sums = np;
+                if (np) sums = np;
+                const char **nn = realloc(names, cap * sizeof *nn);
+                if (nn) names = nn;
+                if (!np || !nn) goto oom;
             }
+            names[n] = stored;
             sums[n++] = 0;
         }
         sums[ix] += t->bytes;
     }
-    for (size_t i = 0; i < lines.cap; i++)
-        if (lines.keys[i] && sums[lines.vals[i]] >= min_bytes)
-            hs_buf_printf(&b, "%s %" PRId64 "\n", lines.keys[i], sums[lines.vals[i]]);
+    for (size_t i = 0; i < n; i++)
+        if (sums[i] >= min_bytes) hs_buf_printf(&b, "%s %" PRId64 "\n", names[i], sums[i]);
     /* stacks the export left out, as one line, so that the total is right
      * and the graph shows they are missing */
     if (x->omitted && x->omitted_bytes >= min_bytes)
@@ -137,6 +141,7 @@ out:
     free(b.p);
     free(key.p);
     free(sums);
+    free(names);
     hs__smap_free(&lines);
     return rc;
 }

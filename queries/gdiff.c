@@ -2,9 +2,9 @@
  * apart from change. Each side's runs are the matches of its selector
  * (newest first, at most HS_GDIFF_MAX_RUNS); each run's state at its own
  * moment (peak, end or a time) is read once and counted per row as diff
- * matches rows (hs__diff_keys: by names, across builds). What a trace
- * counts for is worked out once a request (traces are shared by the runs
- * of a program), so a run costs a pass over its live traces.
+ * matches rows (the grouping engine, group.c: by names, across builds).
+ * What a trace counts for is worked out once a request (traces are shared
+ * by the runs of a program), so a run costs a pass over its live traces.
  *
  * Per row and side the pass keeps sums over runs of the bytes, of their
  * squares and of the runs' sampling variances (a run that does not hold a
@@ -26,33 +26,25 @@
 
 #define NONE ((size_t)-1)
 
+/* A row's figures, beside the grouping's row of the same index (its
+ * frame names and places it; its representative: the largest trace). */
 typedef struct grow {
-    const char *name;
-    const hs__frame *frame; /* names and places the row */
-    int64_t trace;          /* a representative trace: the largest seen */
-    int64_t trace_bytes;
     double sum[2], sumsq[2], var[2]; /* over the side's runs */
     double cur, curvar;              /* the run being counted */
     /* by function, the same for the stacks whose site is in it (its self) */
     double ssum[2], ssumsq[2], svar[2], scur, scurvar;
-    size_t seen;    /* the last stack counted */
     size_t touched; /* the last run counted */
 } grow;
 
 typedef struct gctx {
     hs_q *q;
     hs_qerr *err;
-    hs_group by;
-    hs__smap keys; /* row key -> row */
-    grow *rows;
-    size_t n, cap;
-    hs__map tidx; /* trace -> 1 + offset into tl: its rows (row << 1 | site), ended by NONE */
-    size_t *tl;
-    size_t tln, tlcap;
+    hs__grouping g;
+    grow *rows; /* per grouping row */
+    size_t cap;
     size_t *touched; /* rows counted in the run being counted */
     size_t ntouched, tcap;
-    size_t stamp, run_no;
-    hs_buf key;
+    size_t run_no;
     int64_t omitted, omitted_bytes;     /* live traces of runs past the request's frames */
     double tsum[2], tsumsq[2], tvar[2]; /* the totals */
 } gctx;
@@ -74,94 +66,29 @@ double hs__sampling_var(int64_t bytes, int64_t count, int64_t sample)
     return (double)bytes * f;
 }
 
-static int tl_push(gctx *c, size_t v)
-{
-    if (c->tln == c->tlcap) {
-        size_t cap = c->tlcap ? c->tlcap * 2 : 4096;
-        size_t *np = realloc(c->tl, cap * sizeof *np);
-        if (!np) return hs__err(c->err, HS_ENOMEM, "out of memory");
-        c->tl = np;
-        c->tlcap = cap;
-    }
-    c->tl[c->tln++] = v;
-    return 0;
-}
-
-typedef struct key_one {
-    gctx *c;
-    size_t start; /* the trace's first entry in tl */
-} key_one;
-
-/* hs__diff_keys' callback: the row of key k, added to the trace's list
- * once a stack (marked when its frame is the stack's site). */
-static int key_row(const char *k, size_t len, const hs__frame *f, int site, void *data)
-{
-    key_one *o = data;
-    gctx *c = o->c;
-    int added;
-    size_t i = hs__smap_intern(&c->keys, k, len, c->n, &added);
-    if (i == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
-    if (added) {
-        if (c->n == c->cap) {
-            size_t cap = c->cap ? c->cap * 2 : 256;
-            grow *np = realloc(c->rows, cap * sizeof *np);
-            if (!np) return hs__err(c->err, HS_ENOMEM, "out of memory");
-            c->rows = np;
-            c->cap = cap;
-        }
-        c->rows[c->n++] = (grow){.name = f->name, .frame = f, .seen = NONE, .touched = NONE};
-    }
-    if (c->rows[i].seen == c->stamp) { /* a name twice in a stack: once, its site's mark kept */
-        for (size_t j = o->start; site && j < c->tln; j++)
-            if (c->tl[j] >> 1 == i) c->tl[j] |= 1;
-        return 0;
-    }
-    c->rows[i].seen = c->stamp;
-    return tl_push(c, i << 1 | (site ? 1u : 0u));
-}
-
-/* The offset in c->tl of trace's rows (ended by NONE), worked out once. */
-static int trace_rows(gctx *c, int64_t trace, size_t *off)
-{
-    uint64_t v;
-    if (hs__map_get(&c->tidx, (uint64_t)trace, &v)) {
-        *off = (size_t)v - 1;
-        return 0;
-    }
-    if (hs__frames_full(c->q)) { /* the request's frames ran out: counted, not placed */
-        *off = NONE;
-        return 0;
-    }
-    int64_t frames[HS_MAX_DEPTH];
-    const hs__frame *fr[HS_MAX_DEPTH];
-    int d = hs__stack(c->q, trace, frames, HS_MAX_DEPTH, c->err);
-    if (d < 0) return d;
-    for (int k = 0; k < d; k++)
-        if (!(fr[k] = hs__frame_get(c->q, frames[k], c->err))) return HS_EDB;
-    *off = c->tln;
-    c->stamp++;
-    key_one o = {c, c->tln};
-    int rc = d ? hs__diff_keys(c->q, trace, frames, fr, d, c->by, &c->key, key_row, &o, c->err) : 0;
-    if (!rc) rc = tl_push(c, NONE);
-    if (!rc && hs__map_put(&c->tidx, (uint64_t)trace, *off + 1))
-        rc = hs__err(c->err, HS_ENOMEM, "out of memory");
-    return rc;
-}
-
 /* Counts one live trace of the run being counted. */
 static int count_trace(gctx *c, const hs__live *lv, int64_t sample)
 {
-    size_t off;
-    int rc = trace_rows(c, lv->trace, &off);
+    size_t head;
+    int rc = hs__group_trace(&c->g, lv->trace, &head, c->err);
     if (rc) return rc;
-    if (off == NONE) {
+    if (head == HS__GNONE) {
         c->omitted++;
         c->omitted_bytes += lv->bytes;
         return 0;
     }
+    if (c->g.n > c->cap) {
+        size_t cap = c->g.n * 2;
+        grow *np = realloc(c->rows, cap * sizeof *np);
+        if (!np) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        for (size_t i = c->cap; i < cap; i++) np[i] = (grow){.touched = NONE};
+        c->rows = np;
+        c->cap = cap;
+    }
     double v = hs__sampling_var(lv->bytes, lv->count, sample);
-    for (size_t j = off; c->tl[j] != NONE; j++) {
-        size_t ri = c->tl[j] >> 1;
+    for (size_t j = 1; j <= c->g.ents[head].row; j++) {
+        const hs__gent *e = &c->g.ents[head + j];
+        size_t ri = e->row;
         grow *r = &c->rows[ri];
         if (r->touched != c->run_no) {
             if (c->ntouched == c->tcap) {
@@ -177,14 +104,11 @@ static int count_trace(gctx *c, const hs__live *lv, int64_t sample)
         }
         r->cur += (double)lv->bytes;
         r->curvar += v;
-        if (c->tl[j] & 1) {
+        if (e->site) {
             r->scur += (double)lv->bytes;
             r->scurvar += v;
         }
-        if (lv->bytes > r->trace_bytes || !r->trace) {
-            r->trace = lv->trace;
-            r->trace_bytes = lv->bytes;
-        }
+        hs__group_offer(&c->g, head, j, lv->trace, lv->bytes);
     }
     return 0;
 }
@@ -323,31 +247,57 @@ int hs_diff_is_group(hs_q *q, const hs_diff_params *p, int *group, hs_qerr *err)
 /* Changed rows first, then by |self delta| (by function: the change of
  * the function's own allocations, so that its callers, whose inclusive
  * change is as large, come after it; else the delta), |delta|, name. */
+typedef struct keyed_row {
+    hs_gdiff_row row;
+    const char *key; /* the grouping row's content key: the last tie-break */
+} keyed_row;
+
 static int cmp_grow(const void *x, const void *y)
 {
-    const hs_gdiff_row *a = x, *b = y;
+    const keyed_row *ka = x, *kb = y;
+    const hs_gdiff_row *a = &ka->row, *b = &kb->row;
     int ca = a->verdict >= HS_GDIFF_GREW, cb = b->verdict >= HS_GDIFF_GREW;
     if (ca != cb) return ca ? -1 : 1;
     double sa = fabs(a->self.delta), sb = fabs(b->self.delta);
     if (sa != sb) return sa < sb ? 1 : -1;
     double da = fabs(a->delta), db = fabs(b->delta);
     if (da != db) return da < db ? 1 : -1;
-    return strcmp(a->name, b->name);
+    int d = strcmp(a->name, b->name);
+    return d ? d : strcmp(ka->key, kb->key);
+}
+
+/* r's rows ranked (cmp_grow); keys[i] is row i's key. */
+static int rank_rows(gctx *c, hs_gdiff_result *r, const char **keys)
+{
+    keyed_row *k = malloc((r->nrows ? r->nrows : 1) * sizeof *k);
+    if (!k) return hs__err(c->err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < r->nrows; i++) k[i] = (keyed_row){r->rows[i], keys[i]};
+    hs__sort(k, r->nrows, sizeof *k, cmp_grow);
+    for (size_t i = 0; i < r->nrows; i++) r->rows[i] = k[i].row;
+    free(k);
+    return 0;
 }
 
 /* Every row's figures, ranked, cut to the limit; the rows kept get stacks. */
 static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
 {
-    size_t na = r->a.nruns, nb = r->b.nruns;
-    if (!(r->rows = calloc(c->n ? c->n : 1, sizeof *r->rows)))
+    size_t na = r->a.nruns, nb = r->b.nruns, n = c->g.n;
+    int rc = hs__group_settle(&c->g, NULL, 0, c->err); /* every row's stack */
+    if (rc) return rc;
+    const char **keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys || !(r->rows = calloc(n ? n : 1, sizeof *r->rows))) {
+        free(keys);
         return hs__err(c->err, HS_ENOMEM, "out of memory");
-    for (size_t i = 0; i < c->n; i++) {
+    }
+    for (size_t i = 0; i < n; i++) {
         const grow *w = &c->rows[i];
+        const hs__grow *gr = &c->g.rows[i];
         hs_gdiff_row *row = &r->rows[r->nrows];
-        *row = (hs_gdiff_row){.name = w->name,
-                              .file = w->frame->file ? w->frame->file : "",
-                              .line = w->frame->line,
-                              .trace = w->trace,
+        keys[r->nrows] = gr->key;
+        *row = (hs_gdiff_row){.name = gr->frame->name,
+                              .file = gr->frame->file ? gr->frame->file : "",
+                              .line = gr->frame->line,
+                              .trace = gr->trace,
                               .a = gstat(w->sum[0], w->sumsq[0], w->var[0], na),
                               .b = gstat(w->sum[1], w->sumsq[1], w->var[1], nb)};
         if (row->a.mean == 0 && row->b.mean == 0) continue;
@@ -356,7 +306,7 @@ static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
         row->verdict = verdict(row->delta, row->se);
         row->self = (hs_gdiff_self){
             .a = row->a, .b = row->b, .delta = row->delta, .se = row->se, .verdict = row->verdict};
-        if (c->by == HS_GROUP_FUNCTION) {
+        if (c->g.by == HS_GROUP_FUNCTION) {
             hs_gdiff_self *sf = &row->self;
             sf->a = gstat(w->ssum[0], w->ssumsq[0], w->svar[0], na);
             sf->b = gstat(w->ssum[1], w->ssumsq[1], w->svar[1], nb);
@@ -368,12 +318,13 @@ static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
         r->nrows++;
     }
     r->rows_total = (int64_t)r->nrows;
-    hs__sort(r->rows, r->nrows, sizeof *r->rows, cmp_grow);
+    rc = rank_rows(c, r, keys);
+    free(keys);
+    if (rc) return rc;
     if (r->nrows > (size_t)p->limit) r->nrows = (size_t)p->limit;
-    for (size_t i = 0; c->by != HS_GROUP_FUNCTION && i < r->nrows; i++) {
+    for (size_t i = 0; c->g.by != HS_GROUP_FUNCTION && i < r->nrows; i++) {
         hs_gdiff_row *row = &r->rows[i];
-        int rc = hs__qstack(c->q, row->trace, p->max_frames, &row->stack, c->err);
-        if (rc) return rc;
+        if ((rc = hs__qstack(c->q, row->trace, p->max_frames, &row->stack, c->err))) return rc;
         if (row->stack.depth > row->stack.n) r->frames_cut = 1;
     }
     return 0;
@@ -381,12 +332,9 @@ static int gdiff_rows(gctx *c, const hs_diff_params *p, hs_gdiff_result *r)
 
 static void gctx_free(gctx *c)
 {
-    hs__smap_free(&c->keys);
-    hs__map_free(&c->tidx);
+    hs__group_free(&c->g);
     free(c->rows);
-    free(c->tl);
     free(c->touched);
-    free(c->key.p);
 }
 
 int hs_core_gdiff(hs_q *q, const hs_diff_params *p, hs_gdiff_result *out, hs_qerr *err)
@@ -396,7 +344,8 @@ int hs_core_gdiff(hs_q *q, const hs_diff_params *p, hs_gdiff_result *out, hs_qer
     out->max_frames = p->max_frames;
     if (!p->a.given) return hs__err(err, HS_EINVAL, "diff needs a=RUN@T");
     if (!p->b.given) return hs__err(err, HS_EINVAL, "diff needs b=RUN@T");
-    gctx c = {.q = q, .err = err, .by = p->by, .run_no = 0};
+    gctx c = {.q = q, .err = err, .run_no = 0};
+    hs__group_init(&c.g, q, p->by, HS__GROUP_NAMES);
     int rc = hs__site_apply(q, &p->site, err);
     if (!rc) rc = hs__gdiff_runs(q, &p->a, &out->a, err);
     if (!rc) rc = hs__gdiff_runs(q, &p->b, &out->b, err);

@@ -3,6 +3,7 @@
  * its largest traces, as a typed result (hs_core.h); and the same points
  * as CSV. */
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,15 +192,19 @@ static int series_stack(hs_q *q, hs_history_series *s, hs_qerr *err)
 }
 
 /* The traces of the series, ranked: the top N by their highest live bytes
- * at any bucket end, then those asked for by id (each once). ts holds
- * sums->n + p->ntraces. Returns how many. */
-static size_t series_pick(trace_series *ts, const hs__tsums *sums, const hs_history_params *p)
+ * at any bucket end (ties in their stacks' content order), then those asked
+ * for by id (each once). ts holds sums->n + p->ntraces; how many in *out. */
+static int series_pick(hs_q *q, trace_series *ts, const hs__tsums *sums, const hs_history_params *p,
+                       size_t *out, hs_qerr *err)
 {
     size_t n = 0;
     for (size_t i = 0; i < sums->n; i++)
         ts[n++] = (trace_series){sums->rows[i].trace, sums->rows[i].s.max, sums->rows[i].s.first,
                                  sums->rows[i].s.last};
     hs__sort(ts, n, sizeof *ts, cmp_series_max);
+    int rc = hs__ties_by_content(q, ts, n, sizeof *ts, offsetof(trace_series, max),
+                                 offsetof(trace_series, trace), (size_t)p->top, err);
+    if (rc) return rc;
     size_t all = n;
     if ((int64_t)n > p->top) n = (size_t)p->top;
     for (size_t e = 0; e < p->ntraces; e++) {
@@ -212,7 +217,8 @@ static size_t series_pick(trace_series *ts, const hs__tsums *sums, const hs_hist
         memmove(&ts[n + 1], &ts[n], (k - n) * sizeof *ts);
         ts[n++] = pick;
     }
-    return n;
+    *out = n;
+    return 0;
 }
 
 /* The series: the ranking reads one summary per trace (hs__tsums_load),
@@ -225,7 +231,7 @@ static int history_series(history_acc *h, const hs_history_params *p, hs_qerr *e
     if (rc) return rc;
     size_t cap = sums.n + p->ntraces, n;
     if (!(ts = malloc((cap ? cap : 1) * sizeof *ts))) goto oom;
-    n = series_pick(ts, &sums, p);
+    if ((rc = series_pick(h->q, ts, &sums, p, &n, err))) goto out;
     if (!(h->r->series = calloc(n ? n : 1, sizeof *h->r->series))) goto oom;
     h->r->nseries = n;
     int64_t span = 0;

@@ -61,9 +61,12 @@ void hs_q_free(hs_q *q);
 
 /* ---- grouping ------------------------------------------------------------- */
 
-/* What a row of a moment's state (top, diff) stands for: a stack's site
- * (site.c), a function (every function of a stack counts it once in its
- * total, the site's function in its self), or the whole stack. */
+/* What a row of a moment's state (top, diff, group diff, check, leaks'
+ * growing sites) stands for, one numbering for every question: a stack's
+ * site (site.c: its function, file and line), a function (every function
+ * of a stack counts it once in its total, the site's function in its
+ * self), or the whole stack. A row is what its frames are, never a store's
+ * id; one grouping engine (queries/group.c) counts every question's rows. */
 typedef enum hs_group { HS_GROUP_SITE, HS_GROUP_FUNCTION, HS_GROUP_STACK } hs_group;
 
 /* "site", "function", "stack" -> *out; -1 for anything else. */

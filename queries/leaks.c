@@ -2,7 +2,8 @@
  * typed result (hs_core.h).
  *
  * Growth is judged per site (site.c: the innermost Python frame, or the
- * first frame outside the allocation machinery), not per trace: a function
+ * first frame outside the allocation machinery; a row of the grouping
+ * engine, group.c, so a site is its function, file and line), not per trace: a function
  * that leaks through several stacks (an append that sometimes reallocates,
  * a helper called from two places) leaks as one. A site's series is the sum
  * of its traces' delta rows, read for the sites that may qualify only: the
@@ -93,12 +94,11 @@ static int leaks_live(leaks_out *o, hs__state *state, hs_qerr *err)
     size_t want = (int64_t)state->n < o->p->limit ? state->n : (size_t)o->p->limit;
     if (!(r->live = calloc(want ? want : 1, sizeof *r->live)))
         return hs__err(err, HS_ENOMEM, "out of memory");
-    hs__sort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
-    for (size_t i = 0; i < want; i++) {
+    int rc = hs__state_rank(o->q, state, want, err);
+    for (size_t i = 0; !rc && i < want; i++) {
         hs_leak_row *row = &r->live[r->nlive];
         const hs__live *lv = &state->rows[i];
-        int rc = leak_row(o, row, lv->trace, err);
-        if (rc) {
+        if ((rc = leak_row(o, row, lv->trace, err))) {
             free(row->stack.frames);
             return rc > 0 ? 0 : rc;
         }
@@ -107,14 +107,14 @@ static int leaks_live(leaks_out *o, hs__state *state, hs_qerr *err)
         row->count = lv->count;
         row->share = state->total_bytes ? (double)lv->bytes / (double)state->total_bytes : 0.0;
     }
-    return 0;
+    return rc;
 }
 
 static int cmp_score(const void *a, const void *b)
 {
     const hs_leak_row *x = a, *y = b;
     if (x->score != y->score) return x->score < y->score ? 1 : -1;
-    return (x->count > y->count) - (x->count < y->count); /* count: the order met */
+    return (x->count > y->count) - (x->count < y->count); /* count: the site's key's rank */
 }
 
 /* ---- growth, per site ------------------------------------------------------ */
@@ -125,8 +125,6 @@ typedef struct leak_delta {
 } leak_delta;
 
 typedef struct leak_site {
-    int64_t frame;              /* the site's frame id (0: an empty stack) */
-    int64_t trace, trace_bytes; /* its trace holding most at the end: the row's stack */
     /* its traces' summaries summed: what rules a site out unread */
     int64_t bytes, ups, first_up, last_up;
     double sy, sxy;
@@ -136,9 +134,10 @@ typedef struct leak_site {
 } leak_site;
 
 typedef struct leak_sites {
-    leak_site *s; /* in the order of their first delta row */
+    hs__grouping g; /* by site: its rows are the sites (representative: the
+                     * trace holding most at the end, the row's stack) */
+    leak_site *s;   /* per site (row of g) */
     size_t n, cap;
-    hs__map idx;    /* site frame -> index into s */
     size_t *of;     /* per row of the summaries, its site's index */
     hs__map traces; /* trace -> site index, for the sites that may grow */
 } leak_sites;
@@ -152,30 +151,32 @@ static void sites_clear(leak_sites *ls)
     for (size_t i = 0; i < ls->n; i++) free(ls->s[i].d);
     free(ls->s);
     free(ls->of);
-    hs__map_free(&ls->idx);
+    hs__group_free(&ls->g);
     hs__map_free(&ls->traces);
     memset(ls, 0, sizeof *ls);
 }
 
-static leak_site *site_get(leak_sites *ls, int64_t frame, size_t *index)
+/* The site of trace (holding bytes at the end) in the grouping, made when
+ * new; NULL when out of memory, or with *rc set on a store's error. */
+static leak_site *site_get(leak_sites *ls, int64_t trace, int64_t bytes, size_t *index, int *rc,
+                           hs_qerr *err)
 {
-    uint64_t i;
-    if (hs__map_get(&ls->idx, (uint64_t)frame, &i)) {
-        *index = (size_t)i;
-        return &ls->s[i];
+    size_t head;
+    if ((*rc = hs__group_trace(&ls->g, trace, &head, err))) return NULL;
+    assert(head != HS__GNONE && ls->g.ents[head].row == 1);
+    hs__group_offer(&ls->g, head, 1, trace, bytes);
+    for (; ls->n < ls->g.n; ls->n++) {
+        if (ls->n == ls->cap) {
+            size_t ncap = ls->cap ? 2 * ls->cap : 64;
+            leak_site *np = realloc(ls->s, ncap * sizeof *np);
+            if (!np) return NULL;
+            ls->s = np;
+            ls->cap = ncap;
+        }
+        ls->s[ls->n] = (leak_site){.first_up = INT64_MAX, .last_up = -1};
     }
-    if (ls->n == ls->cap) {
-        size_t ncap = ls->cap ? 2 * ls->cap : 64;
-        leak_site *np = realloc(ls->s, ncap * sizeof *np);
-        if (!np) return NULL;
-        ls->s = np;
-        ls->cap = ncap;
-    }
-    if (hs__map_put(&ls->idx, (uint64_t)frame, ls->n)) return NULL;
-    *index = ls->n;
-    leak_site *s = &ls->s[ls->n++];
-    *s = (leak_site){.frame = frame, .trace = -1, .first_up = INT64_MAX, .last_up = -1};
-    return s;
+    *index = ls->g.ents[head + 1].row;
+    return &ls->s[*index];
 }
 
 /* Groups the traces of sums by site and sums their summaries (closed at
@@ -187,22 +188,17 @@ static int sites_group(hs_q *q, const hs__tsums *sums, int64_t L, leak_sites *ls
     for (size_t i = 0; i < sums->n; i++) {
         hs_tstats t = sums->rows[i].s;
         hs_tstats_close(&t, L + 1);
-        int64_t sf;
-        int rc = hs__site(q, sums->rows[i].trace, &sf, err);
-        if (rc) return rc;
-        leak_site *s = site_get(ls, sf, &ls->of[i]);
-        if (!s) return hs__err(err, HS_ENOMEM, "out of memory");
+        int rc;
+        leak_site *s = site_get(ls, sums->rows[i].trace, t.bytes, &ls->of[i], &rc, err);
+        if (!s) return rc ? rc : hs__err(err, HS_ENOMEM, "out of memory");
         s->bytes += t.bytes;
         s->ups += t.ups;
         s->sy += t.sy;
         s->sxy += t.sxy;
         if (t.ups && t.first_up < s->first_up) s->first_up = t.first_up;
         if (t.ups && t.last_up > s->last_up) s->last_up = t.last_up;
-        if (s->trace < 0 || t.bytes > s->trace_bytes) {
-            s->trace = sums->rows[i].trace;
-            s->trace_bytes = t.bytes;
-        }
     }
+    (void)q;
     return 0;
 }
 
@@ -380,8 +376,7 @@ static int site_judge(const leak_site *s, const hs__run *run, int64_t L, hs_leak
     if (steps < 0) return -1;
     if (steps < LEAK_MIN_STEPS || spread + 1e-9 < LEAK_MIN_SPREAD || window < LEAK_MIN_WINDOW)
         return 0;
-    *row = (hs_leak_row){.trace = s->trace,
-                         .end_bytes = t.bytes,
+    *row = (hs_leak_row){.end_bytes = t.bytes,
                          .slope = cov / vx * 1e9 / (double)run->g,
                          .r2 = vy > 0 ? cov * cov / (vx * vy) : 0,
                          .steady = spread,
@@ -390,12 +385,37 @@ static int site_judge(const leak_site *s, const hs__run *run, int64_t L, hs_leak
     return 1;
 }
 
-/* The growing sites' rows, unranked, into *out (count: their order). */
+typedef struct site_at {
+    size_t site, row; /* a growing site and its row */
+} site_at;
+
+static int cmp_site(const void *a, const void *b, void *g)
+{
+    return hs__group_cmp(g, ((const site_at *)a)->site, ((const site_at *)b)->site);
+}
+
+/* rows[i].count: row i's site, made its rank among the n rows' sites in
+ * content order (hs__group_cmp): how sites of equal scores are ordered. */
+static int sites_rank(leak_sites *ls, hs_leak_row *rows, size_t n, hs_qerr *err)
+{
+    site_at *k = malloc((n ? n : 1) * sizeof *k);
+    if (!k) return hs__err(err, HS_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) k[i] = (site_at){(size_t)rows[i].count, i};
+    if (n > 1) qsort_r(k, n, sizeof *k, cmp_site, &ls->g);
+    for (size_t i = 0; i < n; i++) rows[k[i].row].count = (int64_t)i;
+    free(k);
+    return 0;
+}
+
+/* The growing sites' rows, unranked, into *out (count: the rank of their
+ * site's key). */
 static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *sums,
                      hs_leak_row **out, size_t *n, hs_qerr *err)
 {
     leak_sites ls = {0};
+    hs__group_init(&ls.g, q, HS_GROUP_SITE, HS__GROUP_EMPTY | HS__GROUP_ALL | HS__GROUP_ONCE);
     int rc = sites_group(q, sums, L, &ls, err);
+    if (!rc) rc = hs__group_settle(&ls.g, NULL, 0, err); /* the sites' stacks */
     for (size_t i = 0; !rc && i < ls.n; i++) ls.s[i].may_grow = site_may_grow(&ls.s[i], L);
     if (!rc) rc = sites_read(q, run, L, sums, &ls, err);
     if (!rc && !(*out = calloc(ls.n ? ls.n : 1, sizeof **out)))
@@ -404,14 +424,18 @@ static int leaks_fit(hs_q *q, const hs__run *run, int64_t L, const hs__tsums *su
         if (!ls.s[i].may_grow) continue;
         int g = site_judge(&ls.s[i], run, L, &(*out)[*n]);
         if (g < 0) rc = hs__err(err, HS_ENOMEM, "out of memory");
-        if (g > 0) (*out)[*n].count = (int64_t)*n, (*n)++;
+        if (g > 0) {
+            (*out)[*n].trace = ls.g.rows[i].trace;
+            (*out)[(*n)++].count = (int64_t)i;
+        }
     }
+    if (!rc) rc = sites_rank(&ls, *out, *n, err);
     sites_clear(&ls);
     return rc;
 }
 
-/* Ranks the growing sites (equal scores keep the order of their first
- * delta row, as a pass over the rows meets them); stacks only for the rows
+/* Ranks the growing sites (equal scores in the order of their sites'
+ * content, group.c); stacks only for the rows
  * answered. The summaries and the rows are read in the request's one read
  * transaction (the store's, held by the run's record). */
 static int leaks_growing(leaks_out *o, const hs__run *run, const hs__at *at, hs_qerr *err)

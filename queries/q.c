@@ -440,6 +440,17 @@ int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err)
     return n;
 }
 
+int hs__frame_cmp(const hs__frame *a, const hs__frame *b)
+{
+    int d = strcmp(a->name, b->name);
+    if (!d) d = strcmp(a->file, b->file);
+    if (!d && a->line != b->line) d = a->line < b->line ? -1 : 1;
+    if (!d) d = strcmp(a->module, b->module);
+    if (!d && a->module_offset != b->module_offset)
+        d = a->module_offset < b->module_offset ? -1 : 1;
+    return d ? d : strcmp(a->function, b->function);
+}
+
 int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err)
 {
     uint64_t v;

@@ -13,6 +13,8 @@
  *               export.c (files from stacks.c's result)
  *   questions   check.c > gdiff.c > diff.c; top.c, views.c, leaks.c,
  *               history.c, runs.c, sizes.c, stacks.c, trend.c
+ *   grouping    group.c (rows by site, function or stack, keyed by
+ *               content; the content order of ties)
  *   core base   core.c (result pieces, parameters) > q.c (handle, runs,
  *               moments, state, stacks) > site.c (frame names and sites)
  *   store       store_sqlite.c > store_sqlite_trend.c, store_sqlite_sql.c
@@ -61,6 +63,9 @@ typedef struct hs__smap {
 /* Returns the index stored for key, or stores next and returns it (*added=1).
  * Returns (size_t)-1 when out of memory. */
 size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, int *added);
+/* The same, with the key as stored (lasting until hs__smap_free) in *stored. */
+size_t hs__smap_put(hs__smap *m, const char *key, size_t len, size_t next, int *added,
+                    const char **stored);
 void hs__smap_free(hs__smap *m);
 
 typedef struct hs__frame {
@@ -192,6 +197,23 @@ int hs__stack(hs_q *q, int64_t trace, int64_t *out, int max, hs_qerr *err);
  * cached per trace. 0 or an HS_E code. */
 int hs__site(hs_q *q, int64_t trace, int64_t *frame, hs_qerr *err);
 const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err);
+/* Frames in content order: name, file, line, module, offset, function. */
+int hs__frame_cmp(const hs__frame *a, const hs__frame *b);
+/* Traces a and b in content order into *out (<0, 0, >0): their sites'
+ * frames (hs__frame_cmp; an empty stack first), then their stacks leaf
+ * first, frame by frame (the shorter first), then (the same content
+ * twice) their ids. 0 or an HS_E code. */
+int hs__trace_cmp(hs_q *q, int64_t a, int64_t b, int *out, hs_qerr *err);
+/* Rows that tie in content order: base holds n elements of size sz sorted
+ * by an int64_t weight (at weight_off), each naming a trace (int64_t at
+ * trace_off); every run of equal weights that starts before want is
+ * ordered by its traces' content (hs__trace_cmp), so that no store's ids
+ * decide an order. 0 or an HS_E code. */
+int hs__ties_by_content(hs_q *q, void *base, size_t n, size_t sz, size_t weight_off,
+                        size_t trace_off, size_t want, hs_qerr *err);
+/* s's rows by bytes, largest first, ties in content order up to want
+ * rows (hs__ties_by_content; SIZE_MAX: all). 0 or an HS_E code. */
+int hs__state_rank(hs_q *q, hs__state *s, size_t want, hs_qerr *err);
 /* Drops the caches if they grew past what an idle connection keeps; only
  * between requests. Returns 1 when it freed something. */
 int hs__cache_trim(hs_q *q);
@@ -272,18 +294,78 @@ int hs__rows_param(const char *key, const char *value, int64_t limit_hi, int64_t
  * where the answers cut a tree to its k widest nodes. */
 int64_t hs__kth_largest(int64_t *w, size_t n, size_t k);
 
-/* The rows of diff (diff.c) a live trace counts for under by, each stack's
- * keys matched by names across runs: by site its site's name, by function
- * every function of the stack (a name twice in a stack is given twice: the
- * caller counts a row once a stack), by stack the whole stack's names, root
- * first. cb gets each key (in key's buffer), the frame naming the row and
- * whether that frame is the stack's site (by site and stack: always);
- * frames and fr hold the trace's d > 0 frames, leaf first. 0, cb's non-zero
- * return, or an HS_E code. */
-int hs__diff_keys(hs_q *q, int64_t trace, const int64_t *frames, const hs__frame *const *fr, int d,
-                  hs_group by, hs_buf *key,
-                  int (*cb)(const char *k, size_t len, const hs__frame *f, int site, void *data),
-                  void *data, hs_qerr *err);
+/* ---- the grouping engine (group.c) ------------------------------------------ */
+
+/* Rows of a grouping keyed by content (group.c says what identifies a row
+ * of each hs_group). A trace's entries are worked out once: at ents[head]
+ * a header (row: how many entries follow), then one entry a row it counts
+ * for (by function, each function once a stack, site marking the one
+ * holding the stack's site). */
+typedef struct hs__gent {
+    size_t row;
+    const hs__frame *frame; /* the frame naming the row in this stack (NULL: empty stack) */
+    int site;
+} hs__gent;
+typedef struct hs__grow {
+    const char *key;            /* its content key (held by the grouping; NULL by site and
+                                 * by stack with file and line: its frame is its key) */
+    const hs__frame *frame;     /* names the row (NULL: empty stacks, or not read yet:
+                                 * hs__group_frame) */
+    int64_t fid;                /* by site, and stack with file and line: its site frame */
+    int64_t trace, trace_bytes; /* the representative: the trace holding most */
+    uint64_t seen;
+    uint32_t gen; /* times the representative held more than the one before */
+} hs__grow;
+/* A trace offered as a row's representative that held as much as it. */
+typedef struct hs__gtie {
+    size_t row;
+    int64_t trace;
+    const hs__frame *frame;
+    uint32_t gen; /* the row's gen then: an older one was outgrown */
+} hs__gtie;
+/* NAMES: frames matched by name only (across builds); EMPTY: empty stacks
+ * count for a row keyed "" (frame NULL); ALL: every trace placed, past the
+ * frames a request may read too; ONCE: each trace is asked for once (its
+ * entries last until the next is asked for). */
+enum { HS__GROUP_NAMES = 1, HS__GROUP_EMPTY = 2, HS__GROUP_ALL = 4, HS__GROUP_ONCE = 8 };
+#define HS__GNONE ((size_t)-1)
+typedef struct hs__grouping {
+    hs_q *q;
+    hs_group by;
+    int names;
+    int empty, all, once;
+    uint64_t ntraces; /* traces placed */
+    hs__smap keys;    /* key -> row (by function, and with names) or the keys held */
+    hs__map fidx;     /* frame id -> its row (by site and by function) */
+    hs__grow *rows;
+    size_t n, cap;
+    hs__map tidx; /* trace -> head of its entries */
+    hs__gent *ents;
+    size_t nents, capents;
+    hs__gtie *ties; /* ties of representatives, settled when asked */
+    size_t nties, capties;
+    int ties_oom;
+    hs_buf key;
+} hs__grouping;
+void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags);
+void hs__group_free(hs__grouping *g);
+/* The head of trace's entries in g->ents (worked out once), or HS__GNONE
+ * when the request's frames ran out (hs__frames_full). 0 or an HS_E code. */
+int hs__group_trace(hs__grouping *g, int64_t trace, size_t *head, hs_qerr *err);
+/* Offers trace (holding bytes) as the representative of the row of entry
+ * j (1 ..) of head: the most bytes, ties to the first in content order
+ * (hs__trace_cmp), which hs__group_settle works out. */
+void hs__group_offer(hs__grouping *g, size_t head, size_t j, int64_t trace, int64_t bytes);
+/* Settles the ties of the representatives of the n rows at rows (NULL:
+ * of every row): only the rows shown pay for their ties. 0 or HS_ENOMEM. */
+int hs__group_settle(hs__grouping *g, const size_t *rows, size_t n, hs_qerr *err);
+/* Row's frame (read when first asked; NULL for empty stacks, or when it
+ * cannot be read, err then set). */
+const hs__frame *hs__group_frame(hs__grouping *g, size_t row, hs_qerr *err);
+/* Rows a and b in content order (their keys, else their frames by
+ * hs__frame_cmp, rows that are traces then by hs__trace_cmp): how rows
+ * that tie are ordered. */
+int hs__group_cmp(hs__grouping *g, size_t a, size_t b);
 
 /* Group diff (gdiff.c): the sampling variance of a trace's estimated bytes
  * (count: its estimated blocks) in a run of sample_bytes sample

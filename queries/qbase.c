@@ -20,6 +20,13 @@ static uint64_t fnv1a(const char *s, size_t n)
 
 size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, int *added)
 {
+    const char *stored;
+    return hs__smap_put(m, key, len, next, added, &stored);
+}
+
+size_t hs__smap_put(hs__smap *m, const char *key, size_t len, size_t next, int *added,
+                    const char **stored)
+{
     *added = 0;
     if ((m->n + 1) * 4 > m->cap * 3) {
         size_t ncap = m->cap ? m->cap * 2 : 256;
@@ -51,8 +58,10 @@ size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, in
     uint64_t h = fnv1a(key, len);
     size_t i = h & (m->cap - 1);
     while (m->keys[i]) {
-        if (m->hashes[i] == h && !strncmp(m->keys[i], key, len) && m->keys[i][len] == '\0')
+        if (m->hashes[i] == h && !strncmp(m->keys[i], key, len) && m->keys[i][len] == '\0') {
+            *stored = m->keys[i];
             return m->vals[i];
+        }
         i = (i + 1) & (m->cap - 1);
     }
     char *k = malloc(len + 1);
@@ -64,6 +73,7 @@ size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, in
     m->vals[i] = next;
     m->n++;
     *added = 1;
+    *stored = k;
     return next;
 }
 

@@ -11,6 +11,7 @@
  * is said in the files (pprof's comments, speedscope's name, dot's label, a
  * "[truncated]" outermost frame in collapsed lines). */
 #include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,19 +110,21 @@ static int stacks_live(hs_q *q, hs__state *s, hs_stacks_result *x, hs_qerr *err)
     x->total_bytes = s->total_bytes;
     x->total_count = s->total_count;
     hs__sort(s->rows, s->n, sizeof *s->rows, hs__cmp_live_bytes);
-    for (size_t i = 0; i < s->n; i++) {
+    int rc = 0;
+    for (size_t i = 0; !rc && i < s->n; i++) {
         size_t ix;
-        int rc = row_get(q, x, s->rows[i].trace, &ix, err);
+        rc = row_get(q, x, s->rows[i].trace, &ix, err);
         if (rc == 1) {
             x->omitted++;
             x->omitted_bytes += s->rows[i].bytes;
+            rc = 0;
             continue;
         }
         if (rc) return rc;
         x->rows[ix].bytes += s->rows[i].bytes;
         x->rows[ix].count += s->rows[i].count;
     }
-    return 0;
+    return rc;
 }
 
 /* alloc_* per trace: every sampled allocation made up to at_ns. */
@@ -158,6 +161,13 @@ int hs__stacks_build(hs_q *q, const hs__run *run, const hs__at *at, hs__state *s
         rc = q->store->ops->events(q->store, run->id, HS_QSTORE_FROM_START, at->at_ns, alloc_row,
                                    &w, err);
     }
+    /* rows of equal bytes in content order (their frames are read by now),
+     * which the exports' bytes follow; the trace index is done with */
+    if (!rc)
+        rc = hs__ties_by_content(q, out->rows, out->nrows, sizeof *out->rows,
+                                 offsetof(hs_stack_row, bytes), offsetof(hs_stack_row, trace),
+                                 SIZE_MAX, err);
+    if (!rc) hs__map_free(&((stacks_own *)out->own)->idx);
     if (rc) hs_stacks_result_clear(out);
     return rc;
 }

@@ -1,10 +1,11 @@
 /* top: a moment's state grouped by site, function or stack, as a typed
  * result (hs_core.h). The state at the moment is read once (q.c); each
- * live trace's stack is read from the frame cache and counted for its row:
- * by site and by stack once, by function once per function of the stack
- * (total) and for the site's function (self). Rows are ranked by total
- * bytes (by function: self bytes) and cut to the limit and to the answer's
- * byte bound; only the rows answered get their stacks. */
+ * live trace is counted for its rows by the grouping engine (group.c: a
+ * row is what its frames are): by site and by stack once, by function once
+ * per function of the stack (total) and for the site's function (self).
+ * Rows are ranked by total bytes (by function: self bytes), ties by their
+ * content, and cut to the limit and to the answer's byte bound; only the
+ * rows answered get their stacks. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,109 +47,77 @@ int hs_run_check(hs_q *q, const hs_run_sel *sel, hs_qerr *err, int rc)
 
 /* ---- grouping ------------------------------------------------------------- */
 
+/* A row's figures, beside the grouping's row of the same index (group.c:
+ * what names the row and its representative trace). */
 typedef struct top_row {
-    int64_t key; /* site: the site's frame id; stack: trace; function: interned index + 1 */
-    const hs__frame *frame;
-    int64_t trace, trace_bytes; /* the largest trace of the row, for its stack */
+    size_t row; /* its index in the grouping: what orders rows that tie */
     int64_t self_bytes, self_count, total_bytes, total_count;
-    size_t seen; /* the last stack counted (total once per stack) */
 } top_row;
 
 typedef struct top_acc {
-    hs_q *q;
-    hs_group by;
-    hs__map idx;   /* site, stack: key -> row */
-    hs__smap fidx; /* function: name -> row */
-    top_row *rows;
-    size_t n, cap;
+    hs__grouping g;
+    top_row *rows; /* per grouping row */
+    size_t cap;
     int64_t omitted, omitted_bytes; /* stacks past the frames a request may read */
 } top_acc;
 
 static void top_acc_free(top_acc *t)
 {
     free(t->rows);
-    hs__map_free(&t->idx);
-    hs__smap_free(&t->fidx);
+    hs__group_free(&t->g);
 }
 
-/* The row of frame f (at position k of stack trace), added when new; NULL
- * when out of memory. */
-static top_row *top_row_of(top_acc *t, const hs__frame *f, int64_t frame, int64_t trace)
+/* Counts live trace lv of the state for its rows: by site and by stack
+ * once, by function once per function of the stack (total) and for the
+ * site's function (self). */
+static int top_count(top_acc *t, const hs__live *lv, hs_qerr *err)
 {
-    uint64_t ri;
-    int found, added = 0;
-    uint64_t key = t->by == HS_GROUP_SITE ? (uint64_t)frame : (uint64_t)trace;
-    if (t->by == HS_GROUP_FUNCTION) {
-        size_t v = hs__smap_intern(&t->fidx, f->name, strlen(f->name), t->n, &added);
-        if (v == (size_t)-1) return NULL;
-        ri = v;
-        found = !added;
-        key = v + 1;
-    } else {
-        found = hs__map_get(&t->idx, key, &ri);
+    size_t head;
+    int rc = hs__group_trace(&t->g, lv->trace, &head, err);
+    if (rc) return rc;
+    if (head == HS__GNONE) {
+        t->omitted++;
+        t->omitted_bytes += lv->bytes;
+        return 0;
     }
-    if (found) return &t->rows[ri];
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? t->cap * 2 : 256;
+    if (t->g.n > t->cap) {
+        size_t cap = t->g.n * 2;
         top_row *np = realloc(t->rows, cap * sizeof *np);
-        if (!np) return NULL;
+        if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
+        memset(np + t->cap, 0, (cap - t->cap) * sizeof *np);
         t->rows = np;
         t->cap = cap;
     }
-    if (t->by != HS_GROUP_FUNCTION && hs__map_put(&t->idx, key, t->n)) return NULL;
-    t->rows[t->n] = (top_row){.key = (int64_t)key, .frame = f, .seen = (size_t)-1};
-    return &t->rows[t->n++];
-}
-
-/* Counts live trace i of the state (lv) for its rows. */
-static int top_count(top_acc *t, const hs__live *lv, size_t i, hs_qerr *err)
-{
-    int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(t->q, lv->trace, frames, HS_MAX_DEPTH, err);
-    if (d <= 0) return d;
-    int site = hs__site_index(t->q, lv->trace, frames, d, err);
-    if (site < 0) return site;
-    /* by site and stack a row is named by its site; by function the site's
-     * function gets the self bytes, every function the total */
-    int lo = t->by == HS_GROUP_FUNCTION ? 0 : site, hi = t->by == HS_GROUP_FUNCTION ? d : site + 1;
-    for (int k = lo; k < hi; k++) {
-        const hs__frame *f = hs__frame_get(t->q, frames[k], err);
-        if (!f) return HS_EDB;
-        top_row *r = top_row_of(t, f, frames[k], lv->trace);
-        if (!r) return hs__err(err, HS_ENOMEM, "out of memory");
-        if (k == site) {
+    for (size_t j = 1; j <= t->g.ents[head].row; j++) {
+        const hs__gent *e = &t->g.ents[head + j];
+        top_row *r = &t->rows[e->row];
+        if (e->site) {
             r->self_bytes += lv->bytes;
             r->self_count += lv->count;
         }
-        if (r->seen != i) {
-            r->seen = i;
-            r->total_bytes += lv->bytes;
-            r->total_count += lv->count;
-        }
-        if (lv->bytes > r->trace_bytes || !r->trace) {
-            r->trace = lv->trace;
-            r->trace_bytes = lv->bytes;
-        }
+        r->total_bytes += lv->bytes;
+        r->total_count += lv->count;
+        hs__group_offer(&t->g, head, j, lv->trace, lv->bytes);
     }
     return 0;
 }
 
-static int cmp_total(const top_row *x, const top_row *y)
+static int cmp_total(const top_row *x, const top_row *y, hs__grouping *g)
 {
     if (x->total_bytes != y->total_bytes) return x->total_bytes < y->total_bytes ? 1 : -1;
-    return (x->key > y->key) - (x->key < y->key);
+    return hs__group_cmp(g, x->row, y->row);
 }
 
-static int cmp_top_total(const void *a, const void *b)
+static int cmp_top_total(const void *a, const void *b, void *g)
 {
-    return cmp_total(a, b);
+    return cmp_total(a, b, g);
 }
 
-static int cmp_top_self(const void *a, const void *b) /* by function */
+static int cmp_top_self(const void *a, const void *b, void *g) /* by function */
 {
     const top_row *x = a, *y = b;
     if (x->self_bytes != y->self_bytes) return x->self_bytes < y->self_bytes ? 1 : -1;
-    return cmp_total(x, y);
+    return cmp_total(x, y, g);
 }
 
 /* Groups the state's traces into t's rows, ranked. */
@@ -159,17 +128,13 @@ static int top_group(top_acc *t, hs__state *state, hs_qerr *err)
      * smallest, and the answer says how many */
     hs__sort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
     for (size_t i = 0; i < state->n; i++) {
-        const hs__live *lv = &state->rows[i];
-        if (hs__frames_full(t->q)) {
-            t->omitted++;
-            t->omitted_bytes += lv->bytes;
-            continue;
-        }
-        int rc = top_count(t, lv, i, err);
+        int rc = top_count(t, &state->rows[i], err);
         if (rc) return rc;
     }
-    hs__sort(t->rows, t->n, sizeof *t->rows,
-             t->by == HS_GROUP_FUNCTION ? cmp_top_self : cmp_top_total);
+    for (size_t i = 0; i < t->g.n; i++) t->rows[i].row = i;
+    if (t->g.n > 1)
+        qsort_r(t->rows, t->g.n, sizeof *t->rows,
+                t->g.by == HS_GROUP_FUNCTION ? cmp_top_self : cmp_top_total, &t->g);
     return 0;
 }
 
@@ -183,22 +148,31 @@ static size_t row_bytes(const hs__frame *f, const hs_qstack *st)
 }
 
 /* The first rows of t, up to the limit and the answer's bound, into out. */
-static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_result *out,
-                    hs_qerr *err)
+static int top_rows(hs_q *q, top_acc *t, const hs_top_params *p, hs_top_result *out, hs_qerr *err)
 {
-    size_t want = (int64_t)t->n < p->limit ? t->n : (size_t)p->limit, bytes = 0;
-    if (!(out->rows = calloc(want ? want : 1, sizeof *out->rows)))
+    size_t want = (int64_t)t->g.n < p->limit ? t->g.n : (size_t)p->limit, bytes = 0;
+    size_t *shown = malloc((want ? want : 1) * sizeof *shown);
+    if (!shown || !(out->rows = calloc(want ? want : 1, sizeof *out->rows))) {
+        free(shown);
         return hs__err(err, HS_ENOMEM, "out of memory");
-    int fn = t->by == HS_GROUP_FUNCTION;
+    }
+    for (size_t i = 0; i < want; i++) shown[i] = t->rows[i].row;
+    int rc = hs__group_settle(&t->g, shown, want, err); /* their stacks */
+    free(shown);
+    if (rc) return rc;
+    int fn = t->g.by == HS_GROUP_FUNCTION;
     for (size_t i = 0; i < want; i++) {
         if (bytes >= HS_ANSWER_BYTES) {
             out->bytes_cut = 1;
             break;
         }
         const top_row *r = &t->rows[i];
+        const hs__grow *g = &t->g.rows[r->row];
+        const hs__frame *f = hs__group_frame(&t->g, r->row, err);
+        if (!f) return HS_EDB;
         hs_top_row *o = &out->rows[out->nrows++];
-        *o = (hs_top_row){.frame = hs__qframe(r->frame),
-                          .trace = r->trace,
+        *o = (hs_top_row){.frame = hs__qframe(f),
+                          .trace = g->trace,
                           .self_bytes = r->self_bytes,
                           .self_count = r->self_count,
                           .total_bytes = r->total_bytes,
@@ -211,11 +185,11 @@ static int top_rows(hs_q *q, const top_acc *t, const hs_top_params *p, hs_top_re
                        ? (double)(fn ? r->self_bytes : r->total_bytes) / (double)out->total_bytes
                        : 0.0;
         if (!fn) {
-            int rc = hs__qstack(q, r->trace, p->max_frames, &o->stack, err);
+            rc = hs__qstack(q, g->trace, p->max_frames, &o->stack, err);
             if (rc) return rc;
             if (o->stack.depth > o->stack.n) out->frames_cut = 1;
         }
-        bytes += row_bytes(r->frame, &o->stack);
+        bytes += row_bytes(f, &o->stack);
     }
     out->rows_cut = (int64_t)(want - out->nrows);
     return 0;
@@ -229,7 +203,8 @@ int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *er
     out->own = run;
     hs__at at;
     hs__state state = {0};
-    top_acc t = {.q = q, .by = p->by};
+    top_acc t = {0};
+    hs__group_init(&t.g, q, p->by, HS__GROUP_ONCE); /* a state holds a trace once */
     int rc = hs__site_apply(q, &p->site, err);
     if (!rc) rc = hs__run_resolve(q, &p->run, run, err);
     if (!rc) rc = hs__at_resolve(q, run, &p->at, &at, err);
@@ -243,7 +218,7 @@ int hs_core_top(hs_q *q, const hs_top_params *p, hs_top_result *out, hs_qerr *er
     out->by = p->by;
     out->total_bytes = state.total_bytes;
     out->total_count = state.total_count;
-    out->rows_total = (int64_t)t.n;
+    out->rows_total = (int64_t)t.g.n;
     out->max_frames = p->max_frames;
     out->stacks_omitted = t.omitted;
     out->stacks_bytes = t.omitted_bytes;

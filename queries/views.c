@@ -161,6 +161,18 @@ static int flame_put(flame_out *o, size_t ix)
     return 0;
 }
 
+/* 1 when node a comes before node b: wider, or as wide and its frame first
+ * in content order (hs__frame_cmp), so that no store's ids order a tie. */
+static int node_before(const flame_out *o, size_t a, size_t b)
+{
+    const hs__fnode *x = &o->f->n[a], *y = &o->f->n[b];
+    if (x->bytes != y->bytes) return x->bytes > y->bytes;
+    hs_qerr e;
+    const hs__frame *fa = hs__frame_get(o->q, x->frame, &e),
+                    *fb = hs__frame_get(o->q, y->frame, &e);
+    return fa && fb && hs__frame_cmp(fa, fb) < 0;
+}
+
 /* Node ix and, widest first, its children while the answer may hold more. */
 static int flame_walk(flame_out *o, size_t ix)
 {
@@ -177,7 +189,7 @@ static int flame_walk(flame_out *o, size_t ix)
         if (flame_visible(o, c)) order[nk++] = c;
     for (size_t a = 1; a < nk; a++) { /* insertion sort: most nodes have few children */
         size_t v = order[a], b = a;
-        while (b > 0 && f->n[order[b - 1]].bytes < f->n[v].bytes) {
+        while (b > 0 && node_before(o, v, order[b - 1])) {
             order[b] = order[b - 1];
             b--;
         }

@@ -18,9 +18,7 @@
 #include "hs_chship.h"
 #include "hs_queries.h"
 
-static int mismatches, reordered;
-static int silent; /* > 0: compare() counts into silent_diffs and prints nothing */
-static int silent_diffs;
+static int mismatches;
 
 /* ---- comparing ------------------------------------------------------------ */
 
@@ -64,10 +62,6 @@ static int same_text_but_run(const char *a, const char *b)
 
 static void report(const char *path, const char *what, json_t *a, json_t *b)
 {
-    if (silent) {
-        silent_diffs++;
-        return;
-    }
     if (mismatches++ >= 40) return;
     char *x = a ? json_dumps(a, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     char *y = b ? json_dumps(b, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
@@ -75,41 +69,6 @@ static void report(const char *path, const char *what, json_t *a, json_t *b)
             y ? y : "-");
     free(x);
     free(y);
-}
-
-static void compare(hs_chship *sh, const char *path, const char *key, json_t *a, json_t *b);
-
-/* 0 when a and b are equal (ids translated), without a word. */
-static int differs(hs_chship *sh, const char *key, json_t *a, json_t *b)
-{
-    int d = silent_diffs;
-    silent++;
-    compare(sh, "", key, a, b);
-    silent--;
-    return silent_diffs != d;
-}
-
-/* 1 when array b holds a's elements in another order. Rows that tie on
- * what they are sorted by are in the order of their trace ids, which are
- * row numbers in SQLite and content hashes in ClickHouse (docs/clickhouse.md):
- * such arrays are counted as reordered, not as different. */
-static int permuted(hs_chship *sh, const char *key, json_t *a, json_t *b)
-{
-    size_t n = json_array_size(a);
-    char *used = calloc(n ? n : 1, 1);
-    int ok = used != NULL;
-    for (size_t i = 0; ok && i < n; i++) {
-        size_t j = 0;
-        while (j < n &&
-               (used[j] || differs(sh, elem_key(key), json_array_get(a, i), json_array_get(b, j))))
-            j++;
-        if (j == n)
-            ok = 0;
-        else
-            used[j] = 1;
-    }
-    free(used);
-    return ok;
 }
 
 static void compare(hs_chship *sh, const char *path, const char *key, json_t *a, json_t *b)
@@ -139,17 +98,6 @@ static void compare(hs_chship *sh, const char *path, const char *key, json_t *a,
     } else if (json_is_array(a)) {
         if (json_array_size(a) != json_array_size(b)) {
             report(path, "lengths differ", a, b);
-            return;
-        }
-        int d = 0;
-        for (size_t i = 0; !d && i < json_array_size(a); i++)
-            d = differs(sh, elem_key(key), json_array_get(a, i), json_array_get(b, i));
-        if (!d) return;
-        if (permuted(sh, key, a, b)) {
-            if (!silent) {
-                reordered++;
-                fprintf(stderr, "  %s: the same rows in another order (ties)\n", path);
-            }
             return;
         }
         for (size_t i = 0; i < json_array_size(a); i++) {
@@ -217,32 +165,6 @@ static void unname_run(unsigned char *b, size_t *len, const char *local, const c
     }
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorts the lines of the text b[0..n) in place. */
-static void sort_lines(unsigned char *b, size_t n)
-{
-    char *copy = malloc(n + 1), **lines = malloc((n + 1) * sizeof *lines);
-    memcpy(copy, b, n);
-    copy[n] = 0;
-    size_t k = 0;
-    for (char *save = NULL, *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save))
-        lines[k++] = l;
-    qsort(lines, k, sizeof *lines, cmp_str);
-    size_t at = 0;
-    for (size_t i = 0; i < k && at < n; i++) {
-        size_t m = strlen(lines[i]);
-        memcpy(b + at, lines[i], m);
-        at += m;
-        if (at < n) b[at++] = '\n';
-    }
-    free(lines);
-    free(copy);
-}
-
 /* Asks both stores target_a / target_b (the same question with each
  * store's ids) and compares the answers. */
 static void ask_both(hs_chship *sh, hs_q *qa, hs_q *qb, const char *ta, const char *tb,
@@ -277,10 +199,6 @@ static void ask_both(hs_chship *sh, hs_q *qa, hs_q *qb, const char *ta, const ch
         int gz;
         unsigned char *fa = file_bytes(&ra, &na, &gz), *fb = file_bytes(&rb, &nb, &gz);
         if (local) unname_run(fb, &nb, local, chid, gz);
-        if (strstr(tb, "format=collapsed")) { /* lines in any order: sort both */
-            sort_lines(fa, na);
-            sort_lines(fb, nb);
-        }
         if (na != nb || memcmp(fa, fb, na)) {
             size_t at = 0;
             while (at < na && at < nb && fa[at] == fb[at]) at++;
@@ -326,29 +244,6 @@ static const char *const per_run[] = {
     "/api/check?run=%1$s&baseline=%1$s",
 };
 
-/* The same questions, every row asked for, for a run whose stacks tie
- * (the quiet fixture: 64 stacks of 100 bytes each). Rows that tie come in
- * the order of their trace ids, which the two stores number differently:
- * with limits below the number of tied rows each store keeps other rows,
- * and the exports whose bytes follow that order (speedscope, dot, pprof)
- * differ in order only. docs/clickhouse.md says so. */
-static const char *const per_run_ties[] = {
-    "/api/runs/%1$s",
-    "/api/runs/%1$s/history",
-    "/api/runs/%1$s/history?top=100",
-    "/api/runs/%1$s/top?at=peak&limit=100",
-    "/api/runs/%1$s/top?at=end&limit=100",
-    "/api/runs/%1$s/top?at=0.55&limit=100",
-    "/api/runs/%1$s/top?at=end&by=function&limit=100",
-    "/api/runs/%1$s/top?at=peak&by=stack&limit=100",
-    "/api/runs/%1$s/flame?at=peak",
-    "/api/runs/%1$s/flame?at=end",
-    "/api/runs/%1$s/leaks?limit=100",
-    "/api/runs/%1$s/sizes",
-    "/api/runs/%1$s/export?format=collapsed",
-    "/api/runs?root=%1$s",
-};
-
 static const char *const lists[] = {
     "/api/runs",
     "/api/runs?state=ended",
@@ -366,11 +261,10 @@ static const char *const lists[] = {
 
 /* Ships the SQLite database at db_path into ClickHouse database chdb and
  * compares the answers of both stores; returns the mismatches. */
-int ck_same_answers(const char *db_path, const char *url, const char *query_url, int ties)
+int ck_same_answers(const char *db_path, const char *url, const char *query_url)
 {
-    const char *const *qs = ties ? per_run_ties : per_run;
-    size_t nqs =
-        ties ? sizeof per_run_ties / sizeof *per_run_ties : sizeof per_run / sizeof *per_run;
+    const char *const *qs = per_run;
+    size_t nqs = sizeof per_run / sizeof *per_run;
     char err[512];
     hs_chship *sh;
     int rc = hs_chship_new(&sh, db_path, url, err, sizeof err);

@@ -6,18 +6,17 @@
  * sizes, diff within and across runs, the four exports) and compares the
  * answers field by field. Ids differ by design (local row ids there,
  * content ids here): a SQLite id is translated through the shipper's map
- * before it is compared; doubles are equal to 1e-9 relative; arrays whose
- * rows tie on what they are sorted by may come in another order (rows
- * that tie are in the order of their trace ids); ties = 1 asks for every
- * row (limits above the number of tied rows) and leaves out the exports
- * whose bytes follow that order. Differences are printed; returns their
- * number (a failed cmocka assertion when shipping fails).
+ * before it is compared; doubles are equal to 1e-9 relative; everything
+ * else must be equal, arrays in the same order (rows that tie are ordered
+ * by their content, never by a store's ids) and files byte for byte.
+ * Differences are printed; returns their number (a failed cmocka assertion
+ * when shipping fails).
  */
 #ifndef HS_CHCOMPARE_H
 #define HS_CHCOMPARE_H
 
 /* query_url: the ClickHouse store to ask (another server of the cluster);
  * NULL: url. */
-int ck_same_answers(const char *db_path, const char *url, const char *query_url, int ties);
+int ck_same_answers(const char *db_path, const char *url, const char *query_url);
 
 #endif

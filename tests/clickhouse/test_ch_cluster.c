@@ -89,7 +89,7 @@ static int one(const char *name, int (*build)(const char *path))
     ck_url(&shard[1], db, 0, ask, sizeof ask);
     snprintf(p, sizeof p, "%s/%s.db", tmpdir, name);
     assert_int_equal(build(p), 0);
-    return ck_same_answers(p, ship, ask, 0);
+    return ck_same_answers(p, ship, ask);
 }
 
 static int build_rank(const char *path)
@@ -151,7 +151,7 @@ static void test_moved_run(void **state)
     close(ck_send_part(b.port, &body, off, nf, cut, nf, HS_HELLO_RESUMED));
     assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
     assert_true(tk_log_contains(&b, "resumed here: fetched from ClickHouse"));
-    assert_int_equal(ck_same_answers(dc, scratch, ub, 0), 0);
+    assert_int_equal(ck_same_answers(dc, scratch, ub), 0);
     free(off);
     tk_buf_free(&body);
 }

@@ -133,7 +133,7 @@ static void test_resume_elsewhere(void **state)
                                            "'ended'") != 1;
          i++)
         usleep(100000);
-    assert_int_equal(ck_same_answers(dc, scratch, url, 0), 0);
+    assert_int_equal(ck_same_answers(dc, scratch, url), 0);
 
     /* A comes back with its older copy: it closes it as lost after its
      * grace period, ships nothing of it, and drops it from its buffer */
@@ -141,14 +141,14 @@ static void test_resume_elsewhere(void **state)
     for (int i = 0; i < 100 && tk_q(da, "SELECT count(*) FROM runs") != 0; i++) usleep(100000);
     assert_int_equal(tk_q(da, "SELECT count(*) FROM runs"), 0);
     assert_true(tk_log_contains(&a, "is carried on by another front end"));
-    assert_int_equal(ck_same_answers(dc, scratch, url, 0), 0);
+    assert_int_equal(ck_same_answers(dc, scratch, url), 0);
     assert_int_equal(ck_int(&ch, "SELECT state = 'ended' FROM fleet.runs FINAL"), 1);
 
     /* B's ended run leaves its buffer too (buffer_keep=0); the API still
      * answers from ClickHouse */
     for (int i = 0; i < 100 && tk_q(db, "SELECT count(*) FROM runs") != 0; i++) usleep(100000);
     assert_int_equal(tk_q(db, "SELECT count(*) FROM events"), 0);
-    assert_int_equal(ck_same_answers(dc, scratch, url, 0), 0);
+    assert_int_equal(ck_same_answers(dc, scratch, url), 0);
     assert_int_equal(tk_server_stop(&a, SIGTERM), 0);
     assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
     free(off);

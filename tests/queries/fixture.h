@@ -71,16 +71,16 @@ int fx_build_empty(const char *path);
  *               that the writer's summaries, rewritten every 16 delta rows
  *               per trace changed, are written after buckets 33 and 50)
  * Stacks are defined in this order (trace ids grow along it). Top by max:
- * late, spike, leak, churn, then tie_a, tie_b, paced, decline (6000 each, by
- * trace id), freed_late, cache, filler_20 … Growing at the end: leak,
- * paced, twin_a, twin_b (equal scores keep the order of trace ids).
+ * late, spike, leak, churn, then decline, paced, tie_a, tie_b (6000 each, in
+ * content order: by their names), freed_late, cache, filler_20 … Growing at
+ * the end: leak, paced, twin_a, twin_b (equal scores in content order).
  *
  * checkpoint, when not NULL, is called once with the run open and the
  * events of buckets 0..37 committed (delta rows up to bucket 36, summaries
  * in trace_stats up to bucket 33); then the store is closed
  * and reopened, as by a server restart, and the run resumed (its rollups
  * rebuilt from its events) and finished. At the checkpoint the top is late,
- * spike, churn, tie_a, tie_b, decline, leak (5180), cache, freed_late
+ * spike, churn, decline, tie_a, tie_b, leak (5180), cache, freed_late
  * (3700), paced; growing: leak, freed_late, twin_a, twin_b.
  * Returns 0 or a negative code. */
 int fx_build_rank(const char *path, void (*checkpoint)(const char *path, void *data), void *data);
