@@ -163,7 +163,7 @@ static void test_killed_mid_run(void **state)
     check_known(b.port, run);
     /* B's buffer holds the whole run (fetched back, then carried on) */
     assert_int_equal(tk_q(b.db, "SELECT count(*) FROM runs WHERE state = 'ended'"), 1);
-    assert_int_equal(ck_same_answers(b.db, scratch, url, 0), 0);
+    assert_int_equal(ck_same_answers(b.db, scratch, url), 0);
     assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
 }
 
@@ -193,7 +193,7 @@ static void test_first_dead(void **state)
     tk_out_free(&o);
     long long run = wait_whole("deadfirst");
     check_known(b.port, run);
-    assert_int_equal(ck_same_answers(b.db, scratch, url, 0), 0);
+    assert_int_equal(ck_same_answers(b.db, scratch, url), 0);
     assert_int_equal(tk_server_stop(&b, SIGTERM), 0);
 }
 
