@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hs_buf.h"
 #include "hs_chttp.h"
 #include "hs_testkit.h"
 
@@ -230,4 +231,53 @@ long long ck_int(const ck_server *s, const char *sql)
         return -1;
     }
     return strtoll(out, NULL, 10);
+}
+
+/* Statement st of the recipe, comment lines dropped and {cluster} named,
+ * into b. */
+static void recipe_statement(hs_buf *b, const char *st)
+{
+    for (const char *l = st; *l;) {
+        size_t len = strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n');
+        const char *cl = strstr(l, "{cluster}");
+        if (!strncmp(l, "--", 2)) {
+            /* a comment */
+        } else if (cl && cl < l + len) {
+            hs_buf_printf(b, "%.*sheapstore_two_shards%.*s", (int)(cl - l), l,
+                          (int)(len - (size_t)(cl + 9 - l)), cl + 9);
+        } else {
+            hs_buf_put(b, l, len);
+        }
+        l += len;
+    }
+}
+
+int ck_cluster_recipe(const ck_server *s, const char *db)
+{
+    char path[700], url[700], err[512];
+    snprintf(path, sizeof path, "%s/schema/clickhouse/cluster/cluster.sql", CK_SOURCE_DIR);
+    FILE *f = fopen(path, "r");
+    static char sql[65536];
+    size_t n = f ? fread(sql, 1, sizeof sql - 1, f) : 0;
+    if (f) fclose(f);
+    sql[n] = 0;
+    ck_url(s, db, 0, url, sizeof url);
+    hs_ch *c = NULL;
+    int rc = n ? 0 : -1;
+    if (!rc && (hs_ch_open(&c, url, err, sizeof err) || hs_ch_create_database(c, err, sizeof err)))
+        rc = -1;
+    for (char *st = sql, *end; !rc && st; st = end) { /* statements end at a line ";" */
+        if ((end = strstr(st, "\n;\n"))) {
+            *end = 0;
+            end += 3;
+        }
+        hs_buf b = {0};
+        recipe_statement(&b, st);
+        if (b.p && strstr(b.p, "CREATE") && hs_ch_query(c, b.p, NULL, 0, NULL, err, sizeof err))
+            rc = -1;
+        hs_buf_free(&b);
+    }
+    if (rc) fprintf(stderr, "cluster recipe on %s: %s\n", db, n ? err : "cannot read cluster.sql");
+    hs_ch_free(c);
+    return rc;
 }

@@ -44,4 +44,10 @@ int ck_sql(const ck_server *s, const char *sql, char *out, size_t len);
 /* The single integer sql answers (-1 on failure: the test then fails). */
 long long ck_int(const ck_server *s, const char *sql);
 
+/* schema/clickhouse/cluster/cluster.sql, its {cluster} named
+ * heapstore_two_shards, on database db (created) of s: the recipe's
+ * Distributed tables over NAME_local ones. 0, or -1 with a message on
+ * stderr. */
+int ck_cluster_recipe(const ck_server *s, const char *db);
+
 #endif

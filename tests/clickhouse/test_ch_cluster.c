@@ -29,61 +29,14 @@
 static ck_server shard[2];
 static char tmpdir[600];
 
-/* cluster.sql, its {cluster} named, on database db of s. */
-static void apply_recipe(const ck_server *s, const char *db)
-{
-    char path[700], url[200], err[512];
-    snprintf(path, sizeof path, "%s/schema/clickhouse/cluster/cluster.sql", CK_SOURCE_DIR);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    static char sql[65536];
-    size_t n = fread(sql, 1, sizeof sql - 1, f);
-    fclose(f);
-    sql[n] = 0;
-    snprintf(url, sizeof url, "clickhouse://127.0.0.1:%d/%s", s->http_port, db);
-    hs_ch *c;
-    assert_int_equal(hs_ch_open(&c, url, err, sizeof err), 0);
-    assert_int_equal(hs_ch_create_database(c, err, sizeof err), 0);
-    for (char *st = sql, *next; st; st = next) { /* statements end at a line ";" */
-        next = strstr(st, "\n;\n");
-        if (next) {
-            *next = 0;
-            next += 3;
-        }
-        hs_buf b = {0};
-        for (char *l = st; *l;) { /* comment lines out, {cluster} named */
-            char *nl = strchr(l, '\n');
-            size_t len = nl ? (size_t)(nl - l + 1) : strlen(l);
-            if (strncmp(l, "--", 2)) {
-                char *cl = strstr(l, "{cluster}");
-                if (cl && cl < l + len) {
-                    hs_buf_put(&b, l, (size_t)(cl - l));
-                    hs_buf_put(&b, "heapstore_two_shards", 20);
-                    hs_buf_put(&b, cl + 9, len - (size_t)(cl + 9 - l));
-                } else {
-                    hs_buf_put(&b, l, len);
-                }
-            }
-            l += len;
-        }
-        if (b.p && strstr(b.p, "CREATE")) {
-            int rc = hs_ch_query(c, b.p, NULL, 0, NULL, err, sizeof err);
-            if (rc) fprintf(stderr, "%s\n", err);
-            assert_int_equal(rc, 0);
-        }
-        hs_buf_free(&b);
-    }
-    hs_ch_free(c);
-}
-
 /* One fixture (one database of the cluster): shipped through shard 1,
  * asked through shard 2. */
 static int one(const char *name, int (*build)(const char *path))
 {
     char ship[700], ask[700], p[700], db[64];
     snprintf(db, sizeof db, "cl_%s", name);
-    apply_recipe(&shard[0], db);
-    apply_recipe(&shard[1], db);
+    assert_int_equal(ck_cluster_recipe(&shard[0], db), 0);
+    assert_int_equal(ck_cluster_recipe(&shard[1], db), 0);
     ck_url(&shard[0], db, 0, ship, sizeof ship);
     strncat(ship, "&insert_distributed_sync=1", sizeof ship - strlen(ship) - 1);
     ck_url(&shard[1], db, 0, ask, sizeof ask);
@@ -125,8 +78,8 @@ static void test_moved_run(void **state)
 {
     (void)state;
     char ua[700], ub[700], scratch[700], da[700], db[700], dc[700];
-    apply_recipe(&shard[0], "cl_fleet");
-    apply_recipe(&shard[1], "cl_fleet");
+    assert_int_equal(ck_cluster_recipe(&shard[0], "cl_fleet"), 0);
+    assert_int_equal(ck_cluster_recipe(&shard[1], "cl_fleet"), 0);
     ck_url(&shard[0], "cl_fleet", 0, ua, sizeof ua);
     ck_url(&shard[1], "cl_fleet", 0, ub, sizeof ub);
     strncat(ua, "&insert_distributed_sync=1", sizeof ua - strlen(ua) - 1);

@@ -34,57 +34,6 @@
 static ck_server shard[2];
 static char tmpdir[600];
 
-/* Statement st of cluster.sql (comment lines dropped, {cluster} named)
- * into b. */
-static void recipe_statement(hs_buf *b, const char *st)
-{
-    for (const char *l = st; *l;) {
-        size_t len = strcspn(l, "\n") + (l[strcspn(l, "\n")] == '\n');
-        const char *cl = strstr(l, "{cluster}");
-        if (!strncmp(l, "--", 2)) {
-            /* a comment */
-        } else if (cl && cl < l + len) {
-            hs_buf_printf(b, "%.*sheapstore_two_shards%.*s", (int)(cl - l), l,
-                          (int)(len - (size_t)(cl + 9 - l)), cl + 9);
-        } else {
-            hs_buf_put(b, l, len);
-        }
-        l += len;
-    }
-}
-
-/* The cluster recipe on database db of s. */
-static void recipe(const ck_server *s, const char *db)
-{
-    char path[700], url[700], err[512];
-    snprintf(path, sizeof path, "%s/schema/clickhouse/cluster/cluster.sql", CK_SOURCE_DIR);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    static char sql[65536];
-    size_t n = fread(sql, 1, sizeof sql - 1, f);
-    fclose(f);
-    sql[n] = 0;
-    ck_url(s, db, 0, url, sizeof url);
-    hs_ch *c;
-    assert_int_equal(hs_ch_open(&c, url, err, sizeof err), 0);
-    assert_int_equal(hs_ch_create_database(c, err, sizeof err), 0);
-    for (char *st = sql, *end; st; st = end) { /* statements end at a line ";" */
-        if ((end = strstr(st, "\n;\n"))) {
-            *end = 0;
-            end += 3;
-        }
-        hs_buf b = {0};
-        recipe_statement(&b, st);
-        if (b.p && strstr(b.p, "CREATE")) {
-            int rc = hs_ch_query(c, b.p, NULL, 0, NULL, err, sizeof err);
-            if (rc) fprintf(stderr, "recipe: %s\n", err);
-            assert_int_equal(rc, 0);
-        }
-        hs_buf_free(&b);
-    }
-    hs_ch_free(c);
-}
-
 static json_t *ask_json(const char *url, const char *path)
 {
     hs_q *q;
@@ -199,8 +148,8 @@ static void test_every_shard(void **state)
 {
     (void)state;
     char ship[700], ask[700], with[900], fx[700], err[512], path[200];
-    recipe(&shard[0], "ds");
-    recipe(&shard[1], "ds");
+    assert_int_equal(ck_cluster_recipe(&shard[0], "ds"), 0);
+    assert_int_equal(ck_cluster_recipe(&shard[1], "ds"), 0);
     ck_url(&shard[0], "ds", 0, ship, sizeof ship);
     strncat(ship, "&insert_distributed_sync=1", sizeof ship - strlen(ship) - 1);
     ck_url(&shard[1], "ds", 0, ask, sizeof ask);
@@ -268,8 +217,8 @@ static void test_retain_every_shard(void **state)
 {
     (void)state;
     char url[700], with[900], fx[700], err[512], out[200], sql[300];
-    recipe(&shard[0], "rt");
-    recipe(&shard[1], "rt");
+    assert_int_equal(ck_cluster_recipe(&shard[0], "rt"), 0);
+    assert_int_equal(ck_cluster_recipe(&shard[1], "rt"), 0);
     ck_url(&shard[0], "rt", 0, url, sizeof url);
     snprintf(fx, sizeof fx, "%s/rt.db", tmpdir); /* the shipper's buffer, not shipped */
     assert_int_equal(fx_build(fx), 0);
