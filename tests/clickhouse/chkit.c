@@ -1,7 +1,11 @@
 /* chkit: one real ClickHouse server per test (chkit.h), on tests/kit. */
 #include "chkit.h"
 
+#include <setjmp.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cmocka.h>
+#include <jansson.h>
+
 #include "hs_buf.h"
 #include "hs_chttp.h"
+#include "hs_queries.h"
 #include "hs_testkit.h"
 
 #ifndef CK_CONF_DIR
@@ -280,4 +288,53 @@ int ck_cluster_recipe(const ck_server *s, const char *db)
     if (rc) fprintf(stderr, "cluster recipe on %s: %s\n", db, n ? err : "cannot read cluster.sql");
     hs_ch_free(c);
     return rc;
+}
+
+json_t *ck_ask(const char *url, const char *path)
+{
+    hs_q *q;
+    hs_qerr qe;
+    assert_int_equal(hs_q_open(&q, url, &qe), 0);
+    hs_api_reply r = {0};
+    hs_api_handle(q, "GET", path, NULL, 0, &r);
+    assert_int_equal(r.status, 200);
+    json_t *j = json_incref(r.json);
+    hs_api_reply_clear(&r);
+    hs_q_free(q);
+    return j;
+}
+
+json_t *ck_spans(const json_t *points, int64_t g, int by)
+{
+    json_t *out = json_array(), *p, *last = NULL;
+    size_t i;
+    int64_t at = -1;
+    json_array_foreach(points, i, p)
+    {
+        int64_t t = json_integer_value(json_object_get(p, "t_ns"));
+        int64_t hi = json_integer_value(json_object_get(p, "heap_max_bytes"));
+        if ((t - 1) / g / by != at) {
+            at = (t - 1) / g / by;
+            last = json_deep_copy(p);
+            json_array_append_new(out, last);
+        }
+        if (hi > json_integer_value(json_object_get(last, "heap_max_bytes")))
+            json_object_set_new(last, "heap_max_bytes", json_integer(hi));
+        const char *const now[] = {"t_ns", "heap_bytes", "heap_count"};
+        for (int k = 0; k < 3; k++) json_object_set(last, now[k], json_object_get(p, now[k]));
+    }
+    return out;
+}
+
+int64_t ck_highest(const json_t *points)
+{
+    json_t *p;
+    size_t i;
+    int64_t m = 0;
+    json_array_foreach(points, i, p)
+    {
+        int64_t v = json_integer_value(json_object_get(p, "heap_max_bytes"));
+        m = v > m ? v : m;
+    }
+    return m;
 }

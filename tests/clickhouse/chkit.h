@@ -10,6 +10,7 @@
 #define HS_CHKIT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define CK_SKIP 77
@@ -49,5 +50,16 @@ long long ck_int(const ck_server *s, const char *sql);
  * Distributed tables over NAME_local ones. 0, or -1 with a message on
  * stderr. */
 int ck_cluster_recipe(const ck_server *s, const char *db);
+
+/* GET path of the store at url, through the query core in this process:
+ * its JSON (the caller's; fails the test unless the answer is 200). */
+typedef struct json_t json_t;
+json_t *ck_ask(const char *url, const char *path);
+/* A fine history's points (one per bucket of g ns) as downsampling by
+ * `by` makes them: per span of by buckets, its last point with the span's
+ * highest heap (a new array). */
+json_t *ck_spans(const json_t *points, int64_t g, int by);
+/* The highest heap_max_bytes of a history's points. */
+int64_t ck_highest(const json_t *points);
 
 #endif

@@ -34,57 +34,6 @@
 static ck_server shard[2];
 static char tmpdir[600];
 
-static json_t *ask_json(const char *url, const char *path)
-{
-    hs_q *q;
-    hs_qerr qe;
-    assert_int_equal(hs_q_open(&q, url, &qe), 0);
-    hs_api_reply r = {0};
-    hs_api_handle(q, "GET", path, NULL, 0, &r);
-    assert_int_equal(r.status, 200);
-    json_t *j = json_incref(r.json);
-    hs_api_reply_clear(&r);
-    hs_q_free(q);
-    return j;
-}
-
-/* A fine history's points (one per bucket of g ns) as BY-bucket spans
- * make them: per span, its last point with the span's highest heap. */
-static json_t *by_span(json_t *points, int64_t g)
-{
-    json_t *out = json_array(), *p, *last = NULL;
-    size_t i;
-    int64_t at = -1;
-    json_array_foreach(points, i, p)
-    {
-        int64_t t = json_integer_value(json_object_get(p, "t_ns"));
-        int64_t hi = json_integer_value(json_object_get(p, "heap_max_bytes"));
-        if ((t - 1) / g / BY != at) {
-            at = (t - 1) / g / BY;
-            last = json_deep_copy(p);
-            json_array_append_new(out, last);
-        }
-        if (hi > json_integer_value(json_object_get(last, "heap_max_bytes")))
-            json_object_set_new(last, "heap_max_bytes", json_integer(hi));
-        const char *const now[] = {"t_ns", "heap_bytes", "heap_count"};
-        for (int k = 0; k < 3; k++) json_object_set(last, now[k], json_object_get(p, now[k]));
-    }
-    return out;
-}
-
-static int64_t highest(json_t *points)
-{
-    json_t *p;
-    size_t i;
-    int64_t m = 0;
-    json_array_foreach(points, i, p)
-    {
-        int64_t v = json_integer_value(json_object_get(p, "heap_max_bytes"));
-        m = v > m ? v : m;
-    }
-    return m;
-}
-
 /* Writes the fixtures' runs (app 1 and 2, trend, rank) and ships them
  * through url; the first fixture's file into first_db. */
 static void ship_fixtures(const char *url, char *first_db, size_t len)
@@ -132,13 +81,13 @@ static size_t expect(const char *ask, int k, long long *id, json_t **want, int64
     snprintf(sql, sizeof sql, "SELECT any(granularity_ns) FROM ds.runs WHERE id = %lld", *id);
     int64_t g = ck_int(&shard[0], sql);
     snprintf(path, sizeof path, "/api/runs/%lld/history", *id);
-    json_t *fine = ask_json(ask, path), *fp = json_object_get(fine, "points");
+    json_t *fine = ck_ask(ask, path), *fp = json_object_get(fine, "points");
     snprintf(sql, sizeof sql, "SELECT count() FROM ds.heap_series FINAL WHERE run = %lld", *id);
     assert_int_equal(json_array_size(fp), ck_int(&shard[0], sql)); /* a point a bucket */
     *peak = json_integer_value(json_object_get(json_object_get(fine, "run"), "peak_bytes"));
     assert_true(*peak > 0);
-    assert_int_equal(highest(fp), *peak);
-    *want = by_span(fp, g);
+    assert_int_equal(ck_highest(fp), *peak);
+    *want = ck_spans(fp, g, BY);
     assert_true(json_array_size(*want) < json_array_size(fp));
     json_decref(fine);
     return json_array_size(*want);
@@ -190,7 +139,7 @@ static void test_every_shard(void **state)
     assert_int_equal(rows(0, "1") + rows(1, "1"), (long long)merged);
     for (int k = 0; k < 4; k++) {
         snprintf(path, sizeof path, "/api/runs/%lld/history", id[k]);
-        json_t *got = ask_json(ask, path), *gp = json_object_get(got, "points");
+        json_t *got = ck_ask(ask, path), *gp = json_object_get(got, "points");
         if (!json_equal(gp, want[k])) {
             char *a = json_dumps(want[k], JSON_COMPACT), *b = json_dumps(gp, JSON_COMPACT);
             fprintf(stderr, "run %lld: want %.800s\ngot  %.800s\n", id[k], a, b);
@@ -198,7 +147,7 @@ static void test_every_shard(void **state)
             free(b);
         }
         assert_true(json_equal(gp, want[k]));
-        assert_int_equal(highest(gp), peak[k]);
+        assert_int_equal(ck_highest(gp), peak[k]);
         assert_int_equal(
             json_integer_value(json_object_get(json_object_get(got, "run"), "peak_bytes")),
             peak[k]);

@@ -40,31 +40,13 @@
 static ck_server ch;
 static char tmpdir[600];
 
-static json_t *api_get(int port, const char *path)
-{
-    char *body = NULL;
-    int status = tk_http(port, "GET", path, NULL, NULL, &body);
-    json_error_t je;
-    json_t *j = status == 200 && body ? json_loads(body, 0, &je) : NULL;
-    if (!j) fprintf(stderr, "GET %s: %d %.300s\n", path, status, body ? body : "");
-    free(body);
-    assert_non_null(j);
-    return j;
-}
-
 /* The bytes (field) of the rows named fn in array key of the answer at
  * path, summed. */
 static long long row_bytes(int port, const char *path, const char *key, const char *fn,
                            const char *field)
 {
-    json_t *j = api_get(port, path), *row;
-    long long v = 0;
-    size_t i;
-    json_array_foreach(json_object_get(j, key), i, row)
-    {
-        const char *name = json_string_value(json_object_get(row, "name"));
-        if (name && !strcmp(name, fn)) v += json_integer_value(json_object_get(row, field));
-    }
+    json_t *j = tk_api_json(port, path);
+    long long v = tk_rows_sum(j, key, fn, field);
     json_decref(j);
     return v;
 }
@@ -102,7 +84,7 @@ static void check_known(int port, long long run)
     assert_int_equal(row_bytes(port, path, "live_at_end", "leaky_cache_add", "bytes"),
                      ROUNDS * 512 * KIB);
     snprintf(path, sizeof path, "/api/runs/%lld", run);
-    json_t *j = api_get(port, path);
+    json_t *j = tk_api_json(port, path);
     long long peak = json_integer_value(json_object_get(json_object_get(j, "run"), "peak_bytes"));
     long long own = 1 * MIB + (ROUNDS / 2 + 1) * 512 * KIB + 64 * MIB;
     if (peak < own || peak > own + ABOVE) fprintf(stderr, "peak %lld, own %lld\n", peak, own);

@@ -193,61 +193,7 @@ static void test_restart_sends_nothing(void **state)
     tk_buf_free(&body);
 }
 
-/* GET path of the store at url: its JSON (owned by the caller). */
-static json_t *ask_json(const char *url, const char *path)
-{
-    hs_q *q;
-    hs_qerr qe;
-    assert_int_equal(hs_q_open(&q, url, &qe), 0);
-    hs_api_reply r = {0};
-    hs_api_handle(q, "GET", path, NULL, 0, &r);
-    assert_int_equal(r.status, 200);
-    json_t *j = json_incref(r.json);
-    hs_api_reply_clear(&r);
-    hs_q_free(q);
-    return j;
-}
-
 #define DS_BY 8
-
-/* The fine history's points merged DS_BY buckets at a time, as a history
- * whose points cover whole spans merges them: the last point's heap and
- * time, the highest heap. */
-static json_t *coarse_points(json_t *fine, int64_t g)
-{
-    json_t *out = json_array(), *p, *cur = NULL;
-    size_t i;
-    int64_t span = -1;
-    json_array_foreach(fine, i, p)
-    {
-        int64_t t = json_integer_value(json_object_get(p, "t_ns"));
-        int64_t m = json_integer_value(json_object_get(p, "heap_max_bytes"));
-        if ((t - 1) / g / DS_BY != span) {
-            span = (t - 1) / g / DS_BY;
-            cur = json_deep_copy(p);
-            json_array_append_new(out, cur);
-        }
-        if (m > json_integer_value(json_object_get(cur, "heap_max_bytes")))
-            json_object_set_new(cur, "heap_max_bytes", json_integer(m));
-        json_object_set(cur, "t_ns", json_object_get(p, "t_ns"));
-        json_object_set(cur, "heap_bytes", json_object_get(p, "heap_bytes"));
-        json_object_set(cur, "heap_count", json_object_get(p, "heap_count"));
-    }
-    return out;
-}
-
-static int64_t max_heap(json_t *points)
-{
-    json_t *p;
-    size_t i;
-    int64_t m = 0;
-    json_array_foreach(points, i, p)
-    {
-        int64_t v = json_integer_value(json_object_get(p, "heap_max_bytes"));
-        if (v > m) m = v;
-    }
-    return m;
-}
 
 /* Downsampling: the history at DS_BY buckets a point equals the fine one
  * merged so, the peak kept, before and after ClickHouse has deleted the
@@ -271,12 +217,12 @@ static void test_downsample(void **state)
     long long run = ck_int(&ch, "SELECT id FROM ds.runs FINAL");
     long long g = ck_int(&ch, "SELECT granularity_ns FROM ds.runs FINAL");
     snprintf(path, sizeof path, "/api/runs/%lld/history", run);
-    json_t *fine = ask_json(url, path);
+    json_t *fine = ck_ask(url, path);
     json_t *fp = json_object_get(fine, "points");
     assert_true(json_array_size(fp) >= 40);
     int64_t peak = json_integer_value(json_object_get(json_object_get(fine, "run"), "peak_bytes"));
-    assert_int_equal(max_heap(fp), peak);
-    json_t *want = coarse_points(fp, g);
+    assert_int_equal(ck_highest(fp), peak);
+    json_t *want = ck_spans(fp, g, DS_BY);
 
     hs_chship *sh;
     int runs = 0;
@@ -291,12 +237,12 @@ static void test_downsample(void **state)
                                                    "span = 1") != 0;
                  i++)
                 usleep(100000);
-        json_t *got = ask_json(url, path);
+        json_t *got = ck_ask(url, path);
         json_t *gp = json_object_get(got, "points");
         /* before the delete the fine rows are still there, bar the last of
          * each span: at the coarse resolution, the same; after it, only
          * the coarse points */
-        json_t *gc = coarse_points(gp, g), *cmp = pass ? gp : gc;
+        json_t *gc = ck_spans(gp, g, DS_BY), *cmp = pass ? gp : gc;
         if (!json_equal(cmp, want)) {
             char *a = json_dumps(want, JSON_COMPACT), *b = json_dumps(cmp, JSON_COMPACT);
             fprintf(stderr, "pass %d: want %.600s\ngot  %.600s\n", pass, a, b);
@@ -306,7 +252,7 @@ static void test_downsample(void **state)
         assert_true(json_equal(cmp, want));
         assert_true(json_equal(gc, want));
         json_decref(gc);
-        assert_int_equal(max_heap(gp), peak);
+        assert_int_equal(ck_highest(gp), peak);
         assert_int_equal(
             json_integer_value(json_object_get(json_object_get(got, "run"), "peak_bytes")), peak);
         json_decref(got);

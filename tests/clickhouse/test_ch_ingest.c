@@ -25,7 +25,6 @@
 #include <unistd.h>
 
 #include <cmocka.h>
-#include <curl/curl.h>
 #include <jansson.h>
 
 #include "chkit.h"
@@ -40,46 +39,13 @@ static char tmpdir[600], url[700];
 
 /* ---- the API over HTTP ------------------------------------------------------ */
 
-static size_t on_body(char *p, size_t size, size_t n, void *data)
-{
-    hs_buf_put(data, p, size * n);
-    return size * n;
-}
-
-static json_t *api_get(int port, const char *path)
-{
-    char u[800];
-    snprintf(u, sizeof u, "http://127.0.0.1:%d%s", port, path);
-    hs_buf b = {0};
-    CURL *c = curl_easy_init();
-    curl_easy_setopt(c, CURLOPT_URL, u);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 30L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK) curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_easy_cleanup(c);
-    json_error_t je;
-    json_t *j = status == 200 ? json_loadb(b.p, b.n, 0, &je) : NULL;
-    if (!j) fprintf(stderr, "GET %s: %ld %.300s\n", path, status, b.p ? b.p : "");
-    hs_buf_free(&b);
-    return j;
-}
-
 /* The bytes of function fn at moment at (by=function), 0 when absent. */
 static long long fn_bytes(int port, long long run, const char *at, const char *fn)
 {
     char path[300];
     snprintf(path, sizeof path, "/api/runs/%lld/top?at=%s&by=function&limit=500", run, at);
-    json_t *j = api_get(port, path), *row;
-    assert_non_null(j);
-    size_t i;
-    long long v = 0;
-    json_array_foreach(json_object_get(j, "rows"), i, row)
-    {
-        if (!strcmp(json_string_value(json_object_get(row, "name")), fn))
-            v = json_integer_value(json_object_get(row, "self_bytes"));
-    }
+    json_t *j = tk_api_json(port, path);
+    long long v = tk_rows_sum(j, "rows", fn, "self_bytes");
     json_decref(j);
     return v;
 }
@@ -142,7 +108,7 @@ static void test_ingest(void **state)
     assert_int_equal(tk_server_start(&srv, db, 0, extra), 0);
     assert_int_equal(run_example(srv.port, 4), 0);
     long long run = wait_shipped(1);
-    json_t *runs = api_get(srv.port, "/api/runs");
+    json_t *runs = tk_api_json(srv.port, "/api/runs");
     assert_non_null(runs);
     assert_int_equal(json_array_size(json_object_get(runs, "runs")), 1);
     assert_int_equal(

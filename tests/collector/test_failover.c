@@ -72,20 +72,9 @@ static long long fn_bytes(int port, long long run, const char *at, const char *f
 {
     char path[300];
     snprintf(path, sizeof path, "/api/runs/%lld/top?at=%s&by=function&limit=500", run, at);
-    char *body = NULL;
-    assert_int_equal(tk_http(port, "GET", path, NULL, NULL, &body), 200);
-    json_error_t je;
-    json_t *j = json_loads(body, 0, &je), *row;
-    assert_non_null(j);
-    long long v = 0;
-    size_t i;
-    json_array_foreach(json_object_get(j, "rows"), i, row)
-    {
-        if (!strcmp(json_string_value(json_object_get(row, "name")), fn))
-            v = json_integer_value(json_object_get(row, "self_bytes"));
-    }
+    json_t *j = tk_api_json(port, path);
+    long long v = tk_rows_sum(j, "rows", fn, "self_bytes");
     json_decref(j);
-    free(body);
     return v;
 }
 

@@ -3,6 +3,14 @@
 
 #include "hs_spawn.h"
 
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -172,4 +180,29 @@ int tk_http(int port, const char *method, const char *target, const char *header
     if (out_body) *out_body = strdup(a && tk_http_body(a) ? tk_http_body(a) : "");
     free(a);
     return status;
+}
+
+json_t *tk_api_json(int port, const char *path)
+{
+    char *body = NULL;
+    int status = tk_http(port, "GET", path, NULL, NULL, &body);
+    json_error_t je;
+    json_t *j = status == 200 && body ? json_loads(body, 0, &je) : NULL;
+    if (!j) fprintf(stderr, "GET %s: %d %.300s\n", path, status, body ? body : "");
+    free(body);
+    assert_non_null(j);
+    return j;
+}
+
+long long tk_rows_sum(const json_t *j, const char *key, const char *name, const char *field)
+{
+    long long v = 0;
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(j, key), i, row)
+    {
+        const char *n = json_string_value(json_object_get(row, "name"));
+        if (n && !strcmp(n, name)) v += json_integer_value(json_object_get(row, field));
+    }
+    return v;
 }

@@ -48,4 +48,12 @@ const char *tk_http_body(const char *text);
 int tk_http(int port, const char *method, const char *target, const char *headers, const char *body,
             char **out_body);
 
+/* GET path from the server on port as JSON (fails the test unless it
+ * answers 200 with JSON). */
+typedef struct json_t json_t;
+json_t *tk_api_json(int port, const char *path);
+/* The sum of field over the rows of array key of j whose "name" is name
+ * (0 when none). */
+long long tk_rows_sum(const json_t *j, const char *key, const char *name, const char *field);
+
 #endif
