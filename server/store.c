@@ -365,10 +365,7 @@ int hs_store_commit(hs_store *s)
         r->touch_next = NULL;
     }
     s->in_tx = 0;
-    if (s->passive_defer)
-        s->passive_due = 1;
-    else
-        hs_store_wal_passive(s);
+    if (!s->passive_defer) hs_store_wal_passive(s);
     return 0;
 }
 
@@ -380,7 +377,6 @@ void hs_store_defer_passive(hs_store *s)
 void hs_store_wal_passive(hs_store *s)
 {
     assert(!s->in_tx);
-    s->passive_due = 0;
     if (s->readonly || hs_store_wal_bytes(s) < HS_STORE_WAL_PASSIVE) return;
     int log = 0, done = 0;
     if (sqlite3_wal_checkpoint_v2(s->db, NULL, SQLITE_CHECKPOINT_PASSIVE, &log, &done) ==

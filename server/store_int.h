@@ -219,7 +219,6 @@ struct hs_store {
     int wal_copied;    /* the last PASSIVE checkpoint copied the whole WAL */
     int wal_stuck;     /* readers kept the WAL from being copied or starting over */
     int passive_defer; /* hs_store_defer_passive: commits leave the checkpoint */
-    int passive_due;   /* a deferred PASSIVE checkpoint is due */
     uint32_t *scratch; /* slot of each entry of the EVENTS frame being applied */
     size_t scratch_cap;
     hs_event *evcache;         /* the entries decoded by the validating pass, so that the */
