@@ -1097,7 +1097,7 @@ static void test_import_cut_and_bad(void **state)
 static int server_cmd(const char *args, const char *out)
 {
     const char *bdir = getenv("HS_BUILD_DIR");
-    char cmd[2000];
+    char cmd[4096];
     snprintf(cmd, sizeof cmd, "timeout 120 %s/bin/heapstore-server %s > '%s' 2>&1",
              bdir ? bdir : "build", args, out);
     int st = system(cmd);
