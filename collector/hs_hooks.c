@@ -2,16 +2,18 @@
  *
  * Every exported function here replaces the C library's. With glibc's
  * allocator the unsampled path of an allocation is a test of the mode, a
- * subtraction and a branch on the thread's countdown (hs_thread.h), the size
- * histogram, the real function and the block's exact count (about 30
- * instructions, none of them locked or on a line another thread writes); the
+ * subtraction and a branch on the thread's countdown (hs_thread.h), the real
+ * function and the block's exact count (about 24 instructions, none of them
+ * locked or on a line another thread writes); the
  * unsampled path of free is one compare of the live set's filter in memory
  * and a branch (hs_liveset.h), the exact count and a tail call (about 22);
  * for the few blocks that share a filter granule with a sampled one, a
  * lookup that takes no lock. Only the free of a sampled block takes its
  * shard's lock. Everything else is in out-of-line cold functions (the
  * *_slow ones run under the thread's re-entry guard), which save and
- * restore errno and never call stdio.
+ * restore errno and never call stdio. The size histogram is not counted
+ * here: the sender builds it from the samples (hs_sender.c), so that the
+ * unsampled path pays nothing for it.
  *
  * The real functions come from dlsym(RTLD_NEXT). dlsym may itself allocate;
  * until it returns, allocations are served from a bootstrap arena of mapped
@@ -736,9 +738,8 @@ static int early_start(hs_tls *t)
 }
 
 /* The thread's countdown ran out (or it is new, or inside the collector).
- * p is the block the real allocator returned for n bytes (maybe NULL).
- * hist: count the request in the size histogram. */
-static void alloc_slow_h(void *p, size_t n, int hist)
+ * p is the block the real allocator returned for n bytes (maybe NULL). */
+static void alloc_slow(void *p, size_t n)
 {
     hs_tls *t = &hs__tls;
     t->slow_seq++;
@@ -757,7 +758,6 @@ static void alloc_slow_h(void *p, size_t n, int hist)
         t->saved_countdown = UINT64_MAX; /* forward from now on */
         goto out;
     }
-    if (hist) hs__hist_add(t, n);
     if (t->state == HS_T_NEW) {
         if (hs__thread_attach(t) != 0) {
             t->saved_countdown = UINT64_MAX;
@@ -823,11 +823,6 @@ __attribute__((noinline, cold)) static void free_slow(void *p)
     real.free(p);
 }
 
-static void alloc_slow(void *p, size_t n)
-{
-    alloc_slow_h(p, n, 1);
-}
-
 /* A block whose free free_record recorded is the program's after all (a
  * failed realloc): live again, with an allocation event. */
 static void put_back(hs_tls *t, void *p, const hs_live *l)
@@ -844,7 +839,7 @@ static void put_back(hs_tls *t, void *p, const hs_live *l)
 static void py_alloc_slow(void *p, size_t n)
 {
     int e = errno;
-    alloc_slow_h(p, n, 0);
+    alloc_slow(p, n);
     errno = e;
 }
 
@@ -906,7 +901,6 @@ __attribute__((noinline, cold)) static void *realloc_slow(void *p, size_t n)
     uint64_t c = t->countdown;
     if (n < c) {
         t->countdown = c - n;
-        hs__hist_add(t, n);
     } else {
         alloc_slow(q, n);
     }
@@ -965,7 +959,6 @@ __attribute__((noinline, cold)) static void *alloc_other(enum alloc_kind k, size
     uint64_t c = t->countdown;
     if (n < c) {
         t->countdown = c - n;
-        hs__hist_add(t, n);
         return counted_other(real_call(k, NULL, a, b, n));
     }
     return alloc_sampled(k, NULL, a, b, n);
@@ -981,8 +974,8 @@ __attribute__((noinline, cold)) static void *published(void *p)
 
 /* The unsampled path of every allocating hook with glibc's allocator: a
  * test of the mode (HEAPSTORE_DISABLE: a second one, and a tail call to the
- * real function), one subtraction and a branch on the countdown, the size
- * histogram, the real function, and the block's exact count, inline: a
+ * real function), one subtraction and a branch on the countdown, the real
+ * function, and the block's exact count, inline: a
  * header load, three adds to the thread's counters and a range check
  * (hs_thread.h). Everything else is in out-of-line cold functions. k, a, b
  * and n as for real_call. */
@@ -996,7 +989,6 @@ __attribute__((noinline, cold)) static void *published(void *p)
     uint64_t c = t->countdown;                                                                     \
     if (HS_LIKELY((n) < c)) {                                                                      \
         t->countdown = c - (n);                                                                    \
-        hs__hist_add(t, (n));                                                                      \
         void *p_ = call;                                                                           \
         if (HS_LIKELY(p_ != NULL) && HS_UNLIKELY(hs__exact_alloc(&hs__tls, glibc_size(p_))))       \
             return published(p_);                                                                  \
@@ -1049,7 +1041,6 @@ __attribute__((noinline)) static void *realloc_unsampled(void *p, size_t n)
     void *q;
     if (HS_LIKELY(n < c)) {
         t->countdown = c - n;
-        hs__hist_add(t, n);
         q = real.realloc(p, n);
     } else {
         q = alloc_sampled(K_REALLOC, p, 0, 0, n);
@@ -1073,7 +1064,6 @@ HS_EXPORT void *realloc(void *p, size_t n)
         return realloc_unsampled(p, n);
     uint64_t old = glibc_size(p);
     t->countdown = c - n;
-    hs__hist_add(t, n);
     void *q = real.realloc(p, n);
     if (HS_UNLIKELY(q == NULL)) return q;
     int due = hs__exact_free(t, old);
@@ -1129,7 +1119,6 @@ HS_EXPORT int posix_memalign(void **out, size_t align, size_t n)
     uint64_t c = t->countdown;
     if (HS_LIKELY(n < c)) {
         t->countdown = c - n;
-        hs__hist_add(t, n);
         int rc = real.posix_memalign(out, align, n);
         if (rc == 0 && *out) exact_alloc(t, *out);
         return rc;

@@ -24,9 +24,8 @@
  * sampled block from the live set before the original runs (a block freed
  * below it by the free hook is then not found twice, and an address handed
  * to another thread meanwhile is never removed wrongly); a failed realloc
- * puts it back. The size histogram (SIZES) counts malloc's requests only:
- * counting Python's small ones too would cost more than half again of the
- * wrapper's fast path.
+ * puts it back. The size histogram (SIZES), which the sender builds from the
+ * samples, counts the small objects the wrappers sample like any other.
  *
  * With PYTHONMALLOC set nothing is wrapped: the interpreter installs its own
  * allocators at start-up (malloc and malloc_debug send everything to the

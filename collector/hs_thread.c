@@ -35,7 +35,6 @@ static struct {
     _Atomic uint64_t beat, rung;
 } bell = {.fd = -1};
 static pthread_key_t exit_key;
-static _Atomic uint64_t dead_n[HS_HIST_BUCKETS], dead_b[HS_HIST_BUCKETS];
 
 /* Exact totals (hs_thread.h). live is the one word every publishing thread
  * writes: on a line of its own. The highs are written under lock, a flag
@@ -348,12 +347,6 @@ static void thread_exit(void *arg)
     hs_ring *r = arg;
     hs_tls *t = &hs__tls;
     hs__guard_enter(t);
-    for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-        atomic_fetch_add_explicit(&dead_n[i], hs__own_load(&t->hist_n[i]), memory_order_relaxed);
-        atomic_fetch_add_explicit(&dead_b[i], hs__own_load(&t->hist_b[i]), memory_order_relaxed);
-        hs__own_store(&t->hist_n[i], 0);
-        hs__own_store(&t->hist_b[i], 0);
-    }
     hs__exact_flush(t);
     if (r && t->ring == r) {
         hs_lock_acquire(&reg_lock);
@@ -579,24 +572,6 @@ int hs__consumer_wait(struct pollfd *extra, int timeout_ms)
     return 1;
 }
 
-void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS])
-{
-    for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-        n[i] = atomic_load_explicit(&dead_n[i], memory_order_relaxed);
-        b[i] = atomic_load_explicit(&dead_b[i], memory_order_relaxed);
-    }
-    hs_lock_acquire(&reg_lock);
-    for (hs_ring *r = reg_head; r; r = r->next) {
-        hs_tls *t = r->owner;
-        if (!t) continue;
-        for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-            n[i] += hs__own_load(&t->hist_n[i]);
-            b[i] += hs__own_load(&t->hist_b[i]);
-        }
-    }
-    hs_lock_release(&reg_lock);
-}
-
 int hs__fork_quiesce(void)
 {
     atomic_store(&hs__fork_pending, 1);
@@ -641,12 +616,6 @@ void hs__threads_reset_child(hs_tls *self)
     atomic_store(&bell.alive, 0);
     atomic_store(&bell.beat, 0);
     atomic_store(&bell.rung, 0);
-    for (int i = 0; i < HS_HIST_BUCKETS; i++) {
-        atomic_store(&dead_n[i], 0);
-        atomic_store(&dead_b[i], 0);
-        hs__own_store(&self->hist_n[i], 0);
-        hs__own_store(&self->hist_b[i], 0);
-    }
     hs__exact_reset_child(self, hs_now_ns());
     self->ring = NULL;
     self->state = HS_T_NEW;

@@ -50,9 +50,8 @@
 #include "hs_proto.h"
 #include "hs_unwind.h"
 
-#define HS_RING_CAP     2048                /* records; a power of two */
-#define HS_EXACT_STEP   ((int64_t)16 << 10) /* bytes a thread's net change may lag */
-#define HS_HIST_BUCKETS 64
+#define HS_RING_CAP   2048                /* records; a power of two */
+#define HS_EXACT_STEP ((int64_t)16 << 10) /* bytes a thread's net change may lag */
 
 enum hs_thread_state {
     HS_T_NEW = 0,      /* not yet seen by a slow path */
@@ -76,14 +75,14 @@ typedef struct hs_ring {
     char pad1[56];
     _Atomic uint64_t tail; /* written by the sender */
     char pad2[56];
-    struct hs_ring *next;  /* registry link (registry lock) */
-    _Atomic int live;      /* 1 while its thread runs */
-    struct hs_tls *owner;  /* for the size histogram; NULL once the thread exited */
-    uint64_t snap;         /* the sender's snapshot of head (sender only) */
-    _Atomic int busy;      /* the owner is inside the loader's lock (unwinding) */
-    int stuck;             /* the owner gave up waiting for room (owner only) */
-    uint64_t stuck_tail;   /* ... when the sender had drained up to here */
-    hs_stack_bounds stack; /* the owner's stack, for hs_unwind */
+    struct hs_ring *next;                   /* registry link (registry lock) */
+    _Atomic int live;                       /* 1 while its thread runs */
+    struct hs_tls *owner;                   /* for the exact counts; NULL once the thread exited */
+    uint64_t snap;                          /* the sender's snapshot of head (sender only) */
+    _Atomic int busy;                       /* the owner is inside the loader's lock (unwinding) */
+    int stuck;                              /* the owner gave up waiting for room (owner only) */
+    uint64_t stuck_tail;                    /* ... when the sender had drained up to here */
+    hs_stack_bounds stack;                  /* the owner's stack, for hs_unwind */
     void *scratch[HS_STACK_MAX_DEPTH + 16]; /* the owner's unwinding buffers */
     uint64_t pcs[HS_STACK_MAX_DEPTH];
     hs_rec recs[HS_RING_CAP];
@@ -103,15 +102,12 @@ typedef struct hs_tls {
     int boot; /* this thread is resolving the real allocator */
     /* hs__event_now's last clock read, and the TSC when it was made. */
     uint64_t clock_ns, clock_tsc;
-    /* Allocation sizes by power of two, and the exact totals (see the
-     * opening comment). Owner counters: only the owner writes them, with
-     * plain adds (one instruction, `add` to memory, on the fast paths);
-     * others read them with hs__own_load. An aligned 64-bit word is written
-     * whole, so a reader sees its value before or after an add, never a mix
-     * (the same as relaxed atomics, which the compiler would split into a
-     * load, an add and a store). */
-    uint64_t hist_n[HS_HIST_BUCKETS];
-    uint64_t hist_b[HS_HIST_BUCKETS];
+    /* The exact totals (see the opening comment). Owner counters: only the
+     * owner writes them, with plain adds (one instruction, `add` to memory,
+     * on the fast paths); others read them with hs__own_load. An aligned
+     * 64-bit word is written whole, so a reader sees its value before or
+     * after an add, never a mix (the same as relaxed atomics, which the
+     * compiler would split into a load, an add and a store). */
     uint64_t ex_allocs, ex_frees, ex_alloc_bytes, ex_free_bytes;
     int64_t ex_pending; /* owner only */
 } hs_tls;
@@ -141,13 +137,6 @@ static inline uint64_t hs__own_load(const uint64_t *v)
 static inline void hs__own_store(uint64_t *v, uint64_t x)
 {
     __atomic_store_n(v, x, __ATOMIC_RELAXED);
-}
-
-static inline void hs__hist_add(hs_tls *t, uint64_t n)
-{
-    unsigned b = 63u - (unsigned)__builtin_clzll(n | 1); /* 0 and 1 share bucket 0 */
-    t->hist_n[b] += 1;
-    t->hist_b[b] += n;
 }
 
 /* ex_pending left [-HS_EXACT_STEP, HS_EXACT_STEP], or the thread is parked. */
@@ -326,8 +315,6 @@ int hs__consumer_sleeping(void);
  * revents are set) or timeout_ms. 1 when the bell rang. */
 struct pollfd;
 int hs__consumer_wait(struct pollfd *extra, int timeout_ms);
-/* Sum of the size histograms of every thread, live or gone. */
-void hs__hist_read(uint64_t n[HS_HIST_BUCKETS], uint64_t b[HS_HIST_BUCKETS]);
 /* Fork child: forget the other threads' rings and the parent's consumer
  * (its doorbell is closed: the child's sender opens its own); the caller's
  * thread starts afresh. */

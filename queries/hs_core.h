@@ -464,8 +464,9 @@ void hs_leaks_result_clear(hs_leaks_result *r);
 /* ---- sizes: the allocation size histogram -------------------------------- */
 
 /* Allocations by size, power-of-two buckets: bucket b holds sizes
- * [lo, hi] = [2^b, 2^(b+1) - 1] (bucket 0: 0 and 1). Every allocation
- * counts, sampled or not. */
+ * [lo, hi] = [2^b, 2^(b+1) - 1] (bucket 0: 0 and 1). Estimated from the
+ * samples (each stands for weight / size allocations of its size), exact
+ * at every allocation. */
 typedef struct hs_qsize_bucket {
     int bucket;
     int64_t lo, hi, allocs, bytes;

@@ -1,6 +1,6 @@
-/* sizes: a run's allocation size histogram (every allocation, sampled or
- * not, as the collector counted them) and the sample interval it suggests,
- * as a typed result (hs_core.h). */
+/* sizes: a run's allocation size histogram (as the collector estimated it
+ * from its samples: exact at every allocation) and the sample interval it
+ * suggests, as a typed result (hs_core.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -35,8 +35,8 @@ static const char *const stmt_sql[ST_COUNT] = {
                       "end_ns = ?5, live_bytes = ?6, live_count = ?7, peak_bytes = ?8, "
                       "peak_count = ?9, peak_t_ns = ?10, total_alloc_bytes = ?11, "
                       /* the exact count (?13) when the run has exact totals; else
-                       * from the size histogram (every allocation, sampled or not)
-                       * once the collector has sent one */
+                       * the size histogram's (estimated from the samples) once
+                       * the collector has sent one */
                       "total_alloc_count = coalesce(?13, (SELECT sum(allocs) FROM size_hist "
                       "WHERE run = ?1), ?12) WHERE id = ?1",
     [ST_RUN_STATE] = "UPDATE runs SET state = ?2, clean_exit = ?3 WHERE id = ?1",

@@ -67,6 +67,35 @@ static int parse_sites(const char *out, site *s, int max)
     return n;
 }
 
+/* The size histogram is estimated from the samples (hs_sender.c): in each
+ * power-of-two bucket, the bytes and the count of the sites whose blocks
+ * fall in it, within the same 5% as the sites' own estimates (each bucket
+ * holds at least one site, all of whose allocations it counts), plus what
+ * the program allocates besides its sites (stdio's buffer: a few KiB). */
+static void check_sizes(const hsp_model *m, const site *s, int n)
+{
+    uint64_t bytes[64] = {0}, count[64] = {0};
+    for (int i = 0; i < n; i++) {
+        uint64_t size = s[i].bytes / s[i].allocs;
+        int b = 63 - __builtin_clzll(size | 1);
+        bytes[b] += s[i].bytes;
+        count[b] += s[i].allocs;
+    }
+    const double extra = 64 << 10;
+    for (int b = 0; b < 64; b++) {
+        double est_b = (double)m->sizes_b[b], est_n = (double)m->sizes_n[b];
+        if (!bytes[b]) {
+            assert_true(est_b <= extra);
+            continue;
+        }
+        fprintf(stderr, "sizes [%llu, %llu): bytes %llu est %.0f, count %llu est %.0f\n", 1ull << b,
+                2ull << b, (unsigned long long)bytes[b], est_b, (unsigned long long)count[b],
+                est_n);
+        assert_true(fabs(est_b - (double)bytes[b]) <= 0.05 * (double)bytes[b] + extra);
+        assert_true(fabs(est_n - (double)count[b]) <= 0.05 * (double)count[b] + extra / 16);
+    }
+}
+
 typedef struct agg {
     uint64_t allocs, alloc_bytes, alloc_weight, frees, free_bytes, free_weight;
     int exact, stacks, line_ok, file_ok;
@@ -168,10 +197,12 @@ static void test_sites_exact(void **state)
         assert_int_equal(a.stacks, 1); /* one loop, one stack */
         assert_true(a.alloc_weight == a.alloc_bytes && a.free_weight == a.free_bytes);
     }
-    /* The size histogram counts every allocation, sampled or not. */
+    /* At every allocation the size histogram is exact: every sample in its
+     * bucket, with its own size. */
     uint64_t hist = 0;
     for (int b = 0; b < 64; b++) hist += m.sizes_n[b];
-    assert_true(hist >= m.alloc_events);
+    assert_int_equal(hist, m.alloc_events);
+    check_sizes(&m, s, n);
     assert_true(m.process_samples >= 1);
     assert_true(m.mapping_frames >= 1);
     hsp_free(&m);
@@ -245,6 +276,7 @@ static void test_sites_sampled(void **state)
     load_ok(&m, out, 0);
     assert_int_equal(m.hello.sample_bytes, 1024);
     assert_int_equal(check_sampled(&m, s, n, mean, "wl_sites.c"), 12);
+    check_sizes(&m, s, n);
     hsp_free(&m);
     tk_out_free(&r);
 }
