@@ -592,7 +592,9 @@ static void init(void)
     dl_iterate_phdr(self_range_cb, r);
     hs__stacks_init(r[1], r[2]);
     hs__sampler_init(hs__cfg.sample_bytes, hs__cfg.seed);
-    if (hs__threads_init() != 0) goto done;
+    if (hs__threads_init(hs__cfg.sample_bytes < HS_RING_DENSE_BELOW ? HS_RING_CAP_DENSE
+                                                                    : HS_RING_CAP) != 0)
+        goto done;
     hs__pymem_init(&(hs_pymem_hooks){py_alloc_slow, py_free_forget, py_put_back});
     new_run_id();
     take_given_run_id();

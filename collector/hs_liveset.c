@@ -55,11 +55,26 @@ static inline uint64_t mix(uint64_t x)
  * blocks to 16 bytes and keep them at least 32 apart, so a granule's blocks
  * never share a home slot, and at most half of a granule's slots are
  * homes. */
+static inline uint64_t granule_of(uintptr_t addr)
+{
+    return (uint64_t)addr >> (HS_FILTER_SHIFT + 6); /* the granule, shard bits dropped */
+}
+
+/* The granule's share of home(): the hash, computed once per granule where a
+ * caller meets many of its blocks in a row. */
+static inline uint32_t granule_base(uint64_t g)
+{
+    return (uint32_t)mix(g) << (HS_FILTER_SHIFT - 4);
+}
+
+static inline uint32_t home_in(uint32_t base, uintptr_t addr, uint32_t m)
+{
+    return (base | ((uint32_t)(addr >> 4) & ((1u << (HS_FILTER_SHIFT - 4)) - 1))) & m;
+}
+
 static inline uint32_t home(uintptr_t addr, uint32_t m)
 {
-    uint64_t g = (uint64_t)addr >> (HS_FILTER_SHIFT + 6); /* the granule, shard bits dropped */
-    uint32_t in_granule = (uint32_t)(addr >> 4) & ((1u << (HS_FILTER_SHIFT - 4)) - 1);
-    return ((uint32_t)mix(g) << (HS_FILTER_SHIFT - 4) | in_granule) & m;
+    return home_in(granule_base(granule_of(addr)), addr, m);
 }
 
 static size_t table_bytes(uint32_t cap)
@@ -108,7 +123,7 @@ void hs__liveset_init(uint64_t max_entries)
 {
     uint64_t per = max_entries / NSHARDS;
     uint64_t cap = SHARD_MIN;
-    while (cap < per) cap *= 2;
+    while (cap < 2 * per) cap *= 2; /* at most half full: per entries fit */
     shard_max = cap;
     assert(shard_max >= SHARD_MIN && !(shard_max & (shard_max - 1)));
     null_mark();
@@ -171,7 +186,7 @@ int hs__liveset_insert(uintptr_t addr, uint64_t size, uint64_t stack_id)
     int err = 0;
     hs_lock_acquire(&s->lock);
     table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
-    if ((!t || (uint64_t)(s->count + 1) * 4 > (uint64_t)t->cap * 3) && (err = grow(s))) goto out;
+    if ((!t || (uint64_t)(s->count + 1) * 2 > t->cap) && (err = grow(s))) goto out;
     t = atomic_load_explicit(&s->tab, memory_order_relaxed);
     uint32_t m = t->cap - 1;
     write_begin(s);
@@ -190,7 +205,7 @@ int hs__liveset_insert(uintptr_t addr, uint64_t size, uint64_t stack_id)
     }
     write_end(s);
 out:
-    assert(err || (s->tab && (uint64_t)s->count * 4 <= (uint64_t)s->tab->cap * 3));
+    assert(err || (s->tab && (uint64_t)s->count * 2 <= s->tab->cap));
     assert(err || atomic_load_explicit(&hs__filter[fi], memory_order_relaxed) != 0);
     hs_lock_release(&s->lock);
     return err;
@@ -249,9 +264,20 @@ int hs__liveset_remove(uintptr_t addr, hs_live *out, int try_only)
     s->count--;
     /* Backward-shift deletion: pull later members of the probe run into the
      * hole so that lookups never need tombstones. */
+    uint64_t last_g = ~(uint64_t)0;
+    uint32_t last_base = 0;
     for (uint32_t j = (i + 1) & m;; j = (j + 1) & m) {
-        if (t->e[j].addr == 0) break;
-        uint32_t h = home(t->e[j].addr, m);
+        uintptr_t a = t->e[j].addr;
+        if (a == 0) break;
+        /* home(a, m), the granule's hash kept while the run stays in one
+         * granule (neighbouring slots mostly hold neighbouring blocks). */
+        uint64_t g = granule_of(a);
+        if (g != last_g) {
+            last_g = g;
+            last_base = granule_base(g);
+        }
+        uint32_t h = home_in(last_base, a, m);
+        assert(h == home(a, m));
         /* Move j into i if home is not cyclically in (i, j]. */
         int in_range = (i <= j) ? (h > i && h <= j) : (h > i || h <= j);
         if (!in_range) {

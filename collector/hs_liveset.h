@@ -33,7 +33,7 @@
  *
  * Invariants (asserted in debug builds, never in hs__liveset_maybe): address
  * 0 is never a key (it marks an empty slot); a shard's table is a power of
- * two at most 3/4 full, so every probe run ends at an empty slot; every live
+ * two at most half full, so every probe run ends at an empty slot; every live
  * entry's filter counter is non-zero; a shard's sequence counter is odd only
  * while its lock holder changes the table.
  */

@@ -364,8 +364,18 @@ static void thread_exit(void *arg)
     t->countdown = UINT64_MAX;
 }
 
-int hs__threads_init(void)
+/* Every ring's capacity (hs__threads_init), fixed before the first ring. */
+static uint64_t ring_cap = HS_RING_CAP;
+
+static size_t ring_bytes(uint64_t cap)
 {
+    return sizeof(hs_ring) + cap * sizeof(hs_rec);
+}
+
+int hs__threads_init(uint64_t cap)
+{
+    assert(cap >= HS_RING_CAP && !(cap & (cap - 1)));
+    ring_cap = cap;
     return pthread_key_create(&exit_key, thread_exit) ? HS_ENOMEM : 0;
 }
 
@@ -390,8 +400,9 @@ int hs__thread_attach(hs_tls *t)
     }
     hs_lock_release(&reg_lock);
     if (!r) {
-        r = hs_mem_map(sizeof(hs_ring));
+        r = hs_mem_map(ring_bytes(ring_cap));
         if (!r) return HS_ENOMEM;
+        r->cap = ring_cap;
         atomic_fetch_add_explicit(&ex.rings, 1, memory_order_relaxed);
         r->owner = t;
         atomic_store(&r->live, 1);
@@ -413,8 +424,8 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
     assert(r && r->owner == t);
     uint64_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-    assert(h - tail <= HS_RING_CAP);
-    if (h - tail >= HS_RING_CAP) {
+    assert(h - tail <= r->cap);
+    if (h - tail >= r->cap) {
         /* Full: the sender is behind (typically symbolizing a batch of new
          * stacks). Wait while it makes progress, at most 10 s; drop (and
          * count) once it has made none for three seconds (a loaded machine
@@ -435,7 +446,7 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
             else
                 nanosleep(&(struct timespec){0, 100000}, NULL);
             tail = atomic_load_explicit(&r->tail, memory_order_acquire);
-            if (h - tail < HS_RING_CAP) break;
+            if (h - tail < r->cap) break;
             uint64_t now = hs_now_ns();
             uint64_t b = atomic_load_explicit(&bell.beat, memory_order_relaxed);
             if (b != beat) {
@@ -451,10 +462,10 @@ int hs__ring_push(hs_tls *t, const hs_rec *rec)
             if ((i & 63) == 63) hs__consumer_wake();
         }
     }
-    assert(h - tail < HS_RING_CAP);
-    r->recs[h & (HS_RING_CAP - 1)] = *rec;
+    assert(h - tail < r->cap);
+    r->recs[h & (r->cap - 1)] = *rec;
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
-    if (h - tail == HS_RING_CAP / 2) hs__consumer_wake();
+    if (h - tail == r->cap / 2) hs__consumer_wake();
     return 0;
 }
 
@@ -491,8 +502,8 @@ int hs__rings_drain_next(hs_ring_span *s)
     for (; r; r = r->next) {
         uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
         uint64_t head = r->snap;
-        if (head - tail > HS_RING_CAP) head = r->snap = tail; /* made after the snapshot */
-        assert(atomic_load_explicit(&r->head, memory_order_acquire) - head <= HS_RING_CAP);
+        if (head - tail > r->cap) head = r->snap = tail; /* made after the snapshot */
+        assert(atomic_load_explicit(&r->head, memory_order_acquire) - head <= r->cap);
         if (head == tail) continue;
         drain.at = r;
         *s = (hs_ring_span){r, tail, head};
@@ -603,7 +614,7 @@ void hs__threads_reset_child(hs_tls *self)
     hs_ring *r = reg_head;
     while (r) {
         hs_ring *next = r->next;
-        hs_mem_unmap(r, sizeof(hs_ring));
+        hs_mem_unmap(r, ring_bytes(r->cap));
         r = next;
     }
     reg_head = NULL;

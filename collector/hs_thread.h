@@ -16,8 +16,8 @@
  * reused by the next new thread. Memory comes from hs_mem.
  *
  * Invariants (asserted in debug builds, never on the unsampled path): a
- * ring's owner never has more than HS_RING_CAP records unread (head - tail
- * <= HS_RING_CAP) and the sender never reads past the owner's head; a ring
+ * ring's owner never has more than its cap records unread (head - tail
+ * <= cap) and the sender never reads past the owner's head; a ring
  * is handed to a new thread only once its old thread has exited and the
  * sender has read it empty; a thread attaches at most once; guard_leave
  * pairs with a guard_enter; the sampler's generator state is never 0 (a
@@ -50,8 +50,14 @@
 #include "hs_proto.h"
 #include "hs_unwind.h"
 
-#define HS_RING_CAP   2048                /* records; a power of two */
-#define HS_EXACT_STEP ((int64_t)16 << 10) /* bytes a thread's net change may lag */
+#define HS_RING_CAP 2048 /* records a ring holds; a power of two */
+/* ... when the interval is under HS_RING_DENSE_BELOW bytes: at every
+ * allocation a std::map program fills 2048 records in about a millisecond,
+ * and the doorbell it then rang twice a millisecond (a write to an eventfd
+ * that wakes the sender) cost it 3.4% of its time. */
+#define HS_RING_CAP_DENSE   16384
+#define HS_RING_DENSE_BELOW 4096
+#define HS_EXACT_STEP       ((int64_t)16 << 10) /* bytes a thread's net change may lag */
 
 enum hs_thread_state {
     HS_T_NEW = 0,      /* not yet seen by a slow path */
@@ -85,7 +91,8 @@ typedef struct hs_ring {
     hs_stack_bounds stack;                  /* the owner's stack, for hs_unwind */
     void *scratch[HS_STACK_MAX_DEPTH + 16]; /* the owner's unwinding buffers */
     uint64_t pcs[HS_STACK_MAX_DEPTH];
-    hs_rec recs[HS_RING_CAP];
+    uint64_t cap; /* records in recs: the process's ring size, a power of two */
+    hs_rec recs[];
 } hs_ring;
 
 typedef struct hs_tls {
@@ -256,8 +263,9 @@ uint64_t hs__sampler_next(hs_tls *t);
 /* Estimated bytes a sample of size bytes stands for. */
 uint64_t hs__sampler_weight(uint64_t size);
 
-/* Thread life. init creates the pthread key (call from the constructor). */
-int hs__threads_init(void);
+/* Thread life. init creates the pthread key (call from the constructor) and
+ * sets the records every ring holds (a power of two, from HS_RING_CAP up). */
+int hs__threads_init(uint64_t ring_cap);
 /* Gives the calling thread a ring; state becomes READY. Under guard. */
 int hs__thread_attach(hs_tls *t);
 /* Appends one record; waits a bounded time for room, else drops it and
@@ -287,13 +295,13 @@ void hs__rings_drain_end(void);
 static inline const hs_rec *hs__span_rec(const hs_ring_span *s, uint64_t i)
 {
     assert(i - s->tail < s->head - s->tail);
-    return &s->ring->recs[i & (HS_RING_CAP - 1)];
+    return &s->ring->recs[i & (s->ring->cap - 1)];
 }
 
 /* The doorbell. The consumer sleeps in hs__consumer_wait; a producer whose
  * ring passes half full, or is full, rings it with hs__consumer_wake (a
  * counted ring: one atomic add, then a system call only while the consumer
- * sleeps; once per HS_RING_CAP / 2 records at most, off the sampled path's
+ * sleeps; once per cap / 2 records at most, off the sampled path's
  * common case). A full ring waits while the
  * consumer is alive and its heartbeat moves (hs__ring_push). The consumer
  * marks itself alive while it will drain, and beats as it makes progress.

@@ -209,12 +209,13 @@ static void test_liveset_full(void **state)
     (void)state;
     static const struct {
         uint64_t max_entries;
-        size_t fits; /* in one shard: 3/4 of its largest table */
+        size_t fits; /* in one shard: half of its largest table */
     } cases[] = {
-        {0, 192},         /* the smallest table, 256 slots */
-        {64 * 256, 192},  /* likewise */
-        {64 * 1024, 768}, /* grows twice, to 1024 */
-        {64 * 1000, 768}, /* rounded up to a power of two */
+        {0, 128},          /* the smallest table, 256 slots */
+        {64 * 128, 128},   /* likewise */
+        {64 * 256, 256},   /* grows once, to 512 */
+        {64 * 1024, 1024}, /* grows three times, to 2048 */
+        {64 * 1000, 1024}, /* rounded up to a power of two */
     };
     for (size_t c = 0; c < HS_COUNTOF(cases); c++) {
         liveset_fresh(cases[c].max_entries);

@@ -89,7 +89,7 @@ static int setup(void **state)
     (void)state;
     hs__sampler_init(524288, 1);
     if (hs__consumer_open() != 0) return -1;
-    return hs__threads_init();
+    return hs__threads_init(HS_RING_CAP);
 }
 
 /* Pushes in batches and drains after each: the sequence comes out whole and
