@@ -38,7 +38,12 @@ static _Atomic(hs_stack_rec *) new_list;
  * loaded: the stacks our own unwinder cannot walk are then dropped
  * (HS_DROP_UNWIND_FAILED), as are those of a wait that timed out (the
  * sampling thread held the loader's lock, inside the program's dlopen) and
- * of samples taken before the sender started. */
+ * of samples taken before the sender started. Only the first wait may run
+ * out: the sender's dlopen can itself need a lock that the waiting thread
+ * holds (a signal handler that allocates, interrupting the allocator), and
+ * with a wait at every such sample, threads sampling from handlers every
+ * millisecond stalled for seconds. After one wait has run out, samples that
+ * need libunwind are dropped at once until it is loaded. */
 typedef int (*hs_backtrace_fn)(void **, int);
 typedef int (*hs_policy_fn)(unw_addr_space_t, unw_caching_policy_t);
 static _Atomic(hs_backtrace_fn) unw_bt;
@@ -52,6 +57,8 @@ static atomic_int policy_state;
  * tried, then LOAD_DONE (unw_bt set, or NULL for good). Only grows. */
 enum { LOAD_NONE, LOAD_WANTED, LOAD_DONE };
 static atomic_int load_state;
+/* A wait for the load ran out (want_unwinder): no thread waits again. */
+static atomic_int wait_expired;
 
 #define HS_UNWINDER_WAIT_NS (200 * 1000000ull)
 
@@ -107,7 +114,12 @@ static hs_backtrace_fn want_unwinder(void)
     }
     uint64_t until = hs_now_ns() + HS_UNWINDER_WAIT_NS;
     while (atomic_load_explicit(&load_state, memory_order_acquire) != LOAD_DONE) {
-        if (!hs__consumer_alive() || hs_now_ns() > until) return NULL;
+        if (!hs__consumer_alive() || atomic_load_explicit(&wait_expired, memory_order_relaxed))
+            return NULL;
+        if (hs_now_ns() > until) {
+            atomic_store_explicit(&wait_expired, 1, memory_order_relaxed);
+            return NULL;
+        }
         nanosleep(&(struct timespec){0, 20000}, NULL);
     }
     return libunwind_ready();
