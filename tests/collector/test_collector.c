@@ -937,7 +937,12 @@ static void test_signal_handlers(void **state)
     fprintf(stderr, "churn %lu/%lu recorded %lu/%lu; handler %lu recorded %lu/%lu; drops %lu\n", ca,
             cf, (unsigned long)c.allocs, (unsigned long)c.frees, ha, (unsigned long)h.allocs,
             (unsigned long)h.frees, (unsigned long)m.drops[HS_DROP_FREE_EVENTS]);
-    assert_true(ca > 1000 && ha > 100);
+    /* The main thread signals every millisecond for 2 s: about 1,800
+     * handler allocations. A thread that waits for libunwind at every
+     * handler's sample (200 ms each, while it holds the allocator's lock the
+     * sender's dlopen needs) made 27 to 42 in 3 runs of 25; 300 leaves a
+     * loaded machine six times the room. */
+    assert_true(ca > 1000 && ha > 300);
     assert_int_equal(c.allocs, ca);
     /* A churn free that a handler interrupted cannot be lost, but a handler's
      * free may find the live set's shard locked by the thread it interrupted:
