@@ -111,7 +111,8 @@ static uint64_t home(uint64_t ip)
     return ip >> 4;
 }
 
-static int lookup(uint64_t ip, uint32_t gen, rule *out)
+/* ip's rule of generation gen in the shared table, packed into *out. */
+static int lookup(uint64_t ip, uint32_t gen, uint64_t *out)
 {
     table *t = atomic_load_explicit(&cur_tab, memory_order_acquire);
     if (!t) return 0;
@@ -123,7 +124,7 @@ static int lookup(uint64_t ip, uint32_t gen, rule *out)
         if (key == ip) {
             uint64_t v = atomic_load_explicit(&s->val, memory_order_acquire);
             if ((v & 0xffff) != (gen & 0xffff)) return 0;
-            unpack(v, out);
+            *out = v;
             return 1;
         }
     }
@@ -751,11 +752,21 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
     while (n < cap) {
         out[n++] = (void *)ip;
         rule ru;
-        if (!lookup(ip, gen, &ru)) {
-            compute(ip, &ru);
-            gen = ru.gen; /* an object went away: newer rules from here on */
-            insert(ip, &ru);
+        uint64_t v;
+        unsigned near = (unsigned)(ip ^ ip >> 7) & (HS_UNWIND_NEAR - 1);
+        if (b->near_ip[near] == ip && (b->near_rule[near] & 0xffff) == (gen & 0xffff)) {
+            v = b->near_rule[near];
+        } else {
+            if (!lookup(ip, gen, &v)) {
+                compute(ip, &ru);
+                gen = ru.gen; /* an object went away: newer rules from here on */
+                insert(ip, &ru);
+                v = pack(&ru);
+            }
+            b->near_ip[near] = ip;
+            b->near_rule[near] = v;
         }
+        unpack(v, &ru);
         if (ru.kind == K_END) return complete(&w, n);
         if (ru.kind != K_STEP || (ru.cfa_rbp && !bp_ok)) return -1;
         uintptr_t cfa = (ru.cfa_rbp ? bp : sp) + (uintptr_t)(intptr_t)ru.cfa_off;
