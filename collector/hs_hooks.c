@@ -772,7 +772,10 @@ static void alloc_slow(void *p, size_t n)
         goto out;
     }
     t->saved_countdown = hs__sampler_next(t);
-    if (p) record_alloc(t, p, n);
+    if (p) {
+        hs__liveset_prefetch((uintptr_t)p); /* arrives while the stack is walked */
+        record_alloc(t, p, n);
+    }
 out:
     hs__guard_leave(t);
 }

@@ -292,6 +292,13 @@ out:
     return found;
 }
 
+void hs__liveset_prefetch(uintptr_t addr)
+{
+    const shard *s = &shards[hs__filter_index(addr) % NSHARDS];
+    const table *t = atomic_load_explicit(&s->tab, memory_order_relaxed);
+    if (t) __builtin_prefetch(&t->e[home(addr, t->cap - 1)], 1);
+}
+
 void hs__filter_mark(uintptr_t addr)
 {
     uint32_t fi = hs__filter_index(addr);

@@ -101,6 +101,11 @@ int hs__liveset_has(uintptr_t addr);
  * try_only is set and the shard is locked (a signal handler that interrupted
  * the lock holder). */
 int hs__liveset_remove(uintptr_t addr, hs_live *out, int try_only);
+/* Starts loading the table slot where addr's entry would go, without
+ * waiting for it and without a lock (a hint: a table replaced meanwhile only
+ * makes it useless). With large sets that slot is a cache miss; a caller
+ * with other work before its insert (unwinding the stack) hides it. */
+void hs__liveset_prefetch(uintptr_t addr);
 /* Marks a bootstrap block so that its free takes the slow path. */
 void hs__filter_mark(uintptr_t addr);
 /* In a fork child: forget every entry (the child is a new run). The caller
