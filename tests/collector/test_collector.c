@@ -4,6 +4,7 @@
  * decoder and compared with what the programs say they did. */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
 #include <pthread.h>
@@ -420,15 +421,34 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Every stack that allocated, as "ALLOCS BYTES|module+offset;..." (the same
- * code in both runs whatever the address layout), sorted. */
-static char **stack_lines(const hsp_model *m, size_t *n_out)
+/* 1 if a frame of s is in the module named prog (a basename) or is a
+ * Python frame: a stack of the program's own, not one of a runtime's
+ * threads before their start routine (the sanitizer runtime allocates on
+ * the collector's sender thread before the thread is the collector's, and
+ * whether those few blocks are sampled depends on timing). */
+static int programs_stack(const hsp_model *m, const hsp_stack *s, const char *prog)
+{
+    for (uint32_t k = 0; k < s->depth; k++) {
+        const hsp_sym *y = hsp_sym_of(m, s->pcs[k]);
+        if (!y) continue;
+        const char *mod = strrchr(y->module, '/');
+        if (!y->module[0] || !strcmp(mod ? mod + 1 : y->module, prog)) return 1;
+    }
+    return 0;
+}
+
+/* Every stack of the program (prog: its module's basename) that allocated,
+ * as "ALLOCS BYTES|module+offset;..." (the same code in both runs whatever
+ * the address layout), sorted; *allocs: their allocations. */
+static char **stack_lines(const hsp_model *m, size_t *n_out, uint64_t *allocs, const char *prog)
 {
     char **v = calloc(m->nstacks + 1, sizeof *v);
     size_t n = 0;
+    *allocs = 0;
     for (size_t i = 0; i < m->nstacks; i++) {
         const hsp_stack *s = &m->stacks[i];
-        if (!s->allocs) continue;
+        if (!s->allocs || !programs_stack(m, s, prog)) continue;
+        *allocs += s->allocs;
         size_t cap = 64 + (size_t)s->depth * 300, len = 0;
         char *b = malloc(cap);
         len += (size_t)snprintf(b, cap, "%lu %lu|", (unsigned long)s->allocs,
@@ -477,7 +497,11 @@ static void unwinders_agree_with(const char *name, const char *const *argv, cons
         assert_int_equal(m[k].drops[HS_DROP_UNWIND_FAILED], 0);
     }
     size_t n0, n1;
-    char **a = stack_lines(&m[0], &n0), **b = stack_lines(&m[1], &n1);
+    char real[PATH_MAX];
+    if (!realpath(argv[0], real)) snprintf(real, sizeof real, "%s", argv[0]);
+    const char *prog = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+    uint64_t all0, all1;
+    char **a = stack_lines(&m[0], &n0, &all0, prog), **b = stack_lines(&m[1], &n1, &all1, prog);
     size_t diff = n0 > n1 ? n0 - n1 : n1 - n0;
     for (size_t i = 0; i < n0 && i < n1; i++) {
         if (strcmp(a[i], b[i]) == 0) continue;
@@ -485,10 +509,12 @@ static void unwinders_agree_with(const char *name, const char *const *argv, cons
             fprintf(stderr, "%s: %s %s\n%s: libunwind %s\n", name, first, a[i], name, b[i]);
     }
     fprintf(stderr, "%s: %zu stacks (%s), %zu (libunwind), %zu differ; %lu allocations\n", name, n0,
-            first, n1, diff, (unsigned long)m[0].alloc_events);
+            first, n1, diff, (unsigned long)all0);
     assert_true(n0 > 0);
     assert_int_equal(diff, 0);
-    assert_int_equal(m[0].alloc_events, m[1].alloc_events);
+    assert_int_equal(all0, all1);
+    /* What is left out is a few blocks of a runtime's, not the program's. */
+    assert_true(m[0].alloc_events - all0 <= 16 && m[1].alloc_events - all1 <= 16);
     for (size_t i = 0; i < n0; i++) free(a[i]);
     for (size_t i = 0; i < n1; i++) free(b[i]);
     free(a);
