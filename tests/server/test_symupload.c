@@ -46,6 +46,21 @@ static int log_count(const tk_server *s, const char *text)
     return n;
 }
 
+/* The build ids of the log's "asked for build ID" lines, in order (at most
+ * max, each up to 127 characters); returns how many. */
+static int log_asked(const tk_server *s, char ids[][128], int max)
+{
+    FILE *f = fopen(s->log, "r");
+    char line[8192];
+    int n = 0;
+    while (f && n < max && fgets(line, sizeof line, f)) {
+        const char *p = strstr(line, "asked for build ");
+        if (p && sscanf(p, "asked for build %127s", ids[n]) == 1) n++;
+    }
+    if (f) fclose(f);
+    return n;
+}
+
 /* ---- the real collector ------------------------------------------------ */
 
 /* hs-example under the collector, sending to port; extra environment as
@@ -105,12 +120,21 @@ static void test_real_upload(void **state)
     assert_true(asked >= 1);
     assert_int_equal(log_count(&srv, "received from conn"), asked);
     assert_int_equal(log_count(&srv, "[repeated"), 0);
-    /* a restart: the cache and the stored files still serve, nothing asked */
+    /* a restart: the cache and the stored files still serve, no build
+     * asked again (a module the third run alone samples from may be asked
+     * for the first time: at the default rate which allocations are
+     * sampled varies, and in the sanitized tree the runtime's own frames
+     * come and go with them) */
     assert_int_equal(tk_server_start(&srv, db, 0, args), 0);
     assert_int_equal(run_example(srv.port, NULL), 0);
     assert_int_equal(unnamed_example_frames(db, 3), 0);
     assert_int_equal(tk_server_stop(&srv, SIGTERM), 0);
-    assert_int_equal(log_count(&srv, "asked for build"), asked); /* the log is appended to */
+    char ids[64][128];
+    int n = log_asked(&srv, ids, 64); /* the log is appended to */
+    assert_int_equal(n >= asked, 1);
+    for (int i = asked; i < n; i++)
+        for (int k = 0; k < asked; k++)
+            if (!strcmp(ids[i], ids[k])) fail_msg("build %s asked for again", ids[i]);
 }
 
 /* Uploads off: no HELLO flag, never asked, frames left as module+offset. */
