@@ -47,7 +47,6 @@
 #define BACKOFF_MAX_MS 5000
 #define CONNECT_MAX_MS 3000 /* a listed address that takes longer is skipped */
 #define MAX_PROCESS    64
-#define HIST_BUCKETS   64 /* sizes by power of two: [2^b, 2^(b+1)), 0 and 1 in 0 */
 
 typedef struct chunk {
     struct chunk *next;
@@ -119,8 +118,8 @@ static struct {
     int nps;
     uint64_t alloc_events, free_events, undelivered_frames;
     /* The size histogram, estimated from the samples (hist_add). */
-    double hist_n[HIST_BUCKETS];
-    uint64_t hist_b[HIST_BUCKETS];
+    double hist_n[HS_SIZE_BUCKETS];
+    uint64_t hist_b[HS_SIZE_BUCKETS];
     uint64_t drops_sent[HS_DROP_KIND_MAX + 1];
     int bye_queued;
     hs_proc_info *info;
@@ -355,7 +354,7 @@ static void count_dropped(const hs_rec *rec)
 static void hist_add(const hs_rec *rec)
 {
     assert(!(rec->head & 1));
-    unsigned b = 63u - (unsigned)__builtin_clzll(rec->size | 1);
+    unsigned b = hs_size_bucket_of(rec->size);
     S.hist_n[b] += rec->size ? (double)rec->weight / (double)rec->size : 1.0;
     S.hist_b[b] += rec->weight;
 }
@@ -427,7 +426,7 @@ static void send_process(void)
 static void send_stats(int force)
 {
     if (!fr_begin(HS_FRAME_SIZES)) {
-        for (int i = 0; i < HIST_BUCKETS; i++) {
+        for (int i = 0; i < HS_SIZE_BUCKETS; i++) {
             uint64_t n = (uint64_t)(S.hist_n[i] + 0.5);
             if (!n && !S.hist_b[i]) continue;
             hs_wr_varint(&S.wr, (uint64_t)i);

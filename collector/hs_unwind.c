@@ -111,6 +111,12 @@ static uint64_t home(uint64_t ip)
     return ip >> 4;
 }
 
+/* A packed rule is of generation gen (only its low 16 bits are kept). */
+static inline int of_gen(uint64_t v, uint32_t gen)
+{
+    return (v & 0xffff) == (gen & 0xffff);
+}
+
 /* ip's rule of generation gen in the shared table, packed into *out. */
 static int lookup(uint64_t ip, uint32_t gen, uint64_t *out)
 {
@@ -123,7 +129,7 @@ static int lookup(uint64_t ip, uint32_t gen, uint64_t *out)
         if (!key) return 0;
         if (key == ip) {
             uint64_t v = atomic_load_explicit(&s->val, memory_order_acquire);
-            if ((v & 0xffff) != (gen & 0xffff)) return 0;
+            if (!of_gen(v, gen)) return 0;
             *out = v;
             return 1;
         }
@@ -754,7 +760,7 @@ __attribute__((noinline)) int hs__unwind_fast(void **out, int cap, hs_stack_boun
         rule ru;
         uint64_t v;
         unsigned near = (unsigned)(ip ^ ip >> 7) & (HS_UNWIND_NEAR - 1);
-        if (b->near_ip[near] == ip && (b->near_rule[near] & 0xffff) == (gen & 0xffff)) {
+        if (b->near_ip[near] == ip && of_gen(b->near_rule[near], gen)) {
             v = b->near_rule[near];
         } else {
             if (!lookup(ip, gen, &v)) {

@@ -330,7 +330,7 @@ int hs_sizes_next(hs_batch_it *it, hs_size_bucket *b)
 {
     int more = batch_more(it);
     if (more <= 0) return more;
-    b->bucket = (uint32_t)hs_rd_varint_max(&it->rd, 63);
+    b->bucket = (uint32_t)hs_rd_varint_max(&it->rd, HS_SIZE_BUCKETS - 1);
     b->allocs = hs_rd_varint(&it->rd);
     b->bytes = hs_rd_varint(&it->rd);
     return it->rd.err ? it->rd.err : 1;

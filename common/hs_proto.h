@@ -56,18 +56,18 @@ const char *hs_frame_name(int type);
 
 /* Counters of the DROPS frame. Values are cumulative since the run began. */
 enum hs_drop_kind {
-    HS_DROP_ALLOC_EVENTS = 1,     /* sampled allocations not sent (buffer full) */
-    HS_DROP_FREE_EVENTS = 2,      /* frees of sampled blocks not sent */
-    HS_DROP_ALLOC_BYTES = 3,      /* estimated bytes (weights) of the dropped allocations */
-    HS_DROP_FREE_BYTES = 4,       /* estimated bytes (weights) of the dropped frees */
-    HS_DROP_STACKS_TRUNCATED = 5, /* samples whose stack was deeper than the depth limit */
-    HS_DROP_UNWIND_FAILED = 6,    /* samples whose stack could not be unwound */
-    HS_DROP_LIVE_SET_FULL = 7,    /* sampled blocks whose free cannot be recognised */
-    HS_DROP_PYTHON_FALLBACK = 8,  /* samples in Python code left with native frames only (an
-                                     unsupported interpreter) or with part of their Python stack */
-    HS_DROP_MAIN_END_NS = 9,      /* not a count: the time (ns from the run's start, > 0) when
-                                     the program's main code finished and its Python
-                                     interpreter began its teardown; 0 while it has not */
+    HS_DROP_ALLOC_EVENTS = 1,         /* sampled allocations not sent (buffer full) */
+    HS_DROP_FREE_EVENTS = 2,          /* frees of sampled blocks not sent */
+    HS_DROP_ALLOC_BYTES = 3,          /* estimated bytes (weights) of the dropped allocations */
+    HS_DROP_FREE_BYTES = 4,           /* estimated bytes (weights) of the dropped frees */
+    HS_DROP_STACKS_TRUNCATED = 5,     /* samples whose stack was deeper than the depth limit */
+    HS_DROP_UNWIND_FAILED = 6,        /* samples whose stack could not be unwound */
+    HS_DROP_LIVE_SET_FULL = 7,        /* sampled blocks whose free cannot be recognised */
+    HS_DROP_PYTHON_FALLBACK = 8,      /* samples in Python code left with native frames only (an
+                                         unsupported interpreter) or with part of their Python stack */
+    HS_DROP_MAIN_END_NS = 9,          /* not a count: the time (ns from the run's start, > 0) when
+                                         the program's main code finished and its Python
+                                         interpreter began its teardown; 0 while it has not */
     HS_DROP_PYTHON_SMALL_UNSEEN = 10, /* 1: a Python interpreter whose small objects (pymalloc's)
                                          the collector cannot see: found after its start-up, or
                                          PYTHONMALLOC keeps them from malloc */
@@ -232,6 +232,14 @@ typedef struct hs_size_bucket {
     uint32_t bucket; /* sizes in [2^b, 2^(b+1)); bucket 0 also holds size 0 */
     uint64_t allocs, bytes;
 } hs_size_bucket;
+
+#define HS_SIZE_BUCKETS 64
+
+/* The SIZES bucket of a request of n bytes. */
+static inline unsigned hs_size_bucket_of(uint64_t n)
+{
+    return 63u - (unsigned)__builtin_clzll(n | 1);
+}
 
 int hs_sizes_begin(hs_batch_it *it, const uint8_t *p, size_t len);
 int hs_sizes_next(hs_batch_it *it, hs_size_bucket *out);

@@ -75,15 +75,14 @@ static int parse_sites(const char *out, site *s, int max)
  * the program allocates besides its sites (stdio's buffer: a few KiB). */
 static void check_sizes(const hsp_model *m, const site *s, int n)
 {
-    uint64_t bytes[64] = {0}, count[64] = {0};
+    uint64_t bytes[HS_SIZE_BUCKETS] = {0}, count[HS_SIZE_BUCKETS] = {0};
     for (int i = 0; i < n; i++) {
-        uint64_t size = s[i].bytes / s[i].allocs;
-        int b = 63 - __builtin_clzll(size | 1);
+        unsigned b = hs_size_bucket_of(s[i].bytes / s[i].allocs);
         bytes[b] += s[i].bytes;
         count[b] += s[i].allocs;
     }
     const double extra = 64 << 10;
-    for (int b = 0; b < 64; b++) {
+    for (int b = 0; b < HS_SIZE_BUCKETS; b++) {
         double est_b = (double)m->sizes_b[b], est_n = (double)m->sizes_n[b];
         if (!bytes[b]) {
             assert_true(est_b <= extra);
