@@ -138,7 +138,9 @@ static void test_resume_elsewhere(void **state)
     /* A comes back with its older copy: it closes it as lost after its
      * grace period, ships nothing of it, and drops it from its buffer */
     assert_int_equal(tk_server_start(&a, da, 0, extra), 0);
-    for (int i = 0; i < 100 && tk_q(da, "SELECT count(*) FROM runs") != 0; i++) usleep(100000);
+    /* up to 30 s: under ASan, beside other tests on two cores, 10 s once
+     * ran out before A had closed and dropped it */
+    for (int i = 0; i < 300 && tk_q(da, "SELECT count(*) FROM runs") != 0; i++) usleep(100000);
     assert_int_equal(tk_q(da, "SELECT count(*) FROM runs"), 0);
     assert_true(tk_log_contains(&a, "is carried on by another front end"));
     assert_int_equal(ck_same_answers(dc, scratch, url), 0);
