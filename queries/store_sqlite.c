@@ -52,7 +52,6 @@ const char *const hs__sqlite_stmt_sql[ST__COUNT] = {
     [ST_PEAK_ROWS] =
         "SELECT trace, bytes, count FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL
         " AND bucket = ?2",
-    [ST_NODE] = "SELECT parent, frame, depth FROM traces WHERE id = ?1",
     [ST_FRAME] = "SELECT function, file, line, module, module_offset FROM frames WHERE id = ?1",
     [ST_SERIES] = "SELECT bucket, live_bytes, max_bytes, live_count FROM heap_series WHERE run = "
                   "?1 ORDER BY bucket",
@@ -140,6 +139,7 @@ static void sqlite_free(hs_qstore *s)
 {
     hs__sqlite *q = (hs__sqlite *)s;
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
+    hs_tree_rd_free(q->tree);
     hs__sql_free(q);
     sqlite3_close_v2(q->db);
     free(q->path);
@@ -741,15 +741,13 @@ static int sqlite_sizes(hs_qstore *s, int64_t run,
 static int sqlite_node(hs_qstore *s, int64_t id, hs_qstore_node *out, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
-    sqlite3_stmt *st = hs__sqlite_stmt(q, ST_NODE, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, id);
-    int rc = sqlite3_step(st);
-    if (rc == SQLITE_DONE) return hs__err(err, HS_EDB, "trace node %" PRId64 " is missing", id);
-    if (rc != SQLITE_ROW) return hs__sqlite_err(q, err);
-    *out = (hs_qstore_node){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                            sqlite3_column_int(st, 2)};
-    sqlite3_reset(st);
+    hs_tree_node x;
+    int rc = q->tree ? 0 : hs_tree_rd_open(q->db, &q->tree);
+    if (!rc) rc = hs_tree_rd_node(q->tree, id, &x);
+    if (rc == 0) return hs__err(err, HS_EDB, "trace node %" PRId64 " is missing", id);
+    if (rc == HS_EDB) return hs__sqlite_err(q, err);
+    if (rc < 0) return hs__err(err, rc, "trace node %" PRId64 ": %s", id, hs_strerror(rc));
+    *out = (hs_qstore_node){x.parent, x.frame, (int)x.depth};
     return 0;
 }
 

@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include "hs_qstore.h"
+#include "hs_tree.h"
 
 enum hs__stmt_id {
     ST_RUN,
@@ -23,7 +24,6 @@ enum hs__stmt_id {
     ST_DELTA_ROWS,
     ST_PEAK_BUCKET,
     ST_PEAK_ROWS,
-    ST_NODE,
     ST_FRAME,
     ST_SERIES,
     ST_RSS,
@@ -49,6 +49,7 @@ typedef struct hs__sqlite {
     int schema; /* user_version when opened: below 2, no trace_stats */
     sqlite3_stmt *st[ST__COUNT];
     struct hs__sqlfn *sqlfn; /* store_sqlite_sql.c: the checked functions of user SQL */
+    hs_tree_rd *tree;        /* the stack tree's nodes, opened when first asked for */
     char uuid[40];           /* the last run record's uuid, lower case */
 } hs__sqlite;
 

@@ -8,18 +8,21 @@
  *
  * A code's bytes (a function, or a site file:line) are those of the stacks
  * through one of its frames: the trace nodes of those frames and their
- * subtrees (traces_frame, then traces' UNIQUE(parent, frame)), looked up in
- * each run's peak (or last keyframe) snapshot. When the subtree is small the
- * lookups are key seeks, one per run and trace (sel x sub); when it is big (a
- * function every stack passes through) each run's snapshot is read once and
- * its traces checked against the subtree. Either way one statement, whatever
- * the number of runs, after one statement that sizes the subtree.
+ * subtrees, found in one pass over the stack tree (schema/hs_tree.h: a
+ * node's parent comes before it), looked up in each run's peak (or last
+ * keyframe) snapshot. The statement gets them as a JSON array. When the
+ * subtree is small the lookups are key seeks, one per run and trace (sel x
+ * sub); when it is big (a function every stack passes through) each run's
+ * snapshot is read once and its traces checked against the subtree. Either
+ * way one statement, whatever the number of runs.
  */
 #include <assert.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_map.h"
 #include "hs_schema.h"
 #include "hs_snap.h"
 #include "q_internal.h"
@@ -39,13 +42,7 @@ static void summary_ctes(hs_buf *b, const hs_qstore_summary_ask *ask, int seek)
                          "l.key = ?)");
     hs_buf_printf(b, " ORDER BY r.start_unix_ns DESC, r.id DESC LIMIT ?)");
     if (!ask->function && !ask->file) return;
-    if (ask->function)
-        hs_buf_printf(b, ", sub(id) AS (SELECT t.id FROM frames f JOIN traces t ON t.frame = "
-                         "f.id WHERE f.function = ?");
-    else
-        hs_buf_printf(b, ", sub(id) AS (SELECT t.id FROM frames f JOIN traces t ON t.frame = "
-                         "f.id WHERE f.line = ? AND (f.file = ? OR f.file LIKE '%%/' || ?)");
-    hs_buf_printf(b, " UNION SELECT c.id FROM sub JOIN traces c ON c.parent = sub.id)");
+    hs_buf_printf(b, ", sub(id) AS (SELECT value FROM json_each(?))");
     const char *kind = ask->code_at_end ? HS_SNAP_KEYFRAME_SQL : HS_SNAP_PEAK_SQL;
     hs_buf_printf(b,
                   ", pk(run, bucket) AS MATERIALIZED (SELECT sel.id, (SELECT MAX(bucket) FROM "
@@ -102,48 +99,59 @@ char *hs__sqlite_summary_sql(hs_qstore *s, const hs_qstore_summary_ask *ask, int
     return b.p;
 }
 
-/* Binds ask's values in the order summary_sql wrote their places. */
-static void summary_bind(sqlite3_stmt *st, const hs_qstore_summary_ask *ask, int with_main)
+/* Binds ask's values in the order summary_sql wrote their places; sub is
+ * the code's traces as a JSON array. */
+static void summary_bind(sqlite3_stmt *st, const hs_qstore_summary_ask *ask, const hs_buf *sub)
 {
     int bi = 1;
     for (int i = 0; i < ask->n; i++)
         bi = hs__sqlite_bind_kv(st, bi, ask->f[i].key, ask->f[i].value);
     if (ask->by) sqlite3_bind_text(st, bi++, ask->by, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(st, bi++, ask->limit);
-    if (ask->function) {
-        sqlite3_bind_text(st, bi++, ask->function, -1, SQLITE_TRANSIENT);
-    } else if (ask->file) {
-        sqlite3_bind_int64(st, bi++, ask->line);
-        sqlite3_bind_text(st, bi++, ask->file, -1, SQLITE_TRANSIENT);
-        sqlite3_bind_text(st, bi++, ask->file, -1, SQLITE_TRANSIENT);
-    }
-    if (with_main && ask->by) sqlite3_bind_text(st, bi++, ask->by, -1, SQLITE_TRANSIENT);
+    if (ask->function || ask->file) sqlite3_bind_text(st, bi++, sub->p, (int)sub->n, SQLITE_STATIC);
+    if (ask->by) sqlite3_bind_text(st, bi++, ask->by, -1, SQLITE_TRANSIENT);
 }
 
-/* How many traces pass through the code: the plan of the main statement. */
-static int summary_sub_count(hs__sqlite *q, const hs_qstore_summary_ask *ask, int64_t *out,
-                             hs_qerr *err)
+/* The subtree of the code's frames, built in one pass over the tree. */
+typedef struct sub_walk {
+    hs_map frames; /* the code's frames */
+    hs_map in;     /* the nodes found so far */
+    hs_buf json;   /* their ids, "[1,2,…]" */
+} sub_walk;
+
+static int sub_node(const hs_tree_node *x, void *data)
 {
-    hs_buf b = {0};
-    hs_buf_printf(&b, "WITH RECURSIVE ");
-    summary_ctes(&b, ask, 1);
-    hs_buf_printf(&b, " SELECT COUNT(*) FROM (SELECT id FROM sub LIMIT %d)",
-                  SUMMARY_SEEK_TRACES + 1);
-    if (b.oom) return hs__err(err, HS_ENOMEM, "out of memory");
+    sub_walk *w = data;
+    uint64_t v;
+    if (!hs_map_get(&w->frames, (uint64_t)x->frame, &v) &&
+        !(x->parent && hs_map_get(&w->in, (uint64_t)x->parent, &v)))
+        return 0;
+    if (hs_map_put(&w->in, (uint64_t)x->id, 1)) return HS_ENOMEM;
+    hs_buf_printf(&w->json, "%s%" PRId64, w->in.count > 1 ? "," : "", x->id);
+    return 0;
+}
+
+/* The traces through the code of ask into w (w->in.count of them). */
+static int summary_sub(hs__sqlite *q, const hs_qstore_summary_ask *ask, sub_walk *w, hs_qerr *err)
+{
     sqlite3_stmt *st = NULL;
-    int rc = 0;
-    if (sqlite3_prepare_v2(q->db, b.p, -1, &st, NULL) != SQLITE_OK) {
-        rc = hs__sqlite_err(q, err);
-    } else {
-        summary_bind(st, ask, 0);
-        if (sqlite3_step(st) == SQLITE_ROW)
-            *out = sqlite3_column_int64(st, 0);
-        else
-            rc = hs__sqlite_err(q, err);
-    }
+    const char *sql = ask->function ? "SELECT id FROM frames WHERE function = ?1"
+                                    : "SELECT id FROM frames WHERE line = ?2 AND (file = ?1 OR "
+                                      "file LIKE '%/' || ?1)";
+    if (sqlite3_prepare_v2(q->db, sql, -1, &st, NULL) != SQLITE_OK) return hs__sqlite_err(q, err);
+    sqlite3_bind_text(st, 1, ask->function ? ask->function : ask->file, -1, SQLITE_TRANSIENT);
+    if (!ask->function) sqlite3_bind_int64(st, 2, ask->line);
+    int rc = 0, step;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+        rc = hs_map_put(&w->frames, (uint64_t)sqlite3_column_int64(st, 0), 1);
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
     sqlite3_finalize(st);
-    free(b.p);
-    return rc;
+    hs_buf_put(&w->json, "[", 1);
+    if (!rc && w->frames.count) rc = hs_tree_scan(q->db, 0, sub_node, w);
+    hs_buf_put(&w->json, "]", 1);
+    if (!rc && w->json.oom) rc = HS_ENOMEM;
+    if (rc == HS_EDB) return hs__sqlite_err(q, err);
+    return rc ? hs__err(err, rc, "the code's stacks: %s", hs_strerror(rc)) : 0;
 }
 
 static void summary_row(sqlite3_stmt *st, hs_qstore_summary *r)
@@ -175,18 +183,21 @@ int hs__sqlite_runs_summary(hs_qstore *s, const hs_qstore_summary_ask *ask,
 {
     hs__sqlite *q = (hs__sqlite *)s;
     assert(ask->limit > 0 && (!ask->file || !ask->function));
-    int64_t nsub = 0;
-    int rc = 0;
-    if ((ask->function || ask->file) && (rc = summary_sub_count(q, ask, &nsub, err))) return rc;
+    sub_walk w = {0};
     hs_buf b = {0};
-    summary_sql(&b, q, ask, nsub <= SUMMARY_SEEK_TRACES);
-    if (b.oom) return hs__err(err, HS_ENOMEM, "out of memory");
     sqlite3_stmt *st = NULL;
+    int rc = 0;
+    if ((ask->function || ask->file) && (rc = summary_sub(q, ask, &w, err))) goto out;
+    summary_sql(&b, q, ask, w.in.count <= SUMMARY_SEEK_TRACES);
+    if (b.oom) {
+        rc = hs__err(err, HS_ENOMEM, "out of memory");
+        goto out;
+    }
     if (sqlite3_prepare_v2(q->db, b.p, -1, &st, NULL) != SQLITE_OK) {
         rc = hs__sqlite_err(q, err);
         goto out;
     }
-    summary_bind(st, ask, 1);
+    summary_bind(st, ask, &w.json);
     int sr;
     hs_qstore_summary row;
     while ((sr = sqlite3_step(st)) == SQLITE_ROW) {
@@ -197,5 +208,8 @@ int hs__sqlite_runs_summary(hs_qstore *s, const hs_qstore_summary_ask *ask,
 out:
     sqlite3_finalize(st);
     free(b.p);
+    hs_map_free(&w.frames);
+    hs_map_free(&w.in);
+    hs_buf_free(&w.json);
     return rc;
 }

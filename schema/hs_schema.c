@@ -13,6 +13,7 @@
 
 #include "hs_error.h"
 #include "hs_evrecode.h"
+#include "hs_tree.h"
 #include "hs_tstats.h"
 
 static void set_err(char *buf, size_t len, const char *fmt, ...);
@@ -64,6 +65,13 @@ static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
         return hs_events_recode(db, errmsg, errlen);
     case 10:
         return hs_events_segment(db, errmsg, errlen);
+    case 11: {
+        int rc = hs_tree_migrate(db);
+        if (rc)
+            set_err(errmsg, errlen, "the stack tree's blocks: %s",
+                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
+        return rc;
+    }
     }
     return 0;
 }
@@ -272,6 +280,7 @@ static int foreign(sqlite3 *db)
 int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen)
 {
     *out = NULL;
+    hs_tree_sql_auto(); /* every connection reads the stack tree as `traces` */
     if (flags & HS_SCHEMA_READONLY) return open_readonly(out, path, errmsg, errlen);
     sqlite3 *db = NULL;
     char why[256] = "";

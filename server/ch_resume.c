@@ -36,6 +36,7 @@
 
 typedef struct resume {
     hs_chship *s;
+    hs_store *store;
     sqlite3 *db; /* the store's connection */
     int64_t id, local;
     hs_map frames, nodes; /* content id -> local id */
@@ -262,14 +263,6 @@ static int tree_in(resume *x)
     if (!rc && ids.n) rc = frames_in(x, ids.p);
     hs_buf_free(&ids);
     if (n) qsort(ns, n, sizeof *ns, cmp_depth); /* parents first */
-    sqlite3_stmt *ins = NULL, *get = NULL;
-    if (!rc && (sqlite3_prepare_v2(x->db,
-                                   "INSERT OR IGNORE INTO traces (parent, frame, depth) VALUES "
-                                   "(?1, ?2, ?3)",
-                                   -1, &ins, NULL) ||
-                sqlite3_prepare_v2(x->db, "SELECT id FROM traces WHERE parent = ?1 AND frame = ?2",
-                                   -1, &get, NULL)))
-        rc = HS_EDB;
     for (size_t i = 0; !rc && i < n; i++) {
         uint64_t parent = 0, frame = 0;
         if ((ns[i].parent && !hs_map_get(&x->nodes, (uint64_t)ns[i].parent, &parent)) ||
@@ -279,16 +272,10 @@ static int tree_in(resume *x)
             rc = HS_EPROTO;
             break;
         }
-        sqlite3_bind_int64(ins, 1, (int64_t)parent);
-        sqlite3_bind_int64(ins, 2, (int64_t)frame);
-        sqlite3_bind_int(ins, 3, ns[i].depth);
-        sqlite3_bind_int64(get, 1, (int64_t)parent);
-        sqlite3_bind_int64(get, 2, (int64_t)frame);
-        int64_t local = local_of(ins, get);
-        rc = !local ? HS_EDB : hs_map_put(&x->nodes, (uint64_t)ns[i].id, (uint64_t)local);
+        int64_t local = 0;
+        rc = hs__tree_intern(x->store, (int64_t)parent, (int64_t)frame, ns[i].depth, &local);
+        if (!rc) rc = hs_map_put(&x->nodes, (uint64_t)ns[i].id, (uint64_t)local);
     }
-    sqlite3_finalize(ins);
-    sqlite3_finalize(get);
     free(ns);
     return rc;
 }
@@ -515,6 +502,7 @@ int hs_chship_resume(hs_chship *s, struct hs_store *store, const struct hs_hello
     /* on a cluster, IN subqueries over Distributed tables run once, here */
     if (hs_ch_settings(s->rch, "distributed_product_mode=global")) return HS_ENOMEM;
     resume x = {.s = s,
+                .store = store,
                 .db = store->db,
                 .id = hs__chship_run_id(h->run_id, 16),
                 .err = err,
@@ -535,14 +523,19 @@ int hs_chship_resume(hs_chship *s, struct hs_store *store, const struct hs_hello
      * whose state the store may still hold: the store forgets it */
     hs_store_release_uuid(store, h->run_id);
     if (in_memory(store, h->run_id)) goto out; /* in use by this transaction */
-    if (sqlite3_exec(x.db, "SAVEPOINT chresume", NULL, NULL, NULL)) {
+    /* the writer's new nodes into the database first, so that a rollback
+     * to the savepoint leaves the tree the store reads again whole */
+    if ((rc = hs__tree_flush(store)) ||
+        sqlite3_exec(x.db, "SAVEPOINT chresume", NULL, NULL, NULL)) {
         rc = HS_EDB;
         goto out;
     }
     rc = local ? run_out(x.db, local) : 0;
     if (!rc) rc = fetch_all(&x, h);
+    if (!rc) rc = hs__tree_flush(store); /* the nodes it made, before a RELEASE commits */
     if (rc == HS_EDB) snprintf(err, errlen, "buffer: %s", sqlite3_errmsg(x.db));
     if (rc) sqlite3_exec(x.db, "ROLLBACK TO chresume", NULL, NULL, NULL);
+    if (rc) hs__tree_forget(store); /* ids it gave are free again */
     sqlite3_exec(x.db, "RELEASE chresume", NULL, NULL, NULL);
     if (!rc)
         hs_log("run %" PRId64 " resumed here: fetched from ClickHouse (next_seq %" PRId64 ", %s)",

@@ -60,8 +60,6 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_FRAME_INSERT] = "INSERT INTO frames (key, function, file, line, module, module_offset) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_RUN_PC] = "INSERT OR REPLACE INTO run_pcs (run, pc, frame) VALUES (?1, ?2, ?3)",
-    [ST_NODE_GET] = "SELECT id FROM traces WHERE parent = ?1 AND frame = ?2",
-    [ST_NODE_INSERT] = "INSERT INTO traces (parent, frame, depth) VALUES (?1, ?2, ?3)",
     [ST_RUN_STACK] = "INSERT OR REPLACE INTO run_stacks (run, stack_id, trace) VALUES (?1, ?2, ?3)",
     [ST_EVENTS] = "INSERT OR REPLACE INTO events (run, seq, t_first_ns, t_last_ns, n_events, "
                   "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -179,8 +177,8 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
     s->granularity_ns = cfg && cfg->granularity_ns ? cfg->granularity_ns : 1000000000ull;
     s->keyframe_every = cfg && cfg->keyframe_every ? cfg->keyframe_every : 32;
     s->event_quantum_ns = cfg && cfg->event_time_ns ? cfg->event_time_ns : HS_STORE_EVENT_TIME_NS;
-    s->nodes_max = HS_STORE_NODES_MAX;
-    int rc = take_lock(s, path, err, errlen);
+    int rc = hs__tree_init(s);
+    if (!rc) rc = take_lock(s, path, err, errlen);
     if (rc) goto fail;
     rc = hs_schema_open(&s->db, path, HS_SCHEMA_ALLOW_READONLY, err, errlen);
     if (rc) goto fail;
@@ -273,7 +271,7 @@ void hs_store_free(hs_store *s)
         sqlite3_exec(s->db, "PRAGMA incremental_vacuum(2048)", NULL, NULL, NULL);
     sqlite3_close_v2(s->db);
     if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
-    hs_map_free(&s->nodes);
+    hs__tree_free(s);
     free(s->scratch);
     free(s->evcache);
     hs_evdec_free(&s->dec);
@@ -353,6 +351,7 @@ int hs_store_commit(hs_store *s)
     int rc = 0;
     for (hs_run *r = s->touched; r && !rc; r = r->touch_next)
         if (!r->broken && !r->stub) rc = write_run_row(s, r);
+    if (!rc) rc = hs__tree_flush(s);
     if (!rc && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = HS_EDB;
     if (rc) {
         hs_store_rollback(s);
@@ -417,9 +416,9 @@ void hs_store_rollback(hs_store *s)
      * itself; a second ROLLBACK would fail and replace the error message
      * (hs_store_errmsg) that says what went wrong with its own. */
     if (!sqlite3_get_autocommit(s->db)) sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
-    /* Rows the transaction wrote are gone, and their ids may be given to
-     * other nodes: the cache may hold some of them. */
-    hs_map_clear(&s->nodes);
+    /* Nodes the transaction wrote are gone, and their ids will be given
+     * to other nodes. */
+    hs__tree_forget(s);
     while (s->touched) {
         hs_run *r = s->touched;
         s->touched = r->touch_next;

@@ -277,71 +277,6 @@ int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *na
 
 /* ---- STACKS ------------------------------------------------------------ */
 
-/* The key of node (parent, frame) in s->nodes; 0 when an id is too large
- * for it (no frame id is 0: frames.id starts at 1). */
-static uint64_t node_key(int64_t parent, int64_t frame)
-{
-    if (parent < 0 || parent > UINT32_MAX || frame <= 0 || frame > UINT32_MAX) return 0;
-    return (uint64_t)parent << 32 | (uint64_t)frame;
-}
-
-/* Looks node (parent, frame) up in traces: 1 (*out set) or 0, or HS_EDB. */
-static int select_node(hs_store *s, int64_t parent, int64_t frame, int64_t *out)
-{
-    sqlite3_stmt *st = s->st[ST_NODE_GET];
-    sqlite3_bind_int64(st, 1, parent);
-    sqlite3_bind_int64(st, 2, frame);
-    int step = sqlite3_step(st);
-    if (step == SQLITE_ROW) *out = sqlite3_column_int64(st, 0);
-    sqlite3_reset(st);
-    if (step == SQLITE_ROW) return 1;
-    if (step == SQLITE_DONE) return 0;
-    s->db_failed = 1;
-    return HS_EDB;
-}
-
-static void remember_node(hs_store *s, uint64_t key, int64_t id)
-{
-    if (!key) return;
-    if (s->nodes.count >= s->nodes_max) hs_map_clear(&s->nodes);
-    (void)hs_map_put(&s->nodes, key, (uint64_t)id); /* out of memory: not cached */
-}
-
-/* Moves *node, the id of a node or 0 for the root's parent, to its child of
- * frame at depth, inserted when new. *fresh says that *node was inserted by
- * the previous call of this walk: its children cannot be rows yet (ids of
- * traces rows are never taken back but by a rollback), so none is looked
- * for. Ids come from the cache when it has them; only rows that exist go
- * into it. */
-static int intern_node(hs_store *s, int64_t *node, int *fresh, int64_t frame, uint32_t depth)
-{
-    int64_t parent = *node, id;
-    uint64_t key = node_key(parent, frame), cached;
-    if (key && hs_map_get(&s->nodes, key, &cached)) {
-        assert(!*fresh);
-        *node = (int64_t)cached;
-        return 0;
-    }
-    int found = 0;
-    if (!*fresh && (found = select_node(s, parent, frame, &id)) < 0) return found;
-#ifndef NDEBUG
-    if (*fresh) assert(select_node(s, parent, frame, &id) == 0);
-#endif
-    if (!found) {
-        sqlite3_stmt *st = s->st[ST_NODE_INSERT];
-        sqlite3_bind_int64(st, 1, parent);
-        sqlite3_bind_int64(st, 2, frame);
-        sqlite3_bind_int64(st, 3, depth);
-        int rc = hs__store_step_done(s, st);
-        if (rc) return rc;
-        id = sqlite3_last_insert_rowid(s->db);
-    }
-    remember_node(s, key, id);
-    *node = id;
-    *fresh = !found;
-    return 0;
-}
-
 /* What frame_stacks works with, off the writer thread's stack. prev_*: the
  * frames, root first, and the nodes of the stack interned last; a stack
  * that begins as that one did (most do) takes its nodes without a lookup. */
@@ -387,9 +322,8 @@ static int stack_trace(hs_store *s, stacks_work *w, uint32_t nf, int64_t *out)
     uint32_t d = 0;
     while (d < nf && d < w->nprev && w->prev_frames[d] == w->frames[nf - 1 - d]) d++;
     int64_t node = d ? w->prev_nodes[d - 1] : 0;
-    int fresh = 0; /* a node of the previous stack may have children since */
     for (; d < nf; d++) {
-        int rc = intern_node(s, &node, &fresh, w->frames[nf - 1 - d], d + 1);
+        int rc = hs__tree_intern(s, node, w->frames[nf - 1 - d], d + 1, &node);
         if (rc) {
             w->nprev = d;
             return rc;

@@ -16,6 +16,7 @@
 #include "hs_evcodec.h"
 #include "hs_map.h"
 #include "hs_store.h"
+#include "hs_tree.h"
 #include "hs_tstats.h"
 
 enum {
@@ -31,8 +32,6 @@ enum {
     ST_FRAME_GET,
     ST_FRAME_INSERT,
     ST_RUN_PC,
-    ST_NODE_GET,
-    ST_NODE_INSERT,
     ST_RUN_STACK,
     ST_EVENTS,
     ST_SNAP,
@@ -82,10 +81,18 @@ enum { HS_RUN_OPEN, HS_RUN_ENDED, HS_RUN_LOST };
 #define HS_RUN_MAX_PCS    (4u << 20)
 #define HS_RUN_MAX_STACKS (1u << 20)
 
-/* Entries of the writer's trace node cache (hs_store.nodes): 16 bytes each
- * in a table at most half full, so at most 16 MiB. A full cache starts
- * over empty: later stacks look their nodes up in traces again. */
-#define HS_STORE_NODES_MAX (1u << 19)
+/* The stack tree as the writer knows it (store_tree.c). */
+typedef struct hs_wtree {
+    int loaded;           /* index and open hold what the database has */
+    hs_map index;         /* (parent << 32 | frame) -> id, every node */
+    hs_tree_node *odd;    /* nodes whose parent or frame does not fit the */
+    size_t nodd, odd_cap; /* index's key (none but in a hand-made file) */
+    hs_tree_node *open;   /* the last block (HS_TREE_BLOCK_NODES entries) */
+    size_t nopen;
+    size_t block_max; /* nodes a block takes (HS_TREE_BLOCK_NODES; tests lower it) */
+    int dirty;        /* open has nodes trace_blocks has not */
+    int64_t next_id;
+} hs_wtree;
 
 typedef struct hs_slot {
     int64_t trace;
@@ -228,14 +235,7 @@ struct hs_store {
     int nzpool;
     uint64_t event_quantum_ns; /* event times are rounded to multiples of it */
     char key[HS_FUNC_MAX + HS_STR_MAX + 64];
-    /* Nodes of traces known to be rows, committed or written by the open
-     * transaction: (parent << 32 | frame) -> traces.id, for a parent and a
-     * frame below 2^32 (store_frames.c, intern_node). Exact because traces
-     * rows are never changed or deleted and this connection is the only
-     * writer; a rollback may take ids back, so it empties the cache. At
-     * most nodes_max entries (HS_STORE_NODES_MAX; tests lower it). */
-    hs_map nodes;
-    uint32_t nodes_max;
+    hs_wtree tree;
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
@@ -271,6 +271,15 @@ void hs__rollup_peak_event(hs_run *r, uint32_t idx, const hs_event *e, int64_t b
 int hs__store_exact(hs_store *s, hs_run *r, const hs_exact *x);
 /* Before an open run's events are replayed: its stored exact peak. */
 int hs__store_exact_load(hs_store *s, hs_run *r);
+/* The stack tree (store_tree.c). hs__tree_intern sets *id to the node
+ * (parent, frame), made at depth when new; hs__tree_flush writes the last
+ * block when it has new nodes (before each commit); hs__tree_forget drops
+ * what the writer knows (after a rollback: read again when next needed). */
+int hs__tree_init(hs_store *s);
+int hs__tree_intern(hs_store *s, int64_t parent, int64_t frame, int64_t depth, int64_t *id);
+int hs__tree_flush(hs_store *s);
+void hs__tree_forget(hs_store *s);
+void hs__tree_free(hs_store *s);
 /* Deletes the trace_stats of a run whose rollups are about to be rebuilt. */
 int hs__rollup_reset(hs_store *s, hs_run *r);
 

@@ -9,6 +9,15 @@
 
 typedef struct sqlite3 sqlite3;
 
+/* SQL that puts a database's stack tree back in the table of schema 1 to
+ * 10 (with schema 9's index), from the blocks of schema 11: for a test
+ * that makes a file of an older schema out of a new one. */
+#define TK_TREE_AS_ROWS_SQL                                                                        \
+    "CREATE TABLE tk_rows (id INTEGER PRIMARY KEY, parent INTEGER NOT NULL, frame INTEGER NOT "    \
+    "NULL, depth INTEGER NOT NULL, UNIQUE (parent, frame)); INSERT INTO tk_rows SELECT id, "       \
+    "parent, frame, depth FROM traces; DROP TABLE trace_blocks; ALTER TABLE tk_rows RENAME TO "    \
+    "traces; CREATE INDEX traces_frame ON traces(frame);"
+
 /* The first column of the first row of the SQL that fmt formats as
  * sqlite3_mprintf does (%q, %lld, ...; a literal % is %%; so no printf
  * format check), as an integer; INT64_MIN when there is no row. Fails the

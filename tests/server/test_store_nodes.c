@@ -1,12 +1,12 @@
-/* test_store_nodes: the trace ids of the writer's node cache (hs_store.nodes,
- * store_frames.c) are the ids of the prefix tree in the database. Runs with
- * overlapping stacks are stored with the cache at its usual bound, at
- * bounds it crosses all the time, and with a restart of the store (an
- * empty cache over a full table) between runs: traces and run_stacks must
- * come out the same each time, and every run's trace must spell its stack.
- * A rolled back transaction gives its node ids to other nodes: a cache that
- * kept them would name the wrong trace. Ids past 2^32 are not cached and
- * must be right as well. */
+/* test_store_nodes: the trace ids of the writer's tree (hs_store.tree,
+ * store_tree.c) are the ids of the prefix tree in the database. Runs with
+ * overlapping stacks are stored with blocks of the usual size, with blocks
+ * so small that they fill up all the time, and with a restart of the store
+ * (the index read again from the blocks) between runs: traces and
+ * run_stacks must come out the same each time, and every run's trace must
+ * spell its stack. A rolled back transaction gives its node ids to other
+ * nodes: a writer that kept them would name the wrong trace. Ids past 2^32
+ * do not fit the index's key and must be right as well. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -97,37 +97,34 @@ static void define(hs_store *s, hs_run *r, uint32_t first, uint32_t n)
     tk_buf_free(&b);
 }
 
-static hs_store *open_store(const char *db, uint32_t nodes_max)
+static hs_store *open_store(const char *db, uint32_t block_max)
 {
     hs_store *s;
     char err[256];
     assert_int_equal(hs_store_open(&s, db, NULL, err, sizeof err), 0);
-    if (nodes_max) s->nodes_max = nodes_max;
+    if (block_max) s->tree.block_max = block_max;
     return s;
 }
 
 /* Three runs, contents [0, 240), [120, 360), [60, 300), one transaction
  * each; with restart, the store is closed and opened between them. */
-static void store_runs(const char *db, uint32_t nodes_max, int restart, int64_t first_id)
+static void store_runs(const char *db, uint32_t block_max, int restart, int64_t first_id)
 {
     static const uint32_t firsts[] = {0, 120, 60};
-    hs_store *s = open_store(db, nodes_max);
-    if (first_id) {
-        char sql[160];
-        snprintf(sql, sizeof sql,
-                 "INSERT INTO traces (id, parent, frame, depth) VALUES (%lld, -1, -1, 1)",
-                 (long long)first_id - 1);
-        assert_int_equal(sqlite3_exec(s->db, sql, NULL, NULL, NULL), SQLITE_OK);
+    hs_store *s = open_store(db, block_max);
+    if (first_id) { /* a node no stack has, whose parent and frame fit no key */
+        hs_tree_node odd = {first_id - 1, -1, -1, 1};
+        assert_int_equal(hs_tree_put_block(s->db, &odd, 1), 0);
     }
     for (uint32_t i = 0; i < HS_COUNTOF(firsts); i++) {
         if (restart && i) {
             hs_store_free(s);
-            s = open_store(db, nodes_max);
+            s = open_store(db, block_max);
         }
         assert_int_equal(hs_store_begin(s), 0);
         define(s, open_run(s, (uint8_t)(0x10 + i)), firsts[i], PER_RUN);
         assert_int_equal(hs_store_commit(s), 0);
-        assert_true(s->nodes.count <= s->nodes_max);
+        assert_true(s->tree.nopen <= s->tree.block_max);
     }
     hs_store_free(s);
 }
@@ -186,6 +183,7 @@ static char *dump(const char *path)
 {
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(hs_tree_sql_register(db), SQLITE_OK);
     char *out = sqlite3_mprintf("");
     sqlite3_stmt *st;
     assert_int_equal(sqlite3_prepare_v2(db,
@@ -209,6 +207,7 @@ static void check_runs(const char *path)
 {
     sqlite3 *db;
     assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(hs_tree_sql_register(db), SQLITE_OK);
     check_run(db, 0x10, 0, PER_RUN);
     check_run(db, 0x11, 120, PER_RUN);
     check_run(db, 0x12, 60, PER_RUN);
@@ -219,10 +218,10 @@ static void test_same_ids_at_any_bound(void **state)
 {
     (void)state;
     static const struct {
-        uint32_t nodes_max;
+        uint32_t block_max;
         int restart;
     } cases[] = {
-        {0, 0}, /* HS_STORE_NODES_MAX */
+        {0, 0}, /* HS_TREE_BLOCK_NODES */
         {0, 1}, {7, 0}, {7, 1}, {1, 0}, {1000, 1},
     };
     char dir[600], db[700];
@@ -230,13 +229,13 @@ static void test_same_ids_at_any_bound(void **state)
     char *want = NULL;
     for (size_t i = 0; i < HS_COUNTOF(cases); i++) {
         snprintf(db, sizeof db, "%s/case%zu.db", dir, i);
-        store_runs(db, cases[i].nodes_max, cases[i].restart, 0);
+        store_runs(db, cases[i].block_max, cases[i].restart, 0);
         check_runs(db);
         char *got = dump(db);
         if (!want)
             want = got;
         else if (strcmp(want, got))
-            fail_msg("case %zu (bound %u, restart %d): other rows", i, cases[i].nodes_max,
+            fail_msg("case %zu (block %u, restart %d): other rows", i, cases[i].block_max,
                      cases[i].restart);
         if (got != want) sqlite3_free(got);
     }
@@ -268,9 +267,9 @@ static void test_rollback_forgets(void **state)
 
     assert_int_equal(hs_store_begin(s), 0);
     define(s, open_run(s, 0x21), 1000, 60);
-    assert_true(s->nodes.count > 0);
+    assert_true(s->tree.index.count > 0);
     hs_store_rollback(s);
-    assert_int_equal(s->nodes.count, 0);
+    assert_int_equal(s->tree.index.count, 0);
 
     assert_int_equal(hs_store_begin(s), 0);
     define(s, open_run(s, 0x22), 2000, 60);
@@ -280,6 +279,7 @@ static void test_rollback_forgets(void **state)
 
     sqlite3 *h;
     assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(hs_tree_sql_register(h), SQLITE_OK);
     check_run(h, 0x20, 0, 60);
     check_run(h, 0x22, 2000, 60);
     check_run(h, 0x23, 1000, 60);

@@ -1,0 +1,9 @@
+/* kit_init: set-up every test binary gets, whether or not it uses the kit. */
+#include "hs_tree.h"
+
+/* Every connection a test opens reads the stack tree as `traces`, as the
+ * server's and the queries' connections do (schema/hs_tree.h). */
+__attribute__((constructor)) static void kit_init_tree(void)
+{
+    hs_tree_sql_auto();
+}
