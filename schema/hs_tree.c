@@ -187,8 +187,10 @@ int hs_tree_rd_open(sqlite3 *db, hs_tree_rd **out)
     if (!r) return HS_ENOMEM;
     r->db = db;
     r->blocks = blocks;
-    const char *sql = blocks ? "SELECT data FROM trace_blocks WHERE first <= ?1 AND last >= ?1 "
-                               "ORDER BY first DESC LIMIT 1"
+    /* the block that starts at or before the id (its last checked here: a
+     * condition on it would read every earlier block for an id in no block) */
+    const char *sql = blocks ? "SELECT last, data FROM trace_blocks WHERE first <= ?1 ORDER BY "
+                               "first DESC LIMIT 1"
                              : "SELECT id, parent, frame, depth FROM traces WHERE id = ?1";
     if (sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, &r->get, NULL) != SQLITE_OK) {
         free(r);
@@ -228,10 +230,10 @@ static int rd_fetch(hs_tree_rd *r, int64_t id, const hs_tree_node **hit)
 {
     sqlite3_bind_int64(r->get, 1, id);
     int step = sqlite3_step(r->get), rc = 0;
-    if (step == SQLITE_ROW) {
+    if (step == SQLITE_ROW && sqlite3_column_int64(r->get, 0) >= id) {
         hs_tree_node *nodes;
         size_t n;
-        rc = hs_tree_decode(sqlite3_column_blob(r->get, 0), (size_t)sqlite3_column_bytes(r->get, 0),
+        rc = hs_tree_decode(sqlite3_column_blob(r->get, 1), (size_t)sqlite3_column_bytes(r->get, 1),
                             &nodes, &n);
         if (!rc) {
             rd_block *victim = &r->cache[0];
@@ -242,7 +244,7 @@ static int rd_fetch(hs_tree_rd *r, int64_t id, const hs_tree_node **hit)
             *hit = block_find(nodes, n, id);
             rc = *hit != NULL;
         }
-    } else if (step != SQLITE_DONE) {
+    } else if (step != SQLITE_DONE && step != SQLITE_ROW) {
         rc = HS_EDB;
     }
     sqlite3_reset(r->get);
@@ -280,7 +282,9 @@ int hs_tree_scan(sqlite3 *db, int64_t after, int (*cb)(const hs_tree_node *n, vo
     int blocks = hs_tree_in_blocks(db);
     if (blocks < 0) return blocks;
     sqlite3_stmt *st;
-    const char *sql = blocks ? "SELECT data FROM trace_blocks WHERE last > ?1 ORDER BY first"
+    const char *sql = blocks ? "SELECT data FROM trace_blocks WHERE first >= coalesce((SELECT "
+                               "max(first) FROM trace_blocks WHERE first <= ?1 + 1), 0) ORDER BY "
+                               "first"
                              : "SELECT id, parent, frame, depth FROM traces WHERE id > ?1 "
                                "ORDER BY id";
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return HS_EDB;
@@ -490,8 +494,9 @@ static int tv_filter(sqlite3_vtab_cursor *cur, int plan, const char *s, int argc
         return SQLITE_OK;
     }
     if (!c->st && sqlite3_prepare_v3(v->db,
-                                     "SELECT data FROM trace_blocks WHERE last >= ?1 AND first "
-                                     "<= ?2 ORDER BY first",
+                                     "SELECT data FROM trace_blocks WHERE first >= coalesce(("
+                                     "SELECT max(first) FROM trace_blocks WHERE first <= ?1), "
+                                     "?1) AND first <= ?2 ORDER BY first",
                                      -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL) != SQLITE_OK) {
         v->base.zErrMsg = sqlite3_mprintf("%s", sqlite3_errmsg(v->db));
         return SQLITE_ERROR;

@@ -44,6 +44,7 @@ part of each workload's figure from its steady state. --rounds 0 runs the
 counters only.
 """
 import argparse
+import json
 import os
 import re
 import shutil
@@ -275,15 +276,17 @@ def main():
             db = os.path.join(tmp, f"{n}.db")
             subprocess.run([cli, "import", "--db", db, hsp], check=True,
                            stdout=subprocess.DEVNULL)
-            c = sqlite3.connect(db)
-            with_py = c.execute(
-                "SELECT count(*) FROM run_stacks s WHERE EXISTS (WITH RECURSIVE up(node) AS "
-                "(SELECT s.trace UNION ALL SELECT t.parent FROM up JOIN traces t ON t.id = "
-                "up.node WHERE t.parent != 0) SELECT 1 FROM up JOIN traces t ON t.id = up.node "
-                "JOIN frames f ON f.id = t.frame WHERE f.module = '' AND f.file != '')"
-            ).fetchone()[0]
-            stacks = c.execute("SELECT count(*) FROM run_stacks").fetchone()[0]
-            c.close()
+            # through the CLI: the stack tree's traces table is heapstore's own
+            # (stored in blocks, schema/hs_tree.h), which Python's sqlite3 lacks
+            out = subprocess.run(
+                [cli, "sql", "--db", db, "--json",
+                 "SELECT (SELECT count(*) FROM run_stacks s WHERE EXISTS (WITH RECURSIVE "
+                 "up(node) AS (SELECT s.trace UNION ALL SELECT t.parent FROM up JOIN traces t "
+                 "ON t.id = up.node WHERE t.parent != 0) SELECT 1 FROM up JOIN traces t ON "
+                 "t.id = up.node JOIN frames f ON f.id = t.frame WHERE f.module = '' AND "
+                 "f.file != '')), (SELECT count(*) FROM run_stacks)"],
+                check=True, capture_output=True, text=True).stdout
+            with_py, stacks = json.loads(out)["rows"][0]
             events = allocs + frees
             extra[n] = {"events": events, "stream": os.path.getsize(hsp) / max(events, 1),
                         "db": db_bytes(db) / max(events, 1),
