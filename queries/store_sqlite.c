@@ -140,6 +140,7 @@ static void sqlite_free(hs_qstore *s)
     hs__sqlite *q = (hs__sqlite *)s;
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
     hs_tree_rd_free(q->tree);
+    hs_tree_mem_free(&q->mem);
     hs__sql_free(q);
     sqlite3_close_v2(q->db);
     free(q->path);

@@ -50,6 +50,7 @@ typedef struct hs__sqlite {
     sqlite3_stmt *st[ST__COUNT];
     struct hs__sqlfn *sqlfn; /* store_sqlite_sql.c: the checked functions of user SQL */
     hs_tree_rd *tree;        /* the stack tree's nodes, opened when first asked for */
+    hs_tree_mem mem;         /* the whole tree, read when a question walks it (trend) */
     char uuid[40];           /* the last run record's uuid, lower case */
 } hs__sqlite;
 

@@ -112,26 +112,33 @@ static void summary_bind(sqlite3_stmt *st, const hs_qstore_summary_ask *ask, con
     if (ask->by) sqlite3_bind_text(st, bi++, ask->by, -1, SQLITE_TRANSIENT);
 }
 
-/* The subtree of the code's frames, built in one pass over the tree. */
+/* The subtree of the code's frames, found in one pass over the tree. */
 typedef struct sub_walk {
     hs_map frames; /* the code's frames */
-    hs_map in;     /* the nodes found so far */
+    size_t n;      /* nodes in the subtree */
     hs_buf json;   /* their ids, "[1,2,…]" */
 } sub_walk;
 
-static int sub_node(const hs_tree_node *x, void *data)
+/* Walks the tree kept in memory (read up to date first): a node is in the
+ * subtree when its frame is the code's or its parent is in it. */
+static int sub_walk_tree(hs__sqlite *q, sub_walk *w)
 {
-    sub_walk *w = data;
-    uint64_t v;
-    if (!hs_map_get(&w->frames, (uint64_t)x->frame, &v) &&
-        !(x->parent && hs_map_get(&w->in, (uint64_t)x->parent, &v)))
-        return 0;
-    if (hs_map_put(&w->in, (uint64_t)x->id, 1)) return HS_ENOMEM;
-    hs_buf_printf(&w->json, "%s%" PRId64, w->in.count > 1 ? "," : "", x->id);
-    return 0;
+    int rc = hs_tree_mem_update(q->db, &q->mem);
+    const hs_tree_mem *m = &q->mem;
+    uint8_t *in = rc ? NULL : calloc(m->n ? m->n : 1, 1);
+    if (!rc && !in) rc = HS_ENOMEM;
+    for (size_t i = 0; !rc && i < m->n; i++) {
+        uint64_t v;
+        assert(m->up[i] == HS_TREE_NONE || m->up[i] < i);
+        in[i] = (m->up[i] != HS_TREE_NONE && in[m->up[i]]) ||
+                hs_map_get(&w->frames, (uint64_t)m->nodes[i].frame, &v);
+        if (in[i]) hs_buf_printf(&w->json, "%s%" PRId64, w->n++ ? "," : "", m->nodes[i].id);
+    }
+    free(in);
+    return rc;
 }
 
-/* The traces through the code of ask into w (w->in.count of them). */
+/* The traces through the code of ask into w (w->n of them). */
 static int summary_sub(hs__sqlite *q, const hs_qstore_summary_ask *ask, sub_walk *w, hs_qerr *err)
 {
     sqlite3_stmt *st = NULL;
@@ -147,7 +154,7 @@ static int summary_sub(hs__sqlite *q, const hs_qstore_summary_ask *ask, sub_walk
     if (!rc && step != SQLITE_DONE) rc = HS_EDB;
     sqlite3_finalize(st);
     hs_buf_put(&w->json, "[", 1);
-    if (!rc && w->frames.count) rc = hs_tree_scan(q->db, 0, sub_node, w);
+    if (!rc && w->frames.count) rc = sub_walk_tree(q, w);
     hs_buf_put(&w->json, "]", 1);
     if (!rc && w->json.oom) rc = HS_ENOMEM;
     if (rc == HS_EDB) return hs__sqlite_err(q, err);
@@ -188,7 +195,7 @@ int hs__sqlite_runs_summary(hs_qstore *s, const hs_qstore_summary_ask *ask,
     sqlite3_stmt *st = NULL;
     int rc = 0;
     if ((ask->function || ask->file) && (rc = summary_sub(q, ask, &w, err))) goto out;
-    summary_sql(&b, q, ask, w.in.count <= SUMMARY_SEEK_TRACES);
+    summary_sql(&b, q, ask, w.n <= SUMMARY_SEEK_TRACES);
     if (b.oom) {
         rc = hs__err(err, HS_ENOMEM, "out of memory");
         goto out;
@@ -209,7 +216,6 @@ out:
     sqlite3_finalize(st);
     free(b.p);
     hs_map_free(&w.frames);
-    hs_map_free(&w.in);
     hs_buf_free(&w.json);
     return rc;
 }

@@ -310,6 +310,45 @@ int hs_tree_scan(sqlite3 *db, int64_t after, int (*cb)(const hs_tree_node *n, vo
     return rc;
 }
 
+/* ---- the tree in memory ---------------------------------------------------- */
+
+static int mem_add(const hs_tree_node *x, void *data)
+{
+    hs_tree_mem *m = data;
+    if (m->n && x->id <= m->nodes[m->n - 1].id) return HS_ECORRUPT;
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 4096;
+        if (cap >= HS_TREE_NONE) return HS_ENOMEM;
+        hs_tree_node *nn = realloc(m->nodes, cap * sizeof *nn);
+        if (nn) m->nodes = nn;
+        uint32_t *nu = nn ? realloc(m->up, cap * sizeof *nu) : NULL;
+        if (!nu) return HS_ENOMEM;
+        m->up = nu;
+        m->cap = cap;
+    }
+    /* a parent comes before its child (hs_tree.h): found among the nodes
+     * read so far, where ids are dense but for gaps */
+    const hs_tree_node *p = x->parent ? block_find(m->nodes, m->n, x->parent) : NULL;
+    m->up[m->n] = p ? (uint32_t)(p - m->nodes) : HS_TREE_NONE;
+    m->nodes[m->n++] = *x;
+    return 0;
+}
+
+int hs_tree_mem_update(sqlite3 *db, hs_tree_mem *m)
+{
+    size_t had = m->n;
+    int rc = hs_tree_scan(db, m->n ? m->nodes[m->n - 1].id : INT64_MIN, mem_add, m);
+    if (rc) m->n = had;
+    return rc;
+}
+
+void hs_tree_mem_free(hs_tree_mem *m)
+{
+    free(m->nodes);
+    free(m->up);
+    memset(m, 0, sizeof *m);
+}
+
 /* ---- writing ------------------------------------------------------------------ */
 
 int hs_tree_put_block(sqlite3 *db, const hs_tree_node *nodes, size_t n)

@@ -84,6 +84,21 @@ void hs_tree_rd_free(hs_tree_rd *r);
 int hs_tree_scan(sqlite3 *db, int64_t after, int (*cb)(const hs_tree_node *n, void *data),
                  void *data);
 
+/* The whole tree in memory, for questions that walk all of it (a code's
+ * subtree): nodes by id, and for each the index of its parent in nodes
+ * (HS_TREE_NONE for a root). hs_tree_mem_update reads the nodes added since
+ * its last call, so a store kept open reads each node once. A zeroed
+ * hs_tree_mem is empty and ready. */
+#define HS_TREE_NONE UINT32_MAX
+typedef struct hs_tree_mem {
+    hs_tree_node *nodes;
+    uint32_t *up;
+    size_t n, cap;
+} hs_tree_mem;
+/* 0, or HS_EDB / HS_ECORRUPT / HS_ENOMEM (m then as it was). */
+int hs_tree_mem_update(sqlite3 *db, hs_tree_mem *m);
+void hs_tree_mem_free(hs_tree_mem *m);
+
 /* 1 when db stores its tree in blocks (schema 11 and later), 0 when it has
  * the traces table, HS_EDB when that cannot be told. */
 int hs_tree_in_blocks(sqlite3 *db);
