@@ -175,10 +175,10 @@ static size_t names_row(hs__grouping *g, const hs__frame *const *fr, int d, int 
     return row != HS__GNONE ? row : row_new(g, key, *f, 0);
 }
 
-/* The entries of trace's stack (frames: its d frame ids, leaf first; site
- * its site's index). By site, and by stack with file and line, no frame is
- * read: a site is its frame, a stack its trace, which its store holds once
- * for each sequence of frames (hs_qstore.h). */
+/* The entries of trace's stack (frames: its d frame ids, leaf first, or
+ * its site's alone, as trace_frames gives them; site its site's index). By site, and by stack with
+ * file and line, no frame is read: a site is its frame, a stack its trace, which its store holds
+ * once for each sequence of frames (hs_qstore.h). */
 static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *const *fr, int d,
                       int site, size_t start, hs_qerr *err)
 {
@@ -206,6 +206,30 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *c
     return 0;
 }
 
+/* Trace's stack as the rows need it: its d frame ids (leaf first) into
+ * frames, their frames into fr (by function, and with names) and its
+ * site's index into *site; returns d, or an HS_E code. By site and by
+ * stack with file and line only the site's frame is needed: the stack is
+ * that frame alone (d 1, site 0; d 0 when empty), from the per-trace site
+ * cache, its nodes not walked. */
+static int trace_frames(hs__grouping *g, int64_t trace, int64_t *frames, const hs__frame **fr,
+                        int *site, hs_qerr *err)
+{
+    *site = 0;
+    if (!g->names && g->by != HS_GROUP_FUNCTION) {
+        int rc = hs__site(g->q, trace, &frames[0], err);
+        return rc ? rc : frames[0] != 0;
+    }
+    int d = hs__stack(g->q, trace, frames, HS_MAX_DEPTH, err);
+    if (d < 0) return d;
+    /* frames to be read anyway are read first: the site's rules then find
+     * them cached (site.c reads the others without keeping them) */
+    for (int k = 0; k < d; k++)
+        if (!(fr[k] = hs__frame_get(g->q, frames[k], err))) return HS_EDB;
+    *site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
+    return *site < 0 ? *site : d;
+}
+
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
 {
     uint64_t v;
@@ -220,15 +244,9 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
         return 0;
     }
     int64_t frames[HS_MAX_DEPTH];
-    int d = hs__stack(g->q, trace, frames, HS_MAX_DEPTH, err);
-    if (d < 0) return d;
-    /* frames to be read anyway are read first: the site's rules then find
-     * them cached (site.c reads the others without keeping them) */
     const hs__frame *fr[HS_MAX_DEPTH];
-    for (int k = 0; k < d && (g->names || g->by == HS_GROUP_FUNCTION); k++)
-        if (!(fr[k] = hs__frame_get(g->q, frames[k], err))) return HS_EDB;
-    int site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
-    if (site < 0) return site;
+    int site, d = trace_frames(g, trace, frames, fr, &site, err);
+    if (d < 0) return d;
     size_t head = g->nents;
     int rc = ent_push(g, (hs__gent){.row = 0}, err);
     if (!rc) rc = stack_rows(g, frames, fr, d, site, head + 1, err);
