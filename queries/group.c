@@ -41,6 +41,9 @@ void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags)
     g->empty = (flags & HS__GROUP_EMPTY) != 0;
     g->all = (flags & HS__GROUP_ALL) != 0;
     g->once = (flags & HS__GROUP_ONCE) != 0;
+    /* keys are frames' names (held by q's frame cache), or "" for the empty
+     * stacks; only collapsed lines are made here, and copied */
+    g->keys.borrow = !(by == HS_GROUP_STACK && g->names);
 }
 
 void hs__group_free(hs__grouping *g)
@@ -68,18 +71,6 @@ static int ent_push(hs__grouping *g, hs__gent e, hs_qerr *err)
     return 0;
 }
 
-/* Appends frame f's part of a key to g->key. */
-static void key_frame(hs__grouping *g, const hs__frame *f)
-{
-    if (g->by == HS_GROUP_STACK && g->names) {
-        hs__collapsed_put(&g->key, f->name); /* the key is the collapsed line */
-        return;
-    }
-    hs_buf_put(&g->key, f->name, strlen(f->name));
-    if (g->by == HS_GROUP_FUNCTION || g->names) return;
-    hs_buf_printf(&g->key, "\x1f%s\x1f%010" PRId64, f->file, f->line);
-}
-
 /* A new row keyed key (held by g->keys; NULL: worked out when asked),
  * named by f (or frame fid, read when asked); NONE when out of memory. */
 static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f, int64_t fid)
@@ -95,14 +86,13 @@ static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f, int6
     return g->n++;
 }
 
-/* The key in g->key as held by g->keys, and its row there (*row: NONE
- * when new); NULL when out of memory. */
-static const char *key_held(hs__grouping *g, size_t *row)
+/* key (len bytes) as held by g->keys, and its row there (*row: NONE when
+ * new); NULL when out of memory. */
+static const char *key_held(hs__grouping *g, const char *key, size_t len, size_t *row)
 {
-    if (g->key.oom) return NULL;
     int added;
     const char *stored;
-    size_t i = hs__smap_put(&g->keys, g->key.p ? g->key.p : "", g->key.n, g->n, &added, &stored);
+    size_t i = hs__smap_put(&g->keys, key, len, g->n, &added, &stored);
     if (i == HS__GNONE) return NULL;
     *row = added ? HS__GNONE : i;
     return stored;
@@ -119,10 +109,8 @@ static size_t frame_row(hs__grouping *g, int64_t id, const hs__frame *f)
     if (g->by == HS_GROUP_STACK) return row_new(g, NULL, NULL, id);
     if (hs__map_get(&g->fidx, (uint64_t)id, &v)) return (size_t)v;
     size_t row = HS__GNONE;
-    if (g->by == HS_GROUP_FUNCTION || g->names) {
-        g->key.n = 0;
-        key_frame(g, f);
-        const char *key = key_held(g, &row);
+    if (g->by == HS_GROUP_FUNCTION || g->names) { /* keyed by its name */
+        const char *key = key_held(g, f->name, strlen(f->name), &row);
         if (!key) return HS__GNONE;
         if (row == HS__GNONE) row = row_new(g, key, f, id);
     } else {
@@ -164,13 +152,12 @@ static size_t names_row(hs__grouping *g, const hs__frame *const *fr, int d, int 
 {
     g->key.n = 0;
     for (int j = d - 1; j >= 0; j--) {
-        const hs__frame *fj = fr[j];
-        key_frame(g, fj);
+        hs__collapsed_put(&g->key, fr[j]->name);
         if (j) hs_buf_put(&g->key, ";", 1);
-        if (j == site) *f = fj;
+        if (j == site) *f = fr[j];
     }
     size_t row;
-    const char *key = key_held(g, &row);
+    const char *key = g->key.oom ? NULL : key_held(g, g->key.p ? g->key.p : "", g->key.n, &row);
     if (!key) return HS__GNONE;
     return row != HS__GNONE ? row : row_new(g, key, *f, 0);
 }
@@ -185,9 +172,8 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *c
     uint64_t stamp = g->ntraces;
     if (d == 0) {
         if (!g->empty) return 0;
-        g->key.n = 0;
         size_t row;
-        const char *key = key_held(g, &row);
+        const char *key = key_held(g, "", 0, &row);
         if (key && row == HS__GNONE) row = row_new(g, key, NULL, 0);
         return ent_row(g, key ? row : HS__GNONE, NULL, 1, start, stamp, err);
     }

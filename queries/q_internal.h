@@ -53,12 +53,15 @@ static inline void hs__map_free(hs__map *m)
     hs_map_free(m);
 }
 
-/* A string -> index map; keys are copied. */
+/* A string -> index map; keys are copied, unless borrow is set: then they
+ * are the caller's (NUL-terminated at their length), neither copied nor
+ * freed, and must outlive the map. */
 typedef struct hs__smap {
     char **keys;
     uint64_t *hashes;
     size_t *vals;
     size_t cap, n;
+    int borrow;
 } hs__smap;
 /* Returns the index stored for key, or stores next and returns it (*added=1).
  * Returns (size_t)-1 when out of memory. */
