@@ -216,23 +216,29 @@ static int trace_frames(hs__grouping *g, int64_t trace, int64_t *frames, const h
     return *site < 0 ? *site : d;
 }
 
-int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
+/* 1 when trace needs no placing: its entries are known (at *off), or the
+ * request's frames ran out (*off NONE: counted, not placed). */
+static int trace_known(hs__grouping *g, int64_t trace, size_t *off)
 {
     uint64_t v;
     if (g->once) {
         g->nents = 0; /* the last trace's entries are done with */
     } else if (hs__map_get(&g->tidx, (uint64_t)trace, &v)) {
         *off = (size_t)v;
-        return 0;
+        return 1;
     }
-    if (!g->all && hs__frames_full(g->q)) { /* the request's frames ran out: counted, not placed */
+    if (!g->all && hs__frames_full(g->q)) {
         *off = HS__GNONE;
-        return 0;
+        return 1;
     }
-    int64_t frames[HS_MAX_DEPTH];
-    const hs__frame *fr[HS_MAX_DEPTH];
-    int site, d = trace_frames(g, trace, frames, fr, &site, err);
-    if (d < 0) return d;
+    return 0;
+}
+
+/* Places trace (its stack as trace_frames or hs__group_stack give it):
+ * its entries, at *off. */
+static int trace_place(hs__grouping *g, int64_t trace, const int64_t *frames,
+                       const hs__frame *const *fr, int d, int site, size_t *off, hs_qerr *err)
+{
     size_t head = g->nents;
     int rc = ent_push(g, (hs__gent){.row = 0}, err);
     if (!rc) rc = stack_rows(g, frames, fr, d, site, head + 1, err);
@@ -243,6 +249,26 @@ int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
         return hs__err(err, HS_ENOMEM, "out of memory");
     *off = head;
     return 0;
+}
+
+int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
+{
+    if (trace_known(g, trace, off)) return 0;
+    int64_t frames[HS_MAX_DEPTH];
+    const hs__frame *fr[HS_MAX_DEPTH];
+    int site, d = trace_frames(g, trace, frames, fr, &site, err);
+    if (d < 0) return d;
+    return trace_place(g, trace, frames, fr, d, site, off, err);
+}
+
+int hs__group_stack(hs__grouping *g, int64_t trace, const int64_t *frames,
+                    const hs__frame *const *fr, int d, size_t *off, hs_qerr *err)
+{
+    assert(d >= 0 && d <= HS_MAX_DEPTH);
+    if (trace_known(g, trace, off)) return 0;
+    int site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
+    if (site < 0) return site;
+    return trace_place(g, trace, frames, fr, d, site, off, err);
 }
 
 /* 1 when trace a comes before trace b in content order (hs__trace_cmp);

@@ -355,6 +355,10 @@ void hs__group_free(hs__grouping *g);
 /* The head of trace's entries in g->ents (worked out once), or HS__GNONE
  * when the request's frames ran out (hs__frames_full). 0 or an HS_E code. */
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *head, hs_qerr *err);
+/* The same for a trace whose stack the caller has read: its d frame ids
+ * (leaf first) and their frames, every one read. */
+int hs__group_stack(hs__grouping *g, int64_t trace, const int64_t *frames,
+                    const hs__frame *const *fr, int d, size_t *head, hs_qerr *err);
 /* Offers trace (holding bytes) as the representative of the row of entry
  * j (1 ..) of head: the most bytes, ties to the first in content order
  * (hs__trace_cmp), which hs__group_settle works out. */
