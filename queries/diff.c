@@ -39,7 +39,12 @@ typedef struct dctx {
     hs__smap tkeys; /* "parent\x1fname" -> flame node */
     dnode *t;
     size_t tn, tcap;
-    hs__map leaves; /* trace -> its flame leaf (NONE: an empty stack), once placed */
+    hs__map traces; /* trace -> its index in tr, once placed */
+    struct dtrace {
+        size_t head; /* its entries in the grouping */
+        size_t leaf; /* its flame leaf (NONE: an empty stack) */
+    } * tr;
+    size_t ntr, captr;
     size_t omitted; /* stacks left out when the request's frames ran out */
     int64_t omitted_bytes;
 } dctx;
@@ -98,6 +103,22 @@ static int add_rows(dctx *c, const hs__live *lv, size_t head, int side)
     return 0;
 }
 
+/* Keeps trace's head and leaf, by its index in c->tr. */
+static int trace_keep(dctx *c, int64_t trace, size_t head, size_t leaf)
+{
+    if (c->ntr == c->captr) {
+        size_t cap = c->captr ? c->captr * 2 : 1024;
+        struct dtrace *np = realloc(c->tr, cap * sizeof *np);
+        if (!np) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        c->tr = np;
+        c->captr = cap;
+    }
+    c->tr[c->ntr] = (struct dtrace){head, leaf};
+    if (hs__map_put(&c->traces, (uint64_t)trace, c->ntr++))
+        return hs__err(c->err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
 /* Trace's entries (*head) and flame leaf (*leaf, NONE: an empty stack).
  * Its stack is read once, the first time it is met, for both; *head is
  * NONE when the request's frames had run out by then (the trace is
@@ -105,9 +126,10 @@ static int add_rows(dctx *c, const hs__live *lv, size_t head, int side)
 static int diff_trace(dctx *c, int64_t trace, size_t *head, size_t *leaf)
 {
     uint64_t v;
-    if (hs__map_get(&c->leaves, (uint64_t)trace, &v)) { /* placed: its entries are known */
-        *leaf = (size_t)v;
-        return hs__group_trace(&c->g, trace, head, c->err);
+    if (hs__map_get(&c->traces, (uint64_t)trace, &v)) {
+        *head = c->tr[v].head;
+        *leaf = c->tr[v].leaf;
+        return 0;
     }
     *head = HS__GNONE;
     if (hs__frames_full(c->q)) return 0;
@@ -122,10 +144,9 @@ static int diff_trace(dctx *c, int64_t trace, size_t *head, size_t *leaf)
     assert(*head != HS__GNONE);
     size_t node = 0; /* the differential flame's path, root first */
     for (int j = d - 1; j >= 0 && node != NONE; j--) node = tnode_get(c, node, fr[j]->name);
+    if (d && node == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
     *leaf = d ? node : NONE;
-    if ((d && node == NONE) || hs__map_put(&c->leaves, (uint64_t)trace, *leaf))
-        return hs__err(c->err, HS_ENOMEM, "out of memory");
-    return 0;
+    return trace_keep(c, trace, *head, *leaf);
 }
 
 static int add_state(dctx *c, hs__state *s, int side)
@@ -395,7 +416,8 @@ int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr 
     if (!runs) return hs__err(err, HS_ENOMEM, "out of memory");
     out->own = runs;
     dctx c = {.q = q, .err = err};
-    hs__group_init(&c.g, q, p->collapsed ? HS_GROUP_STACK : p->by, HS__GROUP_NAMES);
+    hs__group_init(&c.g, q, p->collapsed ? HS_GROUP_STACK : p->by,
+                   HS__GROUP_NAMES | HS__GROUP_KEPT); /* diff_trace keeps the heads */
     out->by = p->by;
     out->max_frames = p->max_frames;
     int rc = hs__site_apply(q, &p->site, err);
@@ -413,7 +435,8 @@ int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr 
     out->stacks_bytes = c.omitted_bytes;
     hs__group_free(&c.g);
     hs__smap_free(&c.tkeys);
-    hs__map_free(&c.leaves);
+    hs__map_free(&c.traces);
+    free(c.tr);
     free(c.rows);
     free(c.t);
     if (rc) hs_diff_result_clear(out);

@@ -41,6 +41,7 @@ void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags)
     g->empty = (flags & HS__GROUP_EMPTY) != 0;
     g->all = (flags & HS__GROUP_ALL) != 0;
     g->once = (flags & HS__GROUP_ONCE) != 0;
+    g->kept = (flags & HS__GROUP_KEPT) != 0;
     /* keys are frames' names (held by q's frame cache), or "" for the empty
      * stacks; only collapsed lines are made here, and copied */
     g->keys.borrow = !(by == HS_GROUP_STACK && g->names);
@@ -223,7 +224,7 @@ static int trace_known(hs__grouping *g, int64_t trace, size_t *off)
     uint64_t v;
     if (g->once) {
         g->nents = 0; /* the last trace's entries are done with */
-    } else if (hs__map_get(&g->tidx, (uint64_t)trace, &v)) {
+    } else if (!g->kept && hs__map_get(&g->tidx, (uint64_t)trace, &v)) {
         *off = (size_t)v;
         return 1;
     }
@@ -245,7 +246,7 @@ static int trace_place(hs__grouping *g, int64_t trace, const int64_t *frames,
     if (rc) return rc;
     g->ents[head].row = g->nents - head - 1;
     g->ntraces++;
-    if (!g->once && hs__map_put(&g->tidx, (uint64_t)trace, head))
+    if (!g->once && !g->kept && hs__map_put(&g->tidx, (uint64_t)trace, head))
         return hs__err(err, HS_ENOMEM, "out of memory");
     *off = head;
     return 0;

@@ -329,14 +329,21 @@ typedef struct hs__gtie {
 /* NAMES: frames matched by name only (across builds); EMPTY: empty stacks
  * count for a row keyed "" (frame NULL); ALL: every trace placed, past the
  * frames a request may read too; ONCE: each trace is asked for once (its
- * entries last until the next is asked for). */
-enum { HS__GROUP_NAMES = 1, HS__GROUP_EMPTY = 2, HS__GROUP_ALL = 4, HS__GROUP_ONCE = 8 };
+ * entries last until the next is asked for); KEPT: each trace is asked for
+ * once and its entries last: the caller keeps its head (no trace index). */
+enum {
+    HS__GROUP_NAMES = 1,
+    HS__GROUP_EMPTY = 2,
+    HS__GROUP_ALL = 4,
+    HS__GROUP_ONCE = 8,
+    HS__GROUP_KEPT = 16
+};
 #define HS__GNONE ((size_t)-1)
 typedef struct hs__grouping {
     hs_q *q;
     hs_group by;
     int names;
-    int empty, all, once;
+    int empty, all, once, kept;
     uint64_t ntraces; /* traces placed */
     hs__smap keys;    /* key -> row (by function, and with names) or the keys held */
     hs__map fidx;     /* frame id -> its row (by site and by function) */
