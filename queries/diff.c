@@ -49,14 +49,31 @@ typedef struct dctx {
     int64_t omitted_bytes;
 } dctx;
 
+/* "PARENT\x1fNAME" into k (len bytes), cut to len - 1 bytes as snprintf
+ * would cut it; its length. Made by hand: a diff makes one a node of
+ * every new stack, and snprintf cost more than the rest of the lookup. */
+static size_t tnode_key(char *k, size_t len, size_t parent, const char *name)
+{
+    char digits[24];
+    size_t nd = 0, n = 0;
+    assert(len > 24);
+    do digits[nd++] = (char)('0' + parent % 10);
+    while ((parent /= 10));
+    while (nd) k[n++] = digits[--nd];
+    k[n++] = '\x1f';
+    size_t l = strnlen(name, len - 1 - n);
+    memcpy(k + n, name, l);
+    n += l;
+    k[n] = '\0';
+    return n;
+}
+
 static size_t tnode_get(dctx *c, size_t parent, const char *name)
 {
     char k[600];
-    int n = snprintf(k, sizeof k, "%zu\x1f%s", parent, name);
-    if (n < 0) return NONE;
-    if ((size_t)n >= sizeof k) n = sizeof k - 1;
+    size_t n = tnode_key(k, sizeof k, parent, name);
     int added;
-    size_t i = hs__smap_intern(&c->tkeys, k, (size_t)n, c->tn, &added);
+    size_t i = hs__smap_intern(&c->tkeys, k, n, c->tn, &added);
     if (i == NONE || !added) return i;
     if (c->tn == c->tcap) {
         c->tcap = c->tcap ? c->tcap * 2 : 1024;
