@@ -51,6 +51,7 @@ void hs__group_free(hs__grouping *g)
 {
     hs__smap_free(&g->keys);
     hs__map_free(&g->fidx);
+    free(g->slot_row);
     hs__map_free(&g->tidx);
     free(g->rows);
     free(g->ents);
@@ -99,24 +100,47 @@ static const char *key_held(hs__grouping *g, const char *key, size_t len, size_t
     return stored;
 }
 
+/* Room in g->slot_row for slot; 0 or HS_ENOMEM. */
+static int slots_grow(hs__grouping *g, size_t slot)
+{
+    size_t n = g->nslots ? g->nslots : g->q->nframes > 1024 ? g->q->nframes : 1024;
+    while (n <= slot) n *= 2;
+    size_t *np = realloc(g->slot_row, n * sizeof *np);
+    if (!np) return HS_ENOMEM;
+    for (size_t i = g->nslots; i < n; i++) np[i] = HS__GNONE;
+    g->slot_row = np;
+    g->nslots = n;
+    return 0;
+}
+
+/* The row keyed by the name of f (frame id): looked up once a frame,
+ * then found by the frame's slot in q's frame cache. NONE when out of
+ * memory. */
+static size_t name_row(hs__grouping *g, int64_t id, const hs__frame *f)
+{
+    assert(f && f->slot < g->q->nframes && g->q->frames[f->slot] == f);
+    if (f->slot < g->nslots && g->slot_row[f->slot] != HS__GNONE) return g->slot_row[f->slot];
+    if (f->slot >= g->nslots && slots_grow(g, f->slot)) return HS__GNONE;
+    size_t row;
+    const char *key = key_held(g, f->name, strlen(f->name), &row);
+    if (!key) return HS__GNONE;
+    if (row == HS__GNONE) row = row_new(g, key, f, id);
+    g->slot_row[f->slot] = row;
+    return row;
+}
+
 /* The row of frame id: by function (and by site with names), keyed by
- * its name (read once a frame); by site, the frame itself (a frame is a
- * code address, its function, file and line: within a store its id stands
- * for it), read when asked; by stack, a new row (the trace's) named by it.
+ * its name (name_row); by site, the frame itself (a frame is a code
+ * address, its function, file and line: within a store its id stands for
+ * it), read when asked; by stack, a new row (the trace's) named by it.
  * NONE when out of memory. */
 static size_t frame_row(hs__grouping *g, int64_t id, const hs__frame *f)
 {
     uint64_t v;
     if (g->by == HS_GROUP_STACK) return row_new(g, NULL, NULL, id);
+    if (g->by == HS_GROUP_FUNCTION || g->names) return name_row(g, id, f);
     if (hs__map_get(&g->fidx, (uint64_t)id, &v)) return (size_t)v;
-    size_t row = HS__GNONE;
-    if (g->by == HS_GROUP_FUNCTION || g->names) { /* keyed by its name */
-        const char *key = key_held(g, f->name, strlen(f->name), &row);
-        if (!key) return HS__GNONE;
-        if (row == HS__GNONE) row = row_new(g, key, f, id);
-    } else {
-        row = row_new(g, NULL, NULL, id);
-    }
+    size_t row = row_new(g, NULL, NULL, id);
     if (row == HS__GNONE || hs__map_put(&g->fidx, (uint64_t)id, row)) return HS__GNONE;
     return row;
 }

@@ -78,6 +78,7 @@ typedef struct hs__frame {
     char *label; /* "name (file:line)" when a file is known, else name */
     unsigned char python;    /* a Python frame: a function and no module */
     unsigned char machinery; /* HS_MACH_*: what site.c skips to find a stack's site */
+    size_t slot; /* its index in q's frame cache (hs_q.frames), for a request's arrays */
 } hs__frame;
 
 /* ---- sites (site.c) ---------------------------------------------------------- */
@@ -346,7 +347,9 @@ typedef struct hs__grouping {
     int empty, all, once, kept;
     uint64_t ntraces; /* traces placed */
     hs__smap keys;    /* key -> row (by function, and with names) or the keys held */
-    hs__map fidx;     /* frame id -> its row (by site and by function) */
+    hs__map fidx;     /* frame id -> its row (by site without names) */
+    size_t *slot_row; /* by name: a frame's row by its slot (hs__frame), NONE when not met */
+    size_t nslots;
     hs__grow *rows;
     size_t n, cap;
     hs__map tidx; /* trace -> head of its entries */
