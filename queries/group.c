@@ -60,30 +60,39 @@ void hs__group_free(hs__grouping *g)
     memset(g, 0, sizeof *g);
 }
 
-static int ent_push(hs__grouping *g, hs__gent e, hs_qerr *err)
+/* Room for one more entry; 0 or HS_ENOMEM. */
+static int ents_grow(hs__grouping *g, hs_qerr *err)
 {
-    if (g->nents == g->capents) {
-        size_t cap = g->capents ? g->capents * 2 : 4096;
-        hs__gent *np = realloc(g->ents, cap * sizeof *np);
-        if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
-        g->ents = np;
-        g->capents = cap;
-    }
+    size_t cap = g->capents ? g->capents * 2 : 4096;
+    hs__gent *np = realloc(g->ents, cap * sizeof *np);
+    if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
+    g->ents = np;
+    g->capents = cap;
+    return 0;
+}
+
+static inline int ent_push(hs__grouping *g, hs__gent e, hs_qerr *err)
+{
+    if (g->nents == g->capents && ents_grow(g, err)) return HS_ENOMEM;
     g->ents[g->nents++] = e;
+    return 0;
+}
+
+int hs__group_reserve(hs__grouping *g, size_t rows)
+{
+    if (rows <= g->cap) return 0;
+    hs__grow *np = realloc(g->rows, rows * sizeof *np);
+    if (!np) return HS_ENOMEM;
+    g->rows = np;
+    g->cap = rows;
     return 0;
 }
 
 /* A new row keyed key (held by g->keys; NULL: worked out when asked),
  * named by f (or frame fid, read when asked); NONE when out of memory. */
-static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f, int64_t fid)
+static inline size_t row_new(hs__grouping *g, const char *key, const hs__frame *f, int64_t fid)
 {
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 256;
-        hs__grow *np = realloc(g->rows, cap * sizeof *np);
-        if (!np) return HS__GNONE;
-        g->rows = np;
-        g->cap = cap;
-    }
+    if (g->n == g->cap && hs__group_reserve(g, g->cap ? g->cap * 2 : 256)) return HS__GNONE;
     g->rows[g->n] = (hs__grow){.key = key, .frame = f, .fid = fid, .seen = UINT64_MAX};
     return g->n++;
 }
@@ -207,8 +216,11 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *c
         size_t row = names_row(g, fr, d, site, &f);
         return ent_row(g, row, f, 1, start, stamp, err);
     }
-    if (!g->names && g->by != HS_GROUP_FUNCTION) /* the frame, read when asked */
-        return ent_row(g, frame_row(g, frames[site], NULL), NULL, 1, start, stamp, err);
+    if (!g->names && g->by != HS_GROUP_FUNCTION) { /* one row: the frame, read when asked */
+        size_t row = frame_row(g, frames[site], NULL);
+        if (row == HS__GNONE) return hs__err(err, HS_ENOMEM, "out of memory");
+        return ent_push(g, (hs__gent){.row = row, .site = 1}, err);
+    }
     int fn = g->by == HS_GROUP_FUNCTION; /* else a site by its name */
     for (int k = fn ? 0 : site; k < (fn ? d : site + 1); k++) {
         int rc = ent_row(g, frame_row(g, frames[k], fr[k]), fr[k], k == site, start, stamp, err);

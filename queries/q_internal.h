@@ -362,6 +362,9 @@ typedef struct hs__grouping {
 } hs__grouping;
 void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags);
 void hs__group_free(hs__grouping *g);
+/* Room for rows rows (a hint: the rows grow past it as needed). 0 or
+ * HS_ENOMEM. */
+int hs__group_reserve(hs__grouping *g, size_t rows);
 /* The head of trace's entries in g->ents (worked out once), or HS__GNONE
  * when the request's frames ran out (hs__frames_full). 0 or an HS_E code. */
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *head, hs_qerr *err);
