@@ -229,20 +229,13 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *c
     return 0;
 }
 
-/* Trace's stack as the rows need it: its d frame ids (leaf first) into
- * frames, their frames into fr (by function, and with names) and its
- * site's index into *site; returns d, or an HS_E code. By site and by
- * stack with file and line only the site's frame is needed: the stack is
- * that frame alone (d 1, site 0; d 0 when empty), from the per-trace site
- * cache, its nodes not walked. */
+/* Trace's stack, by function and with names: its d frame ids (leaf first)
+ * into frames, their frames into fr and its site's index into *site;
+ * returns d, or an HS_E code. */
 static int trace_frames(hs__grouping *g, int64_t trace, int64_t *frames, const hs__frame **fr,
                         int *site, hs_qerr *err)
 {
-    *site = 0;
-    if (!g->names && g->by != HS_GROUP_FUNCTION) {
-        int rc = hs__site(g->q, trace, &frames[0], err);
-        return rc ? rc : frames[0] != 0;
-    }
+    assert(g->names || g->by == HS_GROUP_FUNCTION);
     int d = hs__stack(g->q, trace, frames, HS_MAX_DEPTH, err);
     if (d < 0) return d;
     /* frames to be read anyway are read first: the site's rules then find
@@ -271,6 +264,16 @@ static int trace_known(hs__grouping *g, int64_t trace, size_t *off)
     return 0;
 }
 
+/* Trace's entries are at head: counted, and kept in the trace index. */
+static int trace_placed(hs__grouping *g, int64_t trace, size_t head, size_t *off, hs_qerr *err)
+{
+    g->ntraces++;
+    if (!g->once && !g->kept && hs__map_put(&g->tidx, (uint64_t)trace, head))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    *off = head;
+    return 0;
+}
+
 /* Places trace (its stack as trace_frames or hs__group_stack give it):
  * its entries, at *off. */
 static int trace_place(hs__grouping *g, int64_t trace, const int64_t *frames,
@@ -281,16 +284,30 @@ static int trace_place(hs__grouping *g, int64_t trace, const int64_t *frames,
     if (!rc) rc = stack_rows(g, frames, fr, d, site, head + 1, err);
     if (rc) return rc;
     g->ents[head].row = g->nents - head - 1;
-    g->ntraces++;
-    if (!g->once && !g->kept && hs__map_put(&g->tidx, (uint64_t)trace, head))
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    *off = head;
-    return 0;
+    return trace_placed(g, trace, head, off, err);
+}
+
+/* By site, and by stack with file and line, a trace's one entry: its site
+ * frame's row, the frame from the per-trace site cache (its nodes are not
+ * walked, no frame is read); an empty stack as trace_place places it. */
+static int site_place(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
+{
+    int64_t sf;
+    int rc = hs__site(g->q, trace, &sf, err);
+    if (rc) return rc;
+    if (!sf) return trace_place(g, trace, &sf, NULL, 0, 0, off, err);
+    size_t row = frame_row(g, sf, NULL), head = g->nents;
+    if (row == HS__GNONE) return hs__err(err, HS_ENOMEM, "out of memory");
+    if ((rc = ent_push(g, (hs__gent){.row = 1}, err)) ||
+        (rc = ent_push(g, (hs__gent){.row = row, .site = 1}, err)))
+        return rc;
+    return trace_placed(g, trace, head, off, err);
 }
 
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
 {
     if (trace_known(g, trace, off)) return 0;
+    if (!g->names && g->by != HS_GROUP_FUNCTION) return site_place(g, trace, off, err);
     int64_t frames[HS_MAX_DEPTH];
     const hs__frame *fr[HS_MAX_DEPTH];
     int site, d = trace_frames(g, trace, frames, fr, &site, err);
