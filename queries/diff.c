@@ -25,7 +25,7 @@ typedef struct drow {
 typedef struct dnode { /* differential flame node, children linked */
     const char *name;
     int64_t a_bytes, b_bytes;
-    size_t first_child, next_sibling;
+    size_t parent, first_child, next_sibling;
 } dnode;
 
 #define NONE ((size_t)-1)
@@ -39,18 +39,41 @@ typedef struct dctx {
     hs__smap tkeys; /* "parent\x1fname" -> flame node */
     dnode *t;
     size_t tn, tcap;
+    hs__map traces; /* trace -> its index in tr, once placed */
+    struct dtrace {
+        size_t head; /* its entries in the grouping */
+        size_t leaf; /* its flame leaf (NONE: an empty stack) */
+    } * tr;
+    size_t ntr, captr;
     size_t omitted; /* stacks left out when the request's frames ran out */
     int64_t omitted_bytes;
 } dctx;
 
+/* "PARENT\x1fNAME" into k (len bytes), cut to len - 1 bytes as snprintf
+ * would cut it; its length. Made by hand: a diff makes one a node of
+ * every new stack, and snprintf cost more than the rest of the lookup. */
+static size_t tnode_key(char *k, size_t len, size_t parent, const char *name)
+{
+    char digits[24];
+    size_t nd = 0, n = 0;
+    assert(len > 24);
+    do digits[nd++] = (char)('0' + parent % 10);
+    while ((parent /= 10));
+    while (nd) k[n++] = digits[--nd];
+    k[n++] = '\x1f';
+    size_t l = strnlen(name, len - 1 - n);
+    memcpy(k + n, name, l);
+    n += l;
+    k[n] = '\0';
+    return n;
+}
+
 static size_t tnode_get(dctx *c, size_t parent, const char *name)
 {
     char k[600];
-    int n = snprintf(k, sizeof k, "%zu\x1f%s", parent, name);
-    if (n < 0) return NONE;
-    if ((size_t)n >= sizeof k) n = sizeof k - 1;
+    size_t n = tnode_key(k, sizeof k, parent, name);
     int added;
-    size_t i = hs__smap_intern(&c->tkeys, k, (size_t)n, c->tn, &added);
+    size_t i = hs__smap_intern(&c->tkeys, k, n, c->tn, &added);
     if (i == NONE || !added) return i;
     if (c->tn == c->tcap) {
         c->tcap = c->tcap ? c->tcap * 2 : 1024;
@@ -58,7 +81,7 @@ static size_t tnode_get(dctx *c, size_t parent, const char *name)
         if (!np) return NONE;
         c->t = np;
     }
-    c->t[i] = (dnode){.name = name, .first_child = NONE, .next_sibling = NONE};
+    c->t[i] = (dnode){.name = name, .parent = parent, .first_child = NONE, .next_sibling = NONE};
     c->tn++;
     if (parent != NONE) {
         c->t[i].next_sibling = c->t[parent].first_child;
@@ -97,6 +120,52 @@ static int add_rows(dctx *c, const hs__live *lv, size_t head, int side)
     return 0;
 }
 
+/* Keeps trace's head and leaf, by its index in c->tr. */
+static int trace_keep(dctx *c, int64_t trace, size_t head, size_t leaf)
+{
+    if (c->ntr == c->captr) {
+        size_t cap = c->captr ? c->captr * 2 : 1024;
+        struct dtrace *np = realloc(c->tr, cap * sizeof *np);
+        if (!np) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        c->tr = np;
+        c->captr = cap;
+    }
+    c->tr[c->ntr] = (struct dtrace){head, leaf};
+    if (hs__map_put(&c->traces, (uint64_t)trace, c->ntr++))
+        return hs__err(c->err, HS_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Trace's entries (*head) and flame leaf (*leaf, NONE: an empty stack).
+ * Its stack is read once, the first time it is met, for both; *head is
+ * NONE when the request's frames had run out by then (the trace is
+ * counted as left out). */
+static int diff_trace(dctx *c, int64_t trace, size_t *head, size_t *leaf)
+{
+    uint64_t v;
+    if (hs__map_get(&c->traces, (uint64_t)trace, &v)) {
+        *head = c->tr[v].head;
+        *leaf = c->tr[v].leaf;
+        return 0;
+    }
+    *head = HS__GNONE;
+    if (hs__frames_full(c->q)) return 0;
+    int64_t frames[HS_MAX_DEPTH];
+    const hs__frame *fr[HS_MAX_DEPTH];
+    int d = hs__stack(c->q, trace, frames, HS_MAX_DEPTH, c->err);
+    if (d < 0) return d;
+    for (int k = 0; k < d; k++)
+        if (!(fr[k] = hs__frame_get(c->q, frames[k], c->err))) return HS_EDB;
+    int rc = hs__group_stack(&c->g, trace, frames, fr, d, head, c->err);
+    if (rc) return rc;
+    assert(*head != HS__GNONE);
+    size_t node = 0; /* the differential flame's path, root first */
+    for (int j = d - 1; j >= 0 && node != NONE; j--) node = tnode_get(c, node, fr[j]->name);
+    if (d && node == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
+    *leaf = d ? node : NONE;
+    return trace_keep(c, trace, *head, *leaf);
+}
+
 static int add_state(dctx *c, hs__state *s, int side)
 {
     /* largest first: the stacks left when the frames a request may hold run
@@ -105,32 +174,22 @@ static int add_state(dctx *c, hs__state *s, int side)
     int rc = 0;
     for (size_t i = 0; !rc && i < s->n; i++) {
         const hs__live *lv = &s->rows[i];
-        size_t head;
-        if ((rc = hs__group_trace(&c->g, lv->trace, &head, c->err))) return rc;
+        size_t head, leaf;
+        if ((rc = diff_trace(c, lv->trace, &head, &leaf))) return rc;
         if (head == HS__GNONE) {
             c->omitted++;
             c->omitted_bytes += lv->bytes;
             continue;
         }
         if ((rc = add_rows(c, lv, head, side))) return rc;
-        int64_t frames[HS_MAX_DEPTH];
-        const hs__frame *fr[HS_MAX_DEPTH];
-        int d = hs__stack(c->q, lv->trace, frames, HS_MAX_DEPTH, c->err);
-        if (d < 0) return d;
-        if (d == 0) continue;
-        for (int k = 0; k < d; k++)
-            if (!(fr[k] = hs__frame_get(c->q, frames[k], c->err))) return HS_EDB;
-        /* differential flame, root first */
-        size_t node = 0;
-        c->t[0].a_bytes += side == 0 ? lv->bytes : 0;
-        c->t[0].b_bytes += side == 1 ? lv->bytes : 0;
-        for (int j = d - 1; j >= 0; j--) {
-            node = tnode_get(c, node, fr[j]->name);
-            if (node == NONE) return hs__err(c->err, HS_ENOMEM, "out of memory");
+        if (leaf == NONE) continue;
+        /* the differential flame: the leaf's path up to the root, and it */
+        for (size_t node = leaf;; node = c->t[node].parent) {
             if (side == 0)
                 c->t[node].a_bytes += lv->bytes;
             else
                 c->t[node].b_bytes += lv->bytes;
+            if (!node) break;
         }
     }
     return rc;
@@ -374,7 +433,8 @@ int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr 
     if (!runs) return hs__err(err, HS_ENOMEM, "out of memory");
     out->own = runs;
     dctx c = {.q = q, .err = err};
-    hs__group_init(&c.g, q, p->collapsed ? HS_GROUP_STACK : p->by, HS__GROUP_NAMES);
+    hs__group_init(&c.g, q, p->collapsed ? HS_GROUP_STACK : p->by,
+                   HS__GROUP_NAMES | HS__GROUP_KEPT); /* diff_trace keeps the heads */
     out->by = p->by;
     out->max_frames = p->max_frames;
     int rc = hs__site_apply(q, &p->site, err);
@@ -392,6 +452,8 @@ int hs_core_diff(hs_q *q, const hs_diff_params *p, hs_diff_result *out, hs_qerr 
     out->stacks_bytes = c.omitted_bytes;
     hs__group_free(&c.g);
     hs__smap_free(&c.tkeys);
+    hs__map_free(&c.traces);
+    free(c.tr);
     free(c.rows);
     free(c.t);
     if (rc) hs_diff_result_clear(out);

@@ -41,12 +41,17 @@ void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags)
     g->empty = (flags & HS__GROUP_EMPTY) != 0;
     g->all = (flags & HS__GROUP_ALL) != 0;
     g->once = (flags & HS__GROUP_ONCE) != 0;
+    g->kept = (flags & HS__GROUP_KEPT) != 0;
+    /* keys are frames' names (held by q's frame cache), or "" for the empty
+     * stacks; only collapsed lines are made here, and copied */
+    g->keys.borrow = !(by == HS_GROUP_STACK && g->names);
 }
 
 void hs__group_free(hs__grouping *g)
 {
     hs__smap_free(&g->keys);
     hs__map_free(&g->fidx);
+    free(g->slot_row);
     hs__map_free(&g->tidx);
     free(g->rows);
     free(g->ents);
@@ -55,79 +60,96 @@ void hs__group_free(hs__grouping *g)
     memset(g, 0, sizeof *g);
 }
 
-static int ent_push(hs__grouping *g, hs__gent e, hs_qerr *err)
+/* Room for one more entry; 0 or HS_ENOMEM. */
+static int ents_grow(hs__grouping *g, hs_qerr *err)
 {
-    if (g->nents == g->capents) {
-        size_t cap = g->capents ? g->capents * 2 : 4096;
-        hs__gent *np = realloc(g->ents, cap * sizeof *np);
-        if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
-        g->ents = np;
-        g->capents = cap;
-    }
+    size_t cap = g->capents ? g->capents * 2 : 4096;
+    hs__gent *np = realloc(g->ents, cap * sizeof *np);
+    if (!np) return hs__err(err, HS_ENOMEM, "out of memory");
+    g->ents = np;
+    g->capents = cap;
+    return 0;
+}
+
+static inline int ent_push(hs__grouping *g, hs__gent e, hs_qerr *err)
+{
+    if (g->nents == g->capents && ents_grow(g, err)) return HS_ENOMEM;
     g->ents[g->nents++] = e;
     return 0;
 }
 
-/* Appends frame f's part of a key to g->key. */
-static void key_frame(hs__grouping *g, const hs__frame *f)
+int hs__group_reserve(hs__grouping *g, size_t rows)
 {
-    if (g->by == HS_GROUP_STACK && g->names) {
-        hs__collapsed_put(&g->key, f->name); /* the key is the collapsed line */
-        return;
-    }
-    hs_buf_put(&g->key, f->name, strlen(f->name));
-    if (g->by == HS_GROUP_FUNCTION || g->names) return;
-    hs_buf_printf(&g->key, "\x1f%s\x1f%010" PRId64, f->file, f->line);
+    if (rows <= g->cap) return 0;
+    hs__grow *np = realloc(g->rows, rows * sizeof *np);
+    if (!np) return HS_ENOMEM;
+    g->rows = np;
+    g->cap = rows;
+    return 0;
 }
 
 /* A new row keyed key (held by g->keys; NULL: worked out when asked),
  * named by f (or frame fid, read when asked); NONE when out of memory. */
-static size_t row_new(hs__grouping *g, const char *key, const hs__frame *f, int64_t fid)
+static inline size_t row_new(hs__grouping *g, const char *key, const hs__frame *f, int64_t fid)
 {
-    if (g->n == g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 256;
-        hs__grow *np = realloc(g->rows, cap * sizeof *np);
-        if (!np) return HS__GNONE;
-        g->rows = np;
-        g->cap = cap;
-    }
+    if (g->n == g->cap && hs__group_reserve(g, g->cap ? g->cap * 2 : 256)) return HS__GNONE;
     g->rows[g->n] = (hs__grow){.key = key, .frame = f, .fid = fid, .seen = UINT64_MAX};
     return g->n++;
 }
 
-/* The key in g->key as held by g->keys, and its row there (*row: NONE
- * when new); NULL when out of memory. */
-static const char *key_held(hs__grouping *g, size_t *row)
+/* key (len bytes) as held by g->keys, and its row there (*row: NONE when
+ * new); NULL when out of memory. */
+static const char *key_held(hs__grouping *g, const char *key, size_t len, size_t *row)
 {
-    if (g->key.oom) return NULL;
     int added;
     const char *stored;
-    size_t i = hs__smap_put(&g->keys, g->key.p ? g->key.p : "", g->key.n, g->n, &added, &stored);
+    size_t i = hs__smap_put(&g->keys, key, len, g->n, &added, &stored);
     if (i == HS__GNONE) return NULL;
     *row = added ? HS__GNONE : i;
     return stored;
 }
 
+/* Room in g->slot_row for slot; 0 or HS_ENOMEM. */
+static int slots_grow(hs__grouping *g, size_t slot)
+{
+    size_t n = g->nslots ? g->nslots : g->q->nframes > 1024 ? g->q->nframes : 1024;
+    while (n <= slot) n *= 2;
+    size_t *np = realloc(g->slot_row, n * sizeof *np);
+    if (!np) return HS_ENOMEM;
+    for (size_t i = g->nslots; i < n; i++) np[i] = HS__GNONE;
+    g->slot_row = np;
+    g->nslots = n;
+    return 0;
+}
+
+/* The row keyed by the name of f (frame id): looked up once a frame,
+ * then found by the frame's slot in q's frame cache. NONE when out of
+ * memory. */
+static size_t name_row(hs__grouping *g, int64_t id, const hs__frame *f)
+{
+    assert(f && f->slot < g->q->nframes && g->q->frames[f->slot] == f);
+    if (f->slot < g->nslots && g->slot_row[f->slot] != HS__GNONE) return g->slot_row[f->slot];
+    if (f->slot >= g->nslots && slots_grow(g, f->slot)) return HS__GNONE;
+    size_t row;
+    const char *key = key_held(g, f->name, strlen(f->name), &row);
+    if (!key) return HS__GNONE;
+    if (row == HS__GNONE) row = row_new(g, key, f, id);
+    g->slot_row[f->slot] = row;
+    return row;
+}
+
 /* The row of frame id: by function (and by site with names), keyed by
- * its name (read once a frame); by site, the frame itself (a frame is a
- * code address, its function, file and line: within a store its id stands
- * for it), read when asked; by stack, a new row (the trace's) named by it.
+ * its name (name_row); by site, the frame itself (a frame is a code
+ * address, its function, file and line: within a store its id stands for
+ * it), read when asked; by stack, a new row (the trace's) named by it.
  * NONE when out of memory. */
 static size_t frame_row(hs__grouping *g, int64_t id, const hs__frame *f)
 {
     uint64_t v;
     if (g->by == HS_GROUP_STACK) return row_new(g, NULL, NULL, id);
+    if (g->by == HS_GROUP_FUNCTION || g->names) return name_row(g, id, f);
     if (hs__map_get(&g->fidx, (uint64_t)id, &v)) return (size_t)v;
-    size_t row = HS__GNONE;
-    if (g->by == HS_GROUP_FUNCTION || g->names) {
-        g->key.n = 0;
-        key_frame(g, f);
-        const char *key = key_held(g, &row);
-        if (!key) return HS__GNONE;
-        if (row == HS__GNONE) row = row_new(g, key, f, id);
-    } else {
-        row = row_new(g, NULL, NULL, id);
-    }
+    size_t row = row_new(g, NULL, NULL, id);
     if (row == HS__GNONE || hs__map_put(&g->fidx, (uint64_t)id, row)) return HS__GNONE;
     return row;
 }
@@ -164,30 +186,28 @@ static size_t names_row(hs__grouping *g, const hs__frame *const *fr, int d, int 
 {
     g->key.n = 0;
     for (int j = d - 1; j >= 0; j--) {
-        const hs__frame *fj = fr[j];
-        key_frame(g, fj);
+        hs__collapsed_put(&g->key, fr[j]->name);
         if (j) hs_buf_put(&g->key, ";", 1);
-        if (j == site) *f = fj;
+        if (j == site) *f = fr[j];
     }
     size_t row;
-    const char *key = key_held(g, &row);
+    const char *key = g->key.oom ? NULL : key_held(g, g->key.p ? g->key.p : "", g->key.n, &row);
     if (!key) return HS__GNONE;
     return row != HS__GNONE ? row : row_new(g, key, *f, 0);
 }
 
-/* The entries of trace's stack (frames: its d frame ids, leaf first; site
- * its site's index). By site, and by stack with file and line, no frame is
- * read: a site is its frame, a stack its trace, which its store holds once
- * for each sequence of frames (hs_qstore.h). */
+/* The entries of trace's stack (frames: its d frame ids, leaf first, or
+ * its site's alone, as trace_frames gives them; site its site's index). By site, and by stack with
+ * file and line, no frame is read: a site is its frame, a stack its trace, which its store holds
+ * once for each sequence of frames (hs_qstore.h). */
 static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *const *fr, int d,
                       int site, size_t start, hs_qerr *err)
 {
     uint64_t stamp = g->ntraces;
     if (d == 0) {
         if (!g->empty) return 0;
-        g->key.n = 0;
         size_t row;
-        const char *key = key_held(g, &row);
+        const char *key = key_held(g, "", 0, &row);
         if (key && row == HS__GNONE) row = row_new(g, key, NULL, 0);
         return ent_row(g, key ? row : HS__GNONE, NULL, 1, start, stamp, err);
     }
@@ -196,8 +216,11 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *c
         size_t row = names_row(g, fr, d, site, &f);
         return ent_row(g, row, f, 1, start, stamp, err);
     }
-    if (!g->names && g->by != HS_GROUP_FUNCTION) /* the frame, read when asked */
-        return ent_row(g, frame_row(g, frames[site], NULL), NULL, 1, start, stamp, err);
+    if (!g->names && g->by != HS_GROUP_FUNCTION) { /* one row: the frame, read when asked */
+        size_t row = frame_row(g, frames[site], NULL);
+        if (row == HS__GNONE) return hs__err(err, HS_ENOMEM, "out of memory");
+        return ent_push(g, (hs__gent){.row = row, .site = 1}, err);
+    }
     int fn = g->by == HS_GROUP_FUNCTION; /* else a site by its name */
     for (int k = fn ? 0 : site; k < (fn ? d : site + 1); k++) {
         int rc = ent_row(g, frame_row(g, frames[k], fr[k]), fr[k], k == site, start, stamp, err);
@@ -206,39 +229,100 @@ static int stack_rows(hs__grouping *g, const int64_t *frames, const hs__frame *c
     return 0;
 }
 
-int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
+/* Trace's stack, by function and with names: its d frame ids (leaf first)
+ * into frames, their frames into fr and its site's index into *site;
+ * returns d, or an HS_E code. */
+static int trace_frames(hs__grouping *g, int64_t trace, int64_t *frames, const hs__frame **fr,
+                        int *site, hs_qerr *err)
 {
-    uint64_t v;
-    if (g->once) {
-        g->nents = 0; /* the last trace's entries are done with */
-    } else if (hs__map_get(&g->tidx, (uint64_t)trace, &v)) {
-        *off = (size_t)v;
-        return 0;
-    }
-    if (!g->all && hs__frames_full(g->q)) { /* the request's frames ran out: counted, not placed */
-        *off = HS__GNONE;
-        return 0;
-    }
-    int64_t frames[HS_MAX_DEPTH];
+    assert(g->names || g->by == HS_GROUP_FUNCTION);
     int d = hs__stack(g->q, trace, frames, HS_MAX_DEPTH, err);
     if (d < 0) return d;
     /* frames to be read anyway are read first: the site's rules then find
      * them cached (site.c reads the others without keeping them) */
-    const hs__frame *fr[HS_MAX_DEPTH];
-    for (int k = 0; k < d && (g->names || g->by == HS_GROUP_FUNCTION); k++)
+    for (int k = 0; k < d; k++)
         if (!(fr[k] = hs__frame_get(g->q, frames[k], err))) return HS_EDB;
-    int site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
-    if (site < 0) return site;
+    *site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
+    return *site < 0 ? *site : d;
+}
+
+/* 1 when trace needs no placing: its entries are known (at *off), or the
+ * request's frames ran out (*off NONE: counted, not placed). */
+static int trace_known(hs__grouping *g, int64_t trace, size_t *off)
+{
+    uint64_t v;
+    if (g->once) {
+        g->nents = 0; /* the last trace's entries are done with */
+    } else if (!g->kept && hs__map_get(&g->tidx, (uint64_t)trace, &v)) {
+        *off = (size_t)v;
+        return 1;
+    }
+    if (!g->all && hs__frames_full(g->q)) {
+        *off = HS__GNONE;
+        return 1;
+    }
+    return 0;
+}
+
+/* Trace's entries are at head: counted, and kept in the trace index. */
+static int trace_placed(hs__grouping *g, int64_t trace, size_t head, size_t *off, hs_qerr *err)
+{
+    g->ntraces++;
+    if (!g->once && !g->kept && hs__map_put(&g->tidx, (uint64_t)trace, head))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    *off = head;
+    return 0;
+}
+
+/* Places trace (its stack as trace_frames or hs__group_stack give it):
+ * its entries, at *off. */
+static int trace_place(hs__grouping *g, int64_t trace, const int64_t *frames,
+                       const hs__frame *const *fr, int d, int site, size_t *off, hs_qerr *err)
+{
     size_t head = g->nents;
     int rc = ent_push(g, (hs__gent){.row = 0}, err);
     if (!rc) rc = stack_rows(g, frames, fr, d, site, head + 1, err);
     if (rc) return rc;
     g->ents[head].row = g->nents - head - 1;
-    g->ntraces++;
-    if (!g->once && hs__map_put(&g->tidx, (uint64_t)trace, head))
-        return hs__err(err, HS_ENOMEM, "out of memory");
-    *off = head;
-    return 0;
+    return trace_placed(g, trace, head, off, err);
+}
+
+/* By site, and by stack with file and line, a trace's one entry: its site
+ * frame's row, the frame from the per-trace site cache (its nodes are not
+ * walked, no frame is read); an empty stack as trace_place places it. */
+static int site_place(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
+{
+    int64_t sf;
+    int rc = hs__site(g->q, trace, &sf, err);
+    if (rc) return rc;
+    if (!sf) return trace_place(g, trace, &sf, NULL, 0, 0, off, err);
+    size_t row = frame_row(g, sf, NULL), head = g->nents;
+    if (row == HS__GNONE) return hs__err(err, HS_ENOMEM, "out of memory");
+    if ((rc = ent_push(g, (hs__gent){.row = 1}, err)) ||
+        (rc = ent_push(g, (hs__gent){.row = row, .site = 1}, err)))
+        return rc;
+    return trace_placed(g, trace, head, off, err);
+}
+
+int hs__group_trace(hs__grouping *g, int64_t trace, size_t *off, hs_qerr *err)
+{
+    if (trace_known(g, trace, off)) return 0;
+    if (!g->names && g->by != HS_GROUP_FUNCTION) return site_place(g, trace, off, err);
+    int64_t frames[HS_MAX_DEPTH];
+    const hs__frame *fr[HS_MAX_DEPTH];
+    int site, d = trace_frames(g, trace, frames, fr, &site, err);
+    if (d < 0) return d;
+    return trace_place(g, trace, frames, fr, d, site, off, err);
+}
+
+int hs__group_stack(hs__grouping *g, int64_t trace, const int64_t *frames,
+                    const hs__frame *const *fr, int d, size_t *off, hs_qerr *err)
+{
+    assert(d >= 0 && d <= HS_MAX_DEPTH);
+    if (trace_known(g, trace, off)) return 0;
+    int site = d ? hs__site_index(g->q, trace, frames, d, err) : 0;
+    if (site < 0) return site;
+    return trace_place(g, trace, frames, fr, d, site, off, err);
 }
 
 /* 1 when trace a comes before trace b in content order (hs__trace_cmp);

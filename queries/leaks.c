@@ -183,8 +183,11 @@ static leak_site *site_get(leak_sites *ls, int64_t trace, int64_t bytes, size_t 
  * L + 1: live bytes stay as they are up to the end). */
 static int sites_group(hs_q *q, const hs__tsums *sums, int64_t L, leak_sites *ls, hs_qerr *err)
 {
-    if (!(ls->of = malloc((sums->n ? sums->n : 1) * sizeof *ls->of)))
+    /* a site a trace at most (and one for the empty stacks) */
+    if (!(ls->of = malloc((sums->n ? sums->n : 1) * sizeof *ls->of)) ||
+        hs__group_reserve(&ls->g, sums->n + 1) || !(ls->s = malloc((sums->n + 1) * sizeof *ls->s)))
         return hs__err(err, HS_ENOMEM, "out of memory");
+    ls->cap = sums->n + 1;
     for (size_t i = 0; i < sums->n; i++) {
         hs_tstats t = sums->rows[i].s;
         hs_tstats_close(&t, L + 1);

@@ -529,6 +529,7 @@ const hs__frame *hs__frame_get(hs_q *q, int64_t frame, hs_qerr *err)
         return NULL;
     }
     hs__frame_classify(&f);
+    f.slot = q->nframes;
     *fp = f;
     q->frames[q->nframes++] = fp;
     return fp;

@@ -53,12 +53,15 @@ static inline void hs__map_free(hs__map *m)
     hs_map_free(m);
 }
 
-/* A string -> index map; keys are copied. */
+/* A string -> index map; keys are copied, unless borrow is set: then they
+ * are the caller's (NUL-terminated at their length), neither copied nor
+ * freed, and must outlive the map. */
 typedef struct hs__smap {
     char **keys;
     uint64_t *hashes;
     size_t *vals;
     size_t cap, n;
+    int borrow;
 } hs__smap;
 /* Returns the index stored for key, or stores next and returns it (*added=1).
  * Returns (size_t)-1 when out of memory. */
@@ -75,6 +78,7 @@ typedef struct hs__frame {
     char *label; /* "name (file:line)" when a file is known, else name */
     unsigned char python;    /* a Python frame: a function and no module */
     unsigned char machinery; /* HS_MACH_*: what site.c skips to find a stack's site */
+    size_t slot; /* its index in q's frame cache (hs_q.frames), for a request's arrays */
 } hs__frame;
 
 /* ---- sites (site.c) ---------------------------------------------------------- */
@@ -326,17 +330,26 @@ typedef struct hs__gtie {
 /* NAMES: frames matched by name only (across builds); EMPTY: empty stacks
  * count for a row keyed "" (frame NULL); ALL: every trace placed, past the
  * frames a request may read too; ONCE: each trace is asked for once (its
- * entries last until the next is asked for). */
-enum { HS__GROUP_NAMES = 1, HS__GROUP_EMPTY = 2, HS__GROUP_ALL = 4, HS__GROUP_ONCE = 8 };
+ * entries last until the next is asked for); KEPT: each trace is asked for
+ * once and its entries last: the caller keeps its head (no trace index). */
+enum {
+    HS__GROUP_NAMES = 1,
+    HS__GROUP_EMPTY = 2,
+    HS__GROUP_ALL = 4,
+    HS__GROUP_ONCE = 8,
+    HS__GROUP_KEPT = 16
+};
 #define HS__GNONE ((size_t)-1)
 typedef struct hs__grouping {
     hs_q *q;
     hs_group by;
     int names;
-    int empty, all, once;
+    int empty, all, once, kept;
     uint64_t ntraces; /* traces placed */
     hs__smap keys;    /* key -> row (by function, and with names) or the keys held */
-    hs__map fidx;     /* frame id -> its row (by site and by function) */
+    hs__map fidx;     /* frame id -> its row (by site without names) */
+    size_t *slot_row; /* by name: a frame's row by its slot (hs__frame), NONE when not met */
+    size_t nslots;
     hs__grow *rows;
     size_t n, cap;
     hs__map tidx; /* trace -> head of its entries */
@@ -349,9 +362,16 @@ typedef struct hs__grouping {
 } hs__grouping;
 void hs__group_init(hs__grouping *g, hs_q *q, hs_group by, int flags);
 void hs__group_free(hs__grouping *g);
+/* Room for rows rows (a hint: the rows grow past it as needed). 0 or
+ * HS_ENOMEM. */
+int hs__group_reserve(hs__grouping *g, size_t rows);
 /* The head of trace's entries in g->ents (worked out once), or HS__GNONE
  * when the request's frames ran out (hs__frames_full). 0 or an HS_E code. */
 int hs__group_trace(hs__grouping *g, int64_t trace, size_t *head, hs_qerr *err);
+/* The same for a trace whose stack the caller has read: its d frame ids
+ * (leaf first) and their frames, every one read. */
+int hs__group_stack(hs__grouping *g, int64_t trace, const int64_t *frames,
+                    const hs__frame *const *fr, int d, size_t *head, hs_qerr *err);
 /* Offers trace (holding bytes) as the representative of the row of entry
  * j (1 ..) of head: the most bytes, ties to the first in content order
  * (hs__trace_cmp), which hs__group_settle works out. */

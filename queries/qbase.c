@@ -64,10 +64,13 @@ size_t hs__smap_put(hs__smap *m, const char *key, size_t len, size_t next, int *
         }
         i = (i + 1) & (m->cap - 1);
     }
-    char *k = malloc(len + 1);
-    if (!k) return (size_t)-1;
-    memcpy(k, key, len);
-    k[len] = '\0';
+    char *k = (char *)key;
+    if (!m->borrow) {
+        if (!(k = malloc(len + 1))) return (size_t)-1;
+        memcpy(k, key, len);
+        k[len] = '\0';
+    }
+    assert(k[len] == '\0');
     m->keys[i] = k;
     m->hashes[i] = h;
     m->vals[i] = next;
@@ -79,11 +82,11 @@ size_t hs__smap_put(hs__smap *m, const char *key, size_t len, size_t next, int *
 
 void hs__smap_free(hs__smap *m)
 {
-    for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
+    for (size_t i = 0; i < m->cap && !m->borrow; i++) free(m->keys[i]);
     free(m->keys);
     free(m->hashes);
     free(m->vals);
-    memset(m, 0, sizeof *m);
+    *m = (hs__smap){.borrow = m->borrow};
 }
 
 /* ---- errors --------------------------------------------------------------- */

@@ -127,6 +127,12 @@ static int top_group(top_acc *t, hs__state *state, hs_qerr *err)
      * function, a stack's every frame is read), the stacks left are the
      * smallest, and the answer says how many */
     hs__sort(state->rows, state->n, sizeof *state->rows, hs__cmp_live_bytes);
+    /* by site and by stack, a row a trace at most: room made once */
+    if (t->g.by != HS_GROUP_FUNCTION &&
+        (hs__group_reserve(&t->g, state->n) ||
+         !(t->rows = calloc(state->n ? state->n : 1, sizeof *t->rows))))
+        return hs__err(err, HS_ENOMEM, "out of memory");
+    if (t->rows) t->cap = state->n ? state->n : 1;
     for (size_t i = 0; i < state->n; i++) {
         int rc = top_count(t, &state->rows[i], err);
         if (rc) return rc;

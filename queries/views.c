@@ -161,12 +161,11 @@ static int flame_put(flame_out *o, size_t ix)
     return 0;
 }
 
-/* 1 when node a comes before node b: wider, or as wide and its frame first
- * in content order (hs__frame_cmp), so that no store's ids order a tie. */
-static int node_before(const flame_out *o, size_t a, size_t b)
+/* 1 when node x's frame comes before node y's in content order
+ * (hs__frame_cmp): how nodes as wide are ordered, so that no store's ids
+ * order a tie. */
+static int tie_before(const flame_out *o, const hs__fnode *x, const hs__fnode *y)
 {
-    const hs__fnode *x = &o->f->n[a], *y = &o->f->n[b];
-    if (x->bytes != y->bytes) return x->bytes > y->bytes;
     hs_qerr e;
     const hs__frame *fa = hs__frame_get(o->q, x->frame, &e),
                     *fb = hs__frame_get(o->q, y->frame, &e);
@@ -187,11 +186,16 @@ static int flame_walk(flame_out *o, size_t ix)
     nk = 0;
     for (size_t c = f->n[ix].first_child; c != NONE; c = f->n[c].next_sibling)
         if (flame_visible(o, c)) order[nk++] = c;
-    for (size_t a = 1; a < nk; a++) { /* insertion sort: most nodes have few children */
+    /* widest first, then as tie_before orders them: an insertion sort
+     * (most nodes have few children) */
+    for (size_t a = 1; a < nk; a++) {
         size_t v = order[a], b = a;
-        while (b > 0 && node_before(o, v, order[b - 1])) {
+        const hs__fnode *x = &f->n[v];
+        int64_t w = x->bytes;
+        for (; b > 0; b--) {
+            const hs__fnode *y = &f->n[order[b - 1]];
+            if (w < y->bytes || (w == y->bytes && !tie_before(o, x, y))) break;
             order[b] = order[b - 1];
-            b--;
         }
         order[b] = v;
     }
