@@ -276,27 +276,43 @@ int hs_tree_rd_node(hs_tree_rd *r, int64_t id, hs_tree_node *out)
     return rc;
 }
 
+/* The nodes of the traces table of schema 1 to 10 with ids above after. */
+static int scan_rows(sqlite3 *db, int64_t after, int (*cb)(const hs_tree_node *n, void *data),
+                     void *data)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT id, parent, frame, depth FROM main.traces WHERE id > ?1 "
+                           "ORDER BY id",
+                           -1, &st, NULL) != SQLITE_OK)
+        return HS_EDB;
+    sqlite3_bind_int64(st, 1, after);
+    int rc = 0, step;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        hs_tree_node x = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                          sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
+        rc = cb(&x, data);
+    }
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int hs_tree_scan(sqlite3 *db, int64_t after, int (*cb)(const hs_tree_node *n, void *data),
                  void *data)
 {
     int blocks = hs_tree_in_blocks(db);
-    if (blocks < 0) return blocks;
+    if (blocks <= 0) return blocks < 0 ? blocks : scan_rows(db, after, cb, data);
     sqlite3_stmt *st;
-    const char *sql = blocks ? "SELECT data FROM trace_blocks WHERE first >= coalesce((SELECT "
-                               "max(first) FROM trace_blocks WHERE first <= ?1 + 1), 0) ORDER BY "
-                               "first"
-                             : "SELECT id, parent, frame, depth FROM traces WHERE id > ?1 "
-                               "ORDER BY id";
-    if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) return HS_EDB;
+    /* from the block that holds after + 1 */
+    if (sqlite3_prepare_v2(db,
+                           "SELECT data FROM trace_blocks WHERE first >= coalesce((SELECT "
+                           "max(first) FROM trace_blocks WHERE first <= ?1 + 1), 0) ORDER BY first",
+                           -1, &st, NULL) != SQLITE_OK)
+        return HS_EDB;
     sqlite3_bind_int64(st, 1, after);
     int rc = 0, step;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (!blocks) {
-            hs_tree_node x = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                              sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
-            rc = cb(&x, data);
-            continue;
-        }
         hs_tree_node *nodes;
         size_t n;
         rc = hs_tree_decode(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0), &nodes,
@@ -670,20 +686,8 @@ int hs_tree_migrate(sqlite3 *db)
 {
     move_ctx m = {db, malloc(HS_TREE_BLOCK_NODES * sizeof *m.block), 0};
     if (!m.block) return HS_ENOMEM;
-    sqlite3_stmt *st;
-    int rc = 0, step;
-    if (sqlite3_prepare_v2(db, "SELECT id, parent, frame, depth FROM main.traces ORDER BY id", -1,
-                           &st, NULL) != SQLITE_OK) {
-        free(m.block);
-        return HS_EDB;
-    }
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        hs_tree_node x = {sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
-                          sqlite3_column_int64(st, 2), sqlite3_column_int64(st, 3)};
-        rc = move_node(&x, &m);
-    }
-    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
-    sqlite3_finalize(st);
+    /* the table's rows (trace_blocks, made by the migration's SQL, is empty) */
+    int rc = scan_rows(db, INT64_MIN, move_node, &m);
     if (!rc && m.n) rc = hs_tree_put_block(db, m.block, m.n);
     free(m.block);
     if (!rc && sqlite3_exec(db, "DROP TABLE main.traces", NULL, NULL, NULL) != SQLITE_OK)
