@@ -77,4 +77,9 @@ int hs_schema_db_version(sqlite3 *db);
     "(m.b * " G "), 0.0) END FROM (SELECT MAX(bucket) AS b FROM heap_series WHERE run = " RUN      \
     ") m JOIN heap_series h ON h.run = " RUN " AND h.bucket >= m.b / 4)"
 
+/* The second column of frames_function (012_frame_keys.sql), the same text
+ * as the index's so that a statement's "= ?" on it uses the index: a
+ * frame's line, or its offset when it has no function. */
+#define HS_SCHEMA_FRAME_AT_SQL "(CASE WHEN function = '' THEN module_offset ELSE line END)"
+
 #endif

@@ -129,22 +129,12 @@ static int copy_rows(resume *x, const char *chq, const char *ins, const char *fm
 /* ---- the stack tree ------------------------------------------------------ */
 
 /* The local id of the row that statement get finds after ins ran. */
-static int64_t local_of(sqlite3_stmt *ins, sqlite3_stmt *get)
-{
-    int64_t id = 0;
-    if (sqlite3_step(ins) == SQLITE_DONE && sqlite3_step(get) == SQLITE_ROW)
-        id = sqlite3_column_int64(get, 0);
-    sqlite3_reset(ins);
-    sqlite3_reset(get);
-    return id;
-}
-
-/* The frames of ids (a comma list) into the buffer, by key. */
+/* The frames of ids (a comma list) into the buffer, by key: a key is its
+ * frame's content then its alias (012_frame_keys.sql). */
 static int frames_in(resume *x, const char *ids)
 {
-    sqlite3_stmt *ins = NULL, *get = NULL;
     hs_tsv t;
-    hs_buf q = {0};
+    hs_buf q = {0}, odd = {0};
     hs_buf_printf(&q,
                   "SELECT id, key, function, file, line, module, module_offset FROM frames FINAL "
                   "WHERE id IN (%s)",
@@ -153,14 +143,9 @@ static int frames_in(resume *x, const char *ids)
     hs_buf_free(&q);
     if (rc) return rc;
     hs_tsv_init(&t, &x->ans);
-    if (sqlite3_prepare_v2(x->db,
-                           "INSERT OR IGNORE INTO frames (key, function, file, line, module, "
-                           "module_offset) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                           -1, &ins, NULL) ||
-        sqlite3_prepare_v2(x->db, "SELECT id FROM frames WHERE key = ?1", -1, &get, NULL))
-        rc = HS_EDB;
     while (!rc && hs_tsv_row(&t)) {
-        int64_t id = hs_tsv_i64(&t, NULL);
+        int64_t id = hs_tsv_i64(&t, NULL), local;
+        hs_frame_row f = {0};
         size_t n;
         const char *key = hs_tsv_field(&t, &n);
         if (!key || !n) {
@@ -168,20 +153,24 @@ static int frames_in(resume *x, const char *ids)
             rc = HS_EPROTO;
             break;
         }
-        sqlite3_bind_text(ins, 1, key, (int)n, SQLITE_TRANSIENT);
-        sqlite3_bind_text(get, 1, key, (int)n, SQLITE_TRANSIENT);
-        for (int c = 2; c <= 6; c++) {
-            const char *v = hs_tsv_field(&t, &n);
-            if (c == 4 || c == 6)
-                sqlite3_bind_int64(ins, c, v ? strtoll(v, NULL, 10) : 0);
-            else
-                sqlite3_bind_text(ins, c, v ? v : "", v ? (int)n : 0, SQLITE_TRANSIENT);
+        f.function.ptr = hs_tsv_field(&t, &f.function.len);
+        f.file.ptr = hs_tsv_field(&t, &f.file.len);
+        f.line = hs_tsv_i64(&t, NULL);
+        f.module.ptr = hs_tsv_field(&t, &f.module.len);
+        f.module_offset = hs_tsv_i64(&t, NULL);
+        int c = hs__frame_content_key(x->store, &f);
+        if (c >= 0 && (size_t)c <= n && !memcmp(key, x->store->key, (size_t)c)) {
+            f.alias = (hs_str){key + c, n - (size_t)c};
+        } else { /* as the migration keeps a key that does not begin so */
+            odd.n = 0;
+            hs_buf_printf(&odd, "\x1e%.*s", (int)n, key);
+            if (odd.oom) rc = HS_ENOMEM;
+            f.alias = (hs_str){odd.p, odd.n};
         }
-        int64_t local = local_of(ins, get);
-        rc = !local ? HS_EDB : hs_map_put(&x->frames, (uint64_t)id, (uint64_t)local);
+        if (!rc) rc = hs__frame_intern(x->store, &f, &local);
+        if (!rc) rc = hs_map_put(&x->frames, (uint64_t)id, (uint64_t)local);
     }
-    sqlite3_finalize(ins);
-    sqlite3_finalize(get);
+    hs_buf_free(&odd);
     return rc;
 }
 

@@ -50,12 +50,11 @@ int hs_refill_new(hs_refill **out, sqlite3 *db, hs_syms *syms)
     if (!f) return HS_ENOMEM;
     f->db = db;
     f->syms = syms;
-    /* frames_function serves "function = ''" in id order */
-    if (sqlite3_prepare_v3(
-            db,
-            "SELECT id, module_offset FROM frames WHERE function = '' AND module = ?1"
-            " AND id > ?2 ORDER BY id LIMIT ?3",
-            -1, SQLITE_PREPARE_PERSISTENT, &f->rows, NULL) != SQLITE_OK ||
+    /* in id order from the last one seen: one pass over frames a build */
+    if (sqlite3_prepare_v3(db,
+                           "SELECT id, module_offset FROM frames WHERE id > ?2 AND +function = ''"
+                           " AND module = ?1 ORDER BY id LIMIT ?3",
+                           -1, SQLITE_PREPARE_PERSISTENT, &f->rows, NULL) != SQLITE_OK ||
         sqlite3_prepare_v3(db,
                            "SELECT DISTINCT p.frame FROM mappings m JOIN run_pcs p ON p.run = m.run"
                            " JOIN frames f ON f.id = p.frame WHERE m.path = ?1"

@@ -56,8 +56,10 @@ static const char *const stmt_sql[ST_COUNT] = {
                     "WHERE id = ?1",
     [ST_MAPPING] = "INSERT OR REPLACE INTO mappings (run, t_ns, start, end, file_offset, "
                    "build_id, path) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-    [ST_FRAME_GET] = "SELECT id FROM frames WHERE key = ?1",
-    [ST_FRAME_INSERT] = "INSERT INTO frames (key, function, file, line, module, module_offset) "
+    /* by frames_function (012_frame_keys.sql), then the key */
+    [ST_FRAME_GET] = "SELECT id FROM frames WHERE function = ?1 AND " HS_SCHEMA_FRAME_AT_SQL
+                     " = ?2 AND key = ?3",
+    [ST_FRAME_INSERT] = "INSERT INTO frames (function, file, line, module, module_offset, alias) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_RUN_PC] = "INSERT OR REPLACE INTO run_pcs (run, pc, frame) VALUES (?1, ?2, ?3)",
     [ST_RUN_STACK] = "INSERT OR REPLACE INTO run_stacks (run, stack_id, trace) VALUES (?1, ?2, ?3)",

@@ -80,38 +80,68 @@ bad:
 
 /* ---- SYMBOLS ----------------------------------------------------------- */
 
-/* The frame id of a symbolized location, interned by its content. */
-static int intern_frame(hs_store *s, const hs_symbol *sym, int64_t *out)
+int hs__frame_content_key(hs_store *s, const hs_frame_row *f)
 {
+    /* the text of frames.key's expression (012_frame_keys.sql), less alias */
     int n;
-    if (sym->function.len)
-        n = snprintf(s->key, sizeof s->key, "%.*s\x1f%.*s\x1f%" PRIu64, (int)sym->function.len,
-                     sym->function.ptr, (int)sym->file.len, sym->file.ptr ? sym->file.ptr : "",
-                     sym->line);
+    if (f->function.len)
+        n = snprintf(s->key, sizeof s->key, "%.*s\x1f%.*s\x1f%" PRId64, (int)f->function.len,
+                     f->function.ptr, (int)f->file.len, f->file.ptr ? f->file.ptr : "", f->line);
     else
-        n = snprintf(s->key, sizeof s->key, "\x1f%.*s\x1f%" PRIu64, (int)sym->module.len,
-                     sym->module.ptr ? sym->module.ptr : "", sym->module_offset);
-    if (n < 0 || (size_t)n >= sizeof s->key) return HS_ETOOBIG;
+        n = snprintf(s->key, sizeof s->key, "\x1f%.*s\x1f%" PRId64, (int)f->module.len,
+                     f->module.ptr ? f->module.ptr : "", f->module_offset);
+    return n < 0 || (size_t)n >= sizeof s->key ? -1 : n;
+}
+
+/* The id of the frame whose key is s->key (n bytes) among those of f's
+ * function and line (or offset): 1 found, 0 none, HS_EDB. */
+static int frame_find(hs_store *s, const hs_frame_row *f, int n, int64_t *out)
+{
     sqlite3_stmt *st = s->st[ST_FRAME_GET];
-    sqlite3_bind_text(st, 1, s->key, n, SQLITE_STATIC);
+    bind_str(st, 1, f->function);
+    sqlite3_bind_int64(st, 2, f->function.len ? f->line : f->module_offset);
+    sqlite3_bind_text(st, 3, s->key, n, SQLITE_STATIC);
     int step = sqlite3_step(st);
     if (step == SQLITE_ROW) *out = sqlite3_column_int64(st, 0);
     sqlite3_reset(st);
-    if (step == SQLITE_ROW) return 0;
-    if (step != SQLITE_DONE) {
-        s->db_failed = 1;
-        return HS_EDB;
-    }
-    st = s->st[ST_FRAME_INSERT];
-    sqlite3_bind_text(st, 1, s->key, n, SQLITE_STATIC);
-    bind_str(st, 2, sym->function);
-    bind_str(st, 3, sym->file);
-    sqlite3_bind_int64(st, 4, (int64_t)sym->line);
-    bind_str(st, 5, sym->module);
-    sqlite3_bind_int64(st, 6, (int64_t)sym->module_offset);
+    if (step == SQLITE_ROW) return 1;
+    if (step == SQLITE_DONE) return 0;
+    s->db_failed = 1;
+    return HS_EDB;
+}
+
+int hs__frame_intern(hs_store *s, const hs_frame_row *f, int64_t *out)
+{
+    int n = hs__frame_content_key(s, f);
+    if (n < 0 || (size_t)n + f->alias.len >= sizeof s->key) return HS_ETOOBIG;
+    if (f->alias.len) memcpy(s->key + n, f->alias.ptr, f->alias.len);
+    n += (int)f->alias.len;
+    int found = frame_find(s, f, n, out);
+    if (found) return found < 0 ? found : 0;
+    sqlite3_stmt *st = s->st[ST_FRAME_INSERT];
+    bind_str(st, 1, f->function);
+    bind_str(st, 2, f->file);
+    sqlite3_bind_int64(st, 3, f->line);
+    bind_str(st, 4, f->module);
+    sqlite3_bind_int64(st, 5, f->module_offset);
+    if (f->alias.len)
+        bind_str(st, 6, f->alias);
+    else
+        sqlite3_bind_null(st, 6);
     int rc = hs__store_step_done(s, st);
     if (!rc) *out = sqlite3_last_insert_rowid(s->db);
     return rc;
+}
+
+/* The frame id of a symbolized location, interned by its content. */
+static int intern_frame(hs_store *s, const hs_symbol *sym, int64_t *out)
+{
+    hs_frame_row f = {.function = sym->function,
+                      .file = sym->file,
+                      .module = sym->module,
+                      .line = (int64_t)sym->line,
+                      .module_offset = (int64_t)sym->module_offset};
+    return hs__frame_intern(s, &f, out);
 }
 
 static int frame_symbols(hs_store *s, hs_run *r, const uint8_t *p, size_t len, char *err,
@@ -172,29 +202,24 @@ int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len)
 /* ---- frames named after they were stored --------------------------------- */
 
 /* Names frame id (unnamed, old key okey) under the content key, or under
- * the content key followed by okey when another row holds it. */
+ * the content key followed by okey (its alias) when another row holds it. */
 static int name_frame(hs_store *s, sqlite3_stmt *upd, int64_t id, const char *okey, hs_str fn,
                       hs_str file, uint64_t line, uint64_t *renamed)
 {
-    int n = snprintf(s->key, sizeof s->key, "%.*s\x1f%.*s\x1f%" PRIu64, (int)fn.len, fn.ptr,
-                     (int)file.len, file.ptr ? file.ptr : "", line);
-    if (n < 0 || (size_t)n >= sizeof s->key) return HS_ETOOBIG;
-    sqlite3_stmt *st = s->st[ST_FRAME_GET];
-    sqlite3_bind_text(st, 1, s->key, n, SQLITE_STATIC);
-    int step = sqlite3_step(st);
-    sqlite3_reset(st);
-    if (step != SQLITE_ROW && step != SQLITE_DONE) {
-        s->db_failed = 1;
-        return HS_EDB;
-    }
-    if (step == SQLITE_ROW) {
-        int m = snprintf(s->key + n, sizeof s->key - (size_t)n, "%s", okey);
-        if (m < 0 || (size_t)(n + m) >= sizeof s->key) return HS_ETOOBIG;
-        n += m;
-        (*renamed)++;
-    }
+    hs_frame_row f = {.function = fn, .file = file, .line = (int64_t)line};
+    int64_t other;
+    int n = hs__frame_content_key(s, &f);
+    if (n < 0) return HS_ETOOBIG;
+    int taken = frame_find(s, &f, n, &other);
+    if (taken < 0) return taken;
+    if (taken && (size_t)n + strlen(okey) >= sizeof s->key) return HS_ETOOBIG;
     sqlite3_bind_int64(upd, 1, id);
-    sqlite3_bind_text(upd, 2, s->key, n, SQLITE_STATIC);
+    if (taken) {
+        sqlite3_bind_text(upd, 2, okey, -1, SQLITE_STATIC);
+        (*renamed)++;
+    } else {
+        sqlite3_bind_null(upd, 2);
+    }
     bind_str(upd, 3, fn);
     bind_str(upd, 4, file);
     sqlite3_bind_int64(upd, 5, (int64_t)line);
@@ -232,7 +257,7 @@ int hs_store_frames_name(hs_store *s, const uint8_t *p, size_t len, uint64_t *na
     if (sqlite3_prepare_v2(s->db, "SELECT key FROM frames WHERE id = ?1 AND function = ''", -1,
                            &get, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(s->db,
-                           "UPDATE frames SET key = ?2, function = ?3, file = ?4, line = ?5"
+                           "UPDATE frames SET alias = ?2, function = ?3, file = ?4, line = ?5"
                            " WHERE id = ?1",
                            -1, &upd, NULL) != SQLITE_OK) {
         sqlite3_finalize(get);

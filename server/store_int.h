@@ -280,6 +280,18 @@ int hs__tree_intern(hs_store *s, int64_t parent, int64_t frame, int64_t depth, i
 int hs__tree_flush(hs_store *s);
 void hs__tree_forget(hs_store *s);
 void hs__tree_free(hs_store *s);
+/* A frame's columns (schema 012: its key is computed from them). alias:
+ * empty for nearly every frame; else what follows the content in its key. */
+typedef struct hs_frame_row {
+    hs_str function, file, module, alias;
+    int64_t line, module_offset;
+} hs_frame_row;
+/* The id of the frame f, found by its key or else inserted (store_frames.c).
+ * HS_ETOOBIG: a key longer than the store's buffer. */
+int hs__frame_intern(hs_store *s, const hs_frame_row *f, int64_t *id);
+/* Writes f's content key (its key without the alias) into s->key; its
+ * length, or -1 when it does not fit. */
+int hs__frame_content_key(hs_store *s, const hs_frame_row *f);
 /* Deletes the trace_stats of a run whose rollups are about to be rebuilt. */
 int hs__rollup_reset(hs_store *s, hs_run *r);
 

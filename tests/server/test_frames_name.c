@@ -113,17 +113,17 @@ static void test_frames_name(void **state)
     hs_store *s;
     assert_int_equal(hs_store_open(&s, db, NULL, err, sizeof err), 0);
     hs_store_free(s);
-    exec(db, "INSERT INTO frames (id, key, function, file, line, module, module_offset) VALUES"
-             " (1, char(31) || '/bin/a' || char(31) || '16', '', '', 0, '/bin/a', 16),"
-             " (2, char(31) || '/bin/a' || char(31) || '32', '', '', 0, '/bin/a', 32),"
-             " (3, 'g' || char(31) || 'a.c' || char(31) || '4', 'g', 'a.c', 4, '/bin/b', 8),"
-             " (4, 'h' || char(31) || 'b.c' || char(31) || '1', 'h', 'b.c', 1, '/bin/a', 64),"
-             " (5, char(31) || '/bin/a' || char(31) || '80', '', '', 0, '/bin/a', 80),"
-             " (6, char(31) || '/bin/a' || char(31) || '96', '', '', 0, '/bin/a', 96),"
-             " (7, char(31) || '/bin/a' || char(31) || '112', '', '', 0, '/bin/a', 112),"
-             " (8, char(31) || '/bin/a' || char(31) || '128', '', '', 0, '/bin/a', 128),"
-             " (9, char(31) || '/bin/a' || char(31) || '144', '', '', 0, '/bin/a', 144),"
-             " (10, char(31) || '/bin/a' || char(31) || '160', '', '', 0, '/bin/a', 160)");
+    exec(db, "INSERT INTO frames (id, function, file, line, module, module_offset) VALUES"
+             " (1, '', '', 0, '/bin/a', 16),"
+             " (2, '', '', 0, '/bin/a', 32),"
+             " (3, 'g', 'a.c', 4, '/bin/b', 8),"
+             " (4, 'h', 'b.c', 1, '/bin/a', 64),"
+             " (5, '', '', 0, '/bin/a', 80),"
+             " (6, '', '', 0, '/bin/a', 96),"
+             " (7, '', '', 0, '/bin/a', 112),"
+             " (8, '', '', 0, '/bin/a', 128),"
+             " (9, '', '', 0, '/bin/a', 144),"
+             " (10, '', '', 0, '/bin/a', 160)");
     add_run(db, 1, "x'0102'", "ended", 10); /* seen by the refill: its own list */
     add_run(db, 2, "x'0102'", "open", 8);
     add_run(db, 3, NULL, "ended", 9);
@@ -162,8 +162,71 @@ static void test_frames_name(void **state)
     }
 }
 
+/* The text of one SQL value of db, into out. */
+static void text_of(const char *db, const char *sql, char *out, size_t len)
+{
+    sqlite3 *h;
+    sqlite3_stmt *st;
+    out[0] = 0;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(h, sql, -1, &st, NULL), SQLITE_OK);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0))
+        snprintf(out, len, "%s", (const char *)sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    sqlite3_close(h);
+}
+
+/* Migration 12 (012_frame_keys.sql): frames stored with their key in a
+ * column keep the same key, computed, with only what follows the content
+ * stored (alias); the writer finds them again by it. */
+static void test_frames_migrate(void **state)
+{
+    (void)state;
+    char dir[512], db[600], err[256], k[256];
+    tk_tmpdir(dir, sizeof dir, "frames-migrate");
+    snprintf(db, sizeof db, "%s/h.db", dir);
+    hs_store *s;
+    assert_int_equal(hs_store_open(&s, db, NULL, err, sizeof err), 0);
+    hs_store_free(s);
+    /* frames as schema 11 had them */
+    exec(db, "DROP TABLE frames;"
+             "CREATE TABLE frames (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE,"
+             " function TEXT NOT NULL, file TEXT NOT NULL, line INTEGER NOT NULL,"
+             " module TEXT NOT NULL, module_offset INTEGER NOT NULL);"
+             "CREATE INDEX frames_function ON frames(function);"
+             "INSERT INTO frames VALUES"
+             " (1, char(31) || '/bin/a' || char(31) || '16', '', '', 0, '/bin/a', 16),"
+             " (2, 'f' || char(31) || 'a.c' || char(31) || '3', 'f', 'a.c', 3, '/bin/a', 32),"
+             " (3, 'f' || char(31) || 'a.c' || char(31) || '3' || char(31) || '/bin/a' ||"
+             "  char(31) || '48', 'f', 'a.c', 3, '/bin/a', 48),"
+             " (4, 'odd', 'g', 'b.c', 7, '/bin/a', 64);"
+             "PRAGMA user_version = 11");
+    assert_int_equal(hs_store_open(&s, db, NULL, err, sizeof err), 0);
+    hs_store_free(s);
+    static const char *const keys[] = {"|/bin/a|16 ", "f|a.c|3 f", "f|a.c|3|/bin/a|48 f",
+                                       "g|b.c|7\x1e"
+                                       "odd g"};
+    for (int i = 0; i < 4; i++) {
+        key_of(db, i + 1, k, sizeof k);
+        assert_string_equal(k, keys[i]);
+    }
+    text_of(db,
+            "SELECT count(alias) || ' ' || replace(group_concat(alias), char(31), '|')"
+            " FROM frames",
+            k, sizeof k);
+    assert_string_equal(k, "2 |/bin/a|48,\x1e"
+                           "odd");
+    text_of(db, "SELECT group_concat(name) FROM pragma_index_xinfo('frames_function') WHERE key", k,
+            sizeof k);
+    assert_string_equal(k, "function");
+    text_of(db, "SELECT count(*) FROM pragma_index_xinfo('frames_function') WHERE key", k,
+            sizeof k);
+    assert_string_equal(k, "2");
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_frames_name)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_frames_name),
+                                       cmocka_unit_test(test_frames_migrate)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
