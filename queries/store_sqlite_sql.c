@@ -834,11 +834,12 @@ int hs__sql_register(hs__sqlite *q)
 {
     if (sqlite3_create_module(q->db, "event_rows", &event_rows_module, NULL) != SQLITE_OK)
         return HS_EDB;
-    /* Connect the eponymous tables now (event_rows, and the stack tree's
-     * traces: schema/hs_tree.h): a constructor declares a schema, which the
-     * authorizer of user queries would refuse. */
+    /* Connect the eponymous tables now (event_rows, and traces and
+     * snapshots: schema/hs_schema.h): a constructor declares a schema,
+     * which the authorizer of user queries would refuse. */
     static const char *const connect[] = {"SELECT 1 FROM event_rows(0) LIMIT 0",
-                                          "SELECT 1 FROM traces LIMIT 0"};
+                                          "SELECT 1 FROM traces LIMIT 0",
+                                          "SELECT 1 FROM snapshots LIMIT 0"};
     for (size_t i = 0; i < sizeof connect / sizeof connect[0]; i++) {
         sqlite3_stmt *st = NULL;
         sqlite3_prepare_v2(q->db, connect[i], -1, &st, NULL);

@@ -13,6 +13,7 @@
 
 #include "hs_error.h"
 #include "hs_evrecode.h"
+#include "hs_snaps.h"
 #include "hs_tree.h"
 #include "hs_tstats.h"
 
@@ -72,6 +73,13 @@ static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
                     rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
         return rc;
     }
+    case 15: {
+        int rc = hs_snaps_migrate(db);
+        if (rc)
+            set_err(errmsg, errlen, "the snapshots' blocks: %s",
+                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
+        return rc;
+    }
     }
     return 0;
 }
@@ -83,6 +91,23 @@ static void set_err(char *buf, size_t len, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(buf, len, fmt, ap);
     va_end(ap);
+}
+
+int hs_schema_sql_register(sqlite3 *db)
+{
+    int rc = hs_tree_sql_register(db);
+    return rc == SQLITE_OK ? hs_snaps_sql_register(db) : rc;
+}
+
+static int auto_entry(sqlite3 *db, char **err, const void *api)
+{
+    (void)err, (void)api;
+    return hs_schema_sql_register(db);
+}
+
+void hs_schema_sql_auto(void)
+{
+    sqlite3_auto_extension((void (*)(void))auto_entry);
 }
 
 int hs_schema_version(void)
@@ -280,7 +305,7 @@ static int foreign(sqlite3 *db)
 int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen)
 {
     *out = NULL;
-    hs_tree_sql_auto(); /* every connection reads the stack tree as `traces` */
+    hs_schema_sql_auto(); /* every connection reads `traces` and `snapshots` */
     if (flags & HS_SCHEMA_READONLY) return open_readonly(out, path, errmsg, errlen);
     sqlite3 *db = NULL;
     char why[256] = "";

@@ -49,6 +49,14 @@ extern const int hs_migration_count;
  * someone else's database. */
 int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen);
 
+/* The virtual tables that stand where tables were before the data moved
+ * into blocks of its own codec: `traces` (schema/hs_tree.h) and
+ * `snapshots` (schema/hs_snaps.h), added to db. SQLITE_OK or an SQLite
+ * code. hs_schema_sql_auto() has every connection the process opens from
+ * then on get them (hs_schema_open() calls it). */
+int hs_schema_sql_register(sqlite3 *db);
+void hs_schema_sql_auto(void);
+
 /* Applies pending migrations on an open connection. */
 int hs_schema_migrate(sqlite3 *db, char *errmsg, size_t errlen);
 

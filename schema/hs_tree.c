@@ -4,12 +4,11 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
+#include "hs_cols.h"
 #include "hs_error.h"
 #include "hs_wire.h"
 
-enum { METHOD_STORED = 0, METHOD_ZSTD = 1 };
 enum { COL_ID, COL_PARENT, COL_FRAME, COL_DEPTH, COL_COUNT };
 
 /* zstd level 3: a block is written a few times (the last one as it grows)
@@ -21,70 +20,37 @@ enum { COL_ID, COL_PARENT, COL_FRAME, COL_DEPTH, COL_COUNT };
 int hs_tree_encode(const hs_tree_node *nodes, size_t n, hs_buf *out)
 {
     assert(n >= 1);
-    uint8_t *col[COL_COUNT];
-    size_t len[COL_COUNT] = {0}, raw = 0;
-    uint8_t *cat = malloc(n * COL_COUNT * HS_VARINT_MAX);
-    if (!cat) return HS_ENOMEM;
-    for (int c = 0; c < COL_COUNT; c++) col[c] = cat + (size_t)c * n * HS_VARINT_MAX;
+    hs_cols cols;
+    if (hs_cols_init(&cols, COL_COUNT, n)) return HS_ENOMEM;
     int64_t prev_depth = 0;
     for (size_t i = 0; i < n; i++) {
         const hs_tree_node *x = &nodes[i];
         if (i) {
             assert(x->id > nodes[i - 1].id);
-            len[COL_ID] +=
-                hs_varint_encode(col[COL_ID] + len[COL_ID], (uint64_t)(x->id - nodes[i - 1].id));
+            hs_cols_put(&cols, COL_ID, (uint64_t)(x->id - nodes[i - 1].id));
         }
-        len[COL_PARENT] +=
-            hs_varint_encode(col[COL_PARENT] + len[COL_PARENT], hs_zigzag(x->id - x->parent));
-        len[COL_FRAME] += hs_varint_encode(col[COL_FRAME] + len[COL_FRAME], hs_zigzag(x->frame));
-        len[COL_DEPTH] +=
-            hs_varint_encode(col[COL_DEPTH] + len[COL_DEPTH], hs_zigzag(x->depth - prev_depth - 1));
+        hs_cols_put(&cols, COL_PARENT, hs_zigzag(x->id - x->parent));
+        hs_cols_put(&cols, COL_FRAME, hs_zigzag(x->frame));
+        hs_cols_put(&cols, COL_DEPTH, hs_zigzag(x->depth - prev_depth - 1));
         prev_depth = x->depth;
     }
-    /* the columns end to end at the start of cat */
-    for (int c = 0; c < COL_COUNT; c++) {
-        memmove(cat + raw, col[c], len[c]);
-        raw += len[c];
-    }
-    uint8_t hdr[2 + HS_VARINT_MAX * (2 + COL_COUNT)];
+    uint8_t hdr[1 + 2 * HS_VARINT_MAX];
     hs_wr wr;
     hs_wr_init(&wr, hdr, sizeof hdr);
     hs_wr_u8(&wr, HS_TREE_CODEC);
     hs_wr_varint(&wr, n);
     hs_wr_varint(&wr, (uint64_t)nodes[0].id);
-    uint8_t *method = wr.p;
-    hs_wr_u8(&wr, METHOD_ZSTD);
-    for (int c = 0; c < COL_COUNT; c++) hs_wr_varint(&wr, len[c]);
     assert(!wr.err);
-    size_t bound = ZSTD_compressBound(raw);
-    uint8_t *z = malloc(bound);
-    size_t zn = z ? ZSTD_compress(z, bound, cat, raw, TREE_LEVEL) : 0;
-    int rc = 0;
-    if (!z || ZSTD_isError(zn)) {
-        rc = HS_ENOMEM;
-    } else if (zn >= raw) { /* incompressible: the columns as they are */
-        *method = METHOD_STORED;
-        hs_buf_put(out, hdr, hs_wr_len(&wr));
-        hs_buf_put(out, cat, raw);
-    } else {
-        hs_buf_put(out, hdr, hs_wr_len(&wr));
-        hs_buf_put(out, z, zn);
-    }
-    free(z);
-    free(cat);
-    return rc ? rc : out->oom ? HS_ENOMEM : 0;
+    hs_buf_put(out, hdr, hs_wr_len(&wr));
+    int rc = hs_cols_write(&cols, TREE_LEVEL, out);
+    hs_cols_free(&cols);
+    return rc;
 }
 
-/* Reads the columns of raw (lens in len) into nodes[0..n). */
-static int decode_cols(const uint8_t *raw, const size_t len[COL_COUNT], size_t n, int64_t first,
-                       hs_tree_node *nodes)
+/* Reads the columns into nodes[0..n). */
+static int decode_cols(hs_cols_rd *cols, size_t n, int64_t first, hs_tree_node *nodes)
 {
-    hs_rd rd[COL_COUNT];
-    size_t off = 0;
-    for (int c = 0; c < COL_COUNT; c++) {
-        hs_rd_init(&rd[c], raw + off, len[c]);
-        off += len[c];
-    }
+    hs_rd *rd = cols->col;
     int64_t id = first, depth = 0;
     for (size_t i = 0; i < n; i++) {
         if (i) {
@@ -100,9 +66,7 @@ static int decode_cols(const uint8_t *raw, const size_t len[COL_COUNT], size_t n
             (int64_t)((uint64_t)depth + 1 + (uint64_t)hs_unzigzag(hs_rd_varint(&rd[COL_DEPTH])));
         nodes[i].depth = depth;
     }
-    for (int c = 0; c < COL_COUNT; c++)
-        if (rd[c].err || hs_rd_left(&rd[c])) return HS_ECORRUPT;
-    return 0;
+    return hs_cols_done(cols);
 }
 
 int hs_tree_decode(const void *blob, size_t blen, hs_tree_node **nodes, size_t *n)
@@ -114,30 +78,13 @@ int hs_tree_decode(const void *blob, size_t blen, hs_tree_node **nodes, size_t *
     if (hs_rd_u8(&rd) != HS_TREE_CODEC) return HS_ECORRUPT;
     uint64_t count = hs_rd_varint_max(&rd, HS_TREE_BLOCK_NODES);
     uint64_t first = hs_rd_varint(&rd);
-    uint8_t method = hs_rd_u8(&rd);
-    size_t len[COL_COUNT], raw = 0;
-    for (int c = 0; c < COL_COUNT; c++) {
-        len[c] = (size_t)hs_rd_varint_max(&rd, (uint64_t)count * HS_VARINT_MAX);
-        raw += len[c];
-    }
-    if (rd.err || count == 0 || first > INT64_MAX || method > METHOD_ZSTD) return HS_ECORRUPT;
-    const uint8_t *body = rd.p;
-    size_t blen_left = hs_rd_left(&rd);
-    uint8_t *buf = NULL;
-    if (method == METHOD_ZSTD) {
-        if (!(buf = malloc(raw ? raw : 1))) return HS_ENOMEM;
-        size_t got = ZSTD_decompress(buf, raw, body, blen_left);
-        if (ZSTD_isError(got) || got != raw) {
-            free(buf);
-            return HS_ECORRUPT;
-        }
-        body = buf;
-    } else if (blen_left != raw) {
-        return HS_ECORRUPT;
-    }
+    if (rd.err || count == 0 || first > INT64_MAX) return HS_ECORRUPT;
+    hs_cols_rd cols;
+    int rc = hs_cols_open(&rd, COL_COUNT, count * HS_VARINT_MAX, &cols);
+    if (rc) return rc;
     hs_tree_node *out = malloc((size_t)count * sizeof *out);
-    int rc = out ? decode_cols(body, len, (size_t)count, (int64_t)first, out) : HS_ENOMEM;
-    free(buf);
+    rc = out ? decode_cols(&cols, (size_t)count, (int64_t)first, out) : HS_ENOMEM;
+    hs_cols_rd_free(&cols);
     if (rc) {
         free(out);
         return rc;
@@ -650,17 +597,6 @@ static const sqlite3_module tree_module = {
 int hs_tree_sql_register(sqlite3 *db)
 {
     return sqlite3_create_module(db, "traces", &tree_module, NULL);
-}
-
-static int auto_entry(sqlite3 *db, char **err, const void *api)
-{
-    (void)err, (void)api;
-    return hs_tree_sql_register(db);
-}
-
-void hs_tree_sql_auto(void)
-{
-    sqlite3_auto_extension((void (*)(void))auto_entry);
 }
 
 /* ---- migration 11 ------------------------------------------------------------- */

@@ -32,8 +32,9 @@
  * For SQL, hs_tree_sql_register() adds the read-only table `traces`
  * (id, parent, frame, depth) to a connection, as an eponymous virtual
  * table over trace_blocks; a database older than schema 11 has a real
- * `traces` table, which SQLite finds first. hs_tree_sql_auto() registers
- * it on every connection the process opens from then on.
+ * `traces` table, which SQLite finds first. hs_schema_sql_auto()
+ * (schema/hs_schema.h) registers it on every connection the process opens
+ * from then on.
  */
 #ifndef HS_TREE_H
 #define HS_TREE_H
@@ -120,9 +121,8 @@ int hs_tree_migrate(sqlite3 *db);
 
 /* ---- SQL ---------------------------------------------------------------------- */
 
-/* Adds the virtual table `traces` to db. SQLITE_OK or an SQLite code. */
+/* Adds the virtual table `traces` to db. SQLITE_OK or an SQLite code.
+ * (hs_schema_sql_auto() adds it to every connection.) */
 int hs_tree_sql_register(sqlite3 *db);
-/* Has every connection opened from now on in this process get it. */
-void hs_tree_sql_auto(void);
 
 #endif

@@ -65,9 +65,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_RUN_STACK] = "INSERT OR REPLACE INTO run_stacks (run, stack_id, trace) VALUES (?1, ?2, ?3)",
     [ST_EVENTS] = "INSERT OR REPLACE INTO events (run, seq, t_first_ns, t_last_ns, n_events, "
                   "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_SNAP] = "INSERT OR REPLACE INTO snapshots (run, kind, bucket, trace, bytes, count) "
-                "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshots WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL,
+    [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshot_blocks WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL,
     [ST_SERIES] = "INSERT OR REPLACE INTO heap_series (run, bucket, live_bytes, live_count, "
                   "max_bytes, alloc_bytes, free_bytes) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     [ST_PROCESS] = "INSERT OR REPLACE INTO process_samples (run, t_ns, rss_bytes, vsize_bytes) "
@@ -77,7 +75,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_LOAD_PCS] = "SELECT pc, frame FROM run_pcs WHERE run = ?1",
     [ST_LOAD_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
     [ST_LOAD_EVENTS] = "SELECT seq, data FROM events_all WHERE run = ?1 ORDER BY seq",
-    [ST_CLEAR_SNAP] = "DELETE FROM snapshots WHERE run = ?1",
+    [ST_CLEAR_SNAP] = "DELETE FROM snapshot_blocks WHERE run = ?1",
     [ST_CLEAR_SERIES] = "DELETE FROM heap_series WHERE run = ?1",
     [ST_OPEN_RUNS] = "SELECT uuid FROM runs WHERE state = 'open'",
     [ST_RETAIN] = "DELETE FROM events WHERE rowid IN (SELECT e.rowid FROM runs r JOIN events e "
@@ -212,6 +210,12 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
             goto fail;
         }
     }
+    if (hs_snaps_wr_open(s->db, &s->snaps)) {
+        hs__store_seterr(err, errlen, "cannot prepare the snapshots' writer: %s",
+                         sqlite3_errmsg(s->db));
+        rc = HS_EDB;
+        goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -266,6 +270,7 @@ void hs_store_free(hs_store *s)
         hs_run_unref(r);
     }
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
+    hs_snaps_wr_free(s->snaps);
     /* free pages back to the file system (a file with incremental
      * auto_vacuum: hs_schema_open; elsewhere a no-op), at most 8 MiB of
      * them, so that a stop after a big deletion stays quick */
@@ -274,6 +279,7 @@ void hs_store_free(hs_store *s)
     sqlite3_close_v2(s->db);
     if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
     hs__tree_free(s);
+    free(s->snaprows);
     free(s->scratch);
     free(s->evcache);
     hs_evdec_free(&s->dec);

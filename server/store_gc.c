@@ -28,8 +28,8 @@
 #define GC_CHUNK 50
 
 static const char *const gc_tables[] = {
-    "events",     "events_tail", "snapshots",  "heap_series", "trace_stats",
-    "run_labels", "run_pcs",     "run_stacks", "mappings",    "process_samples",
+    "events",     "events_tail", "snapshot_blocks", "heap_series", "trace_stats",
+    "run_labels", "run_pcs",     "run_stacks",      "mappings",    "process_samples",
     "size_hist",  "run_exact",   "heap_exact",
 };
 

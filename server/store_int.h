@@ -16,6 +16,7 @@
 #include "hs_evcodec.h"
 #include "hs_map.h"
 #include "hs_store.h"
+#include "hs_snaps.h"
 #include "hs_tree.h"
 #include "hs_tstats.h"
 
@@ -34,7 +35,6 @@ enum {
     ST_RUN_PC,
     ST_RUN_STACK,
     ST_EVENTS,
-    ST_SNAP,
     ST_SNAP_DEL_PEAK,
     ST_SERIES,
     ST_PROCESS,
@@ -236,6 +236,9 @@ struct hs_store {
     uint64_t event_quantum_ns; /* event times are rounded to multiples of it */
     char key[HS_FUNC_MAX + HS_STR_MAX + 64];
     hs_wtree tree;
+    hs_snaps_wr *snaps;    /* the snapshot rows' writer (schema/hs_snaps.h) */
+    hs_snap_row *snaprows; /* the rows of the group being written */
+    size_t nsnaprows, snaprows_cap;
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)

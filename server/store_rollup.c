@@ -24,17 +24,30 @@
 
 #define HS_TSTATS_ROWS_PER_SUMMARY 16
 
-static int snap_row(hs_store *s, hs_run *r, int kind, int64_t bucket, int64_t trace, int64_t bytes,
-                    int64_t count)
+/* Rows of one (run, kind, bucket) are gathered, then written at once by
+ * snap_put (schema/hs_snaps.h stores them as a group). */
+static int snap_row(hs_store *s, int64_t trace, int64_t bytes, int64_t count)
 {
-    sqlite3_stmt *st = s->st[ST_SNAP];
-    sqlite3_bind_int64(st, 1, r->id);
-    sqlite3_bind_int(st, 2, kind);
-    sqlite3_bind_int64(st, 3, bucket);
-    sqlite3_bind_int64(st, 4, trace);
-    sqlite3_bind_int64(st, 5, bytes);
-    sqlite3_bind_int64(st, 6, count);
-    return hs__store_step_done(s, st);
+    if (s->nsnaprows == s->snaprows_cap) {
+        size_t cap = s->snaprows_cap ? 2 * s->snaprows_cap : 256;
+        hs_snap_row *g = realloc(s->snaprows, cap * sizeof *g);
+        if (!g) return HS_ENOMEM;
+        s->snaprows = g;
+        s->snaprows_cap = cap;
+    }
+    s->snaprows[s->nsnaprows++] = (hs_snap_row){trace, bytes, count};
+    return 0;
+}
+
+/* Writes the rows gathered as those of (r, kind, bucket); none: nothing. */
+static int snap_put(hs_store *s, hs_run *r, int kind, int64_t bucket)
+{
+    size_t n = s->nsnaprows;
+    s->nsnaprows = 0;
+    if (!n) return 0;
+    int rc = hs_snaps_put(s->snaps, r->id, kind, bucket, s->snaprows, n);
+    if (rc == HS_EDB) s->db_failed = 1;
+    return rc;
 }
 
 /* A keyframe is due at a boundary once the delta rows written since the
@@ -55,14 +68,15 @@ static int keyframe_due(const hs_run *r)
 static int write_keyframe(hs_store *s, hs_run *r, int64_t bucket)
 {
     r->kf_deltas = 0;
+    s->nsnaprows = 0;
     for (uint32_t i = 0; i < r->nslots; i++) {
         const hs_slot *sl = &r->slots[i];
         int64_t c = llround(sl->count);
         if (!sl->bytes && !c) continue;
-        int rc = snap_row(s, r, HS_SNAP_KEYFRAME, bucket, sl->trace, sl->bytes, c);
+        int rc = snap_row(s, sl->trace, sl->bytes, c);
         if (rc) return rc;
     }
-    return 0;
+    return snap_put(s, r, HS_SNAP_KEYFRAME, bucket);
 }
 
 static int write_peak(hs_store *s, hs_run *r)
@@ -71,14 +85,16 @@ static int write_peak(hs_store *s, hs_run *r)
     sqlite3_bind_int64(st, 1, r->id);
     int rc = hs__store_step_done(s, st);
     int64_t n = 0;
+    s->nsnaprows = 0;
     for (uint32_t i = 0; i < r->nslots && !rc; i++) {
         const hs_slot *sl = &r->slots[i];
         int saved = sl->pk_ver == r->peak_ver;
         int64_t b = saved ? sl->pk_bytes : sl->bytes;
         int64_t c = llround(saved ? sl->pk_count : sl->count);
-        if (b || c) rc = snap_row(s, r, HS_SNAP_PEAK, r->peak_bucket, sl->trace, b, c);
+        if (b || c) rc = snap_row(s, sl->trace, b, c);
         n += c;
     }
+    if (!rc) rc = snap_put(s, r, HS_SNAP_PEAK, r->peak_bucket);
     if (r->ex_on) r->peak_count = n; /* late events may have changed the copies */
     if (!rc) r->peak_dirty = 0;
     return rc;
@@ -123,12 +139,13 @@ int hs__rollup_reset(hs_store *s, hs_run *r)
 static int flush_bucket(hs_store *s, hs_run *r)
 {
     int rc = 0;
+    s->nsnaprows = 0;
     for (uint32_t i = 0; i < r->ndirty && !rc; i++) {
         hs_slot *sl = &r->slots[r->dirty[i]];
         int64_t c = llround(sl->count);
         int64_t db = sl->bytes - sl->b0_bytes, dc = c - sl->b0_count;
         if (db || dc) {
-            rc = snap_row(s, r, HS_SNAP_DELTA, r->bucket, sl->trace, db, dc);
+            rc = snap_row(s, sl->trace, db, dc);
             r->kf_deltas++;
             hs_tstats_add(&sl->ts, r->bucket, db);
             r->ts_rows++;
@@ -139,6 +156,7 @@ static int flush_bucket(hs_store *s, hs_run *r)
         sl->b0_count = c;
         sl->dirty = 0;
     }
+    if (!rc) rc = snap_put(s, r, HS_SNAP_DELTA, r->bucket);
     if (rc) return rc;
     r->ndirty = 0;
     sqlite3_stmt *st = s->st[ST_SERIES];

@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "hs_error.h"
+#include "hs_schema.h"
 #include "hs_tree.h"
 
 /* n nodes: chains of 5 hanging off earlier nodes, ids from first with a
@@ -184,7 +185,7 @@ static void test_migrate(void **state)
 
 int main(void)
 {
-    hs_tree_sql_auto();
+    hs_schema_sql_auto();
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_roundtrip),
         cmocka_unit_test(test_sql_table),

@@ -18,6 +18,15 @@ typedef struct sqlite3 sqlite3;
     "parent, frame, depth FROM traces; DROP TABLE trace_blocks; ALTER TABLE tk_rows RENAME TO "    \
     "traces; CREATE INDEX traces_frame ON traces(frame);"
 
+/* SQL that puts a database's snapshot rows back in the table of schema 1
+ * to 14, from the blocks of schema 15 (schema/hs_snaps.h). */
+#define TK_SNAPS_AS_ROWS_SQL                                                                       \
+    "CREATE TABLE tk_snaps (run INTEGER NOT NULL, kind INTEGER NOT NULL, bucket INTEGER NOT "      \
+    "NULL, trace INTEGER NOT NULL, bytes INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY "   \
+    "(run, kind, bucket, trace)) WITHOUT ROWID; INSERT INTO tk_snaps SELECT run, kind, bucket, "   \
+    "trace, bytes, count FROM snapshots; DROP TABLE snapshot_blocks; ALTER TABLE tk_snaps RENAME " \
+    "TO snapshots;"
+
 /* The first column of the first row of the SQL that fmt formats as
  * sqlite3_mprintf does (%q, %lld, ...; a literal % is %%; so no printf
  * format check), as an integer; INT64_MIN when there is no row. Fails the

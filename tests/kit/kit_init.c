@@ -1,9 +1,10 @@
 /* kit_init: set-up every test binary gets, whether or not it uses the kit. */
-#include "hs_tree.h"
+#include "hs_schema.h"
 
-/* Every connection a test opens reads the stack tree as `traces`, as the
- * server's and the queries' connections do (schema/hs_tree.h). */
-__attribute__((constructor)) static void kit_init_tree(void)
+/* Every connection a test opens reads the stack tree as `traces` and the
+ * snapshot rows as `snapshots`, as the server's and the queries'
+ * connections do (schema/hs_schema.h). */
+__attribute__((constructor)) static void kit_init_tables(void)
 {
-    hs_tree_sql_auto();
+    hs_schema_sql_auto();
 }

@@ -1,0 +1,107 @@
+/* hs_cols: varint columns packed and compressed (see hs_cols.h). */
+#include "hs_cols.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#include "hs_error.h"
+
+enum { METHOD_STORED = 0, METHOD_ZSTD = 1 };
+
+int hs_cols_init(hs_cols *c, int k, size_t n)
+{
+    assert(k >= 1 && k <= HS_COLS_MAX);
+    memset(c, 0, sizeof *c);
+    c->k = k;
+    size_t each = (n ? n : 1) * HS_VARINT_MAX;
+    if (!(c->mem = malloc(each * (size_t)k))) return HS_ENOMEM;
+    for (int i = 0; i < k; i++) c->col[i] = c->mem + each * (size_t)i;
+    return 0;
+}
+
+void hs_cols_free(hs_cols *c)
+{
+    free(c->mem);
+    c->mem = NULL;
+}
+
+int hs_cols_write(hs_cols *c, int level, hs_buf *out)
+{
+    size_t raw = 0;
+    /* the columns end to end at the start of mem (each moves down) */
+    for (int i = 0; i < c->k; i++) {
+        memmove(c->mem + raw, c->col[i], c->len[i]);
+        c->col[i] = c->mem + raw;
+        raw += c->len[i];
+    }
+    uint8_t hdr[1 + HS_VARINT_MAX * HS_COLS_MAX];
+    hs_wr wr;
+    hs_wr_init(&wr, hdr, sizeof hdr);
+    hs_wr_u8(&wr, METHOD_ZSTD);
+    for (int i = 0; i < c->k; i++) hs_wr_varint(&wr, c->len[i]);
+    assert(!wr.err);
+    size_t bound = ZSTD_compressBound(raw);
+    uint8_t *z = malloc(bound);
+    size_t zn = z ? ZSTD_compress(z, bound, c->mem, raw, level) : 0;
+    int rc = 0;
+    if (!z || ZSTD_isError(zn)) {
+        rc = HS_ENOMEM;
+    } else if (zn >= raw) { /* incompressible: the columns as they are */
+        hdr[0] = METHOD_STORED;
+        hs_buf_put(out, hdr, hs_wr_len(&wr));
+        hs_buf_put(out, c->mem, raw);
+    } else {
+        hs_buf_put(out, hdr, hs_wr_len(&wr));
+        hs_buf_put(out, z, zn);
+    }
+    free(z);
+    return rc ? rc : out->oom ? HS_ENOMEM : 0;
+}
+
+int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out)
+{
+    assert(k >= 1 && k <= HS_COLS_MAX);
+    memset(out, 0, sizeof *out);
+    out->k = k;
+    uint8_t method = hs_rd_u8(rd);
+    size_t len[HS_COLS_MAX], raw = 0;
+    for (int i = 0; i < k; i++) {
+        len[i] = (size_t)hs_rd_varint_max(rd, max_each);
+        raw += len[i];
+    }
+    if (rd->err || method > METHOD_ZSTD) return HS_ECORRUPT;
+    const uint8_t *body = rd->p;
+    size_t left = hs_rd_left(rd);
+    if (method == METHOD_ZSTD) {
+        if (!(out->buf = malloc(raw ? raw : 1))) return HS_ENOMEM;
+        size_t got = ZSTD_decompress(out->buf, raw, body, left);
+        if (ZSTD_isError(got) || got != raw) {
+            hs_cols_rd_free(out);
+            return HS_ECORRUPT;
+        }
+        body = out->buf;
+    } else if (left != raw) {
+        return HS_ECORRUPT;
+    }
+    size_t off = 0;
+    for (int i = 0; i < k; i++) {
+        hs_rd_init(&out->col[i], body + off, len[i]);
+        off += len[i];
+    }
+    return 0;
+}
+
+int hs_cols_done(const hs_cols_rd *c)
+{
+    for (int i = 0; i < c->k; i++)
+        if (c->col[i].err || hs_rd_left(&c->col[i])) return HS_ECORRUPT;
+    return 0;
+}
+
+void hs_cols_rd_free(hs_cols_rd *c)
+{
+    free(c->buf);
+    c->buf = NULL;
+}

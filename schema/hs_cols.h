@@ -1,0 +1,63 @@
+/* hs_cols: columns of varints packed into one stored body, under zstd when
+ * that makes it smaller: the part the stored blocks' codecs share
+ * (schema/hs_tree.h, schema/hs_snaps.h). Each codec writes its own header
+ * (version, count, ...) and then this:
+ *
+ *   u8      method: 0 the columns as they are, 1 one zstd frame of them
+ *   varint  len[k], bytes of each column uncompressed
+ *   ...     the columns end to end (compressed for method 1), to the end
+ *           of the blob
+ *
+ * A codec that changes what it puts in the columns changes its own
+ * version; this layout is part of every such version.
+ */
+#ifndef HS_COLS_H
+#define HS_COLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hs_buf.h"
+#include "hs_wire.h"
+
+#define HS_COLS_MAX 8
+
+/* ---- writing ------------------------------------------------------------ */
+
+typedef struct hs_cols {
+    uint8_t *col[HS_COLS_MAX];
+    size_t len[HS_COLS_MAX];
+    int k;
+    uint8_t *mem;
+} hs_cols;
+
+/* Room for up to n varints in each of k columns. 0 or HS_ENOMEM. */
+int hs_cols_init(hs_cols *c, int k, size_t n);
+
+static inline void hs_cols_put(hs_cols *c, int col, uint64_t v)
+{
+    c->len[col] += hs_varint_encode(c->col[col] + c->len[col], v);
+}
+
+/* Appends the method, the lengths and the columns to out, compressed at
+ * zstd level when that is smaller. 0 or HS_ENOMEM. */
+int hs_cols_write(hs_cols *c, int level, hs_buf *out);
+void hs_cols_free(hs_cols *c);
+
+/* ---- reading ------------------------------------------------------------ */
+
+typedef struct hs_cols_rd {
+    hs_rd col[HS_COLS_MAX];
+    int k;
+    uint8_t *buf; /* the decompressed columns, when they were */
+} hs_cols_rd;
+
+/* Reads the rest of rd as k columns of at most max_each bytes each. 0, or
+ * HS_ECORRUPT (a malformed body), HS_ENOMEM. */
+int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out);
+/* 0 when every column was read to its end without error, else
+ * HS_ECORRUPT. */
+int hs_cols_done(const hs_cols_rd *c);
+void hs_cols_rd_free(hs_cols_rd *c);
+
+#endif

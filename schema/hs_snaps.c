@@ -1,0 +1,653 @@
+/* hs_snaps: the snapshot rows stored in blocks (see hs_snaps.h). */
+#include "hs_snaps.h"
+
+#include <assert.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hs_cols.h"
+#include "hs_error.h"
+#include "hs_wire.h"
+
+enum { COL_TRACE, COL_BYTES, COL_COUNT, COL__N };
+
+/* zstd level 3, as the tree's: groups are written once and read often */
+#define SNAPS_LEVEL 3
+
+/* ---- codec -------------------------------------------------------------- */
+
+int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out)
+{
+    assert(n >= 1 && n <= HS_SNAPS_BLOCK_ROWS);
+    hs_cols cols;
+    if (hs_cols_init(&cols, COL__N, n)) return HS_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (i) {
+            assert(rows[i].trace > rows[i - 1].trace);
+            hs_cols_put(&cols, COL_TRACE, (uint64_t)(rows[i].trace - rows[i - 1].trace));
+        }
+        hs_cols_put(&cols, COL_BYTES, hs_zigzag(rows[i].bytes));
+        hs_cols_put(&cols, COL_COUNT, hs_zigzag(rows[i].count));
+    }
+    uint8_t hdr[1 + 2 * HS_VARINT_MAX];
+    hs_wr wr;
+    hs_wr_init(&wr, hdr, sizeof hdr);
+    hs_wr_u8(&wr, HS_SNAPS_CODEC);
+    hs_wr_varint(&wr, n);
+    hs_wr_varint(&wr, hs_zigzag(rows[0].trace));
+    assert(!wr.err);
+    hs_buf_put(out, hdr, hs_wr_len(&wr));
+    int rc = hs_cols_write(&cols, SNAPS_LEVEL, out);
+    hs_cols_free(&cols);
+    return rc;
+}
+
+/* The header: *first and the row count (0 when malformed). */
+static size_t read_head(hs_rd *rd, int64_t *first)
+{
+    if (hs_rd_u8(rd) != HS_SNAPS_CODEC) return 0;
+    uint64_t n = hs_rd_varint_max(rd, HS_SNAPS_BLOCK_ROWS);
+    *first = hs_unzigzag(hs_rd_varint(rd));
+    return rd->err ? 0 : (size_t)n;
+}
+
+size_t hs_snaps_count(const void *blob, size_t len)
+{
+    hs_rd rd;
+    int64_t first;
+    hs_rd_init(&rd, blob, len);
+    return read_head(&rd, &first);
+}
+
+int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n)
+{
+    hs_rd rd;
+    int64_t t;
+    hs_rd_init(&rd, blob, len);
+    *n = 0;
+    size_t count = read_head(&rd, &t);
+    if (!count) return HS_ECORRUPT;
+    hs_cols_rd cols;
+    int rc = hs_cols_open(&rd, COL__N, count * HS_VARINT_MAX, &cols);
+    if (rc) return rc;
+    hs_rd *c = cols.col;
+    for (size_t i = 0; i < count && !rc; i++) {
+        if (i) {
+            uint64_t step = hs_rd_varint(&c[COL_TRACE]);
+            if (step == 0 || step > (uint64_t)(INT64_MAX - t)) rc = HS_ECORRUPT;
+            t += (int64_t)step;
+        }
+        rows[i].trace = t;
+        rows[i].bytes = hs_unzigzag(hs_rd_varint(&c[COL_BYTES]));
+        rows[i].count = hs_unzigzag(hs_rd_varint(&c[COL_COUNT]));
+    }
+    if (!rc) rc = hs_cols_done(&cols);
+    hs_cols_rd_free(&cols);
+    if (!rc) *n = count;
+    return rc;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+struct hs_snaps_wr {
+    sqlite3 *db;
+    sqlite3_stmt *del, *ins;
+    hs_buf blob;
+};
+
+int hs_snaps_wr_open(sqlite3 *db, hs_snaps_wr **out)
+{
+    hs_snaps_wr *w = calloc(1, sizeof *w);
+    if (!w) return HS_ENOMEM;
+    w->db = db;
+    if (sqlite3_prepare_v3(db,
+                           "DELETE FROM snapshot_blocks WHERE run = ?1 AND kind = ?2 AND "
+                           "bucket = ?3",
+                           -1, SQLITE_PREPARE_PERSISTENT, &w->del, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db,
+                           "INSERT INTO snapshot_blocks (run, kind, bucket, first, last, data) "
+                           "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                           -1, SQLITE_PREPARE_PERSISTENT, &w->ins, NULL) != SQLITE_OK) {
+        hs_snaps_wr_free(w);
+        return HS_EDB;
+    }
+    *out = w;
+    return 0;
+}
+
+void hs_snaps_wr_free(hs_snaps_wr *w)
+{
+    if (!w) return;
+    sqlite3_finalize(w->del);
+    sqlite3_finalize(w->ins);
+    hs_buf_free(&w->blob);
+    free(w);
+}
+
+static int by_trace(const void *a, const void *b)
+{
+    const hs_snap_row *x = a, *y = b;
+    return (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+static int step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : HS_EDB;
+}
+
+int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_row *rows, size_t n)
+{
+    sqlite3_bind_int64(w->del, 1, run);
+    sqlite3_bind_int(w->del, 2, kind);
+    sqlite3_bind_int64(w->del, 3, bucket);
+    int rc = step_done(w->del);
+    if (n > 1) qsort(rows, n, sizeof *rows, by_trace);
+    for (size_t i = 0; !rc && i < n; i += HS_SNAPS_BLOCK_ROWS) {
+        size_t m = n - i < HS_SNAPS_BLOCK_ROWS ? n - i : HS_SNAPS_BLOCK_ROWS;
+        w->blob.n = 0;
+        if ((rc = hs_snaps_encode(rows + i, m, &w->blob))) break;
+        sqlite3_stmt *st = w->ins;
+        sqlite3_bind_int64(st, 1, run);
+        sqlite3_bind_int(st, 2, kind);
+        sqlite3_bind_int64(st, 3, bucket);
+        sqlite3_bind_int64(st, 4, rows[i].trace);
+        sqlite3_bind_int64(st, 5, rows[i + m - 1].trace);
+        sqlite3_bind_blob(st, 6, w->blob.p, (int)w->blob.n, SQLITE_STATIC);
+        rc = step_done(st);
+    }
+    return rc;
+}
+
+int hs_snaps_in_blocks(sqlite3 *db)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT count(*) FROM main.sqlite_schema WHERE type = 'table' AND "
+                           "name = 'snapshots'",
+                           -1, &st, NULL) != SQLITE_OK)
+        return HS_EDB;
+    int rc = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) == 0 : HS_EDB;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+/* ---- migration 15 ------------------------------------------------------------- */
+
+int hs_snaps_migrate(sqlite3 *db)
+{
+    /* a file taken back to an older version by hand may have blocks already */
+    int blocks = hs_snaps_in_blocks(db);
+    if (blocks) return blocks < 0 ? blocks : 0;
+    hs_snaps_wr *w = NULL;
+    sqlite3_stmt *st = NULL;
+    hs_snap_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    int64_t run = 0, bucket = 0;
+    int kind = 0;
+    int rc = hs_snaps_wr_open(db, &w);
+    if (!rc && sqlite3_prepare_v2(db,
+                                  "SELECT run, kind, bucket, trace, bytes, count FROM "
+                                  "main.snapshots ORDER BY run, kind, bucket, trace",
+                                  -1, &st, NULL) != SQLITE_OK)
+        rc = HS_EDB;
+    int step = SQLITE_DONE;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        int64_t r = sqlite3_column_int64(st, 0), b = sqlite3_column_int64(st, 2);
+        int k = sqlite3_column_int(st, 1);
+        if (n && (r != run || k != kind || b != bucket)) {
+            rc = hs_snaps_put(w, run, kind, bucket, rows, n);
+            n = 0;
+        }
+        run = r, kind = k, bucket = b;
+        if (!rc && n == cap) {
+            cap = cap ? 2 * cap : 1024;
+            hs_snap_row *g = realloc(rows, cap * sizeof *g);
+            if (!g)
+                rc = HS_ENOMEM;
+            else
+                rows = g;
+        }
+        if (!rc)
+            rows[n++] = (hs_snap_row){sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
+                                      sqlite3_column_int64(st, 5)};
+    }
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    if (!rc && n) rc = hs_snaps_put(w, run, kind, bucket, rows, n);
+    sqlite3_finalize(st);
+    hs_snaps_wr_free(w);
+    free(rows);
+    if (!rc && sqlite3_exec(db, "DROP TABLE main.snapshots", NULL, NULL, NULL) != SQLITE_OK)
+        rc = HS_EDB;
+    return rc;
+}
+
+/* ---- SQL: the snapshots virtual table ------------------------------------------- */
+
+/* What a plan constrains (idxNum's low bits), and its order (PLAN_DESC). */
+enum {
+    PLAN_RUN = 1,
+    PLAN_KIND = 2,
+    PLAN_BUCKET = 4, /* bucket = */
+    PLAN_LO = 8,     /* bucket >= (SQLite checks > itself) */
+    PLAN_HI = 16,    /* bucket <= (and <) */
+    PLAN_TRACE = 32, /* trace = */
+    PLAN_DESC = 64,  /* the rows from the last */
+    PLAN_ROWS = 128, /* trace, bytes or count are read: blocks are decoded */
+    PLAN__N = 256
+};
+
+typedef struct snaps_cur snaps_cur;
+
+typedef struct snaps_vtab {
+    sqlite3_vtab base;
+    sqlite3 *db;
+    /* the blocks' statement of each plan (less PLAN_ROWS), and the cursor
+     * using it; a second cursor of the same plan prepares its own */
+    sqlite3_stmt *st[PLAN_ROWS];
+    snaps_cur *holder[PLAN_ROWS];
+    hs_snaps_wr *wr; /* for INSERT, made when first needed */
+} snaps_vtab;
+
+struct snaps_cur {
+    sqlite3_vtab_cursor base;
+    sqlite3_stmt *st; /* the blocks */
+    int own;          /* st is the cursor's own, not the table's */
+    int plan;
+    int64_t run, kind, bucket, trace;
+    /* the block rows holds when decoded whole (blk_ok): a lookup of a
+     * trace in it (the same run, kind and bucket, first <= trace <= last)
+     * reads nothing */
+    int64_t blk_first, blk_last;
+    int blk_ok, single; /* single: the row a lookup found in it is the only one */
+    hs_snap_row rows[HS_SNAPS_BLOCK_ROWS];
+    size_t n;  /* rows of the block */
+    int64_t i; /* the current one: 0 .. n-1, counting down for PLAN_DESC */
+    int eof;
+    int64_t rowid;
+};
+
+static int sv_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
+                      char **err)
+{
+    (void)aux, (void)argc, (void)argv, (void)err;
+    int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(run INTEGER, kind INTEGER, bucket INTEGER, "
+                                      "trace INTEGER, bytes INTEGER, count INTEGER)");
+    if (rc != SQLITE_OK) return rc;
+    snaps_vtab *v = sqlite3_malloc(sizeof *v);
+    if (!v) return SQLITE_NOMEM;
+    memset(v, 0, sizeof *v);
+    v->db = db;
+    sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
+    *out = &v->base;
+    return SQLITE_OK;
+}
+
+static int sv_disconnect(sqlite3_vtab *vt)
+{
+    snaps_vtab *v = (snaps_vtab *)vt;
+    for (size_t i = 0; i < sizeof v->st / sizeof v->st[0]; i++) sqlite3_finalize(v->st[i]);
+    hs_snaps_wr_free(v->wr);
+    sqlite3_free(v);
+    return SQLITE_OK;
+}
+
+/* Equalities on run, kind, bucket and trace, a range of buckets; an ORDER
+ * BY of those columns in that order, one direction, is the blocks' own. */
+static int sv_best_index(sqlite3_vtab *vt, sqlite3_index_info *ix)
+{
+    (void)vt;
+    int plan = 0, argv = 0, use[6] = {-1, -1, -1, -1, -1, -1};
+    enum { U_RUN, U_KIND, U_BUCKET, U_LO, U_HI, U_TRACE };
+    for (int i = 0; i < ix->nConstraint; i++) {
+        const struct sqlite3_index_constraint *c = &ix->aConstraint[i];
+        if (!c->usable) continue;
+        int op = c->op, eq = op == SQLITE_INDEX_CONSTRAINT_EQ;
+        if (c->iColumn == 0 && eq) use[U_RUN] = i;
+        if (c->iColumn == 1 && eq) use[U_KIND] = i;
+        if (c->iColumn == 3 && eq) use[U_TRACE] = i;
+        if (c->iColumn != 2) continue;
+        if (eq) use[U_BUCKET] = i;
+        if (op == SQLITE_INDEX_CONSTRAINT_GT || op == SQLITE_INDEX_CONSTRAINT_GE) use[U_LO] = i;
+        if (op == SQLITE_INDEX_CONSTRAINT_LT || op == SQLITE_INDEX_CONSTRAINT_LE) use[U_HI] = i;
+    }
+    if (use[U_BUCKET] >= 0) use[U_LO] = use[U_HI] = -1;
+    static const int bit[] = {PLAN_RUN, PLAN_KIND, PLAN_BUCKET, PLAN_LO, PLAN_HI, PLAN_TRACE};
+    double cost = 1e7;
+    for (int u = 0; u < 6; u++) {
+        if (use[u] < 0) continue;
+        plan |= bit[u];
+        ix->aConstraintUsage[use[u]].argvIndex = ++argv;
+        /* equalities are exact; a bound is checked again (> against >=) */
+        ix->aConstraintUsage[use[u]].omit = u != U_LO && u != U_HI;
+    }
+    if (plan & PLAN_RUN) cost /= 1e3;
+    if (plan & PLAN_KIND) cost /= 3;
+    if (plan & PLAN_BUCKET) cost /= 100;
+    if (plan & (PLAN_LO | PLAN_HI)) cost /= 4;
+    if (plan & PLAN_TRACE) cost /= 100;
+    ix->estimatedCost = cost;
+    ix->estimatedRows = (sqlite3_int64)(cost > 1 ? cost : 1);
+    /* the order: columns 0..3 in order, those fixed by an equality left out */
+    int next = 0, desc = -1, ok = ix->nOrderBy > 0;
+    for (int i = 0; i < ix->nOrderBy && ok; i++) {
+        int col = ix->aOrderBy[i].iColumn;
+        while (next < 4 && next != col &&
+               ((next == 0 && (plan & PLAN_RUN)) || (next == 1 && (plan & PLAN_KIND)) ||
+                (next == 2 && (plan & PLAN_BUCKET)) || (next == 3 && (plan & PLAN_TRACE))))
+            next++;
+        if (col != next || (desc >= 0 && desc != ix->aOrderBy[i].desc)) ok = 0;
+        desc = ix->aOrderBy[i].desc;
+        next++;
+    }
+    if (ok) {
+        ix->orderByConsumed = 1;
+        if (desc == 1) plan |= PLAN_DESC;
+    }
+    /* columns 3.. read, or trace asked for: rows decoded */
+    if ((ix->colUsed & ~(sqlite3_uint64)7) || (plan & PLAN_TRACE)) plan |= PLAN_ROWS;
+    ix->idxNum = plan;
+    /* what EXPLAIN QUERY PLAN shows: the key the blocks are sought by */
+    static const char *const what[] = {"run=?",     "kind=?",    "bucket=?",
+                                       "bucket>=?", "bucket<=?", "trace=?"};
+    char shown[96] = "";
+    for (int u = 0; u < 6; u++)
+        if (plan & bit[u])
+            snprintf(shown + strlen(shown), sizeof shown - strlen(shown), "%s%s",
+                     shown[0] ? " AND " : "", what[u]);
+    if (shown[0]) {
+        ix->idxStr = sqlite3_mprintf("%s", shown);
+        ix->needToFreeIdxStr = 1;
+    }
+    return SQLITE_OK;
+}
+
+static int sv_open(sqlite3_vtab *vt, sqlite3_vtab_cursor **out)
+{
+    (void)vt;
+    snaps_cur *c = sqlite3_malloc(sizeof *c);
+    if (!c) return SQLITE_NOMEM;
+    memset(c, 0, sizeof *c);
+    *out = &c->base;
+    return SQLITE_OK;
+}
+
+/* Lets go of the cursor's statement. */
+static void release(snaps_cur *c)
+{
+    snaps_vtab *v = (snaps_vtab *)c->base.pVtab;
+    if (!c->st) return;
+    if (c->own) {
+        sqlite3_finalize(c->st);
+    } else {
+        sqlite3_reset(c->st);
+        v->holder[c->plan & (PLAN_ROWS - 1)] = NULL;
+    }
+    c->st = NULL;
+    c->own = 0;
+}
+
+static int sv_close(sqlite3_vtab_cursor *cur)
+{
+    release((snaps_cur *)cur);
+    sqlite3_free(cur);
+    return SQLITE_OK;
+}
+
+/* The blocks of plan for cursor c: the table's statement, or c's own when
+ * another cursor holds that. */
+static int plan_stmt(snaps_vtab *v, snaps_cur *c, int plan)
+{
+    int key = plan & (PLAN_ROWS - 1);
+    int mine = v->holder[key] == NULL;
+    if (mine && v->st[key]) {
+        c->st = v->st[key];
+        v->holder[key] = c;
+        return SQLITE_OK;
+    }
+    char sql[512];
+    const char *d = plan & PLAN_DESC ? " DESC" : "";
+    snprintf(sql, sizeof sql,
+             "SELECT run, kind, bucket, data, first, last FROM snapshot_blocks WHERE 1%s%s%s%s%s%s "
+             "ORDER BY run%s, kind%s, bucket%s, first%s",
+             plan & PLAN_RUN ? " AND run = ?1" : "", plan & PLAN_KIND ? " AND kind = ?2" : "",
+             plan & PLAN_BUCKET ? " AND bucket = ?3" : "",
+             plan & PLAN_LO ? " AND bucket >= ?4" : "", plan & PLAN_HI ? " AND bucket <= ?5" : "",
+             plan & PLAN_TRACE ? " AND first <= ?6 AND last >= ?6" : "", d, d, d, d);
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v3(v->db, sql, -1, mine ? SQLITE_PREPARE_PERSISTENT : 0, &st, NULL) !=
+        SQLITE_OK) {
+        sqlite3_free(v->base.zErrMsg);
+        v->base.zErrMsg = sqlite3_mprintf("snapshots: %s", sqlite3_errmsg(v->db));
+        return SQLITE_ERROR;
+    }
+    c->st = st;
+    c->own = !mine;
+    if (mine) {
+        v->st[key] = st;
+        v->holder[key] = c;
+    }
+    return SQLITE_OK;
+}
+
+static int row_ok(const snaps_cur *c)
+{
+    return c->i >= 0 && c->i < (int64_t)c->n;
+}
+
+static void row_move(snaps_cur *c)
+{
+    c->i += c->plan & PLAN_DESC ? -1 : 1;
+}
+
+/* Moves to the next row (from the current one; with first, from before
+ * the first), reading blocks as needed. */
+static int sv_advance(snaps_cur *c, int first)
+{
+    if (c->single) {
+        c->eof = 1;
+        return SQLITE_OK;
+    }
+    if (!first) row_move(c);
+    for (;;) {
+        if (row_ok(c)) {
+            if (!(c->plan & PLAN_TRACE) || c->rows[c->i].trace == c->trace) break;
+            row_move(c);
+            continue;
+        }
+        int step = sqlite3_step(c->st);
+        if (step == SQLITE_DONE) {
+            c->eof = 1;
+            return SQLITE_OK;
+        }
+        if (step != SQLITE_ROW) return SQLITE_ERROR;
+        c->run = sqlite3_column_int64(c->st, 0);
+        c->kind = sqlite3_column_int64(c->st, 1);
+        c->bucket = sqlite3_column_int64(c->st, 2);
+        const void *blob = sqlite3_column_blob(c->st, 3);
+        size_t len = (size_t)sqlite3_column_bytes(c->st, 3);
+        c->blk_ok = 0;
+        if (c->plan & PLAN_ROWS) {
+            int rc = hs_snaps_decode(blob, len, c->rows, &c->n);
+            if (rc) return rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_CORRUPT;
+            c->blk_first = sqlite3_column_int64(c->st, 4);
+            c->blk_last = sqlite3_column_int64(c->st, 5);
+            c->blk_ok = 1;
+        } else if (!(c->n = hs_snaps_count(blob, len))) {
+            return SQLITE_CORRUPT;
+        }
+        c->i = c->plan & PLAN_DESC ? (int64_t)c->n - 1 : 0;
+    }
+    c->rowid++;
+    return SQLITE_OK;
+}
+
+enum { PLAN_KEY = PLAN_RUN | PLAN_KIND | PLAN_BUCKET | PLAN_TRACE };
+
+/* A lookup of one row by its whole key in the block the cursor holds: 1
+ * (found or surely absent: c set up), 0 when that block cannot tell. */
+static int sv_cached(snaps_cur *c, int plan, sqlite3_value **argv)
+{
+    if ((plan & PLAN_KEY) != PLAN_KEY || !c->blk_ok) return 0;
+    int64_t t = sqlite3_value_int64(argv[3]);
+    if (sqlite3_value_int64(argv[0]) != c->run || sqlite3_value_int64(argv[1]) != c->kind ||
+        sqlite3_value_int64(argv[2]) != c->bucket || t < c->blk_first || t > c->blk_last)
+        return 0;
+    size_t lo = 0, hi = c->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->rows[mid].trace < t)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    c->single = 1;
+    c->eof = !(lo < c->n && c->rows[lo].trace == t);
+    c->i = (int64_t)lo;
+    c->rowid++;
+    return 1;
+}
+
+static int sv_filter(sqlite3_vtab_cursor *cur, int plan, const char *s, int argc,
+                     sqlite3_value **argv)
+{
+    (void)s, (void)argc;
+    snaps_cur *c = (snaps_cur *)cur;
+    snaps_vtab *v = (snaps_vtab *)cur->pVtab;
+    if (sv_cached(c, plan, argv)) return SQLITE_OK;
+    c->single = 0;
+    if (c->st && c->plan != plan) release(c);
+    if (c->st)
+        sqlite3_reset(c->st);
+    else if (plan_stmt(v, c, plan) != SQLITE_OK)
+        return SQLITE_ERROR;
+    c->plan = plan;
+    c->eof = 0;
+    c->n = 0;
+    c->i = 0;
+    c->blk_ok = 0;
+    c->rowid = 0;
+    int a = 0;
+    static const int bits[] = {PLAN_RUN, PLAN_KIND, PLAN_BUCKET, PLAN_LO, PLAN_HI, PLAN_TRACE};
+    for (int i = 0; i < 6; i++) {
+        if (!(plan & bits[i])) continue;
+        sqlite3_bind_value(c->st, i + 1, argv[a]);
+        if (bits[i] == PLAN_TRACE) c->trace = sqlite3_value_int64(argv[a]);
+        a++;
+    }
+    return sv_advance(c, 1);
+}
+
+static int sv_next(sqlite3_vtab_cursor *cur)
+{
+    return sv_advance((snaps_cur *)cur, 0);
+}
+
+static int sv_eof(sqlite3_vtab_cursor *cur)
+{
+    return ((snaps_cur *)cur)->eof;
+}
+
+static int sv_column(sqlite3_vtab_cursor *cur, sqlite3_context *ctx, int col)
+{
+    snaps_cur *c = (snaps_cur *)cur;
+    const hs_snap_row *r = &c->rows[c->i];
+    assert(col < 3 || (c->plan & PLAN_ROWS));
+    int64_t v = col == 0   ? c->run
+                : col == 1 ? c->kind
+                : col == 2 ? c->bucket
+                : col == 3 ? r->trace
+                : col == 4 ? r->bytes
+                           : r->count;
+    sqlite3_result_int64(ctx, v);
+    return SQLITE_OK;
+}
+
+static int sv_rowid(sqlite3_vtab_cursor *cur, sqlite_int64 *rowid)
+{
+    *rowid = ((snaps_cur *)cur)->rowid;
+    return SQLITE_OK;
+}
+
+/* The rows of (run, kind, bucket) into *rows (malloc'd), *n of them. */
+static int group_rows(sqlite3 *db, int64_t run, int kind, int64_t bucket, hs_snap_row **rows,
+                      size_t *n)
+{
+    sqlite3_stmt *st;
+    *rows = NULL;
+    *n = 0;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT data FROM snapshot_blocks WHERE run = ?1 AND kind = ?2 AND "
+                           "bucket = ?3 ORDER BY first",
+                           -1, &st, NULL) != SQLITE_OK)
+        return HS_EDB;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, kind);
+    sqlite3_bind_int64(st, 3, bucket);
+    int rc = 0, step;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        hs_snap_row *g = realloc(*rows, (*n + HS_SNAPS_BLOCK_ROWS + 1) * sizeof *g);
+        if (!g) {
+            rc = HS_ENOMEM;
+            break;
+        }
+        *rows = g;
+        size_t m;
+        rc = hs_snaps_decode(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0),
+                             *rows + *n, &m);
+        *n += m;
+    }
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_finalize(st);
+    if (!rc && !*rows && !(*rows = malloc(sizeof **rows))) rc = HS_ENOMEM;
+    return rc;
+}
+
+/* INSERT only (for fixtures and repairs by hand, with no writer running):
+ * the row replaces the one of the same (run, kind, bucket, trace). */
+static int sv_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid)
+{
+    snaps_vtab *v = (snaps_vtab *)vt;
+    if (argc < 8 || sqlite3_value_type(argv[0]) != SQLITE_NULL) {
+        sqlite3_free(vt->zErrMsg);
+        vt->zErrMsg = sqlite3_mprintf("snapshots: rows are only ever added (by INSERT)");
+        return SQLITE_CONSTRAINT;
+    }
+    int64_t run = sqlite3_value_int64(argv[2]), bucket = sqlite3_value_int64(argv[4]);
+    int kind = sqlite3_value_int(argv[3]);
+    hs_snap_row x = {sqlite3_value_int64(argv[5]), sqlite3_value_int64(argv[6]),
+                     sqlite3_value_int64(argv[7])};
+    hs_snap_row *rows;
+    size_t n, i;
+    int rc = v->wr ? 0 : hs_snaps_wr_open(v->db, &v->wr);
+    if (!rc) rc = group_rows(v->db, run, kind, bucket, &rows, &n);
+    if (rc) return rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    for (i = 0; i < n && rows[i].trace != x.trace; i++) {
+    }
+    rows[i] = x; /* group_rows left room for one more */
+    rc = hs_snaps_put(v->wr, run, kind, bucket, rows, n + (i == n));
+    free(rows);
+    *rowid = 0;
+    return rc == 0 ? SQLITE_OK : rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+}
+
+static const sqlite3_module snaps_module = {
+    .xConnect = sv_connect,
+    .xBestIndex = sv_best_index,
+    .xDisconnect = sv_disconnect,
+    .xOpen = sv_open,
+    .xClose = sv_close,
+    .xFilter = sv_filter,
+    .xNext = sv_next,
+    .xEof = sv_eof,
+    .xColumn = sv_column,
+    .xRowid = sv_rowid,
+    .xUpdate = sv_update,
+};
+
+int hs_snaps_sql_register(sqlite3 *db)
+{
+    return sqlite3_create_module(db, "snapshots", &snaps_module, NULL);
+}

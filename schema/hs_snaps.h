@@ -1,0 +1,94 @@
+/* hs_snaps: the stored form of the rollups' snapshot rows (schema 15).
+ *
+ * A snapshot row is (run, kind, bucket, trace, bytes, count): the kinds and
+ * buckets are common/hs_snap.h's, what each holds 001_init.sql's. The
+ * writer writes all the rows of one (run, kind, bucket) at once (a bucket's
+ * deltas as the run moves past it, a keyframe, the peak), and readers read
+ * them the same way, so since schema 15 they are stored by that group:
+ * snapshot_blocks (run, kind, bucket, first, last, data) holds the group's
+ * rows by trace, up to HS_SNAPS_BLOCK_ROWS a row, first and last the
+ * lowest and highest trace of the block. A group is only ever written
+ * whole: its blocks are replaced, never grown.
+ *
+ * Blob layout, version 1 (varints LEB128, signed ones zigzag):
+ *
+ *   u8      version (1)
+ *   varint  n, rows (1 .. HS_SNAPS_BLOCK_ROWS)
+ *   varint  first, the trace of the first row
+ *   ...     three columns, packed as schema/hs_cols.h says:
+ *             TRACE  n - 1 steps trace[i] - trace[i-1] (>= 1)
+ *             BYTES  n signed bytes[i]
+ *             COUNT  n signed count[i]
+ *
+ * Blocks are small (a few hundred rows take under a kilobyte) so that a
+ * block stays within its b-tree page and a reader of one trace decodes
+ * little.
+ *
+ * For SQL, the read-only virtual table `snapshots` (run, kind, bucket,
+ * trace, bytes, count) stands where the table was, eponymous on every
+ * connection that hs_schema_sql_register() was given (a database older
+ * than schema 15 has the real table, which SQLite finds first). INSERT
+ * adds or replaces one row (for fixtures and repair by hand).
+ */
+#ifndef HS_SNAPS_H
+#define HS_SNAPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <sqlite3.h>
+
+#include "hs_buf.h"
+
+#define HS_SNAPS_CODEC      1
+#define HS_SNAPS_BLOCK_ROWS 256
+
+typedef struct hs_snap_row {
+    int64_t trace, bytes, count;
+} hs_snap_row;
+
+/* ---- codec -------------------------------------------------------------- */
+
+/* Encodes rows[0..n) (1 <= n <= HS_SNAPS_BLOCK_ROWS, traces increasing)
+ * into out (appended). 0 or HS_ENOMEM. */
+int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out);
+
+/* Decodes a blob into rows (room for HS_SNAPS_BLOCK_ROWS) and *n. 0, or
+ * HS_ECORRUPT for a blob that is malformed or of another version, or
+ * HS_ENOMEM. */
+int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n);
+
+/* The number of rows of a blob, read from its header: 1.., or 0 when the
+ * header is malformed. */
+size_t hs_snaps_count(const void *blob, size_t len);
+
+/* ---- writing ------------------------------------------------------------- */
+
+typedef struct hs_snaps_wr hs_snaps_wr;
+
+/* A writer on db's snapshot_blocks. 0, HS_ENOMEM or HS_EDB. */
+int hs_snaps_wr_open(sqlite3 *db, hs_snaps_wr **out);
+void hs_snaps_wr_free(hs_snaps_wr *w);
+
+/* Makes rows[0..n) (any order, one per trace; sorted here) the rows of
+ * (run, kind, bucket), replacing any it had; n 0 removes them. 0, HS_EDB
+ * or HS_ENOMEM. */
+int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_row *rows,
+                 size_t n);
+
+/* 1 when db stores its snapshots in blocks (schema 15 and later: it has
+ * no snapshots table), 0 when it has the table, HS_EDB when that cannot be
+ * told. */
+int hs_snaps_in_blocks(sqlite3 *db);
+
+/* Migration 15: moves the rows of the snapshots table into blocks and
+ * drops the table (none: nothing to do), in the caller's transaction. 0, or HS_EDB
+ * (sqlite3_errmsg says why), HS_ENOMEM. */
+int hs_snaps_migrate(sqlite3 *db);
+
+/* ---- SQL ------------------------------------------------------------------ */
+
+/* Adds the virtual table `snapshots` to db. SQLITE_OK or an SQLite code. */
+int hs_snaps_sql_register(sqlite3 *db);
+
+#endif
