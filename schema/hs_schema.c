@@ -13,6 +13,7 @@
 
 #include "hs_error.h"
 #include "hs_evrecode.h"
+#include "hs_maps.h"
 #include "hs_tree.h"
 #include "hs_tstats.h"
 
@@ -69,6 +70,13 @@ static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
         int rc = hs_tree_migrate(db);
         if (rc)
             set_err(errmsg, errlen, "the stack tree's blocks: %s",
+                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
+        return rc;
+    }
+    case 13: {
+        int rc = hs_maps_migrate(db);
+        if (rc)
+            set_err(errmsg, errlen, "the runs' id maps: %s",
                     rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
         return rc;
     }
@@ -280,7 +288,10 @@ static int foreign(sqlite3 *db)
 int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen)
 {
     *out = NULL;
-    hs_tree_sql_auto(); /* every connection reads the stack tree as `traces` */
+    /* every connection reads the stack tree as `traces`, the runs' id maps
+     * as run_pcs and run_stacks */
+    hs_tree_sql_auto();
+    hs_maps_sql_auto();
     if (flags & HS_SCHEMA_READONLY) return open_readonly(out, path, errmsg, errlen);
     sqlite3 *db = NULL;
     char why[256] = "";

@@ -23,6 +23,7 @@
 #include "hs_log.h"
 #include "hs_map.h"
 #include "hs_snap.h"
+#include "hs_maps.h"
 #include "hs_tree.h"
 
 extern const char hs_ch_schema_sql[]; /* schema/clickhouse/001_init.sql, embedded */
@@ -902,6 +903,7 @@ int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *e
     int rc = hs_ch_open(&s->ch, url, err, errlen);
     if (rc) goto fail;
     hs_tree_sql_auto(); /* the traces it ships (schema/hs_tree.h) */
+    hs_maps_sql_auto(); /* and the run_pcs and run_stacks (schema/hs_maps.h) */
     if (sqlite3_open_v2(db_path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", db_path, sqlite3_errmsg(s->db));
         rc = HS_EDB;
