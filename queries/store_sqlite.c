@@ -16,6 +16,7 @@
 
 #include "hs_error.h"
 #include "hs_evcodec.h"
+#include "hs_maps.h"
 #include "hs_proto.h"
 #include "hs_schema.h"
 #include "hs_snap.h"
@@ -70,10 +71,9 @@ const char *const hs__sqlite_stmt_sql[ST__COUNT] = {
     [ST_TSTATS_ROWS] = "SELECT trace, " HS_TSTATS_COLS " FROM trace_stats WHERE run = ?1",
     [ST_SIZES] = "SELECT bucket, allocs, bytes FROM size_hist WHERE run = ?1 ORDER BY bucket",
     [ST_LAST_BUCKET] = "SELECT MAX(bucket) FROM heap_series WHERE run = ?1",
-    [ST_RUN_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
+    [ST_RUN_MAP] = HS_MAPS_CHUNKS_SQL,
     [ST_MAPPINGS] = "SELECT start, end, file_offset, build_id, path FROM mappings WHERE run = ?1 "
                     "AND t_ns = (SELECT MAX(t_ns) FROM mappings WHERE run = ?1) ORDER BY start",
-    [ST_PCS] = "SELECT pc, frame FROM run_pcs WHERE run = ?1",
     [ST_RSS_AT] = "SELECT rss_bytes FROM process_samples WHERE run = ?1 AND t_ns <= ?2 "
                   "ORDER BY t_ns DESC LIMIT 1",
     [ST_EXACT_RUN] = "SELECT flags, allocs, frees, alloc_bytes, free_bytes, error_bytes, "
@@ -390,21 +390,41 @@ static int acc_rows(hs__sqlite *q, sqlite3_stmt *st, hs__state_acc *a, hs_qerr *
     return 0;
 }
 
+/* The run's map of kind (schema/hs_maps.h), by key, into *e (malloc'd). */
+static int run_map(hs__sqlite *q, int64_t run, int kind, hs_maps_entry **e, size_t *n, hs_qerr *err)
+{
+    if (!q->maps) {
+        int chunks = hs_maps_in_chunks(q->db);
+        if (chunks < 0) return hs__sqlite_err(q, err);
+        q->maps = chunks ? 1 : -1;
+    }
+    int rc;
+    if (q->maps < 0) { /* before schema 13: the table, read once a question */
+        rc = hs_maps_read(q->db, run, kind, e, n);
+    } else {
+        sqlite3_stmt *st = hs__sqlite_stmt(q, ST_RUN_MAP, err);
+        if (!st) return HS_EDB;
+        sqlite3_bind_int64(st, 1, run);
+        sqlite3_bind_int(st, 2, kind);
+        rc = hs_maps_read_chunks(st, e, n);
+        sqlite3_reset(st);
+    }
+    if (rc == HS_EDB) return hs__sqlite_err(q, err);
+    if (rc == HS_ECORRUPT) return hs__err(err, rc, "run %" PRId64 "'s id map is corrupt", run);
+    return rc ? hs__err(err, rc, "out of memory") : 0;
+}
+
 /* The run's stack ids -> traces. */
 static int run_stacks(hs__sqlite *q, int64_t run, hs__map *stacks, hs_qerr *err)
 {
-    sqlite3_stmt *st = hs__sqlite_stmt(q, ST_RUN_STACKS, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, run);
-    int s;
-    while ((s = sqlite3_step(st)) == SQLITE_ROW)
-        if (hs__map_put(stacks, (uint64_t)sqlite3_column_int64(st, 0),
-                        (uint64_t)sqlite3_column_int64(st, 1))) {
-            sqlite3_reset(st);
-            return hs__err(err, HS_ENOMEM, "out of memory");
-        }
-    sqlite3_reset(st);
-    return s == SQLITE_DONE ? 0 : hs__sqlite_err(q, err);
+    hs_maps_entry *e;
+    size_t n;
+    int rc = run_map(q, run, HS_MAPS_STACKS, &e, &n, err);
+    for (size_t i = 0; !rc && i < n; i++)
+        if (hs__map_put(stacks, (uint64_t)e[i].key, (uint64_t)e[i].value))
+            rc = hs__err(err, HS_ENOMEM, "out of memory");
+    free(e);
+    return rc;
 }
 
 /* The events of [from, upto] read from st's blobs, with the stacks of the
@@ -794,10 +814,12 @@ static int sqlite_pcs(hs_qstore *s, int64_t run, int (*cb)(uint64_t pc, int64_t 
                       void *data, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
-    sqlite3_stmt *st = hs__sqlite_stmt(q, ST_PCS, err);
-    if (!st) return HS_EDB;
-    sqlite3_bind_int64(st, 1, run);
-    WALK_ROWS(q, st, err, cb((uint64_t)col_i64(st, 0), col_i64(st, 1), data));
+    hs_maps_entry *e;
+    size_t n;
+    int rc = run_map(q, run, HS_MAPS_PCS, &e, &n, err);
+    for (size_t i = 0; !rc && i < n; i++) rc = cb((uint64_t)e[i].key, e[i].value, data);
+    free(e);
+    return rc;
 }
 
 static const hs_qstore_ops sqlite_ops = {

@@ -33,9 +33,8 @@ enum hs__stmt_id {
     ST_TSTATS_ROWS,
     ST_SIZES,
     ST_LAST_BUCKET,
-    ST_RUN_STACKS,
+    ST_RUN_MAP, /* schema 13 on: a run's chunks of a map (schema/hs_maps.h) */
     ST_MAPPINGS,
-    ST_PCS,
     ST_RSS_AT,
     ST_EXACT_RUN,    /* schema 8 and later */
     ST_EXACT_SERIES, /* schema 8 and later */
@@ -47,6 +46,7 @@ typedef struct hs__sqlite {
     sqlite3 *db;
     char *path;
     int schema; /* user_version when opened: below 2, no trace_stats */
+    int maps;   /* the runs' id maps: 1 in chunks (schema 13), -1 tables, 0 not known yet */
     sqlite3_stmt *st[ST__COUNT];
     struct hs__sqlfn *sqlfn; /* store_sqlite_sql.c: the checked functions of user SQL */
     hs_tree_rd *tree;        /* the stack tree's nodes, opened when first asked for */

@@ -16,6 +16,7 @@
 
 #include "hs_error.h"
 #include "hs_evcodec.h"
+#include "hs_maps.h"
 #include "hs_proto.h"
 #include "hs_schema.h"
 #include "q_internal.h"
@@ -410,15 +411,13 @@ static int er_filter(sqlite3_vtab_cursor *cur, int idx, const char *idxstr, int 
     c->eof = 0;
     c->rowid = 0;
     hs__map_free(&c->stacks);
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(v->db, "SELECT stack_id, trace FROM run_stacks WHERE run = ?1", -1, &st,
-                           NULL) != SQLITE_OK)
-        return SQLITE_ERROR;
-    sqlite3_bind_int64(st, 1, c->run);
-    while (sqlite3_step(st) == SQLITE_ROW)
-        hs__map_put(&c->stacks, (uint64_t)sqlite3_column_int64(st, 0),
-                    (uint64_t)sqlite3_column_int64(st, 1));
-    sqlite3_finalize(st);
+    hs_maps_entry *e;
+    size_t n;
+    int rc = hs_maps_read(v->db, c->run, HS_MAPS_STACKS, &e, &n);
+    if (rc) return rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    for (size_t i = 0; i < n; i++)
+        hs__map_put(&c->stacks, (uint64_t)e[i].key, (uint64_t)e[i].value);
+    free(e);
     sqlite3_finalize(c->frames);
     c->frames = NULL;
     char sql[96];
@@ -834,12 +833,13 @@ int hs__sql_register(hs__sqlite *q)
 {
     if (sqlite3_create_module(q->db, "event_rows", &event_rows_module, NULL) != SQLITE_OK)
         return HS_EDB;
-    /* Connect the eponymous tables now (event_rows, and traces and
-     * snapshots: schema/hs_schema.h): a constructor declares a schema,
-     * which the authorizer of user queries would refuse. */
-    static const char *const connect[] = {"SELECT 1 FROM event_rows(0) LIMIT 0",
-                                          "SELECT 1 FROM traces LIMIT 0",
-                                          "SELECT 1 FROM snapshots LIMIT 0"};
+    /* Connect the eponymous tables now (event_rows, and traces, snapshots,
+     * run_pcs and run_stacks: schema/hs_schema.h): a constructor declares a
+     * schema, which the authorizer of user queries would refuse. */
+    static const char *const connect[] = {
+        "SELECT 1 FROM event_rows(0) LIMIT 0", "SELECT 1 FROM traces LIMIT 0",
+        "SELECT 1 FROM snapshots LIMIT 0", "SELECT 1 FROM run_pcs LIMIT 0",
+        "SELECT 1 FROM run_stacks LIMIT 0"};
     for (size_t i = 0; i < sizeof connect / sizeof connect[0]; i++) {
         sqlite3_stmt *st = NULL;
         sqlite3_prepare_v2(q->db, connect[i], -1, &st, NULL);

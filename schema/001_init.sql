@@ -98,7 +98,9 @@ CREATE TABLE traces (
 );
 
 -- What a run's collector-local ids mean, so that a resumed connection (after
--- a server restart) can go on using them.
+-- a server restart) can go on using them. Since schema 13 they are stored
+-- in chunks (run_maps, 013_run_maps.sql), and these names are read-only
+-- virtual tables over them.
 CREATE TABLE run_pcs (
     run   INTEGER NOT NULL,
     pc    INTEGER NOT NULL,

@@ -13,6 +13,7 @@
 
 #include "hs_error.h"
 #include "hs_evrecode.h"
+#include "hs_maps.h"
 #include "hs_snaps.h"
 #include "hs_tree.h"
 #include "hs_tstats.h"
@@ -73,6 +74,13 @@ static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
                     rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
         return rc;
     }
+    case 13: {
+        int rc = hs_maps_migrate(db);
+        if (rc)
+            set_err(errmsg, errlen, "the runs' id maps: %s",
+                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
+        return rc;
+    }
     case 15: {
         int rc = hs_snaps_migrate(db);
         if (rc)
@@ -93,10 +101,25 @@ static void set_err(char *buf, size_t len, const char *fmt, ...)
     va_end(ap);
 }
 
+int hs_schema_has_table(sqlite3 *db, const char *name)
+{
+    sqlite3_stmt *st;
+    if (sqlite3_prepare_v2(db,
+                           "SELECT count(*) FROM main.sqlite_schema WHERE type = 'table' AND "
+                           "name = ?1",
+                           -1, &st, NULL) != SQLITE_OK)
+        return HS_EDB;
+    sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+    int rc = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) > 0 : HS_EDB;
+    sqlite3_finalize(st);
+    return rc;
+}
+
 int hs_schema_sql_register(sqlite3 *db)
 {
     int rc = hs_tree_sql_register(db);
-    return rc == SQLITE_OK ? hs_snaps_sql_register(db) : rc;
+    if (rc == SQLITE_OK) rc = hs_snaps_sql_register(db);
+    return rc == SQLITE_OK ? hs_maps_sql_register(db) : rc;
 }
 
 static int auto_entry(sqlite3 *db, char **err, const void *api)
@@ -305,7 +328,7 @@ static int foreign(sqlite3 *db)
 int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen)
 {
     *out = NULL;
-    hs_schema_sql_auto(); /* every connection reads `traces` and `snapshots` */
+    hs_schema_sql_auto(); /* every connection reads traces, snapshots and the id maps */
     if (flags & HS_SCHEMA_READONLY) return open_readonly(out, path, errmsg, errlen);
     sqlite3 *db = NULL;
     char why[256] = "";

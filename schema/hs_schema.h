@@ -49,9 +49,14 @@ extern const int hs_migration_count;
  * someone else's database. */
 int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, size_t errlen);
 
+/* 1 when db's main schema has a table called name, 0 when not, HS_EDB
+ * when that cannot be told. */
+int hs_schema_has_table(sqlite3 *db, const char *name);
+
 /* The virtual tables that stand where tables were before the data moved
- * into blocks of its own codec: `traces` (schema/hs_tree.h) and
- * `snapshots` (schema/hs_snaps.h), added to db. SQLITE_OK or an SQLite
+ * into blocks of its own codec: `traces` (schema/hs_tree.h), `snapshots`
+ * (schema/hs_snaps.h), `run_pcs` and `run_stacks` (schema/hs_maps.h),
+ * added to db. SQLITE_OK or an SQLite
  * code. hs_schema_sql_auto() has every connection the process opens from
  * then on get them (hs_schema_open() calls it). */
 int hs_schema_sql_register(sqlite3 *db);

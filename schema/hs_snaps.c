@@ -8,6 +8,7 @@
 
 #include "hs_cols.h"
 #include "hs_error.h"
+#include "hs_schema.h"
 #include "hs_wire.h"
 
 enum { COL_TRACE, COL_BYTES, COL_COUNT, COL__N };
@@ -163,15 +164,8 @@ int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_
 
 int hs_snaps_in_blocks(sqlite3 *db)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT count(*) FROM main.sqlite_schema WHERE type = 'table' AND "
-                           "name = 'snapshots'",
-                           -1, &st, NULL) != SQLITE_OK)
-        return HS_EDB;
-    int rc = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) == 0 : HS_EDB;
-    sqlite3_finalize(st);
-    return rc;
+    int old = hs_schema_has_table(db, "snapshots");
+    return old < 0 ? old : !old;
 }
 
 /* ---- migration 15 ------------------------------------------------------------- */

@@ -7,6 +7,7 @@
 
 #include "hs_cols.h"
 #include "hs_error.h"
+#include "hs_schema.h"
 #include "hs_wire.h"
 
 enum { COL_ID, COL_PARENT, COL_FRAME, COL_DEPTH, COL_COUNT };
@@ -114,15 +115,7 @@ struct hs_tree_rd {
 
 int hs_tree_in_blocks(sqlite3 *db)
 {
-    sqlite3_stmt *st;
-    if (sqlite3_prepare_v2(db,
-                           "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = "
-                           "'trace_blocks'",
-                           -1, &st, NULL) != SQLITE_OK)
-        return HS_EDB;
-    int rc = sqlite3_step(st) == SQLITE_ROW ? sqlite3_column_int(st, 0) > 0 : HS_EDB;
-    sqlite3_finalize(st);
-    return rc;
+    return hs_schema_has_table(db, "trace_blocks");
 }
 
 int hs_tree_rd_open(sqlite3 *db, hs_tree_rd **out)

@@ -4,7 +4,7 @@
  * their own: any of them can take a run over.
  *
  * The rows written are those hs_store_run_open() reads to load a run
- * (runs row, run_pcs, run_stacks, exact totals) and those it cannot
+ * (runs row, its pcs and stacks, exact totals) and those it cannot
  * rebuild (events, labels, mappings, process samples, size histogram);
  * the rollups (snapshots, series, summaries) are then rebuilt by the
  * store from the events, as after a restart, so they are the first front
@@ -376,10 +376,6 @@ static const struct {
      "INSERT OR REPLACE INTO mappings (run, t_ns, start, end, file_offset, build_id, path) "
      "VALUES (?1, ?2, ?3, ?4, ?5, nullif(?6, x''), ?7)",
      "Riiiibs"},
-    {"SELECT toInt64(pc), frame FROM run_pcs FINAL WHERE run = %" PRId64,
-     "INSERT OR REPLACE INTO run_pcs (run, pc, frame) VALUES (?1, ?2, ?3)", "RiF"},
-    {"SELECT toInt64(stack_id), trace FROM run_stacks FINAL WHERE run = %" PRId64,
-     "INSERT OR REPLACE INTO run_stacks (run, stack_id, trace) VALUES (?1, ?2, ?3)", "RiT"},
     {"SELECT t_ns, rss_bytes, vsize_bytes FROM process_samples FINAL WHERE run = %" PRId64,
      "INSERT OR REPLACE INTO process_samples (run, t_ns, rss_bytes, vsize_bytes) VALUES (?1, "
      "?2, ?3, ?4)",
@@ -400,13 +396,61 @@ static const struct {
      "Riiiiii"},
 };
 
+/* The run's pcs and stacks: ClickHouse's query, and whether the value is
+ * a frame (else a trace node). */
+static const struct {
+    const char *ch;
+    int frame;
+} maps[HS_MAPS_KINDS] = {
+    [HS_MAPS_PCS] = {"SELECT toInt64(pc), frame FROM run_pcs FINAL WHERE run = %" PRId64, 1},
+    [HS_MAPS_STACKS] =
+        {"SELECT toInt64(stack_id), trace FROM run_stacks FINAL WHERE run = %" PRId64, 0},
+};
+
+/* The run's pcs and stacks into the buffer's chunks (schema/hs_maps.h),
+ * with local frame and node ids. */
+static int maps_in(resume *x)
+{
+    int rc = 0;
+    char q[200];
+    for (int k = 0; !rc && k < HS_MAPS_KINDS; k++) {
+        hs_tsv t;
+        hs_maps_entry *e = NULL;
+        size_t n = 0, cap = 0;
+        snprintf(q, sizeof q, maps[k].ch, x->id);
+        rc = ask(x, &t, "%s", q);
+        while (!rc && hs_tsv_row(&t)) {
+            int64_t key = hs_tsv_i64(&t, NULL), c = hs_tsv_i64(&t, NULL);
+            uint64_t local;
+            if (!hs_map_get(maps[k].frame ? &x->frames : &x->nodes, (uint64_t)c, &local)) {
+                snprintf(x->err, x->errlen, "ClickHouse lacks %s %" PRId64 " of run %" PRId64,
+                         maps[k].frame ? "frame" : "trace node", c, x->id);
+                rc = HS_EPROTO;
+                break;
+            }
+            if (n == cap) {
+                cap = cap ? cap * 2 : 256;
+                hs_maps_entry *ne = realloc(e, cap * sizeof *ne);
+                if (!ne) {
+                    rc = HS_ENOMEM;
+                    break;
+                }
+                e = ne;
+            }
+            e[n++] = (hs_maps_entry){key, (int64_t)local};
+        }
+        if (!rc && n) rc = hs_maps_append(x->db, x->local, k, e, n);
+        free(e);
+    }
+    return rc;
+}
+
 /* Every row of run local in the buffer goes (an older copy of the run). */
 static int run_out(sqlite3 *db, int64_t local)
 {
-    static const char *const t[] = {"events",      "snapshot_blocks", "heap_series",
-                                    "trace_stats", "run_labels",      "run_pcs",
-                                    "run_stacks",  "mappings",        "process_samples",
-                                    "size_hist",   "run_exact",       "heap_exact"};
+    static const char *const t[] = {
+        "events",   "snapshot_blocks", "heap_series", "trace_stats", "run_labels", "run_maps",
+        "mappings", "process_samples", "size_hist",   "run_exact",   "heap_exact"};
     char sql[200];
     int rc = 0;
     for (size_t i = 0; !rc && i <= sizeof t / sizeof *t; i++) {
@@ -425,6 +469,7 @@ static int fetch_all(resume *x, const hs_hello *h)
 {
     int rc = tree_in(x);
     if (!rc) rc = run_in(x, h);
+    if (!rc) rc = maps_in(x);
     char q[600];
     for (size_t i = 0; !rc && i < sizeof tables / sizeof *tables; i++) {
         snprintf(q, sizeof q, tables[i].ch, x->id);

@@ -901,7 +901,7 @@ int hs_chship_new(hs_chship **out, const char *db_path, const char *url, char *e
     if (!s) return HS_ENOMEM;
     int rc = hs_ch_open(&s->ch, url, err, errlen);
     if (rc) goto fail;
-    hs_schema_sql_auto(); /* the traces and snapshots it ships (schema/hs_schema.h) */
+    hs_schema_sql_auto(); /* the traces, snapshots and id maps it ships */
     if (sqlite3_open_v2(db_path, &s->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         snprintf(err, errlen, "cannot open %s: %s", db_path, sqlite3_errmsg(s->db));
         rc = HS_EDB;

@@ -61,8 +61,6 @@ static const char *const stmt_sql[ST_COUNT] = {
                      " = ?2 AND key = ?3",
     [ST_FRAME_INSERT] = "INSERT INTO frames (function, file, line, module, module_offset, alias) "
                         "VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    [ST_RUN_PC] = "INSERT OR REPLACE INTO run_pcs (run, pc, frame) VALUES (?1, ?2, ?3)",
-    [ST_RUN_STACK] = "INSERT OR REPLACE INTO run_stacks (run, stack_id, trace) VALUES (?1, ?2, ?3)",
     [ST_EVENTS] = "INSERT OR REPLACE INTO events (run, seq, t_first_ns, t_last_ns, n_events, "
                   "data) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     [ST_SNAP_DEL_PEAK] = "DELETE FROM snapshot_blocks WHERE run = ?1 AND kind = " HS_SNAP_PEAK_SQL,
@@ -72,8 +70,7 @@ static const char *const stmt_sql[ST_COUNT] = {
                    "VALUES (?1, ?2, ?3, ?4)",
     [ST_SIZES] = "INSERT OR REPLACE INTO size_hist (run, bucket, allocs, bytes) VALUES "
                  "(?1, ?2, ?3, ?4)",
-    [ST_LOAD_PCS] = "SELECT pc, frame FROM run_pcs WHERE run = ?1",
-    [ST_LOAD_STACKS] = "SELECT stack_id, trace FROM run_stacks WHERE run = ?1",
+    [ST_MAPS_LOAD] = "SELECT seq, data FROM run_maps WHERE run = ?1 AND kind = ?2 ORDER BY seq",
     [ST_LOAD_EVENTS] = "SELECT seq, data FROM events_all WHERE run = ?1 ORDER BY seq",
     [ST_CLEAR_SNAP] = "DELETE FROM snapshot_blocks WHERE run = ?1",
     [ST_CLEAR_SERIES] = "DELETE FROM heap_series WHERE run = ?1",
@@ -227,6 +224,7 @@ static void run_free(hs_run *r)
 {
     hs_map_free(&r->pcs);
     hs_map_free(&r->stacks);
+    hs__maps_free(r);
     hs_map_free(&r->traces);
     free(r->slots);
     free(r->dirty);
@@ -358,7 +356,7 @@ int hs_store_commit(hs_store *s)
 {
     int rc = 0;
     for (hs_run *r = s->touched; r && !rc; r = r->touch_next)
-        if (!r->broken && !r->stub) rc = write_run_row(s, r);
+        if (!r->broken && !r->stub && !(rc = hs__maps_flush(s, r))) rc = write_run_row(s, r);
     if (!rc) rc = hs__tree_flush(s);
     if (!rc && sqlite3_exec(s->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) rc = HS_EDB;
     if (rc) {
@@ -590,22 +588,8 @@ static hs_run *run_new(hs_store *s, const uint8_t uuid[16])
  * its rollups by replaying its stored events. */
 static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
 {
-    sqlite3_stmt *st = s->st[ST_LOAD_PCS];
-    int rc = 0, step;
-    sqlite3_bind_int64(st, 1, r->id);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW && !rc)
-        rc = hs_map_put(&r->pcs, (uint64_t)sqlite3_column_int64(st, 0),
-                        (uint64_t)sqlite3_column_int64(st, 1));
-    sqlite3_reset(st);
-    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
-    if (rc) goto out;
-    st = s->st[ST_LOAD_STACKS];
-    sqlite3_bind_int64(st, 1, r->id);
-    while ((step = sqlite3_step(st)) == SQLITE_ROW && !rc)
-        rc = hs__store_bind_stack(r, (uint64_t)sqlite3_column_int64(st, 0),
-                                  sqlite3_column_int64(st, 1));
-    sqlite3_reset(st);
-    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_stmt *st;
+    int rc = hs__maps_load(s, r), step;
     if (!rc && r->state == HS_RUN_ENDED) r->stub = 1;
     if (rc || r->state == HS_RUN_ENDED) goto out;
     /* The rollups of the bucket in progress were only in memory: rebuild all

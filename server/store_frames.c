@@ -158,12 +158,10 @@ static int frame_symbols(hs_store *s, hs_run *r, const uint8_t *p, size_t len, c
             return HS_ETOOBIG;
         }
         if ((rc = intern_frame(s, &sym, &frame))) return rc;
+        uint64_t had;
+        if (hs_map_get(&r->pcs, sym.pc, &had) && had == (uint64_t)frame) continue; /* as it was */
         if ((rc = hs_map_put(&r->pcs, sym.pc, (uint64_t)frame))) return rc;
-        sqlite3_stmt *st = s->st[ST_RUN_PC];
-        sqlite3_bind_int64(st, 1, r->id);
-        sqlite3_bind_int64(st, 2, (int64_t)sym.pc);
-        sqlite3_bind_int64(st, 3, frame);
-        if ((rc = hs__store_step_done(s, st))) return rc;
+        if ((rc = hs__maps_put(s, r, HS_MAPS_PCS, (int64_t)sym.pc, frame))) return rc;
     }
     if (more == 0) return 0;
     rc = more;
@@ -380,22 +378,20 @@ static int frame_stacks(hs_store *s, hs_run *r, const uint8_t *p, size_t len, ch
          * stored refer to it, and a replay of them must give the same
          * rollups (a collector resends a definition only unchanged). */
         uint64_t had;
-        if (hs_map_get(&r->stacks, stk->id, &had) && r->slots[had].trace != node) {
+        int known = hs_map_get(&r->stacks, stk->id, &had);
+        if (known && r->slots[had].trace != node) {
             hs__store_seterr(err, errlen, "stack %" PRIu64 " redefined with a different stack",
                              stk->id);
             rc = HS_EPROTO;
             goto out;
         }
+        if (known) continue; /* the same definition again */
         if ((rc = hs__store_bind_stack(r, stk->id, node))) {
             if (rc == HS_ETOOBIG)
                 hs__store_seterr(err, errlen, "more than %u distinct stacks", HS_RUN_MAX_STACKS);
             goto out;
         }
-        sqlite3_stmt *st = s->st[ST_RUN_STACK];
-        sqlite3_bind_int64(st, 1, r->id);
-        sqlite3_bind_int64(st, 2, (int64_t)stk->id);
-        sqlite3_bind_int64(st, 3, node);
-        if ((rc = hs__store_step_done(s, st))) goto out;
+        if ((rc = hs__maps_put(s, r, HS_MAPS_STACKS, (int64_t)stk->id, node))) goto out;
     }
     if (more == 0) goto out;
     rc = more;

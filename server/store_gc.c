@@ -2,7 +2,7 @@
  * and gives the space back.
  *
  * A run is removed with every row that names it: events, snapshots,
- * heap_series, trace_stats, run_labels, run_pcs, run_stacks, mappings,
+ * heap_series, trace_stats, run_labels, run_maps (its pcs and stacks), mappings,
  * process_samples, size_hist, run_exact, heap_exact and its runs row. The
  * stack tree (traces, frames) and symbol_cache are shared by every run of
  * the database and stay: a node no remaining run reaches costs a few dozen
@@ -28,9 +28,8 @@
 #define GC_CHUNK 50
 
 static const char *const gc_tables[] = {
-    "events",     "events_tail", "snapshot_blocks", "heap_series", "trace_stats",
-    "run_labels", "run_pcs",     "run_stacks",      "mappings",    "process_samples",
-    "size_hist",  "run_exact",   "heap_exact",
+    "events",   "events_tail", "snapshot_blocks", "heap_series", "trace_stats", "run_labels",
+    "run_maps", "mappings",    "process_samples", "size_hist",   "run_exact",   "heap_exact",
 };
 
 /* The selection's SQL: every criterion given must hold. */

@@ -15,6 +15,7 @@
 
 #include "hs_evcodec.h"
 #include "hs_map.h"
+#include "hs_maps.h"
 #include "hs_store.h"
 #include "hs_snaps.h"
 #include "hs_tree.h"
@@ -32,15 +33,12 @@ enum {
     ST_MAPPING,
     ST_FRAME_GET,
     ST_FRAME_INSERT,
-    ST_RUN_PC,
-    ST_RUN_STACK,
     ST_EVENTS,
     ST_SNAP_DEL_PEAK,
     ST_SERIES,
     ST_PROCESS,
     ST_SIZES,
-    ST_LOAD_PCS,
-    ST_LOAD_STACKS,
+    ST_MAPS_LOAD, /* schema 13: a run's chunks of a map, with their seq */
     ST_LOAD_EVENTS,
     ST_CLEAR_SNAP,
     ST_CLEAR_SERIES,
@@ -93,6 +91,14 @@ typedef struct hs_wtree {
     int dirty;        /* open has nodes trace_blocks has not */
     int64_t next_id;
 } hs_wtree;
+
+/* The open chunk of one of a run's id maps (store_maps.c). */
+typedef struct hs_wmap {
+    hs_maps_entry *open; /* its entries, as they came (repeats settled when written) */
+    size_t n, cap;
+    int64_t seq; /* its run_maps.seq */
+    int dirty;   /* open has entries its row has not */
+} hs_wmap;
 
 typedef struct hs_slot {
     int64_t trace;
@@ -159,9 +165,10 @@ struct hs_run {
     uint32_t k; /* keyframe every k buckets */
     uint64_t sample_bytes;
 
-    hs_map pcs;    /* collector pc -> frames.id */
-    hs_map stacks; /* collector stack id -> slot index */
-    hs_map traces; /* traces.id -> slot index */
+    hs_map pcs;                  /* collector pc -> frames.id */
+    hs_map stacks;               /* collector stack id -> slot index */
+    hs_map traces;               /* traces.id -> slot index */
+    hs_wmap maps[HS_MAPS_KINDS]; /* the open chunks of pcs and stacks */
     hs_slot *slots;
     uint32_t nslots, cap;
     uint32_t *dirty; /* slots changed in the current bucket */
@@ -295,6 +302,14 @@ int hs__frame_intern(hs_store *s, const hs_frame_row *f, int64_t *id);
 /* Writes f's content key (its key without the alias) into s->key; its
  * length, or -1 when it does not fit. */
 int hs__frame_content_key(hs_store *s, const hs_frame_row *f);
+/* The runs' id maps (store_maps.c). hs__maps_load reads run r's maps into
+ * r->pcs and its slots, and their open chunks; hs__maps_put adds an entry
+ * (one that changes the map) to r's open chunk of kind; hs__maps_flush
+ * writes the open chunks that changed (before each commit). */
+int hs__maps_load(hs_store *s, hs_run *r);
+int hs__maps_put(hs_store *s, hs_run *r, int kind, int64_t key, int64_t value);
+int hs__maps_flush(hs_store *s, hs_run *r);
+void hs__maps_free(hs_run *r);
 /* Deletes the trace_stats of a run whose rollups are about to be rebuilt. */
 int hs__rollup_reset(hs_store *s, hs_run *r);
 

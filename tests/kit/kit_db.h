@@ -27,6 +27,17 @@ typedef struct sqlite3 sqlite3;
     "trace, bytes, count FROM snapshots; DROP TABLE snapshot_blocks; ALTER TABLE tk_snaps RENAME " \
     "TO snapshots;"
 
+/* SQL that puts a database's runs' id maps back in the tables of schema 1
+ * to 12, from the chunks of schema 13 (read through the virtual tables of
+ * the same names while run_maps is there). */
+#define TK_MAPS_AS_ROWS_SQL                                                                        \
+    "CREATE TABLE tk_pcs (run INTEGER NOT NULL, pc INTEGER NOT NULL, frame INTEGER NOT NULL, "     \
+    "PRIMARY KEY (run, pc)) WITHOUT ROWID; INSERT INTO tk_pcs SELECT run, pc, frame FROM "         \
+    "run_pcs; CREATE TABLE tk_stacks (run INTEGER NOT NULL, stack_id INTEGER NOT NULL, trace "     \
+    "INTEGER NOT NULL, PRIMARY KEY (run, stack_id)) WITHOUT ROWID; INSERT INTO tk_stacks SELECT "  \
+    "run, stack_id, trace FROM run_stacks; DROP TABLE run_maps; ALTER TABLE tk_pcs RENAME TO "     \
+    "run_pcs; ALTER TABLE tk_stacks RENAME TO run_stacks;"
+
 /* The first column of the first row of the SQL that fmt formats as
  * sqlite3_mprintf does (%q, %lld, ...; a literal % is %%; so no printf
  * format check), as an integer; INT64_MIN when there is no row. Fails the

@@ -139,7 +139,8 @@ static void test_old_rows_and_migration(void **state)
     snprintf(sql, sizeof sql, "VACUUM INTO '%s'", old);
     sql_exec(path, sql);
     assert_int_equal(fx_events_to_wire(old), 0);
-    sql_exec(old, TK_TREE_AS_ROWS_SQL TK_SNAPS_AS_ROWS_SQL "PRAGMA user_version = 5");
+    sql_exec(old, TK_TREE_AS_ROWS_SQL TK_SNAPS_AS_ROWS_SQL TK_MAPS_AS_ROWS_SQL
+             "PRAGMA user_version = 5");
     check_answers(old); /* read-only, as it is */
     assert_int_equal(sql_int(old, "PRAGMA user_version"), 5);
 

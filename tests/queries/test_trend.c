@@ -355,9 +355,9 @@ static void test_gc(void **state)
     tk_server_stop(&srv, SIGTERM);
     memset(&srv, 0, sizeof srv);
 
-    static const char *const tables[] = {
-        "events",  "snapshots",  "heap_series", "trace_stats", "run_labels",
-        "run_pcs", "run_stacks", "mappings",    "size_hist",   "process_samples"};
+    static const char *const tables[] = {"events",     "snapshots", "heap_series",    "trace_stats",
+                                         "run_labels", "run_pcs",   "run_stacks",     "run_maps",
+                                         "mappings",   "size_hist", "process_samples"};
     for (int64_t run = 1; run <= 6; run++)
         for (size_t t = 0; t < sizeof tables / sizeof tables[0]; t++) {
             int64_t n = rows_of(tables[t], run);
@@ -453,7 +453,7 @@ static void test_schema8_migrates(void **state)
     /* the stack tree back in its table (the rest of schema 10 left as it
      * is: readers of 8 do not look at it) */
     assert_int_equal(sqlite3_exec(h,
-                                  TK_TREE_AS_ROWS_SQL TK_SNAPS_AS_ROWS_SQL
+                                  TK_TREE_AS_ROWS_SQL TK_SNAPS_AS_ROWS_SQL TK_MAPS_AS_ROWS_SQL
                                   "DROP INDEX traces_frame; ALTER TABLE runs "
                                   "DROP COLUMN rss_peak_bytes; ALTER TABLE "
                                   "runs DROP COLUMN leak_bytes_per_s; PRAGMA "
