@@ -2,7 +2,10 @@
  * inlined chains, shared and empty strings, offsets near 0 and 2^64 and
  * lines past 2^32 come back as they went in; every truncation of a block and
  * a changed byte in its header are refused, not misread, and leave the
- * block decoded into as it was. */
+ * block decoded into as it was; the reader loads a build's blocks when
+ * first asked, keeps its own answers, and stays within its bound through
+ * index lookups; migration 14 moves the rows of schema 7 into blocks (after
+ * a build's blocks already there) and drops the table. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,8 +15,10 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <sqlite3.h>
 
 #include "hs_error.h"
+#include "hs_schema.h"
 #include "hs_symcache.h"
 
 static hs_str S(const char *s)
@@ -160,11 +165,195 @@ static void test_codec_edges(void **state)
     hs_symcache_free(&b);
 }
 
+/* ---- the database ----------------------------------------------------------- */
+
+static sqlite3 *new_db(void)
+{
+    sqlite3 *db;
+    char err[256];
+    assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
+    assert_int_equal(hs_schema_migrate(db, err, sizeof err), 0);
+    return db;
+}
+
+static void put_block(sqlite3 *db, const char *bid, int64_t seq, const hs_symcache_block *b)
+{
+    hs_buf blob = {0};
+    assert_int_equal(hs_symcache_encode(b, &blob), 0);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "INSERT INTO symbol_blocks (build_id, seq, data) VALUES "
+                                        "(?1, ?2, ?3)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_blob(st, 1, bid, (int)strlen(bid), SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, seq);
+    sqlite3_bind_blob(st, 3, blob.p, (int)blob.n, SQLITE_STATIC);
+    assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+    sqlite3_finalize(st);
+    hs_buf_free(&blob);
+}
+
+static int64_t q(sqlite3 *db, const char *sql)
+{
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    int64_t v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+    return v;
+}
+
+static int rd_get(hs_symcache_rd *r, const char *bid, uint64_t off)
+{
+    hs_symcache_frame fr[HS_SYMCACHE_FRAMES_MAX];
+    return hs_symcache_rd_get(r, (const uint8_t *)bid, strlen(bid), off, fr,
+                              HS_SYMCACHE_FRAMES_MAX);
+}
+
+static void test_reader(void **state)
+{
+    (void)state;
+    sqlite3 *db = new_db();
+    hs_symcache_block b = {0};
+    fill(&b, 100, 0);
+    put_block(db, "build-a", 0, &b);
+    hs_symcache_clear(&b);
+    fill(&b, 100, 100);
+    put_block(db, "build-a", 1, &b);
+    hs_symcache_clear(&b);
+    fill(&b, 10, 0);
+    put_block(db, "build-b", 0, &b);
+    sqlite3_exec(db, "INSERT INTO symbol_blocks VALUES (CAST('build-b' AS BLOB), 1, x'01ff')", NULL,
+                 NULL, NULL);
+    hs_symcache_free(&b);
+
+    hs_symcache_rd *r;
+    assert_int_equal(hs_symcache_rd_open(db, HS_SYMCACHE_RD_BYTES, &r), 0);
+    assert_int_equal(rd_get(r, "build-a", offset_of(150)), 1 + 150 % 4); /* its second block */
+    assert_int_equal(rd_get(r, "build-a", 7), 0);
+    assert_int_equal(rd_get(r, "build-b", offset_of(9)), 1 + 9 % 4); /* its bad block skipped */
+    assert_int_equal(rd_get(r, "build-c", offset_of(9)), 0);
+    size_t bytes;
+    assert_int_equal(hs_symcache_rd_builds(r, &bytes), 3);
+    /* a block stored now is not read again: the server's own answers come
+     * through rd_add */
+    hs_symcache_frame fr = {S("late"), S("late.c"), 5}, got[1];
+    hs_symcache_block late = {0};
+    assert_int_equal(hs_symcache_add(&late, 7, &fr, 1), 1);
+    put_block(db, "build-c", 0, &late);
+    hs_symcache_free(&late);
+    assert_int_equal(rd_get(r, "build-c", 7), 0);
+    hs_symcache_rd_add(r, (const uint8_t *)"build-c", 7, 7, &fr, 1);
+    assert_int_equal(hs_symcache_rd_get(r, (const uint8_t *)"build-c", 7, 7, got, 1), 1);
+    assert_memory_equal(got[0].function.ptr, "late", 4);
+    /* an answer for a build not held is left to the database */
+    hs_symcache_rd_add(r, (const uint8_t *)"build-d", 7, 7, &fr, 1);
+    assert_int_equal(hs_symcache_rd_builds(r, NULL), 3);
+    hs_symcache_rd_free(r);
+
+    /* a bound of one byte: the build asked about is the one kept */
+    assert_int_equal(hs_symcache_rd_open(db, 1, &r), 0);
+    assert_int_equal(rd_get(r, "build-a", offset_of(3)), 1 + 3 % 4);
+    assert_int_equal(rd_get(r, "build-b", offset_of(3)), 1 + 3 % 4);
+    assert_int_equal(hs_symcache_rd_builds(r, NULL), 1);
+    assert_int_equal(rd_get(r, "build-a", offset_of(199)), 1 + 199 % 4); /* read again */
+    assert_int_equal(hs_symcache_rd_builds(r, &bytes), 1);
+    assert_true(bytes > 0);
+    hs_symcache_rd_free(r);
+
+    /* a build's blocks are found through the primary key, not a scan */
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "EXPLAIN QUERY PLAN SELECT data FROM symbol_blocks "
+                                        "WHERE build_id = ?1 ORDER BY seq",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    while (sqlite3_step(st) == SQLITE_ROW) {
+        const char *detail = (const char *)sqlite3_column_text(st, 3);
+        assert_null(strstr(detail, "SCAN"));
+        assert_null(strstr(detail, "TEMP B-TREE"));
+    }
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
+/* Migration 14 on a file of schema 13 that has rows in symbol_cache. */
+static void test_migrate(void **state)
+{
+    (void)state;
+    sqlite3 *db = new_db();
+    const char *v7 = NULL;
+    for (int i = 0; i < hs_migration_count; i++)
+        if (hs_migrations[i].version == 7) v7 = hs_migrations[i].sql;
+    assert_non_null(v7);
+    assert_int_equal(sqlite3_exec(db, v7, NULL, NULL, NULL), SQLITE_OK);
+    /* build-a: more offsets than a block holds, and a block already stored */
+    hs_symcache_block b = {0};
+    fill(&b, 3, 1000000);
+    put_block(db, "build-a", 0, &b);
+    hs_symcache_free(&b);
+    sqlite3_stmt *st;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "INSERT INTO symbol_cache VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    const size_t na = HS_SYMCACHE_BLOCK_ENTRIES + 10;
+    for (size_t i = 0; i < na + 20; i++) {
+        hs_symcache_frame fr[4];
+        char names[4][64];
+        int n = frames_of(i, fr, names);
+        for (int k = 0; k < n; k++) {
+            sqlite3_bind_blob(st, 1, i < na ? "build-a" : "build-b", 7, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 2, (int64_t)offset_of(i));
+            sqlite3_bind_int(st, 3, k);
+            sqlite3_bind_text(st, 4, fr[k].function.ptr, (int)fr[k].function.len, SQLITE_STATIC);
+            sqlite3_bind_text(st, 5, fr[k].file.ptr, (int)fr[k].file.len, SQLITE_STATIC);
+            sqlite3_bind_int64(st, 6, (int64_t)fr[k].line);
+            assert_int_equal(sqlite3_step(st), SQLITE_DONE);
+            sqlite3_reset(st);
+        }
+    }
+    sqlite3_finalize(st);
+    /* rows no server wrote: no build id */
+    sqlite3_exec(db, "INSERT INTO symbol_cache VALUES (x'', 5, 0, 'f', 'a.c', 1)", NULL, NULL,
+                 NULL);
+    char err[256];
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 13", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(hs_schema_migrate(db, err, sizeof err), 0);
+    assert_int_equal(q(db, "PRAGMA user_version"), hs_schema_version());
+    assert_int_equal(q(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'symbol_cache'"), 0);
+    /* build-a: its block 0, then the moved rows in two */
+    assert_int_equal(
+        q(db, "SELECT count(*) FROM symbol_blocks WHERE build_id = CAST('build-a' AS BLOB)"), 3);
+    assert_int_equal(
+        q(db, "SELECT max(seq) FROM symbol_blocks WHERE build_id = CAST('build-a' AS BLOB)"), 2);
+    assert_int_equal(
+        q(db, "SELECT count(*) FROM symbol_blocks WHERE build_id = CAST('build-b' AS BLOB)"), 1);
+    hs_symcache_rd *r;
+    assert_int_equal(hs_symcache_rd_open(db, HS_SYMCACHE_RD_BYTES, &r), 0);
+    for (size_t i = 0; i < na + 20; i++) {
+        hs_symcache_frame got[HS_SYMCACHE_FRAMES_MAX], want[4];
+        char names[4][64];
+        int n = frames_of(i, want, names);
+        assert_int_equal(hs_symcache_rd_get(r, (const uint8_t *)(i < na ? "build-a" : "build-b"), 7,
+                                            offset_of(i), got, HS_SYMCACHE_FRAMES_MAX),
+                         n);
+        assert_int_equal(got[n - 1].line, want[n - 1].line);
+        assert_int_equal(got[0].file.len, want[0].file.len);
+    }
+    assert_int_equal(rd_get(r, "build-a", offset_of(1000002)), 1 + 1000002 % 4);
+    hs_symcache_rd_free(r);
+    sqlite3_close(db);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codec_roundtrip),
         cmocka_unit_test(test_codec_edges),
+        cmocka_unit_test(test_reader),
+        cmocka_unit_test(test_migrate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
