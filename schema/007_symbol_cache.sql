@@ -9,7 +9,8 @@
 -- the offset). A later lookup of the same build and offset reads these
 -- rows instead of the file. Frames and traces are unchanged: they keep
 -- holding what queries read. (IF NOT EXISTS: a file taken back to an older
--- version number by hand keeps its cache.)
+-- version number by hand keeps its cache.) Since schema 14 the answers are
+-- stored in blocks (014_symbol_blocks.sql) and this table is dropped.
 CREATE TABLE IF NOT EXISTS symbol_cache (
     build_id BLOB NOT NULL,
     offset   INTEGER NOT NULL, -- SYMBOLS' module_offset: a return address

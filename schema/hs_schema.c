@@ -15,6 +15,7 @@
 #include "hs_evrecode.h"
 #include "hs_maps.h"
 #include "hs_snaps.h"
+#include "hs_symcache.h"
 #include "hs_tree.h"
 #include "hs_tstats.h"
 
@@ -78,6 +79,13 @@ static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
         int rc = hs_maps_migrate(db);
         if (rc)
             set_err(errmsg, errlen, "the runs' id maps: %s",
+                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
+        return rc;
+    }
+    case 14: {
+        int rc = hs_symcache_migrate(db);
+        if (rc)
+            set_err(errmsg, errlen, "the symbol cache's blocks: %s",
                     rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
         return rc;
     }

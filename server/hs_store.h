@@ -133,10 +133,11 @@ int hs_store_run_frame(hs_store *s, hs_run *r, uint64_t seq, int type, const uin
  * end time = the last event's. Inside a transaction. */
 int hs_store_run_lose(hs_store *s, hs_run *r);
 
-/* Stores what the symbolizer found (schema 007, symbol_cache): entries
- * "build_id:str offset n (function:str file:str line)×n" to the end of p,
- * as server/symd.c writes them. A malformed list stores what came before
- * it and returns HS_EPROTO. */
+/* Stores what the symbolizer found (symbol_blocks, schema/hs_symcache.h):
+ * entries "build_id:str offset n (function:str file:str line)×n" to the end
+ * of p, as server/symd.c writes them, added to each build's last block (a
+ * new one once it is full; an offset that block has already is skipped).
+ * A malformed list stores what came before it and returns HS_EPROTO. */
 int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len);
 
 /* Names frames rows stored unnamed (key "\x1fmodule\x1foffset"), in place:

@@ -65,10 +65,10 @@ int hs_syms_file_build_id(const char *path, uint8_t *bid);
  * .build-id/xx/yyyy.debug. */
 int hs_syms_store_dir(char *out, size_t len, const char *db_path);
 
-/* Answers kept outside (the server's database, schema 007): get fills
- * out[0..n) (strings valid until the next call) and returns n, or 0 when
- * it has none; put is given every answer read from a file. Only builds
- * with a build id are cached. */
+/* Answers kept outside (the server's database, schema/hs_symcache.h): get
+ * fills out[0..n) (strings valid until the next call) and returns n, or 0
+ * when it has none; put is given every answer read from a file. Only
+ * builds with a build id are cached. */
 typedef struct hs_syms_cache {
     int (*get)(void *data, const uint8_t *bid, size_t blen, uint64_t off, hs_symbol *out, int max);
     void (*put)(void *data, const uint8_t *bid, size_t blen, uint64_t off, const hs_symbol *fr,

@@ -9,10 +9,12 @@
  * job to the writer. It owns one hs_syms for the life of the server: every
  * build is read once and then answered from memory for every later run;
  * each answer read from a file also goes to the writer, with the job, for
- * the database's symbol_cache (schema 007), which the thread reads, on its
- * own read-only connection, before any file: a build named before a
- * restart, or by another server process on the same database, is not read
- * again.
+ * the database's symbol cache (symbol_blocks, schema/hs_symcache.h), which
+ * the thread reads before any file: on its own read-only connection, a
+ * build's blocks at once the first time it is asked about that build, kept
+ * in memory (HS_SYMCACHE_RD_BYTES at most, the builds asked about least
+ * lately let go first) with the answers it found since. A build named
+ * before a restart is not read again.
  * Only the connection waits while its build is read; the writer and the
  * other connections go on (their jobs without SYMBOLS go straight to the
  * writer).
@@ -67,9 +69,9 @@ int hs_symd_wants(const hs_wjob *j);
  * while it grows), checks the whole file's build id, renames it in place
  * and forgets that the build was missing: the connection's later SYMBOLS
  * frames, and every later run of the build, are named from it (then from
- * symbol_cache). A file whose build id is not the one asked for, or a piece
- * that does not decode, is deleted and the connection closed (an ask with
- * close_why set).
+ * the symbol cache). A file whose build id is not the one asked for, or a
+ * piece that does not decode, is deleted and the connection closed (an ask
+ * with close_why set).
  * The job that found the build missing, and the connection's jobs after
  * it, wait in the thread (not the other connections' jobs) until the
  * upload ends or HS_SYMD_WAIT_MS passes, then are named with what there is:

@@ -47,7 +47,7 @@ enum hs_wjob_kind {
 };
 
 /* A frame of a FRAMES job that no peer sends (net.c admits only the
- * protocol's types): the symbolizer's answers for symbol_cache
+ * protocol's types): the symbolizer's answers for the symbol cache
  * (hs_store_symcache_put), without a sequence number. */
 #define HS_WFRAME_SYMCACHE 0xf0
 /* A frame of a REFILL job: names for frames rows stored unnamed

@@ -82,8 +82,11 @@ static const char *const stmt_sql[ST_COUNT] = {
                   "(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15)",
     [ST_TSTATS_MARK] = "UPDATE runs SET stats_bucket = ?2 WHERE id = ?1",
     [ST_TSTATS_CLEAR] = "DELETE FROM trace_stats WHERE run = ?1",
-    [ST_SYMCACHE] = "INSERT OR IGNORE INTO symbol_cache (build_id, offset, k, function, file, "
-                    "line) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    /* schema 14: a build's block seq of symbol answers; its last block */
+    [ST_SYMCACHE] =
+        "INSERT OR REPLACE INTO symbol_blocks (build_id, seq, data) VALUES (?1, ?2, ?3)",
+    [ST_SYMCACHE_LAST] = "SELECT seq, data FROM symbol_blocks WHERE build_id = ?1 ORDER BY seq "
+                         "DESC LIMIT 1",
     /* schema 008: a bucket's exact high, then an observation's live heap */
     [ST_EXACT_MAX] =
         "INSERT INTO heap_exact (run, bucket, live_bytes, max_bytes, max_t_ns, allocs, "

@@ -12,6 +12,7 @@
 #include "hs_error.h"
 #include "hs_snap.h"
 #include "hs_symbols.h"
+#include "hs_symcache.h"
 #include "store_int.h"
 
 static int grow_slots(hs_run *r)
@@ -172,29 +173,109 @@ bad:
 
 /* ---- the symbolizer's answers ----------------------------------------- */
 
+/* The last block of a build one hs_store_symcache_put adds to
+ * (schema/hs_symcache.h). */
+typedef struct symc_open {
+    hs_str bid; /* points into the payload */
+    int64_t seq;
+    int dirty; /* b has entries its row has not */
+    hs_symcache_block b;
+} symc_open;
+
+/* Builds one put keeps open; a put that names more writes the one it opened
+ * first and reads the next build's block in its place. */
+#define SYMC_OPEN_MAX 8
+
+_Static_assert(HS_SYMS_INLINE_MAX == HS_SYMCACHE_FRAMES_MAX, "an answer fits a block's entry");
+
+static int symc_write(hs_store *s, symc_open *o)
+{
+    if (!o->dirty) return 0;
+    hs_buf data = {0};
+    int rc = hs_symcache_encode(&o->b, &data);
+    if (!rc) {
+        sqlite3_stmt *st = s->st[ST_SYMCACHE];
+        sqlite3_bind_blob(st, 1, o->bid.ptr, (int)o->bid.len, SQLITE_STATIC);
+        sqlite3_bind_int64(st, 2, o->seq);
+        sqlite3_bind_blob(st, 3, data.p, (int)data.n, SQLITE_STATIC);
+        rc = hs__store_step_done(s, st);
+    }
+    hs_buf_free(&data);
+    o->dirty = 0;
+    return rc;
+}
+
+/* Reads build bid's last block into o (none: an empty block 0). A block
+ * that does not decode stays as it is, and the answers go to the next. */
+static int symc_load(hs_store *s, symc_open *o, hs_str bid)
+{
+    o->bid = bid;
+    o->seq = 0;
+    o->dirty = 0;
+    hs_symcache_clear(&o->b);
+    sqlite3_stmt *st = s->st[ST_SYMCACHE_LAST];
+    sqlite3_bind_blob(st, 1, bid.ptr, (int)bid.len, SQLITE_STATIC);
+    int step = sqlite3_step(st), rc = 0;
+    if (step == SQLITE_ROW) {
+        o->seq = sqlite3_column_int64(st, 0);
+        rc = hs_symcache_decode(&o->b, sqlite3_column_blob(st, 1),
+                                (size_t)sqlite3_column_bytes(st, 1));
+        if (rc == HS_ECORRUPT) {
+            o->seq++;
+            rc = 0;
+        }
+    } else if (step != SQLITE_DONE) {
+        s->db_failed = 1;
+        rc = HS_EDB;
+    }
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    return rc;
+}
+
 int hs_store_symcache_put(hs_store *s, const uint8_t *p, size_t len)
 {
+    symc_open open[SYMC_OPEN_MAX];
+    memset(open, 0, sizeof open);
+    size_t nopen = 0, next = 0; /* next: the slot a build past SYMC_OPEN_MAX takes */
+    int rc = 0;
     hs_rd rd;
     hs_rd_init(&rd, p, len);
-    while (hs_rd_left(&rd) && !rd.err) {
+    while (hs_rd_left(&rd) && !rd.err && !rc) {
+        hs_symcache_frame fr[HS_SYMS_INLINE_MAX];
         hs_str bid = hs_rd_str(&rd, HS_BUILD_ID_MAX);
         uint64_t off = hs_rd_varint(&rd), n = hs_rd_varint_max(&rd, HS_SYMS_INLINE_MAX);
         for (uint64_t k = 0; k < n && !rd.err; k++) {
-            hs_str fn = hs_rd_str(&rd, HS_FUNC_MAX), file = hs_rd_str(&rd, HS_STR_MAX);
-            uint64_t line = hs_rd_varint(&rd);
-            if (rd.err || !bid.len) break;
-            sqlite3_stmt *st = s->st[ST_SYMCACHE];
-            sqlite3_bind_blob(st, 1, bid.ptr, (int)bid.len, SQLITE_STATIC);
-            sqlite3_bind_int64(st, 2, (int64_t)off);
-            sqlite3_bind_int64(st, 3, (int64_t)k);
-            bind_str(st, 4, fn);
-            bind_str(st, 5, file);
-            sqlite3_bind_int64(st, 6, (int64_t)line);
-            int rc = hs__store_step_done(s, st);
-            if (rc) return rc;
+            fr[k].function = hs_rd_str(&rd, HS_FUNC_MAX);
+            fr[k].file = hs_rd_str(&rd, HS_STR_MAX);
+            fr[k].line = hs_rd_varint(&rd);
         }
+        if (rd.err || !bid.len || !n) continue;
+        symc_open *o = NULL;
+        for (size_t i = 0; i < nopen && !o; i++)
+            if (open[i].bid.len == bid.len && !memcmp(open[i].bid.ptr, bid.ptr, bid.len))
+                o = &open[i];
+        if (!o) {
+            o = &open[nopen < SYMC_OPEN_MAX ? nopen++ : next++ % SYMC_OPEN_MAX];
+            if ((rc = symc_write(s, o)) || (rc = symc_load(s, o, bid))) break;
+        }
+        if (hs_symcache_has(&o->b, off)) continue; /* asked twice before it was stored */
+        if (o->b.n == HS_SYMCACHE_BLOCK_ENTRIES ||
+            hs_symcache_str_bytes(&o->b) + hs_symcache_entry_bytes(fr, (int)n) >
+                HS_SYMCACHE_BLOCK_BYTES) { /* full: a new block after it */
+            if ((rc = symc_write(s, o))) break;
+            hs_symcache_clear(&o->b);
+            o->seq++;
+        }
+        if ((rc = hs_symcache_add(&o->b, off, fr, (int)n)) < 0) break;
+        rc = 0;
+        o->dirty = 1;
     }
-    return rd.err ? HS_EPROTO : 0;
+    for (size_t i = 0; i < nopen; i++) {
+        if (!rc) rc = symc_write(s, &open[i]);
+        hs_symcache_free(&open[i].b);
+    }
+    return rc ? rc : rd.err ? HS_EPROTO : 0;
 }
 
 /* ---- frames named after they were stored --------------------------------- */

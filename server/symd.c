@@ -19,6 +19,7 @@
 #include "hs_lz.h"
 #include "hs_log.h"
 #include "hs_refill.h"
+#include "hs_symcache.h"
 #include "hs_text.h"
 
 enum { IT_JOB, IT_UPLOAD, IT_ABORT, IT_REFILLED };
@@ -57,10 +58,9 @@ struct hs_symd {
     hs_writer *writer;
     hs_syms *syms;
     uint64_t entries, resolved_ns; /* SYMBOLS entries looked up, time spent */
-    sqlite3 *db;                   /* read-only, for symbol_cache; NULL: none */
-    sqlite3_stmt *get;
-    char *names[2 * HS_SYMS_INLINE_MAX]; /* strings of the last cache answer */
-    hs_buf put; /* answers for the writer, the current job's (oom: drop them) */
+    sqlite3 *db;                   /* read-only, for symbol_blocks; NULL: none */
+    hs_symcache_rd *cache;         /* the blocks of the builds asked about; NULL: none */
+    hs_buf put;                    /* answers for the writer, the current job's (oom: drop them) */
     /* uploads: asks for the loop (under mu), the files being received and
      * the builds asked for lately (the thread's) */
     char *db_path; /* NULL: no database, nothing asked */
@@ -86,35 +86,26 @@ struct hs_symd {
     item *refill_item; /* for the REFILL job out: the writer hands it back in it */
 };
 
-/* ---- symbol_cache ------------------------------------------------------ */
+/* ---- the symbol cache (schema/hs_symcache.h) --------------------------- */
+
+_Static_assert(HS_SYMS_INLINE_MAX == HS_SYMCACHE_FRAMES_MAX, "an answer fits a cache entry");
 
 static int cache_get(void *data, const uint8_t *bid, size_t blen, uint64_t off, hs_symbol *out,
                      int max)
 {
     hs_symd *d = data;
-    if (!d->get) return 0;
-    sqlite3_bind_blob(d->get, 1, bid, (int)blen, SQLITE_STATIC);
-    sqlite3_bind_int64(d->get, 2, (int64_t)off);
-    int n = 0;
-    while (n < max && sqlite3_step(d->get) == SQLITE_ROW) {
-        for (int c = 0; c < 2; c++) {
-            free(d->names[2 * n + c]);
-            const char *t = (const char *)sqlite3_column_text(d->get, c);
-            d->names[2 * n + c] = strdup(t ? t : "");
-        }
-        if (!d->names[2 * n] || !d->names[2 * n + 1]) {
-            n = 0; /* out of memory: a miss */
-            break;
-        }
-        memset(&out[n], 0, sizeof out[n]);
-        out[n].function = (hs_str){d->names[2 * n], strlen(d->names[2 * n])};
-        out[n].file = (hs_str){d->names[2 * n + 1], strlen(d->names[2 * n + 1])};
-        out[n].module = (hs_str){"", 0};
-        int64_t line = sqlite3_column_int64(d->get, 2);
-        out[n].line = line > 0 ? (uint64_t)line : 0;
-        n++;
+    hs_symcache_frame fr[HS_SYMS_INLINE_MAX];
+    if (!d->cache) return 0;
+    int n = hs_symcache_rd_get(d->cache, bid, blen, off, fr,
+                               max < HS_SYMS_INLINE_MAX ? max : HS_SYMS_INLINE_MAX);
+    if (n <= 0) return 0; /* an error is a miss: the database is asked again next time */
+    for (int k = 0; k < n; k++) {
+        memset(&out[k], 0, sizeof out[k]);
+        out[k].function = fr[k].function;
+        out[k].file = fr[k].file;
+        out[k].module = (hs_str){"", 0};
+        out[k].line = fr[k].line;
     }
-    sqlite3_reset(d->get);
     return n;
 }
 
@@ -135,11 +126,14 @@ static void put_str(hs_symd *d, hs_str s)
     put_bytes(d, s.ptr, s.len);
 }
 
-/* The entry format of hs_store_symcache_put. */
+/* The entry format of hs_store_symcache_put; kept in memory too, as the
+ * writer will store it. */
 static void cache_put(void *data, const uint8_t *bid, size_t blen, uint64_t off,
                       const hs_symbol *fr, int n)
 {
     hs_symd *d = data;
+    hs_symcache_frame keep[HS_SYMS_INLINE_MAX];
+    int fits = n >= 1 && n <= HS_SYMS_INLINE_MAX; /* what the writer takes (hs_store.h) */
     put_str(d, (hs_str){(const char *)bid, blen});
     put_varint(d, off);
     put_varint(d, (uint64_t)n);
@@ -147,7 +141,11 @@ static void cache_put(void *data, const uint8_t *bid, size_t blen, uint64_t off,
         put_str(d, fr[k].function);
         put_str(d, fr[k].file);
         put_varint(d, fr[k].line);
+        fits &= fr[k].function.len <= HS_FUNC_MAX && fr[k].file.len <= HS_STR_MAX;
+        if (k < HS_SYMS_INLINE_MAX)
+            keep[k] = (hs_symcache_frame){fr[k].function, fr[k].file, fr[k].line};
     }
+    if (d->cache && fits) hs_symcache_rd_add(d->cache, bid, blen, off, keep, n);
 }
 
 static void cache_open(hs_symd *d, const char *db_path)
@@ -155,19 +153,14 @@ static void cache_open(hs_symd *d, const char *db_path)
     if (!db_path) return;
     if (sqlite3_open_v2(db_path, &d->db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK ||
         sqlite3_busy_timeout(d->db, 200) != SQLITE_OK ||
-        sqlite3_prepare_v3(d->db,
-                           "SELECT function, file, line FROM symbol_cache"
-                           " WHERE build_id = ?1 AND offset = ?2 ORDER BY k",
-                           -1, SQLITE_PREPARE_PERSISTENT, &d->get, NULL) != SQLITE_OK) {
+        hs_symcache_rd_open(d->db, HS_SYMCACHE_RD_BYTES, &d->cache) != 0) {
         hs_log("symbols: the database's symbol cache cannot be read (%s): builds are read from "
                "their files",
                d->db ? sqlite3_errmsg(d->db) : "out of memory");
-        sqlite3_finalize(d->get);
-        d->get = NULL;
     }
     hs_syms_cache c = {.get = cache_get, .put = cache_put, .data = d};
     hs_syms_set_cache(d->syms, &c);
-    if (d->get) hs_refill_new(&d->refill, d->db, d->syms); /* NULL on failure, said */
+    if (d->cache) hs_refill_new(&d->refill, d->db, d->syms); /* NULL on failure, said */
 }
 
 int hs_symd_wants(const hs_wjob *j)
@@ -671,7 +664,7 @@ int hs_symd_start(hs_symd **out, const hs_syms_config *cfg, hs_writer *w, const 
     pthread_cond_init(&d->cv, &ca);
     pthread_condattr_destroy(&ca);
     if (pthread_create(&d->thread, NULL, symd_main, d)) {
-        sqlite3_finalize(d->get);
+        hs_symcache_rd_free(d->cache);
         sqlite3_close(d->db);
         hs_syms_free(d->syms);
         free(d->db_path);
@@ -794,9 +787,8 @@ void hs_symd_stop(hs_symd *d)
     free(d->refill_item); /* a job the writer ended without applying */
     free(d->zbuf);
     free(d->db_path);
-    sqlite3_finalize(d->get);
+    hs_symcache_rd_free(d->cache);
     sqlite3_close(d->db);
-    for (size_t i = 0; i < HS_COUNTOF(d->names); i++) free(d->names[i]);
     hs_buf_free(&d->put);
     hs_syms_free(d->syms);
     pthread_mutex_destroy(&d->mu);
