@@ -140,6 +140,7 @@ static void sqlite_free(hs_qstore *s)
     hs__sqlite *q = (hs__sqlite *)s;
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
     hs_tree_rd_free(q->tree);
+    hs_snaps_rd_free(q->snaps_rd);
     hs_tree_mem_free(&q->mem);
     hs__sql_free(q);
     sqlite3_close_v2(q->db);
@@ -390,6 +391,65 @@ static int acc_rows(hs__sqlite *q, sqlite3_stmt *st, hs__state_acc *a, hs_qerr *
     return 0;
 }
 
+/* q's reader of snapshot blocks into *rd; NULL when its database has the
+ * snapshots table (an older schema, read through the statements). */
+static int snaps_rd(hs__sqlite *q, hs_snaps_rd **rd, hs_qerr *err)
+{
+    *rd = NULL;
+    if (!q->snaps) {
+        int blocks = hs_snaps_in_blocks(q->db);
+        if (blocks < 0) return hs__sqlite_err(q, err);
+        q->snaps = blocks ? 1 : -1;
+    }
+    if (q->snaps < 0) return 0;
+    if (!q->snaps_rd && hs_snaps_rd_open(q->db, &q->snaps_rd)) return hs__sqlite_err(q, err);
+    *rd = q->snaps_rd;
+    return 0;
+}
+
+/* A scan of snapshot rows (hs_snaps_rd_scan) for a callback of the store's
+ * interface: its return is passed on as it is, the reader's errors are
+ * told in err. */
+typedef struct snaps_scan {
+    int (*cb)(int64_t bucket, const hs_snap_row *row, void *data);
+    void *data;
+    int cb_rc;
+} snaps_scan;
+
+static int snaps_scan_cb(int64_t bucket, const hs_snap_row *row, void *data)
+{
+    snaps_scan *x = data;
+    return x->cb_rc = x->cb(bucket, row, x->data);
+}
+
+static int snaps_scan_run(hs__sqlite *q, hs_snaps_rd *rd, int64_t run, int kind, int64_t lo,
+                          int64_t hi, int64_t trace,
+                          int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data,
+                          hs_qerr *err)
+{
+    snaps_scan x = {cb, data, 0};
+    int rc = hs_snaps_rd_scan(rd, run, kind, lo, hi, trace, snaps_scan_cb, &x);
+    if (!rc || rc == x.cb_rc) return rc;
+    if (rc == HS_EDB) return hs__sqlite_err(q, err);
+    if (rc == HS_ECORRUPT)
+        return hs__err(err, rc, "run %" PRId64 "'s snapshot rows are corrupt", run);
+    return hs__err(err, rc, "out of memory");
+}
+
+static int acc_snap(int64_t bucket, const hs_snap_row *row, void *data)
+{
+    (void)bucket;
+    return hs__acc_add(data, row->trace, row->bytes, row->count) ? HS_ENOMEM : 0;
+}
+
+/* The rows of (run, kind) in buckets lo..hi into a. */
+static int acc_blocks(hs__sqlite *q, hs_snaps_rd *rd, int64_t run, int kind, int64_t lo, int64_t hi,
+                      hs__state_acc *a, hs_qerr *err)
+{
+    int rc = snaps_scan_run(q, rd, run, kind, lo, hi, -1, acc_snap, a, err);
+    return rc == HS_ENOMEM ? hs__err(err, rc, "out of memory") : rc;
+}
+
 /* The run's map of kind (schema/hs_maps.h), by key, into *e (malloc'd). */
 static int run_map(hs__sqlite *q, int64_t run, int kind, hs_maps_entry **e, size_t *n, hs_qerr *err)
 {
@@ -506,6 +566,14 @@ static int state_peak(hs__sqlite *q, int64_t run, hs__state_acc *a, int *found, 
     int rc, null = 1;
     int64_t v = 0;
     *found = 0;
+    hs_snaps_rd *rd;
+    if ((rc = snaps_rd(q, &rd, err))) return rc;
+    if (rd) {
+        if ((rc = hs_snaps_rd_last(rd, run, HS_SNAP_PEAK, INT64_MAX, &v)) <= 0)
+            return rc ? hs__sqlite_err(q, err) : 0;
+        *found = 1;
+        return acc_blocks(q, rd, run, HS_SNAP_PEAK, v, v, a, err);
+    }
     if (!(st = hs__sqlite_stmt(q, ST_PEAK_BUCKET, err))) return HS_EDB;
     sqlite3_bind_int64(st, 1, run);
     if ((rc = step_int64(q, st, &v, &null, err)) || null) return rc;
@@ -522,6 +590,17 @@ static int state_bucket(hs__sqlite *q, const hs_qstore_moment *m, hs__state_acc 
     sqlite3_stmt *st;
     int rc, null = 1;
     int64_t v = 0;
+    hs_snaps_rd *rd;
+    if ((rc = snaps_rd(q, &rd, err))) return rc;
+    if (rd) {
+        int64_t kb = -1;
+        if ((rc = hs_snaps_rd_last(rd, m->run, HS_SNAP_KEYFRAME, m->bucket, &kb)) < 0)
+            return hs__sqlite_err(q, err);
+        if (!rc) kb = -1;
+        if (kb >= 0 && (rc = acc_blocks(q, rd, m->run, HS_SNAP_KEYFRAME, kb, kb, a, err)))
+            return rc;
+        return acc_blocks(q, rd, m->run, HS_SNAP_DELTA, kb + 1, m->bucket, a, err);
+    }
     if (!(st = hs__sqlite_stmt(q, ST_KEYFRAME, err))) return HS_EDB;
     sqlite3_bind_int64(st, 1, m->run);
     sqlite3_bind_int64(st, 2, m->bucket);
@@ -604,6 +683,22 @@ static int tsums_mark(hs__sqlite *q, int64_t run, int64_t upto, int64_t *mark, h
     return 0;
 }
 
+/* A delta row into the summaries (the rows after the summaries' mark). */
+typedef struct tsum_add {
+    hs_qstore_tsums *out;
+    hs__map *idx;
+} tsum_add;
+
+static int tsum_row(int64_t bucket, const hs_snap_row *row, void *data)
+{
+    tsum_add *x = data;
+    hs_qstore_tsum *r = tsum_get(x->out, x->idx, row->trace);
+    if (!r) return HS_ENOMEM;
+    hs_tstats_add(&r->s, bucket, row->bytes);
+    x->out->delta_rows++;
+    return 0;
+}
+
 static int tsums_read(hs__sqlite *q, int64_t run, int64_t mark, int64_t upto, hs_qstore_tsums *out,
                       hs__map *idx, hs_qerr *err)
 {
@@ -620,6 +715,13 @@ static int tsums_read(hs__sqlite *q, int64_t run, int64_t mark, int64_t upto, hs
         }
         sqlite3_reset(st);
         if (s != SQLITE_DONE) return hs__sqlite_err(q, err);
+    }
+    hs_snaps_rd *rd;
+    if ((s = snaps_rd(q, &rd, err))) return s;
+    if (rd) {
+        tsum_add x = {out, idx};
+        s = snaps_scan_run(q, rd, run, HS_SNAP_DELTA, mark + 1, upto, -1, tsum_row, &x, err);
+        return s == HS_ENOMEM ? hs__err(err, s, "out of memory") : s;
     }
     if (!(st = hs__sqlite_stmt(q, ST_DELTAS_AFTER, err))) return HS_EDB;
     sqlite3_bind_int64(st, 1, run);
@@ -697,11 +799,34 @@ static int sqlite_heap_series(hs_qstore *s, int64_t run,
                  data));
 }
 
+/* A delta row to a callback of the store's interface: every trace's, or
+ * one trace's. */
+typedef struct delta_cb {
+    int (*all)(int64_t bucket, int64_t trace, int64_t bytes, void *data);
+    int (*one)(int64_t bucket, int64_t bytes, void *data);
+    void *data;
+} delta_cb;
+
+static int delta_row(int64_t bucket, const hs_snap_row *row, void *data)
+{
+    delta_cb *x = data;
+    return x->all ? x->all(bucket, row->trace, row->bytes, x->data)
+                  : x->one(bucket, row->bytes, x->data);
+}
+
 static int sqlite_deltas(hs_qstore *s, int64_t run, int64_t after_bucket,
                          int (*cb)(int64_t bucket, int64_t trace, int64_t bytes, void *data),
                          void *data, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
+    hs_snaps_rd *rd;
+    int rc = snaps_rd(q, &rd, err);
+    if (rc) return rc;
+    if (rd) {
+        delta_cb x = {.all = cb, .data = data};
+        return snaps_scan_run(q, rd, run, HS_SNAP_DELTA, after_bucket + 1, INT64_MAX, -1, delta_row,
+                              &x, err);
+    }
     sqlite3_stmt *st = hs__sqlite_stmt(q, ST_DELTAS_AFTER, err);
     if (!st) return HS_EDB;
     sqlite3_bind_int64(st, 1, run);
@@ -714,6 +839,13 @@ static int sqlite_trace_deltas(hs_qstore *s, int64_t run, int64_t trace, int64_t
                                void *data, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
+    hs_snaps_rd *rd;
+    int rc = snaps_rd(q, &rd, err);
+    if (rc) return rc;
+    if (rd) {
+        delta_cb x = {.one = cb, .data = data};
+        return snaps_scan_run(q, rd, run, HS_SNAP_DELTA, first, last, trace, delta_row, &x, err);
+    }
     sqlite3_stmt *st = hs__sqlite_stmt(q, ST_TRACE_DELTAS, err);
     if (!st) return HS_EDB;
     sqlite3_bind_int64(st, 1, run);

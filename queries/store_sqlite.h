@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include "hs_qstore.h"
+#include "hs_snaps.h"
 #include "hs_tree.h"
 
 enum hs__stmt_id {
@@ -47,6 +48,8 @@ typedef struct hs__sqlite {
     char *path;
     int schema; /* user_version when opened: below 2, no trace_stats */
     int maps;   /* the runs' id maps: 1 in chunks (schema 13), -1 tables, 0 not known yet */
+    int snaps;  /* the snapshot rows: 1 in blocks (schema 15), -1 the table, 0 not known yet */
+    hs_snaps_rd *snaps_rd; /* their reader, with snaps 1, opened when first needed */
     sqlite3_stmt *st[ST__COUNT];
     struct hs__sqlfn *sqlfn; /* store_sqlite_sql.c: the checked functions of user SQL */
     hs_tree_rd *tree;        /* the stack tree's nodes, opened when first asked for */

@@ -27,7 +27,7 @@ void hs_cols_free(hs_cols *c)
     c->mem = NULL;
 }
 
-int hs_cols_write(hs_cols *c, int level, hs_buf *out)
+int hs_cols_write(hs_cols *c, int level, hs_buf *out, hs_cols_ctx *ctx)
 {
     size_t raw = 0;
     /* the columns end to end at the start of mem (each moves down) */
@@ -44,7 +44,10 @@ int hs_cols_write(hs_cols *c, int level, hs_buf *out)
     assert(!wr.err);
     size_t bound = ZSTD_compressBound(raw);
     uint8_t *z = malloc(bound);
-    size_t zn = z ? ZSTD_compress(z, bound, c->mem, raw, level) : 0;
+    if (ctx && !ctx->cz) ctx->cz = ZSTD_createCCtx();
+    size_t zn = !z               ? 0
+                : ctx && ctx->cz ? ZSTD_compressCCtx(ctx->cz, z, bound, c->mem, raw, level)
+                                 : ZSTD_compress(z, bound, c->mem, raw, level);
     int rc = 0;
     if (!z || ZSTD_isError(zn)) {
         rc = HS_ENOMEM;
@@ -60,7 +63,23 @@ int hs_cols_write(hs_cols *c, int level, hs_buf *out)
     return rc ? rc : out->oom ? HS_ENOMEM : 0;
 }
 
-int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out)
+void hs_cols_ctx_free(hs_cols_ctx *c)
+{
+    ZSTD_freeDCtx(c->z);
+    ZSTD_freeCCtx(c->cz);
+    free(c->buf);
+    memset(c, 0, sizeof *c);
+}
+
+/* Decompresses body into buf (raw bytes): 0 or HS_ECORRUPT. */
+static int unzstd(ZSTD_DCtx *z, uint8_t *buf, size_t raw, const uint8_t *body, size_t left)
+{
+    size_t got =
+        z ? ZSTD_decompressDCtx(z, buf, raw, body, left) : ZSTD_decompress(buf, raw, body, left);
+    return ZSTD_isError(got) || got != raw ? HS_ECORRUPT : 0;
+}
+
+int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out, hs_cols_ctx *ctx)
 {
     assert(k >= 1 && k <= HS_COLS_MAX);
     memset(out, 0, sizeof *out);
@@ -74,10 +93,19 @@ int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out)
     if (rd->err || method > METHOD_ZSTD) return HS_ECORRUPT;
     const uint8_t *body = rd->p;
     size_t left = hs_rd_left(rd);
-    if (method == METHOD_ZSTD) {
+    if (method == METHOD_ZSTD && ctx) {
+        if (!ctx->z && !(ctx->z = ZSTD_createDCtx())) return HS_ENOMEM;
+        if (raw > ctx->cap) {
+            uint8_t *g = realloc(ctx->buf, raw);
+            if (!g) return HS_ENOMEM;
+            ctx->buf = g;
+            ctx->cap = raw;
+        }
+        if (unzstd(ctx->z, ctx->buf, raw, body, left)) return HS_ECORRUPT;
+        body = ctx->buf;
+    } else if (method == METHOD_ZSTD) {
         if (!(out->buf = malloc(raw ? raw : 1))) return HS_ENOMEM;
-        size_t got = ZSTD_decompress(out->buf, raw, body, left);
-        if (ZSTD_isError(got) || got != raw) {
+        if (unzstd(NULL, out->buf, raw, body, left)) {
             hs_cols_rd_free(out);
             return HS_ECORRUPT;
         }

@@ -22,6 +22,17 @@
 
 #define HS_COLS_MAX 8
 
+/* What a reader or writer of many blocks keeps between them: zstd
+ * contexts and the buffer blocks are decompressed into. Zeroed, it is
+ * ready. */
+typedef struct hs_cols_ctx {
+    struct ZSTD_DCtx_s *z;
+    struct ZSTD_CCtx_s *cz;
+    uint8_t *buf;
+    size_t cap;
+} hs_cols_ctx;
+void hs_cols_ctx_free(hs_cols_ctx *c);
+
 /* ---- writing ------------------------------------------------------------ */
 
 typedef struct hs_cols {
@@ -40,8 +51,9 @@ static inline void hs_cols_put(hs_cols *c, int col, uint64_t v)
 }
 
 /* Appends the method, the lengths and the columns to out, compressed at
- * zstd level when that is smaller. 0 or HS_ENOMEM. */
-int hs_cols_write(hs_cols *c, int level, hs_buf *out);
+ * zstd level when that is smaller (with ctx's compression context, when
+ * ctx is not NULL). 0 or HS_ENOMEM. */
+int hs_cols_write(hs_cols *c, int level, hs_buf *out, hs_cols_ctx *ctx);
 void hs_cols_free(hs_cols *c);
 
 /* ---- reading ------------------------------------------------------------ */
@@ -49,12 +61,14 @@ void hs_cols_free(hs_cols *c);
 typedef struct hs_cols_rd {
     hs_rd col[HS_COLS_MAX];
     int k;
-    uint8_t *buf; /* the decompressed columns, when they were */
+    uint8_t *buf; /* the decompressed columns, when they were and no ctx was given */
 } hs_cols_rd;
 
-/* Reads the rest of rd as k columns of at most max_each bytes each. 0, or
- * HS_ECORRUPT (a malformed body), HS_ENOMEM. */
-int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out);
+/* Reads the rest of rd as k columns of at most max_each bytes each; with
+ * ctx (may be NULL), decompressed into its buffer, which the columns then
+ * borrow until its next use. 0, or HS_ECORRUPT (a malformed body),
+ * HS_ENOMEM. */
+int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out, hs_cols_ctx *ctx);
 /* 0 when every column was read to its end without error, else
  * HS_ECORRUPT. */
 int hs_cols_done(const hs_cols_rd *c);

@@ -18,7 +18,7 @@ enum { COL_TRACE, COL_BYTES, COL_COUNT, COL__N };
 
 /* ---- codec -------------------------------------------------------------- */
 
-int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out)
+int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out, hs_cols_ctx *ctx)
 {
     assert(n >= 1 && n <= HS_SNAPS_BLOCK_ROWS);
     hs_cols cols;
@@ -39,7 +39,7 @@ int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out)
     hs_wr_varint(&wr, hs_zigzag(rows[0].trace));
     assert(!wr.err);
     hs_buf_put(out, hdr, hs_wr_len(&wr));
-    int rc = hs_cols_write(&cols, SNAPS_LEVEL, out);
+    int rc = hs_cols_write(&cols, SNAPS_LEVEL, out, ctx);
     hs_cols_free(&cols);
     return rc;
 }
@@ -61,31 +61,355 @@ size_t hs_snaps_count(const void *blob, size_t len)
     return read_head(&rd, &first);
 }
 
-int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n)
+/* Opens a block's columns: its row count (0 on error, *rc set) and first
+ * trace. */
+static size_t open_block(const void *blob, size_t len, hs_cols_ctx *ctx, hs_cols_rd *cols,
+                         int64_t *first, int *rc)
 {
     hs_rd rd;
-    int64_t t;
     hs_rd_init(&rd, blob, len);
-    *n = 0;
-    size_t count = read_head(&rd, &t);
-    if (!count) return HS_ECORRUPT;
+    size_t count = read_head(&rd, first);
+    *rc = count ? hs_cols_open(&rd, COL__N, count * HS_VARINT_MAX, cols, ctx) : HS_ECORRUPT;
+    return *rc ? 0 : count;
+}
+
+/* The next trace of the TRACE column after t (i > 0), or t itself. */
+static int next_trace(hs_rd *c, size_t i, int64_t *t)
+{
+    if (!i) return 0;
+    uint64_t step = hs_rd_varint(c);
+    if (step == 0 || step > (uint64_t)(INT64_MAX - *t)) return HS_ECORRUPT;
+    *t += (int64_t)step;
+    return 0;
+}
+
+int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n, hs_cols_ctx *ctx)
+{
     hs_cols_rd cols;
-    int rc = hs_cols_open(&rd, COL__N, count * HS_VARINT_MAX, &cols);
-    if (rc) return rc;
+    int64_t t;
+    int rc;
+    *n = 0;
+    size_t count = open_block(blob, len, ctx, &cols, &t, &rc);
     hs_rd *c = cols.col;
     for (size_t i = 0; i < count && !rc; i++) {
-        if (i) {
-            uint64_t step = hs_rd_varint(&c[COL_TRACE]);
-            if (step == 0 || step > (uint64_t)(INT64_MAX - t)) rc = HS_ECORRUPT;
-            t += (int64_t)step;
-        }
+        rc = next_trace(&c[COL_TRACE], i, &t);
         rows[i].trace = t;
         rows[i].bytes = hs_unzigzag(hs_rd_varint(&c[COL_BYTES]));
         rows[i].count = hs_unzigzag(hs_rd_varint(&c[COL_COUNT]));
     }
-    if (!rc) rc = hs_cols_done(&cols);
-    hs_cols_rd_free(&cols);
+    if (count && !rc) rc = hs_cols_done(&cols);
+    if (count) hs_cols_rd_free(&cols);
     if (!rc) *n = count;
+    return rc;
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+/* Blocks decoded are kept (RD_CACHE of them, the least recently used
+ * going) while the database is unchanged (SQLite's data version), so that
+ * the questions that read the same blocks again (a trace's rows after
+ * another's, a warm server asked twice) decode them once. */
+#define RD_CACHE 64
+#define RD_HASH  128 /* slots of the index of the kept blocks by key */
+
+/* With a trace asked for, the keys of the blocks of one (run, kind) are
+ * kept too (at most RD_DIR_MAX), so that a trace's rows are found without
+ * reading the keys again. */
+#define RD_DIR_MAX 65536
+
+typedef struct rd_key {
+    int64_t bucket, first, last;
+} rd_key;
+
+typedef struct rd_block {
+    int64_t run, bucket, first;
+    int kind;
+    size_t n; /* 0: an empty slot */
+    uint64_t used;
+    hs_snap_row rows[HS_SNAPS_BLOCK_ROWS];
+} rd_block;
+
+struct hs_snaps_rd {
+    sqlite3 *db;
+    sqlite3_stmt *scan, *scan_one, *last, *keys, *blob;
+    rd_key *dir; /* the keys of (dir_run, dir_kind)'s blocks, by bucket and first */
+    size_t ndir, dircap;
+    int64_t dir_run;
+    int dir_kind, dir_ok;
+    hs_cols_ctx ctx;
+    rd_block *cache;
+    uint8_t index[RD_HASH]; /* by key hash: 1 + the block's slot in cache, 0 none */
+    uint64_t clock;
+    unsigned version; /* the database's data version the cache is of */
+};
+
+int hs_snaps_rd_open(sqlite3 *db, hs_snaps_rd **out)
+{
+    hs_snaps_rd *r = calloc(1, sizeof *r);
+    if (!r || !(r->cache = calloc(RD_CACHE, sizeof *r->cache))) {
+        free(r);
+        return HS_ENOMEM;
+    }
+    r->db = db;
+    if (sqlite3_prepare_v3(db,
+                           "SELECT bucket, first, data FROM snapshot_blocks WHERE run = ?1 AND "
+                           "kind = ?2 AND bucket >= ?3 AND bucket <= ?4 ORDER BY bucket, first",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->scan, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db,
+                           "SELECT bucket, first, data FROM snapshot_blocks WHERE run = ?1 AND "
+                           "kind = ?2 AND bucket >= ?3 AND bucket <= ?4 AND first <= ?5 AND "
+                           "last >= ?5 ORDER BY bucket, first",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->scan_one, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db,
+                           "SELECT max(bucket) FROM snapshot_blocks WHERE run = ?1 AND kind = ?2 "
+                           "AND bucket <= ?3",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->last, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db,
+                           "SELECT bucket, first, last FROM snapshot_blocks WHERE run = ?1 AND "
+                           "kind = ?2 ORDER BY bucket, first",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->keys, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v3(db,
+                           "SELECT data FROM snapshot_blocks WHERE run = ?1 AND kind = ?2 AND "
+                           "bucket = ?3 AND first = ?4",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->blob, NULL) != SQLITE_OK) {
+        hs_snaps_rd_free(r);
+        return HS_EDB;
+    }
+    *out = r;
+    return 0;
+}
+
+void hs_snaps_rd_free(hs_snaps_rd *r)
+{
+    if (!r) return;
+    sqlite3_finalize(r->scan);
+    sqlite3_finalize(r->scan_one);
+    sqlite3_finalize(r->last);
+    sqlite3_finalize(r->keys);
+    sqlite3_finalize(r->blob);
+    free(r->dir);
+    hs_cols_ctx_free(&r->ctx);
+    free(r->cache);
+    free(r);
+}
+
+int hs_snaps_rd_last(hs_snaps_rd *r, int64_t run, int kind, int64_t hi, int64_t *bucket)
+{
+    sqlite3_stmt *st = r->last;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, kind);
+    sqlite3_bind_int64(st, 3, hi);
+    int step = sqlite3_step(st), rc = HS_EDB;
+    if (step == SQLITE_ROW) {
+        rc = sqlite3_column_type(st, 0) != SQLITE_NULL;
+        if (rc) *bucket = sqlite3_column_int64(st, 0);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* Forgets every block kept when the database changed since they were
+ * read (called inside the read transaction that reads them). */
+static void rd_check(hs_snaps_rd *r)
+{
+    unsigned v = 0;
+    if (sqlite3_file_control(r->db, "main", SQLITE_FCNTL_DATA_VERSION, &v) == SQLITE_OK &&
+        v == r->version)
+        return;
+    for (int i = 0; i < RD_CACHE; i++) r->cache[i].n = 0;
+    memset(r->index, 0, sizeof r->index);
+    r->dir_ok = 0;
+    r->version = v;
+}
+
+static unsigned rd_hash(int64_t run, int kind, int64_t bucket, int64_t first)
+{
+    uint64_t h = (uint64_t)run * 0x9e3779b97f4a7c15u ^ (uint64_t)bucket * 0xc2b2ae3d27d4eb4fu ^
+                 (uint64_t)first * 0x165667b19e3779f9u ^ (uint64_t)kind;
+    h *= 0xff51afd7ed558ccdu;
+    return (unsigned)(h >> 57); /* 0 .. RD_HASH - 1 */
+}
+
+/* The index made again from the kept blocks (after one was replaced). */
+static void rd_reindex(hs_snaps_rd *r)
+{
+    memset(r->index, 0, sizeof r->index);
+    for (int s = 0; s < RD_CACHE; s++) {
+        const rd_block *x = &r->cache[s];
+        if (!x->n) continue;
+        unsigned i = rd_hash(x->run, x->kind, x->bucket, x->first);
+        while (r->index[i]) i = (i + 1) % RD_HASH;
+        r->index[i] = (uint8_t)(s + 1);
+    }
+}
+
+/* The kept block (run, kind, bucket, first), or NULL. */
+static rd_block *rd_find(hs_snaps_rd *r, int64_t run, int kind, int64_t bucket, int64_t first)
+{
+    for (unsigned i = rd_hash(run, kind, bucket, first); r->index[i]; i = (i + 1) % RD_HASH) {
+        rd_block *x = &r->cache[r->index[i] - 1];
+        if (x->run == run && x->kind == kind && x->bucket == bucket && x->first == first) {
+            x->used = ++r->clock;
+            return x;
+        }
+    }
+    return NULL;
+}
+
+/* Decodes blob as the block (run, kind, bucket, first) into the slot of
+ * the least recently used one. */
+static int rd_load(hs_snaps_rd *r, int64_t run, int kind, int64_t bucket, int64_t first,
+                   const void *blob, size_t len, const rd_block **out)
+{
+    rd_block *victim = &r->cache[0];
+    for (int i = 0; i < RD_CACHE; i++) {
+        rd_block *x = &r->cache[i];
+        if (!x->n || (victim->n && x->used < victim->used)) victim = x;
+    }
+    victim->n = 0;
+    rd_reindex(r); /* the slot is empty until decoded */
+    int rc = hs_snaps_decode(blob, len, victim->rows, &victim->n, &r->ctx);
+    if (rc) return rc;
+    if (victim->rows[0].trace != first) {
+        victim->n = 0; /* a block whose key is not its first row's trace */
+        return HS_ECORRUPT;
+    }
+    victim->run = run, victim->kind = kind, victim->bucket = bucket, victim->first = first;
+    victim->used = ++r->clock;
+    rd_reindex(r);
+    *out = victim;
+    return 0;
+}
+
+/* The row of trace in block x to cb, if it has one. */
+static int rd_one(const rd_block *x, int64_t trace,
+                  int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
+{
+    size_t lo = 0, hi = x->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (x->rows[mid].trace < trace)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < x->n && x->rows[lo].trace == trace ? cb(x->bucket, &x->rows[lo], data) : 0;
+}
+
+/* The keys of (run, kind)'s blocks into the directory (none when there
+ * are more than RD_DIR_MAX): 0 or an HS_E code. */
+static int rd_dir_read(hs_snaps_rd *r, int64_t run, int kind)
+{
+    sqlite3_stmt *st = r->keys;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, kind);
+    int rc = 0, step;
+    r->ndir = 0;
+    r->dir_ok = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (r->ndir == RD_DIR_MAX) break;
+        if (r->ndir == r->dircap) {
+            size_t cap = r->dircap ? 2 * r->dircap : 256;
+            rd_key *g = realloc(r->dir, cap * sizeof *g);
+            if (!g)
+                rc = HS_ENOMEM;
+            else
+                r->dir = g, r->dircap = cap;
+        }
+        if (!rc)
+            r->dir[r->ndir++] = (rd_key){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
+                                         sqlite3_column_int64(st, 2)};
+    }
+    if (!rc && step == SQLITE_DONE) {
+        r->dir_ok = 1;
+        r->dir_run = run;
+        r->dir_kind = kind;
+    } else if (!rc && step != SQLITE_ROW) {
+        rc = HS_EDB;
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* One trace's rows by the directory: blocks kept are not read again, nor
+ * are the keys of those that cannot hold it. 1 when the directory cannot
+ * serve (too many blocks), else 0 or an HS_E code or cb's return. */
+static int rd_scan_dir(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi, int64_t trace,
+                       int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
+{
+    /* a read of the file, for the data version as of now */
+    sqlite3_stmt *st = r->last;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, kind);
+    sqlite3_bind_int64(st, 3, hi);
+    int step = sqlite3_step(st), rc = 0;
+    if (step == SQLITE_ROW) rd_check(r);
+    sqlite3_reset(st);
+    if (step != SQLITE_ROW) return HS_EDB;
+    if ((!r->dir_ok || r->dir_run != run || r->dir_kind != kind) &&
+        (rc = rd_dir_read(r, run, kind)))
+        return rc;
+    if (!r->dir_ok) return 1;
+    size_t a = 0, b = r->ndir;
+    while (a < b) {
+        size_t mid = a + (b - a) / 2;
+        if (r->dir[mid].bucket < lo)
+            a = mid + 1;
+        else
+            b = mid;
+    }
+    for (; !rc && a < r->ndir && r->dir[a].bucket <= hi; a++) {
+        const rd_key *k = &r->dir[a];
+        if (trace < k->first || trace > k->last) continue;
+        const rd_block *x = rd_find(r, run, kind, k->bucket, k->first);
+        if (!x) {
+            st = r->blob;
+            sqlite3_bind_int64(st, 1, run);
+            sqlite3_bind_int(st, 2, kind);
+            sqlite3_bind_int64(st, 3, k->bucket);
+            sqlite3_bind_int64(st, 4, k->first);
+            step = sqlite3_step(st);
+            rc = step == SQLITE_ROW
+                     ? rd_load(r, run, kind, k->bucket, k->first, sqlite3_column_blob(st, 0),
+                               (size_t)sqlite3_column_bytes(st, 0), &x)
+                     : HS_EDB;
+            sqlite3_reset(st);
+            if (rc) break;
+        }
+        rc = rd_one(x, trace, cb, data);
+    }
+    return rc;
+}
+
+int hs_snaps_rd_scan(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi, int64_t trace,
+                     int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
+{
+    if (trace >= 0) {
+        int rc = rd_scan_dir(r, run, kind, lo, hi, trace, cb, data);
+        if (rc != 1) return rc;
+    }
+    sqlite3_stmt *st = trace >= 0 ? r->scan_one : r->scan;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, kind);
+    sqlite3_bind_int64(st, 3, lo);
+    sqlite3_bind_int64(st, 4, hi);
+    if (trace >= 0) sqlite3_bind_int64(st, 5, trace);
+    int rc = 0, step, checked = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!checked++) rd_check(r);
+        int64_t b = sqlite3_column_int64(st, 0), first = sqlite3_column_int64(st, 1);
+        const rd_block *x = rd_find(r, run, kind, b, first);
+        if (!x && (rc = rd_load(r, run, kind, b, first, sqlite3_column_blob(st, 2),
+                                (size_t)sqlite3_column_bytes(st, 2), &x)))
+            break;
+        if (trace >= 0) {
+            rc = rd_one(x, trace, cb, data);
+            continue;
+        }
+        for (size_t i = 0; i < x->n && !rc; i++) rc = cb(b, &x->rows[i], data);
+    }
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_reset(st);
     return rc;
 }
 
@@ -95,6 +419,7 @@ struct hs_snaps_wr {
     sqlite3 *db;
     sqlite3_stmt *del, *ins;
     hs_buf blob;
+    hs_cols_ctx ctx;
 };
 
 int hs_snaps_wr_open(sqlite3 *db, hs_snaps_wr **out)
@@ -123,6 +448,7 @@ void hs_snaps_wr_free(hs_snaps_wr *w)
     sqlite3_finalize(w->del);
     sqlite3_finalize(w->ins);
     hs_buf_free(&w->blob);
+    hs_cols_ctx_free(&w->ctx);
     free(w);
 }
 
@@ -146,10 +472,18 @@ int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_
     sqlite3_bind_int64(w->del, 3, bucket);
     int rc = step_done(w->del);
     if (n > 1) qsort(rows, n, sizeof *rows, by_trace);
-    for (size_t i = 0; !rc && i < n; i += HS_SNAPS_BLOCK_ROWS) {
-        size_t m = n - i < HS_SNAPS_BLOCK_ROWS ? n - i : HS_SNAPS_BLOCK_ROWS;
-        w->blob.n = 0;
-        if ((rc = hs_snaps_encode(rows + i, m, &w->blob))) break;
+    for (size_t i = 0, m; !rc && i < n; i += m) {
+        /* up to HS_SNAPS_BLOCK_ROWS rows, fewer when they take more than
+         * HS_SNAPS_BLOCK_BYTES: a block stays within its b-tree page */
+        m = n - i < HS_SNAPS_BLOCK_ROWS ? n - i : HS_SNAPS_BLOCK_ROWS;
+        for (;;) {
+            w->blob.n = 0;
+            if ((rc = hs_snaps_encode(rows + i, m, &w->blob, &w->ctx))) break;
+            if (w->blob.n <= HS_SNAPS_BLOCK_BYTES || m == 1) break;
+            size_t fit = m * HS_SNAPS_BLOCK_BYTES * 7 / (w->blob.n * 8);
+            m = fit < 1 ? 1 : fit < m ? fit : m - 1;
+        }
+        if (rc) break;
         sqlite3_stmt *st = w->ins;
         sqlite3_bind_int64(st, 1, run);
         sqlite3_bind_int(st, 2, kind);
@@ -257,6 +591,7 @@ struct snaps_cur {
     int64_t blk_first, blk_last;
     int blk_ok, single; /* single: the row a lookup found in it is the only one */
     hs_snap_row rows[HS_SNAPS_BLOCK_ROWS];
+    hs_cols_ctx ctx;
     size_t n;  /* rows of the block */
     int64_t i; /* the current one: 0 .. n-1, counting down for PLAN_DESC */
     int eof;
@@ -386,6 +721,7 @@ static void release(snaps_cur *c)
 static int sv_close(sqlite3_vtab_cursor *cur)
 {
     release((snaps_cur *)cur);
+    hs_cols_ctx_free(&((snaps_cur *)cur)->ctx);
     sqlite3_free(cur);
     return SQLITE_OK;
 }
@@ -464,7 +800,7 @@ static int sv_advance(snaps_cur *c, int first)
         size_t len = (size_t)sqlite3_column_bytes(c->st, 3);
         c->blk_ok = 0;
         if (c->plan & PLAN_ROWS) {
-            int rc = hs_snaps_decode(blob, len, c->rows, &c->n);
+            int rc = hs_snaps_decode(blob, len, c->rows, &c->n, &c->ctx);
             if (rc) return rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_CORRUPT;
             c->blk_first = sqlite3_column_int64(c->st, 4);
             c->blk_last = sqlite3_column_int64(c->st, 5);
@@ -590,7 +926,7 @@ static int group_rows(sqlite3 *db, int64_t run, int kind, int64_t bucket, hs_sna
         *rows = g;
         size_t m;
         rc = hs_snaps_decode(sqlite3_column_blob(st, 0), (size_t)sqlite3_column_bytes(st, 0),
-                             *rows + *n, &m);
+                             *rows + *n, &m, NULL);
         *n += m;
     }
     if (!rc && step != SQLITE_DONE) rc = HS_EDB;

@@ -6,7 +6,8 @@
  * deltas as the run moves past it, a keyframe, the peak), and readers read
  * them the same way, so since schema 15 they are stored by that group:
  * snapshot_blocks (run, kind, bucket, first, last, data) holds the group's
- * rows by trace, up to HS_SNAPS_BLOCK_ROWS a row, first and last the
+ * rows by trace, up to HS_SNAPS_BLOCK_ROWS (and HS_SNAPS_BLOCK_BYTES) a
+ * row, first and last the
  * lowest and highest trace of the block. A group is only ever written
  * whole: its blocks are replaced, never grown.
  *
@@ -39,9 +40,14 @@
 #include <sqlite3.h>
 
 #include "hs_buf.h"
+#include "hs_cols.h"
 
 #define HS_SNAPS_CODEC      1
 #define HS_SNAPS_BLOCK_ROWS 256
+/* A block's bytes at most, unless one row takes more: the most SQLite
+ * keeps of a row within a b-tree page of 4 KiB is about 1000 bytes, and a
+ * row past it spills into an overflow page of its own. */
+#define HS_SNAPS_BLOCK_BYTES 960
 
 typedef struct hs_snap_row {
     int64_t trace, bytes, count;
@@ -50,17 +56,40 @@ typedef struct hs_snap_row {
 /* ---- codec -------------------------------------------------------------- */
 
 /* Encodes rows[0..n) (1 <= n <= HS_SNAPS_BLOCK_ROWS, traces increasing)
- * into out (appended). 0 or HS_ENOMEM. */
-int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out);
+ * into out (appended), with ctx (may be NULL) for a writer of many
+ * blocks. 0 or HS_ENOMEM. */
+int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out, hs_cols_ctx *ctx);
 
-/* Decodes a blob into rows (room for HS_SNAPS_BLOCK_ROWS) and *n. 0, or
- * HS_ECORRUPT for a blob that is malformed or of another version, or
- * HS_ENOMEM. */
-int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n);
+/* Decodes a blob into rows (room for HS_SNAPS_BLOCK_ROWS) and *n, with
+ * ctx (may be NULL) for a reader of many blocks. 0, or HS_ECORRUPT for a
+ * blob that is malformed or of another version, or HS_ENOMEM. */
+int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n, hs_cols_ctx *ctx);
 
 /* The number of rows of a blob, read from its header: 1.., or 0 when the
  * header is malformed. */
 size_t hs_snaps_count(const void *blob, size_t len);
+
+/* ---- reading in C --------------------------------------------------------- */
+
+/* The readers of a connection's snapshot_blocks (schema 15 and later; a
+ * database with the snapshots table is read through SQL). One per
+ * connection, not thread-safe; it keeps the blocks it decoded last while
+ * the database does not change. */
+typedef struct hs_snaps_rd hs_snaps_rd;
+/* 0, HS_ENOMEM or HS_EDB (no snapshot_blocks: an older database). */
+int hs_snaps_rd_open(sqlite3 *db, hs_snaps_rd **out);
+void hs_snaps_rd_free(hs_snaps_rd *r);
+
+/* The highest bucket at or below hi with rows of (run, kind): 1 and
+ * *bucket, 0 when there is none, or HS_EDB. */
+int hs_snaps_rd_last(hs_snaps_rd *r, int64_t run, int kind, int64_t hi, int64_t *bucket);
+
+/* Calls cb with each row of (run, kind) in buckets lo..hi, by bucket and
+ * trace; with trace >= 0, that trace's rows only (each found in the one
+ * block that can hold it). Stops at cb's first non-zero return, which it
+ * returns. 0, or HS_EDB / HS_ECORRUPT / HS_ENOMEM. */
+int hs_snaps_rd_scan(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi, int64_t trace,
+                     int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data);
 
 /* ---- writing ------------------------------------------------------------- */
 

@@ -43,7 +43,7 @@ int hs_tree_encode(const hs_tree_node *nodes, size_t n, hs_buf *out)
     hs_wr_varint(&wr, (uint64_t)nodes[0].id);
     assert(!wr.err);
     hs_buf_put(out, hdr, hs_wr_len(&wr));
-    int rc = hs_cols_write(&cols, TREE_LEVEL, out);
+    int rc = hs_cols_write(&cols, TREE_LEVEL, out, NULL);
     hs_cols_free(&cols);
     return rc;
 }
@@ -81,7 +81,7 @@ int hs_tree_decode(const void *blob, size_t blen, hs_tree_node **nodes, size_t *
     uint64_t first = hs_rd_varint(&rd);
     if (rd.err || count == 0 || first > INT64_MAX) return HS_ECORRUPT;
     hs_cols_rd cols;
-    int rc = hs_cols_open(&rd, COL_COUNT, count * HS_VARINT_MAX, &cols);
+    int rc = hs_cols_open(&rd, COL_COUNT, count * HS_VARINT_MAX, &cols, NULL);
     if (rc) return rc;
     hs_tree_node *out = malloc((size_t)count * sizeof *out);
     rc = out ? decode_cols(&cols, (size_t)count, (int64_t)first, out) : HS_ENOMEM;

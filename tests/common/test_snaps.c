@@ -6,7 +6,9 @@
  * bucket, one trace, lookups of many traces, the order backwards, two
  * cursors at once) exactly as a table of the same rows does; a group
  * written again replaces the old; INSERT adds or replaces one row and
- * nothing else changes rows; migration 15's move keeps every row. */
+ * nothing else changes rows; migration 15's move keeps every row; the
+ * reader in C gives what a table of the same rows does, and sees what
+ * another connection writes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <sqlite3.h>
@@ -25,20 +28,20 @@
 static void roundtrip(const hs_snap_row *x, size_t n)
 {
     hs_buf b = {0};
-    assert_int_equal(hs_snaps_encode(x, n, &b), 0);
+    assert_int_equal(hs_snaps_encode(x, n, &b, NULL), 0);
     hs_snap_row y[HS_SNAPS_BLOCK_ROWS];
     size_t m;
-    assert_int_equal(hs_snaps_decode(b.p, b.n, y, &m), 0);
+    assert_int_equal(hs_snaps_decode(b.p, b.n, y, &m, NULL), 0);
     assert_int_equal(m, n);
     assert_int_equal(hs_snaps_count(b.p, b.n), n);
     assert_memory_equal(x, y, n * sizeof *x);
     for (size_t cut = 0; cut < b.n; cut += 1 + cut / 8)
-        assert_int_equal(hs_snaps_decode(b.p, cut, y, &m), HS_ECORRUPT);
+        assert_int_equal(hs_snaps_decode(b.p, cut, y, &m, NULL), HS_ECORRUPT);
     b.p[0] ^= 1; /* another version */
-    assert_int_equal(hs_snaps_decode(b.p, b.n, y, &m), HS_ECORRUPT);
+    assert_int_equal(hs_snaps_decode(b.p, b.n, y, &m, NULL), HS_ECORRUPT);
     b.p[0] ^= 1;
     b.p[1] ^= 2; /* another count */
-    assert_int_equal(hs_snaps_decode(b.p, b.n, y, &m), HS_ECORRUPT);
+    assert_int_equal(hs_snaps_decode(b.p, b.n, y, &m, NULL), HS_ECORRUPT);
     hs_buf_free(&b);
 }
 
@@ -66,7 +69,7 @@ static void test_codec(void **state)
     for (size_t i = 0; i < HS_SNAPS_BLOCK_ROWS; i++)
         x[i] = (hs_snap_row){(int64_t)i * 3 + 1, 64 * (int64_t)(i % 5), (int64_t)(i % 5)};
     hs_buf b = {0};
-    assert_int_equal(hs_snaps_encode(x, HS_SNAPS_BLOCK_ROWS, &b), 0);
+    assert_int_equal(hs_snaps_encode(x, HS_SNAPS_BLOCK_ROWS, &b, NULL), 0);
     assert_true(b.n < 3 * HS_SNAPS_BLOCK_ROWS);
     hs_buf_free(&b);
 }
@@ -224,6 +227,10 @@ static void test_sql_table(void **state)
     sqlite3 *db = open_db();
     fill(db);
     ask_all(db);
+    /* every block within its page's share (no row here is that large) */
+    char *big = text1(db, "SELECT max(length(data)) FROM snapshot_blocks");
+    assert_true(atoi(big) > 0 && atoi(big) <= HS_SNAPS_BLOCK_BYTES);
+    free(big);
     /* the peak written again: only the second's rows */
     char *n = text1(db, "SELECT count(*) FROM snapshots WHERE run = 2 AND kind = 2");
     assert_string_equal(n, "40");
@@ -272,6 +279,108 @@ static void test_migrate(void **state)
     sqlite3_close(db);
 }
 
+/* What hs_snaps_rd_scan gives, as text like the ref query below. */
+static int collect(int64_t bucket, const hs_snap_row *row, void *data)
+{
+    sqlite3_str *q = data;
+    sqlite3_str_appendf(q, "%s%lld:%lld:%lld:%lld", sqlite3_str_length(q) ? "," : "",
+                        (long long)bucket, (long long)row->trace, (long long)row->bytes,
+                        (long long)row->count);
+    return 0;
+}
+
+static void same_scan(hs_snaps_rd *rd, sqlite3 *ref, int64_t run, int kind, int64_t lo, int64_t hi,
+                      int64_t trace)
+{
+    sqlite3_str *q = sqlite3_str_new(NULL);
+    assert_int_equal(hs_snaps_rd_scan(rd, run, kind, lo, hi, trace, collect, q), 0);
+    char *got = sqlite3_str_finish(q);
+    char *sql = sqlite3_mprintf(
+        "SELECT group_concat(bucket || ':' || trace || ':' || bytes || ':' || count) FROM "
+        "(SELECT * FROM ref WHERE run = %lld AND kind = %d AND bucket >= %lld AND bucket <= %lld "
+        "AND (%lld < 0 OR trace = %lld) ORDER BY bucket, trace)",
+        (long long)run, kind, (long long)lo, (long long)hi, (long long)trace, (long long)trace);
+    char *want = text1(ref, sql);
+    if (strcmp(got ? got : "", want))
+        fail_msg("scan %lld %d %lld..%lld trace %lld: %.200s against %.200s", (long long)run, kind,
+                 (long long)lo, (long long)hi, (long long)trace, got, want);
+    sqlite3_free(sql);
+    sqlite3_free(got);
+    free(want);
+}
+
+static void scans(hs_snaps_rd *rd, sqlite3 *ref)
+{
+    for (int64_t run = 1; run <= 3; run++) {
+        same_scan(rd, ref, run, 0, 0, 100, -1);
+        same_scan(rd, ref, run, 0, 3, 8, -1);
+        same_scan(rd, ref, run, 1, 7, 7, -1);
+        same_scan(rd, ref, run, 2, 0, INT64_MAX, -1);
+        for (int64_t t = 0; t < 3000; t += 97) { /* by the blocks' keys kept */
+            same_scan(rd, ref, run, 0, 2, 9, t);
+            same_scan(rd, ref, run, 1, 0, 11, t);
+        }
+    }
+    int64_t b = -1;
+    assert_int_equal(hs_snaps_rd_last(rd, 2, 1, 10, &b), 1);
+    assert_int_equal(b, 7);
+    assert_int_equal(hs_snaps_rd_last(rd, 2, 1, 6, &b), 0);
+}
+
+/* The reader in C (hs_snaps_rd) on one connection while another writes:
+ * the blocks and keys it keeps are dropped when the file changes. */
+static void test_reader(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/hs-test-snaps-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    sqlite3 *w, *r;
+    assert_int_equal(sqlite3_open(path, &w), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w, "PRAGMA journal_mode = WAL", NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w,
+                                  "CREATE TABLE snapshot_blocks (run INTEGER NOT NULL, kind "
+                                  "INTEGER NOT NULL, bucket INTEGER NOT NULL, first INTEGER NOT "
+                                  "NULL, last INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY "
+                                  "(run, kind, bucket, first)) WITHOUT ROWID",
+                                  NULL, NULL, NULL),
+                     SQLITE_OK);
+    char sql[512];
+    snprintf(sql, sizeof sql, "CREATE TABLE ref %s", table_sql);
+    assert_int_equal(sqlite3_exec(w, sql, NULL, NULL, NULL), SQLITE_OK);
+    fill(w);
+    assert_int_equal(sqlite3_open(path, &r), SQLITE_OK);
+    hs_snaps_rd *rd;
+    assert_int_equal(hs_snaps_rd_open(r, &rd), 0);
+    scans(rd, w);
+    scans(rd, w); /* from what it kept */
+    /* rows rewritten by the other: a keyframe and a bucket's deltas with the
+     * same blocks' keys and other values, and the blocks of the keys kept
+     * last (run 3's keyframes) under other keys */
+    hs_snaps_wr *wr;
+    assert_int_equal(hs_snaps_wr_open(w, &wr), 0);
+    static hs_snap_row x[1000];
+    make_rows(x, 1000, 3);
+    for (size_t i = 0; i < 1000; i++) x[i].bytes += 7;
+    put(w, wr, 2, 1, 7, x, 1000);
+    make_rows(x, 8, 26);
+    for (size_t i = 0; i < 8; i++) x[i].count += 5;
+    put(w, wr, 1, 0, 5, x, 8);
+    make_rows(x, 700, 40);
+    put(w, wr, 3, 1, 7, x, 700);
+    hs_snaps_wr_free(wr);
+    scans(rd, w);
+    hs_snaps_rd_free(rd);
+    sqlite3_close(r);
+    sqlite3_close(w);
+    unlink(path);
+    snprintf(sql, sizeof sql, "%s-wal", path);
+    unlink(sql);
+    snprintf(sql, sizeof sql, "%s-shm", path);
+    unlink(sql);
+}
+
 int main(void)
 {
     hs_schema_sql_auto();
@@ -279,6 +388,7 @@ int main(void)
         cmocka_unit_test(test_codec),
         cmocka_unit_test(test_sql_table),
         cmocka_unit_test(test_migrate),
+        cmocka_unit_test(test_reader),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(p, data, size);
     static hs_snap_row a[HS_SNAPS_BLOCK_ROWS], b[HS_SNAPS_BLOCK_ROWS];
     size_t na = 0, nb = 0;
-    int rc = hs_snaps_decode(p, size, a, &na);
+    int rc = hs_snaps_decode(p, size, a, &na, NULL);
     if (rc) {
         if (rc != HS_ECORRUPT && rc != HS_ENOMEM) abort();
     } else {
@@ -24,8 +24,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (size_t i = 1; i < na; i++)
             if (a[i].trace <= a[i - 1].trace) abort();
         hs_buf out = {0};
-        if (!hs_snaps_encode(a, na, &out)) {
-            if (hs_snaps_decode(out.p, out.n, b, &nb) || nb != na || memcmp(a, b, na * sizeof *a))
+        if (!hs_snaps_encode(a, na, &out, NULL)) {
+            if (hs_snaps_decode(out.p, out.n, b, &nb, NULL) || nb != na ||
+                memcmp(a, b, na * sizeof *a))
                 abort();
         }
         hs_buf_free(&out);
