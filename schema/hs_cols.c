@@ -51,7 +51,7 @@ int hs_cols_write(hs_cols *c, int level, hs_buf *out, hs_cols_ctx *ctx)
     int rc = 0;
     if (!z || ZSTD_isError(zn)) {
         rc = HS_ENOMEM;
-    } else if (zn >= raw) { /* incompressible: the columns as they are */
+    } else if (zn > raw / 3 * 2) { /* too little saved: the columns as they are */
         hdr[0] = METHOD_STORED;
         hs_buf_put(out, hdr, hs_wr_len(&wr));
         hs_buf_put(out, c->mem, raw);

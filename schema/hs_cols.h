@@ -4,6 +4,9 @@
  * (version, count, ...) and then this:
  *
  *   u8      method: 0 the columns as they are, 1 one zstd frame of them
+ *           (written when it is at most two thirds of their size: below
+ *           that, decompressing a block costs readers more than the bytes
+ *           saved are worth)
  *   varint  len[k], bytes of each column uncompressed
  *   ...     the columns end to end (compressed for method 1), to the end
  *           of the blob
@@ -51,8 +54,8 @@ static inline void hs_cols_put(hs_cols *c, int col, uint64_t v)
 }
 
 /* Appends the method, the lengths and the columns to out, compressed at
- * zstd level when that is smaller (with ctx's compression context, when
- * ctx is not NULL). 0 or HS_ENOMEM. */
+ * zstd level when that saves a third (with ctx's compression context,
+ * when ctx is not NULL). 0 or HS_ENOMEM. */
 int hs_cols_write(hs_cols *c, int level, hs_buf *out, hs_cols_ctx *ctx);
 void hs_cols_free(hs_cols *c);
 
@@ -69,6 +72,26 @@ typedef struct hs_cols_rd {
  * borrow until its next use. 0, or HS_ECORRUPT (a malformed body),
  * HS_ENOMEM. */
 int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out, hs_cols_ctx *ctx);
+/* The next varint of a column, decoded inline when it is whole and under
+ * 9 bytes (every value a column holds but the largest), else by
+ * hs_rd_varint (which tells the errors). */
+static inline uint64_t hs_cols_get(hs_rd *col)
+{
+    const uint8_t *p = col->p;
+    if (!col->err && col->end - p >= 9) {
+        uint64_t v = 0;
+        for (int s = 0; s < 63; s += 7) {
+            uint8_t b = *p++;
+            v |= (uint64_t)(b & 0x7f) << s;
+            if (b < 0x80) {
+                col->p = p;
+                return v;
+            }
+        }
+    }
+    return hs_rd_varint(col);
+}
+
 /* 0 when every column was read to its end without error, else
  * HS_ECORRUPT. */
 int hs_cols_done(const hs_cols_rd *c);

@@ -9,6 +9,7 @@
 #include "hs_cols.h"
 #include "hs_error.h"
 #include "hs_schema.h"
+#include "hs_snap.h"
 #include "hs_wire.h"
 
 enum { COL_TRACE, COL_BYTES, COL_COUNT, COL__N };
@@ -77,7 +78,7 @@ static size_t open_block(const void *blob, size_t len, hs_cols_ctx *ctx, hs_cols
 static int next_trace(hs_rd *c, size_t i, int64_t *t)
 {
     if (!i) return 0;
-    uint64_t step = hs_rd_varint(c);
+    uint64_t step = hs_cols_get(c);
     if (step == 0 || step > (uint64_t)(INT64_MAX - *t)) return HS_ECORRUPT;
     *t += (int64_t)step;
     return 0;
@@ -94,13 +95,37 @@ int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n, 
     for (size_t i = 0; i < count && !rc; i++) {
         rc = next_trace(&c[COL_TRACE], i, &t);
         rows[i].trace = t;
-        rows[i].bytes = hs_unzigzag(hs_rd_varint(&c[COL_BYTES]));
-        rows[i].count = hs_unzigzag(hs_rd_varint(&c[COL_COUNT]));
+        rows[i].bytes = hs_unzigzag(hs_cols_get(&c[COL_BYTES]));
+        rows[i].count = hs_unzigzag(hs_cols_get(&c[COL_COUNT]));
     }
     if (count && !rc) rc = hs_cols_done(&cols);
     if (count) hs_cols_rd_free(&cols);
     if (!rc) *n = count;
     return rc;
+}
+
+/* The row of trace in a blob into *row, reading no further than it: 1, 0
+ * when the block has none, or HS_ECORRUPT / HS_ENOMEM. */
+static int snaps_find(const void *blob, size_t len, int64_t trace, hs_snap_row *row,
+                      hs_cols_ctx *ctx)
+{
+    hs_cols_rd cols;
+    int64_t t;
+    int rc;
+    size_t count = open_block(blob, len, ctx, &cols, &t, &rc), i;
+    if (!count) return rc;
+    hs_rd *c = cols.col;
+    for (i = 0; i < count && !rc; i++)
+        if ((rc = next_trace(&c[COL_TRACE], i, &t)) || t >= trace) break;
+    int found = !rc && i < count && t == trace;
+    for (size_t j = 0; found && j <= i; j++) {
+        row->bytes = hs_unzigzag(hs_cols_get(&c[COL_BYTES]));
+        row->count = hs_unzigzag(hs_cols_get(&c[COL_COUNT]));
+    }
+    row->trace = trace;
+    if (!rc && (c[COL_TRACE].err || c[COL_BYTES].err || c[COL_COUNT].err)) rc = HS_ECORRUPT;
+    hs_cols_rd_free(&cols);
+    return rc ? rc : found;
 }
 
 /* ---- reading --------------------------------------------------------------- */
@@ -115,7 +140,7 @@ int hs_snaps_decode(const void *blob, size_t len, hs_snap_row *rows, size_t *n, 
 /* With a trace asked for, the keys of the blocks of one (run, kind) are
  * kept too (at most RD_DIR_MAX), so that a trace's rows are found without
  * reading the keys again. */
-#define RD_DIR_MAX 65536
+#define RD_DIR_MAX 4096
 
 typedef struct rd_key {
     int64_t bucket, first, last;
@@ -131,14 +156,15 @@ typedef struct rd_block {
 
 struct hs_snaps_rd {
     sqlite3 *db;
-    sqlite3_stmt *scan, *scan_one, *last, *keys, *blob;
+    sqlite3_stmt *scan, *scan_one, *last, *keys, *blob, *series;
     rd_key *dir; /* the keys of (dir_run, dir_kind)'s blocks, by bucket and first */
-    size_t ndir, dircap;
+    size_t ndir, dircap, dir_max;
     int64_t dir_run;
     int dir_kind, dir_ok;
     hs_cols_ctx ctx;
     rd_block *cache;
     uint8_t index[RD_HASH]; /* by key hash: 1 + the block's slot in cache, 0 none */
+    unsigned nindex;        /* entries in index, some of slots since reused */
     uint64_t clock;
     unsigned version; /* the database's data version the cache is of */
 };
@@ -151,6 +177,7 @@ int hs_snaps_rd_open(sqlite3 *db, hs_snaps_rd **out)
         return HS_ENOMEM;
     }
     r->db = db;
+    r->dir_max = RD_DIR_MAX;
     if (sqlite3_prepare_v3(db,
                            "SELECT bucket, first, data FROM snapshot_blocks WHERE run = ?1 AND "
                            "kind = ?2 AND bucket >= ?3 AND bucket <= ?4 ORDER BY bucket, first",
@@ -171,7 +198,15 @@ int hs_snaps_rd_open(sqlite3 *db, hs_snaps_rd **out)
         sqlite3_prepare_v3(db,
                            "SELECT data FROM snapshot_blocks WHERE run = ?1 AND kind = ?2 AND "
                            "bucket = ?3 AND first = ?4",
-                           -1, SQLITE_PREPARE_PERSISTENT, &r->blob, NULL) != SQLITE_OK) {
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->blob, NULL) != SQLITE_OK ||
+        /* a delta group exists only for a bucket heap_series has (the
+         * writer writes both, store_rollup.c): one seek a bucket */
+        sqlite3_prepare_v3(db,
+                           "SELECT h.bucket, (SELECT data FROM snapshot_blocks WHERE run = ?1 AND "
+                           "kind = ?2 AND bucket = h.bucket AND first <= ?5 ORDER BY first DESC "
+                           "LIMIT 1) FROM heap_series h WHERE h.run = ?1 AND h.bucket >= ?3 AND "
+                           "h.bucket <= ?4 ORDER BY h.bucket",
+                           -1, SQLITE_PREPARE_PERSISTENT, &r->series, NULL) != SQLITE_OK) {
         hs_snaps_rd_free(r);
         return HS_EDB;
     }
@@ -187,6 +222,7 @@ void hs_snaps_rd_free(hs_snaps_rd *r)
     sqlite3_finalize(r->last);
     sqlite3_finalize(r->keys);
     sqlite3_finalize(r->blob);
+    sqlite3_finalize(r->series);
     free(r->dir);
     hs_cols_ctx_free(&r->ctx);
     free(r->cache);
@@ -218,6 +254,7 @@ static void rd_check(hs_snaps_rd *r)
         return;
     for (int i = 0; i < RD_CACHE; i++) r->cache[i].n = 0;
     memset(r->index, 0, sizeof r->index);
+    r->nindex = 0;
     r->dir_ok = 0;
     r->version = v;
 }
@@ -230,16 +267,19 @@ static unsigned rd_hash(int64_t run, int kind, int64_t bucket, int64_t first)
     return (unsigned)(h >> 57); /* 0 .. RD_HASH - 1 */
 }
 
-/* The index made again from the kept blocks (after one was replaced). */
+/* The index made again from the kept blocks (once it fills up with the
+ * entries of slots since reused). */
 static void rd_reindex(hs_snaps_rd *r)
 {
     memset(r->index, 0, sizeof r->index);
+    r->nindex = 0;
     for (int s = 0; s < RD_CACHE; s++) {
         const rd_block *x = &r->cache[s];
         if (!x->n) continue;
         unsigned i = rd_hash(x->run, x->kind, x->bucket, x->first);
         while (r->index[i]) i = (i + 1) % RD_HASH;
         r->index[i] = (uint8_t)(s + 1);
+        r->nindex++;
     }
 }
 
@@ -266,8 +306,10 @@ static int rd_load(hs_snaps_rd *r, int64_t run, int kind, int64_t bucket, int64_
         rd_block *x = &r->cache[i];
         if (!x->n || (victim->n && x->used < victim->used)) victim = x;
     }
+    /* the slot's old key matches nothing until it is decoded: its entry in
+     * the index, left there, is passed over */
     victim->n = 0;
-    rd_reindex(r); /* the slot is empty until decoded */
+    victim->run = INT64_MIN;
     int rc = hs_snaps_decode(blob, len, victim->rows, &victim->n, &r->ctx);
     if (rc) return rc;
     if (victim->rows[0].trace != first) {
@@ -276,7 +318,13 @@ static int rd_load(hs_snaps_rd *r, int64_t run, int kind, int64_t bucket, int64_
     }
     victim->run = run, victim->kind = kind, victim->bucket = bucket, victim->first = first;
     victim->used = ++r->clock;
-    rd_reindex(r);
+    if (++r->nindex > RD_HASH * 3 / 4) {
+        rd_reindex(r);
+    } else {
+        unsigned i = rd_hash(run, kind, bucket, first);
+        while (r->index[i]) i = (i + 1) % RD_HASH;
+        r->index[i] = (uint8_t)(victim - r->cache + 1);
+    }
     *out = victim;
     return 0;
 }
@@ -297,7 +345,7 @@ static int rd_one(const rd_block *x, int64_t trace,
 }
 
 /* The keys of (run, kind)'s blocks into the directory (none when there
- * are more than RD_DIR_MAX): 0 or an HS_E code. */
+ * are more than dir_max): 0 or an HS_E code. */
 static int rd_dir_read(hs_snaps_rd *r, int64_t run, int kind)
 {
     sqlite3_stmt *st = r->keys;
@@ -307,7 +355,7 @@ static int rd_dir_read(hs_snaps_rd *r, int64_t run, int kind)
     r->ndir = 0;
     r->dir_ok = 0;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (r->ndir == RD_DIR_MAX) break;
+        if (r->ndir == r->dir_max) break;
         if (r->ndir == r->dircap) {
             size_t cap = r->dircap ? 2 * r->dircap : 256;
             rd_key *g = realloc(r->dir, cap * sizeof *g);
@@ -334,18 +382,12 @@ static int rd_dir_read(hs_snaps_rd *r, int64_t run, int kind)
 /* One trace's rows by the directory: blocks kept are not read again, nor
  * are the keys of those that cannot hold it. 1 when the directory cannot
  * serve (too many blocks), else 0 or an HS_E code or cb's return. */
-static int rd_scan_dir(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi, int64_t trace,
-                       int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
+static int rd_scan_keys(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi,
+                        int64_t trace,
+                        int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
 {
-    /* a read of the file, for the data version as of now */
-    sqlite3_stmt *st = r->last;
-    sqlite3_bind_int64(st, 1, run);
-    sqlite3_bind_int(st, 2, kind);
-    sqlite3_bind_int64(st, 3, hi);
-    int step = sqlite3_step(st), rc = 0;
-    if (step == SQLITE_ROW) rd_check(r);
-    sqlite3_reset(st);
-    if (step != SQLITE_ROW) return HS_EDB;
+    sqlite3_stmt *st;
+    int step, rc = 0;
     if ((!r->dir_ok || r->dir_run != run || r->dir_kind != kind) &&
         (rc = rd_dir_read(r, run, kind)))
         return rc;
@@ -358,6 +400,11 @@ static int rd_scan_dir(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_
         else
             b = mid;
     }
+    /* blocks that fit in what is kept are kept (another trace, or the next
+     * question, may read them); else each is read as far as the trace */
+    size_t cand = 0;
+    for (size_t i = a; i < r->ndir && r->dir[i].bucket <= hi && cand <= RD_CACHE; i++)
+        cand += trace >= r->dir[i].first && trace <= r->dir[i].last;
     for (; !rc && a < r->ndir && r->dir[a].bucket <= hi; a++) {
         const rd_key *k = &r->dir[a];
         if (trace < k->first || trace > k->last) continue;
@@ -369,16 +416,88 @@ static int rd_scan_dir(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_
             sqlite3_bind_int64(st, 3, k->bucket);
             sqlite3_bind_int64(st, 4, k->first);
             step = sqlite3_step(st);
-            rc = step == SQLITE_ROW
-                     ? rd_load(r, run, kind, k->bucket, k->first, sqlite3_column_blob(st, 0),
-                               (size_t)sqlite3_column_bytes(st, 0), &x)
-                     : HS_EDB;
+            if (step != SQLITE_ROW) {
+                rc = HS_EDB;
+            } else if (cand <= RD_CACHE) {
+                rc = rd_load(r, run, kind, k->bucket, k->first, sqlite3_column_blob(st, 0),
+                             (size_t)sqlite3_column_bytes(st, 0), &x);
+            } else {
+                hs_snap_row row;
+                int found = snaps_find(sqlite3_column_blob(st, 0),
+                                       (size_t)sqlite3_column_bytes(st, 0), trace, &row, &r->ctx);
+                rc = found < 0 ? found : found ? cb(k->bucket, &row, data) : 0;
+            }
             sqlite3_reset(st);
-            if (rc) break;
+            if (rc || !x) continue;
         }
         rc = rd_one(x, trace, cb, data);
     }
     return rc;
+}
+
+static int rd_scan_dir(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi, int64_t trace,
+                       int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
+{
+    /* A read of the file, for its data version as of now, left open until
+     * the end: the reads below are of the same transaction, and each does
+     * not begin and end one of its own. */
+    sqlite3_stmt *st = r->last;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, kind);
+    sqlite3_bind_int64(st, 3, hi);
+    int rc = sqlite3_step(st) == SQLITE_ROW ? 0 : HS_EDB;
+    if (!rc) {
+        rd_check(r);
+        rc = rd_scan_keys(r, run, kind, lo, hi, trace, cb, data);
+    }
+    sqlite3_reset(st);
+    return rc;
+}
+
+/* One trace's deltas of a run of more blocks than the directory keeps:
+ * by the buckets heap_series has, the one block of each that may hold it. */
+static int rd_scan_series(hs_snaps_rd *r, int64_t run, int64_t lo, int64_t hi, int64_t trace,
+                          int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
+{
+    sqlite3_stmt *st = r->series;
+    sqlite3_bind_int64(st, 1, run);
+    sqlite3_bind_int(st, 2, HS_SNAP_DELTA);
+    sqlite3_bind_int64(st, 3, lo);
+    sqlite3_bind_int64(st, 4, hi);
+    sqlite3_bind_int64(st, 5, trace);
+    int rc = 0, step, checked = 0;
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
+        if (!checked++) rd_check(r);
+        const void *blob = sqlite3_column_blob(st, 1);
+        size_t len = (size_t)sqlite3_column_bytes(st, 1);
+        if (!blob) continue; /* no deltas in that bucket */
+        hs_rd rd;
+        int64_t b = sqlite3_column_int64(st, 0), first;
+        hs_rd_init(&rd, blob, len);
+        if (!read_head(&rd, &first)) {
+            rc = HS_ECORRUPT;
+            break;
+        }
+        /* a block kept is read from memory; others as far as the trace (a
+         * run this large has more than could be kept) */
+        const rd_block *x = rd_find(r, run, HS_SNAP_DELTA, b, first);
+        if (x) {
+            rc = rd_one(x, trace, cb, data);
+            continue;
+        }
+        hs_snap_row row;
+        int found = snaps_find(blob, len, trace, &row, &r->ctx);
+        rc = found < 0 ? found : found ? cb(b, &row, data) : 0;
+    }
+    if (!rc && step != SQLITE_DONE) rc = HS_EDB;
+    sqlite3_reset(st);
+    return rc;
+}
+
+void hs_snaps_rd_dir_max(hs_snaps_rd *r, size_t n)
+{
+    r->dir_max = n;
+    r->dir_ok = 0;
 }
 
 int hs_snaps_rd_scan(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi, int64_t trace,
@@ -387,6 +506,7 @@ int hs_snaps_rd_scan(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t 
     if (trace >= 0) {
         int rc = rd_scan_dir(r, run, kind, lo, hi, trace, cb, data);
         if (rc != 1) return rc;
+        if (kind == HS_SNAP_DELTA) return rd_scan_series(r, run, lo, hi, trace, cb, data);
     }
     sqlite3_stmt *st = trace >= 0 ? r->scan_one : r->scan;
     sqlite3_bind_int64(st, 1, run);
@@ -472,10 +592,11 @@ int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_
     sqlite3_bind_int64(w->del, 3, bucket);
     int rc = step_done(w->del);
     if (n > 1) qsort(rows, n, sizeof *rows, by_trace);
+    size_t cap = kind == HS_SNAP_DELTA ? HS_SNAPS_DELTA_ROWS : HS_SNAPS_BLOCK_ROWS;
     for (size_t i = 0, m; !rc && i < n; i += m) {
-        /* up to HS_SNAPS_BLOCK_ROWS rows, fewer when they take more than
+        /* up to cap rows, fewer when they take more than
          * HS_SNAPS_BLOCK_BYTES: a block stays within its b-tree page */
-        m = n - i < HS_SNAPS_BLOCK_ROWS ? n - i : HS_SNAPS_BLOCK_ROWS;
+        m = n - i < cap ? n - i : cap;
         for (;;) {
             w->blob.n = 0;
             if ((rc = hs_snaps_encode(rows + i, m, &w->blob, &w->ctx))) break;

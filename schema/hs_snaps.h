@@ -6,8 +6,8 @@
  * deltas as the run moves past it, a keyframe, the peak), and readers read
  * them the same way, so since schema 15 they are stored by that group:
  * snapshot_blocks (run, kind, bucket, first, last, data) holds the group's
- * rows by trace, up to HS_SNAPS_BLOCK_ROWS (and HS_SNAPS_BLOCK_BYTES) a
- * row, first and last the
+ * rows by trace, up to HS_SNAPS_BLOCK_ROWS (HS_SNAPS_DELTA_ROWS for
+ * deltas; and HS_SNAPS_BLOCK_BYTES) a row, first and last the
  * lowest and highest trace of the block. A group is only ever written
  * whole: its blocks are replaced, never grown.
  *
@@ -44,6 +44,9 @@
 
 #define HS_SNAPS_CODEC      1
 #define HS_SNAPS_BLOCK_ROWS 256
+/* Rows a block of deltas holds at most: a trace's rows across a run's
+ * buckets are read a block per bucket, so those blocks are kept small */
+#define HS_SNAPS_DELTA_ROWS 64
 /* A block's bytes at most, unless one row takes more: the most SQLite
  * keeps of a row within a b-tree page of 4 KiB is about 1000 bytes, and a
  * row past it spills into an overflow page of its own. */
@@ -90,6 +93,10 @@ int hs_snaps_rd_last(hs_snaps_rd *r, int64_t run, int kind, int64_t hi, int64_t 
  * returns. 0, or HS_EDB / HS_ECORRUPT / HS_ENOMEM. */
 int hs_snaps_rd_scan(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64_t hi, int64_t trace,
                      int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data);
+
+/* Test knob: the most blocks of one (run, kind) whose keys the reader
+ * keeps (the rest are found by SQL). */
+void hs_snaps_rd_dir_max(hs_snaps_rd *r, size_t n);
 
 /* ---- writing ------------------------------------------------------------- */
 

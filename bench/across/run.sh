@@ -75,8 +75,12 @@ t0=$(date +%s%N)
     echo "INSERT INTO runs (id, uuid, start_unix_ns, $rc) SELECT c.id, randomblob(16),"
     echo "  (SELECT start_unix_ns FROM runs WHERE id = 1) + c.id * 1000000000, $rc"
     echo "  FROM temp.copies c JOIN runs r ON r.id = c.seed ORDER BY c.id;"
-    for t in events snapshots heap_series trace_stats run_labels run_pcs run_stacks mappings \
-        process_samples size_hist run_exact heap_exact; do
+    # the per-run tables as stored: snapshots in blocks since schema 15, the
+    # id maps in chunks since 13 (the plain sqlite3 shell sees no virtual
+    # tables); an older file's own tables otherwise
+    for t in events snapshots snapshot_blocks heap_series trace_stats run_labels run_pcs \
+        run_stacks run_maps mappings process_samples size_hist run_exact heap_exact; do
+        [ "$(sqlite3 "$db" "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '$t'")" = 1 ] || continue
         tc=$(cols $t 'run')
         echo "INSERT INTO $t (run, $tc) SELECT c.id, $tc FROM temp.copies c JOIN $t s ON s.run = c.seed ORDER BY c.id;"
     done
@@ -85,7 +89,8 @@ t0=$(date +%s%N)
 } | sqlite3 "$db" >/dev/null
 t1=$(date +%s%N)
 runs=$(sqlite3 "$db" "SELECT COUNT(*) FROM runs")
-stacks=$(sqlite3 "$db" "SELECT COUNT(*) FROM run_stacks WHERE run = 1")
+stacks=$("$cli" sql --db "$db" --json "SELECT COUNT(*) AS n FROM run_stacks WHERE run = 1" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["rows"][0][0])')
 size_mb() { echo "$(( $(stat -c %s "$1") / 1048576 ))"; }
 printf "database: %s runs (%s stacks a run), %s MiB, made in %s s (copies by SQL)\n" \
     "$runs" "$stacks" "$(size_mb "$db")" "$(awk -v d=$((t1 - t0)) 'BEGIN { printf "%.1f", d / 1e9 }')"

@@ -276,8 +276,8 @@ def main():
             db = os.path.join(tmp, f"{n}.db")
             subprocess.run([cli, "import", "--db", db, hsp], check=True,
                            stdout=subprocess.DEVNULL)
-            # through the CLI: the stack tree's traces table is heapstore's own
-            # (stored in blocks, schema/hs_tree.h), which Python's sqlite3 lacks
+            # through the CLI: traces and run_stacks are heapstore's own tables
+            # (virtual, over blocks: schema/hs_schema.h), which Python's sqlite3 lacks
             out = subprocess.run(
                 [cli, "sql", "--db", db, "--json",
                  "SELECT (SELECT count(*) FROM run_stacks s WHERE EXISTS (WITH RECURSIVE "

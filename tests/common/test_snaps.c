@@ -79,6 +79,11 @@ static const char table_sql[] =
     "NULL, bytes INTEGER NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (run, kind, bucket, "
     "trace)) WITHOUT ROWID";
 
+/* the buckets a run has rows in (the reader finds a trace's deltas by them) */
+static const char heap_series_sql[] =
+    "CREATE TABLE heap_series (run INTEGER NOT NULL, bucket INTEGER NOT NULL, PRIMARY KEY (run, "
+    "bucket)) WITHOUT ROWID";
+
 static sqlite3 *open_db(void)
 {
     sqlite3 *db;
@@ -93,6 +98,7 @@ static sqlite3 *open_db(void)
                      SQLITE_OK);
     snprintf(sql, sizeof sql, "CREATE TABLE ref %s", table_sql);
     assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, heap_series_sql, NULL, NULL, NULL), SQLITE_OK);
     return db;
 }
 
@@ -145,6 +151,9 @@ static void put(sqlite3 *db, hs_snaps_wr *w, int64_t run, int kind, int64_t buck
     char sql[200];
     snprintf(sql, sizeof sql, "DELETE FROM ref WHERE run = %lld AND kind = %d AND bucket = %lld",
              (long long)run, kind, (long long)bucket);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    snprintf(sql, sizeof sql, "INSERT OR IGNORE INTO heap_series VALUES (%lld, %lld)",
+             (long long)run, (long long)bucket);
     assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     for (size_t i = 0; i < n; i++) {
         snprintf(sql, sizeof sql, "INSERT INTO ref VALUES (%lld, %d, %lld, %lld, %lld, %lld)",
@@ -316,10 +325,10 @@ static void scans(hs_snaps_rd *rd, sqlite3 *ref)
         same_scan(rd, ref, run, 0, 3, 8, -1);
         same_scan(rd, ref, run, 1, 7, 7, -1);
         same_scan(rd, ref, run, 2, 0, INT64_MAX, -1);
-        for (int64_t t = 0; t < 3000; t += 97) { /* by the blocks' keys kept */
-            same_scan(rd, ref, run, 0, 2, 9, t);
+        for (int64_t t = 0; t < 3000; t += 97) /* by the blocks' keys kept, or SQL */
             same_scan(rd, ref, run, 1, 0, 11, t);
-        }
+        for (int64_t t = 0; t < 110; t++) /* every trace the deltas have */
+            same_scan(rd, ref, run, 0, 2, 9, t);
     }
     int64_t b = -1;
     assert_int_equal(hs_snaps_rd_last(rd, 2, 1, 10, &b), 1);
@@ -349,12 +358,16 @@ static void test_reader(void **state)
     char sql[512];
     snprintf(sql, sizeof sql, "CREATE TABLE ref %s", table_sql);
     assert_int_equal(sqlite3_exec(w, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w, heap_series_sql, NULL, NULL, NULL), SQLITE_OK);
     fill(w);
     assert_int_equal(sqlite3_open(path, &r), SQLITE_OK);
     hs_snaps_rd *rd;
     assert_int_equal(hs_snaps_rd_open(r, &rd), 0);
     scans(rd, w);
-    scans(rd, w); /* from what it kept */
+    scans(rd, w);               /* from what it kept */
+    hs_snaps_rd_dir_max(rd, 2); /* keys of more blocks than it keeps: by SQL */
+    scans(rd, w);
+    hs_snaps_rd_dir_max(rd, 4096);
     /* rows rewritten by the other: a keyframe and a bucket's deltas with the
      * same blocks' keys and other values, and the blocks of the keys kept
      * last (run 3's keyframes) under other keys */
