@@ -160,7 +160,7 @@ struct hs_snaps_rd {
     rd_key *dir; /* the keys of (dir_run, dir_kind)'s blocks, by bucket and first */
     size_t ndir, dircap, dir_max;
     int64_t dir_run;
-    int dir_kind, dir_ok;
+    int dir_kind, dir_ok; /* dir_ok 1: dir holds them; 2: they are too many; 0: not read */
     hs_cols_ctx ctx;
     rd_block *cache;
     uint8_t index[RD_HASH]; /* by key hash: 1 + the block's slot in cache, 0 none */
@@ -368,11 +368,11 @@ static int rd_dir_read(hs_snaps_rd *r, int64_t run, int kind)
             r->dir[r->ndir++] = (rd_key){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                                          sqlite3_column_int64(st, 2)};
     }
-    if (!rc && step == SQLITE_DONE) {
-        r->dir_ok = 1;
+    if (!rc && (step == SQLITE_DONE || step == SQLITE_ROW)) {
+        r->dir_ok = step == SQLITE_DONE ? 1 : 2; /* 2: too many blocks, none kept */
         r->dir_run = run;
         r->dir_kind = kind;
-    } else if (!rc && step != SQLITE_ROW) {
+    } else if (!rc) {
         rc = HS_EDB;
     }
     sqlite3_reset(st);
@@ -391,7 +391,7 @@ static int rd_scan_keys(hs_snaps_rd *r, int64_t run, int kind, int64_t lo, int64
     if ((!r->dir_ok || r->dir_run != run || r->dir_kind != kind) &&
         (rc = rd_dir_read(r, run, kind)))
         return rc;
-    if (!r->dir_ok) return 1;
+    if (r->dir_ok != 1) return 1;
     size_t a = 0, b = r->ndir;
     while (a < b) {
         size_t mid = a + (b - a) / 2;

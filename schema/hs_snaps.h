@@ -46,7 +46,7 @@
 #define HS_SNAPS_BLOCK_ROWS 256
 /* Rows a block of deltas holds at most: a trace's rows across a run's
  * buckets are read a block per bucket, so those blocks are kept small */
-#define HS_SNAPS_DELTA_ROWS 64
+#define HS_SNAPS_DELTA_ROWS 32
 /* A block's bytes at most, unless one row takes more: the most SQLite
  * keeps of a row within a b-tree page of 4 KiB is about 1000 bytes, and a
  * row past it spills into an overflow page of its own. */
