@@ -10,15 +10,24 @@
 
 enum { METHOD_STORED = 0, METHOD_ZSTD = 1 };
 
-int hs_cols_init(hs_cols *c, int k, size_t n)
+int hs_cols_init_cap(hs_cols *c, int k, const size_t *cap)
 {
     assert(k >= 1 && k <= HS_COLS_MAX);
     memset(c, 0, sizeof *c);
     c->k = k;
-    size_t each = (n ? n : 1) * HS_VARINT_MAX;
-    if (!(c->mem = malloc(each * (size_t)k))) return HS_ENOMEM;
-    for (int i = 0; i < k; i++) c->col[i] = c->mem + each * (size_t)i;
+    size_t total = 0;
+    for (int i = 0; i < k; i++) total += cap[i];
+    if (!(c->mem = malloc(total ? total : 1))) return HS_ENOMEM;
+    for (size_t i = 0, at = 0; i < (size_t)k; at += cap[i], i++) c->col[i] = c->mem + at;
     return 0;
+}
+
+int hs_cols_init(hs_cols *c, int k, size_t n)
+{
+    assert(k >= 1 && k <= HS_COLS_MAX);
+    size_t cap[HS_COLS_MAX];
+    for (int i = 0; i < k; i++) cap[i] = (n ? n : 1) * HS_VARINT_MAX;
+    return hs_cols_init_cap(c, k, cap);
 }
 
 void hs_cols_free(hs_cols *c)
@@ -82,17 +91,28 @@ static int unzstd(ZSTD_DCtx *z, uint8_t *buf, size_t raw, const uint8_t *body, s
 int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out, hs_cols_ctx *ctx)
 {
     assert(k >= 1 && k <= HS_COLS_MAX);
+    uint64_t max[HS_COLS_MAX];
+    for (int i = 0; i < k; i++) max[i] = max_each;
+    return hs_cols_open_max(rd, k, max, out, ctx);
+}
+
+int hs_cols_open_max(hs_rd *rd, int k, const uint64_t *max, hs_cols_rd *out, hs_cols_ctx *ctx)
+{
+    assert(k >= 1 && k <= HS_COLS_MAX);
     memset(out, 0, sizeof *out);
     out->k = k;
     uint8_t method = hs_rd_u8(rd);
     size_t len[HS_COLS_MAX], raw = 0;
     for (int i = 0; i < k; i++) {
-        len[i] = (size_t)hs_rd_varint_max(rd, max_each);
+        len[i] = (size_t)hs_rd_varint_max(rd, max[i]);
         raw += len[i];
     }
     if (rd->err || method > METHOD_ZSTD) return HS_ECORRUPT;
     const uint8_t *body = rd->p;
     size_t left = hs_rd_left(rd);
+    /* a frame that says it holds another size is refused before any room
+     * is made for it */
+    if (method == METHOD_ZSTD && ZSTD_getFrameContentSize(body, left) != raw) return HS_ECORRUPT;
     if (method == METHOD_ZSTD && ctx) {
         if (!ctx->z && !(ctx->z = ZSTD_createDCtx())) return HS_ENOMEM;
         if (raw > ctx->cap) {

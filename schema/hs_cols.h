@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "hs_buf.h"
 #include "hs_wire.h"
@@ -45,12 +46,21 @@ typedef struct hs_cols {
     uint8_t *mem;
 } hs_cols;
 
-/* Room for up to n varints in each of k columns. 0 or HS_ENOMEM. */
+/* Room for up to n varints in each of k columns; or cap[i] bytes for
+ * column i. 0 or HS_ENOMEM. */
 int hs_cols_init(hs_cols *c, int k, size_t n);
+int hs_cols_init_cap(hs_cols *c, int k, const size_t *cap);
 
 static inline void hs_cols_put(hs_cols *c, int col, uint64_t v)
 {
     c->len[col] += hs_varint_encode(c->col[col] + c->len[col], v);
+}
+
+/* n bytes as they are (a column of strings, say). */
+static inline void hs_cols_put_bytes(hs_cols *c, int col, const void *p, size_t n)
+{
+    memcpy(c->col[col] + c->len[col], p, n);
+    c->len[col] += n;
 }
 
 /* Appends the method, the lengths and the columns to out, compressed at
@@ -72,6 +82,8 @@ typedef struct hs_cols_rd {
  * borrow until its next use. 0, or HS_ECORRUPT (a malformed body),
  * HS_ENOMEM. */
 int hs_cols_open(hs_rd *rd, int k, uint64_t max_each, hs_cols_rd *out, hs_cols_ctx *ctx);
+/* The same with a bound of its own for each column (max[i] bytes). */
+int hs_cols_open_max(hs_rd *rd, int k, const uint64_t *max, hs_cols_rd *out, hs_cols_ctx *ctx);
 /* The next varint of a column, decoded inline when it is whole and under
  * 9 bytes (every value a column holds but the largest), else by
  * hs_rd_varint (which tells the errors). */

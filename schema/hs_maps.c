@@ -6,13 +6,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
+#include "hs_cols.h"
 #include "hs_error.h"
 #include "hs_schema.h"
 #include "hs_wire.h"
 
-enum { METHOD_STORED = 0, METHOD_ZSTD = 1 };
 enum { COL_KEY, COL_VALUE, COL_COUNT };
 
 /* As the stack tree's blocks: the open chunk is written a few times, and
@@ -30,82 +29,50 @@ static const char *const old_table[HS_MAPS_KINDS][3] = {
 int hs_maps_encode(const hs_maps_entry *e, size_t n, hs_buf *out)
 {
     assert(n >= 1 && n <= HS_MAPS_CHUNK);
-    uint8_t *col[COL_COUNT];
-    size_t len[COL_COUNT] = {0}, raw = 0;
-    uint8_t *cat = malloc(n * COL_COUNT * HS_VARINT_MAX);
-    if (!cat) return HS_ENOMEM;
-    for (int c = 0; c < COL_COUNT; c++) col[c] = cat + (size_t)c * n * HS_VARINT_MAX;
+    hs_cols cols;
+    if (hs_cols_init(&cols, COL_COUNT, n)) return HS_ENOMEM;
     for (size_t i = 0; i < n; i++) {
         if (i) {
             assert(e[i].key > e[i - 1].key);
-            len[COL_KEY] += hs_varint_encode(col[COL_KEY] + len[COL_KEY],
-                                             (uint64_t)e[i].key - (uint64_t)e[i - 1].key);
+            hs_cols_put(&cols, COL_KEY, (uint64_t)e[i].key - (uint64_t)e[i - 1].key);
         } else {
-            len[COL_KEY] += hs_varint_encode(col[COL_KEY], hs_zigzag(e[0].key));
+            hs_cols_put(&cols, COL_KEY, hs_zigzag(e[0].key));
         }
         uint64_t prev = i ? (uint64_t)e[i - 1].value : 0;
-        len[COL_VALUE] += hs_varint_encode(col[COL_VALUE] + len[COL_VALUE],
-                                           hs_zigzag((int64_t)((uint64_t)e[i].value - prev)));
+        hs_cols_put(&cols, COL_VALUE, hs_zigzag((int64_t)((uint64_t)e[i].value - prev)));
     }
-    for (int c = 0; c < COL_COUNT; c++) { /* the columns end to end at the start of cat */
-        memmove(cat + raw, col[c], len[c]);
-        raw += len[c];
-    }
-    uint8_t hdr[2 + HS_VARINT_MAX * (1 + COL_COUNT)];
+    uint8_t hdr[1 + HS_VARINT_MAX];
     hs_wr wr;
     hs_wr_init(&wr, hdr, sizeof hdr);
     hs_wr_u8(&wr, HS_MAPS_CODEC);
     hs_wr_varint(&wr, n);
-    uint8_t *method = wr.p;
-    hs_wr_u8(&wr, METHOD_ZSTD);
-    for (int c = 0; c < COL_COUNT; c++) hs_wr_varint(&wr, len[c]);
     assert(!wr.err);
-    size_t bound = ZSTD_compressBound(raw);
-    uint8_t *z = malloc(bound);
-    size_t zn = z ? ZSTD_compress(z, bound, cat, raw, MAPS_LEVEL) : 0;
-    int rc = 0;
-    if (!z || ZSTD_isError(zn)) {
-        rc = HS_ENOMEM;
-    } else if (zn >= raw) { /* a small chunk: zstd's frame costs more than it saves */
-        *method = METHOD_STORED;
-        hs_buf_put(out, hdr, hs_wr_len(&wr));
-        hs_buf_put(out, cat, raw);
-    } else {
-        hs_buf_put(out, hdr, hs_wr_len(&wr));
-        hs_buf_put(out, z, zn);
-    }
-    free(z);
-    free(cat);
-    return rc ? rc : out->oom ? HS_ENOMEM : 0;
+    hs_buf_put(out, hdr, hs_wr_len(&wr));
+    int rc = hs_cols_write(&cols, MAPS_LEVEL, out, NULL);
+    hs_cols_free(&cols);
+    return rc;
 }
 
-/* Reads the columns of raw (lens in len) into e[0..n). */
-static int decode_cols(const uint8_t *raw, const size_t len[COL_COUNT], size_t n, hs_maps_entry *e)
+/* Reads the columns into e[0..n). */
+static int decode_cols(hs_cols_rd *cols, size_t n, hs_maps_entry *e)
 {
-    hs_rd rd[COL_COUNT];
-    size_t off = 0;
-    for (int c = 0; c < COL_COUNT; c++) {
-        hs_rd_init(&rd[c], raw + off, len[c]);
-        off += len[c];
-    }
+    hs_rd *rd = cols->col;
     uint64_t value = 0;
     for (size_t i = 0; i < n; i++) {
         if (i) {
-            uint64_t step = hs_rd_varint(&rd[COL_KEY]);
+            uint64_t step = hs_cols_get(&rd[COL_KEY]);
             /* keys increase and stay within int64 (room wraps as it should
              * for a negative key) */
             uint64_t room = (uint64_t)INT64_MAX - (uint64_t)e[i - 1].key;
             if (step == 0 || step > room) return HS_ECORRUPT;
             e[i].key = (int64_t)((uint64_t)e[i - 1].key + step);
         } else {
-            e[0].key = hs_unzigzag(hs_rd_varint(&rd[COL_KEY]));
+            e[0].key = hs_unzigzag(hs_cols_get(&rd[COL_KEY]));
         }
-        value += (uint64_t)hs_unzigzag(hs_rd_varint(&rd[COL_VALUE]));
+        value += (uint64_t)hs_unzigzag(hs_cols_get(&rd[COL_VALUE]));
         e[i].value = (int64_t)value;
     }
-    for (int c = 0; c < COL_COUNT; c++)
-        if (rd[c].err || hs_rd_left(&rd[c])) return HS_ECORRUPT;
-    return 0;
+    return hs_cols_done(cols);
 }
 
 int hs_maps_decode(const void *blob, size_t blen, hs_maps_entry **e, size_t *n)
@@ -116,30 +83,13 @@ int hs_maps_decode(const void *blob, size_t blen, hs_maps_entry **e, size_t *n)
     *n = 0;
     if (hs_rd_u8(&rd) != HS_MAPS_CODEC) return HS_ECORRUPT;
     uint64_t count = hs_rd_varint_max(&rd, HS_MAPS_CHUNK);
-    uint8_t method = hs_rd_u8(&rd);
-    size_t len[COL_COUNT], raw = 0;
-    for (int c = 0; c < COL_COUNT; c++) {
-        len[c] = (size_t)hs_rd_varint_max(&rd, (uint64_t)count * HS_VARINT_MAX);
-        raw += len[c];
-    }
-    if (rd.err || count == 0 || method > METHOD_ZSTD) return HS_ECORRUPT;
-    const uint8_t *body = rd.p;
-    size_t left = hs_rd_left(&rd);
-    uint8_t *buf = NULL;
-    if (method == METHOD_ZSTD) {
-        if (!(buf = malloc(raw ? raw : 1))) return HS_ENOMEM;
-        size_t got = ZSTD_decompress(buf, raw, body, left);
-        if (ZSTD_isError(got) || got != raw) {
-            free(buf);
-            return HS_ECORRUPT;
-        }
-        body = buf;
-    } else if (left != raw) {
-        return HS_ECORRUPT;
-    }
+    if (rd.err || count == 0) return HS_ECORRUPT;
+    hs_cols_rd cols;
+    int rc = hs_cols_open(&rd, COL_COUNT, count * HS_VARINT_MAX, &cols, NULL);
+    if (rc) return rc;
     hs_maps_entry *out = malloc((size_t)count * sizeof *out);
-    int rc = out ? decode_cols(body, len, (size_t)count, out) : HS_ENOMEM;
-    free(buf);
+    rc = out ? decode_cols(&cols, (size_t)count, out) : HS_ENOMEM;
+    hs_cols_rd_free(&cols);
     if (rc) {
         free(out);
         return rc;

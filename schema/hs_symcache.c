@@ -5,8 +5,8 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
-#include <zstd.h>
 
+#include "hs_cols.h"
 #include "hs_error.h"
 #include "hs_schema.h"
 
@@ -21,7 +21,6 @@ struct hs__symc_fr {
     uint64_t line;
 };
 
-enum { METHOD_STORED = 0, METHOD_ZSTD = 1 };
 enum { COL_SLEN, COL_STR, COL_OFFSET, COL_NFR, COL_FUNC, COL_FILE, COL_LINE, COL_COUNT };
 
 /* zstd level 9: a block is written a few times while it fills, read once
@@ -213,16 +212,11 @@ int hs_symcache_encode(const hs_symcache_block *b, hs_buf *out)
         [COL_FUNC] = nf * HS_VARINT_MAX,  [COL_FILE] = nf * HS_VARINT_MAX,
         [COL_LINE] = nf * HS_VARINT_MAX,
     };
-    size_t total = 0, len[COL_COUNT] = {0};
-    for (int c = 0; c < COL_COUNT; c++) total += cap[c];
-    uint8_t *cat = malloc(total ? total : 1);
+    hs_cols cols;
     struct hs__symc_ent *ents = malloc(n * sizeof *ents);
     uint32_t *map = malloc((ns ? ns : 1) * 2 * sizeof *map);
-    uint8_t *z = NULL;
     int rc = HS_ENOMEM;
-    if (!cat || !ents || !map) goto out;
-    uint8_t *col[COL_COUNT];
-    for (size_t c = 0, at = 0; c < COL_COUNT; at += cap[c], c++) col[c] = cat + at;
+    if (!ents || !map || hs_cols_init_cap(&cols, COL_COUNT, cap)) goto out;
     memcpy(ents, b->ents, n * sizeof *ents);
     qsort(ents, n, sizeof *ents, by_offset);
     uint32_t *order = map + ns, next = 0;
@@ -230,58 +224,35 @@ int hs_symcache_encode(const hs_symcache_block *b, hs_buf *out)
     for (size_t i = 0; i < n; i++) {
         const struct hs__symc_ent *e = &ents[i];
         assert(i == 0 || e->off > ents[i - 1].off);
-        uint64_t step = i ? e->off - ents[i - 1].off : e->off;
-        len[COL_OFFSET] += hs_varint_encode(col[COL_OFFSET] + len[COL_OFFSET], step);
-        len[COL_NFR] += hs_varint_encode(col[COL_NFR] + len[COL_NFR], e->n);
+        hs_cols_put(&cols, COL_OFFSET, i ? e->off - ents[i - 1].off : e->off);
+        hs_cols_put(&cols, COL_NFR, e->n);
         for (uint32_t k = 0; k < e->n; k++) {
             const struct hs__symc_fr *f = &b->frames[e->frame + k];
-            uint32_t fn = renumber(map, &next, f->function, order);
-            uint32_t file = renumber(map, &next, f->file, order);
-            len[COL_FUNC] += hs_varint_encode(col[COL_FUNC] + len[COL_FUNC], fn);
-            len[COL_FILE] += hs_varint_encode(col[COL_FILE] + len[COL_FILE], file);
-            len[COL_LINE] += hs_varint_encode(col[COL_LINE] + len[COL_LINE], f->line);
+            hs_cols_put(&cols, COL_FUNC, renumber(map, &next, f->function, order));
+            hs_cols_put(&cols, COL_FILE, renumber(map, &next, f->file, order));
+            hs_cols_put(&cols, COL_LINE, f->line);
         }
     }
     for (uint32_t i = 0; i < next; i++) { /* the strings used, in their new order */
         hs_str s = str_of(b, order[i]);
-        len[COL_SLEN] += hs_varint_encode(col[COL_SLEN] + len[COL_SLEN], s.len);
-        memcpy(col[COL_STR] + len[COL_STR], s.ptr, s.len);
-        len[COL_STR] += s.len;
+        hs_cols_put(&cols, COL_SLEN, s.len);
+        hs_cols_put_bytes(&cols, COL_STR, s.ptr, s.len);
     }
-    size_t raw = 0; /* the columns end to end at the start of cat */
-    for (int c = 0; c < COL_COUNT; c++) {
-        assert(len[c] <= cap[c]);
-        memmove(cat + raw, col[c], len[c]);
-        raw += len[c];
-    }
-    uint8_t hdr[2 + HS_VARINT_MAX * (3 + COL_COUNT)];
+    for (int c = 0; c < COL_COUNT; c++) assert(cols.len[c] <= cap[c]);
+    uint8_t hdr[1 + 3 * HS_VARINT_MAX];
     hs_wr wr;
     hs_wr_init(&wr, hdr, sizeof hdr);
     hs_wr_u8(&wr, HS_SYMCACHE_CODEC);
     hs_wr_varint(&wr, n);
     hs_wr_varint(&wr, nf);
     hs_wr_varint(&wr, next);
-    uint8_t *method = wr.p;
-    hs_wr_u8(&wr, METHOD_ZSTD);
-    for (int c = 0; c < COL_COUNT; c++) hs_wr_varint(&wr, len[c]);
     assert(!wr.err);
-    size_t bound = ZSTD_compressBound(raw);
-    size_t zn = (z = malloc(bound)) ? ZSTD_compress(z, bound, cat, raw, SYMC_LEVEL) : 0;
-    if (!z || ZSTD_isError(zn)) goto out;
-    if (zn >= raw) { /* incompressible: the columns as they are */
-        *method = METHOD_STORED;
-        hs_buf_put(out, hdr, hs_wr_len(&wr));
-        hs_buf_put(out, cat, raw);
-    } else {
-        hs_buf_put(out, hdr, hs_wr_len(&wr));
-        hs_buf_put(out, z, zn);
-    }
-    rc = out->oom ? HS_ENOMEM : 0;
+    hs_buf_put(out, hdr, hs_wr_len(&wr));
+    rc = hs_cols_write(&cols, SYMC_LEVEL, out, NULL);
+    hs_cols_free(&cols);
 out:
-    free(z);
     free(map);
     free(ents);
-    free(cat);
     return rc;
 }
 
@@ -361,37 +332,21 @@ int hs_symcache_decode(hs_symcache_block *b, const void *blob, size_t blen)
     c.n = (size_t)hs_rd_varint_max(&rd, HS_SYMCACHE_BLOCK_ENTRIES);
     c.nf = (size_t)hs_rd_varint_max(&rd, (uint64_t)c.n * HS_SYMCACHE_FRAMES_MAX);
     c.ns = (size_t)hs_rd_varint_max(&rd, 2 * (uint64_t)c.nf);
-    uint8_t method = hs_rd_u8(&rd);
-    const size_t most[COL_COUNT] = {
+    const uint64_t most[COL_COUNT] = {
         [COL_SLEN] = c.ns * HS_VARINT_MAX,  [COL_STR] = HS_SYMCACHE_BLOCK_BYTES,
         [COL_OFFSET] = c.n * HS_VARINT_MAX, [COL_NFR] = c.n,
         [COL_FUNC] = c.nf * HS_VARINT_MAX,  [COL_FILE] = c.nf * HS_VARINT_MAX,
         [COL_LINE] = c.nf * HS_VARINT_MAX,
     };
-    size_t raw = 0;
+    if (rd.err || c.n == 0 || c.nf < c.n || c.ns == 0) return HS_ECORRUPT;
+    hs_cols_rd body;
+    int rc = hs_cols_open_max(&rd, COL_COUNT, most, &body, NULL);
+    if (rc) return rc;
     for (int i = 0; i < COL_COUNT; i++) {
-        c.len[i] = (size_t)hs_rd_varint_max(&rd, most[i]);
-        raw += c.len[i];
+        c.p[i] = body.col[i].p;
+        c.len[i] = hs_rd_left(&body.col[i]);
     }
-    if (rd.err || c.n == 0 || c.nf < c.n || c.ns == 0 || method > METHOD_ZSTD) return HS_ECORRUPT;
-    const uint8_t *body = rd.p;
-    size_t left = hs_rd_left(&rd);
-    uint8_t *buf = NULL;
-    if (method == METHOD_ZSTD) {
-        unsigned long long size = ZSTD_getFrameContentSize(body, left);
-        if (size != raw || !(buf = malloc(raw ? raw : 1)))
-            return size != raw ? HS_ECORRUPT : HS_ENOMEM;
-        size_t got = ZSTD_decompress(buf, raw, body, left);
-        if (ZSTD_isError(got) || got != raw) {
-            free(buf);
-            return HS_ECORRUPT;
-        }
-        body = buf;
-    } else if (left != raw) {
-        return HS_ECORRUPT;
-    }
-    for (size_t i = 0, at = 0; i < COL_COUNT; at += c.len[i], i++) c.p[i] = body + at;
-    int rc = (c.strs = malloc(c.ns * sizeof *c.strs)) ? check_cols(&c) : HS_ENOMEM;
+    rc = (c.strs = malloc(c.ns * sizeof *c.strs)) ? check_cols(&c) : HS_ENOMEM;
     if (!rc) {
         /* b as it was if anything fails: what it had is kept aside */
         size_t n = b->n, nframes = b->nframes, nstr = b->nstr;
@@ -404,7 +359,7 @@ int hs_symcache_decode(hs_symcache_block *b, const void *blob, size_t blen)
         }
     }
     free(c.strs);
-    free(buf);
+    hs_cols_rd_free(&body);
     return rc;
 }
 
