@@ -1,7 +1,8 @@
 /* hs_store: the database connection, its statements, runs and transactions.
  * Frames are applied in store_frames.c, rollups live in store_rollup.c, the
- * helpers all three use in store_db.c; they share store_int.h. The layers
- * point one way: store.c -> store_frames.c -> store_rollup.c -> store_db.c. */
+ * runs' id maps in store_maps.c, the helpers all of them use in store_db.c;
+ * they share store_int.h. The layers point one way: store.c ->
+ * store_frames.c -> store_rollup.c and store_maps.c -> store_db.c. */
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>

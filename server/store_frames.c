@@ -15,32 +15,6 @@
 #include "hs_symcache.h"
 #include "store_int.h"
 
-static int grow_slots(hs_run *r)
-{
-    uint32_t cap = r->cap ? r->cap * 2 : 64;
-    hs_slot *ns = realloc(r->slots, cap * sizeof *ns);
-    if (!ns) return HS_ENOMEM;
-    r->slots = ns;
-    r->cap = cap;
-    return 0;
-}
-
-int hs__store_bind_stack(hs_run *r, uint64_t stack_id, int64_t trace)
-{
-    uint64_t idx;
-    if (!hs_map_get(&r->traces, (uint64_t)trace, &idx)) {
-        if (r->nslots >= HS_RUN_MAX_STACKS) return HS_ETOOBIG;
-        if (r->nslots == r->cap && grow_slots(r)) return HS_ENOMEM;
-        idx = r->nslots;
-        hs_slot *sl = &r->slots[idx];
-        memset(sl, 0, sizeof *sl);
-        sl->trace = trace;
-        if (hs_map_put(&r->traces, (uint64_t)trace, idx)) return HS_ENOMEM;
-        r->nslots++;
-    }
-    return hs_map_put(&r->stacks, stack_id, idx);
-}
-
 static void bind_str(sqlite3_stmt *st, int i, hs_str s)
 {
     sqlite3_bind_text(st, i, s.ptr ? s.ptr : "", (int)s.len, SQLITE_STATIC);

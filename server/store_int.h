@@ -254,7 +254,8 @@ void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)
 /* Steps a statement that returns no rows we need, resets it. */
 int hs__store_step_done(hs_store *s, sqlite3_stmt *st);
 void hs__store_touch(hs_store *s, hs_run *r);
-/* Maps a collector stack id to a trace, making the trace's slot if new. */
+/* Maps a collector stack id to a trace, making the trace's slot if new
+ * (store_maps.c). */
 int hs__store_bind_stack(hs_run *r, uint64_t stack_id, int64_t trace);
 /* Applies an EVENTS payload to the rollups; with seq >= 0 it is also stored
  * as events row seq. Two passes: nothing changes unless all entries are

@@ -18,6 +18,32 @@
 #include "hs_error.h"
 #include "store_int.h"
 
+static int grow_slots(hs_run *r)
+{
+    uint32_t cap = r->cap ? r->cap * 2 : 64;
+    hs_slot *ns = realloc(r->slots, cap * sizeof *ns);
+    if (!ns) return HS_ENOMEM;
+    r->slots = ns;
+    r->cap = cap;
+    return 0;
+}
+
+int hs__store_bind_stack(hs_run *r, uint64_t stack_id, int64_t trace)
+{
+    uint64_t idx;
+    if (!hs_map_get(&r->traces, (uint64_t)trace, &idx)) {
+        if (r->nslots >= HS_RUN_MAX_STACKS) return HS_ETOOBIG;
+        if (r->nslots == r->cap && grow_slots(r)) return HS_ENOMEM;
+        idx = r->nslots;
+        hs_slot *sl = &r->slots[idx];
+        memset(sl, 0, sizeof *sl);
+        sl->trace = trace;
+        if (hs_map_put(&r->traces, (uint64_t)trace, idx)) return HS_ENOMEM;
+        r->nslots++;
+    }
+    return hs_map_put(&r->stacks, stack_id, idx);
+}
+
 /* Adds the entries of a chunk to the run's map in memory. */
 static int load_entries(hs_run *r, int kind, const hs_maps_entry *e, size_t n)
 {
