@@ -27,7 +27,7 @@ int hs_snaps_encode(const hs_snap_row *rows, size_t n, hs_buf *out, hs_cols_ctx 
     for (size_t i = 0; i < n; i++) {
         if (i) {
             assert(rows[i].trace > rows[i - 1].trace);
-            hs_cols_put(&cols, COL_TRACE, (uint64_t)(rows[i].trace - rows[i - 1].trace));
+            hs_cols_put(&cols, COL_TRACE, (uint64_t)rows[i].trace - (uint64_t)rows[i - 1].trace);
         }
         hs_cols_put(&cols, COL_BYTES, hs_zigzag(rows[i].bytes));
         hs_cols_put(&cols, COL_COUNT, hs_zigzag(rows[i].count));
@@ -78,9 +78,11 @@ static size_t open_block(const void *blob, size_t len, hs_cols_ctx *ctx, hs_cols
 static int next_trace(hs_rd *c, size_t i, int64_t *t)
 {
     if (!i) return 0;
-    uint64_t step = hs_cols_get(c);
-    if (step == 0 || step > (uint64_t)(INT64_MAX - *t)) return HS_ECORRUPT;
-    *t += (int64_t)step;
+    /* traces increase and stay within int64; in unsigned arithmetic, so
+     * that the room above a negative trace is counted right */
+    uint64_t step = hs_cols_get(c), room = (uint64_t)INT64_MAX - (uint64_t)*t;
+    if (step == 0 || step > room) return HS_ECORRUPT;
+    *t = (int64_t)((uint64_t)*t + step);
     return 0;
 }
 

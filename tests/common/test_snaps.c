@@ -60,6 +60,8 @@ static void test_codec(void **state)
     (void)state;
     hs_snap_row odd[] = {{1, INT64_MIN, INT64_MAX}, {2, INT64_MAX, INT64_MIN}, {INT64_MAX, 0, 0}};
     roundtrip(odd, 3);
+    hs_snap_row wide[] = {{INT64_MIN, 1, 1}, {-5, 2, 2}, {INT64_MAX, 3, 3}};
+    roundtrip(wide, 3);
     hs_snap_row x[HS_SNAPS_BLOCK_ROWS];
     make_rows(x, HS_SNAPS_BLOCK_ROWS, 1000);
     roundtrip(x, 1);
