@@ -99,6 +99,19 @@ int hs_maps_decode(const void *blob, size_t blen, hs_maps_entry **e, size_t *n)
     return 0;
 }
 
+int hs_maps_push(hs_maps_entry **e, size_t *n, size_t *cap, hs_maps_entry x)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 256;
+        hs_maps_entry *ne = realloc(*e, c * sizeof *ne);
+        if (!ne) return HS_ENOMEM;
+        *e = ne;
+        *cap = c;
+    }
+    (*e)[(*n)++] = x;
+    return 0;
+}
+
 int hs_maps_settle(hs_maps_entry *e, size_t *n)
 {
     size_t m = *n, i;
@@ -197,18 +210,10 @@ static int read_rows(sqlite3 *db, int64_t run, int kind, hs_maps_entry **e, size
     hs_maps_entry *all = NULL;
     size_t m = 0, cap = 0;
     int rc = 0, step;
-    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
-        if (m == cap) {
-            cap = cap ? cap * 2 : 256;
-            hs_maps_entry *ne = realloc(all, cap * sizeof *ne);
-            if (!ne) {
-                rc = HS_ENOMEM;
-                break;
-            }
-            all = ne;
-        }
-        all[m++] = (hs_maps_entry){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1)};
-    }
+    while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW)
+        rc =
+            hs_maps_push(&all, &m, &cap,
+                         (hs_maps_entry){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1)});
     if (!rc && step != SQLITE_DONE) rc = HS_EDB;
     sqlite3_finalize(st);
     if (rc) {

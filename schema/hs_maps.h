@@ -72,6 +72,10 @@ int hs_maps_decode(const void *blob, size_t len, hs_maps_entry **e, size_t *n);
  * kept. 0, or HS_ENOMEM (e as it was). */
 int hs_maps_settle(hs_maps_entry *e, size_t *n);
 
+/* Appends x to *e (*n of *cap used; grown by doubling). 0 or HS_ENOMEM
+ * (*e as it was). */
+int hs_maps_push(hs_maps_entry **e, size_t *n, size_t *cap, hs_maps_entry x);
+
 /* ---- reading ---------------------------------------------------------------- */
 
 /* 1 when db stores the maps in chunks (schema 13 and later), 0 when it has

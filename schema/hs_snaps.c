@@ -130,6 +130,20 @@ static int snaps_find(const void *blob, size_t len, int64_t trace, hs_snap_row *
     return rc ? rc : found;
 }
 
+/* The index of trace's row among rows[0..n) (by trace), or n. */
+static size_t row_of(const hs_snap_row *rows, size_t n, int64_t trace)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (rows[mid].trace < trace)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < n && rows[lo].trace == trace ? lo : n;
+}
+
 /* ---- reading --------------------------------------------------------------- */
 
 /* Blocks decoded are kept (RD_CACHE of them, the least recently used
@@ -335,15 +349,8 @@ static int rd_load(hs_snaps_rd *r, int64_t run, int kind, int64_t bucket, int64_
 static int rd_one(const rd_block *x, int64_t trace,
                   int (*cb)(int64_t bucket, const hs_snap_row *row, void *data), void *data)
 {
-    size_t lo = 0, hi = x->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (x->rows[mid].trace < trace)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo < x->n && x->rows[lo].trace == trace ? cb(x->bucket, &x->rows[lo], data) : 0;
+    size_t i = row_of(x->rows, x->n, trace);
+    return i < x->n ? cb(x->bucket, &x->rows[i], data) : 0;
 }
 
 /* The keys of (run, kind)'s blocks into the directory (none when there
@@ -948,17 +955,10 @@ static int sv_cached(snaps_cur *c, int plan, sqlite3_value **argv)
     if (sqlite3_value_int64(argv[0]) != c->run || sqlite3_value_int64(argv[1]) != c->kind ||
         sqlite3_value_int64(argv[2]) != c->bucket || t < c->blk_first || t > c->blk_last)
         return 0;
-    size_t lo = 0, hi = c->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (c->rows[mid].trace < t)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
+    size_t i = row_of(c->rows, c->n, t);
     c->single = 1;
-    c->eof = !(lo < c->n && c->rows[lo].trace == t);
-    c->i = (int64_t)lo;
+    c->eof = i == c->n;
+    c->i = (int64_t)i;
     c->rowid++;
     return 1;
 }

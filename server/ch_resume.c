@@ -428,16 +428,7 @@ static int maps_in(resume *x)
                 rc = HS_EPROTO;
                 break;
             }
-            if (n == cap) {
-                cap = cap ? cap * 2 : 256;
-                hs_maps_entry *ne = realloc(e, cap * sizeof *ne);
-                if (!ne) {
-                    rc = HS_ENOMEM;
-                    break;
-                }
-                e = ne;
-            }
-            e[n++] = (hs_maps_entry){key, (int64_t)local};
+            rc = hs_maps_push(&e, &n, &cap, (hs_maps_entry){key, (int64_t)local});
         }
         if (!rc && n) rc = hs_maps_append(x->db, x->local, k, e, n);
         free(e);

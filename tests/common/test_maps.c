@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "hs_error.h"
+#include "kit_db.h"
 #include "hs_schema.h"
 #include "hs_maps.h"
 
@@ -125,16 +126,6 @@ static sqlite3 *open_db(void)
     return db;
 }
 
-static int64_t q1(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 static void test_sql_tables(void **state)
 {
     (void)state;
@@ -143,36 +134,37 @@ static void test_sql_tables(void **state)
     hs_maps_entry *x = make_entries(n, 1);
     /* run 1: three chunks; run 3: one, whose last entry a later chunk replaces */
     assert_int_equal(hs_maps_append(db, 1, HS_MAPS_STACKS, x, n), 0);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_maps WHERE run = 1"), 3);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_maps WHERE run = 1"), 3);
     hs_maps_entry small[] = {{9, 90}, {4, 40}, {6, 60}};
     assert_int_equal(hs_maps_append(db, 3, HS_MAPS_STACKS, small, 3), 0);
     hs_maps_entry later = {9, 91};
     assert_int_equal(hs_maps_append(db, 3, HS_MAPS_STACKS, &later, 1), 0);
     assert_int_equal(hs_maps_append(db, 3, HS_MAPS_PCS, small, 3), 0);
 
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_stacks WHERE run = 1"), (int64_t)n);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_stacks"), (int64_t)n + 3);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_pcs"), 3);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_stacks WHERE run = 1"), (int64_t)n);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_stacks"), (int64_t)n + 3);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_pcs"), 3);
     int64_t sum = 0;
     for (size_t i = 0; i < n; i++) sum += x[i].key * 3 + (x[i].value & 0xffff);
     assert_int_equal(
-        q1(db, "SELECT sum(stack_id * 3 + (trace & 65535)) FROM run_stacks WHERE run = 1"), sum);
+        tk_qh(db, "SELECT sum(stack_id * 3 + (trace & 65535)) FROM run_stacks WHERE run = 1"), sum);
     char sql[200];
     size_t k = HS_MAPS_CHUNK + 7; /* by run and key, in the second chunk */
     snprintf(sql, sizeof sql, "SELECT trace FROM run_stacks WHERE run = 1 AND stack_id = %lld",
              (long long)x[k].key);
-    assert_int_equal(q1(db, sql), x[k].value);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_stacks WHERE run = 1 AND stack_id = 0"), 0);
-    assert_int_equal(q1(db, "SELECT trace FROM run_stacks WHERE run = 3 AND stack_id = 9"), 91);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_stacks WHERE stack_id = 4"), 2);
-    assert_int_equal(q1(db, "SELECT group_concat(stack_id, '') FROM run_stacks WHERE run = 3"),
+    assert_int_equal(tk_qh(db, "%s", sql), x[k].value);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_stacks WHERE run = 1 AND stack_id = 0"),
+                     0);
+    assert_int_equal(tk_qh(db, "SELECT trace FROM run_stacks WHERE run = 3 AND stack_id = 9"), 91);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_stacks WHERE stack_id = 4"), 2);
+    assert_int_equal(tk_qh(db, "SELECT group_concat(stack_id, '') FROM run_stacks WHERE run = 3"),
                      469);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_stacks WHERE run = 2"), 0);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_stacks WHERE run = 2"), 0);
     /* a join on run, each run asked for once per row of runs */
-    assert_int_equal(q1(db, "SELECT count(*) FROM runs r JOIN run_stacks s ON s.run = r.id"),
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM runs r JOIN run_stacks s ON s.run = r.id"),
                      (int64_t)n + 3);
-    assert_int_equal(q1(db, "SELECT sum(s.trace) FROM runs r JOIN run_stacks s ON s.run = r.id "
-                            "WHERE r.id = 3"),
+    assert_int_equal(tk_qh(db, "SELECT sum(s.trace) FROM runs r JOIN run_stacks s ON s.run = r.id "
+                               "WHERE r.id = 3"),
                      40 + 60 + 91);
     /* the plan of a lookup by run is the virtual table's, not a scan */
     sqlite3_stmt *st;
@@ -195,13 +187,13 @@ static void test_sql_tables(void **state)
     assert_int_equal(
         sqlite3_exec(db, "INSERT OR IGNORE INTO run_pcs VALUES (3, 5, 52)", NULL, NULL, NULL),
         SQLITE_OK);
-    assert_int_equal(q1(db, "SELECT frame FROM run_pcs WHERE run = 3 AND pc = 5"), 50);
+    assert_int_equal(tk_qh(db, "SELECT frame FROM run_pcs WHERE run = 3 AND pc = 5"), 50);
     assert_int_equal(
         sqlite3_exec(db, "INSERT OR REPLACE INTO run_pcs VALUES (3, 5, 53)", NULL, NULL, NULL),
         SQLITE_OK);
-    assert_int_equal(q1(db, "SELECT frame FROM run_pcs WHERE run = 3 AND pc = 5"), 53);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_pcs WHERE run = 3"), 4);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_maps WHERE run = 3 AND kind = 0"), 1);
+    assert_int_equal(tk_qh(db, "SELECT frame FROM run_pcs WHERE run = 3 AND pc = 5"), 53);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_pcs WHERE run = 3"), 4);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_maps WHERE run = 3 AND kind = 0"), 1);
     assert_int_not_equal(sqlite3_exec(db, "DELETE FROM run_pcs", NULL, NULL, NULL), SQLITE_OK);
     assert_int_not_equal(
         sqlite3_exec(db, "INSERT INTO run_pcs VALUES (3, NULL, 1)", NULL, NULL, NULL), SQLITE_OK);
@@ -264,16 +256,17 @@ static void test_migrate(void **state)
     assert_int_equal(hs_maps_migrate(db), 0);
     assert_int_equal(hs_maps_in_chunks(db), 1);
     /* run 1's pcs in two chunks; run 2's, run 3's and run 3's stacks in one */
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_maps"), 2 + 1 + 1 + 1);
-    assert_int_equal(q1(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('run_pcs', "
-                            "'run_stacks')"),
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_maps"), 2 + 1 + 1 + 1);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM sqlite_schema WHERE name IN ('run_pcs', "
+                               "'run_stacks')"),
                      0);
     assert_int_equal(hs_maps_read(db, 1, HS_MAPS_PCS, &e, &m), 0);
     assert_int_equal(m, n);
     assert_memory_equal(e, x, n * sizeof *e);
     free(e);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_pcs"), (int64_t)n + 5 + (int64_t)(n + 1) / 2);
-    assert_int_equal(q1(db, "SELECT count(*) FROM run_stacks WHERE run = 3"), (int64_t)n / 2);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_pcs"),
+                     (int64_t)n + 5 + (int64_t)(n + 1) / 2);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM run_stacks WHERE run = 3"), (int64_t)n / 2);
     sqlite3_close(db);
     free(x);
 }

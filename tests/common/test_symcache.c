@@ -18,6 +18,7 @@
 #include <sqlite3.h>
 
 #include "hs_error.h"
+#include "kit_db.h"
 #include "hs_schema.h"
 #include "hs_symcache.h"
 
@@ -194,16 +195,6 @@ static void put_block(sqlite3 *db, const char *bid, int64_t seq, const hs_symcac
     hs_buf_free(&blob);
 }
 
-static int64_t q(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 static int rd_get(hs_symcache_rd *r, const char *bid, uint64_t off)
 {
     hs_symcache_frame fr[HS_SYMCACHE_FRAMES_MAX];
@@ -321,15 +312,19 @@ static void test_migrate(void **state)
     char err[256];
     assert_int_equal(sqlite3_exec(db, "PRAGMA user_version = 13", NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal(hs_schema_migrate(db, err, sizeof err), 0);
-    assert_int_equal(q(db, "PRAGMA user_version"), hs_schema_version());
-    assert_int_equal(q(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'symbol_cache'"), 0);
+    assert_int_equal(tk_qh(db, "PRAGMA user_version"), hs_schema_version());
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM sqlite_schema WHERE name = 'symbol_cache'"),
+                     0);
     /* build-a: its block 0, then the moved rows in two */
     assert_int_equal(
-        q(db, "SELECT count(*) FROM symbol_blocks WHERE build_id = CAST('build-a' AS BLOB)"), 3);
+        tk_qh(db, "SELECT count(*) FROM symbol_blocks WHERE build_id = CAST('build-a' AS BLOB)"),
+        3);
     assert_int_equal(
-        q(db, "SELECT max(seq) FROM symbol_blocks WHERE build_id = CAST('build-a' AS BLOB)"), 2);
+        tk_qh(db, "SELECT max(seq) FROM symbol_blocks WHERE build_id = CAST('build-a' AS BLOB)"),
+        2);
     assert_int_equal(
-        q(db, "SELECT count(*) FROM symbol_blocks WHERE build_id = CAST('build-b' AS BLOB)"), 1);
+        tk_qh(db, "SELECT count(*) FROM symbol_blocks WHERE build_id = CAST('build-b' AS BLOB)"),
+        1);
     hs_symcache_rd *r;
     assert_int_equal(hs_symcache_rd_open(db, HS_SYMCACHE_RD_BYTES, &r), 0);
     for (size_t i = 0; i < na + 20; i++) {

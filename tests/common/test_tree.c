@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 
 #include "hs_error.h"
+#include "kit_db.h"
 #include "hs_schema.h"
 #include "hs_tree.h"
 
@@ -89,16 +90,6 @@ static sqlite3 *open_db(void)
     return db;
 }
 
-static int64_t q1(sqlite3 *db, const char *sql)
-{
-    sqlite3_stmt *st;
-    assert_int_equal(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
-    int64_t v = sqlite3_column_int64(st, 0);
-    sqlite3_finalize(st);
-    return v;
-}
-
 static void test_sql_table(void **state)
 {
     (void)state;
@@ -109,24 +100,24 @@ static void test_sql_table(void **state)
         assert_int_equal(
             hs_tree_put_block(db, x + i, n - i < HS_TREE_BLOCK_NODES ? n - i : HS_TREE_BLOCK_NODES),
             0);
-    assert_int_equal(q1(db, "SELECT count(*) FROM traces"), (int64_t)n);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM traces"), (int64_t)n);
     int64_t sum = 0;
     for (size_t i = 0; i < n; i++) sum += x[i].parent * 3 + x[i].frame * 5 + x[i].depth;
-    assert_int_equal(q1(db, "SELECT sum(parent * 3 + frame * 5 + depth) FROM traces"), sum);
+    assert_int_equal(tk_qh(db, "SELECT sum(parent * 3 + frame * 5 + depth) FROM traces"), sum);
     char sql[200];
     size_t k = HS_TREE_BLOCK_NODES + 5; /* by id, in the second block */
     snprintf(sql, sizeof sql, "SELECT frame FROM traces WHERE id = %lld", (long long)x[k].id);
-    assert_int_equal(q1(db, sql), x[k].frame);
+    assert_int_equal(tk_qh(db, "%s", sql), x[k].frame);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM traces WHERE id > %lld AND id <= %lld",
              (long long)x[10].id, (long long)x[2 * HS_TREE_BLOCK_NODES + 10].id);
-    assert_int_equal(q1(db, sql), 2 * HS_TREE_BLOCK_NODES);
-    assert_int_equal(q1(db, "SELECT count(*) FROM traces WHERE id = 0"), 0);
+    assert_int_equal(tk_qh(db, "%s", sql), 2 * HS_TREE_BLOCK_NODES);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM traces WHERE id = 0"), 0);
     /* a walk to the root, as queries do it */
     snprintf(sql, sizeof sql,
              "WITH RECURSIVE up(id) AS (SELECT %lld UNION ALL SELECT t.parent FROM up JOIN "
              "traces t ON t.id = up.id WHERE t.parent <> 0) SELECT count(*) FROM up",
              (long long)x[n - 1].id);
-    assert_int_equal(q1(db, sql), x[n - 1].depth);
+    assert_int_equal(tk_qh(db, "%s", sql), x[n - 1].depth);
     /* added only above the last id; never changed */
     assert_int_not_equal(
         sqlite3_exec(db, "INSERT INTO traces VALUES (3, 0, 1, 1)", NULL, NULL, NULL), SQLITE_OK);
@@ -136,7 +127,7 @@ static void test_sql_table(void **state)
                      SQLITE_OK);
     snprintf(sql, sizeof sql, "SELECT frame FROM traces WHERE id = %lld",
              (long long)x[n - 1].id + 1);
-    assert_int_equal(q1(db, sql), 9);
+    assert_int_equal(tk_qh(db, "%s", sql), 9);
     sqlite3_close(db);
     free(x);
 }
@@ -168,7 +159,7 @@ static void test_migrate(void **state)
     sqlite3_finalize(ins);
     assert_int_equal(hs_tree_in_blocks(db), 1);
     assert_int_equal(hs_tree_migrate(db), 0);
-    assert_int_equal(q1(db, "SELECT count(*) FROM trace_blocks"), 2);
+    assert_int_equal(tk_qh(db, "SELECT count(*) FROM trace_blocks"), 2);
     hs_tree_rd *rd;
     assert_int_equal(hs_tree_rd_open(db, &rd), 0);
     for (size_t i = 0; i < n; i++) {
