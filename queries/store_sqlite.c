@@ -141,6 +141,7 @@ static void sqlite_free(hs_qstore *s)
     for (int i = 0; i < ST__COUNT; i++) sqlite3_finalize(q->st[i]);
     hs_tree_rd_free(q->tree);
     hs_snaps_rd_free(q->snaps_rd);
+    hs_series_rd_free(q->series_rd);
     hs_tree_mem_free(&q->mem);
     hs__sql_free(q);
     sqlite3_close_v2(q->db);
@@ -834,14 +835,65 @@ static int sqlite_deltas(hs_qstore *s, int64_t run, int64_t after_bucket,
     WALK_ROWS(q, st, err, cb(col_i64(st, 0), col_i64(st, 1), col_i64(st, 2), data));
 }
 
+/* One trace's deltas in windows that snapshot_series lacks: from the
+ * blocks of each bucket. */
+typedef struct trace_rest {
+    hs__sqlite *q;
+    hs_snaps_rd *rd;
+    int64_t run, trace;
+    delta_cb x;
+    hs_qerr *err;
+    int rc; /* the callback's or the error's own return */
+} trace_rest;
+
+static int trace_rest_scan(int64_t lo, int64_t hi, void *data)
+{
+    trace_rest *t = data;
+    return t->rc = snaps_scan_run(t->q, t->rd, t->run, HS_SNAP_DELTA, lo, hi, t->trace, delta_row,
+                                  &t->x, t->err);
+}
+
+static int trace_rest_row(int64_t bucket, int64_t bytes, void *data)
+{
+    trace_rest *t = data;
+    return t->rc = t->x.one(bucket, bytes, t->x.data);
+}
+
+/* q's reader of snapshot_series into *rd; NULL when the database has
+ * none (older than schema 16). */
+static int series_rd(hs__sqlite *q, hs_series_rd **rd, hs_qerr *err)
+{
+    *rd = NULL;
+    if (!q->series) {
+        int has = hs_schema_has_table(q->db, "snapshot_series");
+        if (has < 0) return hs__sqlite_err(q, err);
+        q->series = has ? 1 : -1;
+    }
+    if (q->series < 0) return 0;
+    if (!q->series_rd && hs_series_rd_open(q->db, &q->series_rd)) return hs__sqlite_err(q, err);
+    *rd = q->series_rd;
+    return 0;
+}
+
 static int sqlite_trace_deltas(hs_qstore *s, int64_t run, int64_t trace, int64_t first,
                                int64_t last, int (*cb)(int64_t bucket, int64_t bytes, void *data),
                                void *data, hs_qerr *err)
 {
     hs__sqlite *q = (hs__sqlite *)s;
     hs_snaps_rd *rd;
+    hs_series_rd *sr = NULL;
     int rc = snaps_rd(q, &rd, err);
+    if (!rc && rd) rc = series_rd(q, &sr, err);
     if (rc) return rc;
+    if (sr) { /* by window where stored, else by bucket */
+        trace_rest t = {q, rd, run, trace, {.one = cb, .data = data}, err, 0};
+        rc = hs_series_rd_trace(sr, run, trace, first, last, trace_rest_row, trace_rest_scan, &t);
+        if (!rc || rc == t.rc) return rc;
+        if (rc == HS_EDB) return hs__sqlite_err(q, err);
+        if (rc == HS_ECORRUPT)
+            return hs__err(err, rc, "run %" PRId64 "'s delta rows by trace are corrupt", run);
+        return hs__err(err, rc, "out of memory");
+    }
     if (rd) {
         delta_cb x = {.one = cb, .data = data};
         return snaps_scan_run(q, rd, run, HS_SNAP_DELTA, first, last, trace, delta_row, &x, err);

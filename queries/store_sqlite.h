@@ -14,6 +14,7 @@
 #include <sqlite3.h>
 
 #include "hs_qstore.h"
+#include "hs_series.h"
 #include "hs_snaps.h"
 #include "hs_tree.h"
 
@@ -50,6 +51,10 @@ typedef struct hs__sqlite {
     int maps;   /* the runs' id maps: 1 in chunks (schema 13), -1 tables, 0 not known yet */
     int snaps;  /* the snapshot rows: 1 in blocks (schema 15), -1 the table, 0 not known yet */
     hs_snaps_rd *snaps_rd; /* their reader, with snaps 1, opened when first needed */
+    /* the windows' delta rows by trace (schema 16): 1 when the database has
+     * them, -1 not, 0 not known yet; their reader */
+    int series;
+    hs_series_rd *series_rd;
     sqlite3_stmt *st[ST__COUNT];
     struct hs__sqlfn *sqlfn; /* store_sqlite_sql.c: the checked functions of user SQL */
     hs_tree_rd *tree;        /* the stack tree's nodes, opened when first asked for */

@@ -9,6 +9,7 @@
 #include "hs_cols.h"
 #include "hs_error.h"
 #include "hs_schema.h"
+#include "hs_series.h"
 #include "hs_snap.h"
 #include "hs_wire.h"
 
@@ -1059,7 +1060,8 @@ static int group_rows(sqlite3 *db, int64_t run, int kind, int64_t bucket, hs_sna
 }
 
 /* INSERT only (for fixtures and repairs by hand, with no writer running):
- * the row replaces the one of the same (run, kind, bucket, trace). */
+ * the row replaces the one of the same (run, kind, bucket, trace); a delta
+ * row's window is dropped from snapshot_series (schema/hs_series.h). */
 static int sv_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_int64 *rowid)
 {
     snaps_vtab *v = (snaps_vtab *)vt;
@@ -1082,6 +1084,8 @@ static int sv_update(sqlite3_vtab *vt, int argc, sqlite3_value **argv, sqlite_in
     rows[i] = x; /* group_rows left room for one more */
     rc = hs_snaps_put(v->wr, run, kind, bucket, rows, n + (i == n));
     free(rows);
+    /* the window's rows by trace no longer say what its deltas do */
+    if (!rc && kind == HS_SNAP_DELTA) rc = hs_series_drop(v->db, run, bucket);
     *rowid = 0;
     return rc == 0 ? SQLITE_OK : rc == HS_ENOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
 }

@@ -439,9 +439,10 @@ static int maps_in(resume *x)
 /* Every row of run local in the buffer goes (an older copy of the run). */
 static int run_out(sqlite3 *db, int64_t local)
 {
-    static const char *const t[] = {
-        "events",   "snapshot_blocks", "heap_series", "trace_stats", "run_labels", "run_maps",
-        "mappings", "process_samples", "size_hist",   "run_exact",   "heap_exact"};
+    static const char *const t[] = {"events",      "snapshot_blocks", "snapshot_series",
+                                    "heap_series", "trace_stats",     "run_labels",
+                                    "run_maps",    "mappings",        "process_samples",
+                                    "size_hist",   "run_exact",       "heap_exact"};
     char sql[200];
     int rc = 0;
     for (size_t i = 0; !rc && i <= sizeof t / sizeof *t; i++) {

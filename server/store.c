@@ -74,6 +74,7 @@ static const char *const stmt_sql[ST_COUNT] = {
     [ST_MAPS_LOAD] = "SELECT seq, data FROM run_maps WHERE run = ?1 AND kind = ?2 ORDER BY seq",
     [ST_LOAD_EVENTS] = "SELECT seq, data FROM events_all WHERE run = ?1 ORDER BY seq",
     [ST_CLEAR_SNAP] = "DELETE FROM snapshot_blocks WHERE run = ?1",
+    [ST_CLEAR_WINDOWS] = "DELETE FROM snapshot_series WHERE run = ?1",
     [ST_CLEAR_SERIES] = "DELETE FROM heap_series WHERE run = ?1",
     [ST_OPEN_RUNS] = "SELECT uuid FROM runs WHERE state = 'open'",
     [ST_RETAIN] = "DELETE FROM events WHERE rowid IN (SELECT e.rowid FROM runs r JOIN events e "
@@ -217,6 +218,12 @@ int hs_store_open(hs_store **out, const char *path, const hs_store_config *cfg, 
         rc = HS_EDB;
         goto fail;
     }
+    if (hs_series_wr_open(s->db, &s->series)) {
+        hs__store_seterr(err, errlen, "cannot prepare the windows' writer: %s",
+                         sqlite3_errmsg(s->db));
+        rc = HS_EDB;
+        goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -233,6 +240,7 @@ static void run_free(hs_run *r)
     free(r->slots);
     free(r->dirty);
     free(r->exlog);
+    free(r->win);
     hs_evseg_free(&r->seg);
     free(r);
 }
@@ -273,6 +281,7 @@ void hs_store_free(hs_store *s)
     }
     for (int i = 0; i < ST_COUNT; i++) sqlite3_finalize(s->st[i]);
     hs_snaps_wr_free(s->snaps);
+    hs_series_wr_free(s->series);
     /* free pages back to the file system (a file with incremental
      * auto_vacuum: hs_schema_open; elsewhere a no-op), at most 8 MiB of
      * them, so that a stop after a big deletion stays quick */
@@ -282,6 +291,8 @@ void hs_store_free(hs_store *s)
     if (s->lock_fd >= 0) close(s->lock_fd); /* after the database: no write can follow */
     hs__tree_free(s);
     free(s->snaprows);
+    free(s->winrows);
+    free(s->wintraces);
     free(s->scratch);
     free(s->evcache);
     hs_evdec_free(&s->dec);
@@ -599,6 +610,9 @@ static int load_run(hs_store *s, hs_run *r, char *err, size_t errlen)
     /* The rollups of the bucket in progress were only in memory: rebuild all
      * of them from the events, which are the truth. */
     st = s->st[ST_CLEAR_SNAP];
+    sqlite3_bind_int64(st, 1, r->id);
+    if ((rc = hs__store_step_done(s, st))) goto out;
+    st = s->st[ST_CLEAR_WINDOWS];
     sqlite3_bind_int64(st, 1, r->id);
     if ((rc = hs__store_step_done(s, st))) goto out;
     st = s->st[ST_CLEAR_SERIES];

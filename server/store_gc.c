@@ -28,8 +28,9 @@
 #define GC_CHUNK 50
 
 static const char *const gc_tables[] = {
-    "events",   "events_tail", "snapshot_blocks", "heap_series", "trace_stats", "run_labels",
-    "run_maps", "mappings",    "process_samples", "size_hist",   "run_exact",   "heap_exact",
+    "events",      "events_tail", "snapshot_blocks", "snapshot_series", "heap_series",
+    "trace_stats", "run_labels",  "run_maps",        "mappings",        "process_samples",
+    "size_hist",   "run_exact",   "heap_exact",
 };
 
 /* The selection's SQL: every criterion given must hold. */

@@ -17,6 +17,7 @@
 #include "hs_map.h"
 #include "hs_maps.h"
 #include "hs_store.h"
+#include "hs_series.h"
 #include "hs_snaps.h"
 #include "hs_tree.h"
 #include "hs_tstats.h"
@@ -41,6 +42,7 @@ enum {
     ST_MAPS_LOAD, /* schema 13: a run's chunks of a map, with their seq */
     ST_LOAD_EVENTS,
     ST_CLEAR_SNAP,
+    ST_CLEAR_WINDOWS,
     ST_CLEAR_SERIES,
     ST_OPEN_RUNS,
     ST_RETAIN,
@@ -110,10 +112,22 @@ typedef struct hs_slot {
     int64_t pk_bytes; /* values at the peak, when pk_ver is the run's peak_ver */
     double pk_count;
     uint64_t pk_ver;
-    int dirty;    /* changed during the current bucket */
-    int ts_dirty; /* delta rows since its trace_stats row was written */
-    hs_tstats ts; /* its delta rows so far, summed (schema/hs_tstats.h) */
+    int dirty;      /* changed during the current bucket */
+    int ts_dirty;   /* delta rows since its trace_stats row was written */
+    hs_tstats ts;   /* its delta rows so far, summed (schema/hs_tstats.h) */
+    uint32_t win_n; /* while a window is written: its rows' place (store_rollup.c); else 0 */
 } hs_slot;
+
+/* A delta row of the window of buckets being gathered (store_rollup.c). */
+typedef struct hs_winrow {
+    uint32_t slot, off; /* off: its bucket's place in the window */
+    int64_t bytes;
+} hs_winrow;
+
+typedef struct hs_wintrace {
+    int64_t trace;
+    uint32_t slot;
+} hs_wintrace;
 
 /* An event applied since the last exact observation (store_rollup.c). */
 typedef struct hs_exlog {
@@ -187,6 +201,12 @@ struct hs_run {
     int64_t peak_bucket;
     uint64_t peak_ver;
     int peak_dirty; /* the peak moved since its rows were written */
+    /* The delta rows of the window of r->bucket so far, for snapshot_series
+     * (schema/hs_series.h, store_rollup.c); win_over: more than could be
+     * gathered, the window is read from snapshot_blocks. */
+    hs_winrow *win;
+    uint32_t nwin, win_cap;
+    int win_over;
     uint64_t alloc_events, free_events;
     int64_t total_alloc_bytes;
     double total_alloc_count;
@@ -247,6 +267,11 @@ struct hs_store {
     hs_snaps_wr *snaps;    /* the snapshot rows' writer (schema/hs_snaps.h) */
     hs_snap_row *snaprows; /* the rows of the group being written */
     size_t nsnaprows, snaprows_cap;
+    hs_series_wr *series;   /* the windows' rows by trace (schema/hs_series.h) */
+    hs_series_row *winrows; /* a window's rows being written, by trace */
+    size_t winrows_cap;
+    hs_wintrace *wintraces; /* the traces of a window being written */
+    size_t wintraces_cap;
 };
 
 void hs__store_seterr(char *err, size_t errlen, const char *fmt, ...)

@@ -24,6 +24,93 @@
 
 #define HS_TSTATS_ROWS_PER_SUMMARY 16
 
+/* ---- windows of buckets by trace (schema/hs_series.h) ----------------------
+ *
+ * A run's delta rows are gathered (slot, place in the window, bytes) while
+ * its buckets are in one window of HS_SERIES_WINDOW, and written by trace
+ * when it moves past the window, and at its end. Each bucket is written
+ * once: a run that goes on after it was lost is loaded again and its
+ * rollups rebuilt (store.c), all windows with them. */
+
+/* The most rows a window gathers (16 B each); a window of more is left to
+ * be read from snapshot_blocks. */
+#define HS_WIN_ROWS_MAX (1u << 21)
+
+static void win_row(hs_run *r, uint32_t slot, int64_t b, int64_t bytes)
+{
+    if (r->win_over) return;
+    if (r->nwin == r->win_cap) {
+        uint32_t cap = r->win_cap ? 2 * r->win_cap : 256;
+        hs_winrow *g = cap <= HS_WIN_ROWS_MAX ? realloc(r->win, cap * sizeof *g) : NULL;
+        if (!g) { /* the window is read from snapshot_blocks */
+            r->win_over = 1;
+            return;
+        }
+        r->win = g;
+        r->win_cap = cap;
+    }
+    uint32_t off = (uint32_t)(b - hs_series_window(b));
+    assert(!r->nwin || r->win[r->nwin - 1].off <= off); /* by bucket */
+    r->win[r->nwin++] = (hs_winrow){slot, off, bytes};
+}
+
+static int by_wintrace(const void *a, const void *b)
+{
+    const hs_wintrace *x = a, *y = b;
+    return (x->trace > y->trace) - (x->trace < y->trace);
+}
+
+/* Makes room for n items of size each in *p (capacity *cap): 0 or
+ * HS_ENOMEM. */
+static int win_room(void **p, size_t *cap, size_t n, size_t each)
+{
+    if (n <= *cap) return 0;
+    size_t c = *cap ? *cap : 256;
+    while (c < n) c *= 2;
+    void *g = realloc(*p, c * each);
+    if (!g) return HS_ENOMEM;
+    *p = g;
+    *cap = c;
+    return 0;
+}
+
+/* Writes the window of r->bucket's rows by trace: a counting sort by slot,
+ * the slots by trace. Out of memory, the window is left without. */
+static int win_write(hs_store *s, hs_run *r)
+{
+    int64_t w = hs_series_window(r->bucket);
+    uint32_t n = r->win_over ? 0 : r->nwin, nt = 0;
+    if (win_room((void **)&s->wintraces, &s->wintraces_cap, r->nslots, sizeof *s->wintraces) ||
+        win_room((void **)&s->winrows, &s->winrows_cap, n, sizeof *s->winrows))
+        n = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        hs_slot *sl = &r->slots[r->win[i].slot];
+        if (!sl->win_n++) s->wintraces[nt++] = (hs_wintrace){sl->trace, r->win[i].slot};
+    }
+    if (nt > 1) qsort(s->wintraces, nt, sizeof *s->wintraces, by_wintrace);
+    for (uint32_t j = 0, at = 0; j < nt; j++) { /* each slot's count becomes its place */
+        hs_slot *sl = &r->slots[s->wintraces[j].slot];
+        uint32_t c = sl->win_n;
+        sl->win_n = at;
+        at += c;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const hs_winrow *x = &r->win[i];
+        hs_slot *sl = &r->slots[x->slot];
+        s->winrows[sl->win_n++] = (hs_series_row){sl->trace, w + x->off, x->bytes};
+    }
+    for (uint32_t j = 0; j < nt; j++) r->slots[s->wintraces[j].slot].win_n = 0;
+    int rc = hs_series_put(s->series, r->id, w, s->winrows, n);
+    if (rc == HS_EDB) s->db_failed = 1;
+    return rc;
+}
+
+static void win_clear(hs_run *r)
+{
+    r->nwin = 0;
+    r->win_over = 0;
+}
+
 /* Rows of one (run, kind, bucket) are gathered, then written at once by
  * snap_put (schema/hs_snaps.h stores them as a group). */
 static int snap_row(hs_store *s, int64_t trace, int64_t bytes, int64_t count)
@@ -125,6 +212,7 @@ static int write_tstats(hs_store *s, hs_run *r, int64_t mark)
 
 int hs__rollup_reset(hs_store *s, hs_run *r)
 {
+    win_clear(r);
     sqlite3_stmt *st = s->st[ST_TSTATS_CLEAR];
     sqlite3_bind_int64(st, 1, r->id);
     int rc = hs__store_step_done(s, st);
@@ -146,6 +234,7 @@ static int flush_bucket(hs_store *s, hs_run *r)
         int64_t db = sl->bytes - sl->b0_bytes, dc = c - sl->b0_count;
         if (db || dc) {
             rc = snap_row(s, sl->trace, db, dc);
+            win_row(r, r->dirty[i], r->bucket, db);
             r->kf_deltas++;
             hs_tstats_add(&sl->ts, r->bucket, db);
             r->ts_rows++;
@@ -179,6 +268,10 @@ int hs__rollup_advance(hs_store *s, hs_run *r, int64_t nb)
     if (r->bucket >= 0) {
         int rc = flush_bucket(s, r);
         if (rc) return rc;
+        if (hs_series_window(nb) != hs_series_window(r->bucket)) {
+            if ((rc = win_write(s, r))) return rc;
+            win_clear(r);
+        }
         /* A keyframe closes every k-th bucket; with buckets skipped (no
          * events), the last boundary crossed gets it: the state has not
          * changed since the current bucket ended. */
@@ -195,6 +288,7 @@ int hs__rollup_finish(hs_store *s, hs_run *r)
 {
     if (r->bucket < 0) return 0;
     int rc = flush_bucket(s, r);
+    if (!rc) rc = win_write(s, r);
     if (!rc) rc = write_keyframe(s, r, r->bucket);
     if (!rc && r->ts_ndirty) rc = write_tstats(s, r, r->bucket);
     return rc;

@@ -25,9 +25,9 @@
 
 /* The tables that grow with runs, frames and events. */
 static const char *const growing[] = {
-    "runs",        "run_labels",      "mappings",        "frames",      "traces",
-    "run_maps",    "events",          "snapshot_blocks", "heap_series", "size_hist",
-    "trace_stats", "process_samples", "symbol_blocks",
+    "runs",      "run_labels",  "mappings",        "frames",          "traces",
+    "run_maps",  "events",      "snapshot_blocks", "snapshot_series", "heap_series",
+    "size_hist", "trace_stats", "process_samples", "symbol_blocks",
 };
 
 /* Statements allowed a scan, and why. */
