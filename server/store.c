@@ -715,7 +715,12 @@ int hs_store_run_open(hs_store *s, hs_run **out, const hs_hello *h, char *err, s
     }
     int krc;
     if (r && (krc = key_refused(s, r, h, err, errlen))) return krc;
-    if (r && r->broken) {
+    /* A run lost while in memory was closed at its last bucket (a final
+     * group of deltas, a keyframe): going on from there would write that
+     * bucket's group again without the rows of the first. It is loaded
+     * again instead, its rollups rebuilt from its events, as after a
+     * restart. */
+    if (r && (r->broken || r->state == HS_RUN_LOST)) {
         hs_store_run_release(s, r);
         r = NULL;
     }

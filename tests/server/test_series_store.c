@@ -265,7 +265,7 @@ static void test_known_run(void **state)
     assert_int_equal(hs_store_begin(s), 0);
     r = open_run(s, HS_HELLO_RESUMED);
     assert_int_equal(hs_run_id(r), run);
-    phase(s, r, 712, 1800);
+    phase(s, r, 706, 1800);
     assert_int_equal(hs_store_commit(s), 0);
     check(run, 159, 4); /* windows 0, 32, 64 and 128; 160 is open */
     /* the server stops; the run is replayed from its events on the next */
