@@ -69,6 +69,19 @@ static inline void hs_cols_put_bytes(hs_cols *c, int col, const void *p, size_t 
 int hs_cols_write(hs_cols *c, int level, hs_buf *out, hs_cols_ctx *ctx);
 void hs_cols_free(hs_cols *c);
 
+/* How many of up to most items a block takes, at least 1, to come to
+ * about limit bytes: cum[i] the columns' bytes of the items before item i
+ * (cum[0] the first's start), ratio what the writer's last block came to
+ * against its columns (0: none yet, taken as 1). A writer that packs rows
+ * into blocks of a size then compresses most blocks once. */
+static inline size_t hs_cols_fit(const size_t *cum, size_t most, double ratio, size_t limit)
+{
+    double r = ratio > 0 ? ratio : 1, room = (double)limit * 0.9;
+    size_t m = 1;
+    while (m < most && (double)(cum[m + 1] - cum[0]) * r <= room) m++;
+    return m;
+}
+
 /* ---- reading ------------------------------------------------------------ */
 
 typedef struct hs_cols_rd {

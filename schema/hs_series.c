@@ -229,12 +229,8 @@ int hs_series_put(hs_series_wr *w, int64_t run, int64_t window, const hs_series_
         /* up to HS_SERIES_BLOCK_TRACES traces, fewer when they take more
          * than HS_SERIES_BLOCK_BYTES: as many as the last block's
          * compression says fit, so that a block is mostly compressed once */
-        double ratio = w->ratio > 0 ? w->ratio : 1;
         size_t most = nt - t < HS_SERIES_BLOCK_TRACES ? nt - t : HS_SERIES_BLOCK_TRACES;
-        for (m = 1; m < most &&
-                    (double)(w->raw[t + m + 1] - w->raw[t]) * ratio <= HS_SERIES_BLOCK_BYTES * 0.9;
-             m++) {
-        }
+        m = hs_cols_fit(w->raw + t, most, w->ratio, HS_SERIES_BLOCK_BYTES);
         for (;;) {
             w->blob.n = 0;
             size_t a = w->starts[t], b = w->starts[t + m];

@@ -550,6 +550,9 @@ struct hs_snaps_wr {
     sqlite3_stmt *del, *ins;
     hs_buf blob;
     hs_cols_ctx ctx;
+    size_t *raw; /* the columns' bytes of the rows of a put before each */
+    size_t raw_cap;
+    double ratio; /* what the last block came to against its columns */
 };
 
 int hs_snaps_wr_open(sqlite3 *db, hs_snaps_wr **out)
@@ -579,6 +582,7 @@ void hs_snaps_wr_free(hs_snaps_wr *w)
     sqlite3_finalize(w->ins);
     hs_buf_free(&w->blob);
     hs_cols_ctx_free(&w->ctx);
+    free(w->raw);
     free(w);
 }
 
@@ -601,15 +605,29 @@ int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_
     sqlite3_bind_int(w->del, 2, kind);
     sqlite3_bind_int64(w->del, 3, bucket);
     int rc = step_done(w->del);
+    if (rc || !n) return rc;
     if (n > 1) qsort(rows, n, sizeof *rows, by_trace);
-    size_t cap = kind == HS_SNAP_DELTA ? HS_SNAPS_DELTA_ROWS : HS_SNAPS_BLOCK_ROWS;
+    if (n >= w->raw_cap) {
+        size_t *g = realloc(w->raw, (n + 1) * sizeof *g);
+        if (!g) return HS_ENOMEM;
+        w->raw = g;
+        w->raw_cap = n + 1;
+    }
+    w->raw[0] = 0;
+    for (size_t i = 0; i < n; i++)
+        w->raw[i + 1] =
+            w->raw[i] + hs_varint_size(hs_zigzag(rows[i].bytes)) +
+            hs_varint_size(hs_zigzag(rows[i].count)) +
+            (i ? hs_varint_size((uint64_t)rows[i].trace - (uint64_t)rows[i - 1].trace) : 0);
     for (size_t i = 0, m; !rc && i < n; i += m) {
-        /* up to cap rows, fewer when they take more than
+        /* up to HS_SNAPS_BLOCK_ROWS rows, fewer when they take more than
          * HS_SNAPS_BLOCK_BYTES: a block stays within its b-tree page */
-        m = n - i < cap ? n - i : cap;
+        size_t most = n - i < HS_SNAPS_BLOCK_ROWS ? n - i : HS_SNAPS_BLOCK_ROWS;
+        m = hs_cols_fit(w->raw + i, most, w->ratio, HS_SNAPS_BLOCK_BYTES);
         for (;;) {
             w->blob.n = 0;
             if ((rc = hs_snaps_encode(rows + i, m, &w->blob, &w->ctx))) break;
+            w->ratio = (double)w->blob.n / (double)(w->raw[i + m] - w->raw[i] + 8);
             if (w->blob.n <= HS_SNAPS_BLOCK_BYTES || m == 1) break;
             size_t fit = m * HS_SNAPS_BLOCK_BYTES * 7 / (w->blob.n * 8);
             m = fit < 1 ? 1 : fit < m ? fit : m - 1;

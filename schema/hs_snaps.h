@@ -6,8 +6,8 @@
  * deltas as the run moves past it, a keyframe, the peak), and readers read
  * them the same way, so since schema 15 they are stored by that group:
  * snapshot_blocks (run, kind, bucket, first, last, data) holds the group's
- * rows by trace, up to HS_SNAPS_BLOCK_ROWS (HS_SNAPS_DELTA_ROWS for
- * deltas; and HS_SNAPS_BLOCK_BYTES) a row, first and last the
+ * rows by trace, up to HS_SNAPS_BLOCK_ROWS (and HS_SNAPS_BLOCK_BYTES) a
+ * row, first and last the
  * lowest and highest trace of the block. A group is only ever written
  * whole: its blocks are replaced, never grown.
  *
@@ -23,7 +23,8 @@
  *
  * Blocks are small (a few hundred rows take under a kilobyte) so that a
  * block stays within its b-tree page and a reader of one trace decodes
- * little.
+ * little. A trace's deltas across many buckets are read by window from
+ * schema/hs_series.h's copy of them, by trace.
  *
  * For SQL, the read-only virtual table `snapshots` (run, kind, bucket,
  * trace, bytes, count) stands where the table was, eponymous on every
@@ -44,9 +45,6 @@
 
 #define HS_SNAPS_CODEC      1
 #define HS_SNAPS_BLOCK_ROWS 256
-/* Rows a block of deltas holds at most: a trace's rows across a run's
- * buckets are read a block per bucket, so those blocks are kept small */
-#define HS_SNAPS_DELTA_ROWS 32
 /* A block's bytes at most, unless one row takes more: the most SQLite
  * keeps of a row within a b-tree page of 4 KiB is about 1000 bytes, and a
  * row past it spills into an overflow page of its own. */

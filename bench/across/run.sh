@@ -75,10 +75,11 @@ t0=$(date +%s%N)
     echo "INSERT INTO runs (id, uuid, start_unix_ns, $rc) SELECT c.id, randomblob(16),"
     echo "  (SELECT start_unix_ns FROM runs WHERE id = 1) + c.id * 1000000000, $rc"
     echo "  FROM temp.copies c JOIN runs r ON r.id = c.seed ORDER BY c.id;"
-    # the per-run tables as stored: snapshots in blocks since schema 15, the
+    # the per-run tables as stored: snapshots in blocks since schema 15 (and
+    # by window and trace since 16), the
     # id maps in chunks since 13 (the plain sqlite3 shell sees no virtual
     # tables); an older file's own tables otherwise
-    for t in events snapshots snapshot_blocks heap_series trace_stats run_labels run_pcs \
+    for t in events snapshots snapshot_blocks snapshot_series heap_series trace_stats run_labels run_pcs \
         run_stacks run_maps mappings process_samples size_hist run_exact heap_exact; do
         [ "$(sqlite3 "$db" "SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND name = '$t'")" = 1 ] || continue
         tc=$(cols $t 'run')

@@ -71,12 +71,12 @@ for w in $WORKLOADS; do
     events=$(sqlite3 "$db" 'SELECT sum(alloc_events + free_events) FROM runs')
     read -r ev ro st ot < <(sqlite3 -separator ' ' "$db" "SELECT
         sum(CASE WHEN name IN ('events', 'events_time', 'sqlite_autoindex_events_1', 'events_tail') THEN pgsize END),
-        sum(CASE WHEN name IN ('snapshots', 'snapshot_blocks', 'heap_series', 'trace_stats') THEN pgsize END),
+        sum(CASE WHEN name IN ('snapshots', 'snapshot_blocks', 'snapshot_series', 'heap_series', 'trace_stats') THEN pgsize END),
         sum(CASE WHEN name IN ('traces', 'sqlite_autoindex_traces_1', 'trace_blocks', 'frames',
                                'sqlite_autoindex_frames_1', 'frames_function', 'run_pcs',
                                'run_stacks', 'run_maps', 'sqlite_autoindex_run_maps_1') THEN pgsize END),
         sum(CASE WHEN name NOT IN ('events', 'events_time', 'sqlite_autoindex_events_1', 'events_tail',
-                                   'snapshots', 'snapshot_blocks', 'heap_series', 'trace_stats', 'traces',
+                                   'snapshots', 'snapshot_blocks', 'snapshot_series', 'heap_series', 'trace_stats', 'traces',
                                    'sqlite_autoindex_traces_1', 'trace_blocks', 'frames',
                                    'sqlite_autoindex_frames_1', 'frames_function', 'run_pcs',
                                    'run_stacks', 'run_maps', 'sqlite_autoindex_run_maps_1') THEN pgsize END)
