@@ -140,8 +140,7 @@ static int stop_rest(int64_t lo, int64_t hi, void *data)
 }
 
 /* The rows of trace in x[0..n), buckets lo..hi, as got. */
-static void expect(const hs_series_row *x, size_t n, int64_t trace, int64_t lo, int64_t hi,
-                   got *g)
+static void expect(const hs_series_row *x, size_t n, int64_t trace, int64_t lo, int64_t hi, got *g)
 {
     memset(g, 0, sizeof *g);
     for (size_t i = 0; i < n; i++)
@@ -162,8 +161,7 @@ static void test_read(void **state)
     assert_int_equal(hs_series_put(w, 1, 0, a, na), 0);
     assert_int_equal(hs_series_put(w, 1, 64, c, nc), 0);
     assert_int_equal(hs_series_put(w, 2, 0, a, 10), 0); /* another run */
-    assert_true(tk_qh(db, "SELECT count(*) FROM snapshot_series WHERE run = 1 AND bucket = 0") >
-                2);
+    assert_true(tk_qh(db, "SELECT count(*) FROM snapshot_series WHERE run = 1 AND bucket = 0") > 2);
     assert_true(tk_qh(db, "SELECT max(length(data)) FROM snapshot_series") <=
                 HS_SERIES_BLOCK_BYTES);
     /* the blocks' keys are their traces */
@@ -179,8 +177,7 @@ static void test_read(void **state)
         int64_t lo = ranges[k][0], hi = ranges[k][1];
         for (size_t t = 0; t < sizeof traces / sizeof traces[0]; t++) {
             memset(&g, 0, sizeof g);
-            assert_int_equal(hs_series_rd_trace(r, 1, traces[t], lo, hi, got_row, got_rest, &g),
-                             0);
+            assert_int_equal(hs_series_rd_trace(r, 1, traces[t], lo, hi, got_row, got_rest, &g), 0);
             /* the rows: window 0's, then 64's */
             expect(a, na, traces[t], lo, hi < 31 ? hi : 31, &e);
             int first = e.n;
@@ -254,13 +251,13 @@ static void test_insert_drops(void **state)
     hs_series_row x[] = {{5, 33, 10}, {6, 40, 20}};
     assert_int_equal(hs_series_put(w, 1, 32, x, 2), 0);
     assert_int_equal(hs_series_put(w, 1, 64, x, 1), 0);
-    assert_int_equal(sqlite3_exec(db, "INSERT INTO snapshots VALUES (1, 1, 40, 5, 1, 1)", NULL,
-                                  NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "INSERT INTO snapshots VALUES (1, 1, 40, 5, 1, 1)", NULL, NULL, NULL),
+        SQLITE_OK);
     assert_int_equal(tk_qh(db, "SELECT count(*) FROM snapshot_series"), 2);
-    assert_int_equal(sqlite3_exec(db, "INSERT INTO snapshots VALUES (1, 0, 40, 5, 1, 1)", NULL,
-                                  NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db, "INSERT INTO snapshots VALUES (1, 0, 40, 5, 1, 1)", NULL, NULL, NULL),
+        SQLITE_OK);
     assert_int_equal(tk_qh(db, "SELECT count(*) FROM snapshot_series WHERE bucket = 32"), 0);
     assert_int_equal(tk_qh(db, "SELECT count(*) FROM snapshot_series WHERE bucket = 64"), 1);
     hs_series_wr_free(w);
