@@ -250,7 +250,8 @@ static void test_insert_drops(void **state)
     assert_int_equal(hs_series_wr_open(db, &w), 0);
     hs_series_row x[] = {{5, 33, 10}, {6, 40, 20}};
     assert_int_equal(hs_series_put(w, 1, 32, x, 2), 0);
-    assert_int_equal(hs_series_put(w, 1, 64, x, 1), 0);
+    hs_series_row z[] = {{5, 70, 1}};
+    assert_int_equal(hs_series_put(w, 1, 64, z, 1), 0);
     assert_int_equal(
         sqlite3_exec(db, "INSERT INTO snapshots VALUES (1, 1, 40, 5, 1, 1)", NULL, NULL, NULL),
         SQLITE_OK);
