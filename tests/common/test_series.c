@@ -148,6 +148,41 @@ static void expect(const hs_series_row *x, size_t n, int64_t trace, int64_t lo, 
             got_row(x[i].bucket, x[i].bytes, g);
 }
 
+/* trace's rows of run 1, buckets lo..hi, read by window: window 0 holds
+ * a[0..na), 64 c[0..nc), 32 and 96.. have no blocks. */
+static void check_trace(hs_series_rd *r, int64_t trace, int64_t lo, int64_t hi,
+                        const hs_series_row *a, size_t na, const hs_series_row *c, size_t nc)
+{
+    static got g, e, e2;
+    memset(&g, 0, sizeof g);
+    assert_int_equal(hs_series_rd_trace(r, 1, trace, lo, hi, got_row, got_rest, &g), 0);
+    /* the rows: window 0's, then 64's */
+    expect(a, na, trace, lo, hi < 31 ? hi : 31, &e);
+    int first = e.n;
+    expect(c, nc, trace, lo > 64 ? lo : 64, hi < 95 ? hi : 95, &e2);
+    for (int i = 0; i < e2.n; i++) got_row(e2.bucket[i], e2.bytes[i], &e);
+    assert_int_equal(g.n, e.n);
+    assert_memory_equal(g.bucket, e.bucket, (size_t)g.n * sizeof g.bucket[0]);
+    assert_memory_equal(g.bytes, e.bytes, (size_t)g.n * sizeof g.bytes[0]);
+    /* the windows without blocks: 32..63 and 96.., each once, in order
+     * between the rows */
+    int gap = lo <= 63 && hi >= 32, ri = 0;
+    assert_int_equal(g.nrest, gap + (hi >= 96));
+    if (gap) {
+        assert_int_equal(g.lo[ri], lo > 32 ? lo : 32);
+        assert_int_equal(g.hi[ri], hi < 63 ? hi : 63);
+        int at = 0; /* after window 0's rows, before 64's */
+        while (g.order[at] == 0) at++;
+        assert_int_equal(at, first);
+        ri++;
+    }
+    if (hi >= 96) {
+        assert_int_equal(g.lo[ri], 96 > lo ? 96 : lo);
+        assert_int_equal(g.hi[ri], hi);
+        assert_int_equal(g.order[g.norder - 1], 1);
+    }
+}
+
 static void test_read(void **state)
 {
     (void)state;
@@ -170,44 +205,12 @@ static void test_read(void **state)
                      100);
     hs_series_rd *r;
     assert_int_equal(hs_series_rd_open(db, &r), 0);
-    static got g, e;
+    static got g;
     int64_t ranges[][2] = {{0, 200}, {0, 63}, {5, 70}, {40, 90}, {64, 95}, {10, 20}};
     int64_t traces[] = {1, 99, 100, 103, 301, 1000, 1001, 1197, 1199, 5000, 101, 1198};
-    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++) {
-        int64_t lo = ranges[k][0], hi = ranges[k][1];
-        for (size_t t = 0; t < sizeof traces / sizeof traces[0]; t++) {
-            memset(&g, 0, sizeof g);
-            assert_int_equal(hs_series_rd_trace(r, 1, traces[t], lo, hi, got_row, got_rest, &g), 0);
-            /* the rows: window 0's, then 64's */
-            expect(a, na, traces[t], lo, hi < 31 ? hi : 31, &e);
-            int first = e.n;
-            static got e2;
-            expect(c, nc, traces[t], lo > 64 ? lo : 64, hi < 95 ? hi : 95, &e2);
-            for (int i = 0; i < e2.n; i++) got_row(e2.bucket[i], e2.bytes[i], &e);
-            assert_int_equal(g.n, e.n);
-            assert_memory_equal(g.bucket, e.bucket, (size_t)g.n * sizeof g.bucket[0]);
-            assert_memory_equal(g.bytes, e.bytes, (size_t)g.n * sizeof g.bytes[0]);
-            /* the windows without blocks: 32..63 and 96.., each once, in
-             * order between the rows */
-            int want = (lo <= 63 && hi >= 32) + (hi >= 96);
-            assert_int_equal(g.nrest, want);
-            int ri = 0;
-            if (lo <= 63 && hi >= 32) {
-                assert_int_equal(g.lo[ri], lo > 32 ? lo : 32);
-                assert_int_equal(g.hi[ri], hi < 63 ? hi : 63);
-                /* after window 0's rows, before 64's */
-                int seen = 0, at = 0;
-                while (g.order[at] == 0) seen++, at++;
-                assert_int_equal(seen, first);
-                ri++;
-            }
-            if (hi >= 96) {
-                assert_int_equal(g.lo[ri], 96 > lo ? 96 : lo);
-                assert_int_equal(g.hi[ri], hi);
-                assert_int_equal(g.order[g.norder - 1], 1);
-            }
-        }
-    }
+    for (size_t k = 0; k < sizeof ranges / sizeof ranges[0]; k++)
+        for (size_t t = 0; t < sizeof traces / sizeof traces[0]; t++)
+            check_trace(r, traces[t], ranges[k][0], ranges[k][1], a, na, c, nc);
     /* a run with no blocks: all of it handed back at once */
     memset(&g, 0, sizeof g);
     assert_int_equal(hs_series_rd_trace(r, 3, 100, 0, 500, got_row, got_rest, &g), 0);
