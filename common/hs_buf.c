@@ -3,6 +3,7 @@
 
 #include <assert.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,4 +63,16 @@ void hs_buf_free(hs_buf *b)
 {
     free(b->p);
     memset(b, 0, sizeof *b);
+}
+
+int hs_array_room(void **p, size_t *cap, size_t need, size_t size)
+{
+    if (need <= *cap) return 0;
+    size_t c = *cap ? *cap : 16;
+    while (c < need) c *= 2;
+    void *g = c <= SIZE_MAX / size ? realloc(*p, c * size) : NULL;
+    if (!g) return -1;
+    *p = g;
+    *cap = c;
+    return 0;
 }

@@ -23,4 +23,9 @@ void hs_buf_printf(hs_buf *b, const char *fmt, ...) __attribute__((format(printf
 void hs_buf_reset(hs_buf *b);
 void hs_buf_free(hs_buf *b);
 
+/* An array of items of size each at *p with room for *cap of them, grown
+ * (doubling, from 16) to room for need: 0, or -1 out of memory (*p and
+ * *cap then as they were). */
+int hs_array_room(void **p, size_t *cap, size_t need, size_t size);
+
 #endif

@@ -123,6 +123,13 @@ int hs_schema_has_table(sqlite3 *db, const char *name)
     return rc;
 }
 
+int hs_schema_step_done(sqlite3_stmt *st)
+{
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    return rc == SQLITE_DONE ? 0 : HS_EDB;
+}
+
 int hs_schema_sql_register(sqlite3 *db)
 {
     int rc = hs_tree_sql_register(db);

@@ -53,6 +53,9 @@ int hs_schema_open(sqlite3 **out, const char *path, int flags, char *errmsg, siz
  * when that cannot be told. */
 int hs_schema_has_table(sqlite3 *db, const char *name);
 
+/* Steps a statement that returns no rows, then resets it: 0 or HS_EDB. */
+int hs_schema_step_done(sqlite3_stmt *st);
+
 /* The virtual tables that stand where tables were before the data moved
  * into blocks of its own codec: `traces` (schema/hs_tree.h), `snapshots`
  * (schema/hs_snaps.h), `run_pcs` and `run_stacks` (schema/hs_maps.h),

@@ -155,7 +155,7 @@ struct hs_series_wr {
     hs_cols_ctx ctx;
     size_t *starts; /* the first row of each trace of a put, and one past the last */
     size_t *raw;    /* the bytes of the columns of the traces before each, uncompressed */
-    size_t starts_cap;
+    size_t starts_cap, raw_cap;
     double ratio; /* what the last block's columns came to, compressed: 0 none yet */
 };
 
@@ -188,32 +188,20 @@ void hs_series_wr_free(hs_series_wr *w)
     free(w);
 }
 
-static int step_done(sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : HS_EDB;
-}
-
 int hs_series_put(hs_series_wr *w, int64_t run, int64_t window, const hs_series_row *rows, size_t n)
 {
     assert(window == hs_series_window(window));
     sqlite3_bind_int64(w->del, 1, run);
     sqlite3_bind_int64(w->del, 2, window);
-    int rc = step_done(w->del);
+    int rc = hs_schema_step_done(w->del);
     if (rc || !n) return rc;
+    /* at most a trace a row, and one past the last */
+    if (hs_array_room((void **)&w->starts, &w->starts_cap, n + 1, sizeof *w->starts) ||
+        hs_array_room((void **)&w->raw, &w->raw_cap, n + 1, sizeof *w->raw))
+        return HS_ENOMEM;
     size_t nt = 0, raw = 0;
     for (size_t i = 0; i < n; i++) {
         int first = !i || rows[i].trace != rows[i - 1].trace;
-        if (first && nt == w->starts_cap) {
-            size_t cap = w->starts_cap ? 2 * w->starts_cap : 1024;
-            size_t *g = realloc(w->starts, (cap + 1) * sizeof *g);
-            if (g) w->starts = g;
-            size_t *h = g ? realloc(w->raw, (cap + 1) * sizeof *h) : NULL;
-            if (!h) return HS_ENOMEM;
-            w->raw = h;
-            w->starts_cap = cap;
-        }
         if (first) {
             w->raw[nt] = raw;
             w->starts[nt++] = i;
@@ -223,7 +211,7 @@ int hs_series_put(hs_series_wr *w, int64_t run, int64_t window, const hs_series_
         raw += hs_varint_size((uint64_t)(rows[i].bucket - (first ? window : rows[i - 1].bucket))) +
                hs_varint_size(hs_zigzag(rows[i].bytes));
     }
-    w->starts[nt] = n; /* starts_cap + 1 entries were made */
+    w->starts[nt] = n;
     w->raw[nt] = raw;
     for (size_t t = 0, m; !rc && t < nt; t += m) {
         /* up to HS_SERIES_BLOCK_TRACES traces, fewer when they take more
@@ -247,7 +235,7 @@ int hs_series_put(hs_series_wr *w, int64_t run, int64_t window, const hs_series_
         sqlite3_bind_int64(st, 3, rows[w->starts[t]].trace);
         sqlite3_bind_int64(st, 4, rows[w->starts[t + m] - 1].trace);
         sqlite3_bind_blob(st, 5, w->blob.p, (int)w->blob.n, SQLITE_STATIC);
-        rc = step_done(st);
+        rc = hs_schema_step_done(st);
     }
     return rc;
 }
@@ -262,7 +250,7 @@ int hs_series_drop(sqlite3 *db, int64_t run, int64_t bucket)
         return HS_EDB;
     sqlite3_bind_int64(st, 1, run);
     sqlite3_bind_int64(st, 2, hs_series_window(bucket));
-    int rc = step_done(st);
+    int rc = hs_schema_step_done(st);
     sqlite3_finalize(st);
     return rc;
 }

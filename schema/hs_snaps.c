@@ -592,27 +592,15 @@ static int by_trace(const void *a, const void *b)
     return (x->trace > y->trace) - (x->trace < y->trace);
 }
 
-static int step_done(sqlite3_stmt *st)
-{
-    int rc = sqlite3_step(st);
-    sqlite3_reset(st);
-    return rc == SQLITE_DONE ? 0 : HS_EDB;
-}
-
 int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_row *rows, size_t n)
 {
     sqlite3_bind_int64(w->del, 1, run);
     sqlite3_bind_int(w->del, 2, kind);
     sqlite3_bind_int64(w->del, 3, bucket);
-    int rc = step_done(w->del);
+    int rc = hs_schema_step_done(w->del);
     if (rc || !n) return rc;
     if (n > 1) qsort(rows, n, sizeof *rows, by_trace);
-    if (n >= w->raw_cap) {
-        size_t *g = realloc(w->raw, (n + 1) * sizeof *g);
-        if (!g) return HS_ENOMEM;
-        w->raw = g;
-        w->raw_cap = n + 1;
-    }
+    if (hs_array_room((void **)&w->raw, &w->raw_cap, n + 1, sizeof *w->raw)) return HS_ENOMEM;
     w->raw[0] = 0;
     for (size_t i = 0; i < n; i++)
         w->raw[i + 1] =
@@ -640,7 +628,7 @@ int hs_snaps_put(hs_snaps_wr *w, int64_t run, int kind, int64_t bucket, hs_snap_
         sqlite3_bind_int64(st, 4, rows[i].trace);
         sqlite3_bind_int64(st, 5, rows[i + m - 1].trace);
         sqlite3_bind_blob(st, 6, w->blob.p, (int)w->blob.n, SQLITE_STATIC);
-        rc = step_done(st);
+        rc = hs_schema_step_done(st);
     }
     return rc;
 }

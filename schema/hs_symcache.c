@@ -44,14 +44,7 @@ static hs_str str_of(const hs_symcache_block *b, uint32_t id)
 
 static int grow(void **p, size_t *cap, size_t need, size_t size)
 {
-    if (need <= *cap) return 0;
-    size_t c = *cap ? *cap : 16;
-    while (c < need) c *= 2;
-    void *np = realloc(*p, c * size);
-    if (!np) return HS_ENOMEM;
-    *p = np;
-    *cap = c;
-    return 0;
+    return hs_array_room(p, cap, need, size) ? HS_ENOMEM : 0;
 }
 
 /* The number of string s in b, added when b has none equal: 0, or

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "hs_error.h"
+#include "hs_schema.h"
 #include "hs_snap.h"
 
 void hs_tstats_close(hs_tstats *t, int64_t upto)
@@ -72,9 +73,7 @@ static int put_row(sqlite3_stmt *ins, int64_t run, int64_t trace, const hs_tstat
     sqlite3_bind_int64(ins, 1, run);
     sqlite3_bind_int64(ins, 2, trace);
     hs_tstats_bind(ins, 3, t);
-    int rc = sqlite3_step(ins);
-    sqlite3_reset(ins);
-    return rc == SQLITE_DONE ? 0 : HS_EDB;
+    return hs_schema_step_done(ins);
 }
 
 /* One run: its delta rows sorted by trace, then bucket (a sort the

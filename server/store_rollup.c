@@ -60,28 +60,14 @@ static int by_wintrace(const void *a, const void *b)
     return (x->trace > y->trace) - (x->trace < y->trace);
 }
 
-/* Makes room for n items of size each in *p (capacity *cap): 0 or
- * HS_ENOMEM. */
-static int win_room(void **p, size_t *cap, size_t n, size_t each)
-{
-    if (n <= *cap) return 0;
-    size_t c = *cap ? *cap : 256;
-    while (c < n) c *= 2;
-    void *g = realloc(*p, c * each);
-    if (!g) return HS_ENOMEM;
-    *p = g;
-    *cap = c;
-    return 0;
-}
-
 /* Writes the window of r->bucket's rows by trace: a counting sort by slot,
  * the slots by trace. Out of memory, the window is left without. */
 static int win_write(hs_store *s, hs_run *r)
 {
     int64_t w = hs_series_window(r->bucket);
     uint32_t n = r->win_over ? 0 : r->nwin, nt = 0;
-    if (win_room((void **)&s->wintraces, &s->wintraces_cap, r->nslots, sizeof *s->wintraces) ||
-        win_room((void **)&s->winrows, &s->winrows_cap, n, sizeof *s->winrows))
+    if (hs_array_room((void **)&s->wintraces, &s->wintraces_cap, r->nslots, sizeof *s->wintraces) ||
+        hs_array_room((void **)&s->winrows, &s->winrows_cap, n, sizeof *s->winrows))
         n = 0;
     for (uint32_t i = 0; i < n; i++) {
         hs_slot *sl = &r->slots[r->win[i].slot];
