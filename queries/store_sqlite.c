@@ -859,6 +859,9 @@ static int trace_rest_row(int64_t bucket, int64_t bytes, void *data)
     return t->rc = t->x.one(bucket, bytes, t->x.data);
 }
 
+/* A trace's rows over at most this many buckets are read bucket by bucket. */
+#define SERIES_MIN_SPAN (HS_SERIES_WINDOW / 8)
+
 /* q's reader of snapshot_series into *rd; NULL when the database has
  * none (older than schema 16). */
 static int series_rd(hs__sqlite *q, hs_series_rd **rd, hs_qerr *err)
@@ -883,7 +886,9 @@ static int sqlite_trace_deltas(hs_qstore *s, int64_t run, int64_t trace, int64_t
     hs_snaps_rd *rd;
     hs_series_rd *sr = NULL;
     int rc = snaps_rd(q, &rd, err);
-    if (!rc && rd) rc = series_rd(q, &sr, err);
+    /* over a few buckets, a block a bucket costs no more than a window's
+     * block (and is often kept from the question before) */
+    if (!rc && rd && last - first + 1 > SERIES_MIN_SPAN) rc = series_rd(q, &sr, err);
     if (rc) return rc;
     if (sr) { /* by window where stored, else by bucket */
         trace_rest t = {q, rd, run, trace, {.one = cb, .data = data}, err, 0};

@@ -32,9 +32,9 @@
  * once: a run that goes on after it was lost is loaded again and its
  * rollups rebuilt (store.c), all windows with them. */
 
-/* The most rows a window gathers (16 B each); a window of more is left to
+/* The most rows a window gathers (16 MiB); a window of more is left to
  * be read from snapshot_blocks. */
-#define HS_WIN_ROWS_MAX (1u << 21)
+#define HS_WIN_ROWS_MAX (1u << 20)
 
 static void win_row(hs_run *r, uint32_t slot, int64_t b, int64_t bytes)
 {
