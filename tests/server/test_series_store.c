@@ -19,8 +19,12 @@
 #include <cmocka.h>
 #include <sqlite3.h>
 
+#include <jansson.h>
+
+#include "hs_core.h"
 #include "hs_error.h"
 #include "hs_proto.h"
+#include "hs_queries.h"
 #include "hs_schema.h"
 #include "hs_series.h"
 #include "hs_snap.h"
@@ -246,6 +250,31 @@ static void check(int64_t run, int64_t hi, int64_t windows)
     sqlite3_close(h);
 }
 
+/* The answers to the questions that read a trace's rows, as JSON. */
+static char *answers(int64_t run)
+{
+    hs_q *q;
+    hs_qerr err;
+    assert_int_equal(hs_q_open(&q, db, &err), 0);
+    hs_buf all = {0};
+    char target[128];
+    const char *paths[] = {"history?top=10", "history?top=3", "leaks"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+        snprintf(target, sizeof target, "/api/runs/%lld/%s", (long long)run, paths[i]);
+        hs_api_reply r;
+        hs_api_handle(q, "GET", target, NULL, 0, &r);
+        assert_int_equal(r.status, 200);
+        char *js = json_dumps(r.json, JSON_SORT_KEYS | JSON_COMPACT);
+        assert_non_null(js);
+        hs_buf_put(&all, js, strlen(js));
+        free(js);
+        hs_api_reply_clear(&r);
+    }
+    hs_q_free(q);
+    assert_false(all.oom);
+    return all.p;
+}
+
 static void test_known_run(void **state)
 {
     (void)state;
@@ -284,6 +313,17 @@ static void test_known_run(void **state)
     assert_int_equal(hs_store_commit(s), 0);
     hs_store_free(s);
     check(run, NBUCKET - 1, 7);
+    /* the answers are those of the blocks of each bucket */
+    char *by_window = answers(run);
+    assert_true(strstr(by_window, "grow_") != NULL);
+    sqlite3 *h;
+    assert_int_equal(sqlite3_open(db, &h), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(h, "DELETE FROM snapshot_series", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(h);
+    char *by_bucket = answers(run);
+    assert_string_equal(by_window, by_bucket);
+    free(by_window);
+    free(by_bucket);
 }
 
 int main(void)
