@@ -93,7 +93,7 @@ static void define_stacks(hs_store *s, hs_run *r)
     uint8_t buf[4096];
     hs_wr wr;
     hs_wr_init(&wr, buf, sizeof buf);
-    char names[NSTACKS][16];
+    char names[NSTACKS][24];
     for (int k = 0; k < NSTACKS; k++) {
         snprintf(names[k], sizeof names[k], "grow_%d", k + 1);
         hs_symbol y = {.pc = 0x1000u * (uint64_t)(k + 1),
