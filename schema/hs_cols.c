@@ -115,12 +115,7 @@ int hs_cols_open_max(hs_rd *rd, int k, const uint64_t *max, hs_cols_rd *out, hs_
     if (method == METHOD_ZSTD && ZSTD_getFrameContentSize(body, left) != raw) return HS_ECORRUPT;
     if (method == METHOD_ZSTD && ctx) {
         if (!ctx->z && !(ctx->z = ZSTD_createDCtx())) return HS_ENOMEM;
-        if (raw > ctx->cap) {
-            uint8_t *g = realloc(ctx->buf, raw);
-            if (!g) return HS_ENOMEM;
-            ctx->buf = g;
-            ctx->cap = raw;
-        }
+        if (hs_array_room((void **)&ctx->buf, &ctx->cap, raw, 1)) return HS_ENOMEM;
         if (unzstd(ctx->z, ctx->buf, raw, body, left)) return HS_ECORRUPT;
         body = ctx->buf;
     } else if (method == METHOD_ZSTD) {

@@ -101,13 +101,7 @@ int hs_maps_decode(const void *blob, size_t blen, hs_maps_entry **e, size_t *n)
 
 int hs_maps_push(hs_maps_entry **e, size_t *n, size_t *cap, hs_maps_entry x)
 {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 256;
-        hs_maps_entry *ne = realloc(*e, c * sizeof *ne);
-        if (!ne) return HS_ENOMEM;
-        *e = ne;
-        *cap = c;
-    }
+    if (hs_array_room((void **)e, cap, *n + 1, sizeof **e)) return HS_ENOMEM;
     (*e)[(*n)++] = x;
     return 0;
 }
@@ -161,16 +155,9 @@ static int append_chunk(hs_maps_entry **e, size_t *n, size_t *cap, const void *b
     size_t m;
     int rc = hs_maps_decode(blob, len, &x, &m);
     if (rc) return rc;
-    if (*n + m > *cap) {
-        size_t c = *cap ? *cap : HS_MAPS_CHUNK;
-        while (c < *n + m) c *= 2;
-        hs_maps_entry *ne = realloc(*e, c * sizeof *ne);
-        if (!ne) {
-            free(x);
-            return HS_ENOMEM;
-        }
-        *e = ne;
-        *cap = c;
+    if (hs_array_room((void **)e, cap, *n + m, sizeof **e)) {
+        free(x);
+        return HS_ENOMEM;
     }
     memcpy(*e + *n, x, m * sizeof *x);
     *n += m;

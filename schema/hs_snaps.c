@@ -366,15 +366,9 @@ static int rd_dir_read(hs_snaps_rd *r, int64_t run, int kind)
     r->dir_ok = 0;
     while (!rc && (step = sqlite3_step(st)) == SQLITE_ROW) {
         if (r->ndir == r->dir_max) break;
-        if (r->ndir == r->dircap) {
-            size_t cap = r->dircap ? 2 * r->dircap : 256;
-            rd_key *g = realloc(r->dir, cap * sizeof *g);
-            if (!g)
-                rc = HS_ENOMEM;
-            else
-                r->dir = g, r->dircap = cap;
-        }
-        if (!rc)
+        if (hs_array_room((void **)&r->dir, &r->dircap, r->ndir + 1, sizeof *r->dir))
+            rc = HS_ENOMEM;
+        else
             r->dir[r->ndir++] = (rd_key){sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1),
                                          sqlite3_column_int64(st, 2)};
     }
@@ -667,14 +661,7 @@ int hs_snaps_migrate(sqlite3 *db)
             n = 0;
         }
         run = r, kind = k, bucket = b;
-        if (!rc && n == cap) {
-            cap = cap ? 2 * cap : 1024;
-            hs_snap_row *g = realloc(rows, cap * sizeof *g);
-            if (!g)
-                rc = HS_ENOMEM;
-            else
-                rows = g;
-        }
+        if (!rc && hs_array_room((void **)&rows, &cap, n + 1, sizeof *rows)) rc = HS_ENOMEM;
         if (!rc)
             rows[n++] = (hs_snap_row){sqlite3_column_int64(st, 3), sqlite3_column_int64(st, 4),
                                       sqlite3_column_int64(st, 5)};

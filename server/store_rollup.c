@@ -101,13 +101,9 @@ static void win_clear(hs_run *r)
  * snap_put (schema/hs_snaps.h stores them as a group). */
 static int snap_row(hs_store *s, int64_t trace, int64_t bytes, int64_t count)
 {
-    if (s->nsnaprows == s->snaprows_cap) {
-        size_t cap = s->snaprows_cap ? 2 * s->snaprows_cap : 256;
-        hs_snap_row *g = realloc(s->snaprows, cap * sizeof *g);
-        if (!g) return HS_ENOMEM;
-        s->snaprows = g;
-        s->snaprows_cap = cap;
-    }
+    if (hs_array_room((void **)&s->snaprows, &s->snaprows_cap, s->nsnaprows + 1,
+                      sizeof *s->snaprows))
+        return HS_ENOMEM;
     s->snaprows[s->nsnaprows++] = (hs_snap_row){trace, bytes, count};
     return 0;
 }
