@@ -30,6 +30,16 @@ typedef struct hs_map {
     uint64_t zero_val;
 } hs_map;
 
+/* A 64-bit key for n bytes (FNV-1a), for maps keyed by strings: equal
+ * bytes, equal keys; callers compare the bytes of keys that collide. */
+static inline uint64_t hs_map_hash(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h;
+}
+
 /* Sets *out to the value of key; returns 1 when found, 0 when not. */
 int hs_map_get(const hs_map *m, uint64_t key, uint64_t *out);
 

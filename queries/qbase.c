@@ -11,13 +11,6 @@
 
 /* ---- string map ----------------------------------------------------------- */
 
-static uint64_t fnv1a(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h;
-}
-
 size_t hs__smap_intern(hs__smap *m, const char *key, size_t len, size_t next, int *added)
 {
     const char *stored;
@@ -55,7 +48,7 @@ size_t hs__smap_put(hs__smap *m, const char *key, size_t len, size_t next, int *
         m->vals = nv;
         m->cap = ncap;
     }
-    uint64_t h = fnv1a(key, len);
+    uint64_t h = hs_map_hash(key, len);
     size_t i = h & (m->cap - 1);
     while (m->keys[i]) {
         if (m->hashes[i] == h && !strncmp(m->keys[i], key, len) && m->keys[i][len] == '\0') {

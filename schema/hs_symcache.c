@@ -29,13 +29,6 @@ enum { COL_SLEN, COL_STR, COL_OFFSET, COL_NFR, COL_FUNC, COL_FILE, COL_LINE, COL
 
 /* ---- entries in memory ------------------------------------------------------ */
 
-static uint64_t str_hash(const char *p, size_t n)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)p[i]) * 0x100000001b3ull;
-    return h;
-}
-
 static hs_str str_of(const hs_symcache_block *b, uint32_t id)
 {
     assert(id < b->nstr);
@@ -52,7 +45,7 @@ static int grow(void **p, size_t *cap, size_t need, size_t size)
  * (unindexed): equal strings are then stored twice, never mixed up. */
 static int intern(hs_symcache_block *b, hs_str s, uint32_t *out)
 {
-    uint64_t h = str_hash(s.ptr, s.len), id;
+    uint64_t h = hs_map_hash(s.ptr, s.len), id;
     if (hs_map_get(&b->by_hash, h, &id)) {
         hs_str t = str_of(b, (uint32_t)id);
         if (t.len == s.len && (!s.len || !memcmp(t.ptr, s.ptr, s.len))) {
@@ -90,7 +83,7 @@ static void strings_back(hs_symcache_block *b, size_t nstr)
 {
     for (size_t i = nstr; i < b->nstr; i++) {
         hs_str s = str_of(b, (uint32_t)i);
-        uint64_t h = str_hash(s.ptr, s.len), id;
+        uint64_t h = hs_map_hash(s.ptr, s.len), id;
         if (hs_map_get(&b->by_hash, h, &id) && id == i) hs_map_del(&b->by_hash, h);
     }
     if (nstr < b->nstr) {
