@@ -392,17 +392,35 @@ static int acc_rows(hs__sqlite *q, sqlite3_stmt *st, hs__state_acc *a, hs_qerr *
     return 0;
 }
 
+/* Whether q's database stores its data as has (one of schema/'s tests)
+ * says, asked once: *known 1 yes, -1 no, 0 not asked yet. 1, 0, or HS_EDB
+ * told in err. */
+static int stored_so(hs__sqlite *q, int *known, int (*has)(sqlite3 *db), hs_qerr *err)
+{
+    if (!*known) {
+        int h = has(q->db);
+        if (h < 0) return hs__sqlite_err(q, err);
+        *known = h ? 1 : -1;
+    }
+    return *known > 0;
+}
+
+/* An error of a reader of stored blocks, told in err: corrupt says "run
+ * RUN's <corrupt>". */
+static int blocks_err(hs__sqlite *q, int rc, int64_t run, const char *corrupt, hs_qerr *err)
+{
+    if (rc == HS_EDB) return hs__sqlite_err(q, err);
+    if (rc == HS_ECORRUPT) return hs__err(err, rc, "run %" PRId64 "'s %s", run, corrupt);
+    return hs__err(err, rc, "out of memory");
+}
+
 /* q's reader of snapshot blocks into *rd; NULL when its database has the
  * snapshots table (an older schema, read through the statements). */
 static int snaps_rd(hs__sqlite *q, hs_snaps_rd **rd, hs_qerr *err)
 {
     *rd = NULL;
-    if (!q->snaps) {
-        int blocks = hs_snaps_in_blocks(q->db);
-        if (blocks < 0) return hs__sqlite_err(q, err);
-        q->snaps = blocks ? 1 : -1;
-    }
-    if (q->snaps < 0) return 0;
+    int blocks = stored_so(q, &q->snaps, hs_snaps_in_blocks, err);
+    if (blocks <= 0) return blocks;
     if (!q->snaps_rd && hs_snaps_rd_open(q->db, &q->snaps_rd)) return hs__sqlite_err(q, err);
     *rd = q->snaps_rd;
     return 0;
@@ -430,11 +448,7 @@ static int snaps_scan_run(hs__sqlite *q, hs_snaps_rd *rd, int64_t run, int kind,
 {
     snaps_scan x = {cb, data, 0};
     int rc = hs_snaps_rd_scan(rd, run, kind, lo, hi, trace, snaps_scan_cb, &x);
-    if (!rc || rc == x.cb_rc) return rc;
-    if (rc == HS_EDB) return hs__sqlite_err(q, err);
-    if (rc == HS_ECORRUPT)
-        return hs__err(err, rc, "run %" PRId64 "'s snapshot rows are corrupt", run);
-    return hs__err(err, rc, "out of memory");
+    return !rc || rc == x.cb_rc ? rc : blocks_err(q, rc, run, "snapshot rows are corrupt", err);
 }
 
 static int acc_snap(int64_t bucket, const hs_snap_row *row, void *data)
@@ -454,13 +468,9 @@ static int acc_blocks(hs__sqlite *q, hs_snaps_rd *rd, int64_t run, int kind, int
 /* The run's map of kind (schema/hs_maps.h), by key, into *e (malloc'd). */
 static int run_map(hs__sqlite *q, int64_t run, int kind, hs_maps_entry **e, size_t *n, hs_qerr *err)
 {
-    if (!q->maps) {
-        int chunks = hs_maps_in_chunks(q->db);
-        if (chunks < 0) return hs__sqlite_err(q, err);
-        q->maps = chunks ? 1 : -1;
-    }
-    int rc;
-    if (q->maps < 0) { /* before schema 13: the table, read once a question */
+    int rc = stored_so(q, &q->maps, hs_maps_in_chunks, err);
+    if (rc < 0) return rc;
+    if (!rc) { /* before schema 13: the table, read once a question */
         rc = hs_maps_read(q->db, run, kind, e, n);
     } else {
         sqlite3_stmt *st = hs__sqlite_stmt(q, ST_RUN_MAP, err);
@@ -470,9 +480,7 @@ static int run_map(hs__sqlite *q, int64_t run, int kind, hs_maps_entry **e, size
         rc = hs_maps_read_chunks(st, e, n);
         sqlite3_reset(st);
     }
-    if (rc == HS_EDB) return hs__sqlite_err(q, err);
-    if (rc == HS_ECORRUPT) return hs__err(err, rc, "run %" PRId64 "'s id map is corrupt", run);
-    return rc ? hs__err(err, rc, "out of memory") : 0;
+    return rc ? blocks_err(q, rc, run, "id map is corrupt", err) : 0;
 }
 
 /* The run's stack ids -> traces. */
@@ -867,12 +875,8 @@ static int trace_rest_row(int64_t bucket, int64_t bytes, void *data)
 static int series_rd(hs__sqlite *q, hs_series_rd **rd, hs_qerr *err)
 {
     *rd = NULL;
-    if (!q->series) {
-        int has = hs_schema_has_table(q->db, "snapshot_series");
-        if (has < 0) return hs__sqlite_err(q, err);
-        q->series = has ? 1 : -1;
-    }
-    if (q->series < 0) return 0;
+    int has = stored_so(q, &q->series, hs_series_in_db, err);
+    if (has <= 0) return has;
     if (!q->series_rd && hs_series_rd_open(q->db, &q->series_rd)) return hs__sqlite_err(q, err);
     *rd = q->series_rd;
     return 0;
@@ -893,11 +897,8 @@ static int sqlite_trace_deltas(hs_qstore *s, int64_t run, int64_t trace, int64_t
     if (sr) { /* by window where stored, else by bucket */
         trace_rest t = {q, rd, run, trace, {.one = cb, .data = data}, err, 0};
         rc = hs_series_rd_trace(sr, run, trace, first, last, trace_rest_row, trace_rest_scan, &t);
-        if (!rc || rc == t.rc) return rc;
-        if (rc == HS_EDB) return hs__sqlite_err(q, err);
-        if (rc == HS_ECORRUPT)
-            return hs__err(err, rc, "run %" PRId64 "'s delta rows by trace are corrupt", run);
-        return hs__err(err, rc, "out of memory");
+        return !rc || rc == t.rc ? rc
+                                 : blocks_err(q, rc, run, "delta rows by trace are corrupt", err);
     }
     if (rd) {
         delta_cb x = {.one = cb, .data = data};

@@ -244,7 +244,7 @@ int hs_series_put(hs_series_wr *w, int64_t run, int64_t window, const hs_series_
 
 int hs_series_drop(sqlite3 *db, int64_t run, int64_t bucket)
 {
-    int has = hs_schema_has_table(db, "snapshot_series");
+    int has = hs_series_in_db(db);
     if (has <= 0) return has;
     sqlite3_stmt *st;
     if (sqlite3_prepare_v2(db, "DELETE FROM snapshot_series WHERE run = ?1 AND bucket = ?2", -1,
@@ -258,6 +258,11 @@ int hs_series_drop(sqlite3 *db, int64_t run, int64_t bucket)
 }
 
 /* ---- reading ------------------------------------------------------------- */
+
+int hs_series_in_db(sqlite3 *db)
+{
+    return hs_schema_has_table(db, "snapshot_series");
+}
 
 struct hs_series_rd {
     sqlite3 *db;

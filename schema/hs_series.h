@@ -97,6 +97,10 @@ int hs_series_drop(sqlite3 *db, int64_t run, int64_t bucket);
 
 /* ---- reading ------------------------------------------------------------- */
 
+/* 1 when db has snapshot_series (schema 16 and later), 0 not, HS_EDB when
+ * that cannot be told. */
+int hs_series_in_db(sqlite3 *db);
+
 typedef struct hs_series_rd hs_series_rd;
 
 /* 0, HS_ENOMEM, or HS_EDB (no snapshot_series: an older database). */
