@@ -55,6 +55,19 @@ fail:
     return HS_EDB;
 }
 
+/* The migrations that move a table's rows into stored blocks, in C after
+ * their SQL, and what an error names. */
+static const struct {
+    int version;
+    int (*move)(sqlite3 *db);
+    const char *what;
+} block_moves[] = {
+    {11, hs_tree_migrate, "the stack tree's blocks"},
+    {13, hs_maps_migrate, "the runs' id maps"},
+    {14, hs_symcache_migrate, "the symbol cache's blocks"},
+    {15, hs_snaps_migrate, "the snapshots' blocks"},
+};
+
 /* What a migration does beyond its SQL file, in the same transaction: the
  * backfills that SQL cannot do the way the code does them. */
 static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
@@ -68,34 +81,14 @@ static int after_sql(sqlite3 *db, int version, char *errmsg, size_t errlen)
         return hs_events_recode(db, errmsg, errlen);
     case 10:
         return hs_events_segment(db, errmsg, errlen);
-    case 11: {
-        int rc = hs_tree_migrate(db);
+    }
+    for (size_t i = 0; i < sizeof block_moves / sizeof block_moves[0]; i++) {
+        if (block_moves[i].version != version) continue;
+        int rc = block_moves[i].move(db);
         if (rc)
-            set_err(errmsg, errlen, "the stack tree's blocks: %s",
+            set_err(errmsg, errlen, "%s: %s", block_moves[i].what,
                     rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
         return rc;
-    }
-    case 13: {
-        int rc = hs_maps_migrate(db);
-        if (rc)
-            set_err(errmsg, errlen, "the runs' id maps: %s",
-                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
-        return rc;
-    }
-    case 14: {
-        int rc = hs_symcache_migrate(db);
-        if (rc)
-            set_err(errmsg, errlen, "the symbol cache's blocks: %s",
-                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
-        return rc;
-    }
-    case 15: {
-        int rc = hs_snaps_migrate(db);
-        if (rc)
-            set_err(errmsg, errlen, "the snapshots' blocks: %s",
-                    rc == HS_EDB ? sqlite3_errmsg(db) : hs_strerror(rc));
-        return rc;
-    }
     }
     return 0;
 }
