@@ -242,13 +242,7 @@ static void test_insert_drops(void **state)
     (void)state;
     sqlite3 *db = open_db();
     assert_int_equal(hs_schema_sql_register(db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "CREATE TABLE snapshot_blocks (run INTEGER NOT NULL, kind "
-                                  "INTEGER NOT NULL, bucket INTEGER NOT NULL, first INTEGER NOT "
-                                  "NULL, last INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY "
-                                  "(run, kind, bucket, first)) WITHOUT ROWID",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, TK_SNAPSHOT_BLOCKS_SQL, NULL, NULL, NULL), SQLITE_OK);
     hs_series_wr *w;
     assert_int_equal(hs_series_wr_open(db, &w), 0);
     hs_series_row x[] = {{5, 33, 10}, {6, 40, 20}};

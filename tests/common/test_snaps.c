@@ -24,6 +24,7 @@
 #include "hs_error.h"
 #include "hs_schema.h"
 #include "hs_snaps.h"
+#include "hs_testkit.h"
 
 static void roundtrip(const hs_snap_row *x, size_t n)
 {
@@ -91,13 +92,7 @@ static sqlite3 *open_db(void)
     sqlite3 *db;
     char sql[512];
     assert_int_equal(sqlite3_open(":memory:", &db), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(db,
-                                  "CREATE TABLE snapshot_blocks (run INTEGER NOT NULL, kind "
-                                  "INTEGER NOT NULL, bucket INTEGER NOT NULL, first INTEGER NOT "
-                                  "NULL, last INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY "
-                                  "(run, kind, bucket, first)) WITHOUT ROWID",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, TK_SNAPSHOT_BLOCKS_SQL, NULL, NULL, NULL), SQLITE_OK);
     snprintf(sql, sizeof sql, "CREATE TABLE ref %s", table_sql);
     assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
     assert_int_equal(sqlite3_exec(db, heap_series_sql, NULL, NULL, NULL), SQLITE_OK);
@@ -350,13 +345,7 @@ static void test_reader(void **state)
     sqlite3 *w, *r;
     assert_int_equal(sqlite3_open(path, &w), SQLITE_OK);
     assert_int_equal(sqlite3_exec(w, "PRAGMA journal_mode = WAL", NULL, NULL, NULL), SQLITE_OK);
-    assert_int_equal(sqlite3_exec(w,
-                                  "CREATE TABLE snapshot_blocks (run INTEGER NOT NULL, kind "
-                                  "INTEGER NOT NULL, bucket INTEGER NOT NULL, first INTEGER NOT "
-                                  "NULL, last INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY "
-                                  "(run, kind, bucket, first)) WITHOUT ROWID",
-                                  NULL, NULL, NULL),
-                     SQLITE_OK);
+    assert_int_equal(sqlite3_exec(w, TK_SNAPSHOT_BLOCKS_SQL, NULL, NULL, NULL), SQLITE_OK);
     char sql[512];
     snprintf(sql, sizeof sql, "CREATE TABLE ref %s", table_sql);
     assert_int_equal(sqlite3_exec(w, sql, NULL, NULL, NULL), SQLITE_OK);

@@ -18,6 +18,13 @@ typedef struct sqlite3 sqlite3;
     "parent, frame, depth FROM traces; DROP TABLE trace_blocks; ALTER TABLE tk_rows RENAME TO "    \
     "traces; CREATE INDEX traces_frame ON traces(frame);"
 
+/* snapshot_blocks as schema/015_snapshot_blocks.sql makes it, for the
+ * tests' own databases. */
+#define TK_SNAPSHOT_BLOCKS_SQL                                                                     \
+    "CREATE TABLE snapshot_blocks (run INTEGER NOT NULL, kind INTEGER NOT NULL, bucket INTEGER "   \
+    "NOT NULL, first INTEGER NOT NULL, last INTEGER NOT NULL, data BLOB NOT NULL, PRIMARY KEY "     \
+    "(run, kind, bucket, first)) WITHOUT ROWID"
+
 /* SQL that puts a database's snapshot rows back in the table of schema 1
  * to 14, from the blocks of schema 15 (schema/hs_snaps.h). */
 #define TK_SNAPS_AS_ROWS_SQL                                                                       \
